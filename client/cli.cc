@@ -1,0 +1,167 @@
+#include "client/cli.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace orderhold::client {
+
+const char kCliUsage[] =
+    "Places, pays and lists order holds on an OrderHold server.\n"
+    "\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER\n"
+    "\n"
+    "Flags may come before or after the command. --ttl unset uses the server's default (30m).\n"
+    "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
+    "\"error: CODE: message\" on stderr (8 = RESOURCE_EXHAUSTED: user at max holds, 5 = "
+    "NOT_FOUND,\n"
+    "14 = UNAVAILABLE); 64 on a usage error.";
+
+std::string FormatRemaining(absl::Duration remaining) {
+  if (remaining <= absl::ZeroDuration()) return "0s";
+  if (remaining == absl::InfiniteDuration()) return "inf";
+  if (remaining >= absl::Seconds(1)) {
+    return absl::FormatDuration(absl::Trunc(remaining, absl::Seconds(1)));
+  }
+  if (remaining < absl::Milliseconds(1)) return "<1ms";
+  return absl::FormatDuration(absl::Trunc(remaining, absl::Milliseconds(1)));
+}
+
+std::string FormatTimestamp(absl::Time t) {
+  // RFC3339_full would print "+00:00"; "Z" is what people (and the proto JSON) use for UTC.
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
+}
+
+std::string FormatHold(const orderhold::v1::Hold& hold) {
+  return absl::StrCat(hold.order_id(), " (user ", hold.user_id(), ") expires in ",
+                      FormatRemaining(FromProtoDuration(hold.remaining())), " at ",
+                      FormatTimestamp(FromProtoTimestamp(hold.expire_time())));
+}
+
+std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response) {
+  const orderhold::v1::Hold& hold = response.hold();
+  const std::string remaining = FormatRemaining(FromProtoDuration(hold.remaining()));
+  if (response.created()) {
+    return absl::StrFormat("placed %s for %s: expires in %s (%d/%d active)", hold.order_id(),
+                           hold.user_id(), remaining, response.active_holds(),
+                           response.max_holds());
+  }
+  return absl::StrFormat("%s for %s already held: expires in %s (created=false)", hold.order_id(),
+                         hold.user_id(), remaining);
+}
+
+std::string FormatPay(const orderhold::v1::PayResponse& response) {
+  const orderhold::v1::Hold& hold = response.hold();
+  return absl::StrFormat("paid %s for %s (had %s left)", hold.order_id(), hold.user_id(),
+                         FormatRemaining(FromProtoDuration(hold.remaining())));
+}
+
+std::string FormatListHolds(absl::string_view user_id,
+                            const orderhold::v1::ListHoldsResponse& response) {
+  std::string out =
+      absl::StrFormat("%s: %d/%d holds\n", user_id, response.holds_size(), response.max_holds());
+  for (const orderhold::v1::Hold& hold : response.holds()) {
+    absl::StrAppend(&out, "  ", FormatHold(hold), "\n");
+  }
+  return out;
+}
+
+std::string FormatError(const absl::Status& status) {
+  return absl::StrCat("error: ", absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
+int ExitCodeFor(const absl::Status& status) { return static_cast<int>(status.code()); }
+
+absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
+                                        std::optional<absl::Duration> ttl) {
+  if (args.empty()) return absl::InvalidArgumentError("missing command (place, pay or list)");
+  const std::string& name = args[0];
+  CliCommand command;
+  size_t want_args = 0;
+  if (name == "place") {
+    command.kind = CliCommand::Kind::kPlace;
+    want_args = 2;
+  } else if (name == "pay") {
+    command.kind = CliCommand::Kind::kPay;
+    want_args = 2;
+  } else if (name == "list") {
+    command.kind = CliCommand::Kind::kList;
+    want_args = 1;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", name, "\" (want place, pay or list)"));
+  }
+  if (args.size() - 1 != want_args) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
+                                                      want_args == 2 ? "USER ORDER" : "USER",
+                                                      args.size() - 1));
+  }
+  if (ttl.has_value() && command.kind != CliCommand::Kind::kPlace) {
+    return absl::InvalidArgumentError(absl::StrCat("--ttl applies only to place, not ", name));
+  }
+  command.user_id = args[1];
+  if (want_args == 2) command.order_id = args[2];
+  command.ttl = ttl;
+  return command;
+}
+
+namespace {
+
+// Writes either the human rendering or the JSON of a successful answer; returns the exit status.
+int PrintResponse(const google::protobuf::Message& response, const std::string& human, bool json,
+                  std::ostream& out, std::ostream& err) {
+  if (!json) {
+    out << human;
+    if (human.empty() || human.back() != '\n') out << '\n';
+    return 0;
+  }
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string text;
+  const google::protobuf::util::Status status =
+      google::protobuf::util::MessageToJsonString(response, &text, options);
+  if (!status.ok()) {
+    const absl::Status internal = absl::InternalError(
+        absl::StrCat("cannot render the answer as JSON: ", status.message().as_string()));
+    err << FormatError(internal) << '\n';
+    return ExitCodeFor(internal);
+  }
+  out << text << '\n';
+  return 0;
+}
+
+int PrintError(const absl::Status& status, std::ostream& err) {
+  err << FormatError(status) << '\n';
+  return ExitCodeFor(status);
+}
+
+}  // namespace
+
+int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool json,
+               std::ostream& out, std::ostream& err) {
+  switch (command.kind) {
+    case CliCommand::Kind::kPlace: {
+      auto response = client.PlaceHold(command.user_id, command.order_id, command.ttl);
+      if (!response.ok()) return PrintError(response.status(), err);
+      return PrintResponse(*response, json ? "" : FormatPlaceHold(*response), json, out, err);
+    }
+    case CliCommand::Kind::kPay: {
+      auto response = client.Pay(command.user_id, command.order_id);
+      if (!response.ok()) return PrintError(response.status(), err);
+      return PrintResponse(*response, json ? "" : FormatPay(*response), json, out, err);
+    }
+    case CliCommand::Kind::kList: {
+      auto response = client.ListHolds(command.user_id);
+      if (!response.ok()) return PrintError(response.status(), err);
+      return PrintResponse(*response, json ? "" : FormatListHolds(command.user_id, *response), json,
+                           out, err);
+    }
+  }
+  return PrintError(absl::InternalError("unhandled command"), err);
+}
+
+}  // namespace orderhold::client

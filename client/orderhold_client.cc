@@ -1,0 +1,105 @@
+#include "client/orderhold_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace orderhold::client {
+namespace {
+
+// The range google.protobuf.Duration allows: about 10,000 years either way.
+constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numbering (0..16).
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  const absl::Duration max = absl::Seconds(kMaxProtoDurationSeconds);
+  if (d > max) d = max;
+  if (d < -max) d = -max;
+  // IDivDuration truncates toward zero, so the remainder has the sign of `d` (or is zero): seconds
+  // and nanos never disagree in sign.
+  absl::Duration rem;
+  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &rem);
+  google::protobuf::Duration out;
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(rem)));
+  return out;
+}
+
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+OrderHoldClient::OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
+                                 ClientOptions options)
+    : stub_(std::move(stub)), options_(options) {}
+
+std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& target,
+                                                          ClientOptions options) {
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options);
+}
+
+void OrderHoldClient::PrepareContext(grpc::ClientContext& context) const {
+  // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
+}
+
+absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
+    absl::string_view user_id, absl::string_view order_id,
+    std::optional<absl::Duration> ttl) const {
+  orderhold::v1::PlaceHoldRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+  if (ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*ttl);
+
+  grpc::ClientContext context;
+  PrepareContext(context);
+  orderhold::v1::PlaceHoldResponse response;
+  absl::Status status = FromGrpcStatus(stub_->PlaceHold(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_view user_id,
+                                                                absl::string_view order_id) const {
+  orderhold::v1::PayRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+
+  grpc::ClientContext context;
+  PrepareContext(context);
+  orderhold::v1::PayResponse response;
+  absl::Status status = FromGrpcStatus(stub_->Pay(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
+    absl::string_view user_id) const {
+  orderhold::v1::ListHoldsRequest request;
+  request.set_user_id(std::string(user_id));
+
+  grpc::ClientContext context;
+  PrepareContext(context);
+  orderhold::v1::ListHoldsResponse response;
+  absl::Status status = FromGrpcStatus(stub_->ListHolds(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace orderhold::client

@@ -1,0 +1,101 @@
+// OrderHoldClient: a small synchronous C++ client for the orderhold.v1.OrderHold service.
+//
+// It turns each RPC into one call that returns absl::StatusOr, applies a deadline to every call,
+// and converts between absl time types and the google.protobuf ones. The service contract (what
+// each RPC does, field units, error codes) lives in proto/orderhold/v1/orderhold.proto; this header
+// repeats only what a caller needs at the call site.
+//
+//   auto client = orderhold::client::OrderHoldClient::Connect("localhost:50051", {});
+//   absl::StatusOr<orderhold::v1::PlaceHoldResponse> placed =
+//       client->PlaceHold("alice", "order-1", absl::Minutes(10));
+//   if (absl::IsResourceExhausted(placed.status())) { /* the user is at max_holds */ }
+//
+// Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
+// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), NOT_FOUND (Pay), UNAVAILABLE (server or Redis
+// down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The client adds no
+// retries of its own.
+//
+// Thread-safety. OrderHoldClient is thread-safe: its methods are const, it holds no mutable state,
+// and the gRPC stub it wraps may be used from any number of threads at once. Share one instance
+// (and so one channel) rather than creating one per call.
+#ifndef ORDERHOLD_CLIENT_ORDERHOLD_CLIENT_H_
+#define ORDERHOLD_CLIENT_ORDERHOLD_CLIENT_H_
+
+#include <grpcpp/support/status.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "google/protobuf/duration.pb.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
+
+namespace orderhold::client {
+
+// Converts a gRPC status to an absl::Status: the codes are the same numbers (absl::StatusCode was
+// modelled on them), the message is kept verbatim. An OK status becomes absl::OkStatus().
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Converts an absl::Duration to a google.protobuf.Duration. Seconds and nanos carry the same sign,
+// as the proto requires, so negative durations round-trip (e.g. -1.5s -> {seconds: -1, nanos:
+// -500000000}); sub-nanosecond parts are truncated toward zero. Durations beyond the proto's range
+// (+-315,576,000,000 s, including absl::InfiniteDuration()) are clamped to that range.
+google::protobuf::Duration ToProtoDuration(absl::Duration d);
+
+// The inverse conversions, for reading Hold.remaining and Hold.expire_time.
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d);
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t);
+
+struct ClientOptions {
+  // Deadline applied to every call, measured from when the call starts. Must be positive; a call
+  // that does not finish in time fails with DEADLINE_EXCEEDED.
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+class OrderHoldClient {
+ public:
+  // Wraps an existing stub. Tests inject a fake StubInterface here; `stub` must not be null.
+  OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
+                  ClientOptions options);
+
+  // Creates a client on a new insecure (plaintext) channel to `target`, any gRPC target string
+  // ("host:port", "dns:///host:port", "unix:/path"). The channel connects lazily, so this never
+  // fails: an unreachable server surfaces as UNAVAILABLE (or DEADLINE_EXCEEDED) on the first call.
+  static std::unique_ptr<OrderHoldClient> Connect(const std::string& target, ClientOptions options);
+
+  // Places a hold on one of `user_id`'s slots for `order_id`, living `ttl` (unset: the server's
+  // --default_ttl, 30m). The ttl is sent as given, negative or zero included, so the server's
+  // validation applies (1 ms to --max_ttl, else INVALID_ARGUMENT naming `ttl`). Placing a live
+  // order_id again returns the existing hold with created = false and does not extend it.
+  // Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED (user has max_holds live holds), UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::PlaceHoldResponse> PlaceHold(
+      absl::string_view user_id, absl::string_view order_id,
+      std::optional<absl::Duration> ttl = std::nullopt) const;
+
+  // Pays (removes) the live hold for (user_id, order_id); returns it as it was just before, its
+  // `remaining` being what was left. Errors: NOT_FOUND (never placed, already paid or expired),
+  // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::PayResponse> Pay(absl::string_view user_id,
+                                                 absl::string_view order_id) const;
+
+  // Lists `user_id`'s live holds, earliest expire_time first; empty (not NOT_FOUND) when there are
+  // none. Errors: INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id) const;
+
+ private:
+  // Prepares `context` for one call: sets its deadline to now + options_.timeout.
+  void PrepareContext(grpc::ClientContext& context) const;
+
+  const std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub_;
+  const ClientOptions options_;
+};
+
+}  // namespace orderhold::client
+
+#endif  // ORDERHOLD_CLIENT_ORDERHOLD_CLIENT_H_

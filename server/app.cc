@@ -1,0 +1,80 @@
+#include "server/app.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "server/common/log.h"
+
+namespace orderhold {
+
+absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
+                                                prometheus::Registry& registry) {
+  if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
+  std::unique_ptr<App> app(new App());
+  app->metrics_ = std::make_unique<metrics::Metrics>(registry);
+
+  store::RedisHoldStoreOptions store_options;
+  auto endpoint = store::ParseRedisUrl(config.redis_url);
+  if (!endpoint.ok()) return endpoint.status();
+  store_options.client.endpoint = *endpoint;
+  store_options.client.connections = config.redis_connections;
+  store_options.client.command_timeout = config.redis_timeout;
+  store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
+  store_options.client.errors = &app->metrics_->redis_errors();
+  store_options.key_prefix = config.key_prefix;
+  auto store = store::RedisHoldStore::Create(std::move(store_options));
+  if (!store.ok()) return store.status();
+  app->store_ = std::move(*store);
+
+  app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
+  app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, *app->metrics_);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
+  // and steal half the traffic. Off, so a taken port is a startup error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(),
+                           &app->grpc_port_);
+  builder.RegisterService(app->service_.get());
+  app->server_ = builder.BuildAndStart();
+  if (app->server_ == nullptr || app->grpc_port_ == 0) {
+    app->server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.grpc_address, " (address in use or invalid)"));
+  }
+
+  app->health_ = std::make_unique<grpc_api::HealthReporter>(
+      *app->store_, *app->server_->GetHealthCheckService(), config.health_check_interval,
+      config.redis_timeout);
+  app->health_->Start();
+
+  reaper::ReaperOptions reaper_options;
+  reaper_options.interval = config.reap_interval;
+  reaper_options.call_timeout = config.redis_timeout * 2;
+  app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options);
+  if (config.run_reaper) app->reaper_->Start();
+  return app;
+}
+
+App::~App() { Shutdown(absl::Seconds(10)); }
+
+void App::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (health_ != nullptr) health_->Stop();
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING for all, final
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
+  if (reaper_ != nullptr) reaper_->Stop();
+}
+
+}  // namespace orderhold

@@ -1,0 +1,65 @@
+// App: one running OrderHold server, wired from a Config: Redis store, domain service, gRPC
+// server (OrderHold + reflection + standard health), health reporter and reaper. main() and the
+// end-to-end tests build it the same way; only main adds flags, signals and the /metrics exposer.
+//
+// Thread-safety: Start/Shutdown/destructor from one owner thread; accessors are thread-safe.
+#ifndef ORDERHOLD_SERVER_APP_H_
+#define ORDERHOLD_SERVER_APP_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/server.h"
+#include "prometheus/registry.h"
+#include "server/config.h"
+#include "server/domain/hold_service.h"
+#include "server/grpc/health_reporter.h"
+#include "server/grpc/orderhold_service.h"
+#include "server/metrics/metrics.h"
+#include "server/reaper/reaper.h"
+#include "server/store/redis_hold_store.h"
+
+namespace orderhold {
+
+class App {
+ public:
+  // Validates `config`, starts everything and listens on config.grpc_address. Redis being down is
+  // not an error (health starts NOT_SERVING and recovers by itself). Metrics are registered on
+  // `registry`, which must outlive the App.
+  // Errors: INVALID_ARGUMENT (config), UNAVAILABLE (cannot listen: address taken or invalid;
+  // SO_REUSEPORT is off, so a taken port is always an error).
+  static absl::StatusOr<std::unique_ptr<App>> Start(const Config& config,
+                                                    prometheus::Registry& registry);
+
+  // Shutdown(absl::Seconds(10)) unless already shut down.
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Graceful stop: health NOT_SERVING, no new calls, in-flight calls finish (cancelled after
+  // `grace`), then the reaper stops. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  // The bound gRPC port (useful with port 0).
+  int grpc_port() const { return grpc_port_; }
+  metrics::Metrics& metrics() { return *metrics_; }
+  reaper::Reaper& reaper() { return *reaper_; }
+  store::RedisHoldStore& store() { return *store_; }
+
+ private:
+  App() = default;
+
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<store::RedisHoldStore> store_;
+  std::unique_ptr<domain::HoldService> holds_;
+  std::unique_ptr<grpc_api::OrderHoldService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc_api::HealthReporter> health_;
+  std::unique_ptr<reaper::Reaper> reaper_;
+  int grpc_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace orderhold
+
+#endif  // ORDERHOLD_SERVER_APP_H_

@@ -1,0 +1,45 @@
+// Config: every setting of orderhold-server in one struct with its defaults, filled from flags
+// (with ORDERHOLD_<FLAG_UPPERCASE> environment fallbacks) and validated before anything starts.
+#ifndef ORDERHOLD_SERVER_CONFIG_H_
+#define ORDERHOLD_SERVER_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/domain/hold.h"
+
+namespace orderhold {
+
+struct Config {
+  std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
+  std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics
+  std::string redis_url = "redis://127.0.0.1:6379";
+  domain::HoldPolicy policy;  // --max_holds, --default_ttl, --max_ttl
+  absl::Duration reap_interval = absl::Seconds(1);
+  std::string key_prefix = "orderhold";
+  int redis_connections = 4;                        // pool size, one I/O thread each
+  absl::Duration redis_timeout = absl::Seconds(1);  // bound on one Redis round trip
+  absl::Duration health_check_interval = absl::Seconds(1);
+  bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
+};
+
+// INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
+// redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
+// 64).
+absl::Status ValidateConfig(const Config& config);
+
+// Sets every flag below whose environment variable ORDERHOLD_<NAME> is set (e.g.
+// ORDERHOLD_MAX_HOLDS=5). Call before absl::ParseCommandLine so the command line wins.
+// INVALID_ARGUMENT naming the variable when its value does not parse.
+absl::Status ApplyEnvironmentFallbacks();
+
+// The Config from the (parsed) flags, validated.
+absl::StatusOr<Config> ConfigFromFlags();
+
+// One line "grpc_address=... redis_url=redis://:****@host..." with the password masked.
+std::string DescribeConfig(const Config& config);
+
+}  // namespace orderhold
+
+#endif  // ORDERHOLD_SERVER_CONFIG_H_

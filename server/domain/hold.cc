@@ -1,0 +1,92 @@
+#include "server/domain/hold.h"
+
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+
+namespace orderhold::domain {
+namespace {
+
+// Decodes one UTF-8 sequence at s[*i]; false for malformed, overlong, surrogate or > U+10FFFF.
+bool NextCodePoint(absl::string_view s, size_t* i, uint32_t* cp) {
+  const unsigned char lead = static_cast<unsigned char>(s[*i]);
+  int extra;
+  uint32_t min;
+  if (lead < 0x80) {
+    *cp = lead;
+    *i += 1;
+    return true;
+  } else if ((lead & 0xE0) == 0xC0) {
+    extra = 1, min = 0x80, *cp = lead & 0x1F;
+  } else if ((lead & 0xF0) == 0xE0) {
+    extra = 2, min = 0x800, *cp = lead & 0x0F;
+  } else if ((lead & 0xF8) == 0xF0) {
+    extra = 3, min = 0x10000, *cp = lead & 0x07;
+  } else {
+    return false;
+  }
+  if (*i + extra >= s.size()) return false;  // truncated sequence
+  for (int k = 1; k <= extra; ++k) {
+    const unsigned char c = static_cast<unsigned char>(s[*i + k]);
+    if ((c & 0xC0) != 0x80) return false;
+    *cp = (*cp << 6) | (c & 0x3F);
+  }
+  if (*cp < min || *cp > 0x10FFFF || (*cp >= 0xD800 && *cp <= 0xDFFF)) return false;
+  *i += extra + 1;
+  return true;
+}
+
+}  // namespace
+
+absl::Status ValidatePolicy(const HoldPolicy& policy) {
+  if (policy.max_holds < 1 || policy.max_holds > kMaxHoldsLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_holds: must be 1-", kMaxHoldsLimit, " (got ", policy.max_holds, ")"));
+  }
+  if (policy.max_ttl < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("max_ttl: must be at least 1ms");
+  }
+  if (policy.default_ttl < absl::Milliseconds(1) || policy.default_ttl > policy.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat("default_ttl: must be between 1ms and max_ttl (",
+                                                   absl::FormatDuration(policy.max_ttl), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateId(absl::string_view field, absl::string_view value) {
+  if (value.empty() || value.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be 1-", kMaxIdBytes, " bytes (got ", value.size(), ")"));
+  }
+  for (size_t i = 0; i < value.size();) {
+    const size_t at = i;
+    uint32_t cp = 0;
+    if (!NextCodePoint(value, &i, &cp)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be valid UTF-8 (bad byte at offset ", at, ")"));
+    }
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must not contain control characters (one at offset ", at, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> ResolveTtl(std::optional<absl::Duration> requested,
+                                          const HoldPolicy& policy) {
+  if (!requested.has_value()) return policy.default_ttl;
+  const absl::Duration ttl = absl::Trunc(*requested, absl::Milliseconds(1));
+  if (ttl < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ttl: must be at least 1ms (got ", absl::FormatDuration(*requested), ")"));
+  }
+  if (ttl > policy.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat("ttl: must be at most max_ttl ",
+                                                   absl::FormatDuration(policy.max_ttl), " (got ",
+                                                   absl::FormatDuration(*requested), ")"));
+  }
+  return ttl;
+}
+
+}  // namespace orderhold::domain

@@ -1,0 +1,51 @@
+// Domain vocabulary: a hold, the policy limiting holds, and the validation of what callers send.
+// No gRPC or hiredis types here.
+#ifndef ORDERHOLD_SERVER_DOMAIN_HOLD_H_
+#define ORDERHOLD_SERVER_DOMAIN_HOLD_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace orderhold::domain {
+
+// One unpaid order occupying one of a user's slots until expire_time (exclusive: the hold is live
+// while expire_time > now), millisecond precision.
+struct Hold {
+  std::string user_id;
+  std::string order_id;
+  absl::Time expire_time;
+};
+
+// The limits in force (server flags --max_holds, --default_ttl, --max_ttl).
+struct HoldPolicy {
+  int max_holds = 3;                               // live holds per user, >= 1
+  absl::Duration default_ttl = absl::Minutes(30);  // when a request gives no ttl
+  absl::Duration max_ttl = absl::Hours(24);        // longest ttl a request may ask for
+};
+
+// Max length of user_id and order_id, in bytes.
+inline constexpr size_t kMaxIdBytes = 128;
+// Upper bound of max_holds: keeps every script's work per call small.
+inline constexpr int kMaxHoldsLimit = 10000;
+
+// INVALID_ARGUMENT naming the flag when max_holds is outside 1..kMaxHoldsLimit, a ttl is below
+// 1 ms, or default_ttl > max_ttl.
+absl::Status ValidatePolicy(const HoldPolicy& policy);
+
+// INVALID_ARGUMENT naming `field` unless `value` is 1-128 bytes of valid UTF-8 without control
+// characters (C0, DEL, C1). Every other character is allowed and stored verbatim.
+absl::Status ValidateId(absl::string_view field, absl::string_view value);
+
+// The ttl to use: `requested`, or policy.default_ttl when unset; truncated to whole milliseconds.
+// INVALID_ARGUMENT naming `ttl` when it is under 1 ms (zero, negative) or above policy.max_ttl.
+absl::StatusOr<absl::Duration> ResolveTtl(std::optional<absl::Duration> requested,
+                                          const HoldPolicy& policy);
+
+}  // namespace orderhold::domain
+
+#endif  // ORDERHOLD_SERVER_DOMAIN_HOLD_H_

@@ -1,0 +1,64 @@
+// orderhold-server: flags -> config -> App + /metrics exposer -> wait for SIGTERM/SIGINT.
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <memory>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "server/app.h"
+#include "server/common/log.h"
+#include "server/config.h"
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "OrderHold: per-user quota of unpaid orders on Redis. Flags fall back to "
+      "ORDERHOLD_<FLAG_UPPERCASE> environment variables.");
+  if (absl::Status status = orderhold::ApplyEnvironmentFallbacks(); !status.ok()) {
+    std::fprintf(stderr, "orderhold-server: %s\n", std::string(status.message()).c_str());
+    return 2;
+  }
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<orderhold::Config> config = orderhold::ConfigFromFlags();
+  if (!config.ok()) {
+    std::fprintf(stderr, "orderhold-server: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+
+  // Block the stop signals before any thread exists, so only sigwait() below receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  orderhold::LogInfo("config: ", orderhold::DescribeConfig(*config));
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(config->metrics_address);
+  } catch (const std::exception& e) {  // civetweb throws when the port is taken
+    std::fprintf(stderr, "orderhold-server: cannot serve metrics on %s: %s\n",
+                 config->metrics_address.c_str(), e.what());
+    return 1;
+  }
+  exposer->RegisterCollectable(registry);
+
+  absl::StatusOr<std::unique_ptr<orderhold::App>> app = orderhold::App::Start(*config, *registry);
+  if (!app.ok()) {
+    std::fprintf(stderr, "orderhold-server: %s\n", std::string(app.status().message()).c_str());
+    return 1;
+  }
+  orderhold::LogInfo("serving gRPC on port ", (*app)->grpc_port(), ", metrics on ",
+                     config->metrics_address, "/metrics");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  orderhold::LogInfo("signal ", signal_number, ": NOT_SERVING, finishing in-flight calls");
+  (*app)->Shutdown(absl::Seconds(10));
+  orderhold::LogInfo("stopped");
+  return 0;
+}

@@ -1,0 +1,89 @@
+#include "server/metrics/metrics.h"
+
+#include <string>
+
+namespace orderhold::metrics {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded", "invalid_argument",
+                                                      "unavailable", "deadline_exceeded", "other"};
+const char* const kMethodNames[kMethodCount] = {"PlaceHold", "Pay", "ListHolds"};
+
+prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
+                             const std::string& help) {
+  return BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+Metrics::Metrics(prometheus::Registry& registry)
+    : holds_placed_(Counter(registry, "orderhold_holds_placed_total",
+                            "Holds created by PlaceHold (idempotent retries not counted).")),
+      holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
+      holds_expired_(Counter(registry, "orderhold_holds_expired_total",
+                             "Holds removed because they expired (reaper or lazy cleanup).")),
+      redis_errors_(Counter(registry, "orderhold_redis_errors_total",
+                            "Redis commands that failed: connect, I/O, timeout or error reply.")),
+      // 1 ms .. 60 s, as the lag SLO is about a second.
+      reaper_lag_(
+          BuildHistogram()
+              .Name("orderhold_reaper_lag_seconds")
+              .Help("Per reaped hold: reap time minus expire time, Redis clock.")
+              .Register(registry)
+              .Add({}, Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                   0.25, 0.5, 1, 1.5, 2, 5, 10, 30, 60})),
+      reaper_tick_duration_(
+          BuildHistogram()
+              .Name("orderhold_reaper_tick_duration_seconds")
+              .Help("Wall time of one reaper tick.")
+              .Register(registry)
+              .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                   0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      reaper_last_success_(BuildGauge()
+                               .Name("orderhold_reaper_last_success_timestamp_seconds")
+                               .Help("Unix time of the last reaper tick that completed without "
+                                     "error.")
+                               .Register(registry)
+                               .Add({})) {
+  auto& rejected = BuildCounter()
+                       .Name("orderhold_holds_rejected_total")
+                       .Help("PlaceHold calls that did not yield a hold, by reason.")
+                       .Register(registry);
+  for (int i = 0; i < kRejectReasonCount; ++i) {
+    rejected_[i] = &rejected.Add({{"reason", kReasonNames[i]}});
+  }
+  auto& requests = BuildCounter()
+                       .Name("orderhold_grpc_requests_total")
+                       .Help("Finished OrderHold gRPC calls, by method and status code.")
+                       .Register(registry);
+  auto& durations = BuildHistogram()
+                        .Name("orderhold_grpc_request_duration_seconds")
+                        .Help("Server-side duration of OrderHold gRPC calls, by method.")
+                        .Register(registry);
+  for (int m = 0; m < kMethodCount; ++m) {
+    for (int c = 0; c < kStatusCodeCount; ++c) {
+      // absl status codes equal gRPC's; label values use gRPC's names ("RESOURCE_EXHAUSTED").
+      const std::string code = absl::StatusCodeToString(static_cast<absl::StatusCode>(c));
+      requests_[m][c] = &requests.Add({{"method", kMethodNames[m]}, {"code", code}});
+    }
+    request_duration_[m] =
+        &durations.Add({{"method", kMethodNames[m]}},
+                       Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                   0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5});
+  }
+}
+
+void Metrics::RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed) {
+  const int m = static_cast<int>(method);
+  int c = static_cast<int>(code);
+  if (c < 0 || c >= kStatusCodeCount) c = static_cast<int>(absl::StatusCode::kUnknown);
+  requests_[m][c]->Increment();
+  request_duration_[m]->Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+}  // namespace orderhold::metrics

@@ -1,0 +1,52 @@
+// Redis key naming, in one place.
+//
+//   <prefix>:{<shard>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
+//   <prefix>:{<shard>}:due           the shard's due index (sorted set: user_id -> earliest expire
+//   ms)
+//
+// shard = FNV-1a-32(user_id) mod kShardCount, written in decimal inside a Redis Cluster hash tag
+// (https://redis.io/docs/reference/cluster-spec/#hash-tags). A user's key and its shard's index
+// share the tag, hence the hash slot, so every script touches one slot and Redis Cluster needs no
+// data-model change. The reaper visits kShardCount indexes per tick, never all users.
+//
+// Ids are stored verbatim: `{`, `}`, `:`, `*` and spaces in a user_id cannot change the slot (the
+// tag is the first `{...}` and precedes the id) nor reach another user's key (the mapping from
+// user_id to key is injective: fixed prefix + tag derived from the id + ":u:" + the id itself).
+// Commands are sent as binary-safe arguments and no pattern (KEYS/SCAN) is ever run on them.
+//
+// kShardCount is part of the data model: changing it orphans index entries.
+#ifndef ORDERHOLD_SERVER_STORE_KEYS_H_
+#define ORDERHOLD_SERVER_STORE_KEYS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace orderhold::store {
+
+class KeySchema {
+ public:
+  static constexpr int kShardCount = 64;
+
+  // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace).
+  explicit KeySchema(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  // FNV-1a 32-bit of the id, mod kShardCount: stable across processes and versions (unlike
+  // absl::Hash, which is seeded per process).
+  static int ShardOf(absl::string_view user_id);
+
+  std::string UserKey(absl::string_view user_id) const;
+  std::string DueKey(int shard) const;
+  // The prefix of every user key in `shard`: UserKey(id) == UserKeyPrefix(ShardOf(id)) + id.
+  std::string UserKeyPrefix(int shard) const;
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace orderhold::store
+
+#endif  // ORDERHOLD_SERVER_STORE_KEYS_H_

@@ -1,0 +1,35 @@
+-- pay.lua: pays (removes) one live hold.
+--
+-- Why Lua: "is it live?" and the ZREM must be one atomic step, or a hold could be paid in the
+-- millisecond after it expired, or paid twice by two replicas.
+--
+-- KEYS[1]  the user's holds (see place_hold.lua)
+-- KEYS[2]  the due index of the user's shard (see place_hold.lua)
+-- ARGV[1]  user_id (the member of KEYS[2])
+-- ARGV[2]  order_id
+-- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- Returns  {1, now, expire} when the live hold was removed (expire = its expire time, Unix ms);
+--          {0, now} when there is no live hold for order_id (never placed, paid, or expired: an
+--          expired hold is left for the reaper and never paid).
+local now
+if ARGV[3] ~= '' then
+  now = tonumber(ARGV[3])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
+if not score or tonumber(score) <= now then
+  return {0, now}
+end
+redis.call('ZREM', KEYS[1], ARGV[2])
+
+-- Keep the due index at the user's earliest expiry.
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if first[2] then
+  redis.call('ZADD', KEYS[2], first[2], ARGV[1])
+else
+  redis.call('ZREM', KEYS[2], ARGV[1])
+end
+return {1, now, tonumber(score)}

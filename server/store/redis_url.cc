@@ -1,0 +1,98 @@
+#include "server/store/redis_url.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace orderhold::store {
+namespace {
+
+absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    int value = 0;
+    if (i + 2 >= in.size()) {
+      return absl::InvalidArgumentError("redis_url: truncated %-escape");
+    }
+    for (int k = 1; k <= 2; ++k) {
+      const char c = in[i + k];
+      if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
+        return absl::InvalidArgumentError("redis_url: bad %-escape");
+      }
+      value = value * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(c))
+                                ? c - '0'
+                                : absl::ascii_tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+    }
+    out.push_back(static_cast<char>(value));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RedisEndpoint::MaskedUrl() const {
+  std::string auth;
+  if (!user.empty() || !password.empty()) {
+    auth = absl::StrCat(user, password.empty() ? "" : ":****", "@");
+  }
+  return absl::StrCat("redis://", auth, host, ":", port, "/", db);
+}
+
+absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
+  RedisEndpoint endpoint;
+  absl::string_view rest = url;
+  if (!absl::ConsumePrefix(&rest, "redis://")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis_url: must start with redis:// (got \"", url, "\")"));
+  }
+  if (const size_t at = rest.rfind('@'); at != absl::string_view::npos) {
+    absl::string_view auth = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    absl::string_view user = auth, password;
+    if (const size_t colon = auth.find(':'); colon != absl::string_view::npos) {
+      user = auth.substr(0, colon);
+      password = auth.substr(colon + 1);
+    } else {
+      // "redis://secret@host": a lone credential is the password (legacy requirepass).
+      password = auth;
+      user = "";
+    }
+    auto decoded_user = PercentDecode(user);
+    if (!decoded_user.ok()) return decoded_user.status();
+    auto decoded_password = PercentDecode(password);
+    if (!decoded_password.ok()) return decoded_password.status();
+    endpoint.user = *decoded_user;
+    endpoint.password = *decoded_password;
+  }
+  absl::string_view hostport = rest;
+  if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    absl::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && (!absl::SimpleAtoi(db, &endpoint.db) || endpoint.db < 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_url: database must be an integer >= 0 (got \"", db, "\")"));
+    }
+  }
+  if (const size_t colon = hostport.rfind(':');
+      colon != absl::string_view::npos && hostport.find(']') == absl::string_view::npos) {
+    absl::string_view port = hostport.substr(colon + 1);
+    if (!absl::SimpleAtoi(port, &endpoint.port) || endpoint.port < 1 || endpoint.port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_url: port must be 1-65535 (got \"", port, "\")"));
+    }
+    hostport = hostport.substr(0, colon);
+  }
+  if (hostport.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("redis_url: missing host in \"", url, "\""));
+  }
+  endpoint.host = std::string(hostport);
+  return endpoint;
+}
+
+}  // namespace orderhold::store
