@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <vector>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -52,8 +53,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "orderhold-server: %s\n", std::string(app.status().message()).c_str());
     return 1;
   }
-  orderhold::LogInfo("serving gRPC on port ", (*app)->grpc_port(), ", metrics on ",
-                     config->metrics_address, "/metrics");
+  const std::vector<int> metrics_ports = exposer->GetListeningPorts();
+  orderhold::LogInfo("serving gRPC on port ", (*app)->grpc_port(), ", metrics on port ",
+                     metrics_ports.empty() ? 0 : metrics_ports.front(), " (/metrics)");
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

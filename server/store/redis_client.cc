@@ -71,18 +71,19 @@ class RedisClient::Connection {
   bool connected() const { return context_ != nullptr; }
   void Drop() { context_.reset(); }
 
-  // Connects, authenticates, selects the database and loads every script.
-  absl::Status Connect() {
+  // Connects, authenticates, selects the database and loads every script, within `timeout`
+  // per step.
+  absl::Status Connect(absl::Duration timeout) {
     context_.reset();
     const RedisEndpoint& endpoint = options_.endpoint;
-    ContextPtr context(redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
-                                               absl::ToTimeval(options_.connect_timeout)));
+    ContextPtr context(
+        redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, absl::ToTimeval(timeout)));
     if (context == nullptr || context->err) {
       return IoErrorStatus(context.get(),
                            absl::StrCat("connect to ", endpoint.host, ":", endpoint.port));
     }
     context_ = std::move(context);
-    SetTimeout(options_.connect_timeout);
+    SetTimeout(timeout);
     absl::Status status = Setup();
     if (!status.ok()) context_.reset();
     return status;
@@ -262,7 +263,11 @@ void RedisClient::IoLoop() {
       }
     }
     absl::Status connection_status = absl::OkStatus();
-    if (latest_deadline > now && !connection.connected()) connection_status = connection.Connect();
+    if (latest_deadline > now && !connection.connected()) {
+      // Never wait on a connect past every caller's deadline.
+      connection_status = connection.Connect(
+          std::clamp(latest_deadline - now, absl::Milliseconds(1), options_.connect_timeout));
+    }
 
     // Write every live command, then read every reply: one round trip for the batch.
     std::vector<size_t> sent;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian 12 packages OrderHold needs to build, test and run, when
+# missing. Used by deploy/run.sh and tests/run.sh. Needs root only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+  g++ cmake ninja-build pkg-config                      # toolchain
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
+  libhiredis-dev libabsl-dev prometheus-cpp-dev        # libraries
+  libgtest-dev libgmock-dev                             # tests
+  redis-server redis-tools curl                         # running, tests, the README story
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  # `dpkg -s` also succeeds for removed packages whose config files remain: check the state.
+  dpkg -s "${pkg}" 2>/dev/null | grep -qx 'Status: install ok installed' || missing+=("${pkg}")
+done
+((${#missing[@]} == 0)) && exit 0
+
+SUDO=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "install-deps.sh: run as root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=(sudo)
+fi
+echo "install-deps.sh: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

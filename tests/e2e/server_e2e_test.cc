@@ -1,0 +1,355 @@
+// End to end in one process: real redis-server, App (the same wiring as orderhold-server) on
+// port 0, and the client library over a real channel.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/orderhold_client.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "server/app.h"
+#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "tests/testing/metric_values.h"
+#include "tests/testing/redis_server.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold {
+namespace {
+
+using ::grpc::health::v1::HealthCheckRequest;
+using ::grpc::health::v1::HealthCheckResponse;
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::RedisServer;
+using ::orderhold::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::HasSubstr;
+
+// Polls `condition` every 10 ms until it holds or `timeout` passes.
+template <typename Condition>
+bool Eventually(Condition condition, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time give_up = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+class ServerE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start()); }
+
+  Config TestConfig(bool run_reaper = false) {
+    Config config;
+    config.grpc_address = "127.0.0.1:0";
+    config.redis_url = redis_->url();
+    config.run_reaper = run_reaper;
+    config.reap_interval = absl::Milliseconds(50);
+    config.health_check_interval = absl::Milliseconds(50);
+    config.redis_timeout = absl::Milliseconds(500);
+    return config;
+  }
+
+  std::unique_ptr<App> StartApp(const Config& config, prometheus::Registry& registry) {
+    auto app = App::Start(config, registry);
+    EXPECT_THAT(app, IsOk());
+    return app.ok() ? std::move(*app) : nullptr;
+  }
+
+  static std::string Target(const App& app) { return absl::StrCat("127.0.0.1:", app.grpc_port()); }
+
+  std::unique_ptr<client::OrderHoldClient> ClientFor(const App& app) {
+    return client::OrderHoldClient::Connect(Target(app), client::ClientOptions{absl::Seconds(2)});
+  }
+
+  static HealthCheckResponse::ServingStatus Health(const App& app, const std::string& service) {
+    auto stub = grpc::health::v1::Health::NewStub(
+        grpc::CreateChannel(Target(app), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    HealthCheckRequest request;
+    request.set_service(service);
+    HealthCheckResponse response;
+    if (!stub->Check(&context, request, &response).ok()) return HealthCheckResponse::UNKNOWN;
+    return response.status();
+  }
+
+  std::unique_ptr<RedisServer> redis_;
+};
+
+TEST_F(ServerE2eTest, TrainTicketStory) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+
+  for (const char* order : {"train-1", "train-2", "train-3"}) {
+    auto placed = client->PlaceHold("alice", order);
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_TRUE(placed->created());
+    EXPECT_EQ(placed->max_holds(), 3u);
+    EXPECT_NEAR(placed->hold().remaining().seconds(), 30 * 60, 2);
+  }
+  EXPECT_THAT(client->PlaceHold("alice", "train-4"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("max_holds 3"), HasSubstr("earliest expires"))));
+  auto paid = client->Pay("alice", "train-2");
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->hold().order_id(), "train-2");
+  auto fourth = client->PlaceHold("alice", "train-4");
+  ASSERT_THAT(fourth, IsOk());
+  EXPECT_EQ(fourth->active_holds(), 3u);
+
+  // A short hold expires on its own: not listed once due, and the reaper removes it.
+  auto quick = client->PlaceHold("bob", "concert-1", absl::Milliseconds(200));
+  ASSERT_THAT(quick, IsOk());
+  EXPECT_LE(quick->hold().remaining().nanos(), 200000000);
+  EXPECT_TRUE(Eventually([&] {
+    auto list = client->ListHolds("bob");
+    return list.ok() && list->holds_size() == 0;
+  }));
+  EXPECT_TRUE(Eventually([&] {
+    return MetricValue(registry, "orderhold_reaper_lag_seconds") >= 1 &&
+           MetricValue(registry, "orderhold_holds_expired_total") >= 1;
+  }));
+  auto list = client->ListHolds("alice");
+  ASSERT_THAT(list, IsOk());
+  ASSERT_EQ(list->holds_size(), 3);
+  EXPECT_EQ(MetricValue(registry, "orderhold_grpc_requests_total",
+                        {{"method", "PlaceHold"}, {"code", "RESOURCE_EXHAUSTED"}}),
+            1);
+}
+
+TEST_F(ServerE2eTest, HundredConcurrentPlaceHoldsOverTwoServersCreateExactlyMaxHolds) {
+  prometheus::Registry registry_a, registry_b;
+  auto app_a = StartApp(TestConfig(), registry_a);
+  auto app_b = StartApp(TestConfig(), registry_b);
+  ASSERT_NE(app_a, nullptr);
+  ASSERT_NE(app_b, nullptr);
+  auto client_a = ClientFor(*app_a);
+  auto client_b = ClientFor(*app_b);
+
+  std::atomic<int> created{0}, exhausted{0}, other{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 100; ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      auto& client = i % 2 == 0 ? client_a : client_b;
+      auto result = client->PlaceHold("alice", absl::StrCat("order-", i));
+      if (result.ok() && result->created()) {
+        ++created;
+      } else if (result.status().code() == absl::StatusCode::kResourceExhausted) {
+        ++exhausted;
+      } else {
+        ++other;
+      }
+    });
+  }
+  go = true;
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(created.load(), 3);
+  EXPECT_EQ(exhausted.load(), 97);
+  EXPECT_EQ(other.load(), 0);
+  auto list = client_b->ListHolds("alice");
+  ASSERT_THAT(list, IsOk());
+  EXPECT_EQ(list->holds_size(), 3);
+}
+
+TEST_F(ServerE2eTest, IdempotentRetryNeitherTakesASlotNorExtends) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+  auto first = client->PlaceHold("alice", "o1", absl::Seconds(60));
+  ASSERT_THAT(first, IsOk());
+  auto retry = client->PlaceHold("alice", "o1", absl::Hours(1));
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_FALSE(retry->created());
+  EXPECT_EQ(retry->active_holds(), 1u);
+  EXPECT_EQ(retry->hold().expire_time().seconds(), first->hold().expire_time().seconds());
+  EXPECT_EQ(retry->hold().expire_time().nanos(), first->hold().expire_time().nanos());
+  EXPECT_EQ(MetricValue(registry, "orderhold_holds_placed_total"), 1);
+}
+
+TEST_F(ServerE2eTest, ExpiredButUnreapedHoldsAreNeitherCountedListedNorPayable) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/false), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+  for (const char* order : {"a", "b", "c"}) {
+    ASSERT_THAT(client->PlaceHold("alice", order, absl::Milliseconds(200)), IsOk());
+  }
+  ASSERT_TRUE(Eventually([&] {
+    auto list = client->ListHolds("alice");
+    return list.ok() && list->holds_size() == 0;
+  }));
+  // Still in Redis: nothing reaped them.
+  ASSERT_OK_AND_ASSIGN(std::string stored,
+                       redis_->Command({"ZCARD", app->store().keys().UserKey("alice")}));
+  EXPECT_EQ(stored, "3");
+  EXPECT_THAT(client->Pay("alice", "a"), StatusIs(absl::StatusCode::kNotFound));
+  for (const char* order : {"d", "e", "f"}) {
+    auto placed = client->PlaceHold("alice", order);
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_TRUE(placed->created());
+  }
+  EXPECT_THAT(client->PlaceHold("alice", "g"), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(MetricValue(registry, "orderhold_reaper_lag_seconds"), 0);
+}
+
+TEST_F(ServerE2eTest, EveryBadInputIsInvalidArgumentNamingTheField) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(client->PlaceHold("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client->PlaceHold("u", ""), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client->PlaceHold(std::string(129, 'u'), "o"),
+              StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client->PlaceHold("u", std::string(129, 'o')),
+              StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client->PlaceHold("u\n", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client->PlaceHold("u", "o\x7f"), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client->PlaceHold("u", "o", absl::ZeroDuration()),
+              StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(client->PlaceHold("u", "o", absl::Seconds(-5)), StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(client->PlaceHold("u", "o", absl::Hours(25)), StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(client->Pay("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client->Pay("u", std::string("o\0", 2)), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client->ListHolds(""), StatusIs(kInvalid, HasSubstr("user_id")));
+
+  // A Duration message that breaks its own rules (mixed signs), sent with the raw stub.
+  auto stub =
+      v1::OrderHold::NewStub(grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::PlaceHoldRequest request;
+  request.set_user_id("u");
+  request.set_order_id("o");
+  request.mutable_ttl()->set_seconds(5);
+  request.mutable_ttl()->set_nanos(-1);
+  v1::PlaceHoldResponse response;
+  grpc::Status status = stub->PlaceHold(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("ttl"));
+
+  // Nothing was stored by any of them.
+  ASSERT_OK_AND_ASSIGN(std::string keys, redis_->Command({"DBSIZE"}));
+  EXPECT_EQ(keys, "0");
+  EXPECT_EQ(
+      MetricValue(registry, "orderhold_holds_rejected_total", {{"reason", "invalid_argument"}}),
+      10);
+}
+
+TEST_F(ServerE2eTest, RedisDownIsUnavailableAndNotServingThenRecovers) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+  ASSERT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_EQ(Health(*app, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
+  ASSERT_THAT(client->PlaceHold("alice", "o1"), IsOk());
+
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(client->PlaceHold("alice", "o2"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // the client deadline
+  EXPECT_THAT(client->ListHolds("alice"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_TRUE(Eventually([&] {
+    return Health(*app, "") == HealthCheckResponse::NOT_SERVING &&
+           Health(*app, "orderhold.v1.OrderHold") == HealthCheckResponse::NOT_SERVING;
+  }));
+  EXPECT_EQ(MetricValue(registry, "orderhold_holds_rejected_total", {{"reason", "unavailable"}}),
+            1);
+
+  ASSERT_THAT(redis_->Restart(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_EQ(Health(*app, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
+  EXPECT_THAT(client->PlaceHold("alice", "o2"), IsOk());
+}
+
+TEST_F(ServerE2eTest, RedisDownAtStartIsNotFatal) {
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
+  ASSERT_NE(app, nullptr);
+  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::NOT_SERVING; }));
+  ASSERT_THAT(redis_->Restart(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_THAT(ClientFor(*app)->PlaceHold("alice", "o1"), IsOk());
+}
+
+TEST_F(ServerE2eTest, ScriptFlushMidRunCallsStillSucceed) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
+  ASSERT_NE(app, nullptr);
+  auto client = ClientFor(*app);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
+    EXPECT_THAT(client->PlaceHold(absl::StrCat("user", i), "o"), IsOk());
+    EXPECT_THAT(client->ListHolds(absl::StrCat("user", i)), IsOk());
+    EXPECT_THAT(client->Pay(absl::StrCat("user", i), "o"), IsOk());
+  }
+}
+
+TEST_F(ServerE2eTest, PortAlreadyTakenIsAnError) {
+  prometheus::Registry registry_a, registry_b;
+  auto first = StartApp(TestConfig(), registry_a);
+  ASSERT_NE(first, nullptr);
+  Config config = TestConfig();
+  config.grpc_address = Target(*first);
+  EXPECT_THAT(App::Start(config, registry_b), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(ServerE2eTest, ReflectionListsTheServiceAndHealth) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(), registry);
+  ASSERT_NE(app, nullptr);
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
+      grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  auto stream = stub->ServerReflectionInfo(&context);
+  grpc::reflection::v1alpha::ServerReflectionRequest request;
+  request.set_list_services("*");
+  ASSERT_TRUE(stream->Write(request));
+  grpc::reflection::v1alpha::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::vector<std::string> names;
+  for (const auto& service : response.list_services_response().service()) {
+    names.push_back(service.name());
+  }
+  EXPECT_THAT(names, Contains("orderhold.v1.OrderHold"));
+  // And the descriptors resolve, so grpcurl can describe and call the service.
+  request.set_file_containing_symbol("orderhold.v1.OrderHold");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_GT(response.file_descriptor_response().file_descriptor_proto_size(), 0);
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(ServerE2eTest, ShutdownReportsNotServingAndFinishes) {
+  prometheus::Registry registry;
+  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
+  ASSERT_NE(app, nullptr);
+  ASSERT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
+  const absl::Time start = absl::Now();
+  app->Shutdown(absl::Seconds(5));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_THAT(Health(*app, ""), AnyOf(HealthCheckResponse::NOT_SERVING,
+                                      HealthCheckResponse::UNKNOWN));  // UNKNOWN: closed
+}
+
+}  // namespace
+}  // namespace orderhold

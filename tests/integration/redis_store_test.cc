@@ -1,0 +1,179 @@
+// RedisHoldStore against a real redis-server: what only a real Redis can show (script cache
+// loss, Redis down or hung, concurrency through the pipelined pool, the data left behind).
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/reaper/reaper.h"
+#include "server/store/redis_hold_store.h"
+#include "tests/testing/metric_values.h"
+#include "tests/testing/redis_server.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold::store {
+namespace {
+
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::RedisServer;
+using ::orderhold::testing::StatusIs;
+using ::testing::AnyOf;
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start());
+    RedisHoldStoreOptions options;
+    options.client.endpoint.port = redis_->port();
+    options.client.command_timeout = absl::Milliseconds(300);
+    options.client.connect_timeout = absl::Milliseconds(300);
+    options.client.errors = &metrics_.redis_errors();
+    ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+  }
+
+  absl::StatusOr<PlaceHoldResult> Place(const std::string& user, const std::string& order,
+                                        absl::Duration ttl = absl::Minutes(1),
+                                        absl::Duration timeout = absl::Seconds(2)) {
+    return Await<PlaceHoldResult>([&](auto done) {
+      store_->PlaceHold(PlaceHoldArgs{user, order, ttl, 3},
+                        CallOptions{absl::Now() + timeout, std::nullopt}, std::move(done));
+    });
+  }
+
+  std::unique_ptr<RedisServer> redis_;
+  prometheus::Registry registry_;
+  metrics::Metrics metrics_{registry_};
+  std::unique_ptr<RedisHoldStore> store_;
+};
+
+TEST_F(RedisStoreTest, UsesRedisServerClock) {
+  auto result = Place("alice", "o1", absl::Milliseconds(200));
+  ASSERT_THAT(result, IsOk());
+  ASSERT_OK_AND_ASSIGN(std::string time, redis_->Command({"TIME"}));
+  int64_t redis_seconds = std::stoll(time.substr(0, time.find('\n')));
+  EXPECT_NEAR(absl::ToUnixSeconds(result->now), redis_seconds, 2);
+  EXPECT_EQ(result->expire_time - result->now, absl::Milliseconds(200));
+  // Score = expire time in ms; the user is in its shard's due index at that score.
+  ASSERT_OK_AND_ASSIGN(std::string score,
+                       redis_->Command({"ZSCORE", store_->keys().UserKey("alice"), "o1"}));
+  EXPECT_EQ(score, absl::StrCat(absl::ToUnixMillis(result->expire_time)));
+  ASSERT_OK_AND_ASSIGN(
+      std::string due,
+      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::ShardOf("alice")), "alice"}));
+  EXPECT_EQ(due, score);
+}
+
+TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
+  auto second = Place("alice", "o2");
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->active_holds, 2);
+  ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
+  auto list = Await<ListHoldsResult>([&](auto done) {
+    store_->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                      std::move(done));
+  });
+  ASSERT_THAT(list, IsOk());
+  EXPECT_EQ(list->holds.size(), 2u);
+}
+
+TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Place("alice", "o2", absl::Minutes(1), absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_GT(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
+
+  ASSERT_THAT(redis_->Restart(), IsOk());
+  auto after = Place("alice", "o2");  // a fresh connection, scripts loaded again
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(after->outcome, PlaceHoldResult::Outcome::kCreated);
+}
+
+TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
+  ASSERT_THAT(redis_->Pause(), IsOk());
+  const absl::Time start = absl::Now();
+  auto result = Place("alice", "o1", absl::Minutes(1), absl::Milliseconds(150));
+  const absl::Duration elapsed = absl::Now() - start;
+  ASSERT_THAT(redis_->Resume(), IsOk());
+  EXPECT_THAT(result, AnyOf(StatusIs(absl::StatusCode::kDeadlineExceeded),
+                            StatusIs(absl::StatusCode::kUnavailable)));
+  // Bounded by the command timeout (300 ms) even if the first connect must time out too.
+  EXPECT_LT(elapsed, absl::Seconds(2));
+  // Works again once Redis does.
+  EXPECT_THAT(Place("bob", "o1"), IsOk());
+}
+
+TEST_F(RedisStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
+  constexpr int kCalls = 200;
+  std::atomic<int> created{0}, refused{0}, failed{0};
+  absl::BlockingCounter pending(kCalls);
+  for (int i = 0; i < kCalls; ++i) {  // all in flight at once: pipelined through the pool
+    store_->PlaceHold(PlaceHoldArgs{"alice", absl::StrCat("o", i), absl::Minutes(1), 3},
+                      CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
+                      [&](absl::StatusOr<PlaceHoldResult> result) {
+                        if (!result.ok()) {
+                          ++failed;
+                        } else if (result->outcome == PlaceHoldResult::Outcome::kCreated) {
+                          ++created;
+                        } else {
+                          ++refused;
+                        }
+                        pending.DecrementCount();
+                      });
+  }
+  pending.Wait();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(created.load(), 3);
+  EXPECT_EQ(refused.load(), kCalls - 3);
+  ASSERT_OK_AND_ASSIGN(std::string count,
+                       redis_->Command({"ZCARD", store_->keys().UserKey("alice")}));
+  EXPECT_EQ(count, "3");
+}
+
+TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
+  reaper::Reaper reaper(*store_, metrics_, reaper::ReaperOptions{});
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_THAT(Place(absl::StrCat("user", i), "o", absl::Milliseconds(200)), IsOk());
+  }
+  ASSERT_THAT(Place("keeper", "o", absl::Minutes(5)), IsOk());
+  absl::SleepFor(absl::Milliseconds(250));  // the 200 ms holds are now due
+  auto stats = reaper.RunOnce();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->reaped, 10);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
+  // Only the keeper's key and its index entry are left.
+  ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
+  EXPECT_EQ(dbsize, "2");
+  ASSERT_OK_AND_ASSIGN(std::string exists,
+                       redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
+  EXPECT_EQ(exists, "0");
+}
+
+TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
+  RedisHoldStoreOptions other_options;
+  other_options.client.endpoint.port = redis_->port();
+  other_options.key_prefix = "other";
+  ASSERT_OK_AND_ASSIGN(auto other, RedisHoldStore::Create(std::move(other_options)));
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  auto list = Await<ListHoldsResult>([&](auto done) {
+    other->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                     std::move(done));
+  });
+  ASSERT_THAT(list, IsOk());
+  EXPECT_TRUE(list->holds.empty());
+  EXPECT_THAT(RedisHoldStore::Create(RedisHoldStoreOptions{{}, "bad{prefix}"}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+}  // namespace
+}  // namespace orderhold::store

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tests/run.sh: install what is missing, build, run the whole suite. Non-zero on any failure.
+#
+#   tests/run.sh              Release build in <repo>/build, then ctest
+#   tests/run.sh --sanitize   AddressSanitizer + UBSan build in <repo>/build-asan, then ctest
+#
+# Works on a fresh Debian 12 machine (installs the packages with apt; needs root only then).
+# Tests start their own redis-server on free ports: nothing needs to be running.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"${REPO}/deploy/install-deps.sh"
+
+BUILD_DIR="${REPO}/build"
+CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON)
+if [[ "${1:-}" == "--sanitize" ]]; then
+  BUILD_DIR="${REPO}/build-asan"
+  CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DORDERHOLD_SANITIZE=ON)
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+fi
+
+JOBS="$(nproc)"
+start=$(date +%s)
+cmake -G Ninja -S "${REPO}" -B "${BUILD_DIR}" "${CMAKE_ARGS[@]}" >/dev/null
+cmake --build "${BUILD_DIR}" -j "${JOBS}"
+built=$(date +%s)
+ctest --test-dir "${BUILD_DIR}" --output-on-failure -j "${JOBS}" --timeout 180
+done_at=$(date +%s)
+echo "tests/run.sh: build $((built - start)) s, suite $((done_at - built)) s (${BUILD_DIR})"

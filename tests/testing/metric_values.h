@@ -1,0 +1,39 @@
+// Reads metric values back from a prometheus-cpp Registry, for assertions on what was recorded.
+#ifndef ORDERHOLD_TESTS_TESTING_METRIC_VALUES_H_
+#define ORDERHOLD_TESTS_TESTING_METRIC_VALUES_H_
+
+#include <map>
+#include <string>
+
+#include "prometheus/registry.h"
+
+namespace orderhold::testing {
+
+// The counter or gauge value of `name` with exactly these labels; for a histogram, its sample
+// count. -1 when no such series exists.
+inline double MetricValue(const prometheus::Registry& registry, const std::string& name,
+                          const std::map<std::string, std::string>& labels = {}) {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::map<std::string, std::string> have;
+      for (const auto& label : metric.label) have[label.name] = label.value;
+      if (have != labels) continue;
+      switch (family.type) {
+        case prometheus::MetricType::Counter:
+          return metric.counter.value;
+        case prometheus::MetricType::Gauge:
+          return metric.gauge.value;
+        case prometheus::MetricType::Histogram:
+          return static_cast<double>(metric.histogram.sample_count);
+        default:
+          return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+}  // namespace orderhold::testing
+
+#endif  // ORDERHOLD_TESTS_TESTING_METRIC_VALUES_H_

@@ -1,0 +1,445 @@
+#include "tests/testing/redis_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "server/common/status_macros.h"
+
+namespace orderhold::testing {
+namespace {
+
+constexpr char kHost[] = "127.0.0.1";
+constexpr int kMaxStartAttempts = 5;
+constexpr absl::Duration kPollInterval = absl::Milliseconds(10);
+// Graceful shutdown of a test-sized Redis takes milliseconds; this only bounds a wedged one.
+constexpr absl::Duration kStopTimeout = absl::Seconds(10);
+constexpr absl::Duration kPortCloseTimeout = absl::Seconds(5);
+constexpr size_t kLogTailBytes = 2000;
+
+absl::Status ErrnoError(absl::string_view what, int err) {
+  return absl::InternalError(absl::StrCat(what, ": ", std::strerror(err)));
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit status ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+absl::StatusOr<std::string> FindRedisServer() {
+  if (const char* path = std::getenv("PATH"); path != nullptr) {
+    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+      std::string candidate = absl::StrCat(dir, "/redis-server");
+      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  if (::access("/usr/bin/redis-server", X_OK) == 0) return std::string("/usr/bin/redis-server");
+  return absl::NotFoundError(
+      "redis-server not found on PATH nor at /usr/bin/redis-server (apt-get install redis-server)");
+}
+
+absl::StatusOr<std::string> MakeTempDir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/orderhold-redis-XXXXXX");
+  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoError(absl::StrCat("mkdtemp ", tmpl), errno);
+  return tmpl;
+}
+
+// Binds 127.0.0.1:0 and returns the port the kernel chose. The port is free again when this
+// returns, so another process may take it before redis-server binds: Start() retries for that.
+absl::StatusOr<int> PickFreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError("socket", errno);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    int err = errno;
+    ::close(fd);
+    return ErrnoError("bind 127.0.0.1:0", err);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// True once a TCP connect to 127.0.0.1:port is refused (nothing listens any more).
+bool ConnectRefused(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool refused =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
+}
+
+// hiredis reports a timed-out read or write as an I/O error with errno EAGAIN ("Resource
+// temporarily unavailable"); everything else on a dead connection is UNAVAILABLE.
+absl::Status ContextError(const redisContext* c, int saved_errno, absl::string_view what) {
+  std::string message = absl::StrCat(what, ": ", c->errstr);
+  if (c->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK ||
+                                 absl::StrContains(c->errstr, "temporarily unavailable"))) {
+    return absl::DeadlineExceededError(message);
+  }
+  return absl::UnavailableError(message);
+}
+
+void RenderReply(const redisReply& reply, std::string& out) {
+  switch (reply.type) {
+    case REDIS_REPLY_INTEGER:
+      absl::StrAppend(&out, reply.integer);
+      return;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+      out.append(reply.str, reply.len);
+      return;
+    case REDIS_REPLY_NIL:
+      out.append("(nil)");
+      return;
+    case REDIS_REPLY_ERROR:
+      absl::StrAppend(&out, "(error) ", absl::string_view(reply.str, reply.len));
+      return;
+    case REDIS_REPLY_ARRAY:
+      for (size_t i = 0; i < reply.elements; ++i) {
+        if (i > 0) out.push_back('\n');
+        RenderReply(*reply.element[i], out);
+      }
+      return;
+    default:
+      absl::StrAppend(&out, "(reply type ", reply.type, ")");
+  }
+}
+
+bool Ping(int port) {
+  timeval connect_timeout = absl::ToTimeval(absl::Milliseconds(100));
+  redisContext* c = redisConnectWithTimeout(kHost, port, connect_timeout);
+  if (c == nullptr) return false;
+  bool pong = false;
+  if (c->err == 0 && redisSetTimeout(c, absl::ToTimeval(absl::Milliseconds(500))) == REDIS_OK) {
+    auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
+    // While loading the AOF Redis answers "-LOADING ...": not ready yet.
+    pong = reply != nullptr && reply->type == REDIS_REPLY_STATUS &&
+           absl::string_view(reply->str, reply->len) == "PONG";
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisFree(c);
+  return pong;
+}
+
+std::string ReadTail(const std::string& path, long from) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  long size = static_cast<long>(in.tellg());
+  long start = std::max(from, size - static_cast<long>(kLogTailBytes));
+  if (start >= size) return "";
+  in.seekg(start);
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return start > from ? absl::StrCat("...", tail) : tail;
+}
+
+}  // namespace
+
+void RedisServer::ContextDeleter::operator()(redisContext* c) const { redisFree(c); }
+
+RedisServer::RedisServer(RedisServerOptions opts, std::string binary, std::string dir)
+    : opts_(std::move(opts)), binary_(std::move(binary)), dir_(std::move(dir)) {}
+
+absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions opts) {
+  ORDERHOLD_ASSIGN_OR_RETURN(std::string binary, FindRedisServer());
+  ORDERHOLD_ASSIGN_OR_RETURN(std::string dir, MakeTempDir());
+  // From here the destructor owns the directory.
+  std::unique_ptr<RedisServer> server(new RedisServer(std::move(opts), binary, dir));
+  {
+    std::ofstream conf(server->config_path());
+    conf << "# Written by orderhold::testing::RedisServer (RedisServerOptions::extra_config).\n"
+         << server->opts_.extra_config << "\n";
+    if (!conf.flush()) {
+      return absl::InternalError(absl::StrCat("cannot write ", server->config_path()));
+    }
+  }
+  absl::Status status;
+  for (int attempt = 0; attempt < kMaxStartAttempts; ++attempt) {
+    ORDERHOLD_ASSIGN_OR_RETURN(server->port_, PickFreePort());
+    status = server->LaunchAndWait();
+    if (status.ok()) return server;
+    // Only a lost race for the port is worth another try; anything else (bad extra_config,
+    // timeout) would fail the same way again.
+    if (!absl::IsUnavailable(status) ||
+        !absl::StrContains(status.message(), "Address already in use")) {
+      break;
+    }
+  }
+  return status;
+}
+
+RedisServer::~RedisServer() {
+  conn_.reset();
+  Kill();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string RedisServer::url() const { return absl::StrCat("redis://", kHost, ":", port_); }
+
+std::string RedisServer::config_path() const { return absl::StrCat(dir_, "/redis.conf"); }
+
+std::string RedisServer::log_path() const { return absl::StrCat(dir_, "/redis.log"); }
+
+std::string RedisServer::LogSinceLaunch() const {
+  std::string tail = ReadTail(log_path(), log_offset_);
+  return tail.empty() ? "(empty)" : tail;
+}
+
+absl::Status RedisServer::Launch() {
+  std::vector<std::string> args = {binary_,
+                                   config_path(),
+                                   "--port",
+                                   absl::StrCat(port_),
+                                   "--bind",
+                                   kHost,
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   opts_.appendonly ? "yes" : "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--protected-mode",
+                                   "no",
+                                   "--loglevel",
+                                   "warning"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+
+  // Everything the child needs is prepared before fork(): between fork() and exec() a child of a
+  // multi-threaded process may only make async-signal-safe calls.
+  int log_fd = ::open(log_path().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return ErrnoError(absl::StrCat("open ", log_path()), errno);
+  struct stat st {};
+  log_offset_ = ::fstat(log_fd, &st) == 0 ? static_cast<long>(st.st_size) : 0;
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    int err = errno;
+    ::close(log_fd);
+    return ErrnoError("open /dev/null", err);
+  }
+  const pid_t parent = ::getpid();
+  const long max_fd = std::min(::sysconf(_SC_OPEN_MAX), 65536L);
+
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    // Child. Die with the test process, even when it is SIGKILLed or crashes.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
+    // The signal mask and ignored signals survive exec: undo what the test process may have set
+    // (a server under test blocks SIGTERM in all threads, which would make Stop() hang).
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) ::sigaction(sig, &dfl, nullptr);
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    // Don't let Redis inherit the test's sockets (a leaked listener would outlive its owner).
+    if (::close_range(3, ~0U, 0) != 0) {
+      for (long fd = 3; fd < max_fd; ++fd) ::close(static_cast<int>(fd));
+    }
+    ::execv(argv[0], argv.data());
+    static constexpr char kExecFailed[] = "orderhold RedisServer: execv(redis-server) failed\n";
+    (void)!::write(STDERR_FILENO, kExecFailed, sizeof(kExecFailed) - 1);
+    ::_exit(127);
+  }
+  int fork_errno = errno;
+  ::close(log_fd);
+  ::close(null_fd);
+  if (pid < 0) return ErrnoError("fork", fork_errno);
+  pid_ = pid;
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::WaitUntilReady() {
+  const absl::Time deadline = absl::Now() + opts_.start_timeout;
+  while (true) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::UnavailableError(
+          absl::StrCat("redis-server on port ", port_, " exited (", DescribeWaitStatus(status),
+                       ") before answering PING; its log:\n", LogSinceLaunch()));
+    }
+    if (Ping(port_)) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      Kill();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "redis-server on port ", port_, " did not answer PING within ",
+          absl::FormatDuration(opts_.start_timeout), "; its log:\n", LogSinceLaunch()));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+}
+
+absl::Status RedisServer::LaunchAndWait() {
+  ORDERHOLD_RETURN_IF_ERROR(Launch());
+  return WaitUntilReady();
+}
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);  // also ends a stopped (paused) process
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  paused_ = false;
+}
+
+absl::Status RedisServer::Stop() {
+  conn_.reset();  // Redis closes it anyway; writing to it later could raise SIGPIPE
+  if (pid_ <= 0) return absl::OkStatus();
+  ::kill(pid_, SIGTERM);
+  if (paused_) ::kill(pid_, SIGCONT);  // a stopped process handles SIGTERM only once continued
+  paused_ = false;
+
+  const absl::Time deadline = absl::Now() + kStopTimeout;
+  int status = 0;
+  while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+    if (absl::Now() >= deadline) {
+      Kill();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "redis-server on port ", port_, " ignored SIGTERM for ",
+          absl::FormatDuration(kStopTimeout), "; killed it; its log:\n", LogSinceLaunch()));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  pid_ = -1;
+
+  // The listening socket dies with the process; poll anyway, so callers can rely on "refused".
+  const absl::Time port_deadline = absl::Now() + kPortCloseTimeout;
+  while (!ConnectRefused(port_)) {
+    if (absl::Now() >= port_deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("redis-server exited but 127.0.0.1:", port_, " still accepts connections"));
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat("redis-server on port ", port_, " stopped with ",
+                                            DescribeWaitStatus(status), "; its log:\n",
+                                            LogSinceLaunch()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::Restart() {
+  ORDERHOLD_RETURN_IF_ERROR(Stop());
+  return LaunchAndWait();
+}
+
+absl::Status RedisServer::Pause() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("Pause(): redis-server is not running");
+  if (paused_) return absl::OkStatus();
+  if (::kill(pid_, SIGSTOP) != 0) return ErrnoError("kill(SIGSTOP)", errno);
+  // kill() returns before the target has stopped; WUNTRACED waits until it has, so a command sent
+  // right after Pause() is guaranteed to go unanswered.
+  int status = 0;
+  pid_t r;
+  while ((r = ::waitpid(pid_, &status, WUNTRACED)) < 0 && errno == EINTR) {
+  }
+  if (r < 0) return ErrnoError("waitpid(WUNTRACED)", errno);
+  if (!WIFSTOPPED(status)) {
+    pid_ = -1;
+    return absl::UnavailableError(absl::StrCat("redis-server exited (", DescribeWaitStatus(status),
+                                               "); its log:\n", LogSinceLaunch()));
+  }
+  paused_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::Resume() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("Resume(): redis-server is not running");
+  if (!paused_) return absl::OkStatus();
+  if (::kill(pid_, SIGCONT) != 0) return ErrnoError("kill(SIGCONT)", errno);
+  paused_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>& args) {
+  if (args.empty()) return absl::InvalidArgumentError("Command(): no arguments");
+  if (pid_ <= 0) return absl::FailedPreconditionError("Command(): redis-server is not running");
+  const std::string what = absl::StrCat("redis ", port_, " ", args[0]);
+
+  if (conn_ == nullptr || conn_->err != 0) {
+    conn_.reset(redisConnectWithTimeout(kHost, port_, absl::ToTimeval(opts_.command_timeout)));
+    if (conn_ == nullptr) return absl::ResourceExhaustedError("hiredis: cannot allocate context");
+    if (conn_->err != 0) {
+      absl::Status status = ContextError(conn_.get(), errno, absl::StrCat(what, ": connect"));
+      conn_.reset();
+      return status;
+    }
+    if (redisSetTimeout(conn_.get(), absl::ToTimeval(opts_.command_timeout)) != REDIS_OK) {
+      conn_.reset();
+      return absl::InternalError(absl::StrCat(what, ": redisSetTimeout failed"));
+    }
+  }
+
+  std::vector<const char*> argv;
+  std::vector<size_t> argvlen;
+  for (const std::string& arg : args) {
+    argv.push_back(arg.data());
+    argvlen.push_back(arg.size());
+  }
+  errno = 0;
+  auto* raw = static_cast<redisReply*>(
+      redisCommandArgv(conn_.get(), static_cast<int>(argv.size()), argv.data(), argvlen.data()));
+  if (raw == nullptr) {
+    absl::Status status = ContextError(conn_.get(), errno, what);
+    conn_.reset();  // after an I/O error or timeout a hiredis context is unusable
+    return status;
+  }
+  std::unique_ptr<redisReply, void (*)(void*)> reply(raw, freeReplyObject);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::InternalError(std::string(reply->str, reply->len));
+  }
+  std::string out;
+  RenderReply(*reply, out);
+  return out;
+}
+
+}  // namespace orderhold::testing

@@ -1,0 +1,103 @@
+// The reaper's single step on the fake store: what it removes, and what it records.
+#include "server/reaper/reaper.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/fake_hold_store.h"
+#include "tests/testing/metric_values.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold::reaper {
+namespace {
+
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::StatusIs;
+
+class ReaperTest : public ::testing::Test {
+ protected:
+  void Place(const std::string& user, const std::string& order, absl::Duration ttl) {
+    auto result = store::Await<store::PlaceHoldResult>([&](auto done) {
+      store_.PlaceHold(store::PlaceHoldArgs{user, order, ttl, 10}, {}, std::move(done));
+    });
+    ASSERT_THAT(result, IsOk());
+  }
+
+  orderhold::testing::FakeClock clock_;
+  orderhold::testing::FakeHoldStore store_{clock_};
+  prometheus::Registry registry_;
+  metrics::Metrics metrics_{registry_};
+};
+
+TEST_F(ReaperTest, RemovesDueHoldsAndRecordsLagPerHold) {
+  ReaperOptions options;
+  options.max_users_per_call = 1;  // forces several calls per shard
+  Reaper reaper(store_, metrics_, options, clock_);
+  for (int i = 0; i < 5; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
+  Place("u0", "later", absl::Seconds(60));
+
+  clock_.Advance(absl::Seconds(3));
+  auto stats = reaper.RunOnce();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->reaped, 5);
+  EXPECT_FALSE(stats->backlog_left);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 5);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 5);  // one sample per hold
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_tick_duration_seconds"), 1);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_last_success_timestamp_seconds"),
+            absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));
+
+  // Lag = reap time - expire time: 2 s for each of those holds.
+  for (const auto& family : registry_.Collect()) {
+    if (family.name == "orderhold_reaper_lag_seconds") {
+      EXPECT_DOUBLE_EQ(family.metric[0].histogram.sample_sum, 5 * 2.0);
+    }
+  }
+  auto again = reaper.RunOnce();
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->reaped, 0);
+}
+
+TEST_F(ReaperTest, StoreErrorIsReturnedNotThrownAndLastSuccessUnchanged) {
+  Reaper reaper(store_, metrics_, ReaperOptions{}, clock_);
+  store_.SetFailure(absl::UnavailableError("down"));
+  EXPECT_THAT(reaper.RunOnce(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_last_success_timestamp_seconds"), 0);
+  store_.SetFailure(absl::OkStatus());
+  EXPECT_THAT(reaper.RunOnce(), IsOk());
+}
+
+TEST_F(ReaperTest, BacklogBeyondBoundIsLeftForNextTick) {
+  ReaperOptions options;
+  options.max_users_per_call = 1;
+  options.max_calls_per_shard = 1;
+  Reaper reaper(store_, metrics_, options, clock_);
+  for (int i = 0; i < 40; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
+  clock_.Advance(absl::Seconds(1));
+  auto first = reaper.RunOnce();
+  ASSERT_THAT(first, IsOk());
+  EXPECT_TRUE(first->backlog_left);
+  EXPECT_LE(first->reaped, orderhold::testing::FakeHoldStore::kShards);
+  int total = first->reaped;
+  for (int tick = 0; tick < 40 && total < 40; ++tick) total += reaper.RunOnce()->reaped;
+  EXPECT_EQ(total, 40);
+}
+
+TEST_F(ReaperTest, BackgroundLoopReapsAndStops) {
+  ReaperOptions options;
+  options.interval = absl::Milliseconds(10);
+  Reaper reaper(store_, metrics_, options, clock_);
+  Place("u", "o", absl::Seconds(1));
+  clock_.Advance(absl::Seconds(2));
+  reaper.Start();
+  const absl::Time give_up = absl::Now() + absl::Seconds(10);
+  while (MetricValue(registry_, "orderhold_holds_expired_total") < 1 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  reaper.Stop();
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
+}
+
+}  // namespace
+}  // namespace orderhold::reaper
