@@ -4,7 +4,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+#include "server/grpc/lenient_requests.pb.h"
 
 namespace orderhold::grpc_api {
 namespace {
@@ -44,6 +48,26 @@ absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& tt
   return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
 }
 
+// Parses request bytes into a lenient mirror. INVALID_ARGUMENT when they do not decode.
+absl::Status Parse(const grpc::ByteBuffer& request, absl::string_view type,
+                   google::protobuf::Message* out) {
+  grpc::ByteBuffer copy(request);  // shares the slices; the reader consumes its buffer
+  grpc::ProtoBufferReader reader(&copy);
+  if (!out->ParseFromZeroCopyStream(&reader)) {
+    return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", type));
+  }
+  return absl::OkStatus();
+}
+
+// Serializes a response message into the call's response buffer.
+absl::Status Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  grpc::Status status = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
+      message, out, &own_buffer);
+  if (!status.ok()) return absl::InternalError(status.error_message());
+  return absl::OkStatus();
+}
+
 store::CallOptions OptionsFor(const grpc::CallbackServerContext* context) {
   store::CallOptions options;
   options.deadline = absl::FromChrono(context->deadline());
@@ -60,69 +84,91 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 OrderHoldService::OrderHoldService(domain::HoldService& holds, metrics::Metrics& metrics)
     : holds_(holds), metrics_(metrics) {}
 
-grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(
-    grpc::CallbackServerContext* context, const orderhold::v1::PlaceHoldRequest* request,
-    orderhold::v1::PlaceHoldResponse* response) {
+grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
   auto finish = [this, reactor, start](const absl::Status& status) {
     metrics_.RecordRequest(Method::kPlaceHold, status.code(), absl::Now() - start);
     reactor->Finish(ToGrpcStatus(status));
   };
+  orderhold::internal::PlaceHoldRequest parsed;
+  absl::Status status = Parse(*request, "orderhold.v1.PlaceHoldRequest", &parsed);
   std::optional<absl::Duration> ttl;
-  if (request->has_ttl()) {
-    absl::StatusOr<absl::Duration> parsed = TtlFromProto(request->ttl());
-    if (!parsed.ok()) {
-      metrics_.RecordRejected(metrics::RejectReason::kInvalidArgument);
-      finish(parsed.status());
-      return reactor;
-    }
-    ttl = *parsed;
+  if (status.ok() && parsed.has_ttl()) {
+    absl::StatusOr<absl::Duration> converted = TtlFromProto(parsed.ttl());
+    status = converted.status();
+    if (converted.ok()) ttl = *converted;
   }
-  holds_.PlaceHold(domain::PlaceHoldCommand{request->user_id(), request->order_id(), ttl},
+  if (!status.ok()) {
+    metrics_.RecordRejected(metrics::RejectReason::kInvalidArgument);
+    finish(status);
+    return reactor;
+  }
+  holds_.PlaceHold(domain::PlaceHoldCommand{std::move(*parsed.mutable_user_id()),
+                                            std::move(*parsed.mutable_order_id()), ttl},
                    OptionsFor(context),
                    [response, finish](absl::StatusOr<domain::PlaceHoldReply> reply) {
-                     if (reply.ok()) {
-                       SetHold(reply->hold, reply->now, response->mutable_hold());
-                       response->set_created(reply->created);
-                       response->set_active_holds(static_cast<uint32_t>(reply->active_holds));
-                       response->set_max_holds(static_cast<uint32_t>(reply->max_holds));
-                     }
-                     finish(reply.status());
+                     if (!reply.ok()) return finish(reply.status());
+                     orderhold::v1::PlaceHoldResponse out;
+                     SetHold(reply->hold, reply->now, out.mutable_hold());
+                     out.set_created(reply->created);
+                     out.set_active_holds(static_cast<uint32_t>(reply->active_holds));
+                     out.set_max_holds(static_cast<uint32_t>(reply->max_holds));
+                     finish(Serialize(out, response));
                    });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* context,
-                                                const orderhold::v1::PayRequest* request,
-                                                orderhold::v1::PayResponse* response) {
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
-  holds_.Pay(request->user_id(), request->order_id(), OptionsFor(context),
-             [this, reactor, start, response](absl::StatusOr<domain::PayReply> reply) {
-               if (reply.ok()) SetHold(reply->hold, reply->now, response->mutable_hold());
-               metrics_.RecordRequest(Method::kPay, reply.status().code(), absl::Now() - start);
-               reactor->Finish(ToGrpcStatus(reply.status()));
+  auto finish = [this, reactor, start](const absl::Status& status) {
+    metrics_.RecordRequest(Method::kPay, status.code(), absl::Now() - start);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  orderhold::internal::PayRequest parsed;
+  if (absl::Status status = Parse(*request, "orderhold.v1.PayRequest", &parsed); !status.ok()) {
+    finish(status);
+    return reactor;
+  }
+  holds_.Pay(std::move(*parsed.mutable_user_id()), std::move(*parsed.mutable_order_id()),
+             OptionsFor(context), [response, finish](absl::StatusOr<domain::PayReply> reply) {
+               if (!reply.ok()) return finish(reply.status());
+               orderhold::v1::PayResponse out;
+               SetHold(reply->hold, reply->now, out.mutable_hold());
+               finish(Serialize(out, response));
              });
   return reactor;
 }
 
-grpc::ServerUnaryReactor* OrderHoldService::ListHolds(
-    grpc::CallbackServerContext* context, const orderhold::v1::ListHoldsRequest* request,
-    orderhold::v1::ListHoldsResponse* response) {
+grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   const absl::Time start = absl::Now();
-  holds_.ListHolds(request->user_id(), OptionsFor(context),
-                   [this, reactor, start, response](absl::StatusOr<domain::ListHoldsReply> reply) {
-                     if (reply.ok()) {
-                       for (const domain::Hold& hold : reply->holds) {
-                         SetHold(hold, reply->now, response->add_holds());
-                       }
-                       response->set_max_holds(static_cast<uint32_t>(reply->max_holds));
+  auto finish = [this, reactor, start](const absl::Status& status) {
+    metrics_.RecordRequest(Method::kListHolds, status.code(), absl::Now() - start);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  orderhold::internal::ListHoldsRequest parsed;
+  if (absl::Status status = Parse(*request, "orderhold.v1.ListHoldsRequest", &parsed);
+      !status.ok()) {
+    finish(status);
+    return reactor;
+  }
+  holds_.ListHolds(std::move(*parsed.mutable_user_id()), OptionsFor(context),
+                   [response, finish](absl::StatusOr<domain::ListHoldsReply> reply) {
+                     if (!reply.ok()) return finish(reply.status());
+                     orderhold::v1::ListHoldsResponse out;
+                     for (const domain::Hold& hold : reply->holds) {
+                       SetHold(hold, reply->now, out.add_holds());
                      }
-                     metrics_.RecordRequest(Method::kListHolds, reply.status().code(),
-                                            absl::Now() - start);
-                     reactor->Finish(ToGrpcStatus(reply.status()));
+                     out.set_max_holds(static_cast<uint32_t>(reply->max_holds));
+                     finish(Serialize(out, response));
                    });
   return reactor;
 }

@@ -1,8 +1,14 @@
 // OrderHoldService: the gRPC adapter of the OrderHold API (proto/orderhold/v1/orderhold.proto)
-// on the callback API. Each call: convert the request (INVALID_ARGUMENT for a malformed ttl),
-// hand it to domain::HoldService, and finish the reactor from the store's completion callback:
-// no gRPC thread ever waits for Redis. Records orderhold_grpc_requests_total{method,code} and
-// orderhold_grpc_request_duration_seconds{method}.
+// on the callback API. Each call: parse the request, hand it to domain::HoldService, and finish
+// the reactor from the store's completion callback: no gRPC thread ever waits for Redis. Records
+// orderhold_grpc_requests_total{method,code} and orderhold_grpc_request_duration_seconds{method}.
+//
+// The methods are registered "raw" (request and response as ByteBuffers): requests are parsed
+// with the wire-compatible mirrors of lenient_requests.proto, so an id with invalid UTF-8 gets
+// INVALID_ARGUMENT naming the field from domain validation instead of protobuf's parse failure
+// (which gRPC 1.51 reports as UNIMPLEMENTED). The service name, paths and reflection are those of
+// orderhold.v1.OrderHold. Undecodable bytes -> INVALID_ARGUMENT; a malformed ttl ->
+// INVALID_ARGUMENT.
 //
 // The call's deadline is passed down to the store, which answers DEADLINE_EXCEEDED rather than
 // working past it. Thread-safe.
@@ -15,20 +21,28 @@
 
 namespace orderhold::grpc_api {
 
-class OrderHoldService final : public orderhold::v1::OrderHold::CallbackService {
+using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
+    orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
+        orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
+            orderhold::v1::OrderHold::Service>>>;
+
+class OrderHoldService final : public RawOrderHoldService {
  public:
   // `holds` and `metrics` must outlive the service (and the grpc::Server it is registered on).
   OrderHoldService(domain::HoldService& holds, metrics::Metrics& metrics);
 
+  // Request: orderhold.v1.PlaceHoldRequest bytes; response: orderhold.v1.PlaceHoldResponse bytes.
   grpc::ServerUnaryReactor* PlaceHold(grpc::CallbackServerContext* context,
-                                      const orderhold::v1::PlaceHoldRequest* request,
-                                      orderhold::v1::PlaceHoldResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.PayRequest bytes; response: orderhold.v1.PayResponse bytes.
   grpc::ServerUnaryReactor* Pay(grpc::CallbackServerContext* context,
-                                const orderhold::v1::PayRequest* request,
-                                orderhold::v1::PayResponse* response) override;
+                                const grpc::ByteBuffer* request,
+                                grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ListHoldsRequest bytes; response: orderhold.v1.ListHoldsResponse bytes.
   grpc::ServerUnaryReactor* ListHolds(grpc::CallbackServerContext* context,
-                                      const orderhold::v1::ListHoldsRequest* request,
-                                      orderhold::v1::ListHoldsResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
 
  private:
   domain::HoldService& holds_;

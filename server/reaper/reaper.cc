@@ -16,7 +16,6 @@ Reaper::~Reaper() { Stop(); }
 
 absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   const absl::Time started = clock_.Now();
-  const store::CallOptions call{started + options_.call_timeout, now};
   ReapStats stats;
   absl::Status first_error = absl::OkStatus();
 
@@ -27,6 +26,8 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
     std::vector<absl::StatusOr<store::ReapResult>> results(shards.size(),
                                                            absl::UnknownError("not run"));
     absl::BlockingCounter pending(static_cast<int>(shards.size()));
+    // Deadlines are host time (what the store compares them with), one fresh budget per round.
+    const store::CallOptions call{absl::Now() + options_.call_timeout, now};
     for (size_t i = 0; i < shards.size(); ++i) {
       store_.Reap(shards[i], options_.max_users_per_call, call,
                   [&results, &pending, i](absl::StatusOr<store::ReapResult> result) {

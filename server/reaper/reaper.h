@@ -38,7 +38,7 @@ struct ReaperOptions {
   int max_users_per_call = 100;
   // Calls per shard per tick; what is left waits for the next tick (bounds one tick).
   int max_calls_per_shard = 50;
-  // Deadline of one store call.
+  // Deadline of one round of store calls (one call per shard still having due holds).
   absl::Duration call_timeout = absl::Seconds(2);
 };
 
@@ -68,7 +68,8 @@ class Reaper {
 
   // Starts the background loop (first tick at once). No-op if already running.
   void Start();
-  // Stops and joins the loop; an in-flight tick finishes first (bounded by call_timeout).
+  // Stops and joins the loop; an in-flight tick finishes first (each of its rounds is bounded by
+  // call_timeout).
   void Stop();
 
  private:

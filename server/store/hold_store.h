@@ -16,7 +16,8 @@
 //                      operation that reports an error did not grant anything the caller may rely
 //                      on (a PlaceHold whose reply was lost may still have been recorded; a retry
 //                      with the same order_id returns it, created = false).
-//   DEADLINE_EXCEEDED  `CallOptions::deadline` passed before the backend answered.
+//   DEADLINE_EXCEEDED  `CallOptions::deadline` passed before the request could be sent (a reply
+//                      that arrives late is still delivered: it is the truth about what happened).
 //
 // Thread-safety: implementations are thread-safe.
 #ifndef ORDERHOLD_SERVER_STORE_HOLD_STORE_H_

@@ -1,8 +1,10 @@
 #include "server/store/redis_client.h"
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 
 #include <algorithm>
+#include <csignal>
 #include <optional>
 #include <utility>
 
@@ -119,13 +121,14 @@ class RedisClient::Connection {
     return absl::OkStatus();
   }
 
-  // EVALSHA for script commands, the command itself otherwise.
-  absl::Status Append(const RedisCommand& command) {
+  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
+  // otherwise.
+  absl::Status Append(const RedisCommand& command, bool with_body = false) {
     if (command.script < 0) return Append(command.args);
     std::vector<std::string> args;
     args.reserve(command.args.size() + 2);
-    args.push_back("EVALSHA");
-    args.push_back(shas_[command.script]);
+    args.push_back(with_body ? "EVAL" : "EVALSHA");
+    args.push_back(with_body ? options_.scripts[command.script] : shas_[command.script]);
     args.insert(args.end(), command.args.begin(), command.args.end());
     return Append(args);
   }
@@ -133,6 +136,7 @@ class RedisClient::Connection {
   // Reads the next reply. UNAVAILABLE for an error reply (connection kept) or an I/O error
   // (connection dropped). `is_noscript` is set for a NOSCRIPT error reply.
   absl::StatusOr<RedisReply> Read(bool* is_noscript = nullptr) {
+    if (!connected()) return absl::UnavailableError("redis: connection lost");
     void* raw = nullptr;
     if (redisGetReply(context_.get(), &raw) != REDIS_OK || raw == nullptr) {
       absl::Status status = IoErrorStatus(context_.get(), "read");
@@ -149,7 +153,7 @@ class RedisClient::Connection {
     return Convert(*reply);
   }
 
-  // SCRIPT LOAD of one script (after NOSCRIPT): refreshes its SHA.
+  // SCRIPT LOAD of one script: records its SHA.
   absl::Status LoadScript(int script) {
     absl::StatusOr<RedisReply> sha = Run({"SCRIPT", "LOAD", options_.scripts[script]});
     if (!sha.ok()) return sha.status();
@@ -220,18 +224,48 @@ void RedisClient::CountError() {
 }
 
 void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) {
+  absl::Status refusal;
   {
     absl::MutexLock lock(&mu_);
-    if (!stopping_ && queue_.size() < options_.max_queue) {
+    if (stopping_) {
+      refusal = absl::UnavailableError("redis client shutting down");
+    } else if (absl::Now() < down_until_) {
+      refusal = down_status_;
+    } else if (queue_.size() >= options_.max_queue) {
+      refusal = absl::UnavailableError("redis client overloaded: too many queued commands");
+    } else {
       queue_.push_back(Pending{std::move(command), deadline, std::move(done)});
       return;
     }
   }
   CountError();
-  std::move(done)(absl::UnavailableError("redis client overloaded or shutting down"));
+  std::move(done)(std::move(refusal));
+}
+
+void RedisClient::MarkDown(const absl::Status& failure) {
+  std::deque<Pending> failed;
+  absl::Status status =
+      absl::UnavailableError(absl::StrCat(failure.message(), " (failing fast; next try in ",
+                                          absl::FormatDuration(options_.retry_backoff), ")"));
+  {
+    absl::MutexLock lock(&mu_);
+    down_until_ = absl::Now() + options_.retry_backoff;
+    down_status_ = status;
+    failed.swap(queue_);
+  }
+  for (Pending& pending : failed) {
+    CountError();
+    std::move(pending.done)(status);
+  }
 }
 
 void RedisClient::IoLoop() {
+  // A write to a socket Redis closed must come back as EPIPE, not kill the process.
+  sigset_t sigpipe;
+  sigemptyset(&sigpipe);
+  sigaddset(&sigpipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
+
   Connection connection(options_);
   std::vector<Pending> batch;
   std::vector<std::optional<absl::StatusOr<RedisReply>>> results;
@@ -291,13 +325,27 @@ void RedisClient::IoLoop() {
       if (is_noscript && batch[i].command.script >= 0) noscript.push_back(i);
       results[i] = std::move(reply);
     }
-    // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Reload once and
-    // retry once, after the pipeline is drained so replies stay in order.
+    // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Retry once, after
+    // the pipeline is drained so replies stay in order, with EVAL of the body: it reloads the
+    // script into the cache (same SHA) and runs it in one command, so another flush cannot slip
+    // between a SCRIPT LOAD and the retry.
+    std::vector<size_t> retried;
     for (size_t i : noscript) {
-      if (!connection.connected()) break;
-      absl::Status status = connection.LoadScript(batch[i].command.script);
-      if (status.ok()) status = connection.Append(batch[i].command);
-      results[i] = status.ok() ? connection.Read() : absl::StatusOr<RedisReply>(status);
+      results[i].reset();  // unless the retry answers, the final loop reports the failure
+      if (!connection.connected() || !connection.Append(batch[i].command, true).ok()) continue;
+      retried.push_back(i);
+    }
+    for (size_t i : retried) {
+      absl::StatusOr<RedisReply> reply = connection.Read();
+      if (!connection.connected()) {
+        connection_status = reply.status();
+        break;
+      }
+      results[i] = std::move(reply);
+    }
+    if (!connection_status.ok() || (!sent.empty() && !connection.connected())) {
+      MarkDown(connection_status.ok() ? absl::UnavailableError("redis: connection lost")
+                                      : connection_status);
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!results[i].has_value()) {

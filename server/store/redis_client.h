@@ -8,13 +8,18 @@
 // (gRPC callback threads) only enqueue and never block.
 //
 // Scripts: the Lua bodies given in the options are loaded (SCRIPT LOAD) on every new connection
-// and called by EVALSHA; a NOSCRIPT reply (Redis restart, failover, SCRIPT FLUSH) reloads the body
-// once and retries the command once (https://redis.io/docs/interact/programmability/eval-intro/).
+// and called by EVALSHA; a NOSCRIPT reply (Redis restart, failover, SCRIPT FLUSH) is retried once
+// as EVAL of the body, which reloads the script and runs it in one step
+// (https://redis.io/docs/interact/programmability/eval-intro/).
 //
 // Failures: a connection that fails (refused, timeout, EOF) is dropped and reconnected for the
 // next batch; Redis being down at start is not an error. Error replies (LOADING, READONLY, OOM,
 // script errors...) and I/O failures become UNAVAILABLE; a command whose deadline passed before
-// it was sent or answered becomes DEADLINE_EXCEEDED. Each failure increments `errors`, if given.
+// it was sent becomes DEADLINE_EXCEEDED. A round trip waits at most min(command_timeout, the
+// latest deadline in its batch). After a connection failure the client fails fast for
+// `retry_backoff` (everything queued and everything submitted meanwhile gets UNAVAILABLE at once,
+// instead of queueing behind a dead or hung Redis), then tries again on the next command. Each
+// failed command increments `errors`, if given.
 //
 // Thread-safety: Submit() is thread-safe. Callbacks run on the I/O threads (or inline in
 // Submit() when the queue is full or the client is shutting down) and must not block.
@@ -65,6 +70,8 @@ struct RedisClientOptions {
   absl::Duration connect_timeout = absl::Milliseconds(500);
   // Bound on one round trip, whatever the callers' deadlines (which can only shorten it).
   absl::Duration command_timeout = absl::Seconds(1);
+  // After a connection failure, fail fast for this long before trying Redis again.
+  absl::Duration retry_backoff = absl::Milliseconds(200);
   // Lua script bodies, referred to by index in RedisCommand::script.
   std::vector<std::string> scripts;
   // orderhold_redis_errors_total, or null.
@@ -99,11 +106,16 @@ class RedisClient {
   explicit RedisClient(RedisClientOptions options);
   void IoLoop();
   void CountError();
+  // Records a connection failure: fails everything queued and opens the fail-fast window.
+  void MarkDown(const absl::Status& failure);
 
   const RedisClientOptions options_;
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Until when Submit fails fast, and why (the last connection failure).
+  absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Status down_status_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

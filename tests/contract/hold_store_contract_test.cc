@@ -63,17 +63,35 @@ class RedisFactory : public StoreFactory {
   int tests_ = 0;
 };
 
-StoreFactory& Factory(const std::string& name) {
-  static FakeFactory* fake = new FakeFactory();
-  static RedisFactory* redis = new RedisFactory();
-  if (name == "fake") return *fake;
-  return *redis;
-}
+// One factory of each kind per test process; the Environment stops the shared redis-server (and
+// removes its data dir) when the process's tests are done.
+class Factories : public ::testing::Environment {
+ public:
+  static StoreFactory& Get(const std::string& name) {
+    if (name == "fake") return *instance_->fake_;
+    return *instance_->redis_;
+  }
+  void SetUp() override {
+    fake_ = std::make_unique<FakeFactory>();
+    redis_ = std::make_unique<RedisFactory>();
+    instance_ = this;
+  }
+  void TearDown() override {
+    redis_.reset();
+    fake_.reset();
+  }
+
+ private:
+  static inline Factories* instance_ = nullptr;
+  std::unique_ptr<FakeFactory> fake_;
+  std::unique_ptr<RedisFactory> redis_;
+};
+::testing::Environment* const kFactories = ::testing::AddGlobalTestEnvironment(new Factories);
 
 class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    store_ = Factory(GetParam()).Make();
+    store_ = Factories::Get(GetParam()).Make();
     ASSERT_NE(store_, nullptr);
   }
 

@@ -192,7 +192,7 @@ TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
 
   server_.Signal(SIGTERM);
   EXPECT_EQ(server_.Wait(), 0) << server_.log();
-  EXPECT_THAT(server_.log(), HasSubstr("NOT_SERVING"));
+  EXPECT_THAT(server_.log(), HasSubstr("I stopped"));
 }
 
 TEST_F(BinariesE2eTest, BadFlagExitsNonZeroWithOneLine) {
@@ -201,6 +201,14 @@ TEST_F(BinariesE2eTest, BadFlagExitsNonZeroWithOneLine) {
   server_.Start(args);
   EXPECT_EQ(server_.Wait(), 2);
   EXPECT_THAT(server_.log(), HasSubstr("max_holds"));
+}
+
+TEST_F(BinariesE2eTest, UnparseableFlagExitsNonZero) {
+  std::vector<std::string> args = ServerArgs();
+  args.push_back("--reap_interval=soon");
+  server_.Start(args);
+  EXPECT_NE(server_.Wait(), 0);
+  EXPECT_THAT(server_.log(), HasSubstr("reap_interval"));
 }
 
 TEST_F(BinariesE2eTest, TakenPortExitsNonZero) {

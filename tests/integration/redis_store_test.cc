@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "server/reaper/reaper.h"
 #include "server/store/redis_hold_store.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -18,6 +19,7 @@
 namespace orderhold::store {
 namespace {
 
+using ::orderhold::testing::Eventually;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisServer;
@@ -30,8 +32,9 @@ class RedisStoreTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start());
     RedisHoldStoreOptions options;
     options.client.endpoint.port = redis_->port();
-    options.client.command_timeout = absl::Milliseconds(300);
-    options.client.connect_timeout = absl::Milliseconds(300);
+    options.client.command_timeout = absl::Seconds(1);
+    options.client.connect_timeout = absl::Seconds(1);
+    options.client.retry_backoff = absl::Seconds(1);
     options.client.errors = &metrics_.redis_errors();
     ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
   }
@@ -69,6 +72,12 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
 }
 
 TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
+  // One connection, so the call after the flush reuses the connection whose SHAs went stale.
+  RedisHoldStoreOptions options;
+  options.client.endpoint.port = redis_->port();
+  options.client.connections = 1;
+  options.client.errors = &metrics_.redis_errors();
+  ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
   auto second = Place("alice", "o2");
@@ -81,6 +90,10 @@ TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   });
   ASSERT_THAT(list, IsOk());
   EXPECT_EQ(list->holds.size(), 2u);
+  // Both NOSCRIPTs were answered by one EVAL retry each, and nothing counted as an error.
+  ASSERT_OK_AND_ASSIGN(std::string stats, redis_->Command({"INFO", "commandstats"}));
+  EXPECT_THAT(stats, ::testing::HasSubstr("cmdstat_eval:calls=2,"));
+  EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
 TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
@@ -93,7 +106,9 @@ TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
   EXPECT_GT(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 
   ASSERT_THAT(redis_->Restart(), IsOk());
-  auto after = Place("alice", "o2");  // a fresh connection, scripts loaded again
+  // Once the fail-fast window is over: a fresh connection, scripts loaded again.
+  absl::StatusOr<PlaceHoldResult> after;
+  EXPECT_TRUE(Eventually([&] { return (after = Place("alice", "o2")).ok(); }));
   ASSERT_THAT(after, IsOk());
   EXPECT_EQ(after->outcome, PlaceHoldResult::Outcome::kCreated);
 }
@@ -106,10 +121,65 @@ TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
   ASSERT_THAT(redis_->Resume(), IsOk());
   EXPECT_THAT(result, AnyOf(StatusIs(absl::StatusCode::kDeadlineExceeded),
                             StatusIs(absl::StatusCode::kUnavailable)));
-  // Bounded by the command timeout (300 ms) even if the first connect must time out too.
-  EXPECT_LT(elapsed, absl::Seconds(2));
-  // Works again once Redis does.
-  EXPECT_THAT(Place("bob", "o1"), IsOk());
+  // Bounded by the call's deadline (150 ms), not by the 1 s command and connect timeouts.
+  EXPECT_LT(elapsed, absl::Milliseconds(700));
+  // Works again once Redis does (after the fail-fast window).
+  EXPECT_TRUE(Eventually([&] { return Place("bob", "o1").ok(); }));
+}
+
+TEST_F(RedisStoreTest, FailsFastWhileRedisIsKnownDown) {
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  ASSERT_THAT(redis_->Pause(), IsOk());
+  // The first call finds out (it waits for the 1 s connect timeout)...
+  EXPECT_THAT(Place("alice", "o2", absl::Minutes(1), absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  // ...the next ones do not queue behind a hung Redis: they fail at once for retry_backoff.
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(Place("alice", "o3", absl::Minutes(1), absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::HasSubstr("failing fast")));
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(250));
+  ASSERT_THAT(redis_->Resume(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return Place("alice", "o3").ok(); }));
+  auto list = Await<ListHoldsResult>([&](auto done) {
+    store_->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                      std::move(done));
+  });
+  ASSERT_THAT(list, IsOk());
+  // o2's EVALSHA may have reached the paused Redis and run on resume: a failed PlaceHold may have
+  // been recorded (a retry would return it, created = false). o3 was never sent while failing fast.
+  std::vector<std::string> orders;
+  for (const StoredHold& hold : list->holds) orders.push_back(hold.order_id);
+  EXPECT_THAT(orders, ::testing::AnyOf(::testing::ElementsAre("o1", "o3"),
+                                       ::testing::UnorderedElementsAre("o1", "o2", "o3")));
+}
+
+TEST_F(RedisStoreTest, ScriptFlushWhileCallsAreInFlight) {
+  constexpr int kCalls = 2000;
+  std::atomic<int> failed{0};
+  absl::BlockingCounter pending(kCalls);
+  std::thread flusher([&] {
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  });
+  for (int i = 0; i < kCalls; ++i) {
+    store_->PlaceHold(
+        PlaceHoldArgs{absl::StrCat("user", i % 500), absl::StrCat("o", i), absl::Minutes(1), 3},
+        CallOptions{absl::Now() + absl::Seconds(10), std::nullopt},
+        [&](absl::StatusOr<PlaceHoldResult> result) {
+          if (!result.ok()) {
+            ++failed;
+            ADD_FAILURE() << result.status();
+          }
+          pending.DecrementCount();
+        });
+    if (i % 100 == 0) absl::SleepFor(absl::Milliseconds(1));
+  }
+  pending.Wait();
+  flusher.join();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
 TEST_F(RedisStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {

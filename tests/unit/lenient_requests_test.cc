@@ -1,0 +1,51 @@
+// The server parses requests with the mirrors of server/grpc/lenient_requests.proto: they must
+// stay wire-compatible with the public API (same numbers and names; string ids become bytes).
+#include "gtest/gtest.h"
+#include "orderhold/v1/orderhold.pb.h"
+#include "server/grpc/lenient_requests.pb.h"
+
+namespace orderhold {
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+
+void ExpectMirror(const Descriptor* api, const Descriptor* mirror) {
+  ASSERT_EQ(api->field_count(), mirror->field_count()) << api->full_name();
+  for (int i = 0; i < api->field_count(); ++i) {
+    const FieldDescriptor* field = api->field(i);
+    const FieldDescriptor* twin = mirror->FindFieldByNumber(field->number());
+    ASSERT_NE(twin, nullptr) << field->full_name();
+    EXPECT_EQ(twin->name(), field->name());
+    EXPECT_EQ(twin->label(), field->label());
+    if (field->type() == FieldDescriptor::TYPE_STRING) {
+      EXPECT_EQ(twin->type(), FieldDescriptor::TYPE_BYTES) << field->full_name();
+    } else {
+      EXPECT_EQ(twin->type(), field->type()) << field->full_name();
+      if (field->message_type() != nullptr) {
+        EXPECT_EQ(twin->message_type()->full_name(), field->message_type()->full_name());
+      }
+    }
+  }
+}
+
+TEST(LenientRequestsTest, MirrorsMatchTheApi) {
+  ExpectMirror(v1::PlaceHoldRequest::descriptor(), internal::PlaceHoldRequest::descriptor());
+  ExpectMirror(v1::PayRequest::descriptor(), internal::PayRequest::descriptor());
+  ExpectMirror(v1::ListHoldsRequest::descriptor(), internal::ListHoldsRequest::descriptor());
+}
+
+TEST(LenientRequestsTest, ApiBytesParseIntoTheMirror) {
+  v1::PlaceHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("票-1");
+  request.mutable_ttl()->set_seconds(45);
+  internal::PlaceHoldRequest mirror;
+  ASSERT_TRUE(mirror.ParseFromString(request.SerializeAsString()));
+  EXPECT_EQ(mirror.user_id(), "alice");
+  EXPECT_EQ(mirror.order_id(), "票-1");
+  EXPECT_EQ(mirror.ttl().seconds(), 45);
+}
+
+}  // namespace
+}  // namespace orderhold
