@@ -72,7 +72,8 @@ start_redis() {
   # setsid: its own session, so a terminal Ctrl-C reaches only the server and this script, and
   # Redis stops after the server, not during its shutdown. --save "": the AOF is the persistence.
   local log="${REDIS_DIR}/redis.log" log_start
-  log_start=$(($(wc -l <"${log}" 2>/dev/null || echo 0) + 1))
+  log_start=1
+  if [[ -f "${log}" ]]; then log_start=$(($(wc -l <"${log}") + 1)); fi
   setsid redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --dir "${REDIS_DIR}" \
     --appendonly yes --save "" --daemonize no </dev/null >>"${log}" 2>&1 &
   REDIS_PID=$!
