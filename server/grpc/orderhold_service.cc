@@ -68,6 +68,14 @@ absl::Status Serialize(const google::protobuf::Message& message, grpc::ByteBuffe
   return absl::OkStatus();
 }
 
+// Finishes `reactor` with a status and records the call's metrics. Copyable; call it once.
+auto Finisher(metrics::Metrics& metrics, grpc::ServerUnaryReactor* reactor, Method method) {
+  return [&metrics, reactor, method, start = absl::Now()](const absl::Status& status) {
+    metrics.RecordRequest(method, status.code(), absl::Now() - start);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+}
+
 store::CallOptions OptionsFor(const grpc::CallbackServerContext* context) {
   store::CallOptions options;
   options.deadline = absl::FromChrono(context->deadline());
@@ -88,11 +96,7 @@ grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  auto finish = [this, reactor, start](const absl::Status& status) {
-    metrics_.RecordRequest(Method::kPlaceHold, status.code(), absl::Now() - start);
-    reactor->Finish(ToGrpcStatus(status));
-  };
+  auto finish = Finisher(metrics_, reactor, Method::kPlaceHold);
   orderhold::internal::PlaceHoldRequest parsed;
   absl::Status status = Parse(*request, "orderhold.v1.PlaceHoldRequest", &parsed);
   std::optional<absl::Duration> ttl;
@@ -125,11 +129,7 @@ grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* con
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  auto finish = [this, reactor, start](const absl::Status& status) {
-    metrics_.RecordRequest(Method::kPay, status.code(), absl::Now() - start);
-    reactor->Finish(ToGrpcStatus(status));
-  };
+  auto finish = Finisher(metrics_, reactor, Method::kPay);
   orderhold::internal::PayRequest parsed;
   if (absl::Status status = Parse(*request, "orderhold.v1.PayRequest", &parsed); !status.ok()) {
     finish(status);
@@ -149,11 +149,7 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  const absl::Time start = absl::Now();
-  auto finish = [this, reactor, start](const absl::Status& status) {
-    metrics_.RecordRequest(Method::kListHolds, status.code(), absl::Now() - start);
-    reactor->Finish(ToGrpcStatus(status));
-  };
+  auto finish = Finisher(metrics_, reactor, Method::kListHolds);
   orderhold::internal::ListHoldsRequest parsed;
   if (absl::Status status = Parse(*request, "orderhold.v1.ListHoldsRequest", &parsed);
       !status.ok()) {

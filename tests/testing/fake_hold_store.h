@@ -37,6 +37,9 @@ class FakeHoldStore final : public store::HoldStore {
   void Ping(store::CallOptions options, store::Callback<absl::Time> done) override;
 
  private:
+  // Calls `done` with body() run under the lock, or with the configured failure.
+  template <typename T, typename Body>
+  void Answer(store::Callback<T>& done, Body body);
   // Truncated to ms, like Redis TIME in the scripts.
   absl::Time NowFor(const store::CallOptions& options) const;
   static int ShardOf(const std::string& user_id);

@@ -7,11 +7,6 @@
 -- ARGV[1]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- Returns  {now, {order_id_1, expire_1, order_id_2, expire_2, ...}}: live holds (score > now),
 --          earliest expire first, ties by order_id; expire as Unix ms strings.
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- now_ms and set_earliest: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[1])
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], string.format('(%d', now), '+inf', 'WITHSCORES')}

@@ -11,13 +11,8 @@
 -- Returns  {1, now, expire} when the live hold was removed (expire = its expire time, Unix ms);
 --          {0, now} when there is no live hold for order_id (never placed, paid, or expired: an
 --          expired hold is left for the reaper and never paid).
-local now
-if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- now_ms and set_earliest: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[3])
 
 local score = redis.call('ZSCORE', KEYS[1], ARGV[2])
 if not score or tonumber(score) <= now then
@@ -25,11 +20,5 @@ if not score or tonumber(score) <= now then
 end
 redis.call('ZREM', KEYS[1], ARGV[2])
 
--- Keep the due index at the user's earliest expiry.
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first[2] then
-  redis.call('ZADD', KEYS[2], first[2], ARGV[1])
-else
-  redis.call('ZREM', KEYS[2], ARGV[1])
-end
+set_earliest(KEYS[1], KEYS[2], ARGV[1])
 return {1, now, tonumber(score)}

@@ -19,13 +19,8 @@
 --          active   live holds after the call
 --          removed  holds found no longer live (score <= now) and removed
 -- A hold is live while its score > now.
-local now
-if ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- now_ms and set_earliest: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[5])
 
 local removed = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local active = redis.call('ZCARD', KEYS[1])
@@ -44,11 +39,6 @@ end
 
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or outcome == 1 then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('ZADD', KEYS[2], first[2], ARGV[1])
-  else
-    redis.call('ZREM', KEYS[2], ARGV[1])
-  end
+  set_earliest(KEYS[1], KEYS[2], ARGV[1])
 end
 return {outcome, now, expire, active, removed}

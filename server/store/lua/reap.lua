@@ -15,13 +15,8 @@
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- Returns  {now, more, expire_1, expire_2, ...}: one expire time (Unix ms) per hold removed;
 --          more = 1 when the batch was full (call again), else 0.
-local now
-if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- now_ms and set_earliest: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[3])
 
 local limit = tonumber(ARGV[2])
 local users = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
@@ -38,11 +33,6 @@ for _, user in ipairs(users) do
     end
     redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
   end
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('ZADD', KEYS[1], first[2], user)
-  else
-    redis.call('ZREM', KEYS[1], user)
-  end
+  set_earliest(key, KEYS[1], user)
 end
 return out
