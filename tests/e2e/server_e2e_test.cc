@@ -54,6 +54,7 @@ class ServerE2eTest : public ::testing::Test {
     return config;
   }
 
+  // Starts an App reporting into `registry` (tests running two Apps give each its own).
   std::unique_ptr<App> StartApp(const Config& config, prometheus::Registry& registry) {
     auto app = App::Start(config, registry);
     EXPECT_THAT(app, IsOk());
@@ -78,48 +79,55 @@ class ServerE2eTest : public ::testing::Test {
     return response.status();
   }
 
+  // Starts app_ with the fixture's registry_, and client_ for it.
+  void StartDefault(bool run_reaper = false) {
+    app_ = StartApp(TestConfig(run_reaper), registry_);
+    ASSERT_NE(app_, nullptr);
+    client_ = ClientFor(*app_);
+  }
+
   std::unique_ptr<RedisServer> redis_;
+  prometheus::Registry registry_;
+  std::unique_ptr<App> app_;
+  std::unique_ptr<client::OrderHoldClient> client_;
 };
 
 TEST_F(ServerE2eTest, TrainTicketStory) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
+  StartDefault(/*run_reaper=*/true);
 
   for (const char* order : {"train-1", "train-2", "train-3"}) {
-    auto placed = client->PlaceHold("alice", order);
+    auto placed = client_->PlaceHold("alice", order);
     ASSERT_THAT(placed, IsOk());
     EXPECT_TRUE(placed->created());
     EXPECT_EQ(placed->max_holds(), 3u);
     EXPECT_NEAR(placed->hold().remaining().seconds(), 30 * 60, 2);
   }
-  EXPECT_THAT(client->PlaceHold("alice", "train-4"),
+  EXPECT_THAT(client_->PlaceHold("alice", "train-4"),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        AllOf(HasSubstr("max_holds 3"), HasSubstr("earliest expires"))));
-  auto paid = client->Pay("alice", "train-2");
+  auto paid = client_->Pay("alice", "train-2");
   ASSERT_THAT(paid, IsOk());
   EXPECT_EQ(paid->hold().order_id(), "train-2");
-  auto fourth = client->PlaceHold("alice", "train-4");
+  auto fourth = client_->PlaceHold("alice", "train-4");
   ASSERT_THAT(fourth, IsOk());
   EXPECT_EQ(fourth->active_holds(), 3u);
 
   // A short hold expires on its own: not listed once due, and the reaper removes it.
-  auto quick = client->PlaceHold("bob", "concert-1", absl::Milliseconds(200));
+  auto quick = client_->PlaceHold("bob", "concert-1", absl::Milliseconds(200));
   ASSERT_THAT(quick, IsOk());
   EXPECT_LE(quick->hold().remaining().nanos(), 200000000);
   EXPECT_TRUE(Eventually([&] {
-    auto list = client->ListHolds("bob");
+    auto list = client_->ListHolds("bob");
     return list.ok() && list->holds_size() == 0;
   }));
   EXPECT_TRUE(Eventually([&] {
-    return MetricValue(registry, "orderhold_reaper_lag_seconds") >= 1 &&
-           MetricValue(registry, "orderhold_holds_expired_total") >= 1;
+    return MetricValue(registry_, "orderhold_reaper_lag_seconds") >= 1 &&
+           MetricValue(registry_, "orderhold_holds_expired_total") >= 1;
   }));
-  auto list = client->ListHolds("alice");
+  auto list = client_->ListHolds("alice");
   ASSERT_THAT(list, IsOk());
   ASSERT_EQ(list->holds_size(), 3);
-  EXPECT_EQ(MetricValue(registry, "orderhold_grpc_requests_total",
+  EXPECT_EQ(MetricValue(registry_, "orderhold_grpc_requests_total",
                         {{"method", "PlaceHold"}, {"code", "RESOURCE_EXHAUSTED"}}),
             1);
 }
@@ -161,72 +169,64 @@ TEST_F(ServerE2eTest, HundredConcurrentPlaceHoldsOverTwoServersCreateExactlyMaxH
 }
 
 TEST_F(ServerE2eTest, IdempotentRetryNeitherTakesASlotNorExtends) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
-  auto first = client->PlaceHold("alice", "o1", absl::Seconds(60));
+  StartDefault();
+  auto first = client_->PlaceHold("alice", "o1", absl::Seconds(60));
   ASSERT_THAT(first, IsOk());
-  auto retry = client->PlaceHold("alice", "o1", absl::Hours(1));
+  auto retry = client_->PlaceHold("alice", "o1", absl::Hours(1));
   ASSERT_THAT(retry, IsOk());
   EXPECT_FALSE(retry->created());
   EXPECT_EQ(retry->active_holds(), 1u);
   EXPECT_EQ(retry->hold().expire_time().seconds(), first->hold().expire_time().seconds());
   EXPECT_EQ(retry->hold().expire_time().nanos(), first->hold().expire_time().nanos());
-  EXPECT_EQ(MetricValue(registry, "orderhold_holds_placed_total"), 1);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_placed_total"), 1);
 }
 
 TEST_F(ServerE2eTest, ExpiredButUnreapedHoldsAreNeitherCountedListedNorPayable) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/false), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
+  StartDefault();
   for (const char* order : {"a", "b", "c"}) {
-    ASSERT_THAT(client->PlaceHold("alice", order, absl::Milliseconds(200)), IsOk());
+    ASSERT_THAT(client_->PlaceHold("alice", order, absl::Milliseconds(200)), IsOk());
   }
   ASSERT_TRUE(Eventually([&] {
-    auto list = client->ListHolds("alice");
+    auto list = client_->ListHolds("alice");
     return list.ok() && list->holds_size() == 0;
   }));
   // Still in Redis: nothing reaped them.
   ASSERT_OK_AND_ASSIGN(std::string stored,
-                       redis_->Command({"ZCARD", app->store().keys().UserKey("alice")}));
+                       redis_->Command({"ZCARD", app_->store().keys().UserKey("alice")}));
   EXPECT_EQ(stored, "3");
-  EXPECT_THAT(client->Pay("alice", "a"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client_->Pay("alice", "a"), StatusIs(absl::StatusCode::kNotFound));
   for (const char* order : {"d", "e", "f"}) {
-    auto placed = client->PlaceHold("alice", order);
+    auto placed = client_->PlaceHold("alice", order);
     ASSERT_THAT(placed, IsOk());
     EXPECT_TRUE(placed->created());
   }
-  EXPECT_THAT(client->PlaceHold("alice", "g"), StatusIs(absl::StatusCode::kResourceExhausted));
-  EXPECT_EQ(MetricValue(registry, "orderhold_reaper_lag_seconds"), 0);
+  EXPECT_THAT(client_->PlaceHold("alice", "g"), StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 0);
 }
 
 TEST_F(ServerE2eTest, EveryBadInputIsInvalidArgumentNamingTheField) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
+  StartDefault();
   constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
-  EXPECT_THAT(client->PlaceHold("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->PlaceHold("u", ""), StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->PlaceHold(std::string(129, 'u'), "o"),
+  EXPECT_THAT(client_->PlaceHold("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->PlaceHold("u", ""), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client_->PlaceHold(std::string(129, 'u'), "o"),
               StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->PlaceHold("u", std::string(129, 'o')),
+  EXPECT_THAT(client_->PlaceHold("u", std::string(129, 'o')),
               StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->PlaceHold("u\n", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->PlaceHold("u", "o\x7f"), StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->PlaceHold("u", "o", absl::ZeroDuration()),
+  EXPECT_THAT(client_->PlaceHold("u\n", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->PlaceHold("u", "o\x7f"), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client_->PlaceHold("u", "o", absl::ZeroDuration()),
               StatusIs(kInvalid, HasSubstr("ttl")));
-  EXPECT_THAT(client->PlaceHold("u", "o", absl::Seconds(-5)), StatusIs(kInvalid, HasSubstr("ttl")));
-  EXPECT_THAT(client->PlaceHold("u", "o", absl::Hours(25)), StatusIs(kInvalid, HasSubstr("ttl")));
-  EXPECT_THAT(client->Pay("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->Pay("u", std::string("o\0", 2)), StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->ListHolds(""), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->PlaceHold("u", "o", absl::Seconds(-5)),
+              StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(client_->PlaceHold("u", "o", absl::Hours(25)), StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(client_->Pay("", "o"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->Pay("u", std::string("o\0", 2)), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client_->ListHolds(""), StatusIs(kInvalid, HasSubstr("user_id")));
 
   // A Duration message that breaks its own rules (mixed signs), sent with the raw stub.
-  auto stub =
-      v1::OrderHold::NewStub(grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+  auto stub = v1::OrderHold::NewStub(
+      grpc::CreateChannel(Target(*app_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   v1::PlaceHoldRequest request;
   request.set_user_id("u");
@@ -242,58 +242,50 @@ TEST_F(ServerE2eTest, EveryBadInputIsInvalidArgumentNamingTheField) {
   ASSERT_OK_AND_ASSIGN(std::string keys, redis_->Command({"DBSIZE"}));
   EXPECT_EQ(keys, "0");
   EXPECT_EQ(
-      MetricValue(registry, "orderhold_holds_rejected_total", {{"reason", "invalid_argument"}}),
+      MetricValue(registry_, "orderhold_holds_rejected_total", {{"reason", "invalid_argument"}}),
       10);
 }
 
 TEST_F(ServerE2eTest, RedisDownIsUnavailableAndNotServingThenRecovers) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
-  ASSERT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
-  EXPECT_EQ(Health(*app, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
-  ASSERT_THAT(client->PlaceHold("alice", "o1"), IsOk());
+  StartDefault(/*run_reaper=*/true);
+  ASSERT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_EQ(Health(*app_, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
+  ASSERT_THAT(client_->PlaceHold("alice", "o1"), IsOk());
 
   ASSERT_THAT(redis_->Stop(), IsOk());
   const absl::Time start = absl::Now();
-  EXPECT_THAT(client->PlaceHold("alice", "o2"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(client_->PlaceHold("alice", "o2"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // refused at once, not at the 2 s deadline
-  EXPECT_THAT(client->ListHolds("alice"), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(client_->ListHolds("alice"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_TRUE(Eventually([&] {
-    return Health(*app, "") == HealthCheckResponse::NOT_SERVING &&
-           Health(*app, "orderhold.v1.OrderHold") == HealthCheckResponse::NOT_SERVING;
+    return Health(*app_, "") == HealthCheckResponse::NOT_SERVING &&
+           Health(*app_, "orderhold.v1.OrderHold") == HealthCheckResponse::NOT_SERVING;
   }));
-  EXPECT_EQ(MetricValue(registry, "orderhold_holds_rejected_total", {{"reason", "unavailable"}}),
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_rejected_total", {{"reason", "unavailable"}}),
             1);
 
   ASSERT_THAT(redis_->Restart(), IsOk());
-  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
-  EXPECT_EQ(Health(*app, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
-  EXPECT_THAT(client->PlaceHold("alice", "o2"), IsOk());
+  EXPECT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_EQ(Health(*app_, "orderhold.v1.OrderHold"), HealthCheckResponse::SERVING);
+  EXPECT_THAT(client_->PlaceHold("alice", "o2"), IsOk());
 }
 
 TEST_F(ServerE2eTest, RedisDownAtStartIsNotFatal) {
   ASSERT_THAT(redis_->Stop(), IsOk());
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
-  ASSERT_NE(app, nullptr);
-  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::NOT_SERVING; }));
+  StartDefault(/*run_reaper=*/true);
+  EXPECT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::NOT_SERVING; }));
   ASSERT_THAT(redis_->Restart(), IsOk());
-  EXPECT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
-  EXPECT_THAT(ClientFor(*app)->PlaceHold("alice", "o1"), IsOk());
+  EXPECT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::SERVING; }));
+  EXPECT_THAT(client_->PlaceHold("alice", "o1"), IsOk());
 }
 
 TEST_F(ServerE2eTest, ScriptFlushMidRunCallsStillSucceed) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
+  StartDefault(/*run_reaper=*/true);
   for (int i = 0; i < 5; ++i) {
     ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
-    EXPECT_THAT(client->PlaceHold(absl::StrCat("user", i), "o"), IsOk());
-    EXPECT_THAT(client->ListHolds(absl::StrCat("user", i)), IsOk());
-    EXPECT_THAT(client->Pay(absl::StrCat("user", i), "o"), IsOk());
+    EXPECT_THAT(client_->PlaceHold(absl::StrCat("user", i), "o"), IsOk());
+    EXPECT_THAT(client_->ListHolds(absl::StrCat("user", i)), IsOk());
+    EXPECT_THAT(client_->Pay(absl::StrCat("user", i), "o"), IsOk());
   }
 }
 
@@ -307,11 +299,9 @@ TEST_F(ServerE2eTest, PortAlreadyTakenIsAnError) {
 }
 
 TEST_F(ServerE2eTest, ReflectionListsTheServiceAndHealth) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(), registry);
-  ASSERT_NE(app, nullptr);
+  StartDefault();
   auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(
-      grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(Target(*app_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   auto stream = stub->ServerReflectionInfo(&context);
@@ -335,14 +325,12 @@ TEST_F(ServerE2eTest, ReflectionListsTheServiceAndHealth) {
 }
 
 TEST_F(ServerE2eTest, ShutdownReportsNotServingAndFinishesInFlightCalls) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(/*run_reaper=*/true), registry);
-  ASSERT_NE(app, nullptr);
-  ASSERT_TRUE(Eventually([&] { return Health(*app, "") == HealthCheckResponse::SERVING; }));
+  StartDefault(/*run_reaper=*/true);
+  ASSERT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::SERVING; }));
 
   // A watcher sees the transition (new calls are refused once shutdown starts).
   auto health = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(Target(*app_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext watch_context;
   HealthCheckRequest watch_request;
   watch_request.set_service("orderhold.v1.OrderHold");
@@ -354,9 +342,9 @@ TEST_F(ServerE2eTest, ShutdownReportsNotServingAndFinishesInFlightCalls) {
   // An in-flight call: Redis is hung, so it is still waiting when shutdown begins.
   ASSERT_THAT(redis_->Pause(), IsOk());
   absl::StatusOr<v1::PlaceHoldResponse> in_flight;
-  std::thread caller([&] { in_flight = ClientFor(*app)->PlaceHold("alice", "o1"); });
+  std::thread caller([&] { in_flight = client_->PlaceHold("alice", "o1"); });
   absl::SleepFor(absl::Milliseconds(100));
-  std::thread stopper([&] { app->Shutdown(absl::Seconds(5)); });
+  std::thread stopper([&] { app_->Shutdown(absl::Seconds(5)); });
   ASSERT_TRUE(watch->Read(&update));
   EXPECT_EQ(update.status(), HealthCheckResponse::NOT_SERVING);
   watch_context.TryCancel();  // an open Watch is an in-flight call too: let shutdown finish
@@ -369,20 +357,17 @@ TEST_F(ServerE2eTest, ShutdownReportsNotServingAndFinishesInFlightCalls) {
 }
 
 TEST_F(ServerE2eTest, InvalidUtf8OrUndecodableRequestIsInvalidArgument) {
-  prometheus::Registry registry;
-  auto app = StartApp(TestConfig(), registry);
-  ASSERT_NE(app, nullptr);
-  auto client = ClientFor(*app);
+  StartDefault();
   constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
-  // (The C++ client logs a protobuf error while serializing these, and sends them anyway.)
-  EXPECT_THAT(client->PlaceHold("\xff\xfe", "o1"), StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->PlaceHold("alice", "o\xc3"), StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->Pay("alice", "\xed\xa0\x80"), StatusIs(kInvalid, HasSubstr("order_id")));
-  EXPECT_THAT(client->ListHolds("\xc0\xaf"), StatusIs(kInvalid, HasSubstr("user_id")));
-  EXPECT_THAT(client->PlaceHold("alice", "o\xc2\x85"), StatusIs(kInvalid, HasSubstr("control")));
+  // (The C++ client_ logs a protobuf error while serializing these, and sends them anyway.)
+  EXPECT_THAT(client_->PlaceHold("\xff\xfe", "o1"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->PlaceHold("alice", "o\xc3"), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client_->Pay("alice", "\xed\xa0\x80"), StatusIs(kInvalid, HasSubstr("order_id")));
+  EXPECT_THAT(client_->ListHolds("\xc0\xaf"), StatusIs(kInvalid, HasSubstr("user_id")));
+  EXPECT_THAT(client_->PlaceHold("alice", "o\xc2\x85"), StatusIs(kInvalid, HasSubstr("control")));
 
   // Bytes that are not a PlaceHoldRequest at all, through a generic stub.
-  grpc::GenericStub generic(grpc::CreateChannel(Target(*app), grpc::InsecureChannelCredentials()));
+  grpc::GenericStub generic(grpc::CreateChannel(Target(*app_), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   const std::string garbage = "\x0a\xff\xff\xff";  // field 1, length that overruns
