@@ -9,6 +9,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/common/log.h"
+#include "server/store/noop_hold_store.h"
 
 namespace orderhold {
 
@@ -18,18 +19,23 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
 
-  store::RedisHoldStoreOptions store_options;
-  auto endpoint = store::ParseRedisUrl(config.redis_url);
-  if (!endpoint.ok()) return endpoint.status();
-  store_options.client.endpoint = *endpoint;
-  store_options.client.connections = config.redis_connections;
-  store_options.client.command_timeout = config.redis_timeout;
-  store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
-  store_options.client.errors = &app->metrics_->redis_errors();
-  store_options.key_prefix = config.key_prefix;
-  auto store = store::RedisHoldStore::Create(std::move(store_options));
-  if (!store.ok()) return store.status();
-  app->store_ = std::move(*store);
+  if (config.store == StoreKind::kNoop) {
+    app->store_ = std::make_unique<store::NoopHoldStore>();
+  } else {
+    store::RedisHoldStoreOptions store_options;
+    auto endpoint = store::ParseRedisUrl(config.redis_url);
+    if (!endpoint.ok()) return endpoint.status();
+    store_options.client.endpoint = *endpoint;
+    store_options.client.connections = config.redis_connections;
+    store_options.client.command_timeout = config.redis_timeout;
+    store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
+    store_options.client.errors = &app->metrics_->redis_errors();
+    store_options.key_prefix = config.key_prefix;
+    auto store = store::RedisHoldStore::Create(std::move(store_options));
+    if (!store.ok()) return store.status();
+    app->redis_store_ = store->get();
+    app->store_ = std::move(*store);
+  }
 
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, *app->metrics_);

@@ -1,4 +1,5 @@
-// App: one running OrderHold server, wired from a Config: Redis store, domain service, gRPC
+// App: one running OrderHold server, wired from a Config: Redis store (or, for benchmarks only,
+// the no-op store), domain service, gRPC
 // server (OrderHold + reflection + standard health), health reporter and reaper. main() and the
 // end-to-end tests build it the same way; only main adds flags, signals and the /metrics exposer.
 //
@@ -17,6 +18,7 @@
 #include "server/grpc/orderhold_service.h"
 #include "server/metrics/metrics.h"
 #include "server/reaper/reaper.h"
+#include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
 
 namespace orderhold {
@@ -44,13 +46,15 @@ class App {
   int grpc_port() const { return grpc_port_; }
   metrics::Metrics& metrics() { return *metrics_; }
   reaper::Reaper& reaper() { return *reaper_; }
-  store::RedisHoldStore& store() { return *store_; }
+  // The Redis store; nullptr with --store=noop.
+  store::RedisHoldStore* redis_store() { return redis_store_; }
 
  private:
   App() = default;
 
   std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<store::RedisHoldStore> store_;
+  std::unique_ptr<store::HoldStore> store_;
+  store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;

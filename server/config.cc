@@ -26,14 +26,25 @@ ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "Bound on one Redis round trip; a call fails UNAVAILABLE after it.");
 ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
           "How often Redis is pinged to report gRPC health.");
+ABSL_FLAG(std::string, store, "redis",
+          "redis, or noop: BENCHMARKING ONLY, stores nothing and enforces no limit "
+          "(tests/bench/run.sh uses it to measure the gRPC ceiling).");
 
 namespace orderhold {
 namespace {
 
-constexpr const char* kFlagNames[] = {"grpc_address",  "metrics_address",      "redis_url",
-                                      "max_holds",     "default_ttl",          "max_ttl",
-                                      "reap_interval", "key_prefix",           "redis_connections",
-                                      "redis_timeout", "health_check_interval"};
+constexpr const char* kFlagNames[] = {"grpc_address",
+                                      "metrics_address",
+                                      "redis_url",
+                                      "max_holds",
+                                      "default_ttl",
+                                      "max_ttl",
+                                      "reap_interval",
+                                      "key_prefix",
+                                      "redis_connections",
+                                      "redis_timeout",
+                                      "health_check_interval",
+                                      "store"};
 
 }  // namespace
 
@@ -89,6 +100,15 @@ absl::StatusOr<Config> ConfigFromFlags() {
   config.redis_connections = absl::GetFlag(FLAGS_redis_connections);
   config.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
   config.health_check_interval = absl::GetFlag(FLAGS_health_check_interval);
+  const std::string store = absl::GetFlag(FLAGS_store);
+  if (store == "redis") {
+    config.store = StoreKind::kRedis;
+  } else if (store == "noop") {
+    config.store = StoreKind::kNoop;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("store: must be redis or noop, got \"", store, "\""));
+  }
   if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
   return config;
 }
@@ -104,7 +124,8 @@ std::string DescribeConfig(const Config& config) {
       " reap_interval=", absl::FormatDuration(config.reap_interval),
       " key_prefix=", config.key_prefix, " redis_connections=", config.redis_connections,
       " redis_timeout=", absl::FormatDuration(config.redis_timeout),
-      " health_check_interval=", absl::FormatDuration(config.health_check_interval));
+      " health_check_interval=", absl::FormatDuration(config.health_check_interval),
+      " store=", config.store == StoreKind::kNoop ? "noop" : "redis");
 }
 
 }  // namespace orderhold

@@ -11,6 +11,9 @@
 
 namespace orderhold {
 
+// Where holds live. kNoop is for benchmarking only (see store/noop_hold_store.h).
+enum class StoreKind { kRedis, kNoop };
+
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics
@@ -21,6 +24,7 @@ struct Config {
   int redis_connections = 4;                        // pool size, one I/O thread each
   absl::Duration redis_timeout = absl::Seconds(1);  // bound on one Redis round trip
   absl::Duration health_check_interval = absl::Seconds(1);
+  StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
 };
 

@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   orderhold::LogInfo("config: ", orderhold::DescribeConfig(*config));
+  if (config->store == orderhold::StoreKind::kNoop) {
+    orderhold::LogWarning("--store=noop: BENCHMARKING ONLY, nothing is stored and no limit holds");
+  }
   auto registry = std::make_shared<prometheus::Registry>();
   std::unique_ptr<prometheus::Exposer> exposer;
   try {

@@ -132,6 +132,28 @@ TEST_F(ServerE2eTest, TrainTicketStory) {
             1);
 }
 
+// The benchmark-only mode: same binary and API, nothing stored, no Redis needed.
+TEST_F(ServerE2eTest, NoopStoreAnswersWithoutRedisAndStoresNothing) {
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  Config config = TestConfig(/*run_reaper=*/true);
+  config.store = StoreKind::kNoop;
+  app_ = StartApp(config, registry_);
+  ASSERT_NE(app_, nullptr);
+  EXPECT_EQ(app_->redis_store(), nullptr);
+  client_ = ClientFor(*app_);
+  for (const char* order : {"o1", "o2", "o3", "o4"}) {  // no limit: nothing is remembered
+    auto placed = client_->PlaceHold("alice", order, absl::Seconds(90));
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_TRUE(placed->created());
+    EXPECT_EQ(placed->hold().remaining().seconds(), 90);
+  }
+  EXPECT_THAT(client_->Pay("alice", "anything"), IsOk());
+  auto list = client_->ListHolds("alice");
+  ASSERT_THAT(list, IsOk());
+  EXPECT_EQ(list->holds_size(), 0);
+  EXPECT_TRUE(Eventually([&] { return Health(*app_, "") == HealthCheckResponse::SERVING; }));
+}
+
 TEST_F(ServerE2eTest, HundredConcurrentPlaceHoldsOverTwoServersCreateExactlyMaxHolds) {
   prometheus::Registry registry_a, registry_b;
   auto app_a = StartApp(TestConfig(), registry_a);
@@ -192,7 +214,7 @@ TEST_F(ServerE2eTest, ExpiredButUnreapedHoldsAreNeitherCountedListedNorPayable) 
   }));
   // Still in Redis: nothing reaped them.
   ASSERT_OK_AND_ASSIGN(std::string stored,
-                       redis_->Command({"ZCARD", app_->store().keys().UserKey("alice")}));
+                       redis_->Command({"ZCARD", app_->redis_store()->keys().UserKey("alice")}));
   EXPECT_EQ(stored, "3");
   EXPECT_THAT(client_->Pay("alice", "a"), StatusIs(absl::StatusCode::kNotFound));
   for (const char* order : {"d", "e", "f"}) {

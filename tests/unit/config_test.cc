@@ -12,6 +12,7 @@
 
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
+ABSL_DECLARE_FLAG(std::string, store);
 
 namespace orderhold {
 namespace {
@@ -93,6 +94,20 @@ TEST(ConfigTest, EnvironmentFallbacksSetFlags) {
   unsetenv("ORDERHOLD_DEFAULT_TTL");
   absl::SetFlag(&FLAGS_max_holds, 3);
   absl::SetFlag(&FLAGS_default_ttl, absl::Minutes(30));
+}
+
+TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
+  absl::SetFlag(&FLAGS_store, "noop");
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->store, StoreKind::kNoop);
+  EXPECT_THAT(DescribeConfig(*config), HasSubstr("store=noop"));
+  absl::SetFlag(&FLAGS_store, "memcached");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("store: must be redis or noop")));
+  absl::SetFlag(&FLAGS_store, "redis");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
 }  // namespace

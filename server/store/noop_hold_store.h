@@ -1,0 +1,36 @@
+// NoopHoldStore: a HoldStore that stores nothing and answers at once, on the calling thread.
+// FOR BENCHMARKING ONLY (`orderhold-server --store=noop`): it lets tests/bench/run.sh measure the
+// ceiling of the same server binary — gRPC, the adapter, the domain and the metrics — without
+// Redis, so PlaceHold's throughput can be stated as a ratio of it. It enforces no limit and
+// remembers no hold; never run it in front of real users.
+//
+// Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); Pay -> paid (with
+// expire_time = now); ListHolds -> no holds; Reap -> nothing due; Ping -> the host clock. "now"
+// is CallOptions::now when set, else the host clock truncated to the millisecond. Never fails.
+//
+// Thread-safe (stateless).
+#ifndef ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
+#define ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
+
+#include <string>
+
+#include "server/store/hold_store.h"
+#include "server/store/keys.h"
+
+namespace orderhold::store {
+
+class NoopHoldStore final : public HoldStore {
+ public:
+  void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
+  void Pay(std::string user_id, std::string order_id, CallOptions options,
+           Callback<PayResult> done) override;
+  void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
+  void Reap(int shard, int max_users, CallOptions options, Callback<ReapResult> done) override;
+  // The same shard count as RedisHoldStore, so the reaper does the same number of (empty) calls.
+  int shard_count() const override { return KeySchema::kShardCount; }
+  void Ping(CallOptions options, Callback<absl::Time> done) override;
+};
+
+}  // namespace orderhold::store
+
+#endif  // ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
