@@ -9,6 +9,7 @@ PACKAGES=(
   libhiredis-dev libabsl-dev prometheus-cpp-dev        # libraries
   libgtest-dev libgmock-dev                             # tests
   redis-server redis-tools curl                         # running, tests, the README story
+  jq                                                    # tests/bench/run.sh
 )
 
 missing=()

@@ -1,0 +1,140 @@
+// orderhold-bench: flags -> LoadOptions -> connect -> LoadGenerator::Run -> report on stdout.
+// Everything else (and what the numbers mean) is in client/bench/load_generator.h.
+//
+// Exit status:
+//   0  the run completed, whatever status codes the calls got.
+//   1  could not connect: a channel was not READY within 5 s. Also absl::ParseCommandLine's own
+//      exit on a flag it cannot parse (unknown flag, "--duration=abc") and after --help, before
+//      any of this code runs; its message names the flag.
+//   2  a flag value is out of range or inconsistent (message "error: --flag ..." on stderr).
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/bench/load_generator.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "localhost:50051", "OrderHold server address (any gRPC target).");
+ABSL_FLAG(int, connections, 4,
+          "Separate channels (HTTP/2 connections) to open; calls go round-robin over them.");
+ABSL_FLAG(int, concurrency, 50, "Closed loop: calls kept outstanding at all times.");
+ABSL_FLAG(double, rate, 0,
+          "Calls per second; > 0 selects open loop (latency measured from the intended send "
+          "time), 0 is closed loop.");
+ABSL_FLAG(int, max_in_flight, 20000,
+          "Open loop: cap on outstanding calls; scheduled calls over it are reported as "
+          "not_sent.");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "Measured sending time, after --warmup.");
+ABSL_FLAG(int64_t, count, 0,
+          "Stop after this many measured calls (started, or scheduled in open loop); 0 = no "
+          "limit. Whichever of --duration and --count comes first ends the run.");
+ABSL_FLAG(absl::Duration, deadline, absl::Seconds(2), "Deadline of each call.");
+ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
+          "Calls in this time before --duration are sent but not recorded.");
+ABSL_FLAG(std::string, mix, "place=100",
+          "Workload: method=weight pairs from place, pay, list (ratios), e.g. "
+          "place=70,pay=20,list=10.");
+ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
+          "PlaceHold ttl; 0 leaves it unset (the server's --default_ttl).");
+ABSL_FLAG(int64_t, users, 100000, "Size of the user population.");
+ABSL_FLAG(std::string, user_prefix, "u", "User ids are this prefix followed by 0..users-1.");
+ABSL_FLAG(std::string, distribution, "uniform",
+          "How users are drawn: uniform, or zipf (user 0 the most popular).");
+ABSL_FLAG(double, zipf_exponent, 1.1,
+          "zipf only: exponent q > 1, P(user i) proportional to (1 + i)^-q.");
+ABSL_FLAG(bool, json, false, "Print the report as one JSON object instead of a table.");
+ABSL_FLAG(bool, progress, true, "Print a progress line on stderr once a second.");
+
+namespace {
+
+namespace bench = orderhold::client::bench;
+
+constexpr int kExitConnect = 1;
+constexpr int kExitUsage = 2;
+const absl::Duration kConnectTimeout = absl::Seconds(5);
+
+constexpr char kUsage[] =
+    "Generates load on an OrderHold server and reports throughput, latency percentiles and\n"
+    "status codes per method.\n"
+    "\n"
+    "  orderhold-bench --target=host:port --concurrency=50 --duration=30s        (closed loop)\n"
+    "  orderhold-bench --target=host:port --rate=2000 --mix=place=70,pay=20,list=10  (open loop)\n"
+    "\n"
+    "Exit status: 0 when the run completed (whatever the calls answered), 1 when the server\n"
+    "could not be reached within 5s, 2 on an invalid flag value.";
+
+int UsageError(absl::string_view message) {
+  std::cerr << "error: " << message << "\n";
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  // absl's --help lists only flags from a file named after the program; ours live here.
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "client/bench/bench_main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return UsageError(absl::StrCat("unexpected argument \"", positional[1],
+                                   "\" (orderhold-bench takes flags only)"));
+  }
+
+  bench::LoadOptions options;
+  options.target = absl::GetFlag(FLAGS_target);
+  options.connections = absl::GetFlag(FLAGS_connections);
+  options.concurrency = absl::GetFlag(FLAGS_concurrency);
+  options.rate = absl::GetFlag(FLAGS_rate);
+  options.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  options.duration = absl::GetFlag(FLAGS_duration);
+  options.count = absl::GetFlag(FLAGS_count);
+  options.deadline = absl::GetFlag(FLAGS_deadline);
+  options.warmup = absl::GetFlag(FLAGS_warmup);
+  options.ttl = absl::GetFlag(FLAGS_ttl);
+  options.users = absl::GetFlag(FLAGS_users);
+  options.user_prefix = absl::GetFlag(FLAGS_user_prefix);
+  options.zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);
+  const absl::StatusOr<bench::Mix> mix = bench::ParseMix(absl::GetFlag(FLAGS_mix));
+  if (!mix.ok()) return UsageError(mix.status().message());
+  options.mix = *mix;
+  const absl::StatusOr<bench::Distribution> distribution =
+      bench::ParseDistribution(absl::GetFlag(FLAGS_distribution));
+  if (!distribution.ok()) return UsageError(distribution.status().message());
+  options.distribution = *distribution;
+  if (const absl::Status valid = bench::ValidateOptions(options); !valid.ok()) {
+    return UsageError(valid.message());
+  }
+  if (absl::GetFlag(FLAGS_progress)) options.progress = &std::cerr;
+
+  const auto channels =
+      bench::ConnectChannels(options.target, options.connections, kConnectTimeout);
+  if (!channels.ok()) {
+    std::cerr << "error: " << channels.status().message() << "\n";
+    return kExitConnect;
+  }
+  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
+  for (const auto& channel : *channels) stubs.push_back(orderhold::v1::OrderHold::NewStub(channel));
+
+  bench::LoadGenerator generator(options, std::move(stubs));
+  const bench::RunReport report = generator.Run();
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << bench::FormatJsonReport(report) << "\n";
+  } else {
+    std::cout << bench::FormatTextReport(report);
+  }
+  return 0;
+}
