@@ -31,6 +31,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
     store_options.client.errors = &app->metrics_->redis_errors();
     store_options.key_prefix = config.key_prefix;
+    store_options.outcomes = config.outcomes;
     auto store = store::RedisHoldStore::Create(std::move(store_options));
     if (!store.ok()) return store.status();
     app->redis_store_ = store->get();
@@ -38,7 +39,12 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   }
 
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
-  app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, *app->metrics_);
+  if (app->redis_store_ != nullptr) {
+    app->events_ =
+        std::make_unique<domain::EventService>(*app->redis_store_, config.events, *app->metrics_);
+  }
+  app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, app->events_.get(),
+                                                               *app->metrics_);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -64,7 +70,12 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   reaper::ReaperOptions reaper_options;
   reaper_options.interval = config.reap_interval;
   reaper_options.call_timeout = config.redis_timeout * 2;
-  app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options);
+  reaper_options.replica_id = reaper::MakeReplicaId();
+  reaper_options.membership_ttl = config.reaper_lease;
+  reaper_options.lease = config.reaper_lease;
+  reaper_options.event_retention = config.event_retention;
+  app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options,
+                                                  SystemClock::Get(), app->redis_store_);
   if (config.run_reaper) app->reaper_->Start();
   return app;
 }
@@ -75,6 +86,7 @@ void App::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (health_ != nullptr) health_->Stop();
+  if (service_ != nullptr) service_->EndWatches();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING for all, final
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

@@ -13,6 +13,7 @@
 #include "grpcpp/server.h"
 #include "prometheus/registry.h"
 #include "server/config.h"
+#include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
 #include "server/grpc/health_reporter.h"
 #include "server/grpc/orderhold_service.h"
@@ -38,8 +39,9 @@ class App {
   App(const App&) = delete;
   App& operator=(const App&) = delete;
 
-  // Graceful stop: health NOT_SERVING, no new calls, in-flight calls finish (cancelled after
-  // `grace`), then the reaper stops. Idempotent.
+  // Graceful stop: health NOT_SERVING, open WatchHoldEvents streams end with UNAVAILABLE (their
+  // consumers reconnect elsewhere and resume), no new calls, in-flight calls finish (cancelled
+  // after `grace`), then the reaper stops and hands its partitions over. Idempotent.
   void Shutdown(absl::Duration grace);
 
   // The bound gRPC port (useful with port 0).
@@ -56,6 +58,7 @@ class App {
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
+  std::unique_ptr<domain::EventService> events_;  // null with --store=noop
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_api::HealthReporter> health_;

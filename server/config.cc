@@ -26,6 +26,17 @@ ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "Bound on one Redis round trip; a call fails UNAVAILABLE after it.");
 ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
           "How often Redis is pinged to report gRPC health.");
+ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
+          "How long a hold's outcome (PAID/CANCELLED/EXPIRED) is remembered for idempotent "
+          "Pay/CancelHold and to refuse placing an ended order again.");
+ABSL_FLAG(int, max_outcomes_per_user, 1000,
+          "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
+ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
+          "A hold event not acked this long after delivery is redelivered.");
+ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
+          "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
+ABSL_FLAG(absl::Duration, reaper_lease, absl::Seconds(3),
+          "How long a dead replica keeps its reaping partitions before others take them over.");
 ABSL_FLAG(std::string, store, "redis",
           "redis, or noop: BENCHMARKING ONLY, stores nothing and enforces no limit "
           "(tests/bench/run.sh uses it to measure the gRPC ceiling).");
@@ -44,6 +55,11 @@ constexpr const char* kFlagNames[] = {"grpc_address",
                                       "redis_connections",
                                       "redis_timeout",
                                       "health_check_interval",
+                                      "outcome_retention",
+                                      "max_outcomes_per_user",
+                                      "event_ack_timeout",
+                                      "event_retention",
+                                      "reaper_lease",
                                       "store"};
 
 }  // namespace
@@ -69,6 +85,21 @@ absl::Status ValidateConfig(const Config& config) {
   }
   if (config.redis_connections < 1 || config.redis_connections > 64) {
     return absl::InvalidArgumentError("redis_connections: must be 1-64");
+  }
+  if (config.outcomes.retention < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("outcome_retention: must be >= 1ms");
+  }
+  if (config.outcomes.max_per_user < 1 || config.outcomes.max_per_user > 100000) {
+    return absl::InvalidArgumentError("max_outcomes_per_user: must be 1-100000");
+  }
+  if (config.events.ack_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("event_ack_timeout: must be >= 1ms");
+  }
+  if (config.event_retention < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("event_retention: must be >= 1s");
+  }
+  if (config.reaper_lease <= config.reap_interval) {
+    return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");
   }
   return absl::OkStatus();
 }
@@ -100,6 +131,11 @@ absl::StatusOr<Config> ConfigFromFlags() {
   config.redis_connections = absl::GetFlag(FLAGS_redis_connections);
   config.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
   config.health_check_interval = absl::GetFlag(FLAGS_health_check_interval);
+  config.outcomes.retention = absl::GetFlag(FLAGS_outcome_retention);
+  config.outcomes.max_per_user = absl::GetFlag(FLAGS_max_outcomes_per_user);
+  config.events.ack_timeout = absl::GetFlag(FLAGS_event_ack_timeout);
+  config.event_retention = absl::GetFlag(FLAGS_event_retention);
+  config.reaper_lease = absl::GetFlag(FLAGS_reaper_lease);
   const std::string store = absl::GetFlag(FLAGS_store);
   if (store == "redis") {
     config.store = StoreKind::kRedis;
@@ -125,6 +161,11 @@ std::string DescribeConfig(const Config& config) {
       " key_prefix=", config.key_prefix, " redis_connections=", config.redis_connections,
       " redis_timeout=", absl::FormatDuration(config.redis_timeout),
       " health_check_interval=", absl::FormatDuration(config.health_check_interval),
+      " outcome_retention=", absl::FormatDuration(config.outcomes.retention),
+      " max_outcomes_per_user=", config.outcomes.max_per_user,
+      " event_ack_timeout=", absl::FormatDuration(config.events.ack_timeout),
+      " event_retention=", absl::FormatDuration(config.event_retention),
+      " reaper_lease=", absl::FormatDuration(config.reaper_lease),
       " store=", config.store == StoreKind::kNoop ? "noop" : "redis");
 }
 

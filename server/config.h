@@ -7,7 +7,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/domain/event_service.h"
 #include "server/domain/hold.h"
+#include "server/store/hold_store.h"
 
 namespace orderhold {
 
@@ -25,12 +27,16 @@ struct Config {
   absl::Duration redis_timeout = absl::Seconds(1);  // bound on one Redis round trip
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
+  store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
+  domain::EventPolicy events;           // --event_ack_timeout
+  absl::Duration event_retention = absl::Hours(24);
+  absl::Duration reaper_lease = absl::Seconds(3);  // lease and registry ttl of a reaper replica
   bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
 };
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
 // redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
-// 64).
+// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval).
 absl::Status ValidateConfig(const Config& config);
 
 // Sets every flag below whose environment variable ORDERHOLD_<NAME> is set (e.g.

@@ -21,6 +21,13 @@ metrics::RejectReason RejectReasonFor(absl::StatusCode code) {
   }
 }
 
+absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
+                        absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "order_id \"", order_id, "\" already ended: ", store::HoldOutcomeName(end.outcome), " at ",
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", end.end_time, absl::UTCTimeZone()), what));
+}
+
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
     : store_(store), policy_(policy), metrics_(metrics) {}
 
@@ -47,9 +54,14 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
           std::move(done)(result.status());
           return;
         }
-        if (result->expired_removed > 0)
-          metrics_.holds_expired().Increment(result->expired_removed);
+        CountExpired(result->expired_removed);
         using Outcome = store::PlaceHoldResult::Outcome;
+        if (result->outcome == Outcome::kEnded) {
+          Reject(metrics::RejectReason::kAlreadyEnded);
+          std::move(done)(EndedError(order_id, result->ended,
+                                     "; an order is held at most once (place a new order_id)"));
+          return;
+        }
         if (result->outcome == Outcome::kLimitReached) {
           Reject(metrics::RejectReason::kQuotaExceeded);
           std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
@@ -67,31 +79,71 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
       });
 }
 
-void HoldService::Pay(std::string user_id, std::string order_id, store::CallOptions options,
-                      store::Callback<PayReply> done) {
+void HoldService::CountExpired(int expired) {
+  if (expired <= 0) return;
+  metrics_.holds_expired().Increment(expired);
+  metrics_.events_appended().Increment(expired);
+}
+
+void HoldService::End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
+                      store::CallOptions options, store::Callback<Ended> done) {
   absl::Status status = ValidateId("user_id", user_id);
   if (status.ok()) status = ValidateId("order_id", order_id);
   if (!status.ok()) {
     std::move(done)(status);
     return;
   }
-  store_.Pay(
-      user_id, order_id, options,
-      [this, user_id, order_id,
-       done = std::move(done)](absl::StatusOr<store::PayResult> result) mutable {
-        if (!result.ok()) {
-          std::move(done)(result.status());
-          return;
-        }
-        if (!result->paid) {
-          std::move(done)(absl::NotFoundError(
-              absl::StrCat("no live hold for order_id \"", order_id,
-                           "\" of this user_id (never placed, already paid, or expired)")));
-          return;
-        }
-        metrics_.holds_paid().Increment();
-        std::move(done)(PayReply{Hold{std::move(user_id), std::move(order_id), result->expire_time},
-                                 result->now});
+  store_.EndHold(user_id, order_id, outcome, options,
+                 [this, user_id, order_id, outcome,
+                  done = std::move(done)](absl::StatusOr<store::EndHoldResult> result) mutable {
+                   if (!result.ok()) {
+                     std::move(done)(result.status());
+                     return;
+                   }
+                   CountExpired(result->expired_removed);
+                   using Result = store::EndHoldResult::Result;
+                   if (result->result == Result::kUnknown) {
+                     std::move(done)(absl::NotFoundError(
+                         absl::StrCat("no hold for order_id \"", order_id,
+                                      "\" of this user_id (never placed, or ended longer ago than "
+                                      "the outcome retention)")));
+                     return;
+                   }
+                   const bool repeated = result->result == Result::kAlreadyEnded;
+                   if (repeated && result->end.outcome != outcome) {
+                     std::move(done)(EndedError(order_id, result->end,
+                                                outcome == store::HoldOutcome::kPaid
+                                                    ? "; it can no longer be paid"
+                                                    : "; it can no longer be cancelled"));
+                     return;
+                   }
+                   if (!repeated) {
+                     (outcome == store::HoldOutcome::kPaid ? metrics_.holds_paid()
+                                                           : metrics_.holds_cancelled())
+                         .Increment();
+                     metrics_.events_appended().Increment();
+                   }
+                   std::move(done)(
+                       Ended{Hold{std::move(user_id), std::move(order_id), result->end.expire_time},
+                             repeated ? result->end.end_time : result->now, repeated});
+                 });
+}
+
+void HoldService::Pay(std::string user_id, std::string order_id, store::CallOptions options,
+                      store::Callback<PayReply> done) {
+  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kPaid, options,
+      [done = std::move(done)](absl::StatusOr<Ended> ended) mutable {
+        if (!ended.ok()) return std::move(done)(ended.status());
+        std::move(done)(PayReply{std::move(ended->hold), ended->now, ended->repeated});
+      });
+}
+
+void HoldService::Cancel(std::string user_id, std::string order_id, store::CallOptions options,
+                         store::Callback<CancelReply> done) {
+  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kCancelled, options,
+      [done = std::move(done)](absl::StatusOr<Ended> ended) mutable {
+        if (!ended.ok()) return std::move(done)(ended.status());
+        std::move(done)(CancelReply{std::move(ended->hold), ended->now, ended->repeated});
       });
 }
 

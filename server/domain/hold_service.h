@@ -8,7 +8,12 @@
 //   INVALID_ARGUMENT    user_id / order_id / ttl malformed (see hold.h).
 //   RESOURCE_EXHAUSTED  PlaceHold: max_holds live holds; the message names the limit and when the
 //                       earliest hold expires (absl: "perhaps a per-user quota").
-//   NOT_FOUND           Pay: no live hold for (user_id, order_id).
+//   FAILED_PRECONDITION the order's hold already ended in a way that forbids the call: PlaceHold
+//                       of any ended order, Pay of a CANCELLED or EXPIRED one, Cancel of a PAID
+//                       or EXPIRED one. The message names the outcome and its time (AIP-193: the
+//                       system is not in the state the call needs; retrying will not help).
+//   NOT_FOUND           Pay / Cancel: unknown order (never placed, or forgotten after
+//                       --outcome_retention).
 //   UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL   from the store.
 //
 // Thread-safe (no mutable state of its own). Callbacks run on the store's threads or inline.
@@ -40,8 +45,15 @@ struct PlaceHoldReply {
 };
 
 struct PayReply {
-  Hold hold;       // the paid (now removed) hold
-  absl::Time now;  // store clock at the call
+  Hold hold;                  // the paid (now removed) hold
+  absl::Time now;             // store clock at payment (the first payment when already_paid)
+  bool already_paid = false;  // an earlier call paid it; nothing changed
+};
+
+struct CancelReply {
+  Hold hold;                       // the cancelled (now removed) hold
+  absl::Time now;                  // store clock at cancellation (the first one when repeated)
+  bool already_cancelled = false;  // an earlier call cancelled it; nothing changed
 };
 
 struct ListHoldsReply {
@@ -60,9 +72,15 @@ class HoldService {
   void PlaceHold(PlaceHoldCommand command, store::CallOptions options,
                  store::Callback<PlaceHoldReply> done);
 
-  // See the OrderHold.Pay rpc. Counts orderhold_holds_paid_total.
+  // See the OrderHold.Pay rpc. Counts orderhold_holds_paid_total (and expired ones found on the
+  // way); a repeated Pay of a PAID hold is OK with already_paid.
   void Pay(std::string user_id, std::string order_id, store::CallOptions options,
            store::Callback<PayReply> done);
+
+  // See the OrderHold.CancelHold rpc. Counts orderhold_holds_cancelled_total; a repeated Cancel of
+  // a CANCELLED hold is OK with already_cancelled.
+  void Cancel(std::string user_id, std::string order_id, store::CallOptions options,
+              store::Callback<CancelReply> done);
 
   // See the OrderHold.ListHolds rpc.
   void ListHolds(std::string user_id, store::CallOptions options,
@@ -72,6 +90,17 @@ class HoldService {
 
  private:
   void Reject(metrics::RejectReason reason);
+  // Validates ids, ends the hold with `outcome` and calls `done` with (the hold, now, whether it
+  // had already ended that way) or the error for any other end.
+  struct Ended {
+    Hold hold;
+    absl::Time now;
+    bool repeated = false;
+  };
+  void End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
+           store::CallOptions options, store::Callback<Ended> done);
+  // Counts holds ended as EXPIRED by a script's lazy cleanup.
+  void CountExpired(int expired);
 
   store::HoldStore& store_;
   const HoldPolicy policy_;
@@ -80,6 +109,11 @@ class HoldService {
 
 // The reject reason recorded for a failed PlaceHold with this status code.
 metrics::RejectReason RejectReasonFor(absl::StatusCode code);
+
+// FAILED_PRECONDITION: `order_id "o-1" already ended: EXPIRED at 2026-11-21T10:00:00.000Z`, plus
+// `what` (e.g. "; it cannot be paid"). The same text whoever ended the hold.
+absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
+                        absl::string_view what);
 
 }  // namespace orderhold::domain
 

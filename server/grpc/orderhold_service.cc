@@ -59,13 +59,12 @@ absl::Status Parse(const grpc::ByteBuffer& request, absl::string_view type,
   return absl::OkStatus();
 }
 
-// Serializes a response message into the call's response buffer.
 absl::Status Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
-  bool own_buffer = false;
-  grpc::Status status = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
-      message, out, &own_buffer);
-  if (!status.ok()) return absl::InternalError(status.error_message());
-  return absl::OkStatus();
+  return SerializeToByteBuffer(message, out);
+}
+
+absl::Status NoEventLog() {
+  return absl::UnavailableError("hold events need the Redis store (this server runs --store=noop)");
 }
 
 // Finishes `reactor` with a status and records the call's metrics. Copyable; call it once.
@@ -84,13 +83,34 @@ store::CallOptions OptionsFor(const grpc::CallbackServerContext* context) {
 
 }  // namespace
 
+absl::Status SerializeToByteBuffer(const google::protobuf::Message& message,
+                                   grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  grpc::Status status = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
+      message, out, &own_buffer);
+  if (!status.ok()) return absl::InternalError(status.error_message());
+  return absl::OkStatus();
+}
+
+void EventToProto(const store::StoredEvent& event, orderhold::v1::HoldEvent* out) {
+  out->set_event_id(store::FormatEventId(event.shard, event.stream_id));
+  orderhold::v1::Hold* hold = out->mutable_hold();
+  hold->set_user_id(event.user_id);
+  hold->set_order_id(event.order_id);
+  SetTimestamp(event.end.expire_time, hold->mutable_expire_time());
+  out->set_outcome(static_cast<orderhold::v1::HoldOutcome>(event.end.outcome));
+  SetTimestamp(event.end.end_time, out->mutable_end_time());
+  out->set_delivery_count(static_cast<uint32_t>(event.delivery_count));
+}
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-OrderHoldService::OrderHoldService(domain::HoldService& holds, metrics::Metrics& metrics)
-    : holds_(holds), metrics_(metrics) {}
+OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
+                                   metrics::Metrics& metrics, absl::Duration idle_poll)
+    : holds_(holds), events_(events), metrics_(metrics), idle_poll_(idle_poll) {}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
@@ -140,6 +160,7 @@ grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* con
                if (!reply.ok()) return finish(reply.status());
                orderhold::v1::PayResponse out;
                SetHold(reply->hold, reply->now, out.mutable_hold());
+               out.set_already_paid(reply->already_paid);
                finish(Serialize(out, response));
              });
   return reactor;
@@ -166,6 +187,87 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
                      out.set_max_holds(static_cast<uint32_t>(reply->max_holds));
                      finish(Serialize(out, response));
                    });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::CancelHold(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto finish = Finisher(metrics_, reactor, Method::kCancelHold);
+  orderhold::internal::CancelHoldRequest parsed;
+  if (absl::Status status = Parse(*request, "orderhold.v1.CancelHoldRequest", &parsed);
+      !status.ok()) {
+    finish(status);
+    return reactor;
+  }
+  holds_.Cancel(std::move(*parsed.mutable_user_id()), std::move(*parsed.mutable_order_id()),
+                OptionsFor(context), [response, finish](absl::StatusOr<domain::CancelReply> reply) {
+                  if (!reply.ok()) return finish(reply.status());
+                  orderhold::v1::CancelHoldResponse out;
+                  SetHold(reply->hold, reply->now, out.mutable_hold());
+                  out.set_already_cancelled(reply->already_cancelled);
+                  finish(Serialize(out, response));
+                });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
+    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
+  orderhold::internal::WatchHoldEventsRequest parsed;
+  absl::Status status = Parse(*request, "orderhold.v1.WatchHoldEventsRequest", &parsed);
+  domain::WatchSpec spec;
+  if (status.ok() && events_ == nullptr) status = NoEventLog();
+  if (status.ok()) {
+    spec.group = std::move(*parsed.mutable_consumer_group());
+    spec.consumer = std::move(*parsed.mutable_consumer());
+    for (int outcome : parsed.outcomes()) {
+      if (outcome < 1 || outcome > 3) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat("outcomes: ", outcome, " is not PAID, CANCELLED or EXPIRED"));
+        break;
+      }
+      spec.outcomes.insert(static_cast<store::HoldOutcome>(outcome));
+    }
+    if (parsed.start_position() < 0 || parsed.start_position() > 2) {
+      status = absl::InvalidArgumentError("start_position: must be EARLIEST or LATEST");
+    }
+    spec.start = parsed.start_position() == orderhold::v1::LATEST ? store::GroupStart::kLatest
+                                                                  : store::GroupStart::kEarliest;
+  }
+  if (!status.ok()) {
+    // A reactor that only finishes: the call ends with `status`.
+    class Failed final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+     public:
+      explicit Failed(const grpc::Status& status) { Finish(status); }
+      void OnDone() override { delete this; }
+    };
+    metrics_.RecordRequest(Method::kWatchHoldEvents, status.code(), absl::ZeroDuration());
+    return new Failed(ToGrpcStatus(status));
+  }
+  return new HoldEventWatch(*events_, metrics_, watches_, std::move(spec), idle_poll_);
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto finish = Finisher(metrics_, reactor, Method::kAckHoldEvents);
+  orderhold::internal::AckHoldEventsRequest parsed;
+  absl::Status status = Parse(*request, "orderhold.v1.AckHoldEventsRequest", &parsed);
+  if (status.ok() && events_ == nullptr) status = NoEventLog();
+  if (!status.ok()) {
+    finish(status);
+    return reactor;
+  }
+  std::vector<std::string> ids(parsed.event_ids().begin(), parsed.event_ids().end());
+  events_->Ack(std::move(*parsed.mutable_consumer_group()), ids, OptionsFor(context),
+               [response, finish](absl::StatusOr<int64_t> acked) {
+                 if (!acked.ok()) return finish(acked.status());
+                 orderhold::v1::AckHoldEventsResponse out;
+                 out.set_acked(static_cast<uint32_t>(*acked));
+                 finish(Serialize(out, response));
+               });
   return reactor;
 }
 

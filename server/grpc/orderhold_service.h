@@ -10,13 +10,18 @@
 // orderhold.v1.OrderHold. Undecodable bytes -> INVALID_ARGUMENT; a malformed ttl ->
 // INVALID_ARGUMENT.
 //
+// CancelHold, WatchHoldEvents and AckHoldEvents follow the same pattern; WatchHoldEvents is a
+// HoldEventWatch reactor (hold_event_watch.h).
+//
 // The call's deadline is passed down to the store, which answers DEADLINE_EXCEEDED rather than
 // working past it. Thread-safe.
 #ifndef ORDERHOLD_SERVER_GRPC_ORDERHOLD_SERVICE_H_
 #define ORDERHOLD_SERVER_GRPC_ORDERHOLD_SERVICE_H_
 
 #include "orderhold/v1/orderhold.grpc.pb.h"
+#include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/grpc/hold_event_watch.h"
 #include "server/metrics/metrics.h"
 
 namespace orderhold::grpc_api {
@@ -24,12 +29,21 @@ namespace orderhold::grpc_api {
 using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
     orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
         orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
-            orderhold::v1::OrderHold::Service>>>;
+            orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
+                orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
+                    orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
+                        orderhold::v1::OrderHold::Service>>>>>>;
 
 class OrderHoldService final : public RawOrderHoldService {
  public:
-  // `holds` and `metrics` must outlive the service (and the grpc::Server it is registered on).
-  OrderHoldService(domain::HoldService& holds, metrics::Metrics& metrics);
+  // `holds`, `events` and `metrics` must outlive the service (and the grpc::Server it is
+  // registered on). `events` may be null (--store=noop): the event rpcs then answer UNAVAILABLE.
+  // `idle_poll`: how long a watch waits before polling Redis again after finding nothing.
+  OrderHoldService(domain::HoldService& holds, domain::EventService* events,
+                   metrics::Metrics& metrics, absl::Duration idle_poll = absl::Milliseconds(100));
+
+  // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
+  void EndWatches() { watches_.EndAll(); }
 
   // Request: orderhold.v1.PlaceHoldRequest bytes; response: orderhold.v1.PlaceHoldResponse bytes.
   grpc::ServerUnaryReactor* PlaceHold(grpc::CallbackServerContext* context,
@@ -43,14 +57,35 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* ListHolds(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.CancelHoldRequest bytes; response: orderhold.v1.CancelHoldResponse.
+  grpc::ServerUnaryReactor* CancelHold(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.WatchHoldEventsRequest bytes; streams orderhold.v1.HoldEvent bytes
+  // (see hold_event_watch.h).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHoldEvents(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  // Request: orderhold.v1.AckHoldEventsRequest bytes; response: AckHoldEventsResponse bytes.
+  grpc::ServerUnaryReactor* AckHoldEvents(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
  private:
   domain::HoldService& holds_;
+  domain::EventService* const events_;
   metrics::Metrics& metrics_;
+  const absl::Duration idle_poll_;
+  WatchRegistry watches_;
 };
 
 // absl::Status -> grpc::Status (the codes are the same numbers).
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// A stored event as the API's HoldEvent (hold.remaining unset).
+void EventToProto(const store::StoredEvent& event, orderhold::v1::HoldEvent* out);
+
+// Serializes `message` into `out`. INTERNAL if serialization fails.
+absl::Status SerializeToByteBuffer(const google::protobuf::Message& message, grpc::ByteBuffer* out);
 
 }  // namespace orderhold::grpc_api
 

@@ -11,8 +11,15 @@ using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
 const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded", "invalid_argument",
-                                                      "unavailable", "deadline_exceeded", "other"};
-const char* const kMethodNames[kMethodCount] = {"PlaceHold", "Pay", "ListHolds"};
+                                                      "unavailable",    "deadline_exceeded",
+                                                      "other",          "already_ended"};
+const char* const kMethodNames[kMethodCount] = {
+    "PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents"};
+
+prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name,
+                         const std::string& help) {
+  return BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
 
 prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
                              const std::string& help) {
@@ -25,8 +32,31 @@ Metrics::Metrics(prometheus::Registry& registry)
     : holds_placed_(Counter(registry, "orderhold_holds_placed_total",
                             "Holds created by PlaceHold (idempotent retries not counted).")),
       holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
+      holds_cancelled_(Counter(registry, "orderhold_holds_cancelled_total",
+                               "Holds cancelled (ended by CancelHold).")),
       holds_expired_(Counter(registry, "orderhold_holds_expired_total",
-                             "Holds removed because they expired (reaper or lazy cleanup).")),
+                             "Holds ended as EXPIRED (reaper or lazy cleanup).")),
+      events_appended_(Counter(registry, "orderhold_events_appended_total",
+                               "Hold events appended (one per ended hold).")),
+      events_delivered_(Counter(registry, "orderhold_events_delivered_total",
+                                "Hold events sent to watchers, redeliveries included.")),
+      events_redelivered_(Counter(registry, "orderhold_events_redelivered_total",
+                                  "Hold events sent again (delivery_count > 1).")),
+      events_acked_(Counter(registry, "orderhold_events_acked_total",
+                            "Hold events acked (AckHoldEvents, or filtered out by a watch).")),
+      events_trimmed_unacked_(Counter(registry, "orderhold_events_trimmed_unacked_total",
+                                      "Hold events deleted by --event_retention before some "
+                                      "consumer group acked them.")),
+      oldest_unacked_family_(BuildGauge()
+                                 .Name("orderhold_events_oldest_unacked_age_seconds")
+                                 .Help("Age of the group's oldest unacked hold event, in the "
+                                       "partitions this replica reaps (max by group).")
+                                 .Register(registry)),
+      reaper_backlog_(Gauge(registry, "orderhold_reaper_backlog_seconds",
+                            "Age of the oldest due-but-unreaped hold at the start of the last "
+                            "tick, in the partitions this replica owns.")),
+      reaper_owned_partitions_(Gauge(registry, "orderhold_reaper_owned_partitions",
+                                     "Index partitions this replica reaps.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       // 1 ms .. 60 s, as the lag SLO is about a second.
@@ -76,6 +106,13 @@ Metrics::Metrics(prometheus::Registry& registry)
                        Histogram::BucketBoundaries{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5});
   }
+}
+
+void Metrics::SetOldestUnackedAge(const std::string& group, double seconds) {
+  absl::MutexLock lock(&groups_mu_);
+  prometheus::Gauge*& gauge = oldest_unacked_[group];
+  if (gauge == nullptr) gauge = &oldest_unacked_family_.Add({{"group", group}});
+  gauge->Set(seconds);
 }
 
 void Metrics::RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed) {

@@ -10,8 +10,11 @@
 #define ORDERHOLD_SERVER_METRICS_METRICS_H_
 
 #include <array>
+#include <map>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
@@ -27,12 +30,13 @@ enum class RejectReason {
   kUnavailable,       // "unavailable": Redis unreachable or failing
   kDeadlineExceeded,  // "deadline_exceeded": the call's deadline passed first
   kOther,             // "other": any other error
+  kAlreadyEnded,      // "already_ended": the order's hold already ended (FAILED_PRECONDITION)
 };
-inline constexpr int kRejectReasonCount = 5;
+inline constexpr int kRejectReasonCount = 6;
 
 // Label `method` of the orderhold_grpc_* metrics.
-enum class Method { kPlaceHold, kPay, kListHolds };
-inline constexpr int kMethodCount = 3;
+enum class Method { kPlaceHold, kPay, kListHolds, kCancelHold, kWatchHoldEvents, kAckHoldEvents };
+inline constexpr int kMethodCount = 6;
 inline constexpr int kStatusCodeCount = 17;  // gRPC/absl codes 0 (OK) .. 16 (UNAUTHENTICATED)
 
 class Metrics {
@@ -46,9 +50,32 @@ class Metrics {
   prometheus::Counter& holds_placed() { return holds_placed_; }
   // orderhold_holds_paid_total: holds removed by a successful Pay.
   prometheus::Counter& holds_paid() { return holds_paid_; }
-  // orderhold_holds_expired_total: holds removed because they expired, by the reaper or by the
-  // lazy cleanup inside PlaceHold.
+  // orderhold_holds_cancelled_total: holds ended by a successful CancelHold.
+  prometheus::Counter& holds_cancelled() { return holds_cancelled_; }
+  // orderhold_holds_expired_total: holds ended as EXPIRED, by the reaper or by the lazy cleanup
+  // inside PlaceHold, Pay and CancelHold.
   prometheus::Counter& holds_expired() { return holds_expired_; }
+  // orderhold_events_appended_total: hold events appended by this replica's scripts (one per
+  // ended hold: paid + cancelled + expired).
+  prometheus::Counter& events_appended() { return events_appended_; }
+  // orderhold_events_delivered_total: events sent to watchers (redeliveries included).
+  prometheus::Counter& events_delivered() { return events_delivered_; }
+  // orderhold_events_redelivered_total: of those, deliveries with delivery_count > 1.
+  prometheus::Counter& events_redelivered() { return events_redelivered_; }
+  // orderhold_events_acked_total: events acked (by AckHoldEvents, or by the server for events a
+  // watch's outcome filter left out).
+  prometheus::Counter& events_acked() { return events_acked_; }
+  // orderhold_events_trimmed_unacked_total: events deleted by --event_retention before some group
+  // acked them.
+  prometheus::Counter& events_trimmed_unacked() { return events_trimmed_unacked_; }
+  // orderhold_events_oldest_unacked_age_seconds{group}: age of the group's oldest unacked event
+  // in the partitions this replica reaps (0 when none); use max by (group) across replicas.
+  void SetOldestUnackedAge(const std::string& group, double seconds);
+  // orderhold_reaper_backlog_seconds: age of the oldest due-but-unreaped hold seen at the start of
+  // the last tick, over the partitions this replica owns (0 when none is due).
+  prometheus::Gauge& reaper_backlog() { return reaper_backlog_; }
+  // orderhold_reaper_owned_partitions: index partitions this replica reaps.
+  prometheus::Gauge& reaper_owned_partitions() { return reaper_owned_partitions_; }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
   // orderhold_reaper_lag_seconds: per reaped hold, reap time minus expire time (Redis clock).
@@ -68,7 +95,18 @@ class Metrics {
  private:
   prometheus::Counter& holds_placed_;
   prometheus::Counter& holds_paid_;
+  prometheus::Counter& holds_cancelled_;
   prometheus::Counter& holds_expired_;
+  prometheus::Counter& events_appended_;
+  prometheus::Counter& events_delivered_;
+  prometheus::Counter& events_redelivered_;
+  prometheus::Counter& events_acked_;
+  prometheus::Counter& events_trimmed_unacked_;
+  prometheus::Family<prometheus::Gauge>& oldest_unacked_family_;
+  absl::Mutex groups_mu_;
+  std::map<std::string, prometheus::Gauge*> oldest_unacked_ ABSL_GUARDED_BY(groups_mu_);
+  prometheus::Gauge& reaper_backlog_;
+  prometheus::Gauge& reaper_owned_partitions_;
   prometheus::Counter& redis_errors_;
   prometheus::Histogram& reaper_lag_;
   prometheus::Histogram& reaper_tick_duration_;

@@ -7,9 +7,22 @@
 // tick in lockstep) it visits each index shard with bounded atomic batches (reap.lua), "punts" on
 // errors (log + count, retry next tick) and never dies; its sleep is interruptible by Stop().
 //
-// Several replicas may reap the same Redis at once: each due hold is removed and counted by
-// exactly one script run. Work per tick: one call per shard (KeySchema::kShardCount) plus one per
-// batch of due users: it grows with the due holds, not with the number of users.
+// Several replicas: each due hold is ended (outcome record + EXPIRED event) and counted by exactly
+// one script run whatever the replicas do; on top of that the work is divided so it is not done
+// N times over. Each tick a replica renews its entry in a registry of live replicas (heartbeat,
+// alive for `membership_ttl`), and reaps only the index partitions it owns by rendezvous hashing
+// over the live replicas (highest hash of (replica id, partition) wins: every replica computes
+// the same owner from the same view, and a join or leave moves only 1/N of the partitions). A
+// per-partition lease, taken inside reap.lua, fences two replicas whose views briefly differ;
+// partitions no longer owned are released at once, and Stop() releases all and unregisters. A
+// replica killed without Stop() is dropped from the registry after membership_ttl and its leases
+// expire after `lease`, after which the survivors take its partitions over: that is the
+// longest extra reaping delay after an ungraceful kill.
+//
+// Work per tick: one call per owned partition plus one per batch of due users: it grows with the
+// due holds, not with the number of users. Every `event_trim_interval` the reaper also trims the
+// event streams of its partitions to `event_retention` (counting trimmed unacked events) and
+// publishes each consumer group's oldest unacked age.
 //
 // Thread-safety: RunOnce() may be called from any thread (tests call it with the loop stopped);
 // Start()/Stop() from one owner thread.
@@ -17,7 +30,9 @@
 #define ORDERHOLD_SERVER_REAPER_REAPER_H_
 
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -25,6 +40,7 @@
 #include "absl/time/time.h"
 #include "server/common/clock.h"
 #include "server/metrics/metrics.h"
+#include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 
 namespace orderhold::reaper {
@@ -40,20 +56,40 @@ struct ReaperOptions {
   int max_calls_per_shard = 50;
   // Deadline of one round of store calls (one call per shard still having due holds).
   absl::Duration call_timeout = absl::Seconds(2);
+  // This replica's id in the registry; empty: no registry and no leases (reap every partition;
+  // tests and single-process tools).
+  std::string replica_id;
+  // How long a heartbeat keeps this replica in the registry, and how long a lease lasts without
+  // renewal. Both bound the takeover delay after an ungraceful kill.
+  absl::Duration membership_ttl = absl::Seconds(3);
+  absl::Duration lease = absl::Seconds(3);
+  // Event retention (--event_retention) and how often the streams are trimmed.
+  absl::Duration event_retention = absl::Hours(24);
+  absl::Duration event_trim_interval = absl::Seconds(10);
 };
+
+// A replica id unique enough for the registry: "<hostname>-<pid>-<random hex>".
+std::string MakeReplicaId();
+
+// The owner of `shard` among `replicas` by rendezvous (highest random weight) hashing; "" when
+// `replicas` is empty.
+std::string OwnerOf(int shard, const std::vector<std::string>& replicas);
 
 // What one tick did.
 struct ReapStats {
-  int reaped = 0;             // holds removed
-  int calls = 0;              // script calls made
+  int reaped = 0;             // holds ended as EXPIRED
+  int calls = 0;              // reap script calls made
   bool backlog_left = false;  // a shard still had due holds when max_calls_per_shard was reached
+  int owned = 0;              // partitions this replica reaped (all without a replica_id)
+  int not_owner = 0;          // owned partitions skipped because another replica's lease held
 };
 
 class Reaper {
  public:
-  // `store`, `metrics` and `clock` must outlive the reaper.
+  // `store`, `metrics`, `clock` and `events` (optional: no trimming without it) must outlive the
+  // reaper.
   Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions options,
-         const Clock& clock = SystemClock::Get());
+         const Clock& clock = SystemClock::Get(), store::HoldEventLog* events = nullptr);
   // Stops the loop if running.
   ~Reaper();
   Reaper(const Reaper&) = delete;
@@ -69,16 +105,29 @@ class Reaper {
   // Starts the background loop (first tick at once). No-op if already running.
   void Start();
   // Stops and joins the loop; an in-flight tick finishes first (each of its rounds is bounded by
-  // call_timeout).
+  // call_timeout). Then, with a replica_id, releases this replica's leases and unregisters it so
+  // the others take over at their next tick.
   void Stop();
+
+  // The partitions this replica owned at its last tick.
+  std::vector<int> owned() const;
 
  private:
   void Loop();
+  // Heartbeat and ownership; returns the partitions to reap this tick.
+  absl::StatusOr<std::vector<int>> Claim(std::optional<absl::Time> now);
+  // Releases the leases of `shards` (best effort, bounded by call_timeout).
+  void ReleaseLeases(const std::vector<int>& shards);
+  void TrimEvents(const std::vector<int>& shards, absl::Time store_now);
 
   store::HoldStore& store_;
   metrics::Metrics& metrics_;
   const ReaperOptions options_;
   const Clock& clock_;
+  store::HoldEventLog* const events_;
+  mutable absl::Mutex owned_mu_;
+  std::vector<int> owned_ ABSL_GUARDED_BY(owned_mu_);
+  absl::Time next_trim_ ABSL_GUARDED_BY(owned_mu_) = absl::InfinitePast();
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

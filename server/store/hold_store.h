@@ -1,6 +1,7 @@
-// HoldStore: where holds live. The interface the domain talks to; two implementations:
-// RedisHoldStore (production, server/store/redis_hold_store.h) and FakeHoldStore (tests, in
-// tests/testing/). One contract suite (tests/contract/) runs the same cases against both.
+// HoldStore: where holds live, how they ended, and who reaps them. The interface the domain talks
+// to; two implementations: RedisHoldStore (production, server/store/redis_hold_store.h) and
+// FakeHoldStore (tests, in tests/testing/). One contract suite (tests/contract/) runs the same
+// cases against both.
 //
 // Every operation is asynchronous: it returns at once and calls `done` exactly once, possibly on
 // another thread (a Redis I/O thread) or inline (the fake, or an immediate failure). This is what
@@ -45,6 +46,27 @@ struct CallOptions {
   std::optional<absl::Time> now;
 };
 
+// How a hold ended; the numbers are those of orderhold.v1.HoldOutcome and of the Lua scripts.
+enum class HoldOutcome { kPaid = 1, kCancelled = 2, kExpired = 3 };
+
+// "PAID", "CANCELLED" or "EXPIRED" (the proto enum names).
+const char* HoldOutcomeName(HoldOutcome outcome);
+
+// How long and how many outcome records are kept per user (--outcome_retention,
+// --max_outcomes_per_user). Beyond either, an order is forgotten (unknown again).
+struct OutcomePolicy {
+  absl::Duration retention = absl::Hours(24);  // >= 1 ms
+  int max_per_user = 1000;                     // >= 1; the oldest records are dropped first
+};
+
+// The remembered end of a hold.
+struct HoldEnd {
+  HoldOutcome outcome = HoldOutcome::kExpired;
+  absl::Time end_time;     // payment/cancellation time; for kExpired the hold's expire_time
+  absl::Time expire_time;  // the hold's expire_time
+  friend bool operator==(const HoldEnd&, const HoldEnd&) = default;
+};
+
 // One hold as stored: the user is implied by the call.
 struct StoredHold {
   std::string order_id;
@@ -65,18 +87,27 @@ struct PlaceHoldResult {
     kAlreadyHeld,   // order_id already had a live hold; expire_time is that hold's (not extended)
     kLimitReached,  // max_holds live holds; nothing recorded; expire_time is the earliest live
                     // one's
+    kEnded,         // the order's hold already ended (see `ended`); nothing recorded
   };
   Outcome outcome = Outcome::kCreated;
   absl::Time now;           // the store's clock when the operation ran
   absl::Time expire_time;   // see Outcome
   int active_holds = 0;     // live holds after the operation
-  int expired_removed = 0;  // holds found no longer live and removed on the way (lazy cleanup)
+  int expired_removed = 0;  // holds found no longer live and ended as EXPIRED on the way
+  HoldEnd ended;            // kEnded only: how and when the order's hold ended
 };
 
-struct PayResult {
-  bool paid = false;       // false: no live hold for (user_id, order_id)
-  absl::Time now;          // the store's clock when the operation ran
-  absl::Time expire_time;  // the paid hold's expiry; meaningful only when paid
+struct EndHoldResult {
+  enum class Result {
+    kEnded,         // this call ended the live hold with the requested outcome (`end`)
+    kAlreadyEnded,  // the hold had already ended (`end` says how); nothing changed
+    kUnknown,       // no such order (never placed, or forgotten after the outcome retention)
+  };
+  Result result = Result::kUnknown;
+  absl::Time now;           // the store's clock when the operation ran
+  HoldEnd end;              // kEnded, kAlreadyEnded
+  int expired_removed = 0;  // the user's holds found no longer live and ended as EXPIRED (lazy
+                            // cleanup; may include this order, then result = kAlreadyEnded)
 };
 
 struct ListHoldsResult {
@@ -84,33 +115,59 @@ struct ListHoldsResult {
   std::vector<StoredHold> holds;  // live holds, earliest expire_time first, ties by order_id
 };
 
+struct ReapArgs {
+  int max_users = 100;  // users visited by this call, >= 1
+  // With an owner: the call takes (or renews) the shard's lease for `lease` and does nothing if
+  // another owner holds it. Empty: no lease (tests, single replica tools).
+  std::string owner;
+  absl::Duration lease = absl::Seconds(3);
+};
+
 struct ReapResult {
   absl::Time now;                               // the store's clock when the operation ran
-  std::vector<absl::Time> reaped_expire_times;  // one entry per hold removed
-  bool more = false;  // the shard may still have due holds beyond this batch's limit
+  std::vector<absl::Time> reaped_expire_times;  // one entry per hold ended as EXPIRED
+  bool more = false;       // the shard may still have due holds beyond this batch's limit
+  bool not_owner = false;  // another owner holds the shard's lease; nothing was done
+  // The earliest expire_time in the shard's index before the call (unset: no holds).
+  std::optional<absl::Time> oldest_due;
 };
 
 class HoldStore {
  public:
   virtual ~HoldStore() = default;
 
-  // Atomically: remove the user's holds that are no longer live, then create, return the
-  // existing live hold for args.order_id, or refuse at the limit (see PlaceHoldResult::Outcome).
+  // Atomically: end the user's holds that are no longer live (EXPIRED), then create, return the
+  // existing live hold for args.order_id, report that it already ended, or refuse at the limit
+  // (see PlaceHoldResult::Outcome).
   virtual void PlaceHold(PlaceHoldArgs args, CallOptions options,
                          Callback<PlaceHoldResult> done) = 0;
 
-  // Atomically removes the live hold (user_id, order_id), if any. An expired hold is never paid.
-  virtual void Pay(std::string user_id, std::string order_id, CallOptions options,
-                   Callback<PayResult> done) = 0;
+  // Atomically ends the live hold (user_id, order_id) with `outcome` (kPaid or kCancelled): it is
+  // removed, its outcome remembered and its event appended. Holds of the user that are no longer
+  // live are ended as EXPIRED first, so an expired hold is never paid nor cancelled, and the
+  // answer does not depend on whether the reaper has run.
+  virtual void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
+                       CallOptions options, Callback<EndHoldResult> done) = 0;
 
   // The user's live holds. Read-only.
   virtual void ListHolds(std::string user_id, CallOptions options,
                          Callback<ListHoldsResult> done) = 0;
 
-  // Removes due holds (expire_time <= now) of at most `max_users` users of index shard `shard`
-  // (0 <= shard < shard_count()) and keeps the due index right. Safe to run concurrently from
-  // several processes: each due hold is removed, and reported, by exactly one call.
-  virtual void Reap(int shard, int max_users, CallOptions options, Callback<ReapResult> done) = 0;
+  // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
+  // index shard `shard` (0 <= shard < shard_count()) and keeps the due index right. Safe to run
+  // concurrently from several processes: each due hold is ended, and reported, by exactly one
+  // call. INVALID_ARGUMENT for a shard out of range or max_users < 1.
+  virtual void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) = 0;
+
+  // Registers `replica_id` as a live reaper for `ttl` and yields the live replicas' ids (this one
+  // included), sorted.
+  virtual void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
+                         Callback<std::vector<std::string>> done) = 0;
+
+  // Releases the lease of `shard` if `replica_id` holds it (true), and with shard == -1
+  // unregisters the replica instead.
+  virtual void Release(int shard, std::string replica_id, CallOptions options,
+                       Callback<bool> done) = 0;
 
   // Number of index shards the reaper must visit.
   virtual int shard_count() const = 0;
@@ -122,7 +179,7 @@ class HoldStore {
 
 // Runs an asynchronous store operation and blocks the calling thread until its callback ran.
 // For background threads and tests only: never call it on a gRPC callback thread.
-//   auto result = Await<PayResult>([&](auto cb) { store.Pay("u", "o", {}, std::move(cb)); });
+//   auto r = Await<ListHoldsResult>([&](auto cb) { store.ListHolds("u", {}, std::move(cb)); });
 template <typename T, typename Start>
 absl::StatusOr<T> Await(Start&& start);
 

@@ -1,8 +1,15 @@
 // Redis key naming, in one place.
 //
 //   <prefix>:{<shard>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
-//   <prefix>:{<shard>}:due           the shard's due index (sorted set: user_id -> earliest expire
-//   ms)
+//   <prefix>:{<shard>}:x:<user_id>   the user's outcome records (hash: order_id ->
+//                                    "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua
+//   <prefix>:{<shard>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
+//   <prefix>:{<shard>}:due           the shard's due index (sorted set: user_id -> earliest
+//                                    expire ms)
+//   <prefix>:{<shard>}:events        the shard's hold event stream (Redis Stream)
+//   <prefix>:{<shard>}:lease         the shard's reaper lease (string: replica id, PX expiry)
+//   <prefix>:replicas                live reaper replicas (sorted set: id -> alive until ms); not
+//                                    hash-tagged: it is only ever touched alone
 //
 // shard = FNV-1a-32(user_id) mod kShardCount, written in decimal inside a Redis Cluster hash tag
 // (https://redis.io/docs/reference/cluster-spec/#hash-tags). A user's key and its shard's index
@@ -37,9 +44,14 @@ class KeySchema {
   static int ShardOf(absl::string_view user_id);
 
   std::string UserKey(absl::string_view user_id) const;
+  std::string OutcomesKey(absl::string_view user_id) const;
+  std::string EndedKey(absl::string_view user_id) const;
   std::string DueKey(int shard) const;
-  // The prefix of every user key in `shard`: UserKey(id) == UserKeyPrefix(ShardOf(id)) + id.
-  std::string UserKeyPrefix(int shard) const;
+  std::string EventsKey(int shard) const;
+  std::string LeaseKey(int shard) const;
+  std::string ReplicasKey() const;
+  // The prefix of every key of `shard`: UserKey(id) == ShardPrefix(ShardOf(id)) + "u:" + id.
+  std::string ShardPrefix(int shard) const;
 
   const std::string& prefix() const { return prefix_; }
 

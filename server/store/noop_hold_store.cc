@@ -24,12 +24,12 @@ void NoopHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   std::move(done)(std::move(result));
 }
 
-void NoopHoldStore::Pay(std::string /*user_id*/, std::string /*order_id*/, CallOptions options,
-                        Callback<PayResult> done) {
-  PayResult result;
-  result.paid = true;
+void NoopHoldStore::EndHold(std::string /*user_id*/, std::string /*order_id*/, HoldOutcome outcome,
+                            CallOptions options, Callback<EndHoldResult> done) {
+  EndHoldResult result;
+  result.result = EndHoldResult::Result::kEnded;
   result.now = Now(options);
-  result.expire_time = result.now;
+  result.end = HoldEnd{outcome, result.now, result.now};
   std::move(done)(std::move(result));
 }
 
@@ -40,11 +40,21 @@ void NoopHoldStore::ListHolds(std::string /*user_id*/, CallOptions options,
   std::move(done)(std::move(result));
 }
 
-void NoopHoldStore::Reap(int /*shard*/, int /*max_users*/, CallOptions options,
+void NoopHoldStore::Reap(int /*shard*/, ReapArgs /*args*/, CallOptions options,
                          Callback<ReapResult> done) {
   ReapResult result;
   result.now = Now(options);
   std::move(done)(std::move(result));
+}
+
+void NoopHoldStore::Heartbeat(std::string replica_id, absl::Duration /*ttl*/,
+                              CallOptions /*options*/, Callback<std::vector<std::string>> done) {
+  std::move(done)(std::vector<std::string>{std::move(replica_id)});
+}
+
+void NoopHoldStore::Release(int /*shard*/, std::string /*replica_id*/, CallOptions /*options*/,
+                            Callback<bool> done) {
+  std::move(done)(true);
 }
 
 void NoopHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {

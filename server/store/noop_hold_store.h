@@ -4,8 +4,9 @@
 // Redis, so PlaceHold's throughput can be stated as a ratio of it. It enforces no limit and
 // remembers no hold; never run it in front of real users.
 //
-// Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); Pay -> paid (with
-// expire_time = now); ListHolds -> no holds; Reap -> nothing due; Ping -> the host clock. "now"
+// Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); EndHold -> ended
+// (expire_time = end_time = now); ListHolds -> no holds; Reap -> nothing due; Heartbeat -> only
+// this replica; Release -> true; Ping -> the host clock. It has no event log. "now"
 // is CallOptions::now when set, else the host clock truncated to the millisecond. Never fails.
 //
 // Thread-safe (stateless).
@@ -22,10 +23,14 @@ namespace orderhold::store {
 class NoopHoldStore final : public HoldStore {
  public:
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
-  void Pay(std::string user_id, std::string order_id, CallOptions options,
-           Callback<PayResult> done) override;
+  void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
+               Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
-  void Reap(int shard, int max_users, CallOptions options, Callback<ReapResult> done) override;
+  void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
+                 Callback<std::vector<std::string>> done) override;
+  void Release(int shard, std::string replica_id, CallOptions options,
+               Callback<bool> done) override;
   // The same shard count as RedisHoldStore, so the reaper does the same number of (empty) calls.
   int shard_count() const override { return KeySchema::kShardCount; }
   void Ping(CallOptions options, Callback<absl::Time> done) override;

@@ -1,5 +1,6 @@
 #include "server/store/redis_hold_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -10,7 +11,17 @@ namespace orderhold::store {
 namespace {
 
 // Index of each script in RedisClientOptions::scripts.
-enum Script { kPlaceHold = 0, kPay, kListHolds, kReap };
+enum Script {
+  kPlaceHold = 0,
+  kEndHold,
+  kListHolds,
+  kReap,
+  kHeartbeat,
+  kReleaseLease,
+  kEnsureGroup,
+  kReadEvents,
+  kTrimEvents,
+};
 
 absl::Status BadReply(absl::string_view what) {
   return absl::InternalError(absl::StrCat("unexpected Redis reply to ", what));
@@ -58,6 +69,14 @@ RedisClient::ReplyCallback Parsed(Callback<T> done, Parse parse) {
   };
 }
 
+bool ToOutcome(int64_t code, HoldOutcome* out) {
+  if (code < 1 || code > 3) return false;
+  *out = static_cast<HoldOutcome>(code);
+  return true;
+}
+
+int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
 }  // namespace
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {
@@ -76,32 +95,54 @@ absl::Status ValidateKeyPrefix(absl::string_view prefix) {
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     RedisHoldStoreOptions options) {
   if (absl::Status status = ValidateKeyPrefix(options.key_prefix); !status.ok()) return status;
-  options.client.scripts = {std::string(lua::kPlaceHold), std::string(lua::kPay),
-                            std::string(lua::kListHolds), std::string(lua::kReap)};
+  if (options.outcomes.retention < absl::Milliseconds(1) || options.outcomes.max_per_user < 1) {
+    return absl::InvalidArgumentError(
+        "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
+  }
+  options.client.scripts = {std::string(lua::kPlaceHold),   std::string(lua::kEndHold),
+                            std::string(lua::kListHolds),   std::string(lua::kReap),
+                            std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
+                            std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
+                            std::string(lua::kTrimEvents)};
   auto client = RedisClient::Create(std::move(options.client));
   if (!client.ok()) return client.status();
-  return std::unique_ptr<RedisHoldStore>(
-      new RedisHoldStore(KeySchema(std::move(options.key_prefix)), std::move(*client)));
+  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
+      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(*client)));
 }
+
+RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
+                               std::unique_ptr<RedisClient> client)
+    : keys_(std::move(keys)),
+      retention_ms_(absl::StrCat(Millis(outcomes.retention))),
+      max_outcomes_(absl::StrCat(outcomes.max_per_user)),
+      client_(std::move(client)) {}
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
   const int shard = KeySchema::ShardOf(args.user_id);
-  RedisCommand command{kPlaceHold,
-                       {"2", keys_.UserKey(args.user_id), keys_.DueKey(shard), args.user_id,
-                        args.order_id, absl::StrCat(absl::ToInt64Milliseconds(args.ttl)),
-                        absl::StrCat(args.max_holds), NowArg(options)}};
+  RedisCommand command{
+      kPlaceHold,
+      {"5", keys_.UserKey(args.user_id), keys_.DueKey(shard), keys_.OutcomesKey(args.user_id),
+       keys_.EndedKey(args.user_id), keys_.EventsKey(shard), args.user_id, args.order_id,
+       absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
+       max_outcomes_}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
         std::vector<int64_t> v;
-        if (!IntArray(reply, 5, &v) || v[0] < -1 || v[0] > 1) {
+        if (!IntArray(reply, 7, &v) || v[0] < -2 || v[0] > 1) {
           return BadReply("place_hold.lua");
         }
         PlaceHoldResult result;
-        result.outcome = v[0] == 1   ? PlaceHoldResult::Outcome::kCreated
-                         : v[0] == 0 ? PlaceHoldResult::Outcome::kAlreadyHeld
-                                     : PlaceHoldResult::Outcome::kLimitReached;
+        result.outcome = v[0] == 1    ? PlaceHoldResult::Outcome::kCreated
+                         : v[0] == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
+                         : v[0] == -1 ? PlaceHoldResult::Outcome::kLimitReached
+                                      : PlaceHoldResult::Outcome::kEnded;
+        if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
+          if (!ToOutcome(v[5], &result.ended.outcome)) return BadReply("place_hold.lua");
+          result.ended.end_time = FromMillis(v[6]);
+          result.ended.expire_time = FromMillis(v[2]);
+        }
         result.now = FromMillis(v[1]);
         result.expire_time = FromMillis(v[2]);
         result.active_holds = static_cast<int>(v[3]);
@@ -110,24 +151,30 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
       }));
 }
 
-void RedisHoldStore::Pay(std::string user_id, std::string order_id, CallOptions options,
-                         Callback<PayResult> done) {
+void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
+                             CallOptions options, Callback<EndHoldResult> done) {
   const int shard = KeySchema::ShardOf(user_id);
-  RedisCommand command{kPay,
-                       {"2", keys_.UserKey(user_id), keys_.DueKey(shard), std::move(user_id),
-                        std::move(order_id), NowArg(options)}};
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<PayResult> {
-                    std::vector<int64_t> v;
-                    if (!IntArray(reply, 2, &v) || (v[0] == 1 && v.size() < 3)) {
-                      return BadReply("pay.lua");
-                    }
-                    PayResult result;
-                    result.paid = v[0] == 1;
-                    result.now = FromMillis(v[1]);
-                    if (result.paid) result.expire_time = FromMillis(v[2]);
-                    return result;
-                  }));
+  RedisCommand command{
+      kEndHold,
+      {"5", keys_.UserKey(user_id), keys_.DueKey(shard), keys_.OutcomesKey(user_id),
+       keys_.EndedKey(user_id), keys_.EventsKey(shard), std::move(user_id), std::move(order_id),
+       absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_, max_outcomes_}};
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
+        std::vector<int64_t> v;
+        if (!IntArray(reply, 6, &v) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
+        EndHoldResult result;
+        result.now = FromMillis(v[1]);
+        result.expired_removed = static_cast<int>(v[3]);
+        if (v[0] == 0) return result;
+        result.result =
+            v[0] == 1 ? EndHoldResult::Result::kEnded : EndHoldResult::Result::kAlreadyEnded;
+        if (!ToOutcome(v[4], &result.end.outcome)) return BadReply("end_hold.lua");
+        result.end.expire_time = FromMillis(v[2]);
+        result.end.end_time = FromMillis(v[5]);
+        return result;
+      }));
 }
 
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
@@ -156,26 +203,161 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
       }));
 }
 
-void RedisHoldStore::Reap(int shard, int max_users, CallOptions options,
+void RedisHoldStore::Reap(int shard, ReapArgs args, CallOptions options,
                           Callback<ReapResult> done) {
-  if (shard < 0 || shard >= KeySchema::kShardCount || max_users < 1) {
+  if (shard < 0 || shard >= KeySchema::kShardCount || args.max_users < 1) {
     std::move(done)(absl::InvalidArgumentError("reap: shard or max_users out of range"));
     return;
   }
   RedisCommand command{kReap,
-                       {"1", keys_.DueKey(shard), keys_.UserKeyPrefix(shard),
-                        absl::StrCat(max_users), NowArg(options)}};
+                       {"3", keys_.DueKey(shard), keys_.EventsKey(shard), keys_.LeaseKey(shard),
+                        keys_.ShardPrefix(shard), absl::StrCat(args.max_users), NowArg(options),
+                        retention_ms_, max_outcomes_, std::move(args.owner),
+                        absl::StrCat(std::max<int64_t>(1, Millis(args.lease)))}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ReapResult> {
         std::vector<int64_t> v;
-        if (!IntArray(reply, 2, &v)) return BadReply("reap.lua");
+        if (!IntArray(reply, 3, &v)) return BadReply("reap.lua");
         ReapResult result;
         result.now = FromMillis(v[0]);
         result.more = v[1] == 1;
-        result.reaped_expire_times.reserve(v.size() - 2);
-        for (size_t i = 2; i < v.size(); ++i) {
+        result.not_owner = v[1] == -1;
+        if (v[2] >= 0) result.oldest_due = FromMillis(v[2]);
+        result.reaped_expire_times.reserve(v.size() - 3);
+        for (size_t i = 3; i < v.size(); ++i) {
           result.reaped_expire_times.push_back(FromMillis(v[i]));
+        }
+        return result;
+      }));
+}
+
+void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
+                               Callback<std::vector<std::string>> done) {
+  RedisCommand command{kHeartbeat,
+                       {"1", keys_.ReplicasKey(), std::move(replica_id),
+                        absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done),
+                         [](const RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
+                           if (reply.type != RedisReply::Type::kArray || reply.elements.empty()) {
+                             return BadReply("heartbeat.lua");
+                           }
+                           std::vector<std::string> ids;
+                           for (size_t i = 1; i < reply.elements.size(); ++i) {
+                             if (reply.elements[i].type != RedisReply::Type::kString) {
+                               return BadReply("heartbeat.lua");
+                             }
+                             ids.push_back(reply.elements[i].str);
+                           }
+                           return ids;
+                         }));
+}
+
+void RedisHoldStore::Release(int shard, std::string replica_id, CallOptions options,
+                             Callback<bool> done) {
+  RedisCommand command =
+      shard < 0 ? RedisCommand{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}}
+                : RedisCommand{kReleaseLease, {"1", keys_.LeaseKey(shard), std::move(replica_id)}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                    int64_t n = 0;
+                    if (!ToInt(reply, &n)) return BadReply("release");
+                    return n > 0;
+                  }));
+}
+
+void RedisHoldStore::EnsureGroup(int shard, std::string group, GroupStart start,
+                                 CallOptions options, Callback<bool> done) {
+  RedisCommand command{
+      kEnsureGroup,
+      {"1", keys_.EventsKey(shard), std::move(group), start == GroupStart::kEarliest ? "0" : "$"}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                    int64_t n = 0;
+                    if (!ToInt(reply, &n)) return BadReply("ensure_group.lua");
+                    return n == 1;
+                  }));
+}
+
+void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
+                                Callback<std::vector<StoredEvent>> done) {
+  RedisCommand command{kReadEvents,
+                       {"1", keys_.EventsKey(shard), std::move(args.group),
+                        std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
+                        args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
+                        args.own_pending ? "1" : "0"}};
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [shard](const RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
+               constexpr size_t kFields = 7;
+               if (reply.type != RedisReply::Type::kArray || reply.elements.size() % kFields != 0) {
+                 return BadReply("read_events.lua");
+               }
+               std::vector<StoredEvent> events;
+               const auto& e = reply.elements;
+               for (size_t i = 0; i < e.size(); i += kFields) {
+                 StoredEvent event;
+                 event.shard = shard;
+                 int64_t count = 0, outcome = 0, expire = 0, end = 0;
+                 if (e[i].type != RedisReply::Type::kString || !ToInt(e[i + 1], &count) ||
+                     e[i + 2].type != RedisReply::Type::kString ||
+                     e[i + 3].type != RedisReply::Type::kString || !ToInt(e[i + 4], &outcome) ||
+                     !ToOutcome(outcome, &event.end.outcome) || !ToInt(e[i + 5], &expire) ||
+                     !ToInt(e[i + 6], &end)) {
+                   return BadReply("read_events.lua");
+                 }
+                 event.stream_id = e[i].str;
+                 event.delivery_count = static_cast<int>(count);
+                 event.user_id = e[i + 2].str;
+                 event.order_id = e[i + 3].str;
+                 event.end.expire_time = FromMillis(expire);
+                 event.end.end_time = FromMillis(end);
+                 events.push_back(std::move(event));
+               }
+               return events;
+             }));
+}
+
+void RedisHoldStore::AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
+                               CallOptions options, Callback<int64_t> done) {
+  if (stream_ids.empty()) {
+    std::move(done)(int64_t{0});
+    return;
+  }
+  RedisCommand command{-1, {"XACK", keys_.EventsKey(shard), std::move(group)}};
+  for (std::string& id : stream_ids) command.args.push_back(std::move(id));
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<int64_t> {
+                    int64_t n = 0;
+                    if (!ToInt(reply, &n)) return BadReply("XACK");
+                    return n;
+                  }));
+}
+
+void RedisHoldStore::TrimEvents(int shard, absl::Time cutoff, CallOptions options,
+                                Callback<TrimEventsResult> done) {
+  RedisCommand command{kTrimEvents,
+                       {"1", keys_.EventsKey(shard),
+                        absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))), "100000"}};
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
+        TrimEventsResult result;
+        const auto& e = reply.elements;
+        if (reply.type != RedisReply::Type::kArray || e.size() < 2 || e.size() % 2 != 0 ||
+            !ToInt(e[0], &result.trimmed) || !ToInt(e[1], &result.trimmed_unacked)) {
+          return BadReply("trim_events.lua");
+        }
+        for (size_t i = 2; i < e.size(); i += 2) {
+          int64_t oldest = 0;
+          if (e[i].type != RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
+            return BadReply("trim_events.lua");
+          }
+          GroupBacklog group{e[i].str, std::nullopt};
+          if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
+          result.groups.push_back(std::move(group));
         }
         return result;
       }));

@@ -1,6 +1,7 @@
-// RedisHoldStore: the production HoldStore, on Redis >= 7.0 (standalone; Redis Cluster-ready key
-// layout, see keys.h). Every operation is one EVALSHA of a script in server/store/lua/, sent
-// through a pipelining RedisClient; "now" is Redis server TIME unless CallOptions::now is set.
+// RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (standalone; Redis
+// Cluster-ready key layout, see keys.h). Every operation is one EVALSHA of a script in
+// server/store/lua/, sent through a pipelining RedisClient; "now" is Redis server TIME unless
+// CallOptions::now is set.
 //
 // Thread-safe. Errors: see hold_store.h (UNAVAILABLE, DEADLINE_EXCEEDED); INTERNAL if Redis
 // answers a shape the scripts never return (a bug, or a foreign key of another type).
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
 #include "server/store/redis_client.h"
@@ -22,29 +24,48 @@ struct RedisHoldStoreOptions {
   RedisClientOptions client;
   // Prefix of every key (see keys.h). Non-empty, no `{`, `}`, whitespace or control characters.
   std::string key_prefix = "orderhold";
+  // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
+  OutcomePolicy outcomes;
 };
 
-class RedisHoldStore final : public HoldStore {
+class RedisHoldStore final : public HoldStore, public HoldEventLog {
  public:
   // Starts the connection pool (without connecting: Redis may be down at start).
-  // INVALID_ARGUMENT for a bad key_prefix or pool options.
+  // INVALID_ARGUMENT for a bad key_prefix, outcome policy or pool options.
   static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(RedisHoldStoreOptions options);
 
+  // HoldStore.
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
-  void Pay(std::string user_id, std::string order_id, CallOptions options,
-           Callback<PayResult> done) override;
+  void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
+               Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
-  void Reap(int shard, int max_users, CallOptions options, Callback<ReapResult> done) override;
+  void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
+                 Callback<std::vector<std::string>> done) override;
+  void Release(int shard, std::string replica_id, CallOptions options,
+               Callback<bool> done) override;
   int shard_count() const override { return KeySchema::kShardCount; }
   void Ping(CallOptions options, Callback<absl::Time> done) override;
+
+  // HoldEventLog.
+  int event_shard_count() const override { return KeySchema::kShardCount; }
+  void EnsureGroup(int shard, std::string group, GroupStart start, CallOptions options,
+                   Callback<bool> done) override;
+  void ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
+                  Callback<std::vector<StoredEvent>> done) override;
+  void AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
+                 CallOptions options, Callback<int64_t> done) override;
+  void TrimEvents(int shard, absl::Time cutoff, CallOptions options,
+                  Callback<TrimEventsResult> done) override;
 
   const KeySchema& keys() const { return keys_; }
 
  private:
-  RedisHoldStore(KeySchema keys, std::unique_ptr<RedisClient> client)
-      : keys_(std::move(keys)), client_(std::move(client)) {}
+  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisClient> client);
 
   const KeySchema keys_;
+  const std::string retention_ms_;  // outcome retention, ms, as a script argument
+  const std::string max_outcomes_;  // max outcome records per user, as a script argument
   std::unique_ptr<RedisClient> client_;
 };
 

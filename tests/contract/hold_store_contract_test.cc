@@ -28,13 +28,13 @@ const absl::Time kT0 = absl::FromUnixMillis(1795000000123);
 class StoreFactory {
  public:
   virtual ~StoreFactory() = default;
-  virtual std::unique_ptr<HoldStore> Make() = 0;
+  virtual std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) = 0;
 };
 
 class FakeFactory : public StoreFactory {
  public:
-  std::unique_ptr<HoldStore> Make() override {
-    return std::make_unique<orderhold::testing::FakeHoldStore>(clock_);
+  std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
+    return std::make_unique<orderhold::testing::FakeHoldStore>(clock_, outcomes);
   }
 
  private:
@@ -43,7 +43,7 @@ class FakeFactory : public StoreFactory {
 
 class RedisFactory : public StoreFactory {
  public:
-  std::unique_ptr<HoldStore> Make() override {
+  std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
     if (redis_ == nullptr) {
       auto redis = orderhold::testing::RedisServer::Start();
       EXPECT_TRUE(redis.ok()) << redis.status();
@@ -53,6 +53,7 @@ class RedisFactory : public StoreFactory {
     RedisHoldStoreOptions options;
     options.client.endpoint.port = redis_->port();
     options.key_prefix = absl::StrCat("contract", ++tests_);  // isolates tests sharing the server
+    options.outcomes = outcomes;
     auto store = RedisHoldStore::Create(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? std::move(*store) : nullptr;
@@ -91,7 +92,7 @@ class Factories : public ::testing::Environment {
 class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    store_ = Factories::Get(GetParam()).Make();
+    store_ = Factories::Get(GetParam()).Make(OutcomePolicy{});
     ASSERT_NE(store_, nullptr);
   }
 
@@ -103,8 +104,15 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
       store_->PlaceHold(PlaceHoldArgs{user, order, ttl, max_holds}, At(now), std::move(done));
     });
   }
-  absl::StatusOr<PayResult> Pay(const std::string& user, const std::string& order, absl::Time now) {
-    return Await<PayResult>([&](auto done) { store_->Pay(user, order, At(now), std::move(done)); });
+  absl::StatusOr<EndHoldResult> End(const std::string& user, const std::string& order,
+                                    absl::Time now, HoldOutcome outcome = HoldOutcome::kPaid) {
+    return Await<EndHoldResult>(
+        [&](auto done) { store_->EndHold(user, order, outcome, At(now), std::move(done)); });
+  }
+  absl::StatusOr<ReapResult> ReapAs(int shard, const std::string& owner, absl::Time now) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(shard, ReapArgs{100, owner, absl::Seconds(30)}, At(now), std::move(done));
+    });
   }
   std::vector<StoredHold> List(const std::string& user, absl::Time now) {
     auto result = Await<ListHoldsResult>(
@@ -117,8 +125,9 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
     std::vector<absl::Time> reaped;
     for (int shard = 0; shard < store_->shard_count(); ++shard) {
       for (bool more = true; more;) {
-        auto result = Await<ReapResult>(
-            [&](auto done) { store_->Reap(shard, max_users, At(now), std::move(done)); });
+        auto result = Await<ReapResult>([&](auto done) {
+          store_->Reap(shard, ReapArgs{max_users, "", {}}, At(now), std::move(done));
+        });
         EXPECT_THAT(result, IsOk());
         if (!result.ok()) return reaped;
         reaped.insert(reaped.end(), result->reaped_expire_times.begin(),
@@ -189,27 +198,119 @@ TEST_P(HoldStoreContractTest, ExpiredButUnreapedHoldsAreNotListed) {
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(2)), IsEmpty());
 }
 
-TEST_P(HoldStoreContractTest, ExpiredButUnreapedHoldsCannotBePaid) {
+TEST_P(HoldStoreContractTest, ExpiredHoldEndsAsExpiredTheSameBeforeAndAfterTheReaper) {
   ASSERT_THAT(Place("alice", "a", absl::Seconds(1), kT0), IsOk());
-  auto late = Pay("alice", "a", kT0 + absl::Seconds(1));
+  ASSERT_THAT(Place("alice", "b", absl::Seconds(1), kT0), IsOk());
+  const HoldEnd expired{HoldOutcome::kExpired, kT0 + absl::Seconds(1), kT0 + absl::Seconds(1)};
+  // Before the reaper: the call itself ends the due holds (lazy cleanup), never pays them.
+  auto late = End("alice", "a", kT0 + absl::Seconds(1));
   ASSERT_THAT(late, IsOk());
-  EXPECT_FALSE(late->paid);
+  EXPECT_EQ(late->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(late->end, expired);
+  EXPECT_EQ(late->expired_removed, 2);
+  // After (nothing left to reap): the same answer.
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(5)), IsEmpty());
+  auto cancel = End("alice", "b", kT0 + absl::Seconds(5), HoldOutcome::kCancelled);
+  ASSERT_THAT(cancel, IsOk());
+  EXPECT_EQ(cancel->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(cancel->end, expired);
+  EXPECT_EQ(cancel->expired_removed, 0);
+  // Reaped first, asked later: the same answer again.
+  ASSERT_THAT(Place("bob", "c", absl::Seconds(1), kT0), IsOk());
+  EXPECT_EQ(ReapAll(kT0 + absl::Seconds(2)).size(), 1u);
+  auto reaped = End("bob", "c", kT0 + absl::Seconds(3));
+  ASSERT_THAT(reaped, IsOk());
+  EXPECT_EQ(reaped->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(reaped->end, expired);
 }
 
-TEST_P(HoldStoreContractTest, PayRemovesLiveHoldOnce) {
+TEST_P(HoldStoreContractTest, EndedOrdersAreRememberedAndNeverPlacedAgain) {
+  ASSERT_THAT(Place("alice", "p", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(Place("alice", "c", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(End("alice", "p", kT0 + absl::Seconds(1)), IsOk());
+  ASSERT_THAT(End("alice", "c", kT0 + absl::Seconds(2), HoldOutcome::kCancelled), IsOk());
+  auto cancelled = End("alice", "c", kT0 + absl::Seconds(3));  // pay after cancel
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(cancelled->end,
+            (HoldEnd{HoldOutcome::kCancelled, kT0 + absl::Seconds(2), kT0 + absl::Seconds(10)}));
+  auto replay = Place("alice", "p", absl::Seconds(10), kT0 + absl::Seconds(4));
+  ASSERT_THAT(replay, IsOk());
+  EXPECT_EQ(replay->outcome, Outcome::kEnded);
+  EXPECT_EQ(replay->ended,
+            (HoldEnd{HoldOutcome::kPaid, kT0 + absl::Seconds(1), kT0 + absl::Seconds(10)}));
+  EXPECT_THAT(List("alice", kT0 + absl::Seconds(4)), IsEmpty());
+}
+
+TEST_P(HoldStoreContractTest, OutcomesAreForgottenAfterRetentionAndBeyondTheCap) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 2});
+  ASSERT_NE(store_, nullptr);
+  for (const char* order : {"a", "b", "c"}) {
+    ASSERT_THAT(Place("alice", order, absl::Seconds(10), kT0), IsOk());
+    ASSERT_THAT(End("alice", order, kT0 + absl::Seconds(order[0] - 'a' + 1)), IsOk());
+  }
+  // Cap 2: "a", the oldest end, was dropped.
+  auto a = End("alice", "a", kT0 + absl::Seconds(5));
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->result, EndHoldResult::Result::kUnknown);
+  auto c = End("alice", "c", kT0 + absl::Seconds(5));
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->result, EndHoldResult::Result::kAlreadyEnded);
+  // Retention: an hour after its end, "c" is unknown and may be placed again.
+  auto later = End("alice", "c", kT0 + absl::Seconds(3) + absl::Hours(1));
+  ASSERT_THAT(later, IsOk());
+  EXPECT_EQ(later->result, EndHoldResult::Result::kUnknown);
+  auto again = Place("alice", "c", absl::Seconds(10), kT0 + absl::Hours(2));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->outcome, Outcome::kCreated);
+}
+
+TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
+  const int shard = 1;
+  auto first = ReapAs(shard, "replica-a", kT0);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_FALSE(first->not_owner);
+  auto other = ReapAs(shard, "replica-b", kT0);
+  ASSERT_THAT(other, IsOk());
+  EXPECT_TRUE(other->not_owner);
+  auto released = Await<bool>(
+      [&](auto done) { store_->Release(shard, "replica-a", At(kT0), std::move(done)); });
+  ASSERT_THAT(released, IsOk());
+  EXPECT_TRUE(*released);
+  auto taken = ReapAs(shard, "replica-b", kT0);
+  ASSERT_THAT(taken, IsOk());
+  EXPECT_FALSE(taken->not_owner);
+
+  auto beat = [&](const std::string& id, absl::Time now) {
+    auto live = Await<std::vector<std::string>>(
+        [&](auto done) { store_->Heartbeat(id, absl::Seconds(3), At(now), std::move(done)); });
+    EXPECT_THAT(live, IsOk());
+    return live.ok() ? *live : std::vector<std::string>{};
+  };
+  EXPECT_THAT(beat("r2", kT0), ElementsAre("r2"));
+  EXPECT_THAT(beat("r1", kT0 + absl::Seconds(1)), ElementsAre("r1", "r2"));
+  EXPECT_THAT(beat("r1", kT0 + absl::Seconds(3)), ElementsAre("r1"));  // r2 timed out
+  ASSERT_THAT(Await<bool>([&](auto done) { store_->Release(-1, "r1", At(kT0), std::move(done)); }),
+              IsOk());
+  EXPECT_THAT(beat("r3", kT0 + absl::Seconds(3)), ElementsAre("r3"));
+}
+
+TEST_P(HoldStoreContractTest, EndHoldEndsLiveHoldOnceAndRetriesSeeTheOutcome) {
   ASSERT_THAT(Place("alice", "a", absl::Seconds(10), kT0), IsOk());
   ASSERT_THAT(Place("alice", "b", absl::Seconds(10), kT0), IsOk());
-  auto paid = Pay("alice", "a", kT0 + absl::Seconds(3));
+  auto paid = End("alice", "a", kT0 + absl::Seconds(3));
   ASSERT_THAT(paid, IsOk());
-  EXPECT_TRUE(paid->paid);
-  EXPECT_EQ(paid->expire_time, kT0 + absl::Seconds(10));
+  EXPECT_EQ(paid->result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(paid->end,
+            (HoldEnd{HoldOutcome::kPaid, kT0 + absl::Seconds(3), kT0 + absl::Seconds(10)}));
   EXPECT_EQ(paid->now, kT0 + absl::Seconds(3));
-  auto again = Pay("alice", "a", kT0 + absl::Seconds(3));
+  auto again = End("alice", "a", kT0 + absl::Seconds(4));
   ASSERT_THAT(again, IsOk());
-  EXPECT_FALSE(again->paid);
-  auto never = Pay("alice", "zzz", kT0);
+  EXPECT_EQ(again->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(again->end, paid->end);
+  auto never = End("alice", "zzz", kT0);
   ASSERT_THAT(never, IsOk());
-  EXPECT_FALSE(never->paid);
+  EXPECT_EQ(never->result, EndHoldResult::Result::kUnknown);
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(3)),
               ElementsAre(StoredHold{"b", kT0 + absl::Seconds(10)}));
   // The freed slot can be used again.
@@ -273,9 +374,9 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
           << user;
     }
   }
-  auto paid = Pay("a:b", "c", kT0);  // must not reach user "a"'s order "b:c"
+  auto paid = End("a:b", "c", kT0);  // must not reach user "a"'s order "b:c"
   ASSERT_THAT(paid, IsOk());
-  EXPECT_FALSE(paid->paid);
+  EXPECT_EQ(paid->result, EndHoldResult::Result::kUnknown);
 }
 
 TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {

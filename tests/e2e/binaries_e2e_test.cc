@@ -188,7 +188,8 @@ TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
   EXPECT_THAT(Cli("list bob").output, HasSubstr("bob: 0/3 holds"));
   CommandResult json = Cli("--json list alice");
   EXPECT_THAT(json.output, HasSubstr("\"orderId\":\"train-1\""));
-  EXPECT_EQ(Cli("pay bob concert-1").exit_code, 5);  // NOT_FOUND
+  EXPECT_EQ(Cli("pay bob concert-1").exit_code, 9);      // FAILED_PRECONDITION: it expired
+  EXPECT_EQ(Cli("pay bob no-such-order").exit_code, 5);  // NOT_FOUND
 
   server_.Signal(SIGTERM);
   EXPECT_EQ(server_.Wait(), 0) << server_.log();

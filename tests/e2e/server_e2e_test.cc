@@ -216,7 +216,8 @@ TEST_F(ServerE2eTest, ExpiredButUnreapedHoldsAreNeitherCountedListedNorPayable) 
   ASSERT_OK_AND_ASSIGN(std::string stored,
                        redis_->Command({"ZCARD", app_->redis_store()->keys().UserKey("alice")}));
   EXPECT_EQ(stored, "3");
-  EXPECT_THAT(client_->Pay("alice", "a"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client_->Pay("alice", "a"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED")));
   for (const char* order : {"d", "e", "f"}) {
     auto placed = client_->PlaceHold("alice", order);
     ASSERT_THAT(placed, IsOk());

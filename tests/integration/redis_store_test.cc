@@ -2,6 +2,7 @@
 // loss, Redis down or hung, concurrency through the pipelined pool, the data left behind).
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -221,9 +222,18 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(stats->reaped, 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
-  // Only the keeper's key and its index entry are left.
+  // Left: the keeper's key and its index entry, each expired user's outcome records (hash and
+  // sorted set, both with a TTL of --outcome_retention) and the event streams they wrote to.
   ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
-  EXPECT_EQ(dbsize, "2");
+  std::set<std::string> streams;
+  for (int i = 0; i < 10; ++i) {
+    const std::string user = absl::StrCat("user", i);
+    streams.insert(store_->keys().EventsKey(store::KeySchema::ShardOf(user)));
+    ASSERT_OK_AND_ASSIGN(std::string ttl,
+                         redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
+    EXPECT_GT(std::stoll(ttl), 0) << user;
+  }
+  EXPECT_EQ(dbsize, absl::StrCat(2 + 10 * 2 + streams.size()));
   ASSERT_OK_AND_ASSIGN(std::string exists,
                        redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
   EXPECT_EQ(exists, "0");
@@ -241,7 +251,7 @@ TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
   });
   ASSERT_THAT(list, IsOk());
   EXPECT_TRUE(list->holds.empty());
-  EXPECT_THAT(RedisHoldStore::Create(RedisHoldStoreOptions{{}, "bad{prefix}"}),
+  EXPECT_THAT(RedisHoldStore::Create(RedisHoldStoreOptions{{}, "bad{prefix}", {}}),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

@@ -28,24 +28,70 @@ int FakeHoldStore::ShardOf(const std::string& user_id) {
   return static_cast<int>(std::hash<std::string>()(user_id) % kShards);
 }
 
+std::vector<absl::Time> FakeHoldStore::ExpireDue(const std::string& user, absl::Time now) {
+  std::vector<absl::Time> expired;
+  auto it = holds_.find(user);
+  if (it == holds_.end()) return expired;
+  for (auto hold = it->second.begin(); hold != it->second.end();) {
+    if (hold->second <= now) {
+      expired.push_back(hold->second);
+      RecordEnd(user, hold->first,
+                store::HoldEnd{store::HoldOutcome::kExpired, hold->second, hold->second}, now);
+      hold = it->second.erase(hold);
+    } else {
+      ++hold;
+    }
+  }
+  if (it->second.empty()) holds_.erase(it);
+  return expired;
+}
+
+void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
+                              absl::Time now) {
+  auto& ends = ends_[user];
+  ends[order] = end;
+  // Retention, then the per-user cap (oldest end first), as trim_outcomes in prelude.lua.
+  for (auto it = ends.begin(); it != ends.end();) {
+    it = it->second.end_time <= now - outcomes_.retention ? ends.erase(it) : std::next(it);
+  }
+  while (static_cast<int>(ends.size()) > outcomes_.max_per_user) {
+    auto oldest = ends.begin();
+    for (auto it = ends.begin(); it != ends.end(); ++it) {
+      if (it->second.end_time < oldest->second.end_time ||
+          (it->second.end_time == oldest->second.end_time && it->first < oldest->first)) {
+        oldest = it;
+      }
+    }
+    ends.erase(oldest);
+  }
+}
+
+const store::HoldEnd* FakeHoldStore::FindEnd(const std::string& user, const std::string& order,
+                                             absl::Time now) {
+  auto user_it = ends_.find(user);
+  if (user_it == ends_.end()) return nullptr;
+  auto it = user_it->second.find(order);
+  if (it == user_it->second.end() || it->second.end_time <= now - outcomes_.retention) {
+    return nullptr;
+  }
+  return &it->second;
+}
+
 void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions options,
                               store::Callback<store::PlaceHoldResult> done) {
   Answer(done, [&] {
     store::PlaceHoldResult result;
     result.now = NowFor(options);
+    result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
     auto& holds = holds_[args.user_id];
-    for (auto it = holds.begin(); it != holds.end();) {
-      if (it->second <= result.now) {
-        it = holds.erase(it);
-        ++result.expired_removed;
-      } else {
-        ++it;
-      }
-    }
     result.active_holds = static_cast<int>(holds.size());
     if (auto it = holds.find(args.order_id); it != holds.end()) {
       result.outcome = store::PlaceHoldResult::Outcome::kAlreadyHeld;
       result.expire_time = it->second;
+    } else if (const store::HoldEnd* end = FindEnd(args.user_id, args.order_id, result.now)) {
+      result.outcome = store::PlaceHoldResult::Outcome::kEnded;
+      result.expire_time = end->expire_time;
+      result.ended = *end;
     } else if (result.active_holds >= args.max_holds) {
       result.outcome = store::PlaceHoldResult::Outcome::kLimitReached;
       result.expire_time = absl::InfiniteFuture();
@@ -63,19 +109,27 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
   });
 }
 
-void FakeHoldStore::Pay(std::string user_id, std::string order_id, store::CallOptions options,
-                        store::Callback<store::PayResult> done) {
+void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::HoldOutcome outcome,
+                            store::CallOptions options,
+                            store::Callback<store::EndHoldResult> done) {
   Answer(done, [&] {
-    store::PayResult result;
+    store::EndHoldResult result;
     result.now = NowFor(options);
-    auto user = holds_.find(user_id);
-    if (user == holds_.end()) return result;
-    auto it = user->second.find(order_id);
-    if (it != user->second.end() && it->second > result.now) {
-      result.paid = true;
-      result.expire_time = it->second;
-      user->second.erase(it);
-      if (user->second.empty()) holds_.erase(user);
+    if (auto user = holds_.find(user_id); user != holds_.end()) {
+      auto it = user->second.find(order_id);
+      if (it != user->second.end() && it->second > result.now) {
+        result.result = store::EndHoldResult::Result::kEnded;
+        result.end = store::HoldEnd{outcome, result.now, it->second};
+        user->second.erase(it);
+        if (user->second.empty()) holds_.erase(user);
+        RecordEnd(user_id, order_id, result.end, result.now);
+        return result;
+      }
+    }
+    result.expired_removed = static_cast<int>(ExpireDue(user_id, result.now).size());
+    if (const store::HoldEnd* end = FindEnd(user_id, order_id, result.now)) {
+      result.result = store::EndHoldResult::Result::kAlreadyEnded;
+      result.end = *end;
     }
     return result;
   });
@@ -99,34 +153,68 @@ void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
   });
 }
 
-void FakeHoldStore::Reap(int shard, int max_users, store::CallOptions options,
+void FakeHoldStore::Reap(int shard, store::ReapArgs args, store::CallOptions options,
                          store::Callback<store::ReapResult> done) {
   Answer(done, [&] {
     store::ReapResult result;
     result.now = NowFor(options);
-    int users = 0;
-    for (auto user = holds_.begin(); user != holds_.end();) {
-      if (ShardOf(user->first) != shard) {
-        ++user;
-        continue;
+    if (!args.owner.empty()) {
+      auto lease = leases_.find(shard);
+      if (lease != leases_.end() && lease->second.second > result.now &&
+          lease->second.first != args.owner) {
+        result.not_owner = true;
+        return result;
       }
-      bool due = false;
-      for (auto it = user->second.begin(); it != user->second.end();) {
-        if (it->second <= result.now) {
-          result.reaped_expire_times.push_back(it->second);
-          it = user->second.erase(it);
-          due = true;
-        } else {
-          ++it;
+      leases_[shard] = {args.owner, result.now + args.lease};
+    }
+    std::vector<std::string> due_users;
+    for (const auto& [user, holds] : holds_) {
+      if (ShardOf(user) != shard) continue;
+      for (const auto& [order, expire] : holds) {
+        if (!result.oldest_due.has_value() || expire < *result.oldest_due) {
+          result.oldest_due = expire;
+        }
+        if (expire <= result.now && (due_users.empty() || due_users.back() != user)) {
+          due_users.push_back(user);
         }
       }
-      user = user->second.empty() ? holds_.erase(user) : std::next(user);
-      if (due && ++users == max_users) {
-        result.more = true;
-        break;
+    }
+    if (static_cast<int>(due_users.size()) >= args.max_users) {
+      due_users.resize(args.max_users);
+      result.more = true;
+    }
+    for (const std::string& user : due_users) {
+      for (absl::Time expire : ExpireDue(user, result.now)) {
+        result.reaped_expire_times.push_back(expire);
       }
     }
     return result;
+  });
+}
+
+void FakeHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl,
+                              store::CallOptions options,
+                              store::Callback<std::vector<std::string>> done) {
+  Answer(done, [&] {
+    const absl::Time now = NowFor(options);
+    for (auto it = replicas_.begin(); it != replicas_.end();) {
+      it = it->second <= now ? replicas_.erase(it) : std::next(it);
+    }
+    replicas_[replica_id] = now + ttl;
+    std::vector<std::string> ids;
+    for (const auto& [id, until] : replicas_) ids.push_back(id);
+    return ids;
+  });
+}
+
+void FakeHoldStore::Release(int shard, std::string replica_id, store::CallOptions /*options*/,
+                            store::Callback<bool> done) {
+  Answer(done, [&] {
+    if (shard < 0) return replicas_.erase(replica_id) > 0;
+    auto lease = leases_.find(shard);
+    if (lease == leases_.end() || lease->second.first != replica_id) return false;
+    leases_.erase(lease);
+    return true;
   });
 }
 

@@ -1,4 +1,5 @@
-// FakeHoldStore: an in-memory HoldStore with the same semantics as the Lua scripts, on a
+// FakeHoldStore: an in-memory HoldStore with the same semantics as the Lua scripts (outcome
+// records with retention and per-user cap, reaper registry and leases; no event log), on a
 // FakeClock (or CallOptions::now). For domain unit tests and the contract suite, which runs the
 // same cases against it and against RedisHoldStore. Callbacks run inline. Thread-safe.
 #ifndef ORDERHOLD_TESTS_TESTING_FAKE_HOLD_STORE_H_
@@ -6,6 +7,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "server/common/clock.h"
@@ -17,7 +20,8 @@ class FakeHoldStore final : public store::HoldStore {
  public:
   static constexpr int kShards = 4;
 
-  explicit FakeHoldStore(const Clock& clock) : clock_(clock) {}
+  explicit FakeHoldStore(const Clock& clock, store::OutcomePolicy outcomes = {})
+      : clock_(clock), outcomes_(outcomes) {}
 
   // While set, every operation fails with this status (simulates Redis down).
   void SetFailure(absl::Status failure) {
@@ -27,12 +31,16 @@ class FakeHoldStore final : public store::HoldStore {
 
   void PlaceHold(store::PlaceHoldArgs args, store::CallOptions options,
                  store::Callback<store::PlaceHoldResult> done) override;
-  void Pay(std::string user_id, std::string order_id, store::CallOptions options,
-           store::Callback<store::PayResult> done) override;
+  void EndHold(std::string user_id, std::string order_id, store::HoldOutcome outcome,
+               store::CallOptions options, store::Callback<store::EndHoldResult> done) override;
   void ListHolds(std::string user_id, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;
-  void Reap(int shard, int max_users, store::CallOptions options,
+  void Reap(int shard, store::ReapArgs args, store::CallOptions options,
             store::Callback<store::ReapResult> done) override;
+  void Heartbeat(std::string replica_id, absl::Duration ttl, store::CallOptions options,
+                 store::Callback<std::vector<std::string>> done) override;
+  void Release(int shard, std::string replica_id, store::CallOptions options,
+               store::Callback<bool> done) override;
   int shard_count() const override { return kShards; }
   void Ping(store::CallOptions options, store::Callback<absl::Time> done) override;
 
@@ -43,12 +51,25 @@ class FakeHoldStore final : public store::HoldStore {
   // Truncated to ms, like Redis TIME in the scripts.
   absl::Time NowFor(const store::CallOptions& options) const;
   static int ShardOf(const std::string& user_id);
+  // Ends every due hold of `user` as EXPIRED; returns their expire times.
+  std::vector<absl::Time> ExpireDue(const std::string& user, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
+                 absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const store::HoldEnd* FindEnd(const std::string& user, const std::string& order, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock& clock_;
+  const store::OutcomePolicy outcomes_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   // user_id -> order_id -> expire_time
   std::map<std::string, std::map<std::string, absl::Time>> holds_ ABSL_GUARDED_BY(mu_);
+  // user_id -> order_id -> how it ended
+  std::map<std::string, std::map<std::string, store::HoldEnd>> ends_ ABSL_GUARDED_BY(mu_);
+  // replica id -> alive until; shard -> (owner, lease until)
+  std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orderhold::testing

@@ -58,7 +58,7 @@ TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   const int shard = store::KeySchema::ShardOf("alice");
   EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("orderhold:{", shard, "}:u:alice"));
   EXPECT_EQ(keys.DueKey(shard), absl::StrCat("orderhold:{", shard, "}:due"));
-  EXPECT_EQ(keys.UserKey("{x}"), keys.UserKeyPrefix(store::KeySchema::ShardOf("{x}")) + "{x}");
+  EXPECT_EQ(keys.UserKey("{x}"), keys.ShardPrefix(store::KeySchema::ShardOf("{x}")) + "u:{x}");
   // FNV-1a is fixed: these values are part of the data model and must never change.
   EXPECT_EQ(store::KeySchema::ShardOf(""), 2166136261u % 64);
   EXPECT_EQ(store::KeySchema::ShardOf("a"), 0xe40c292cu % 64);

@@ -29,6 +29,10 @@ class HoldServiceTest : public ::testing::Test {
     return store::Await<PayReply>(
         [&](auto done) { service_.Pay(user, order, {}, std::move(done)); });
   }
+  absl::StatusOr<CancelReply> Cancel(std::string user, std::string order) {
+    return store::Await<CancelReply>(
+        [&](auto done) { service_.Cancel(user, order, {}, std::move(done)); });
+  }
   absl::StatusOr<ListHoldsReply> List(std::string user) {
     return store::Await<ListHoldsReply>(
         [&](auto done) { service_.ListHolds(user, {}, std::move(done)); });
@@ -96,23 +100,54 @@ TEST_F(HoldServiceTest, BadInputIsInvalidArgumentNamingTheFieldAndChangesNothing
   EXPECT_TRUE(list->holds.empty());
 }
 
-TEST_F(HoldServiceTest, PayReturnsTheHoldOnceThenNotFound) {
+TEST_F(HoldServiceTest, PayIsIdempotentAndUnknownOrdersAreNotFound) {
   ASSERT_THAT(Place("alice", "o1", absl::Seconds(60)), IsOk());
   clock_.Advance(absl::Seconds(15));
   auto paid = Pay("alice", "o1");
   ASSERT_THAT(paid, IsOk());
   EXPECT_EQ(paid->hold.order_id, "o1");
+  EXPECT_FALSE(paid->already_paid);
   EXPECT_EQ(paid->hold.expire_time - paid->now, absl::Seconds(45));
-  EXPECT_THAT(Pay("alice", "o1"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("o1")));
-  EXPECT_THAT(Pay("alice", "never"), StatusIs(absl::StatusCode::kNotFound));
+  clock_.Advance(absl::Seconds(5));
+  auto retried = Pay("alice", "o1");
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_TRUE(retried->already_paid);
+  EXPECT_EQ(retried->hold.expire_time - retried->now, absl::Seconds(45));  // as first paid
+  EXPECT_THAT(Pay("alice", "never"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("never")));
+  EXPECT_THAT(Cancel("alice", "o1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PAID at")));
+  EXPECT_THAT(Place("alice", "o1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already ended: PAID")));
   EXPECT_EQ(Metric("orderhold_holds_paid_total"), 1);
+  EXPECT_EQ(Metric("orderhold_events_appended_total"), 1);
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "already_ended"}}), 1);
 }
 
-TEST_F(HoldServiceTest, ExpiredHoldIsNotFoundForPayAndNotListed) {
+TEST_F(HoldServiceTest, CancelIsIdempotentAndFreesTheSlot) {
+  for (const char* order : {"o1", "o2", "o3"}) ASSERT_THAT(Place("alice", order), IsOk());
+  EXPECT_THAT(Place("alice", "o4"), StatusIs(absl::StatusCode::kResourceExhausted));
+  auto cancelled = Cancel("alice", "o2");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_FALSE(cancelled->already_cancelled);
+  auto again = Cancel("alice", "o2");
+  ASSERT_THAT(again, IsOk());
+  EXPECT_TRUE(again->already_cancelled);
+  EXPECT_THAT(Pay("alice", "o2"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("CANCELLED at")));
+  EXPECT_THAT(Place("alice", "o4"), IsOk());
+  EXPECT_EQ(Metric("orderhold_holds_cancelled_total"), 1);
+}
+
+TEST_F(HoldServiceTest, ExpiredHoldCannotBePaidOrCancelledAndIsNotListed) {
   ASSERT_THAT(Place("alice", "o1", absl::Milliseconds(200)), IsOk());
   ASSERT_THAT(Place("alice", "o2", absl::Seconds(60)), IsOk());
   clock_.Advance(absl::Milliseconds(200));
-  EXPECT_THAT(Pay("alice", "o1"), StatusIs(absl::StatusCode::kNotFound));
+  const absl::Status expired = Pay("alice", "o1").status();
+  EXPECT_THAT(expired, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                HasSubstr("order_id \"o1\" already ended: EXPIRED at")));
+  EXPECT_THAT(Cancel("alice", "o1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED at")));
+  EXPECT_EQ(Metric("orderhold_holds_expired_total"), 1);  // ended once, by the first call
   auto list = List("alice");
   ASSERT_THAT(list, IsOk());
   ASSERT_EQ(list->holds.size(), 1u);

@@ -1,38 +1,64 @@
--- reap.lua: removes due holds of the users of one index shard, in a bounded batch.
+-- reap.lua: ends, as EXPIRED, the due holds of the users of one index shard, in a bounded batch.
 --
--- Why Lua: finding the due users, ZREMRANGEBYSCORE on each and fixing the index must be atomic,
--- so that several OrderHold replicas reaping at once remove (and report, for the expired counter
--- and the lag histogram) each due hold exactly once.
+-- Why Lua: finding the due users, ending each due hold (outcome record + event) and fixing the
+-- index must be atomic, so that several OrderHold replicas reaping at once end (and report, for
+-- the expired counter, the lag histogram and the event log) each due hold exactly once.
 --
--- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
--- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
--- touches is in KEYS[1]'s hash slot.
---
--- KEYS[1]  the due index of one shard: sorted set, member = user_id, score = the user's earliest
---          expire time (Unix ms)
--- ARGV[1]  the user-key prefix of that shard; a user's key is ARGV[1] .. user_id
+-- Lease: with ARGV[6] set, the script first takes or renews the shard's lease (KEYS[3]) for
+-- ARGV[6];
+when another replica holds it,
+    it does nothing(result - 1).Ownership is decided by-- the reapers(server / reaper / reaper.h);
+the lease only fences two replicas that briefly disagree
+    .-- --Cluster note : the user keys are built here from ARGV[1] rather than passed in
+                         KEYS(they are-- only known after reading the index)
+    .They share KEYS[1]'s hash tag, so every key this script --touches is in
+                         KEYS[1]'s hash slot. -- --KEYS[1] the due index of one shard : sorted set,
+    member = user_id,
+    score = the user's earliest --expire
+    time(Unix ms)-- KEYS[2] the shard's event stream --KEYS[3] the
+    shard's reaper lease (string: owner id, with a PX expiry) --ARGV[1] the key prefix of that
+    shard; a user's holds are ARGV[1] .. "u:" .. user_id, its
+--          outcome records ARGV[1] .. "x:" .. user_id and ended orders ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- Returns  {now, more, expire_1, expire_2, ...}: one expire time (Unix ms) per hold removed;
---          more = 1 when the batch was full (call again), else 0.
--- now_ms and set_earliest: see prelude.lua, prepended when the script is embedded.
+-- ARGV[4]  outcome retention, ms >= 1
+-- ARGV[5]  max outcome records per user, >= 1
+-- ARGV[6]  the calling replica's id; "" = no lease
+-- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
+-- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
+--          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
+--          replica holds the lease (nothing done); oldest_due = the earliest score in the index
+--          before this call (Unix ms), or -1 when the index was empty.
+-- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 
+if ARGV[6] ~= '' then
+  local holder = redis.call('GET', KEYS[3])
+  if holder and holder ~= ARGV[6] then
+    return {now, -1, -1}
+  end
+  redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+end
+
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local limit = tonumber(ARGV[2])
+local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 local users = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local out = {now, 0}
+local out = {
+  now, 0, tonumber(first[2] or -1)}
 if #users == limit then
   out[2] = 1
 end
 for _, user in ipairs(users) do
-  local key = ARGV[1] .. user
-  local due = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'WITHSCORES')
+  local k = {holds = ARGV[1] .. 'u:' .. user, due = KEYS[1], outcomes = ARGV[1] .. 'x:' .. user,
+             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
+  local due = expire_due(k, user, now)
   if #due > 0 then
     for i = 2, #due, 2 do
       out[#out + 1] = tonumber(due[i])
     end
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+    trim_outcomes(k, now, retention, max_records)
   end
-  set_earliest(key, KEYS[1], user)
+  set_earliest(k.holds, KEYS[1], user)
 end
 return out

@@ -1,0 +1,98 @@
+// HoldEventWatch: the server side of one WatchHoldEvents stream (a gRPC callback
+// ServerWriteReactor), and WatchRegistry, which ends every open watch at shutdown.
+//
+// Flow control: the watch holds at most one poll's events (EventPolicy::max_events_per_poll),
+// sends them one StartWrite at a time and polls Redis again only after the last one was written
+// (OnWriteDone), so a slow reader slows the reads instead of growing a buffer. When a poll finds
+// nothing it waits `idle_poll` (a grpc::Alarm) before the next.
+//
+// Ending: a client cancel (OnCancel) or a failed write ends the call at once; Redis failing ends it
+// with UNAVAILABLE; WatchRegistry::EndAll (server shutdown) ends it with UNAVAILABLE "server
+// shutting down". Events sent but not acked stay pending in their group and are redelivered, so
+// a consumer that reconnects loses nothing.
+//
+// Lifetime: the reactor deletes itself after OnDone once no store callback or alarm it started
+// is outstanding. Thread-safety: all state is guarded by one mutex; reactions and store callbacks
+// may run on any thread.
+#ifndef ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
+#define ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
+
+#include <deque>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/alarm.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/server_callback.h"
+#include "server/domain/event_service.h"
+#include "server/metrics/metrics.h"
+
+namespace orderhold::grpc_api {
+
+class HoldEventWatch;
+
+// The open watches of a server. Thread-safe.
+class WatchRegistry {
+ public:
+  // Ends every open watch with UNAVAILABLE and refuses new ones (they end at once the same way).
+  void EndAll();
+
+ private:
+  friend class HoldEventWatch;
+  // False when shutting down.
+  bool Add(HoldEventWatch* watch);
+  void Remove(HoldEventWatch* watch);
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<HoldEventWatch*> watches_ ABSL_GUARDED_BY(mu_);
+};
+
+class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  // Starts the watch (subscribes the group, then polls). `spec` must be validated by Subscribe
+  // (done here: a bad spec ends the call with INVALID_ARGUMENT). Everything passed must outlive
+  // the call.
+  HoldEventWatch(domain::EventService& events, metrics::Metrics& metrics, WatchRegistry& registry,
+                 domain::WatchSpec spec, absl::Duration idle_poll);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+  // Ends the call with `status` unless it already ended (used by WatchRegistry::EndAll).
+  void End(const grpc::Status& status);
+
+ private:
+  ~HoldEventWatch() override = default;
+  void Poll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteNextOrPoll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends one outstanding store call or alarm (called with mu_ held, unlocks it); deletes `this`
+  // when it was the last and OnDone has run.
+  void Release() ABSL_UNLOCK_FUNCTION(mu_);
+
+  domain::EventService& events_;
+  metrics::Metrics& metrics_;
+  WatchRegistry& registry_;
+  const domain::WatchSpec spec_;
+  const absl::Duration idle_poll_;
+
+  absl::Mutex mu_;
+  domain::WatchCursor cursor_ ABSL_GUARDED_BY(mu_);
+  std::deque<store::StoredEvent> buffer_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // store calls and alarms in flight
+  grpc::Alarm alarm_;
+  bool registered_ = false;
+};
+
+}  // namespace orderhold::grpc_api
+
+#endif  // ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_

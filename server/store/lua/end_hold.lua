@@ -1,0 +1,48 @@
+-- end_hold.lua: ends one live hold as PAID (Pay) or CANCELLED (CancelHold), idempotently.
+--
+-- Why Lua: "is it live?", the ZREM, the outcome record and the event must be one atomic step, or
+-- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
+-- without its event.
+--
+-- KEYS[1..5]  as in place_hold.lua: the user's holds, the shard's due index, the user's outcome
+--             records (hash) and ended orders (sorted set), the shard's event stream
+-- ARGV[1]  user_id (the member of KEYS[2])
+-- ARGV[2]  order_id
+-- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
+-- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV[5]  outcome retention, ms >= 1
+-- ARGV[6]  max outcome records per user, >= 1
+-- Returns  {result, now, expire, removed, outcome, end}
+--          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
+--                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
+--                    (Unix ms) and expire describe that end; nothing changed by this call except
+--                    the lazy cleanup below
+--                  0 unknown order (never placed, or its record is older than the retention)
+--          removed holds of the user found no longer live and ended as EXPIRED by this call
+--                  (lazy cleanup, each with its event; the order itself may be one of them, so
+--                  the answer is the same before and after the reaper has run)
+-- Helpers: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[4])
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
+
+local score = redis.call('ZSCORE', KEYS[1], order)
+if score and tonumber(score) > now then
+  redis.call('ZREM', KEYS[1], order)
+  end_hold(k, user, order, outcome, score, now)
+  trim_outcomes(k, now, retention, max_records)
+  set_earliest(KEYS[1], KEYS[2], user)
+  return {1, now, tonumber(score), 0, outcome, now}
+end
+
+local removed = #expire_due(k, user, now) / 2
+if removed > 0 then
+  trim_outcomes(k, now, retention, max_records)
+  set_earliest(KEYS[1], KEYS[2], user)
+end
+local ended, end_ms, expire = find_outcome(k, order, now, retention)
+if ended then
+  return {2, now, expire, removed, ended, end_ms}
+end
+return {0, now, 0, removed, 0, 0}

@@ -1,0 +1,13 @@
+-- release_lease.lua: gives up a reaper lease if (and only if) this replica holds it, so the next
+-- owner does not wait for it to expire.
+--
+-- Why Lua: the compare and the delete must be atomic (https://redis.io/commands/set/, "a simple
+-- locking pattern").
+--
+-- KEYS[1]  the shard's reaper lease (see reap.lua)
+-- ARGV[1]  this replica's id
+-- Returns  1 when released, 0 when not held by this replica.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0

@@ -1,0 +1,66 @@
+-- trim_events.lua: trims one shard's event stream by age and reports its consumer groups.
+--
+-- Why Lua: counting what a trim drops unacked, trimming, and releasing the dropped ids from the
+-- groups' pending lists must see the same stream, or a drop could go uncounted.
+--
+-- KEYS[1]  the shard's event stream
+-- ARGV[1]  cutoff, Unix ms: entries with an id older than this (ms part < cutoff) are deleted
+--          (XTRIM MINID, exact)
+-- ARGV[2]  max ids counted per group and call (bounds the run time; the rest next call)
+-- Returns  {trimmed, trimmed_unacked, group_1, oldest_unacked_1, group_2, ...}
+--          trimmed_unacked  over all groups: trimmed entries that were pending (delivered, not
+--                           acked; they are acked here so they stop being claimable) or not yet
+--                           delivered to the group
+--          oldest_unacked   per group, after the trim: the id time (Unix ms) of its oldest
+--                           pending or undelivered entry, -1 when it has none
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return {0, 0}
+end
+local stream, cutoff, bound = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+local last_old = (cutoff - 1) .. '-18446744073709551615'
+local unacked = 0
+local groups = {}
+for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
+  local g = {}
+  for i = 1, #info, 2 do
+    g[info[i]] = info[i + 1]
+  end
+  groups[#groups + 1] = g
+  if cutoff > 0 then
+    local pending = redis.call('XPENDING', stream, g.name, '-', last_old, bound)
+    if #pending > 0 then
+      local ids = {}
+      for _, p in ipairs(pending) do
+        ids[#ids + 1] = p[1]
+      end
+      redis.call('XACK', stream, g.name, unpack(ids))
+      unacked = unacked + #ids
+    end
+    local undelivered = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], last_old,
+                                   'COUNT', bound)
+    unacked = unacked + #undelivered
+  end
+end
+local trimmed = 0
+if cutoff > 0 then
+  trimmed = redis.call('XTRIM', stream, 'MINID', cutoff)
+end
+
+local function ms(id)
+  return tonumber(string.match(id, '^(%d+)-'))
+end
+local out = {trimmed, unacked}
+for _, g in ipairs(groups) do
+  local oldest = -1
+  local summary = redis.call('XPENDING', stream, g.name)
+  if summary[1] > 0 then
+    oldest = ms(summary[2])
+  end
+  local next = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], '+', 'COUNT', 1)
+  if #next > 0 and (oldest < 0 or ms(next[1][1]) < oldest) then
+    oldest = ms(next[1][1])
+  end
+  out[#out + 1] = g.name
+  out[#out + 1] = oldest
+end
+return out
