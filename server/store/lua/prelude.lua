@@ -1,50 +1,49 @@
---prelude.lua : helpers prepended to every OrderHold script when it is embedded at build
-                    time--(server / CMakeLists.txt),
-    so each script stays one atomic EVALSHA body.
+-- prelude.lua: helpers prepended to every OrderHold script when it is embedded at build time
+-- (server/CMakeLists.txt), so each script stays one atomic EVALSHA body.
 
-    --The instant to decide expiry against,
-    Unix ms : `arg` when given(tests only),
-    else the Redis-- server clock(TIME),
-    so every replica agrees.local function now_ms(arg) if arg ~ = '' then
-    return tonumber(arg) end local t =
-        redis.call('TIME') return tonumber(t[1]) * 1000 +
-        math.floor(tonumber(t[2]) / 1000) end
+-- The instant to decide expiry against, Unix ms: `arg` when given (tests only), else the Redis
+-- server clock (TIME), so every replica agrees.
+local function now_ms(arg)
+  if arg ~= '' then
+    return tonumber(arg)
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
-        -- Keeps `user`'s score in the due index `due_key` at the earliest expiry in `holds_key`, or --removes
-        the user from the index when no holds remain.The reaper relies on this index.local function
-        set_earliest(holds_key, due_key, user)
-local first = redis.call('ZRANGE', holds_key, 0, 0, 'WITHSCORES') if first[2] then redis
-                  .call('ZADD', due_key, first[2], user) else redis.call('ZREM', due_key, user)
-                      end end
+-- Keeps `user`'s score in the due index `due_key` at the earliest expiry in `holds_key`, or
+-- removes the user from the index when no holds remain. The reaper relies on this index.
+local function set_earliest(holds_key, due_key, user)
+  local first = redis.call('ZRANGE', holds_key, 0, 0, 'WITHSCORES')
+  if first[2] then
+    redis.call('ZADD', due_key, first[2], user)
+  else
+    redis.call('ZREM', due_key, user)
+  end
+end
 
-              -- Hold outcomes,
-      as numbers equal to the proto enum orderhold.v1.HoldOutcome.local PAID, CANCELLED,
-      EXPIRED = 1, 2,
-      3
 
-          --Ends one
-          hold(already removed from, or about to be removed from, the user's holds by the --caller)
-    : remembers its outcome and appends its event to the shard 's stream, in the caller' s-- script,
-      so there is never an end without an event nor an event without an end.--k{
-          holds =, due =, outcomes =, ended =, events = } : the user 's keys and the shard' s stream
-                                                            -- outcome PAID,
-      CANCELLED or
-          EXPIRED-- expire the
-          hold's expire time; end_ms: when it ended (for EXPIRED: its expire time) --Outcome record
-    : k.outcomes(hash) order->"<outcome>:<end_ms>:<expire>",
-      and k.ended(sorted-- set) order->end_ms, which trim_outcomes uses to drop old records.--Event
-    : stream entry{u = user, o = order, x = outcome, e = expire, t = end_ms},
-      id = Redis server time.local function end_hold(k, user, order, outcome, expire, end_ms) redis
-               .call('HSET', k.outcomes, order, outcome..':'..end_ms..':'..expire) redis
-               .call('ZADD', k.ended, end_ms, order) redis.call('XADD', k.events, '*', 'u', user,
-                                                                'o', order, 'x', outcome, 'e',
-                                                                expire, 't', end_ms) end
+-- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
+local PAID, CANCELLED, EXPIRED = 1, 2, 3
 
-           -- Ends,
-      as EXPIRED, every hold of the user that is no longer live(score <= now)
-                      .--Returns the flat array{order_1, expire_1,
-                                                ...} of the holds it ended.local function
-                  expire_due(k, user, now)
+-- Ends one hold (already removed from, or about to be removed from, the user's holds by the
+-- caller): remembers its outcome and appends its event to the shard's stream, in the caller's
+-- script, so there is never an end without an event nor an event without an end.
+--   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the shard's stream
+--   outcome  PAID, CANCELLED or EXPIRED
+--   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
+-- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
+-- set) order -> end_ms, which trim_outcomes uses to drop old records.
+-- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms}, id = Redis server time.
+local function end_hold(k, user, order, outcome, expire, end_ms)
+  redis.call('HSET', k.outcomes, order, outcome .. ':' .. end_ms .. ':' .. expire)
+  redis.call('ZADD', k.ended, end_ms, order)
+  redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't', end_ms)
+end
+
+-- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now).
+-- Returns the flat array {order_1, expire_1, ...} of the holds it ended.
+local function expire_due(k, user, now)
   local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
   if #due > 0 then
     for i = 1, #due, 2 do
@@ -56,10 +55,9 @@ local first = redis.call('ZRANGE', holds_key, 0, 0, 'WITHSCORES') if first[2] th
 end
 
 -- Bounds the user's outcome records after end_hold: drops records that ended at or before
--- now - retention_ms, then the oldest beyond max_records;
-  both keys expire retention_ms after-- the last end,
-      so a user who never comes back leaves nothing behind.local function
-      trim_outcomes(k, now, retention_ms, max_records)
+-- now - retention_ms, then the oldest beyond max_records; both keys expire retention_ms after
+-- the last end, so a user who never comes back leaves nothing behind.
+local function trim_outcomes(k, now, retention_ms, max_records)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
   if #old > 0 then
     redis.call('HDEL', k.outcomes, unpack(old))
@@ -79,10 +77,13 @@ end
 -- The remembered end of `order`: outcome, end_ms, expire (numbers), or nil when unknown or older
 -- than the retention (a record not trimmed yet is ignored the same way).
 local function find_outcome(k, order, now, retention_ms)
-  local record = redis.call('HGET', k.outcomes,
-                            order) if not record then return nil end local outcome,
-        end_ms,
-        expire = string.match(record, '^(%d+):(%-?%d+):(%-?%d+)$') if not outcome or
-                 tonumber(end_ms) <=
-                     now - retention_ms then return nil end return tonumber(outcome),
-        tonumber(end_ms), tonumber(expire) end
+  local record = redis.call('HGET', k.outcomes, order)
+  if not record then
+    return nil
+  end
+  local outcome, end_ms, expire = string.match(record, '^(%d+):(%-?%d+):(%-?%d+)$')
+  if not outcome or tonumber(end_ms) <= now - retention_ms then
+    return nil
+  end
+  return tonumber(outcome), tonumber(end_ms), tonumber(expire)
+end

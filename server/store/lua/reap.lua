@@ -5,19 +5,18 @@
 -- the expired counter, the lag histogram and the event log) each due hold exactly once.
 --
 -- Lease: with ARGV[6] set, the script first takes or renews the shard's lease (KEYS[3]) for
--- ARGV[6];
-when another replica holds it,
-    it does nothing(result - 1).Ownership is decided by-- the reapers(server / reaper / reaper.h);
-the lease only fences two replicas that briefly disagree
-    .-- --Cluster note : the user keys are built here from ARGV[1] rather than passed in
-                         KEYS(they are-- only known after reading the index)
-    .They share KEYS[1]'s hash tag, so every key this script --touches is in
-                         KEYS[1]'s hash slot. -- --KEYS[1] the due index of one shard : sorted set,
-    member = user_id,
-    score = the user's earliest --expire
-    time(Unix ms)-- KEYS[2] the shard's event stream --KEYS[3] the
-    shard's reaper lease (string: owner id, with a PX expiry) --ARGV[1] the key prefix of that
-    shard; a user's holds are ARGV[1] .. "u:" .. user_id, its
+-- ARGV[6]; when another replica holds it, it does nothing (result -1). Ownership is decided by
+-- the reapers (server/reaper/reaper.h); the lease only fences two replicas that briefly disagree.
+--
+-- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
+-- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
+-- touches is in KEYS[1]'s hash slot.
+--
+-- KEYS[1]  the due index of one shard: sorted set, member = user_id, score = the user's earliest
+--          expire time (Unix ms)
+-- KEYS[2]  the shard's event stream
+-- KEYS[3]  the shard's reaper lease (string: owner id, with a PX expiry)
+-- ARGV[1]  the key prefix of that shard; a user's holds are ARGV[1] .. "u:" .. user_id, its
 --          outcome records ARGV[1] .. "x:" .. user_id and ended orders ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
@@ -44,8 +43,7 @@ local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local limit = tonumber(ARGV[2])
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 local users = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local out = {
-  now, 0, tonumber(first[2] or -1)}
+local out = {now, 0, tonumber(first[2] or -1)}
 if #users == limit then
   out[2] = 1
 end
