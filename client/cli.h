@@ -3,6 +3,15 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
+//   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
+//                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
+//
+// watch prints one JSON line (proto3 JSON of HoldEvent) per event, flushed, until interrupted or
+// --max_events were printed; with --ack each event is acked after it was printed. When the server
+// goes away (UNAVAILABLE, e.g. a restart) it reconnects every second and resumes: unacked events
+// come back (its own at once, under the same --consumer name). The default consumer name is
+// "<hostname>-<pid>".
 //
 // Output. Human-readable lines on stdout by default (see the Format* functions), or with --json the
 // response message as one line of proto3 JSON, default-valued fields included.
@@ -13,8 +22,8 @@
 //            5 NOT_FOUND, 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED), and stderr has one line
 //            "error: <CODE_NAME>: <message>".
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
-//   on
-//            a command other than place, non-positive --timeout. Usage text goes to stderr.
+//            on a command other than place, watch without --group or with a bad --outcomes or
+//            --start, non-positive --timeout. Usage text goes to stderr.
 //            64 because 2, the usual usage exit, is gRPC's UNKNOWN.
 // absl::ParseCommandLine itself exits with 1 (CANCELLED's number; a CLI call is never cancelled)
 // on a flag it cannot parse (unknown flag, "--timeout=abc") and after printing --help, before any
@@ -64,8 +73,13 @@ std::string FormatHold(const orderhold::v1::Hold& hold);
 //   existing: "order-1 for alice already held: expires in 29m58s (created=false)"
 std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response);
 
-// One line for a Pay answer, no trailing newline: "paid order-1 for alice (had 12m3s left)".
+// One line for a Pay answer, no trailing newline: "paid order-1 for alice (had 12m3s left)", or
+// "order-1 for alice was already paid (had 12m3s left)" for a retry.
 std::string FormatPay(const orderhold::v1::PayResponse& response);
+
+// One line for a CancelHold answer, no trailing newline: "cancelled order-1 for alice (had 12m3s
+// left)", or "order-1 for alice was already cancelled (had 12m3s left)" for a retry.
+std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response);
 
 // A header "alice: 2/3 holds" then one line per hold, indented by two spaces; every line ends in
 // '\n'. `user_id` is the user asked about (the response does not repeat it when it is empty).
@@ -80,10 +94,15 @@ int ExitCodeFor(const absl::Status& status);
 
 // A parsed command line.
 struct CliCommand {
-  enum class Kind { kPlace, kPay, kList };
+  enum class Kind { kPlace, kPay, kList, kCancel, kWatch };
   Kind kind = Kind::kList;
-  std::string user_id;
-  std::string order_id;  // Empty for kList.
+  std::string user_id;   // Empty for kWatch.
+  std::string order_id;  // Empty for kList and kWatch.
+  // kWatch only (from --group, --consumer, --ack, --outcomes, --start, --max_events; set by the
+  // caller after ParseCommand, checked by ParseWatchFlags).
+  orderhold::v1::WatchHoldEventsRequest watch;
+  bool ack = false;
+  int64_t max_events = 0;  // 0: no limit
   // Only for kPlace; set whenever --ttl was given, even to 0s or a negative value, so that the
   // server (not the CLI) decides whether it is valid.
   std::optional<absl::Duration> ttl;
@@ -94,6 +113,14 @@ struct CliCommand {
 // argument count, --ttl with pay or list); the caller exits with kExitUsage.
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl);
+
+// Fills command->watch from the watch flags. INVALID_ARGUMENT (a usage error) when `group` is
+// empty, `outcomes` names something other than PAID, CANCELLED or EXPIRED (comma-separated, any
+// case), `start` is not "earliest" or "latest", or max_events < 0. An empty `consumer` becomes
+// "<hostname>-<pid>".
+absl::Status ParseWatchFlags(const std::string& group, const std::string& consumer,
+                             const std::string& outcomes, const std::string& start,
+                             int64_t max_events, bool ack, CliCommand* command);
 
 // Runs `command` against `client`: writes the human or JSON rendering of the answer to `out`, or
 // FormatError to `err`. Returns the exit status (ExitCodeFor the call's status; 13 INTERNAL if the

@@ -22,6 +22,16 @@ ABSL_FLAG(bool, json, false, "Print the response message as proto3 JSON instead 
 ABSL_FLAG(std::optional<absl::Duration>, ttl, std::nullopt,
           "place only: how long the hold lives, e.g. 45s, 10m. Unset: the server's default.");
 
+ABSL_FLAG(std::string, group, "", "watch only: the consumer group (required).");
+ABSL_FLAG(std::string, consumer, "",
+          "watch only: this consumer's name in the group. Unset: <hostname>-<pid>.");
+ABSL_FLAG(bool, ack, false, "watch only: ack each event after printing it.");
+ABSL_FLAG(std::string, outcomes, "",
+          "watch only: comma-separated outcomes to receive (PAID,CANCELLED,EXPIRED). Unset: all.");
+ABSL_FLAG(std::string, start, "earliest",
+          "watch only: where a new group starts: earliest (retained history) or latest.");
+ABSL_FLAG(int64_t, max_events, 0, "watch only: exit after this many events (0: never).");
+
 namespace {
 
 int UsageError(const std::string& message) {
@@ -45,9 +55,16 @@ int main(int argc, char** argv) {
   // positional[0] is the program name.
   const std::vector<std::string> args(positional.begin() + 1, positional.end());
 
-  const absl::StatusOr<orderhold::client::CliCommand> command =
+  absl::StatusOr<orderhold::client::CliCommand> command =
       orderhold::client::ParseCommand(args, absl::GetFlag(FLAGS_ttl));
   if (!command.ok()) return UsageError(std::string(command.status().message()));
+  if (command->kind == orderhold::client::CliCommand::Kind::kWatch) {
+    const absl::Status watch = orderhold::client::ParseWatchFlags(
+        absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_consumer), absl::GetFlag(FLAGS_outcomes),
+        absl::GetFlag(FLAGS_start), absl::GetFlag(FLAGS_max_events), absl::GetFlag(FLAGS_ack),
+        &*command);
+    if (!watch.ok()) return UsageError(std::string(watch.message()));
+  }
 
   orderhold::client::ClientOptions options;
   options.timeout = absl::GetFlag(FLAGS_timeout);

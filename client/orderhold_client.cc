@@ -89,6 +89,58 @@ absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_vie
   return response;
 }
 
+absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
+    absl::string_view user_id, absl::string_view order_id) const {
+  orderhold::v1::CancelHoldRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+
+  grpc::ClientContext context;
+  PrepareContext(context);
+  orderhold::v1::CancelHoldResponse response;
+  absl::Status status = FromGrpcStatus(stub_->CancelHold(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status OrderHoldClient::WatchHoldEvents(
+    const orderhold::v1::WatchHoldEventsRequest& request,
+    absl::FunctionRef<bool(const orderhold::v1::HoldEvent&)> on_event,
+    grpc::ClientContext& context) const {
+  std::unique_ptr<grpc::ClientReaderInterface<orderhold::v1::HoldEvent>> reader =
+      stub_->WatchHoldEvents(&context, request);
+  orderhold::v1::HoldEvent event;
+  bool stopped = false;
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      stopped = true;
+      context.TryCancel();
+      break;
+    }
+  }
+  if (stopped) {
+    while (reader->Read(&event)) {
+    }
+    (void)reader->Finish();
+    return absl::OkStatus();
+  }
+  return FromGrpcStatus(reader->Finish());
+}
+
+absl::StatusOr<orderhold::v1::AckHoldEventsResponse> OrderHoldClient::AckHoldEvents(
+    absl::string_view group, const std::vector<std::string>& event_ids) const {
+  orderhold::v1::AckHoldEventsRequest request;
+  request.set_consumer_group(std::string(group));
+  for (const std::string& id : event_ids) request.add_event_ids(id);
+
+  grpc::ClientContext context;
+  PrepareContext(context);
+  orderhold::v1::AckHoldEventsResponse response;
+  absl::Status status = FromGrpcStatus(stub_->AckHoldEvents(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
     absl::string_view user_id) const {
   orderhold::v1::ListHoldsRequest request;

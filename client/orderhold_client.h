@@ -26,7 +26,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -78,11 +80,33 @@ class OrderHoldClient {
       absl::string_view user_id, absl::string_view order_id,
       std::optional<absl::Duration> ttl = std::nullopt) const;
 
-  // Pays (removes) the live hold for (user_id, order_id); returns it as it was just before, its
-  // `remaining` being what was left. Errors: NOT_FOUND (never placed, already paid or expired),
+  // Pays (ends as PAID) the live hold for (user_id, order_id); returns it as it was just before,
+  // its `remaining` being what was left. A retry of a successful Pay is OK with already_paid.
+  // Errors: NOT_FOUND (unknown order), FAILED_PRECONDITION (it ended CANCELLED or EXPIRED),
   // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::PayResponse> Pay(absl::string_view user_id,
                                                  absl::string_view order_id) const;
+
+  // Cancels (ends as CANCELLED) the live hold for (user_id, order_id). A retry is OK with
+  // already_cancelled. Errors: NOT_FOUND, FAILED_PRECONDITION (it ended PAID or EXPIRED),
+  // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::CancelHoldResponse> CancelHold(absl::string_view user_id,
+                                                               absl::string_view order_id) const;
+
+  // Streams hold events for one consumer of a group, calling `on_event` for each on this thread,
+  // until `on_event` returns false (the call is then cancelled and OK is returned), the server
+  // ends the stream (UNAVAILABLE at server shutdown: reconnect to resume), or `context` is
+  // cancelled from another thread (context.TryCancel(): CANCELLED). No deadline is set (a watch
+  // is long-lived) unless the caller set one on `context`. Errors: INVALID_ARGUMENT,
+  // UNAVAILABLE, CANCELLED.
+  absl::Status WatchHoldEvents(const orderhold::v1::WatchHoldEventsRequest& request,
+                               absl::FunctionRef<bool(const orderhold::v1::HoldEvent&)> on_event,
+                               grpc::ClientContext& context) const;
+
+  // Acks events of `group` (HoldEvent.event_id values); yields how many were pending.
+  // Errors: INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::AckHoldEventsResponse> AckHoldEvents(
+      absl::string_view group, const std::vector<std::string>& event_ids) const;
 
   // Lists `user_id`'s live holds, earliest expire_time first; empty (not NOT_FOUND) when there are
   // none. Errors: INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.

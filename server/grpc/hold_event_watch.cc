@@ -92,6 +92,7 @@ void HoldEventWatch::WriteNextOrPoll() {
   }
   orderhold::v1::HoldEvent event;
   EventToProto(buffer_.front(), &event);
+  out_.Clear();  // the serializer wants an empty buffer; the previous write is done with it
   if (absl::Status status = SerializeToByteBuffer(event, &out_); !status.ok()) {
     FinishLocked(ToGrpcStatus(status));
     return;
