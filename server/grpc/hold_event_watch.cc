@@ -6,6 +6,13 @@
 #include "server/grpc/orderhold_service.h"
 
 namespace orderhold::grpc_api {
+namespace {
+
+store::CallOptions PollOptions() {
+  return store::CallOptions{absl::Now() + absl::Seconds(5), std::nullopt};
+}
+
+}  // namespace
 
 void WatchRegistry::EndAll() {
   // Holding mu_ keeps every registered watch alive (OnDone removes it under mu_ before it can be
@@ -39,29 +46,28 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& m
       spec_(std::move(spec)),
       idle_poll_(idle_poll) {
   registered_ = registry_.Add(this);
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   if (!registered_) {
     FinishLocked(
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down; reconnect to resume"));
+    Unlock(false);
     return;
   }
   ++outstanding_;
-  events_.Subscribe(spec_, store::CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
-                    [this](absl::StatusOr<bool> created) {
-                      mu_.Lock();
-                      if (!created.ok()) {
-                        FinishLocked(ToGrpcStatus(created.status()));
-                      } else if (!finished_) {
-                        Poll();
-                      }
-                      Release();
-                    });
+  mu_.Unlock();
+  events_.Subscribe(spec_, PollOptions(), [this](absl::StatusOr<bool> created) {
+    mu_.Lock();
+    if (!created.ok()) {
+      FinishLocked(ToGrpcStatus(created.status()));
+    } else {
+      want_poll_ = !finished_;
+    }
+    Unlock(true);
+  });
 }
 
-void HoldEventWatch::Poll() {
-  if (finished_) return;
-  ++outstanding_;
-  events_.Poll(spec_, cursor_, store::CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
+void HoldEventWatch::StartPoll() {
+  events_.Poll(spec_, cursor_, PollOptions(),
                [this](absl::StatusOr<std::vector<store::StoredEvent>> events) {
                  mu_.Lock();
                  if (!events.ok()) {
@@ -69,25 +75,27 @@ void HoldEventWatch::Poll() {
                  } else if (!finished_) {
                    for (store::StoredEvent& event : *events) buffer_.push_back(std::move(event));
                    if (buffer_.empty()) {
-                     // Nothing new: poll again after idle_poll (interruptible by End/OnCancel).
-                     ++outstanding_;
-                     alarm_.Set(absl::ToChronoTime(absl::Now() + idle_poll_), [this](bool fired) {
-                       mu_.Lock();
-                       if (fired && !finished_) Poll();
-                       Release();
-                     });
+                     want_alarm_ = true;  // nothing new: poll again after idle_poll
                    } else {
                      WriteNextOrPoll();
                    }
                  }
-                 Release();
+                 Unlock(true);
                });
+}
+
+void HoldEventWatch::StartAlarm() {
+  alarm_.Set(absl::ToChronoTime(absl::Now() + idle_poll_), [this](bool fired) {
+    mu_.Lock();
+    want_poll_ = fired && !finished_;
+    Unlock(true);
+  });
 }
 
 void HoldEventWatch::WriteNextOrPoll() {
   if (finished_ || writing_) return;
   if (buffer_.empty()) {
-    Poll();
+    want_poll_ = true;
     return;
   }
   orderhold::v1::HoldEvent event;
@@ -98,58 +106,73 @@ void HoldEventWatch::WriteNextOrPoll() {
     return;
   }
   writing_ = true;
-  StartWrite(&out_);
+  want_write_ = true;
 }
 
 void HoldEventWatch::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   writing_ = false;
   if (!ok) {
     FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
-    return;
+  } else {
+    metrics_.events_delivered().Increment();
+    if (!buffer_.empty()) {
+      if (buffer_.front().delivery_count > 1) metrics_.events_redelivered().Increment();
+      buffer_.pop_front();
+    }
+    WriteNextOrPoll();
   }
-  metrics_.events_delivered().Increment();
-  if (buffer_.front().delivery_count > 1) metrics_.events_redelivered().Increment();
-  buffer_.pop_front();
-  WriteNextOrPoll();
+  Unlock(false);
 }
 
 void HoldEventWatch::OnCancel() {
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   FinishLocked(grpc::Status::CANCELLED);
+  Unlock(false);
 }
 
 void HoldEventWatch::End(const grpc::Status& status) {
-  absl::MutexLock lock(&mu_);
+  mu_.Lock();
   FinishLocked(status);
+  Unlock(false);
 }
 
 void HoldEventWatch::FinishLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
   // Sent-but-unacked and unsent events stay pending in Redis. A set alarm is left to fire (at
-  // most idle_poll): cancelling it could run its callback inline, under mu_.
+  // most idle_poll later).
   buffer_.clear();
+  want_poll_ = want_alarm_ = false;
   metrics_.RecordRequest(metrics::Method::kWatchHoldEvents,
                          static_cast<absl::StatusCode>(status.error_code()), absl::ZeroDuration());
-  Finish(status);
+  want_finish_ = status;
+}
+
+void HoldEventWatch::Unlock(bool op_done) {
+  if (op_done) --outstanding_;
+  const bool poll = std::exchange(want_poll_, false);
+  const bool alarm = std::exchange(want_alarm_, false);
+  const bool write = std::exchange(want_write_, false);
+  std::optional<grpc::Status> finish = std::exchange(want_finish_, std::nullopt);
+  if (poll) ++outstanding_;
+  if (alarm) ++outstanding_;
+  const bool last = done_ && outstanding_ == 0;
+  mu_.Unlock();
+  // A finish decided while a write is in flight waits for nothing: gRPC sends the status after the
+  // message.
+  if (write && !finish.has_value()) StartWrite(&out_);
+  if (finish.has_value()) Finish(*finish);
+  if (poll) StartPoll();
+  if (alarm) StartAlarm();
+  if (last) delete this;
 }
 
 void HoldEventWatch::OnDone() {
   if (registered_) registry_.Remove(this);
-  bool last = false;
-  {
-    absl::MutexLock lock(&mu_);
-    done_ = true;
-    last = outstanding_ == 0;
-  }
-  if (last) delete this;
-}
-
-void HoldEventWatch::Release() {
-  const bool last = --outstanding_ == 0 && done_;
-  mu_.Unlock();
-  if (last) delete this;
+  mu_.Lock();
+  done_ = true;
+  Unlock(false);
 }
 
 }  // namespace orderhold::grpc_api

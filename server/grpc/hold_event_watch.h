@@ -18,6 +18,7 @@
 #define ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
 
 #include <deque>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -68,12 +69,16 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
  private:
   ~HoldEventWatch() override = default;
-  void Poll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Under mu_ these only decide what to do; Unlock() does it after releasing mu_, because a store
+  // call may run its callback inline and gRPC may run reactions inline: nothing that can call
+  // back into this object is started while mu_ is held.
   void WriteNextOrPoll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ends one outstanding store call or alarm (called with mu_ held, unlocks it); deletes `this`
-  // when it was the last and OnDone has run.
-  void Release() ABSL_UNLOCK_FUNCTION(mu_);
+  // Releases mu_, then starts the decided poll / write / finish / alarm; `op_done` ends one
+  // outstanding store call or alarm. Deletes `this` when nothing is outstanding after OnDone.
+  void Unlock(bool op_done) ABSL_UNLOCK_FUNCTION(mu_);
+  void StartPoll();
+  void StartAlarm();
 
   domain::EventService& events_;
   metrics::Metrics& metrics_;
@@ -82,10 +87,15 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   const absl::Duration idle_poll_;
 
   absl::Mutex mu_;
-  domain::WatchCursor cursor_ ABSL_GUARDED_BY(mu_);
+  domain::WatchCursor cursor_;  // used by the single poll in flight only
   std::deque<store::StoredEvent> buffer_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Decided under mu_, done by Unlock().
+  bool want_poll_ ABSL_GUARDED_BY(mu_) = false;
+  bool want_alarm_ ABSL_GUARDED_BY(mu_) = false;
+  bool want_write_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> want_finish_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // store calls and alarms in flight

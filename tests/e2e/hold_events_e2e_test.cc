@@ -1,0 +1,463 @@
+// Hold lifecycle end to end: real redis-server, Apps (the same wiring as orderhold-server) on port
+// 0, the client library over real channels. Each outcome gives exactly one event; events are
+// delivered at least once through consumer groups, across watcher kills, server restarts and a
+// graceful Redis restart with AOF; several replicas reap without doing the work twice.
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
+#include "client/orderhold_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "server/app.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/metric_values.h"
+#include "tests/testing/redis_server.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold {
+namespace {
+
+using ::orderhold::testing::Eventually;
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::RedisServer;
+using ::orderhold::testing::RedisServerOptions;
+using ::orderhold::testing::StatusIs;
+using ::orderhold::v1::HoldEvent;
+using ::orderhold::v1::WatchHoldEventsRequest;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::UnorderedElementsAre;
+
+// A watch running on its own thread, collecting events (and acking them if asked) until Stop().
+class Watcher {
+ public:
+  Watcher(const client::OrderHoldClient& client, WatchHoldEventsRequest request, bool ack)
+      : client_(client), request_(std::move(request)), ack_(ack) {
+    thread_ = std::thread([this] {
+      absl::Status status = client_.WatchHoldEvents(
+          request_,
+          [this](const HoldEvent& event) {
+            if (ack_) {
+              // May fail when the server is going away: the event then stays pending and comes
+              // back, which is what the restart tests check.
+              (void)client_.AckHoldEvents(request_.consumer_group(), {event.event_id()});
+            }
+            absl::MutexLock lock(&mu_);
+            events_.push_back(event);
+            return true;
+          },
+          context_);
+      absl::MutexLock lock(&mu_);
+      status_ = status;
+      ended_ = true;
+    });
+  }
+  ~Watcher() { Stop(); }
+
+  // Cancels the call (a consumer that dies without acking) and joins.
+  void Stop() {
+    context_.TryCancel();
+    if (thread_.joinable()) thread_.join();
+  }
+  // Waits until at least `n` events arrived.
+  bool WaitFor(size_t n, absl::Duration timeout = absl::Seconds(20)) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return events_.size() >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+  bool WaitEnded(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&ended_), timeout);
+  }
+  std::vector<HoldEvent> events() {
+    absl::MutexLock lock(&mu_);
+    return events_;
+  }
+  absl::Status status() {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+
+ private:
+  const client::OrderHoldClient& client_;
+  const WatchHoldEventsRequest request_;
+  const bool ack_;
+  grpc::ClientContext context_;
+  absl::Mutex mu_;
+  std::vector<HoldEvent> events_ ABSL_GUARDED_BY(mu_);
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+WatchHoldEventsRequest Watch(const std::string& group, const std::string& consumer) {
+  WatchHoldEventsRequest request;
+  request.set_consumer_group(group);
+  request.set_consumer(consumer);
+  return request;
+}
+
+// "user/order" of each event, for set comparisons.
+std::multiset<std::string> Holds(const std::vector<HoldEvent>& events) {
+  std::multiset<std::string> out;
+  for (const HoldEvent& event : events) {
+    out.insert(absl::StrCat(event.hold().user_id(), "/", event.hold().order_id()));
+  }
+  return out;
+}
+
+class HoldEventsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start(redis_options_)); }
+
+  Config TestConfig(bool run_reaper = true) {
+    Config config;
+    config.grpc_address = "127.0.0.1:0";
+    config.redis_url = redis_->url();
+    config.run_reaper = run_reaper;
+    config.reap_interval = absl::Milliseconds(50);
+    config.reaper_lease = absl::Milliseconds(500);
+    config.health_check_interval = absl::Milliseconds(50);
+    config.redis_timeout = absl::Milliseconds(500);
+    return config;
+  }
+
+  // An App with its own metrics registry, and a client for it.
+  struct Replica {
+    std::unique_ptr<prometheus::Registry> registry = std::make_unique<prometheus::Registry>();
+    std::unique_ptr<App> app;
+    std::unique_ptr<client::OrderHoldClient> client;
+    double Metric(const std::string& name) const { return MetricValue(*registry, name); }
+  };
+  Replica StartReplica(const Config& config) {
+    Replica replica;
+    auto app = App::Start(config, *replica.registry);
+    EXPECT_THAT(app, IsOk());
+    if (!app.ok()) return replica;
+    replica.app = std::move(*app);
+    replica.client = client::OrderHoldClient::Connect(
+        absl::StrCat("127.0.0.1:", replica.app->grpc_port()), client::ClientOptions{});
+    return replica;
+  }
+
+  // Total entries over the 64 event streams.
+  int64_t StreamLength(App& app) {
+    int64_t total = 0;
+    for (int shard = 0; shard < store::KeySchema::kShardCount; ++shard) {
+      auto len = redis_->Command({"XLEN", app.redis_store()->keys().EventsKey(shard)});
+      EXPECT_THAT(len, IsOk());
+      if (len.ok()) total += std::stoll(*len);
+    }
+    return total;
+  }
+
+  RedisServerOptions redis_options_;
+  std::unique_ptr<RedisServer> redis_;
+};
+
+TEST_F(HoldEventsE2eTest, EachOutcomeIsOneEventRetriesAddNoneAndTwoGroupsSeeEveryEvent) {
+  Replica r = StartReplica(TestConfig());
+  ASSERT_NE(r.app, nullptr);
+  ASSERT_THAT(r.client->PlaceHold("alice", "paid"), IsOk());
+  ASSERT_THAT(r.client->PlaceHold("alice", "cancelled"), IsOk());
+  ASSERT_THAT(r.client->PlaceHold("bob", "expired", absl::Milliseconds(100)), IsOk());
+  auto paid = r.client->Pay("alice", "paid");
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_FALSE(paid->already_paid());
+  auto cancelled = r.client->CancelHold("alice", "cancelled");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_FALSE(cancelled->already_cancelled());
+
+  // Idempotent retries: OK, flagged, no new event.
+  auto paid_again = r.client->Pay("alice", "paid");
+  ASSERT_THAT(paid_again, IsOk());
+  EXPECT_TRUE(paid_again->already_paid());
+  auto cancelled_again = r.client->CancelHold("alice", "cancelled");
+  ASSERT_THAT(cancelled_again, IsOk());
+  EXPECT_TRUE(cancelled_again->already_cancelled());
+  // Forbidden transitions name the outcome; unknown orders are NOT_FOUND.
+  EXPECT_THAT(r.client->Pay("alice", "cancelled"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("CANCELLED at")));
+  EXPECT_THAT(r.client->CancelHold("alice", "paid"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PAID at")));
+  EXPECT_THAT(r.client->PlaceHold("alice", "paid"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PAID at")));
+  EXPECT_THAT(r.client->CancelHold("alice", "nope"), StatusIs(absl::StatusCode::kNotFound));
+
+  // The reaper ends "expired" (at its expire_time, whoever ends it): the same answer after.
+  ASSERT_TRUE(Eventually([&] { return r.Metric("orderhold_holds_expired_total") == 1; }));
+  EXPECT_THAT(r.client->Pay("bob", "expired"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED at")));
+  EXPECT_THAT(r.client->CancelHold("bob", "expired"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED at")));
+
+  Watcher billing(*r.client, Watch("billing", "b1"), /*ack=*/true);
+  Watcher inventory(*r.client, Watch("inventory", "i1"), /*ack=*/true);
+  ASSERT_TRUE(billing.WaitFor(3));
+  ASSERT_TRUE(inventory.WaitFor(3));
+  for (Watcher* watcher : {&billing, &inventory}) {
+    std::map<std::string, orderhold::v1::HoldOutcome> outcomes;
+    for (const HoldEvent& event : watcher->events()) {
+      outcomes[event.hold().order_id()] = event.outcome();
+      EXPECT_EQ(event.delivery_count(), 1u);
+    }
+    EXPECT_THAT(outcomes, UnorderedElementsAre(std::pair("paid", orderhold::v1::PAID),
+                                               std::pair("cancelled", orderhold::v1::CANCELLED),
+                                               std::pair("expired", orderhold::v1::EXPIRED)));
+  }
+  for (const HoldEvent& event : billing.events()) {
+    if (event.outcome() == orderhold::v1::EXPIRED) {
+      // end_time of an expiry is the hold's expire_time, not when the reaper came.
+      EXPECT_EQ(event.end_time().SerializeAsString(),
+                event.hold().expire_time().SerializeAsString());
+    }
+  }
+  EXPECT_EQ(StreamLength(*r.app), 3);
+  EXPECT_EQ(r.Metric("orderhold_events_appended_total"), 3);
+  EXPECT_TRUE(Eventually([&] { return r.Metric("orderhold_events_acked_total") == 6; }));
+  absl::SleepFor(absl::Milliseconds(200));  // nothing more arrives
+  EXPECT_EQ(billing.events().size(), 3u);
+}
+
+TEST_F(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousandEvents) {
+  std::vector<Replica> replicas;
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(StartReplica(TestConfig()));
+    ASSERT_NE(replicas.back().app, nullptr);
+  }
+  // 10,000 holds over 3,334 users, all expiring at the same instant, written straight through the
+  // store (pipelined) so they are placed well within their ttl.
+  constexpr int kHolds = 10000;
+  store::RedisHoldStore& store = *replicas[0].app->redis_store();
+  auto ping = store::Await<absl::Time>([&](auto done) {
+    store.Ping({absl::Now() + absl::Seconds(2), std::nullopt}, std::move(done));
+  });
+  ASSERT_THAT(ping, IsOk());
+  const absl::Time expire = absl::FromUnixMillis(absl::ToUnixMillis(*ping)) + absl::Seconds(3);
+  absl::BlockingCounter placed(kHolds);
+  std::atomic<int> failed{0};
+  for (int i = 0; i < kHolds; ++i) {
+    // `now` is chosen so that every hold gets exactly `expire`.
+    store.PlaceHold(
+        store::PlaceHoldArgs{absl::StrCat("user-", i / 3), absl::StrCat("order-", i),
+                             absl::Seconds(3), 3},
+        store::CallOptions{absl::Now() + absl::Seconds(10), expire - absl::Seconds(3)},
+        [&](absl::StatusOr<store::PlaceHoldResult> result) {
+          if (!result.ok() || result->outcome != store::PlaceHoldResult::Outcome::kCreated) {
+            ++failed;
+          }
+          placed.DecrementCount();
+        });
+  }
+  placed.Wait();
+  ASSERT_EQ(failed.load(), 0);
+
+  Watcher watcher(*replicas[1].client, Watch("fulfilment", "w1"), /*ack=*/false);
+  ASSERT_TRUE(watcher.WaitFor(kHolds, absl::Seconds(60)));
+  absl::SleepFor(absl::Milliseconds(300));  // any duplicate would arrive now
+  const std::vector<HoldEvent> events = watcher.events();
+  std::set<std::string> ids;
+  for (const HoldEvent& event : events) {
+    ids.insert(event.event_id());
+    EXPECT_EQ(event.outcome(), orderhold::v1::EXPIRED);
+  }
+  EXPECT_EQ(events.size(), static_cast<size_t>(kHolds));
+  EXPECT_EQ(ids.size(), static_cast<size_t>(kHolds));
+  const std::multiset<std::string> holds = Holds(events);
+  EXPECT_EQ(std::set<std::string>(holds.begin(), holds.end()).size(), static_cast<size_t>(kHolds));
+  EXPECT_EQ(StreamLength(*replicas[0].app), kHolds);
+
+  // The three replicas shared the work: every expiry counted once in total, and the partitions
+  // were divided, not each reaped three times.
+  double expired = 0, owned = 0;
+  for (const Replica& replica : replicas) {
+    expired += replica.Metric("orderhold_holds_expired_total");
+    owned += replica.Metric("orderhold_reaper_owned_partitions");
+  }
+  EXPECT_EQ(expired, kHolds);
+  EXPECT_EQ(owned, store::KeySchema::kShardCount);
+}
+
+TEST_F(HoldEventsE2eTest, StoppingTwoOfThreeReplicasHandsTheirPartitionsToTheLastOne) {
+  std::vector<Replica> replicas;
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(StartReplica(TestConfig()));
+    ASSERT_NE(replicas.back().app, nullptr);
+  }
+  ASSERT_TRUE(Eventually([&] {
+    double owned = 0;
+    for (const Replica& r : replicas) {
+      const double mine = r.Metric("orderhold_reaper_owned_partitions");
+      if (mine == 0 || mine == store::KeySchema::kShardCount) return false;  // all share
+      owned += mine;
+    }
+    return owned == store::KeySchema::kShardCount;
+  }));
+  replicas[0].app->Shutdown(absl::Seconds(1));
+  replicas[1].app->Shutdown(absl::Seconds(1));
+  const Replica& last = replicas[2];
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return last.Metric("orderhold_reaper_owned_partitions") == store::KeySchema::kShardCount;
+      },
+      absl::Seconds(3)));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_THAT(last.client->PlaceHold(absl::StrCat("u", i), "o", absl::Milliseconds(100)), IsOk());
+  }
+  ASSERT_TRUE(Eventually([&] { return last.Metric("orderhold_holds_expired_total") == 100; }));
+}
+
+TEST_F(HoldEventsE2eTest, KilledWatchersUnackedEventsAreRedeliveredToAnotherConsumer) {
+  Config config = TestConfig();
+  config.events.ack_timeout = absl::Milliseconds(300);
+  Replica r = StartReplica(config);
+  ASSERT_NE(r.app, nullptr);
+  ASSERT_THAT(r.client->PlaceHold("alice", "o1"), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "o1"), IsOk());
+
+  auto first = std::make_unique<Watcher>(*r.client, Watch("g", "dies"), /*ack=*/false);
+  ASSERT_TRUE(first->WaitFor(1));
+  const HoldEvent sent = first->events()[0];
+  EXPECT_EQ(sent.delivery_count(), 1u);
+  first.reset();  // killed before acking
+
+  Watcher second(*r.client, Watch("g", "survives"), /*ack=*/true);
+  ASSERT_TRUE(second.WaitFor(1));
+  const HoldEvent again = second.events()[0];
+  EXPECT_EQ(again.event_id(), sent.event_id());
+  EXPECT_EQ(again.delivery_count(), 2u);
+  EXPECT_TRUE(Eventually([&] { return r.Metric("orderhold_events_redelivered_total") == 1; }));
+  absl::SleepFor(absl::Milliseconds(700));  // acked: never delivered again
+  EXPECT_EQ(second.events().size(), 1u);
+}
+
+TEST_F(HoldEventsE2eTest, ServiceRestartMidStreamLosesNoEvent) {
+  Replica r = StartReplica(TestConfig());
+  ASSERT_NE(r.app, nullptr);
+  constexpr int kOrders = 200;
+  for (int i = 0; i < kOrders; ++i) {
+    ASSERT_THAT(
+        r.client->PlaceHold(absl::StrCat("u", i % 50), absl::StrCat("o", i), absl::Minutes(5)),
+        IsOk())
+        << i;
+    if (i % 50 == 49) {  // keep each user under max_holds
+      for (int j = i - 49; j <= i; ++j) {
+        ASSERT_THAT(r.client->Pay(absl::StrCat("u", j % 50), absl::StrCat("o", j)), IsOk());
+      }
+    }
+  }
+  auto watcher = std::make_unique<Watcher>(*r.client, Watch("g", "c1"), /*ack=*/true);
+  ASSERT_TRUE(watcher->WaitFor(50));
+  r.app->Shutdown(absl::Seconds(5));  // mid-stream: the watch ends with UNAVAILABLE at once
+  ASSERT_TRUE(watcher->WaitEnded(absl::Seconds(3)));
+  EXPECT_THAT(watcher->status(), StatusIs(absl::StatusCode::kUnavailable));
+  std::vector<HoldEvent> seen = watcher->events();
+  watcher.reset();
+
+  Replica restarted = StartReplica(TestConfig());
+  ASSERT_NE(restarted.app, nullptr);
+  Watcher resumed(*restarted.client, Watch("g", "c1"), /*ack=*/true);
+  std::set<std::string> orders;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        orders.clear();
+        for (const auto& events : {seen, resumed.events()}) {
+          for (const HoldEvent& event : events) orders.insert(event.hold().order_id());
+        }
+        return orders.size() == static_cast<size_t>(kOrders);
+      },
+      absl::Seconds(20)));
+}
+
+TEST_F(HoldEventsE2eTest, GracefulRedisRestartWithAofLosesNoEventAndResurrectsNoHold) {
+  redis_.reset();
+  redis_options_.appendonly = true;
+  ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start(redis_options_));
+  Replica r = StartReplica(TestConfig());
+  ASSERT_NE(r.app, nullptr);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_THAT(r.client->PlaceHold("alice", absl::StrCat("o", i)), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "o0"), IsOk());
+  ASSERT_THAT(r.client->CancelHold("alice", "o1"), IsOk());
+
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  ASSERT_THAT(redis_->Restart(), IsOk());
+  ASSERT_TRUE(Eventually([&] { return r.client->ListHolds("alice").ok(); }));
+
+  auto listed = r.client->ListHolds("alice");
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->holds_size(), 1);
+  EXPECT_EQ(listed->holds(0).order_id(), "o2");
+  auto paid = r.client->Pay("alice", "o0");
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_TRUE(paid->already_paid());
+  EXPECT_THAT(r.client->PlaceHold("alice", "o0"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r.client->PlaceHold("alice", "o1"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  Watcher watcher(*r.client, Watch("g", "c"), /*ack=*/true);
+  ASSERT_TRUE(watcher.WaitFor(2));
+  EXPECT_THAT(Holds(watcher.events()), UnorderedElementsAre("alice/o0", "alice/o1"));
+}
+
+TEST_F(HoldEventsE2eTest, GroupsStartFromHistoryOrNowAndBadRequestsAreInvalidArgument) {
+  Replica r = StartReplica(TestConfig());
+  ASSERT_NE(r.app, nullptr);
+  ASSERT_THAT(r.client->PlaceHold("alice", "before"), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "before"), IsOk());
+
+  WatchHoldEventsRequest latest = Watch("late", "c");
+  latest.set_start_position(orderhold::v1::LATEST);
+  Watcher late(*r.client, latest, /*ack=*/true);
+  Watcher history(*r.client, Watch("history", "c"), /*ack=*/true);
+  ASSERT_TRUE(history.WaitFor(1));
+  ASSERT_TRUE(Eventually([&] {  // the late group exists once its watch has polled
+    auto groups = redis_->Command({"XINFO", "GROUPS", r.app->redis_store()->keys().EventsKey(0)});
+    return groups.ok() && groups->find("late") != std::string::npos;
+  }));
+  ASSERT_THAT(r.client->PlaceHold("alice", "after"), IsOk());
+  ASSERT_THAT(r.client->CancelHold("alice", "after"), IsOk());
+  ASSERT_TRUE(late.WaitFor(1));
+  ASSERT_TRUE(history.WaitFor(2));
+  EXPECT_THAT(Holds(late.events()), ElementsAre("alice/after"));
+  EXPECT_THAT(Holds(history.events()), UnorderedElementsAre("alice/before", "alice/after"));
+
+  Watcher bad(*r.client, Watch("no spaces", "c"), false);
+  ASSERT_TRUE(bad.WaitEnded(absl::Seconds(5)));
+  EXPECT_THAT(bad.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("consumer_group")));
+  EXPECT_THAT(r.client->AckHoldEvents("g", {"17/not-an-id"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("event_ids")));
+  EXPECT_THAT(r.client->AckHoldEvents("g", {"64/1-0"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("event_ids")));
+  auto none = r.client->AckHoldEvents("g", {"3/1-0"});  // well-formed, not pending: not an error
+  ASSERT_THAT(none, IsOk());
+  EXPECT_EQ(none->acked(), 0u);
+}
+
+TEST_F(HoldEventsE2eTest, RetentionTrimsOldEventsAndCountsTheUnackedOnes) {
+  Config config = TestConfig(/*run_reaper=*/false);
+  config.event_retention = absl::Seconds(1);
+  Replica r = StartReplica(config);
+  ASSERT_NE(r.app, nullptr);
+  ASSERT_THAT(r.client->PlaceHold("alice", "o1"), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "o1"), IsOk());
+  {
+    Watcher watcher(*r.client, Watch("slow", "c"), /*ack=*/false);
+    ASSERT_TRUE(watcher.WaitFor(1));
+  }
+  absl::SleepFor(absl::Milliseconds(1100));
+  ASSERT_THAT(r.app->reaper().RunOnce(), IsOk());
+  EXPECT_EQ(StreamLength(*r.app), 0);
+  EXPECT_EQ(r.Metric("orderhold_events_trimmed_unacked_total"), 1);
+}
+
+}  // namespace
+}  // namespace orderhold
