@@ -6,7 +6,10 @@
 // `holds_per_user` holds with order ids `<order_prefix><j>`. With --expire_spread > 0 the holds'
 // expire times are spread evenly over [now + ttl, now + ttl + expire_spread) in seeding order
 // (each PlaceHold runs with an explicit "now" = real now + its offset); this needs ttl >
-// expire_spread so no seeded hold is due when a later one is placed.
+// expire_spread so no seeded hold is due when a later one is placed. With --first_expiry > 0 the
+// window is [now + first_expiry, now + first_expiry + expire_spread) whatever the ttl (each
+// PlaceHold then runs with "now" = its expire time - ttl, possibly in the past): the reaper
+// benchmark uses it to make thousands of holds expire per second soon after seeding.
 //
 // Prints one line: holds created, seconds, holds/s. Exit 1 on any failed or refused PlaceHold.
 #include <atomic>
@@ -32,6 +35,8 @@ ABSL_FLAG(std::string, order_prefix, "seed-", "Order id prefix.");
 ABSL_FLAG(absl::Duration, ttl, absl::Hours(1), "Hold ttl.");
 ABSL_FLAG(absl::Duration, expire_spread, absl::ZeroDuration(),
           "Spread expire times evenly over this window after now + ttl (0: all at now + ttl).");
+ABSL_FLAG(absl::Duration, first_expiry, absl::ZeroDuration(),
+          "When > 0: the first hold expires this long after the start, whatever --ttl.");
 ABSL_FLAG(int, in_flight, 4096, "Max PlaceHolds outstanding.");
 ABSL_FLAG(int, connections, 4, "Redis connections.");
 
@@ -44,8 +49,12 @@ int Run() {
   const int per_user = absl::GetFlag(FLAGS_holds_per_user);
   const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
   const absl::Duration spread = absl::GetFlag(FLAGS_expire_spread);
-  if (users < 1 || per_user < 1 || ttl <= absl::ZeroDuration() || spread >= ttl) {
-    std::fprintf(stderr, "need users >= 1, holds_per_user >= 1, ttl > expire_spread >= 0\n");
+  const absl::Duration first_expiry = absl::GetFlag(FLAGS_first_expiry);
+  if (users < 1 || per_user < 1 || ttl <= absl::ZeroDuration() || spread < absl::ZeroDuration() ||
+      (first_expiry <= absl::ZeroDuration() && spread >= ttl)) {
+    std::fprintf(stderr,
+                 "need users >= 1, holds_per_user >= 1, ttl > 0, and ttl > expire_spread >= 0 "
+                 "unless --first_expiry is set\n");
     return 2;
   }
   RedisHoldStoreOptions options;
@@ -85,8 +94,11 @@ int Run() {
                        absl::StrCat(absl::GetFlag(FLAGS_order_prefix), hold), ttl, per_user};
     CallOptions call;
     call.deadline = absl::Now() + absl::Seconds(30);
-    if (spread > absl::ZeroDuration()) {
-      call.now = start + absl::Milliseconds(absl::ToInt64Milliseconds(spread) * i / total);
+    const absl::Duration offset = absl::Milliseconds(absl::ToInt64Milliseconds(spread) * i / total);
+    if (first_expiry > absl::ZeroDuration()) {
+      call.now = start + first_expiry + offset - ttl;
+    } else if (spread > absl::ZeroDuration()) {
+      call.now = start + offset;
     }
     (*store)->PlaceHold(std::move(args), call, [&](absl::StatusOr<PlaceHoldResult> result) {
       if (result.ok() && result->outcome == PlaceHoldResult::Outcome::kCreated) {

@@ -1,6 +1,10 @@
 // The reaper's single step on the fake store: what it removes, and what it records.
 #include "server/reaper/reaper.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
@@ -97,6 +101,51 @@ TEST_F(ReaperTest, BackgroundLoopReapsAndStops) {
   }
   reaper.Stop();
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
+}
+
+TEST(OwnerOfTest, SpreadsPartitionsAndMovesOnlyTheLeaversShare) {
+  const std::vector<std::string> three = {"a-1", "b-2", "c-3"};
+  std::map<std::string, int> counts;
+  for (int shard = 0; shard < 64; ++shard) ++counts[OwnerOf(shard, three)];
+  ASSERT_EQ(counts.size(), 3u);
+  for (const auto& [replica, n] : counts) EXPECT_GE(n, 10) << replica;  // none starved
+  // When "b-2" leaves, only its partitions move; the others keep theirs.
+  const std::vector<std::string> two = {"a-1", "c-3"};
+  for (int shard = 0; shard < 64; ++shard) {
+    if (OwnerOf(shard, three) != "b-2") {
+      EXPECT_EQ(OwnerOf(shard, two), OwnerOf(shard, three));
+    }
+  }
+  EXPECT_EQ(OwnerOf(0, {}), "");
+}
+
+TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
+  ReaperOptions a_options, b_options;
+  a_options.replica_id = "replica-a";
+  b_options.replica_id = "replica-b";
+  prometheus::Registry b_registry;
+  metrics::Metrics b_metrics(b_registry);
+  Reaper a(store_, metrics_, a_options, clock_);
+  Reaper b(store_, b_metrics, b_options, clock_);
+  ASSERT_THAT(a.RunOnce(), IsOk());  // a alone: owns everything
+  EXPECT_EQ(a.owned().size(), static_cast<size_t>(store_.shard_count()));
+  ASSERT_THAT(b.RunOnce(), IsOk());  // b sees both
+  ASSERT_THAT(a.RunOnce(), IsOk());  // a sees both and releases b's share
+  for (int i = 0; i < 40; ++i) Place(absl::StrCat("user-", i), "o", absl::Seconds(1));
+  clock_.Advance(absl::Seconds(2));
+  auto from_a = a.RunOnce();
+  auto from_b = b.RunOnce();
+  ASSERT_THAT(from_a, IsOk());
+  ASSERT_THAT(from_b, IsOk());
+  EXPECT_EQ(from_a->owned + from_b->owned, store_.shard_count());
+  EXPECT_EQ(from_b->not_owner, 0);
+  EXPECT_EQ(from_a->reaped + from_b->reaped, 40);
+  // a stops (releases and leaves): b owns everything at its next tick.
+  a.Stop();
+  auto alone = b.RunOnce();
+  ASSERT_THAT(alone, IsOk());
+  EXPECT_EQ(alone->owned, store_.shard_count());
+  EXPECT_EQ(alone->not_owner, 0);
 }
 
 }  // namespace

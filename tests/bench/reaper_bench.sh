@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# tests/bench/reaper_bench.sh: the reaper at scale (issue "Hold lifecycle"). Not part of the test
+# suite; CI runs only `--smoke` (small sizes, short windows: checks the pipeline and that figures
+# come out).
+#
+#   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--out DIR]
+#
+# For each size (100,000 users and 1,000,000 users, 3 holds each: 300,000 and 3,000,000 live
+# holds), on a fresh private redis-server:
+#   1 seed     orderhold-seed writes the holds through the real place_hold.lua, pipelined, with
+#              expire times spread so that --rate holds expire every second, starting shortly
+#              after seeding ends (--first_expiry).
+#   2 reap     one orderhold-server (default --reap_interval=1s) reaps; once expiries are flowing,
+#              /metrics is scraped at the start and end of a --window of seconds; the difference
+#              gives the reaper lag percentiles (orderhold_reaper_lag_seconds, interpolated within
+#              buckets as PromQL's histogram_quantile does), the mean tick time
+#              (orderhold_reaper_tick_duration_seconds) and holds reaped per second; the backlog
+#              gauge is sampled every second (max reported).
+# Then, on the 1,000,000-user Redis (still expiring --rate holds per second):
+#   3 replicas two more servers join: each replica's share of the reaping over a window shows the
+#              work is divided, not tripled; then two replicas are stopped with SIGTERM (graceful:
+#              they hand their partitions over) and the survivor's lag is measured over the next
+#              window; then two new replicas join and are killed with SIGKILL (no handover): the
+#              survivor's lag over the next window includes the takeover, which waits for
+#              --reaper_lease (3s).
+# The tick-time ratio (1,000,000 users / 100,000 users, same expiry rate) shows tick time grows
+# with the due holds, not with the users.
+# Output: a table on stdout and <out>/reaper.md (default <repo>/build/bench).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+RATE=5000
+WINDOW=30
+SIZES=(100000 1000000)
+SMOKE=0
+OUT="${REPO}/build/bench"
+while (($#)); do
+  case "$1" in
+    --smoke) SMOKE=1 ;;
+    --rate) RATE="$2"; shift ;;
+    --window) WINDOW="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--out DIR]" >&2; exit 64 ;;
+  esac
+  shift
+done
+if ((SMOKE)); then
+  RATE=500 WINDOW=3 SIZES=(2000 20000)
+fi
+
+"${REPO}/deploy/install-deps.sh"
+BUILD="${REPO}/build"
+if [[ ! -x "${BUILD}/server/orderhold-server" || ! -x "${BUILD}/tests/bench/orderhold-seed" ]]; then
+  cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
+fi
+cmake --build "${BUILD}" --target orderhold-server orderhold-seed -j "$(nproc)" >/dev/null
+SERVER="${BUILD}/server/orderhold-server"
+SEED="${BUILD}/tests/bench/orderhold-seed"
+
+mkdir -p "${OUT}"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "${WORK}"
+}
+trap cleanup EXIT
+
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 30000))
+    (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null || { echo "${port}"; return; }
+  done
+}
+wait_port() {  # port: until something listens (10 s)
+  for _ in $(seq 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "reaper bench: nothing listens on port $1" >&2
+  return 1
+}
+now_s() { date +%s.%N; }
+sleep_until() { local d; d="$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; print (d > 0 ? d : 0) }')"; sleep "${d}"; }
+
+scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
+
+# histogram stats between two scrapes: file_a file_b metric -> "count p50 p99 p999 max_le"
+hist_stats() {
+  awk -v m="$3" '
+    FNR == 1 { f++ }
+    $1 ~ "^" m "_bucket" {
+      match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5)
+      if (f == 1) a[le] = $2; else { b[le] = $2; if (!(le in seen)) { seen[le] = 1; order[n++] = le } }
+    }
+    END {
+      total = b["+Inf"] - a["+Inf"]
+      if (total <= 0) { print "0 - - - -"; exit }
+      split("0.5 0.99 0.999", qs, " ")
+      out = total
+      for (qi = 1; qi <= 3; qi++) {
+        q = qs[qi] * total; prev_le = 0; prev_c = 0; v = "-"
+        for (i = 0; i < n; i++) {
+          le = order[i]; c = b[le] - a[le]
+          if (c >= q) {
+            if (le == "+Inf") { v = ">" prev_le } else if (c == prev_c) { v = le }
+            else { v = sprintf("%.3f", prev_le + (le - prev_le) * (q - prev_c) / (c - prev_c)) }
+            break
+          }
+          prev_le = le; prev_c = c
+        }
+        out = out " " v
+      }
+      maxle = "-"
+      for (i = 0; i < n; i++) { le = order[i]; if (b[le] - a[le] >= total) { maxle = le; break } }
+      print out " " maxle
+    }' "$1" "$2"
+}
+# sum and count of a histogram between two scrapes -> mean seconds
+hist_mean() {
+  awk -v m="$3" '
+    FNR == 1 { f++ }
+    $1 == m "_sum" { s[f] = $2 } $1 == m "_count" { c[f] = $2 }
+    END { n = c[2] - c[1]; if (n > 0) printf "%.4f %d\n", (s[2] - s[1]) / n, n; else print "- 0" }' "$1" "$2"
+}
+counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
+
+start_redis() {
+  REDIS_PORT="$(free_port)"
+  redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "${WORK}" --logfile "${WORK}/redis-${REDIS_PORT}.log" &
+  REDIS_PID=$!
+  PIDS+=("${REDIS_PID}")
+  wait_port "${REDIS_PORT}"
+}
+start_server() {  # name -> sets SRV_PID, SRV_METRICS
+  local port
+  port="$(free_port)" SRV_METRICS="$(free_port)"
+  "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
+    --redis_url="redis://127.0.0.1:${REDIS_PORT}" 2>"${WORK}/server-$1.log" &
+  SRV_PID=$!
+  PIDS+=("${SRV_PID}")
+  wait_port "${SRV_METRICS}"
+}
+
+ROWS=()
+declare -A TICK
+for USERS in "${SIZES[@]}"; do
+  HOLDS=$((USERS * 3))
+  SPREAD=$(((HOLDS + RATE - 1) / RATE))
+  # First expiry after seeding (~50k holds/s here) plus a margin.
+  FIRST=$((HOLDS / 50000 + 15))
+  start_redis
+  echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
+  T0="$(now_s)"
+  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${USERS}" --holds_per_user=3 \
+    --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" >"${WORK}/seed-${USERS}.txt"
+  cat "${WORK}/seed-${USERS}.txt" >&2
+  MEM="$(redis-cli -p "${REDIS_PORT}" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory_human" { print $2 }')"
+  start_server "${USERS}"
+  ONE_METRICS="${SRV_METRICS}" ONE_PID="${SRV_PID}"
+  # Steady state: expiries have flowed for a few seconds.
+  sleep_until "$(awk -v t="${T0}" -v f="${FIRST}" 'BEGIN { printf "%.3f", t + f + 3 }')"
+  scrape "${ONE_METRICS}" >"${WORK}/a-${USERS}.txt"
+  TA="$(now_s)"
+  BACKLOG=0
+  for _ in $(seq "${WINDOW}"); do
+    sleep 1
+    b="$(scrape "${ONE_METRICS}" | awk '$1 == "orderhold_reaper_backlog_seconds" { print $2 }')"
+    BACKLOG="$(awk -v x="${b:-0}" -v m="${BACKLOG}" 'BEGIN { print (x > m ? x : m) }')"
+  done
+  scrape "${ONE_METRICS}" >"${WORK}/b-${USERS}.txt"
+  TB="$(now_s)"
+  read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_lag_seconds)
+  read -r TICK_MEAN TICKS < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
+  TICK[${USERS}]="${TICK_MEAN}"
+  RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
+  ROWS+=("| ${USERS} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${BACKLOG} |")
+
+  if [[ "${USERS}" == "${SIZES[-1]}" ]]; then
+    # 3. replicas: two more join; then two die without handing over.
+    start_server "${USERS}-r2"; R2_PID="${SRV_PID}" R2_METRICS="${SRV_METRICS}"
+    start_server "${USERS}-r3"; R3_PID="${SRV_PID}" R3_METRICS="${SRV_METRICS}"
+    sleep 5  # membership settles (ownership moves within a tick or two)
+    for m in "${ONE_METRICS}" "${R2_METRICS}" "${R3_METRICS}"; do scrape "${m}" >"${WORK}/ra-${m}.txt"; done
+    sleep "${WINDOW}"
+    SHARES=()
+    TOTAL_REAPED=0
+    for m in "${ONE_METRICS}" "${R2_METRICS}" "${R3_METRICS}"; do
+      scrape "${m}" >"${WORK}/rb-${m}.txt"
+      r="$(awk -v a="$(counter "${WORK}/ra-${m}.txt" orderhold_holds_expired_total)" \
+               -v b="$(counter "${WORK}/rb-${m}.txt" orderhold_holds_expired_total)" 'BEGIN { printf "%.0f", b - a }')"
+      o="$(counter "${WORK}/rb-${m}.txt" orderhold_reaper_owned_partitions)"
+      SHARES+=("${r} holds / ${o} partitions")
+      TOTAL_REAPED=$((TOTAL_REAPED + r))
+    done
+    read -r _ R_P50 R_P99 _ R_MAX < <(hist_stats "${WORK}/ra-${ONE_METRICS}.txt" "${WORK}/rb-${ONE_METRICS}.txt" orderhold_reaper_lag_seconds)
+    # kill_two SIGNAL -> K_OWNED (s until the survivor owns all 64), K_N K_P50 K_P99 K_P999 K_MAX
+    kill_two() {
+      scrape "${ONE_METRICS}" >"${WORK}/ka-$1.txt"
+      kill "-$1" "${R2_PID}" "${R3_PID}"
+      local killed_at
+      killed_at="$(now_s)"
+      K_OWNED="?"
+      for _ in $(seq 100); do
+        if [[ "$(scrape "${ONE_METRICS}" | awk '$1 == "orderhold_reaper_owned_partitions" { print $2 }')" == "64" ]]; then
+          K_OWNED="$(awk -v k="${killed_at}" -v n="$(now_s)" 'BEGIN { printf "%.1f", n - k }')"
+          break
+        fi
+        sleep 0.1
+      done
+      wait "${R2_PID}" "${R3_PID}" 2>/dev/null || true
+      sleep "${WINDOW}"
+      scrape "${ONE_METRICS}" >"${WORK}/kb-$1.txt"
+      read -r K_N K_P50 K_P99 K_P999 K_MAX < <(hist_stats "${WORK}/ka-$1.txt" "${WORK}/kb-$1.txt" orderhold_reaper_lag_seconds)
+    }
+    kill_two TERM
+    KILLS=("SIGTERM (graceful: leases released, replicas unregistered): the survivor owned all 64 partitions after ${K_OWNED} s; its lag over the next ${WINDOW} s: p50 ${K_P50} s, p99 ${K_P99} s, p99.9 ${K_P999} s, max ≤ ${K_MAX} s (${K_N} holds)")
+    start_server "${USERS}-r4"; R2_PID="${SRV_PID}"
+    start_server "${USERS}-r5"; R3_PID="${SRV_PID}"
+    sleep 5
+    kill_two KILL
+    KILLS+=("SIGKILL (no handover: takeover after --reaper_lease=3s): the survivor owned all 64 partitions after ${K_OWNED} s; its lag over the next ${WINDOW} s, takeover included: p50 ${K_P50} s, p99 ${K_P99} s, p99.9 ${K_P999} s, max ≤ ${K_MAX} s (${K_N} holds)")
+  fi
+  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  PIDS=()
+done
+
+SMALL="${SIZES[0]}" LARGE="${SIZES[-1]}"
+RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+{
+  echo "## Reaper benchmark ($(nproc) cores, $(date -u +%Y-%m-%d), ${RATE} holds expiring per second, ${WINDOW} s windows)"
+  echo
+  echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | max backlog s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+  echo
+  echo "Tick time ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO}"
+  echo
+  echo "3 replicas on the ${LARGE}-user Redis, one ${WINDOW} s window: reaped per replica: ${SHARES[*]} (total ${TOTAL_REAPED}); replica 1 lag p50 ${R_P50} s, p99 ${R_P99} s"
+  echo
+  for k in "${KILLS[@]}"; do echo "2 of 3 killed with ${k}"; echo; done
+} | tee "${OUT}/reaper.md"
+if ((SMOKE)); then
+  # The pipeline must produce figures: something was reaped in every phase.
+  for row in "${ROWS[@]}"; do [[ "${row}" != *"| 0 |"* ]] || { echo "reaper bench: nothing reaped" >&2; exit 1; }; done
+fi
