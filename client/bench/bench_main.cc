@@ -42,7 +42,7 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(2), "Deadline of each call.");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "Calls in this time before --duration are sent but not recorded.");
 ABSL_FLAG(std::string, mix, "place=100",
-          "Workload: method=weight pairs from place, pay, list (ratios), e.g. "
+          "Workload: method=weight pairs from place, pay, list, cancel (ratios), e.g. "
           "place=70,pay=20,list=10.");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
           "PlaceHold ttl; 0 leaves it unset (the server's --default_ttl).");

@@ -35,6 +35,7 @@ constexpr std::array<MethodInfo, kNumMethods> kMethodInfo = {{
     {Method::kPlaceHold, "PlaceHold", "place"},
     {Method::kPay, "Pay", "pay"},
     {Method::kListHolds, "ListHolds", "list"},
+    {Method::kCancelHold, "CancelHold", "cancel"},
 }};
 
 // Mix weights are capped so that their sum can never overflow.
@@ -170,17 +171,11 @@ absl::StatusOr<Mix> ParseMix(absl::string_view spec) {
     }
     const absl::string_view key = absl::StripAsciiWhitespace(part.substr(0, eq));
     const absl::string_view value = absl::StripAsciiWhitespace(part.substr(eq + 1));
-    if (key == "cancel") {
-      // CancelHold is planned but not in orderhold.v1 yet; say so rather than "unknown method".
-      return absl::InvalidArgumentError(
-          "--mix: CancelHold is not in this API version (cancel=); orderhold.v1 has place, pay "
-          "and list");
-    }
     int m = 0;
     while (m < kNumMethods && kMethodInfo[m].mix_key != key) ++m;
     if (m == kNumMethods) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--mix: unknown method \"", key, "\" (want place, pay or list)"));
+          absl::StrCat("--mix: unknown method \"", key, "\" (want place, pay, list or cancel)"));
     }
     if (seen[m]) {
       return absl::InvalidArgumentError(absl::StrCat("--mix: \"", key, "\" is given twice"));
@@ -647,7 +642,8 @@ LoadGenerator::LoadGenerator(
                     : absl::Uniform<uint32_t>(absl::IntervalClosed, BitGen(), 1, 0xffffffffu)),
       open_loop_(options_.rate > 0),
       total_weight_(options_.mix.Total()),
-      feed_pool_(options_.mix.weights[static_cast<int>(Method::kPay)] > 0),
+      feed_pool_(options_.mix.weights[static_cast<int>(Method::kPay)] > 0 ||
+                 options_.mix.weights[static_cast<int>(Method::kCancelHold)] > 0),
       pool_(options_.pool_capacity) {}
 
 LoadGenerator::~LoadGenerator() = default;
@@ -709,6 +705,23 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
       }
       async->Pay(&call->context, &call->request, &call->response,
                  [this, call](grpc::Status status) { OnDone(call, status); });
+      return;
+    }
+    case Method::kCancelHold: {
+      auto* call =
+          new TypedCall<orderhold::v1::CancelHoldRequest, orderhold::v1::CancelHoldResponse>(
+              method, intended_ns, measured);
+      call->context.set_deadline(deadline);
+      if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
+        call->request.set_user_id(UserId(options_.user_prefix, entry->user_index));
+        call->request.set_order_id(OrderId(run_seed_, entry->order_sequence));
+      } else {
+        call->request.set_user_id(UserId(options_.user_prefix, users_.Draw()));
+        call->request.set_order_id(absl::StrFormat(
+            "b%08x-missing-%d", run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed)));
+      }
+      async->CancelHold(&call->context, &call->request, &call->response,
+                        [this, call](grpc::Status status) { OnDone(call, status); });
       return;
     }
     case Method::kListHolds: {

@@ -23,9 +23,11 @@
 // the drain. This is the rate a client actually got served; it is a little below the send rate
 // when the drain is long. The send rate (measured calls sent / send window) is reported apart.
 //
-// Adding a method (e.g. CancelHold once the proto has it): add a Method enumerator before kCount,
-// its row in kMethodInfo (load_generator.cc), and its case in LoadGenerator::StartCall; then drop
-// the "cancel" rejection in ParseMix.
+// Adding a method: add a Method enumerator before kCount, its row in kMethodInfo
+// (load_generator.cc), and its case in LoadGenerator::StartCall.
+//
+// Pay and CancelHold end holds this run placed (a shared pool of created holds, newest first);
+// with none available they target an order that was never placed (NOT_FOUND).
 #ifndef ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 #define ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 
@@ -55,7 +57,7 @@
 namespace orderhold::client::bench {
 
 // The RPCs the generator can send. kCount is the number of methods, not a method.
-enum class Method : int { kPlaceHold = 0, kPay, kListHolds, kCount };
+enum class Method : int { kPlaceHold = 0, kPay, kListHolds, kCancelHold, kCount };
 inline constexpr int kNumMethods = static_cast<int>(Method::kCount);
 
 // Number of gRPC status codes (OK = 0 .. UNAUTHENTICATED = 16).
@@ -82,8 +84,8 @@ struct Mix {
 // non-negative integers (ratios, need not sum to 100), any subset in any order, whitespace around
 // keys and weights ignored. "place=70,pay=20,list=10". Missing keys get weight 0.
 // Errors (INVALID_ARGUMENT, message suitable for the user): empty spec, malformed pair, unknown or
-// repeated key, weight not an integer or negative, all weights zero; "cancel" gets
-// "CancelHold is not in this API version". Pure.
+// repeated key, weight not an integer or negative, all weights zero. Keys: place, pay, list,
+// cancel. Pure.
 absl::StatusOr<Mix> ParseMix(absl::string_view spec);
 
 // The canonical text of a mix: non-zero weights in Method order, "place=70,pay=20,list=10". Pure.

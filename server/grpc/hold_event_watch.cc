@@ -145,7 +145,8 @@ void HoldEventWatch::FinishLocked(const grpc::Status& status) {
   buffer_.clear();
   want_poll_ = want_alarm_ = false;
   metrics_.RecordRequest(metrics::Method::kWatchHoldEvents,
-                         static_cast<absl::StatusCode>(status.error_code()), absl::ZeroDuration());
+                         static_cast<absl::StatusCode>(status.error_code()),
+                         absl::Now() - started_);
   want_finish_ = status;
 }
 

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -85,6 +86,7 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   WatchRegistry& registry_;
   const domain::WatchSpec spec_;
   const absl::Duration idle_poll_;
+  const absl::Time started_ = absl::Now();  // for orderhold_grpc_request_duration_seconds
 
   absl::Mutex mu_;
   domain::WatchCursor cursor_;  // used by the single poll in flight only

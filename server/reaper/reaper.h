@@ -48,7 +48,7 @@ namespace orderhold::reaper {
 struct ReaperOptions {
   // Time between ticks (--reap_interval).
   absl::Duration interval = absl::Seconds(1);
-  // Each sleep is interval * (1 + U(-jitter, +jitter)).
+  // Each tick starts interval * (1 + U(-jitter, +jitter)) after the previous one started.
   double jitter = 0.1;
   // Users visited per script call (bounds the time one call blocks Redis).
   int max_users_per_call = 100;
