@@ -11,7 +11,8 @@
 //   if (absl::IsResourceExhausted(placed.status())) { /* the user is at max_holds */ }
 //
 // Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
-// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), NOT_FOUND (Pay), UNAVAILABLE (server or Redis
+// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), FAILED_PRECONDITION (the order's hold already
+// ended otherwise), NOT_FOUND (Pay/CancelHold of an unknown order), UNAVAILABLE (server or Redis
 // down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The client adds no
 // retries of its own.
 //

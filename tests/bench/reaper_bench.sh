@@ -3,7 +3,7 @@
 # suite; CI runs only `--smoke` (small sizes, short windows: checks the pipeline and that figures
 # come out).
 #
-#   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--out DIR]
+#   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--no-replicas] [--out DIR]
 #
 # For each size (100,000 users and 1,000,000 users, 3 holds each: 300,000 and 3,000,000 live
 # holds), on a fresh private redis-server:
@@ -33,14 +33,16 @@ RATE=5000
 WINDOW=30
 SIZES=(100000 1000000)
 SMOKE=0
+REPLICAS=1
 OUT="${REPO}/build/bench"
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
     --rate) RATE="$2"; shift ;;
     --window) WINDOW="$2"; shift ;;
+    --no-replicas) REPLICAS=0 ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--out DIR]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--no-replicas] [--out DIR]" >&2; exit 64 ;;
   esac
   shift
 done
@@ -179,7 +181,7 @@ for USERS in "${SIZES[@]}"; do
   RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
   ROWS+=("| ${USERS} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${BACKLOG} |")
 
-  if [[ "${USERS}" == "${SIZES[-1]}" ]]; then
+  if ((REPLICAS)) && [[ "${USERS}" == "${SIZES[-1]}" ]]; then
     # 3. replicas: two more join; then two die without handing over.
     start_server "${USERS}-r2"; R2_PID="${SRV_PID}" R2_METRICS="${SRV_METRICS}"
     start_server "${USERS}-r3"; R3_PID="${SRV_PID}" R3_METRICS="${SRV_METRICS}"
@@ -240,9 +242,11 @@ RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 
   echo
   echo "Tick time ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO}"
   echo
-  echo "3 replicas on the ${LARGE}-user Redis, one ${WINDOW} s window: reaped per replica: ${SHARES[*]} (total ${TOTAL_REAPED}); replica 1 lag p50 ${R_P50} s, p99 ${R_P99} s"
-  echo
-  for k in "${KILLS[@]}"; do echo "2 of 3 killed with ${k}"; echo; done
+  if ((REPLICAS)); then
+    echo "3 replicas on the ${LARGE}-user Redis, one ${WINDOW} s window: reaped per replica: ${SHARES[*]} (total ${TOTAL_REAPED}); replica 1 lag p50 ${R_P50} s, p99 ${R_P99} s"
+    echo
+    for k in "${KILLS[@]}"; do echo "2 of 3 killed with ${k}"; echo; done
+  fi
 } | tee "${OUT}/reaper.md"
 if ((SMOKE)); then
   # The pipeline must produce figures: something was reaped in every phase.

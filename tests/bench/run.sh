@@ -142,8 +142,9 @@ SHA="$(cat "${REPO}/server/store/lua/prelude.lua" "${REPO}/server/store/lua/plac
 REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d * 2; if (n < 20000) n = 20000; printf "%d", n }')"
 echo "bench: redis-benchmark EVALSHA (${REDIS_REQUESTS} requests)" >&2
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
-  EVALSHA "${SHA}" 2 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" "u__rand_int__" \
-  "o__rand_int__" 10000 3 "" >"${WORK}/redis.csv"
+  EVALSHA "${SHA}" 5 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" \
+  "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
+  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 >"${WORK}/redis.csv"
 REDIS_RPS="$(awk -F'"' 'NR == 2 { printf "%d", $4 }' "${WORK}/redis.csv")"
 REDIS_P99="$(awk -F'"' 'NR == 2 { print $14 }' "${WORK}/redis.csv")"
 

@@ -151,6 +151,56 @@ TEST(ParseCommandTest, UsageErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"list", "alice"}, absl::Seconds(1)).status()));
 }
 
+TEST(ParseCommandTest, CancelAndWatch) {
+  auto cancel = ParseCommand({"cancel", "alice", "order-1"}, std::nullopt);
+  ASSERT_TRUE(cancel.ok());
+  EXPECT_EQ(cancel->kind, CliCommand::Kind::kCancel);
+  EXPECT_EQ(cancel->order_id, "order-1");
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"cancel", "alice"}, std::nullopt).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"watch", "x"}, std::nullopt).status()));
+
+  auto watch = ParseCommand({"watch"}, std::nullopt);
+  ASSERT_TRUE(watch.ok());
+  EXPECT_EQ(watch->kind, CliCommand::Kind::kWatch);
+  ASSERT_TRUE(ParseWatchFlags("billing", "c1", "expired,Paid", "latest", 5, true, &*watch).ok());
+  EXPECT_EQ(watch->watch.consumer_group(), "billing");
+  EXPECT_EQ(watch->watch.consumer(), "c1");
+  ASSERT_EQ(watch->watch.outcomes_size(), 2);
+  EXPECT_EQ(watch->watch.outcomes(0), orderhold::v1::EXPIRED);
+  EXPECT_EQ(watch->watch.outcomes(1), orderhold::v1::PAID);
+  EXPECT_EQ(watch->watch.start_position(), orderhold::v1::LATEST);
+  EXPECT_EQ(watch->max_events, 5);
+  EXPECT_TRUE(watch->ack);
+
+  CliCommand defaults;
+  ASSERT_TRUE(ParseWatchFlags("g", "", "", "earliest", 0, false, &defaults).ok());
+  EXPECT_FALSE(defaults.watch.consumer().empty());  // <hostname>-<pid>
+  EXPECT_EQ(defaults.watch.outcomes_size(), 0);
+  EXPECT_EQ(defaults.watch.start_position(), orderhold::v1::EARLIEST);
+
+  CliCommand bad;
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWatchFlags("", "c", "", "earliest", 0, false, &bad)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(ParseWatchFlags("g", "c", "refunded", "earliest", 0, false, &bad)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWatchFlags("g", "c", "", "yesterday", 0, false, &bad)));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseWatchFlags("g", "c", "", "earliest", -1, false, &bad)));
+}
+
+TEST(FormatCancelTest, FirstAndRepeated) {
+  orderhold::v1::CancelHoldResponse response;
+  response.mutable_hold()->set_user_id("alice");
+  response.mutable_hold()->set_order_id("order-1");
+  response.mutable_hold()->mutable_remaining()->set_seconds(723);
+  EXPECT_EQ(FormatCancel(response), "cancelled order-1 for alice (had 12m3s left)");
+  response.set_already_cancelled(true);
+  EXPECT_EQ(FormatCancel(response), "order-1 for alice was already cancelled (had 12m3s left)");
+  orderhold::v1::PayResponse paid;
+  paid.mutable_hold()->set_user_id("alice");
+  paid.mutable_hold()->set_order_id("order-1");
+  paid.set_already_paid(true);
+  EXPECT_EQ(FormatPay(paid), "order-1 for alice was already paid (had 0s left)");
+}
+
 TEST(ProtoDurationTest, PositiveAndNegativeKeepOneSign) {
   google::protobuf::Duration d = ToProtoDuration(absl::Milliseconds(1500));
   EXPECT_EQ(d.seconds(), 1);

@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/store/event_log.h"
 #include "server/store/keys.h"
 #include "server/store/redis_url.h"
 #include "tests/testing/status_matchers.h"
@@ -78,6 +79,21 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config = Config{};
   config.reap_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reap_interval")));
+  config = Config{};
+  config.outcomes.max_per_user = 0;
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_outcomes_per_user")));
+  config = Config{};
+  config.outcomes.retention = absl::ZeroDuration();
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("outcome_retention")));
+  config = Config{};
+  config.events.ack_timeout = absl::ZeroDuration();
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("event_ack_timeout")));
+  config = Config{};
+  config.event_retention = absl::Milliseconds(10);
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("event_retention")));
+  config = Config{};
+  config.reaper_lease = config.reap_interval;
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
 
 TEST(ConfigTest, EnvironmentFallbacksSetFlags) {
@@ -108,6 +124,26 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->store, StoreKind::kRedis);
+}
+
+}  // namespace
+}  // namespace orderhold
+
+namespace orderhold {
+namespace {
+
+TEST(EventIdTest, RoundTripsAndRejectsMalformedIdsNamingTheField) {
+  EXPECT_EQ(store::FormatEventId(17, "1795260789912-3"), "17/1795260789912-3");
+  auto parsed = store::ParseEventId("17/1795260789912-3", 64);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->first, 17);
+  EXPECT_EQ(parsed->second, "1795260789912-3");
+  for (const char* bad : {"", "17", "17/", "/1-0", "64/1-0", "-1/1-0", "a/1-0", "17/1", "17/1-",
+                          "17/-1", "17/1-0-0", "17/1-x", "17/1-0/2", "17/ 1-0"}) {
+    auto result = store::ParseEventId(bad, 64);
+    EXPECT_TRUE(absl::IsInvalidArgument(result.status())) << bad;
+    EXPECT_THAT(std::string(result.status().message()), ::testing::HasSubstr("event_ids")) << bad;
+  }
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 -- KEYS[1]  the shard's event stream
 -- ARGV[1]  cutoff, Unix ms: entries with an id older than this (ms part < cutoff) are deleted
 --          (XTRIM MINID, exact)
--- ARGV[2]  max ids counted per group and call (bounds the run time; the rest next call)
+-- ARGV[2]  max ids counted per group and call (bounds the run time): with more unacked entries
+--          below the cutoff, this call trims only up to the bound and a later call does the rest
 -- Returns  {trimmed, trimmed_unacked, group_1, oldest_unacked_1, group_2, ...}
 --          trimmed_unacked  over all groups: trimmed entries that were pending (delivered, not
 --                           acked; they are acked here so they stop being claimable) or not yet
@@ -17,8 +18,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0}
 end
 local stream, cutoff, bound = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
-local last_old = (cutoff - 1) .. '-18446744073709551615'
-local unacked = 0
 local groups = {}
 for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local g = {}
@@ -26,24 +25,49 @@ for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
     g[info[i]] = info[i + 1]
   end
   groups[#groups + 1] = g
-  if cutoff > 0 then
-    local pending = redis.call('XPENDING', stream, g.name, '-', last_old, bound)
+end
+
+-- Entries of group g below `limit` (exclusive): pending ones (XPENDING) and not yet delivered ones
+-- (XRANGE after its last-delivered-id), each list at most `bound` long.
+local function below(g, limit)
+  local pending = redis.call('XPENDING', stream, g.name, '-', '(' .. limit, bound)
+  local undelivered = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], '(' .. limit,
+                                 'COUNT', bound)
+  return pending, undelivered
+end
+
+-- Pass 1: where to trim. Ids below `cutoff` ms, but when a group has more than `bound` of them,
+-- only up to its bound-th: the rest is counted and trimmed by a later call, never uncounted.
+local trim_to = cutoff .. '-0'
+local trimmed, unacked = 0, 0
+if cutoff > 0 then
+  for _, g in ipairs(groups) do
+    local pending, undelivered = below(g, trim_to)
+    if #pending == bound then
+      trim_to = pending[bound][1]
+    end
+    if #undelivered == bound then
+      local id = undelivered[bound][1]
+      local a, b = string.match(id, '^(%d+)-(%d+)$')
+      local c, d = string.match(trim_to, '^(%d+)-(%d+)$')
+      if tonumber(a) < tonumber(c) or (tonumber(a) == tonumber(c) and tonumber(b) < tonumber(d)) then
+        trim_to = id
+      end
+    end
+  end
+  -- Pass 2: count (and ack, so they stop being claimable) what this call trims.
+  for _, g in ipairs(groups) do
+    local pending, undelivered = below(g, trim_to)
     if #pending > 0 then
       local ids = {}
       for _, p in ipairs(pending) do
         ids[#ids + 1] = p[1]
       end
       redis.call('XACK', stream, g.name, unpack(ids))
-      unacked = unacked + #ids
     end
-    local undelivered = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], last_old,
-                                   'COUNT', bound)
-    unacked = unacked + #undelivered
+    unacked = unacked + #pending + #undelivered
   end
-end
-local trimmed = 0
-if cutoff > 0 then
-  trimmed = redis.call('XTRIM', stream, 'MINID', cutoff)
+  trimmed = redis.call('XTRIM', stream, 'MINID', trim_to)
 end
 
 local function ms(id)
