@@ -654,6 +654,16 @@ int64_t LoadGenerator::NowNs() {
       .count();
 }
 
+std::pair<std::string, std::string> LoadGenerator::PickHoldToEnd() {
+  if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
+    return {UserId(options_.user_prefix, entry->user_index),
+            OrderId(run_seed_, entry->order_sequence)};
+  }
+  return {UserId(options_.user_prefix, users_.Draw()),
+          absl::StrFormat("b%08x-missing-%d", run_seed_,
+                          missing_order_.fetch_add(1, std::memory_order_relaxed))};
+}
+
 void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
   // Counted before the call exists, so that its completion can never see in_flight_ too low.
   in_flight_.fetch_add(1, std::memory_order_relaxed);
@@ -693,16 +703,9 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
       auto* call = new TypedCall<orderhold::v1::PayRequest, orderhold::v1::PayResponse>(
           method, intended_ns, measured);
       call->context.set_deadline(deadline);
-      if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
-        call->request.set_user_id(UserId(options_.user_prefix, entry->user_index));
-        call->request.set_order_id(OrderId(run_seed_, entry->order_sequence));
-      } else {
-        // Nothing to pay yet: an order this run never placed, so the answer is NOT_FOUND (a
-        // realistic "pay after expiry", and still a full round trip to Redis).
-        call->request.set_user_id(UserId(options_.user_prefix, users_.Draw()));
-        call->request.set_order_id(absl::StrFormat(
-            "b%08x-missing-%d", run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed)));
-      }
+      auto [user_id, order_id] = PickHoldToEnd();
+      call->request.set_user_id(std::move(user_id));
+      call->request.set_order_id(std::move(order_id));
       async->Pay(&call->context, &call->request, &call->response,
                  [this, call](grpc::Status status) { OnDone(call, status); });
       return;
@@ -712,14 +715,9 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
           new TypedCall<orderhold::v1::CancelHoldRequest, orderhold::v1::CancelHoldResponse>(
               method, intended_ns, measured);
       call->context.set_deadline(deadline);
-      if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
-        call->request.set_user_id(UserId(options_.user_prefix, entry->user_index));
-        call->request.set_order_id(OrderId(run_seed_, entry->order_sequence));
-      } else {
-        call->request.set_user_id(UserId(options_.user_prefix, users_.Draw()));
-        call->request.set_order_id(absl::StrFormat(
-            "b%08x-missing-%d", run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed)));
-      }
+      auto [user_id, order_id] = PickHoldToEnd();
+      call->request.set_user_id(std::move(user_id));
+      call->request.set_order_id(std::move(order_id));
       async->CancelHold(&call->context, &call->request, &call->response,
                         [this, call](grpc::Status status) { OnDone(call, status); });
       return;

@@ -43,6 +43,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -391,6 +392,10 @@ class LoadGenerator {
   // Starts one call of a randomly picked method whose latency is measured from
   // `intended_ns` (monotonic nanoseconds). `measured` calls are recorded.
   void StartCall(int64_t intended_ns, bool measured);
+  // The (user_id, order_id) a Pay or CancelHold targets: a hold this run placed, newest first,
+  // or, with none available, an order never placed (the answer is then NOT_FOUND: a realistic
+  // "end after expiry", still a full round trip to Redis).
+  std::pair<std::string, std::string> PickHoldToEnd();
   // Completion of any call: records it, maybe starts the next (closed loop), frees it.
   void OnDone(Call* call, const grpc::Status& status);
   // Closed loop: starts the next call unless the run is stopping. False when it did not.

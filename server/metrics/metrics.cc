@@ -65,9 +65,9 @@ Metrics::Metrics(prometheus::Registry& registry)
               .Name("orderhold_reaper_lag_seconds")
               .Help("Per reaped hold: reap time minus expire time, Redis clock.")
               .Register(registry)
-              .Add({}, Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                   0.75, 0.9, 1, 1.1, 1.2, 1.3, 1.5, 2, 3, 5, 10,
-                                                   30, 60})),
+              .Add({}, Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                   0.5,   0.75,  0.9,  1,     1.1,  1.2, 1.3,
+                                                   1.5,   2,     3,    5,     10,   30,  60})),
       reaper_tick_duration_(
           BuildHistogram()
               .Name("orderhold_reaper_tick_duration_seconds")

@@ -9,7 +9,10 @@
 # holds), on a fresh private redis-server:
 #   1 seed     orderhold-seed writes the holds through the real place_hold.lua, pipelined, with
 #              expire times spread so that --rate holds expire every second, starting shortly
-#              after seeding ends (--first_expiry).
+#              after seeding ends (--first_expiry): first the holds of the first 100,000 users
+#              (both sizes: the same holds, reaped during the measurement window), then, for the
+#              large size, those of the other 900,000 users, expiring after them at the same rate
+#              (they keep expiries flowing for the replica phases).
 #   2 reap     one orderhold-server (default --reap_interval=1s) reaps; once expiries are flowing,
 #              /metrics is scraped at the start and end of a --window of seconds; the difference
 #              gives the reaper lag percentiles (orderhold_reaper_lag_seconds, interpolated within
@@ -69,22 +72,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 30000))
-    (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null || { echo "${port}"; return; }
-  done
-}
-wait_port() {  # port: until something listens (10 s)
-  for _ in $(seq 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "reaper bench: nothing listens on port $1" >&2
-  return 1
-}
-now_s() { date +%s.%N; }
+# shellcheck source=tests/bench/lib.sh
+source "${REPO}/tests/bench/lib.sh"
 sleep_until() { local d; d="$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; print (d > 0 ? d : 0) }')"; sleep "${d}"; }
 
 scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
@@ -151,14 +140,28 @@ ROWS=()
 declare -A TICK
 for USERS in "${SIZES[@]}"; do
   HOLDS=$((USERS * 3))
-  SPREAD=$(((HOLDS + RATE - 1) / RATE))
+  # The first SIZES[0] users' holds expire first, RATE per second; the other users' holds expire
+  # right after them at the same rate. So during the measurement window both sizes reap exactly
+  # the same holds (same users, same per-user spacing) and differ only in how many other users
+  # and live holds Redis keeps: the comparison isolates the number of users.
+  FIRST_USERS="${SIZES[0]}"
+  SPREAD=$(((FIRST_USERS * 3 + RATE - 1) / RATE))
   # First expiry after seeding (~50k holds/s here) plus a margin.
   FIRST=$((HOLDS / 50000 + 15))
   start_redis
   echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
   T0="$(now_s)"
-  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${USERS}" --holds_per_user=3 \
-    --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" >"${WORK}/seed-${USERS}.txt"
+  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${FIRST_USERS}" \
+    --holds_per_user=3 --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" \
+    >"${WORK}/seed-${USERS}.txt"
+  if ((USERS > FIRST_USERS)); then
+    REST_HOLDS=$(((USERS - FIRST_USERS) * 3))
+    "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --first_user="${FIRST_USERS}" \
+      --users="$((USERS - FIRST_USERS))" --holds_per_user=3 --ttl=1h \
+      --first_expiry="$(awk -v t="${T0}" -v n="$(now_s)" -v f="${FIRST}" -v s="${SPREAD}" \
+                        'BEGIN { printf "%.3f", f + s - (n - t) }')s" \
+      --expire_spread="$(((REST_HOLDS + RATE - 1) / RATE))s" >>"${WORK}/seed-${USERS}.txt"
+  fi
   cat "${WORK}/seed-${USERS}.txt" >&2
   MEM="$(redis-cli -p "${REDIS_PORT}" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory_human" { print $2 }')"
   start_server "${USERS}"

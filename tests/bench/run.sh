@@ -63,21 +63,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  local port
-  while :; do
-    port=$((20000 + RANDOM % 30000))
-    (exec 3<>"/dev/tcp/127.0.0.1/${port}") 2>/dev/null || { echo "${port}"; return; }
-  done
-}
-wait_port() {  # port: until something listens (5 s)
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "bench: nothing listens on port $1" >&2
-  return 1
-}
+# shellcheck source=tests/bench/lib.sh
+source "${REPO}/tests/bench/lib.sh"
 
 REDIS_PORT="$(free_port)"
 redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \

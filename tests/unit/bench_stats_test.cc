@@ -621,7 +621,8 @@ TEST(BenchRecorderTest, FourThreadsThenMergeCountsEverything) {
   int64_t ok = 0;
   int64_t unavailable = 0;
   for (int m = 0; m < kNumMethods; ++m) {
-    EXPECT_EQ(merged.samples_ns[m].size(), static_cast<size_t>(kThreads * kPerThread / kNumMethods));
+    EXPECT_EQ(merged.samples_ns[m].size(),
+              static_cast<size_t>(kThreads * kPerThread / kNumMethods));
     samples += static_cast<int64_t>(merged.samples_ns[m].size());
     ok += merged.codes[m][kOk];
     unavailable += merged.codes[m][kUnavailable];
