@@ -72,7 +72,8 @@ class Metrics {
   // in the partitions this replica reaps (0 when none); use max by (group) across replicas.
   void SetOldestUnackedAge(const std::string& group, double seconds);
   // orderhold_reaper_backlog_seconds: age of the oldest due-but-unreaped hold seen at the start of
-  // the last tick, over the partitions this replica owns (0 when none is due).
+  // the last tick, over the partitions this replica owns or checked as standby (0 when none is
+  // due).
   prometheus::Gauge& reaper_backlog() { return reaper_backlog_; }
   // orderhold_reaper_owned_partitions: index partitions this replica reaps.
   prometheus::Gauge& reaper_owned_partitions() { return reaper_owned_partitions_; }

@@ -160,6 +160,18 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   const std::vector<int> owned_now = shards;
   stats.owned = static_cast<int>(shards.size());
   metrics_.reaper_owned_partitions().Set(stats.owned);
+  // Standby: the partitions this replica does not own, reaped only when overdue.
+  std::vector<bool> standby(store_.shard_count(), false);
+  if (!options_.replica_id.empty() && options_.standby_after > absl::ZeroDuration()) {
+    std::vector<bool> mine(store_.shard_count(), false);
+    for (int shard : owned_now) mine[shard] = true;
+    for (int shard = 0; shard < store_.shard_count(); ++shard) {
+      if (!mine[shard]) {
+        standby[shard] = true;
+        shards.push_back(shard);
+      }
+    }
+  }
 
   // Round r: one call for every shard still flagged `more`; all calls of a round run at once.
   absl::Duration backlog = absl::ZeroDuration();
@@ -167,9 +179,12 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   for (int round = 0; round < options_.max_calls_per_shard && !shards.empty(); ++round) {
     // Deadlines are host time (what the store compares them with), one fresh budget per round.
     const store::CallOptions call{absl::Now() + options_.call_timeout, now};
-    store::ReapArgs args{options_.max_users_per_call, options_.replica_id, options_.lease};
+    const store::ReapArgs owner_args{options_.max_users_per_call, options_.replica_id,
+                                     options_.lease, std::nullopt};
+    const store::ReapArgs standby_args{options_.max_users_per_call, "", options_.lease,
+                                       options_.standby_after};
     auto results = RunAll<store::ReapResult>(shards.size(), [&](size_t i, auto done) {
-      store_.Reap(shards[i], args, call, std::move(done));
+      store_.Reap(shards[i], standby[shards[i]] ? standby_args : owner_args, call, std::move(done));
     });
     stats.calls += static_cast<int>(shards.size());
 
@@ -181,12 +196,17 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
       }
       const store::ReapResult& result = *results[i];
       store_now = result.now;
-      if (result.not_owner) {
-        ++stats.not_owner;
-        continue;
-      }
+      // Backlog over every partition this replica saw (owned or standby): a dead owner's
+      // partitions show up here too.
       if (round == 0 && result.oldest_due.has_value() && *result.oldest_due <= result.now) {
         backlog = std::max(backlog, result.now - *result.oldest_due);
+      }
+      if (result.not_owner) {
+        if (!standby[shards[i]]) ++stats.not_owner;
+        continue;
+      }
+      if (standby[shards[i]]) {
+        stats.standby_reaped += static_cast<int>(result.reaped_expire_times.size());
       }
       for (absl::Time expire_time : result.reaped_expire_times) {
         metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));

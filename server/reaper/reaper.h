@@ -16,8 +16,10 @@
 // per-partition lease, taken inside reap.lua, fences two replicas whose views briefly differ;
 // partitions no longer owned are released at once, and Stop() releases all and unregisters. A
 // replica killed without Stop() is dropped from the registry after membership_ttl and its leases
-// expire after `lease`, after which the survivors take its partitions over: that is the
-// longest extra reaping delay after an ungraceful kill.
+// expire after `lease`, after which the survivors take its partitions over. Meanwhile standby
+// reaping bounds the delay: every replica also checks the partitions it does not own and reaps
+// those whose oldest due hold is `standby_after` overdue, so a dead owner's holds wait at most
+// about standby_after + one interval.
 //
 // Work per tick: one call per owned partition plus one per batch of due users: it grows with the
 // due holds, not with the number of users. Every `event_trim_interval` the reaper also trims the
@@ -63,6 +65,11 @@ struct ReaperOptions {
   // renewal. Both bound the takeover delay after an ungraceful kill.
   absl::Duration membership_ttl = absl::Seconds(3);
   absl::Duration lease = absl::Seconds(3);
+  // Standby reaping: each tick a replica also visits the partitions it does not own and reaps
+  // those whose oldest due hold is at least this overdue (their owner is late or dead), without
+  // taking them over. Zero: off. Keep it above what a healthy owner leaves (about 1.1 x interval
+  // + a tick): 1.5 x interval by default (set by the App).
+  absl::Duration standby_after = absl::ZeroDuration();
   // Event retention (--event_retention) and how often the streams are trimmed.
   absl::Duration event_retention = absl::Hours(24);
   absl::Duration event_trim_interval = absl::Seconds(10);
@@ -82,6 +89,7 @@ struct ReapStats {
   bool backlog_left = false;  // a shard still had due holds when max_calls_per_shard was reached
   int owned = 0;              // partitions this replica reaped (all without a replica_id)
   int not_owner = 0;          // owned partitions skipped because another replica's lease held
+  int standby_reaped = 0;     // of `reaped`, holds of partitions this replica does not own
 };
 
 class Reaper {

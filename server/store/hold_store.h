@@ -121,13 +121,17 @@ struct ReapArgs {
   // another owner holds it. Empty: no lease (tests, single replica tools).
   std::string owner;
   absl::Duration lease = absl::Seconds(3);
+  // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the shard's
+  // oldest due hold is at least this overdue, i.e. its owner is late or dead. Else not_owner.
+  std::optional<absl::Duration> standby_after;
 };
 
 struct ReapResult {
   absl::Time now;                               // the store's clock when the operation ran
   std::vector<absl::Time> reaped_expire_times;  // one entry per hold ended as EXPIRED
   bool more = false;       // the shard may still have due holds beyond this batch's limit
-  bool not_owner = false;  // another owner holds the shard's lease; nothing was done
+  bool not_owner = false;  // another owner holds the shard's lease, or (standby) nothing is
+                           // overdue enough; nothing was done
   // The earliest expire_time in the shard's index before the call (unset: no holds).
   std::optional<absl::Time> oldest_due;
 };

@@ -209,11 +209,12 @@ void RedisHoldStore::Reap(int shard, ReapArgs args, CallOptions options,
     std::move(done)(absl::InvalidArgumentError("reap: shard or max_users out of range"));
     return;
   }
-  RedisCommand command{kReap,
-                       {"3", keys_.DueKey(shard), keys_.EventsKey(shard), keys_.LeaseKey(shard),
-                        keys_.ShardPrefix(shard), absl::StrCat(args.max_users), NowArg(options),
-                        retention_ms_, max_outcomes_, std::move(args.owner),
-                        absl::StrCat(std::max<int64_t>(1, Millis(args.lease)))}};
+  RedisCommand command{
+      kReap,
+      {"3", keys_.DueKey(shard), keys_.EventsKey(shard), keys_.LeaseKey(shard),
+       keys_.ShardPrefix(shard), absl::StrCat(args.max_users), NowArg(options), retention_ms_,
+       max_outcomes_, std::move(args.owner), absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ReapResult> {

@@ -25,7 +25,9 @@
 #              they hand their partitions over) and the survivor's lag is measured over the next
 #              window; then two new replicas join and are killed with SIGKILL (no handover): the
 #              survivor's lag over the next window includes the takeover, which waits for
-#              --reaper_lease (3s).
+#              --reaper_lease (3s) while standby reaping (partitions 1.5 intervals overdue) covers
+#              the dead replicas' partitions; then the same with three fresh replicas at
+#              --reap_interval=400ms.
 # The tick-time ratio (1,000,000 users / 100,000 users, same expiry rate) shows tick time grows
 # with the due holds, not with the users.
 # Output: a table on stdout and <out>/reaper.md (default <repo>/build/bench).
@@ -126,11 +128,12 @@ start_redis() {
   PIDS+=("${REDIS_PID}")
   wait_port "${REDIS_PORT}"
 }
-start_server() {  # name -> sets SRV_PID, SRV_METRICS
-  local port
+start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
+  local port name="$1"
+  shift
   port="$(free_port)" SRV_METRICS="$(free_port)"
   "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
-    --redis_url="redis://127.0.0.1:${REDIS_PORT}" 2>"${WORK}/server-$1.log" &
+    --redis_url="redis://127.0.0.1:${REDIS_PORT}" "$@" 2>"${WORK}/server-${name}.log" &
   SRV_PID=$!
   PIDS+=("${SRV_PID}")
   wait_port "${SRV_METRICS}"
@@ -227,7 +230,16 @@ for USERS in "${SIZES[@]}"; do
     start_server "${USERS}-r5"; R3_PID="${SRV_PID}"
     sleep 5
     kill_two KILL
-    KILLS+=("SIGKILL (no handover: takeover after --reaper_lease=3s): the survivor owned all 64 partitions after ${K_OWNED} s; its lag over the next ${WINDOW} s, takeover included: p50 ${K_P50} s, p99 ${K_P99} s, p99.9 ${K_P999} s, max ≤ ${K_MAX} s (${K_N} holds)")
+    KILLS+=("SIGKILL (no handover: takeover after --reaper_lease=3s; meanwhile standby reaping of partitions 1.5 s overdue): the survivor owned all 64 partitions after ${K_OWNED} s; its lag over the next ${WINDOW} s, takeover included: p50 ${K_P50} s, p99 ${K_P99} s, p99.9 ${K_P999} s, max ≤ ${K_MAX} s (${K_N} holds)")
+    # The same with --reap_interval=400ms on all three (standby after 0.6 s).
+    kill -9 "${ONE_PID}"
+    wait "${ONE_PID}" 2>/dev/null || true
+    start_server "${USERS}-f1" --reap_interval=400ms; ONE_PID="${SRV_PID}" ONE_METRICS="${SRV_METRICS}"
+    start_server "${USERS}-f2" --reap_interval=400ms; R2_PID="${SRV_PID}"
+    start_server "${USERS}-f3" --reap_interval=400ms; R3_PID="${SRV_PID}"
+    sleep 5
+    kill_two KILL
+    KILLS+=("SIGKILL with --reap_interval=400ms (standby reaping after 0.6 s): the survivor owned all 64 partitions after ${K_OWNED} s; its lag over the next ${WINDOW} s, takeover included: p50 ${K_P50} s, p99 ${K_P99} s, p99.9 ${K_P999} s, max ≤ ${K_MAX} s (${K_N} holds)")
   fi
   for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
   wait 2>/dev/null || true

@@ -111,7 +111,8 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
   }
   absl::StatusOr<ReapResult> ReapAs(int shard, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
-      store_->Reap(shard, ReapArgs{100, owner, absl::Seconds(30)}, At(now), std::move(done));
+      store_->Reap(shard, ReapArgs{100, owner, absl::Seconds(30), std::nullopt}, At(now),
+                   std::move(done));
     });
   }
   std::vector<StoredHold> List(const std::string& user, absl::Time now) {
@@ -126,7 +127,7 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
     for (int shard = 0; shard < store_->shard_count(); ++shard) {
       for (bool more = true; more;) {
         auto result = Await<ReapResult>([&](auto done) {
-          store_->Reap(shard, ReapArgs{max_users, "", {}}, At(now), std::move(done));
+          store_->Reap(shard, ReapArgs{max_users, "", {}, std::nullopt}, At(now), std::move(done));
         });
         EXPECT_THAT(result, IsOk());
         if (!result.ok()) return reaped;
@@ -280,6 +281,32 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   auto taken = ReapAs(shard, "replica-b", kT0);
   ASSERT_THAT(taken, IsOk());
   EXPECT_FALSE(taken->not_owner);
+
+  // Standby: reaps only what is overdue by standby_after, whoever holds the lease.
+  ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
+  const int zed = [&] {
+    for (int s = 0; s < store_->shard_count(); ++s) {
+      auto r = Await<ReapResult>([&](auto done) {
+        store_->Reap(s, ReapArgs{100, "", {}, absl::Hours(1)}, At(kT0), std::move(done));
+      });
+      if (r.ok() && r->oldest_due.has_value()) return s;  // the only shard with a hold
+    }
+    return -1;
+  }();
+  ASSERT_GE(zed, 0);
+  auto standby = [&](absl::Time now) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(zed, ReapArgs{100, "", {}, absl::Seconds(1)}, At(now), std::move(done));
+    });
+  };
+  auto early = standby(kT0 + absl::Milliseconds(1500));  // 0.5 s overdue
+  ASSERT_THAT(early, IsOk());
+  EXPECT_TRUE(early->not_owner);
+  EXPECT_TRUE(early->reaped_expire_times.empty());
+  auto late = standby(kT0 + absl::Milliseconds(2500));  // 1.5 s overdue
+  ASSERT_THAT(late, IsOk());
+  EXPECT_FALSE(late->not_owner);
+  EXPECT_THAT(late->reaped_expire_times, ElementsAre(kT0 + absl::Seconds(1)));
 
   auto beat = [&](const std::string& id, absl::Time now) {
     auto live = Await<std::vector<std::string>>(

@@ -158,7 +158,20 @@ void FakeHoldStore::Reap(int shard, store::ReapArgs args, store::CallOptions opt
   Answer(done, [&] {
     store::ReapResult result;
     result.now = NowFor(options);
-    if (!args.owner.empty()) {
+    if (args.standby_after.has_value()) {
+      std::optional<absl::Time> oldest;
+      for (const auto& [user, holds] : holds_) {
+        if (ShardOf(user) != shard) continue;
+        for (const auto& [order, expire] : holds) {
+          if (!oldest.has_value() || expire < *oldest) oldest = expire;
+        }
+      }
+      if (!oldest.has_value() || *oldest > result.now - *args.standby_after) {
+        result.not_owner = true;
+        result.oldest_due = oldest;
+        return result;
+      }
+    } else if (!args.owner.empty()) {
       auto lease = leases_.find(shard);
       if (lease != leases_.end() && lease->second.second > result.now &&
           lease->second.first != args.owner) {

@@ -148,5 +148,40 @@ TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
   EXPECT_EQ(alone->not_owner, 0);
 }
 
+TEST_F(ReaperTest, StandbyReapsADeadOwnersPartitionsOnceTheyAreOverdue) {
+  ReaperOptions a_options, b_options;
+  a_options.replica_id = "replica-a";
+  b_options.replica_id = "replica-b";
+  a_options.standby_after = b_options.standby_after = absl::Milliseconds(1500);
+  prometheus::Registry b_registry;
+  metrics::Metrics b_metrics(b_registry);
+  Reaper a(store_, metrics_, a_options, clock_);
+  {
+    Reaper b(store_, b_metrics, b_options, clock_);
+    ASSERT_THAT(a.RunOnce(), IsOk());
+    ASSERT_THAT(b.RunOnce(), IsOk());
+    ASSERT_THAT(a.RunOnce(), IsOk());  // settled: a and b share the partitions
+    ASSERT_GT(b.owned().size(), 0u);
+  }
+  // b "dies" without handing over: put its registry entry back as a killed process leaves it
+  // (its leases do not matter to standby reaping).
+  ASSERT_THAT(store::Await<std::vector<std::string>>([&](auto done) {
+                store_.Heartbeat("replica-b", absl::Seconds(3), {}, std::move(done));
+              }),
+              IsOk());
+  for (int i = 0; i < 40; ++i) Place(absl::StrCat("user-", i), "o", absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(1200));  // due 0.2 s ago
+  auto first = a.RunOnce();
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->standby_reaped, 0);  // b's holds are not overdue enough yet
+  EXPECT_LT(first->reaped, 40);
+  clock_.Advance(absl::Milliseconds(1500));  // due 1.7 s ago; b is still in the registry
+  auto second = a.RunOnce();
+  ASSERT_THAT(second, IsOk());
+  EXPECT_GT(second->standby_reaped, 0);
+  EXPECT_EQ(first->reaped + second->reaped, 40);
+  EXPECT_LT(second->owned, store_.shard_count());  // reaped without taking b's partitions over
+}
+
 }  // namespace
 }  // namespace orderhold::reaper

@@ -7,6 +7,8 @@
 -- Lease: with ARGV[6] set, the script first takes or renews the shard's lease (KEYS[3]) for
 -- ARGV[6]; when another replica holds it, it does nothing (result -1). Ownership is decided by
 -- the reapers (server/reaper/reaper.h); the lease only fences two replicas that briefly disagree.
+-- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
+-- shard's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
 --
 -- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
 -- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
@@ -24,14 +26,21 @@
 -- ARGV[5]  max outcome records per user, >= 1
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
+-- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
 -- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
 --          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
---          replica holds the lease (nothing done); oldest_due = the earliest score in the index
---          before this call (Unix ms), or -1 when the index was empty.
+--          replica holds the lease or (standby) nothing is overdue enough (nothing done);
+--          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
+--          the index was empty.
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 
-if ARGV[6] ~= '' then
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if ARGV[8] ~= '' then
+  if not first[2] or tonumber(first[2]) > now - tonumber(ARGV[8]) then
+    return {now, -1, tonumber(first[2] or -1)}
+  end
+elseif ARGV[6] ~= '' then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[6] then
     return {now, -1, -1}
@@ -39,7 +48,6 @@ if ARGV[6] ~= '' then
   redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
 end
 
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 local limit = tonumber(ARGV[2])
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 local users = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
