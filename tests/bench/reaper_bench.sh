@@ -129,14 +129,20 @@ start_redis() {
   wait_port "${REDIS_PORT}"
 }
 start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
-  local port name="$1"
+  local port name="$1" attempt
   shift
-  port="$(free_port)" SRV_METRICS="$(free_port)"
-  "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
-    --redis_url="redis://127.0.0.1:${REDIS_PORT}" "$@" 2>"${WORK}/server-${name}.log" &
-  SRV_PID=$!
-  PIDS+=("${SRV_PID}")
-  wait_port "${SRV_METRICS}"
+  for attempt in 1 2 3; do  # a port taken between free_port and the bind: try others
+    port="$(free_port)" SRV_METRICS="$(free_port)"
+    "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
+      --redis_url="redis://127.0.0.1:${REDIS_PORT}" "$@" 2>"${WORK}/server-${name}.log" &
+    SRV_PID=$!
+    PIDS+=("${SRV_PID}")
+    wait_port "${SRV_METRICS}" && return 0
+    echo "reaper bench: server ${name} did not start (attempt ${attempt}):" >&2
+    tail -3 "${WORK}/server-${name}.log" >&2
+    kill -9 "${SRV_PID}" 2>/dev/null || true
+  done
+  return 1
 }
 
 ROWS=()
