@@ -515,6 +515,94 @@ TEST(BenchJsonReportTest, BracesAndQuotesBalance) {
   EXPECT_EQ(depth, 0);
 }
 
+TEST(BenchJsonReportTest, WholeReportExactly) {
+  // Pins the whole format: scripts (tests/bench/run.sh) and saved results read these bytes.
+  EXPECT_EQ(FormatJsonReport(SampleReport()),
+            "{\"mode\":\"open\",\"target\":\"localhost:50051\",\"concurrency\":0,\"rate\":2500.000,"
+            "\"max_in_flight\":100,\"duration_s\":10.000,\"warmup_s\":1.000,\"count\":0,"
+            "\"deadline_s\":2.000,\"connections\":4,\"users\":1000,\"distribution\":\"uniform\","
+            "\"zipf_exponent\":0.000,\"mix\":{\"place\":70,\"pay\":20},\"run_seed\":48879,"
+            "\"sent\":25000,\"send_rate\":2500.0,\"send_window_s\":10.000,"
+            "\"measured_window_s\":10.000,\"max_send_lag_ms\":0.000,\"completed\":1002,"
+            "\"not_sent\":0,\"throughput\":100.2,\"errors\":1,"
+            "\"latency_ms\":{\"p50\":0.501,\"p90\":0.902,\"p99\":0.992,\"p999\":2.000,"
+            "\"max\":3.000},\"codes\":{\"OK\":1000,\"NOT_FOUND\":1,\"UNAVAILABLE\":1},"
+            "\"methods\":{\"PlaceHold\":{\"completed\":1000,\"throughput\":100.0,\"errors\":0,"
+            "\"latency_ms\":{\"p50\":0.500,\"p90\":0.900,\"p99\":0.990,\"p999\":0.999,"
+            "\"max\":1.000},\"codes\":{\"OK\":1000}},\"Pay\":{\"completed\":2,"
+            "\"throughput\":0.2,\"errors\":1,\"latency_ms\":{\"p50\":2.000,\"p90\":3.000,"
+            "\"p99\":3.000,\"p999\":3.000,\"max\":3.000},"
+            "\"codes\":{\"NOT_FOUND\":1,\"UNAVAILABLE\":1}}}}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// FormatTextReport / FormatProgress: what a user reads; pinned byte for byte.
+
+TEST(BenchTextReportTest, OpenLoopReport) {
+  EXPECT_EQ(
+      FormatTextReport(SampleReport()),
+      "orderhold-bench: open loop at 2500.0 calls/s (max_in_flight 100), target "
+      "localhost:50051, 4 connection(s)\n"
+      "  duration 10s after 1s warmup, deadline 2s\n"
+      "  users 1000 uniform, mix place=70,pay=20, run seed 0000beef\n"
+      "  sent 25000 in 10.000s (2500.0/s), not_sent 0, max send lag 0.000 ms\n"
+      "  completed 1002 in 10.000s: throughput 100.2/s, errors 1\n"
+      "\n"
+      "method      completed  throughput    p50 ms    p90 ms    p99 ms  p99.9 ms    max ms  codes\n"
+      "PlaceHold        1000       100.0     0.500     0.900     0.990     0.999     1.000  "
+      "OK=1000\n"
+      "Pay                 2         0.2     2.000     3.000     3.000     3.000     3.000  "
+      "NOT_FOUND=1 UNAVAILABLE=1\n"
+      "all              1002       100.2     0.501     0.902     0.992     2.000     3.000  "
+      "OK=1000 NOT_FOUND=1 UNAVAILABLE=1\n");
+}
+
+TEST(BenchTextReportTest, ClosedLoopZipfWithCountAndNoCalls) {
+  RunReport r;
+  r.target = "t";
+  r.concurrency = 50;
+  r.connections = 1;
+  r.duration = absl::Seconds(5);
+  r.warmup = absl::ZeroDuration();
+  r.count = 100;
+  r.deadline = absl::Seconds(2);
+  r.users = 10;
+  r.distribution = Distribution::kZipf;
+  r.zipf_exponent = 1.1;
+  r.mix = Mix{{0, 0, 0, 1}};
+  r.run_seed = 1;
+  Summarize(Recorder().Merge(), &r);
+  EXPECT_EQ(
+      FormatTextReport(r),
+      "orderhold-bench: closed loop, concurrency 50, target t, 1 connection(s)\n"
+      "  duration 5s after 0 warmup (or 100 calls), deadline 2s\n"
+      "  users 10 zipf (exponent 1.1), mix cancel=1, run seed 00000001\n"
+      "  sent 0 in 0.000s (0.0/s), not_sent 0\n"
+      "  completed 0 in 0.000s: throughput 0.0/s, errors 0\n"
+      "\n"
+      "method      completed  throughput    p50 ms    p90 ms    p99 ms  p99.9 ms    max ms  codes\n"
+      "CancelHold          0         0.0     0.000     0.000     0.000     0.000     0.000  -\n"
+      "all                 0         0.0     0.000     0.000     0.000     0.000     0.000  -\n");
+}
+
+TEST(BenchProgressTest, Line) {
+  Progress p;
+  p.elapsed = absl::Seconds(3);
+  p.sent = 30012;
+  p.completed = 29962;
+  p.current_rate = 10003;
+  p.in_flight = 50;
+  EXPECT_EQ(FormatProgress(p),
+            "[    3.0s] sent 30012 completed 29962 rate 10003/s in_flight 50 errors 0");
+  p.elapsed = absl::Milliseconds(123456);
+  p.errors = 2;
+  p.not_sent = 7;
+  p.warming_up = true;
+  EXPECT_EQ(FormatProgress(p),
+            "[  123.5s] sent 30012 completed 29962 rate 10003/s in_flight 50 errors 2 not_sent 7 "
+            "(warmup)");
+}
+
 // ---------------------------------------------------------------------------------------------
 // HoldPool
 
