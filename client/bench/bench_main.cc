@@ -1,5 +1,6 @@
 // orderhold-bench: flags -> LoadOptions -> connect -> LoadGenerator::Run -> report on stdout.
-// Everything else (and what the numbers mean) is in client/bench/load_generator.h.
+// Everything else is in client/bench/: load_generator.h (the run, and what the modes mean),
+// workload.h (--mix, users, ids), stats.h and report.h (what the numbers mean, the output).
 //
 // Exit status:
 //   0  the run completed, whatever status codes the calls got.
@@ -22,6 +23,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "client/bench/load_generator.h"
+#include "client/bench/report.h"
+#include "client/bench/workload.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051", "OrderHold server address (any gRPC target).");
@@ -82,7 +85,8 @@ int UsageError(absl::string_view message) {
 
 int main(int argc, char** argv) {
   // As in the server: Debian's abseil checks every Mutex for deadlock cycles, a cost the generator
-  // must not add to what it measures (the hold pool is locked on every PlaceHold and Pay).
+  // must not add to what it measures (the hold pool is locked on every PlaceHold, Pay and
+  // CancelHold).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(kUsage);
   // absl's --help lists only flags from a file named after the program; ours live here.

@@ -1,0 +1,167 @@
+// Unit tests of orderhold-bench's generator options (client/bench/load_generator.h):
+// ValidateOptions accepts the defaults and the valid variants, and names the offending flag for
+// each value out of range. No server, no clock.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/bench/load_generator.h"
+#include "client/bench/workload.h"
+
+namespace orderhold::client::bench {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// ---------------------------------------------------------------------------------------------
+// ValidateOptions
+
+void ExpectRejected(const LoadOptions& options, const std::string& flag) {
+  const absl::Status status = ValidateOptions(options);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag << ": " << status;
+  EXPECT_THAT(std::string(status.message()), StartsWith(flag)) << status;
+}
+
+TEST(BenchValidateOptionsTest, DefaultsAreValid) {
+  EXPECT_TRUE(ValidateOptions(LoadOptions{}).ok()) << ValidateOptions(LoadOptions{});
+}
+
+TEST(BenchValidateOptionsTest, ValidVariants) {
+  LoadOptions open;
+  open.rate = 1000;
+  open.concurrency = 0;  // Ignored in open loop.
+  EXPECT_TRUE(ValidateOptions(open).ok()) << ValidateOptions(open);
+
+  LoadOptions zipf;
+  zipf.distribution = Distribution::kZipf;
+  zipf.users = 2;
+  zipf.zipf_exponent = 1.01;
+  zipf.warmup = absl::ZeroDuration();
+  zipf.count = 100;
+  zipf.ttl = absl::Seconds(30);
+  EXPECT_TRUE(ValidateOptions(zipf).ok()) << ValidateOptions(zipf);
+
+  LoadOptions one_user;
+  one_user.users = 1;
+  EXPECT_TRUE(ValidateOptions(one_user).ok()) << ValidateOptions(one_user);
+}
+
+TEST(BenchValidateOptionsTest, BadRate) {
+  for (double rate :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    LoadOptions o;
+    o.rate = rate;
+    ExpectRejected(o, "--rate");
+  }
+}
+
+TEST(BenchValidateOptionsTest, BadConcurrencyInClosedLoop) {
+  LoadOptions o;
+  o.concurrency = 0;
+  ExpectRejected(o, "--concurrency");
+  EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("got 0"));
+}
+
+TEST(BenchValidateOptionsTest, BadMaxInFlight) {
+  LoadOptions o;
+  o.max_in_flight = 0;
+  ExpectRejected(o, "--max_in_flight");
+}
+
+TEST(BenchValidateOptionsTest, BadDuration) {
+  for (absl::Duration d : {absl::ZeroDuration(), absl::Seconds(-1), absl::InfiniteDuration()}) {
+    LoadOptions o;
+    o.duration = d;
+    ExpectRejected(o, "--duration");
+  }
+}
+
+TEST(BenchValidateOptionsTest, BadCount) {
+  LoadOptions o;
+  o.count = -1;
+  ExpectRejected(o, "--count");
+}
+
+TEST(BenchValidateOptionsTest, BadDeadline) {
+  for (absl::Duration d :
+       {absl::ZeroDuration(), absl::Milliseconds(-5), absl::InfiniteDuration()}) {
+    LoadOptions o;
+    o.deadline = d;
+    ExpectRejected(o, "--deadline");
+  }
+}
+
+TEST(BenchValidateOptionsTest, BadWarmup) {
+  for (absl::Duration d : {absl::Seconds(-1), absl::InfiniteDuration()}) {
+    LoadOptions o;
+    o.warmup = d;
+    ExpectRejected(o, "--warmup");
+  }
+}
+
+TEST(BenchValidateOptionsTest, BadTtl) {
+  for (absl::Duration d : {absl::Seconds(-1), absl::InfiniteDuration()}) {
+    LoadOptions o;
+    o.ttl = d;
+    ExpectRejected(o, "--ttl");
+  }
+}
+
+TEST(BenchValidateOptionsTest, BadConnections) {
+  LoadOptions o;
+  o.connections = 0;
+  ExpectRejected(o, "--connections");
+}
+
+TEST(BenchValidateOptionsTest, BadUsers) {
+  LoadOptions o;
+  o.users = 0;
+  ExpectRejected(o, "--users");
+
+  LoadOptions zipf;
+  zipf.distribution = Distribution::kZipf;
+  zipf.users = 1;
+  ExpectRejected(zipf, "--users");
+  EXPECT_THAT(std::string(ValidateOptions(zipf).message()), HasSubstr("zipf"));
+}
+
+TEST(BenchValidateOptionsTest, BadZipfExponent) {
+  for (double q : {1.0, 0.5, -2.0, std::numeric_limits<double>::infinity(),
+                   std::numeric_limits<double>::quiet_NaN()}) {
+    LoadOptions o;
+    o.distribution = Distribution::kZipf;
+    o.zipf_exponent = q;
+    ExpectRejected(o, "--zipf_exponent");
+  }
+  // Only checked for zipf.
+  LoadOptions uniform;
+  uniform.zipf_exponent = 0.5;
+  EXPECT_TRUE(ValidateOptions(uniform).ok());
+}
+
+TEST(BenchValidateOptionsTest, BadMix) {
+  LoadOptions zero;
+  zero.mix = Mix{{0, 0, 0}};
+  ExpectRejected(zero, "--mix");
+
+  LoadOptions negative;
+  negative.mix = Mix{{10, -1, 0}};
+  ExpectRejected(negative, "--mix");
+  EXPECT_THAT(std::string(ValidateOptions(negative).message()), HasSubstr("pay"));
+}
+
+TEST(BenchValidateOptionsTest, BadPoolCapacity) {
+  LoadOptions o;
+  o.pool_capacity = 0;
+  const absl::Status status = ValidateOptions(o);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("pool capacity"));
+}
+
+}  // namespace
+}  // namespace orderhold::client::bench
