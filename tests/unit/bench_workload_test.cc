@@ -30,13 +30,28 @@ int Index(Method method) { return static_cast<int>(method); }
 // ---------------------------------------------------------------------------------------------
 // ParseMix / FormatMix / MethodName / MethodMixKey
 
-TEST(BenchMixTest, ParsesAllThreeKeys) {
-  const absl::StatusOr<Mix> mix = ParseMix("place=70,pay=20,list=10");
+TEST(BenchMixTest, ParsesEveryMethodKey) {
+  const absl::StatusOr<Mix> mix = ParseMix("place=70,pay=20,list=10,cancel=5");
   ASSERT_TRUE(mix.ok()) << mix.status();
   EXPECT_EQ(mix->weights[Index(Method::kPlaceHold)], 70);
   EXPECT_EQ(mix->weights[Index(Method::kPay)], 20);
   EXPECT_EQ(mix->weights[Index(Method::kListHolds)], 10);
-  EXPECT_EQ(mix->Total(), 100);
+  EXPECT_EQ(mix->weights[Index(Method::kCancelHold)], 5);
+  EXPECT_EQ(mix->Total(), 105);
+}
+
+TEST(BenchMixTest, EachMethodKeySelectsItsMethodAlone) {
+  // Whatever methods exist: each MethodMixKey parses, and sets that method's weight only.
+  for (int m = 0; m < kNumMethods; ++m) {
+    const std::string key(MethodMixKey(static_cast<Method>(m)));
+    const absl::StatusOr<Mix> mix = ParseMix(key + "=3");
+    ASSERT_TRUE(mix.ok()) << key << ": " << mix.status();
+    for (int other = 0; other < kNumMethods; ++other) {
+      EXPECT_EQ(mix->weights[other], other == m ? 3 : 0) << key << " / " << other;
+    }
+    EXPECT_EQ(FormatMix(*mix), key + "=3");
+    EXPECT_EQ(PickMethod(*mix, 0), static_cast<Method>(m)) << key;
+  }
 }
 
 TEST(BenchMixTest, AnyOrderWhitespaceAndMissingKeys) {
@@ -94,6 +109,7 @@ TEST(BenchMixTest, UnknownKeyRejected) {
   EXPECT_EQ(mix.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("unknown method"));
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("refund"));
+  EXPECT_THAT(std::string(mix.status().message()), HasSubstr("(want place, pay, list or cancel)"));
 }
 
 TEST(BenchMixTest, KeysAreCaseSensitive) {
@@ -150,6 +166,10 @@ TEST(BenchMixTest, MethodNamesAndKeys) {
   EXPECT_EQ(MethodMixKey(Method::kPlaceHold), "place");
   EXPECT_EQ(MethodMixKey(Method::kPay), "pay");
   EXPECT_EQ(MethodMixKey(Method::kListHolds), "list");
+  EXPECT_EQ(MethodName(Method::kCancelHold), "CancelHold");
+  EXPECT_EQ(MethodMixKey(Method::kCancelHold), "cancel");
+  EXPECT_EQ(MethodName(Method::kCount), "Unknown");
+  EXPECT_EQ(MethodMixKey(Method::kCount), "unknown");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -180,6 +200,15 @@ TEST(BenchPickMethodTest, ZeroWeightMethodsNeverPicked) {
   EXPECT_THAT(CountPicks(mix), ElementsAre(0, 5, 0, 0));
   const Mix ends{{4, 0, 6}};
   EXPECT_THAT(CountPicks(ends), ElementsAre(4, 0, 6, 0));
+}
+
+TEST(BenchPickMethodTest, CancelOwnsTheLastDraws) {
+  const Mix mix{{1, 1, 1, 2}};
+  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 2));
+  EXPECT_EQ(PickMethod(mix, 2), Method::kListHolds);
+  EXPECT_EQ(PickMethod(mix, 3), Method::kCancelHold);
+  EXPECT_EQ(PickMethod(mix, 4), Method::kCancelHold);
+  EXPECT_EQ(PickMethod(Mix{{5, 0, 0, 5}}, 10), Method::kCancelHold);
 }
 
 TEST(BenchPickMethodTest, ParsedMixLargeWeights) {
@@ -342,6 +371,13 @@ TEST(BenchUserPickerTest, UserAndOrderIds) {
   EXPECT_EQ(OrderId(0xbeef, 17), "b0000beef-17");
   EXPECT_EQ(OrderId(0xffffffffu, 0), "bffffffff-0");
   EXPECT_NE(OrderId(1, 5), OrderId(2, 5));
+}
+
+TEST(BenchUserPickerTest, MissingOrderIdsNeverNameAPlacedOrder) {
+  EXPECT_EQ(MissingOrderId(0xbeef, 3), "b0000beef-missing-3");
+  EXPECT_EQ(MissingOrderId(0xffffffffu, 0), "bffffffff-missing-0");
+  EXPECT_NE(MissingOrderId(0xbeef, 3), OrderId(0xbeef, 3));
+  EXPECT_NE(MissingOrderId(1, 5), MissingOrderId(2, 5));
 }
 
 }  // namespace
