@@ -133,8 +133,11 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
 
 // One outstanding call; owns everything gRPC needs until the completion callback.
 struct LoadGenerator::Call {
-  Call(Method method, int64_t intended_ns, bool measured)
-      : method(method), intended_ns(intended_ns), measured(measured) {}
+  Call(Method method, int64_t intended_ns, bool measured,
+       std::chrono::system_clock::time_point deadline)
+      : method(method), intended_ns(intended_ns), measured(measured) {
+    context.set_deadline(deadline);
+  }
   virtual ~Call() = default;
 
   const Method method;
@@ -173,13 +176,16 @@ int64_t LoadGenerator::NowNs() {
       .count();
 }
 
-std::pair<std::string, std::string> LoadGenerator::PickHoldToEnd() {
+template <typename Request>
+void LoadGenerator::SetHoldToEnd(Request* request) {
   if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
-    return {UserId(options_.user_prefix, entry->user_index),
-            OrderId(run_seed_, entry->order_sequence)};
+    request->set_user_id(UserId(options_.user_prefix, entry->user_index));
+    request->set_order_id(OrderId(run_seed_, entry->order_sequence));
+    return;
   }
-  return {UserId(options_.user_prefix, users_.Draw()),
-          MissingOrderId(run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed))};
+  request->set_user_id(UserId(options_.user_prefix, users_.Draw()));
+  request->set_order_id(
+      MissingOrderId(run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed)));
 }
 
 void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
@@ -199,8 +205,7 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
   switch (method) {
     case Method::kPlaceHold: {
       auto* call = new TypedCall<orderhold::v1::PlaceHoldRequest, orderhold::v1::PlaceHoldResponse>(
-          method, intended_ns, measured);
-      call->context.set_deadline(deadline);
+          method, intended_ns, measured, deadline);
       const int64_t user = users_.Draw();
       const int64_t order = next_order_.fetch_add(1, std::memory_order_relaxed);
       call->request.set_user_id(UserId(options_.user_prefix, user));
@@ -219,11 +224,8 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
     }
     case Method::kPay: {
       auto* call = new TypedCall<orderhold::v1::PayRequest, orderhold::v1::PayResponse>(
-          method, intended_ns, measured);
-      call->context.set_deadline(deadline);
-      auto [user_id, order_id] = PickHoldToEnd();
-      call->request.set_user_id(std::move(user_id));
-      call->request.set_order_id(std::move(order_id));
+          method, intended_ns, measured, deadline);
+      SetHoldToEnd(&call->request);
       async->Pay(&call->context, &call->request, &call->response,
                  [this, call](grpc::Status status) { OnDone(call, status); });
       return;
@@ -231,19 +233,15 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
     case Method::kCancelHold: {
       auto* call =
           new TypedCall<orderhold::v1::CancelHoldRequest, orderhold::v1::CancelHoldResponse>(
-              method, intended_ns, measured);
-      call->context.set_deadline(deadline);
-      auto [user_id, order_id] = PickHoldToEnd();
-      call->request.set_user_id(std::move(user_id));
-      call->request.set_order_id(std::move(order_id));
+              method, intended_ns, measured, deadline);
+      SetHoldToEnd(&call->request);
       async->CancelHold(&call->context, &call->request, &call->response,
                         [this, call](grpc::Status status) { OnDone(call, status); });
       return;
     }
     case Method::kListHolds: {
       auto* call = new TypedCall<orderhold::v1::ListHoldsRequest, orderhold::v1::ListHoldsResponse>(
-          method, intended_ns, measured);
-      call->context.set_deadline(deadline);
+          method, intended_ns, measured, deadline);
       call->request.set_user_id(UserId(options_.user_prefix, users_.Draw()));
       async->ListHolds(&call->context, &call->request, &call->response,
                        [this, call](grpc::Status status) { OnDone(call, status); });

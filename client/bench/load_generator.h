@@ -34,7 +34,6 @@
 #include <mutex>
 #include <ostream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -124,10 +123,11 @@ class LoadGenerator {
   // Starts one call of a randomly picked method whose latency is measured from
   // `intended_ns` (monotonic nanoseconds). `measured` calls are recorded.
   void StartCall(int64_t intended_ns, bool measured);
-  // The (user_id, order_id) a Pay or CancelHold targets: a hold this run placed, newest first,
-  // or, with none available, an order never placed (the answer is then NOT_FOUND: a realistic
-  // "end after expiry", still a full round trip to Redis).
-  std::pair<std::string, std::string> PickHoldToEnd();
+  // Sets the user_id and order_id of a Pay or CancelHold request: a hold this run placed, newest
+  // first, or, with none available, an order never placed (the answer is then NOT_FOUND: a
+  // realistic "end after expiry", still a full round trip to Redis).
+  template <typename Request>
+  void SetHoldToEnd(Request* request);
   // Completion of any call: records it, maybe starts the next (closed loop), frees it.
   void OnDone(Call* call, const grpc::Status& status);
   // Closed loop: starts the next call unless the run is stopping. False when it did not.
