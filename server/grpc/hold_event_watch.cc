@@ -2,8 +2,7 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "server/grpc/orderhold_service.h"
+#include "server/grpc/conversions.h"
 
 namespace orderhold::grpc_api {
 namespace {
