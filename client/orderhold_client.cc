@@ -7,11 +7,30 @@
 #include <cstdint>
 #include <utility>
 
+#include "server/common/status_macros.h"
+
 namespace orderhold::client {
 namespace {
 
+using Stub = orderhold::v1::OrderHold::StubInterface;
+
 // The range google.protobuf.Duration allows: about 10,000 years either way.
 constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
+
+// One unary call of `rpc` on `stub` with a deadline of now + `timeout`: the response, or the
+// call's status as an absl::Status.
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallUnary(Stub& stub,
+                                   grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
+                                                             Response*),
+                                   const Request& request, absl::Duration timeout) {
+  grpc::ClientContext context;
+  // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  Response response;
+  ORDERHOLD_RETURN_IF_ERROR(FromGrpcStatus((stub.*rpc)(&context, request, &response)));
+  return response;
+}
 
 }  // namespace
 
@@ -54,11 +73,6 @@ std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& tar
   return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options);
 }
 
-void OrderHoldClient::PrepareContext(grpc::ClientContext& context) const {
-  // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.timeout));
-}
-
 absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
     absl::string_view user_id, absl::string_view order_id,
     std::optional<absl::Duration> ttl) const {
@@ -66,13 +80,7 @@ absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
   if (ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*ttl);
-
-  grpc::ClientContext context;
-  PrepareContext(context);
-  orderhold::v1::PlaceHoldResponse response;
-  absl::Status status = FromGrpcStatus(stub_->PlaceHold(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return CallUnary(*stub_, &Stub::PlaceHold, request, options_.timeout);
 }
 
 absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_view user_id,
@@ -80,13 +88,7 @@ absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_vie
   orderhold::v1::PayRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-
-  grpc::ClientContext context;
-  PrepareContext(context);
-  orderhold::v1::PayResponse response;
-  absl::Status status = FromGrpcStatus(stub_->Pay(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return CallUnary(*stub_, &Stub::Pay, request, options_.timeout);
 }
 
 absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
@@ -94,13 +96,7 @@ absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
   orderhold::v1::CancelHoldRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-
-  grpc::ClientContext context;
-  PrepareContext(context);
-  orderhold::v1::CancelHoldResponse response;
-  absl::Status status = FromGrpcStatus(stub_->CancelHold(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return CallUnary(*stub_, &Stub::CancelHold, request, options_.timeout);
 }
 
 absl::Status OrderHoldClient::WatchHoldEvents(
@@ -132,26 +128,14 @@ absl::StatusOr<orderhold::v1::AckHoldEventsResponse> OrderHoldClient::AckHoldEve
   orderhold::v1::AckHoldEventsRequest request;
   request.set_consumer_group(std::string(group));
   for (const std::string& id : event_ids) request.add_event_ids(id);
-
-  grpc::ClientContext context;
-  PrepareContext(context);
-  orderhold::v1::AckHoldEventsResponse response;
-  absl::Status status = FromGrpcStatus(stub_->AckHoldEvents(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return CallUnary(*stub_, &Stub::AckHoldEvents, request, options_.timeout);
 }
 
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
     absl::string_view user_id) const {
   orderhold::v1::ListHoldsRequest request;
   request.set_user_id(std::string(user_id));
-
-  grpc::ClientContext context;
-  PrepareContext(context);
-  orderhold::v1::ListHoldsResponse response;
-  absl::Status status = FromGrpcStatus(stub_->ListHolds(&context, request, &response));
-  if (!status.ok()) return status;
-  return response;
+  return CallUnary(*stub_, &Stub::ListHolds, request, options_.timeout);
 }
 
 }  // namespace orderhold::client

@@ -12,9 +12,9 @@
 //
 // Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
 // INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), FAILED_PRECONDITION (the order's hold already
-// ended otherwise), NOT_FOUND (Pay/CancelHold of an unknown order), UNAVAILABLE (server or Redis
-// down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The client adds no
-// retries of its own.
+// ended in a way that forbids the call), NOT_FOUND (Pay/CancelHold of an unknown order),
+// UNAVAILABLE (server or Redis down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout
+// passed). The client adds no retries of its own.
 //
 // Thread-safety. OrderHoldClient is thread-safe: its methods are const, it holds no mutable state,
 // and the gRPC stub it wraps may be used from any number of threads at once. Share one instance
@@ -75,8 +75,9 @@ class OrderHoldClient {
   // --default_ttl, 30m). The ttl is sent as given, negative or zero included, so the server's
   // validation applies (1 ms to --max_ttl, else INVALID_ARGUMENT naming `ttl`). Placing a live
   // order_id again returns the existing hold with created = false and does not extend it.
-  // Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED (user has max_holds live holds), UNAVAILABLE,
-  // DEADLINE_EXCEEDED.
+  // Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED (user has max_holds live holds),
+  // FAILED_PRECONDITION (the order's hold already ended, as PAID, CANCELLED or EXPIRED: an order
+  // is held at most once), UNAVAILABLE, DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::PlaceHoldResponse> PlaceHold(
       absl::string_view user_id, absl::string_view order_id,
       std::optional<absl::Duration> ttl = std::nullopt) const;
@@ -99,7 +100,8 @@ class OrderHoldClient {
   // ends the stream (UNAVAILABLE at server shutdown: reconnect to resume), or `context` is
   // cancelled from another thread (context.TryCancel(): CANCELLED). No deadline is set (a watch
   // is long-lived) unless the caller set one on `context`. Errors: INVALID_ARGUMENT,
-  // UNAVAILABLE, CANCELLED.
+  // UNAVAILABLE, DEADLINE_EXCEEDED (the caller's deadline, or Redis did not answer the server in
+  // time), CANCELLED.
   absl::Status WatchHoldEvents(const orderhold::v1::WatchHoldEventsRequest& request,
                                absl::FunctionRef<bool(const orderhold::v1::HoldEvent&)> on_event,
                                grpc::ClientContext& context) const;
@@ -114,9 +116,6 @@ class OrderHoldClient {
   absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id) const;
 
  private:
-  // Prepares `context` for one call: sets its deadline to now + options_.timeout.
-  void PrepareContext(grpc::ClientContext& context) const;
-
   const std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub_;
   const ClientOptions options_;
 };

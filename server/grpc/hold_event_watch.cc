@@ -2,14 +2,21 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "server/grpc/orderhold_service.h"
+#include "server/grpc/conversions.h"
 
 namespace orderhold::grpc_api {
 namespace {
 
-store::CallOptions PollOptions() {
-  return store::CallOptions{absl::Now() + absl::Seconds(5), std::nullopt};
+// The deadline of each store call a watch makes (the subscribe, or one poll over every
+// partition). The watch itself has no deadline (it is long-lived and clients set none), so its
+// calls need one of their own: it bounds how long they wait for Redis (queued behind other calls
+// or a reconnect, then the round trips) before the stream ends with that error and the client
+// reconnects, instead of staying open with nothing arriving. 5 s: the client library's default
+// call timeout (ClientOptions::timeout), far above a healthy poll (milliseconds).
+constexpr absl::Duration kStoreCallTimeout = absl::Seconds(5);
+
+store::CallOptions StoreCallOptions() {
+  return store::CallOptions{absl::Now() + kStoreCallTimeout, std::nullopt};
 }
 
 }  // namespace
@@ -55,7 +62,7 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& m
   }
   ++outstanding_;
   mu_.Unlock();
-  events_.Subscribe(spec_, PollOptions(), [this](absl::StatusOr<bool> created) {
+  events_.Subscribe(spec_, StoreCallOptions(), [this](absl::StatusOr<bool> created) {
     mu_.Lock();
     if (!created.ok()) {
       FinishLocked(ToGrpcStatus(created.status()));
@@ -67,7 +74,7 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& m
 }
 
 void HoldEventWatch::StartPoll() {
-  events_.Poll(spec_, cursor_, PollOptions(),
+  events_.Poll(spec_, cursor_, StoreCallOptions(),
                [this](absl::StatusOr<std::vector<store::StoredEvent>> events) {
                  mu_.Lock();
                  if (!events.ok()) {

@@ -1,13 +1,13 @@
 #include "server/grpc/orderhold_service.h"
 
-#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "grpcpp/support/proto_buffer_reader.h"
-#include "grpcpp/support/proto_buffer_writer.h"
+#include "server/common/status_macros.h"
+#include "server/grpc/conversions.h"
 #include "server/grpc/lenient_requests.pb.h"
 
 namespace orderhold::grpc_api {
@@ -15,98 +15,92 @@ namespace {
 
 using metrics::Method;
 
-void SetTimestamp(absl::Time time, google::protobuf::Timestamp* out) {
-  const int64_t ms = absl::ToUnixMillis(time);  // holds have millisecond precision
-  int64_t seconds = ms / 1000, millis = ms % 1000;
-  if (millis < 0) seconds -= 1, millis += 1000;
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(millis * 1000000));
-}
-
-void SetDuration(absl::Duration duration, google::protobuf::Duration* out) {
-  const int64_t ms = absl::ToInt64Milliseconds(duration);  // truncates toward zero
-  out->set_seconds(ms / 1000);                             // same sign as nanos
-  out->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
-}
-
-void SetHold(const domain::Hold& hold, absl::Time now, orderhold::v1::Hold* out) {
-  out->set_user_id(hold.user_id);
-  out->set_order_id(hold.order_id);
-  SetTimestamp(hold.expire_time, out->mutable_expire_time());
-  SetDuration(hold.expire_time - now, out->mutable_remaining());
-}
-
-// A google.protobuf.Duration as absl, or INVALID_ARGUMENT naming `ttl` when the message breaks
-// the Duration rules (seconds within +-315576000000, |nanos| < 1e9, same sign).
-absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& ttl) {
-  const int64_t seconds = ttl.seconds();
-  const int32_t nanos = ttl.nanos();
-  if (seconds < -315576000000 || seconds > 315576000000 || nanos <= -1000000000 ||
-      nanos >= 1000000000 || (seconds > 0 && nanos < 0) || (seconds < 0 && nanos > 0)) {
-    return absl::InvalidArgumentError("ttl: not a valid google.protobuf.Duration");
-  }
-  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
-}
-
-// Parses request bytes into a lenient mirror. INVALID_ARGUMENT when they do not decode.
-absl::Status Parse(const grpc::ByteBuffer& request, absl::string_view type,
-                   google::protobuf::Message* out) {
-  grpc::ByteBuffer copy(request);  // shares the slices; the reader consumes its buffer
-  grpc::ProtoBufferReader reader(&copy);
-  if (!out->ParseFromZeroCopyStream(&reader)) {
-    return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", type));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Serialize(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
-  return SerializeToByteBuffer(message, out);
-}
-
 absl::Status NoEventLog() {
   return absl::UnavailableError("hold events need the Redis store (this server runs --store=noop)");
 }
 
-// Finishes `reactor` with a status and records the call's metrics. Copyable; call it once.
-auto Finisher(metrics::Metrics& metrics, grpc::ServerUnaryReactor* reactor, Method method) {
-  return [&metrics, reactor, method, start = absl::Now()](const absl::Status& status) {
-    metrics.RecordRequest(method, status.code(), absl::Now() - start);
-    reactor->Finish(ToGrpcStatus(status));
-  };
+// The API's name of the message a lenient mirror stands for ("orderhold.v1.PayRequest").
+template <typename Request>
+absl::string_view ApiName() {
+  static const std::string* const name =
+      new std::string(absl::StrCat("orderhold.v1.", Request::descriptor()->name()));
+  return *name;
 }
 
-store::CallOptions OptionsFor(const grpc::CallbackServerContext* context) {
-  store::CallOptions options;
-  options.deadline = absl::FromChrono(context->deadline());
-  return options;
+// One unary call in flight: its reactor, response buffer, deadline and metrics. Copyable (the
+// copies share the call); Finish it exactly once, directly or through a Respond callback.
+class UnaryCall {
+ public:
+  UnaryCall(metrics::Metrics& metrics, grpc::CallbackServerContext* context,
+            grpc::ByteBuffer* response, Method method)
+      : metrics_(&metrics),
+        reactor_(context->DefaultReactor()),
+        response_(response),
+        method_(method),
+        deadline_(absl::FromChrono(context->deadline())) {}
+
+  grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+
+  // The store call options of this call: its deadline is the store's.
+  store::CallOptions options() const {
+    store::CallOptions options;
+    options.deadline = deadline_;
+    return options;
+  }
+
+  // Ends the call with `status` and records its metrics.
+  void Finish(const absl::Status& status) const {
+    metrics_->RecordRequest(method_, status.code(), absl::Now() - start_);
+    reactor_->Finish(ToGrpcStatus(status));
+  }
+
+  // Counts the call in orderhold_holds_rejected_total{reason="invalid_argument"}.
+  void CountRejectedHold() const {
+    metrics_->RecordRejected(metrics::RejectReason::kInvalidArgument);
+  }
+
+  // A domain callback (store::Callback<Reply>) that finishes the call: with the reply's error, or
+  // OK and `to_proto(reply)` serialized as the response.
+  template <typename ToProto>
+  auto Respond(ToProto to_proto) const {
+    return [call = *this, to_proto](auto reply) {
+      if (!reply.ok()) return call.Finish(reply.status());
+      call.Finish(SerializeToByteBuffer(to_proto(*reply), call.response_));
+    };
+  }
+
+ private:
+  metrics::Metrics* metrics_;
+  grpc::ServerUnaryReactor* reactor_;
+  grpc::ByteBuffer* response_;
+  Method method_;
+  absl::Time deadline_;
+  absl::Time start_ = absl::Now();
+};
+
+// Whether a request refused before the domain saw it also counts as a rejected hold
+// (orderhold_holds_rejected_total{reason="invalid_argument"}): PlaceHold's do, as the domain's
+// own validation counts them.
+enum class Refusals { kNotCounted, kCountAsRejectedHolds };
+
+// Serves one unary call: parses `bytes` as `Request` (a lenient mirror), then `start(request,
+// call)` starts the domain call, which finishes `call` from its callback, and returns OK, or
+// returns why the request is refused. A request that does not parse or is refused finishes at
+// once with that status.
+template <typename Request, typename Start>
+grpc::ServerUnaryReactor* ServeUnary(const UnaryCall& call, const grpc::ByteBuffer& bytes,
+                                     Start start, Refusals refusals = Refusals::kNotCounted) {
+  Request request;
+  absl::Status status = ParseFromByteBuffer(bytes, ApiName<Request>(), &request);
+  if (status.ok()) status = start(request, call);
+  if (!status.ok()) {
+    if (refusals == Refusals::kCountAsRejectedHolds) call.CountRejectedHold();
+    call.Finish(status);
+  }
+  return call.reactor();
 }
 
 }  // namespace
-
-absl::Status SerializeToByteBuffer(const google::protobuf::Message& message,
-                                   grpc::ByteBuffer* out) {
-  bool own_buffer = false;
-  grpc::Status status = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
-      message, out, &own_buffer);
-  if (!status.ok()) return absl::InternalError(status.error_message());
-  return absl::OkStatus();
-}
-
-void EventToProto(const store::StoredEvent& event, orderhold::v1::HoldEvent* out) {
-  out->set_event_id(store::FormatEventId(event.shard, event.stream_id));
-  orderhold::v1::Hold* hold = out->mutable_hold();
-  hold->set_user_id(event.user_id);
-  hold->set_order_id(event.order_id);
-  SetTimestamp(event.end.expire_time, hold->mutable_expire_time());
-  out->set_outcome(static_cast<orderhold::v1::HoldOutcome>(event.end.outcome));
-  SetTimestamp(event.end.end_time, out->mutable_end_time());
-  out->set_delivery_count(static_cast<uint32_t>(event.delivery_count));
-}
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
                                    metrics::Metrics& metrics, absl::Duration idle_poll)
@@ -115,160 +109,86 @@ OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventServ
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = Finisher(metrics_, reactor, Method::kPlaceHold);
-  orderhold::internal::PlaceHoldRequest parsed;
-  absl::Status status = Parse(*request, "orderhold.v1.PlaceHoldRequest", &parsed);
-  std::optional<absl::Duration> ttl;
-  if (status.ok() && parsed.has_ttl()) {
-    absl::StatusOr<absl::Duration> converted = TtlFromProto(parsed.ttl());
-    status = converted.status();
-    if (converted.ok()) ttl = *converted;
-  }
-  if (!status.ok()) {
-    metrics_.RecordRejected(metrics::RejectReason::kInvalidArgument);
-    finish(status);
-    return reactor;
-  }
-  holds_.PlaceHold(domain::PlaceHoldCommand{std::move(*parsed.mutable_user_id()),
-                                            std::move(*parsed.mutable_order_id()), ttl},
-                   OptionsFor(context),
-                   [response, finish](absl::StatusOr<domain::PlaceHoldReply> reply) {
-                     if (!reply.ok()) return finish(reply.status());
-                     orderhold::v1::PlaceHoldResponse out;
-                     SetHold(reply->hold, reply->now, out.mutable_hold());
-                     out.set_created(reply->created);
-                     out.set_active_holds(static_cast<uint32_t>(reply->active_holds));
-                     out.set_max_holds(static_cast<uint32_t>(reply->max_holds));
-                     finish(Serialize(out, response));
-                   });
-  return reactor;
+  return ServeUnary<internal::PlaceHoldRequest>(
+      UnaryCall(metrics_, context, response, Method::kPlaceHold), *request,
+      [this](internal::PlaceHoldRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(in));
+        holds_.PlaceHold(std::move(command), call.options(), call.Respond(PlaceHoldReplyToProto));
+        return absl::OkStatus();
+      },
+      Refusals::kCountAsRejectedHolds);
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* context,
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = Finisher(metrics_, reactor, Method::kPay);
-  orderhold::internal::PayRequest parsed;
-  if (absl::Status status = Parse(*request, "orderhold.v1.PayRequest", &parsed); !status.ok()) {
-    finish(status);
-    return reactor;
-  }
-  holds_.Pay(std::move(*parsed.mutable_user_id()), std::move(*parsed.mutable_order_id()),
-             OptionsFor(context), [response, finish](absl::StatusOr<domain::PayReply> reply) {
-               if (!reply.ok()) return finish(reply.status());
-               orderhold::v1::PayResponse out;
-               SetHold(reply->hold, reply->now, out.mutable_hold());
-               out.set_already_paid(reply->already_paid);
-               finish(Serialize(out, response));
-             });
-  return reactor;
+  return ServeUnary<internal::PayRequest>(
+      UnaryCall(metrics_, context, response, Method::kPay), *request,
+      [this](internal::PayRequest& in, const UnaryCall& call) {
+        holds_.Pay(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
+                   call.options(), call.Respond(PayReplyToProto));
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = Finisher(metrics_, reactor, Method::kListHolds);
-  orderhold::internal::ListHoldsRequest parsed;
-  if (absl::Status status = Parse(*request, "orderhold.v1.ListHoldsRequest", &parsed);
-      !status.ok()) {
-    finish(status);
-    return reactor;
-  }
-  holds_.ListHolds(std::move(*parsed.mutable_user_id()), OptionsFor(context),
-                   [response, finish](absl::StatusOr<domain::ListHoldsReply> reply) {
-                     if (!reply.ok()) return finish(reply.status());
-                     orderhold::v1::ListHoldsResponse out;
-                     for (const domain::Hold& hold : reply->holds) {
-                       SetHold(hold, reply->now, out.add_holds());
-                     }
-                     out.set_max_holds(static_cast<uint32_t>(reply->max_holds));
-                     finish(Serialize(out, response));
-                   });
-  return reactor;
+  return ServeUnary<internal::ListHoldsRequest>(
+      UnaryCall(metrics_, context, response, Method::kListHolds), *request,
+      [this](internal::ListHoldsRequest& in, const UnaryCall& call) {
+        holds_.ListHolds(std::move(*in.mutable_user_id()), call.options(),
+                         call.Respond(ListHoldsReplyToProto));
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::CancelHold(grpc::CallbackServerContext* context,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = Finisher(metrics_, reactor, Method::kCancelHold);
-  orderhold::internal::CancelHoldRequest parsed;
-  if (absl::Status status = Parse(*request, "orderhold.v1.CancelHoldRequest", &parsed);
-      !status.ok()) {
-    finish(status);
-    return reactor;
-  }
-  holds_.Cancel(std::move(*parsed.mutable_user_id()), std::move(*parsed.mutable_order_id()),
-                OptionsFor(context), [response, finish](absl::StatusOr<domain::CancelReply> reply) {
-                  if (!reply.ok()) return finish(reply.status());
-                  orderhold::v1::CancelHoldResponse out;
-                  SetHold(reply->hold, reply->now, out.mutable_hold());
-                  out.set_already_cancelled(reply->already_cancelled);
-                  finish(Serialize(out, response));
-                });
-  return reactor;
+  return ServeUnary<internal::CancelHoldRequest>(
+      UnaryCall(metrics_, context, response, Method::kCancelHold), *request,
+      [this](internal::CancelHoldRequest& in, const UnaryCall& call) {
+        holds_.Cancel(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
+                      call.options(), call.Respond(CancelReplyToProto));
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
-  orderhold::internal::WatchHoldEventsRequest parsed;
-  absl::Status status = Parse(*request, "orderhold.v1.WatchHoldEventsRequest", &parsed);
-  domain::WatchSpec spec;
-  if (status.ok() && events_ == nullptr) status = NoEventLog();
-  if (status.ok()) {
-    spec.group = std::move(*parsed.mutable_consumer_group());
-    spec.consumer = std::move(*parsed.mutable_consumer());
-    for (int outcome : parsed.outcomes()) {
-      if (outcome < 1 || outcome > 3) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat("outcomes: ", outcome, " is not PAID, CANCELLED or EXPIRED"));
-        break;
-      }
-      spec.outcomes.insert(static_cast<store::HoldOutcome>(outcome));
-    }
-    if (parsed.start_position() < 0 || parsed.start_position() > 2) {
-      status = absl::InvalidArgumentError("start_position: must be EARLIEST or LATEST");
-    }
-    spec.start = parsed.start_position() == orderhold::v1::LATEST ? store::GroupStart::kLatest
-                                                                  : store::GroupStart::kEarliest;
-  }
-  if (!status.ok()) {
+  absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {
+    internal::WatchHoldEventsRequest parsed;
+    ORDERHOLD_RETURN_IF_ERROR(
+        ParseFromByteBuffer(*request, ApiName<internal::WatchHoldEventsRequest>(), &parsed));
+    if (events_ == nullptr) return NoEventLog();
+    return WatchSpecFromProto(parsed);
+  }();
+  if (!spec.ok()) {
     // A reactor that only finishes: the call ends with `status`.
     class Failed final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
      public:
       explicit Failed(const grpc::Status& status) { Finish(status); }
       void OnDone() override { delete this; }
     };
-    metrics_.RecordRequest(Method::kWatchHoldEvents, status.code(), absl::ZeroDuration());
-    return new Failed(ToGrpcStatus(status));
+    metrics_.RecordRequest(Method::kWatchHoldEvents, spec.status().code(), absl::ZeroDuration());
+    return new Failed(ToGrpcStatus(spec.status()));
   }
-  return new HoldEventWatch(*events_, metrics_, watches_, std::move(spec), idle_poll_);
+  return new HoldEventWatch(*events_, metrics_, watches_, *std::move(spec), idle_poll_);
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = Finisher(metrics_, reactor, Method::kAckHoldEvents);
-  orderhold::internal::AckHoldEventsRequest parsed;
-  absl::Status status = Parse(*request, "orderhold.v1.AckHoldEventsRequest", &parsed);
-  if (status.ok() && events_ == nullptr) status = NoEventLog();
-  if (!status.ok()) {
-    finish(status);
-    return reactor;
-  }
-  std::vector<std::string> ids(parsed.event_ids().begin(), parsed.event_ids().end());
-  events_->Ack(std::move(*parsed.mutable_consumer_group()), ids, OptionsFor(context),
-               [response, finish](absl::StatusOr<int64_t> acked) {
-                 if (!acked.ok()) return finish(acked.status());
-                 orderhold::v1::AckHoldEventsResponse out;
-                 out.set_acked(static_cast<uint32_t>(*acked));
-                 finish(Serialize(out, response));
-               });
-  return reactor;
+  return ServeUnary<internal::AckHoldEventsRequest>(
+      UnaryCall(metrics_, context, response, Method::kAckHoldEvents), *request,
+      [this](internal::AckHoldEventsRequest& in, const UnaryCall& call) {
+        if (events_ == nullptr) return NoEventLog();
+        std::vector<std::string> ids(in.event_ids().begin(), in.event_ids().end());
+        events_->Ack(std::move(*in.mutable_consumer_group()), ids, call.options(),
+                     call.Respond(AckedToProto));
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace orderhold::grpc_api

@@ -1,7 +1,10 @@
 // OrderHoldService: the gRPC adapter of the OrderHold API (proto/orderhold/v1/orderhold.proto)
-// on the callback API. Each call: parse the request, hand it to domain::HoldService, and finish
-// the reactor from the store's completion callback: no gRPC thread ever waits for Redis. Records
-// orderhold_grpc_requests_total{method,code} and orderhold_grpc_request_duration_seconds{method}.
+// on the callback API. Each call: parse the request, hand it to domain::HoldService (or
+// domain::EventService), and finish the reactor from the store's completion callback: no gRPC
+// thread ever waits for Redis. The mapping between protobuf and domain types, status codes
+// included, lives in conversions.h; this class only wires it up (the unary rpcs through one
+// helper). Records orderhold_grpc_requests_total{method,code} and
+// orderhold_grpc_request_duration_seconds{method}.
 //
 // The methods are registered "raw" (request and response as ByteBuffers): requests are parsed
 // with the wire-compatible mirrors of lenient_requests.proto, so an id with invalid UTF-8 gets
@@ -10,8 +13,7 @@
 // orderhold.v1.OrderHold. Undecodable bytes -> INVALID_ARGUMENT; a malformed ttl ->
 // INVALID_ARGUMENT.
 //
-// CancelHold, WatchHoldEvents and AckHoldEvents follow the same pattern; WatchHoldEvents is a
-// HoldEventWatch reactor (hold_event_watch.h).
+// WatchHoldEvents is a HoldEventWatch reactor (hold_event_watch.h).
 //
 // The call's deadline is passed down to the store, which answers DEADLINE_EXCEEDED rather than
 // working past it. Thread-safe.
@@ -77,15 +79,6 @@ class OrderHoldService final : public RawOrderHoldService {
   const absl::Duration idle_poll_;
   WatchRegistry watches_;
 };
-
-// absl::Status -> grpc::Status (the codes are the same numbers).
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
-// A stored event as the API's HoldEvent (hold.remaining unset).
-void EventToProto(const store::StoredEvent& event, orderhold::v1::HoldEvent* out);
-
-// Serializes `message` into `out`. INTERNAL if serialization fails.
-absl::Status SerializeToByteBuffer(const google::protobuf::Message& message, grpc::ByteBuffer* out);
 
 }  // namespace orderhold::grpc_api
 

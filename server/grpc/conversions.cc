@@ -1,0 +1,174 @@
+#include "server/grpc/conversions.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/proto_buffer_writer.h"
+#include "server/common/status_macros.h"
+
+namespace orderhold::grpc_api {
+namespace {
+
+// The range google.protobuf.Duration allows: about 10,000 years either way.
+constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
+constexpr int32_t kNanosPerSecond = 1'000'000'000;
+
+}  // namespace
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& bytes, absl::string_view type,
+                                 google::protobuf::Message* out) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; the reader consumes its buffer
+  grpc::ProtoBufferReader reader(&copy);
+  if (!out->ParseFromZeroCopyStream(&reader)) {
+    return absl::InvalidArgumentError(absl::StrCat("request: not a valid ", type));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SerializeToByteBuffer(const google::protobuf::Message& message,
+                                   grpc::ByteBuffer* out) {
+  bool own_buffer = false;
+  grpc::Status status = grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::Message>(
+      message, out, &own_buffer);
+  if (!status.ok()) return absl::InternalError(status.error_message());
+  return absl::OkStatus();
+}
+
+void TimestampToProto(absl::Time time, google::protobuf::Timestamp* out) {
+  const int64_t ms = absl::ToUnixMillis(time);  // holds have millisecond precision
+  int64_t seconds = ms / 1000, millis = ms % 1000;
+  if (millis < 0) seconds -= 1, millis += 1000;
+  out->set_seconds(seconds);
+  out->set_nanos(static_cast<int32_t>(millis * 1000000));
+}
+
+void DurationToProto(absl::Duration duration, google::protobuf::Duration* out) {
+  const int64_t ms = absl::ToInt64Milliseconds(duration);  // truncates toward zero
+  out->set_seconds(ms / 1000);                             // same sign as nanos
+  out->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+}
+
+absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& ttl) {
+  const int64_t seconds = ttl.seconds();
+  const int32_t nanos = ttl.nanos();
+  if (seconds < -kMaxProtoDurationSeconds || seconds > kMaxProtoDurationSeconds ||
+      nanos <= -kNanosPerSecond || nanos >= kNanosPerSecond || (seconds > 0 && nanos < 0) ||
+      (seconds < 0 && nanos > 0)) {
+    return absl::InvalidArgumentError("ttl: not a valid google.protobuf.Duration");
+  }
+  return absl::Seconds(seconds) + absl::Nanoseconds(nanos);
+}
+
+absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
+    internal::PlaceHoldRequest& request) {
+  domain::PlaceHoldCommand command{std::move(*request.mutable_user_id()),
+                                   std::move(*request.mutable_order_id()), std::nullopt};
+  if (request.has_ttl()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(command.ttl, TtlFromProto(request.ttl()));
+  }
+  return command;
+}
+
+absl::StatusOr<store::HoldOutcome> OutcomeFromProto(int32_t outcome) {
+  switch (outcome) {
+    case v1::PAID:
+      return store::HoldOutcome::kPaid;
+    case v1::CANCELLED:
+      return store::HoldOutcome::kCancelled;
+    case v1::EXPIRED:
+      return store::HoldOutcome::kExpired;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("outcomes: ", outcome, " is not PAID, CANCELLED or EXPIRED"));
+  }
+}
+
+absl::StatusOr<store::GroupStart> StartPositionFromProto(int32_t start_position) {
+  switch (start_position) {
+    case v1::START_POSITION_UNSPECIFIED:
+    case v1::EARLIEST:
+      return store::GroupStart::kEarliest;
+    case v1::LATEST:
+      return store::GroupStart::kLatest;
+    default:
+      return absl::InvalidArgumentError("start_position: must be EARLIEST or LATEST");
+  }
+}
+
+absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRequest& request) {
+  domain::WatchSpec spec;
+  // start_position first: its error is the one reported when outcomes are bad too.
+  ORDERHOLD_ASSIGN_OR_RETURN(spec.start, StartPositionFromProto(request.start_position()));
+  for (int32_t value : request.outcomes()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(store::HoldOutcome outcome, OutcomeFromProto(value));
+    spec.outcomes.insert(outcome);
+  }
+  spec.group = std::move(*request.mutable_consumer_group());
+  spec.consumer = std::move(*request.mutable_consumer());
+  return spec;
+}
+
+void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out) {
+  out->set_user_id(hold.user_id);
+  out->set_order_id(hold.order_id);
+  TimestampToProto(hold.expire_time, out->mutable_expire_time());
+  DurationToProto(hold.expire_time - now, out->mutable_remaining());
+}
+
+v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply) {
+  v1::PlaceHoldResponse out;
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.set_created(reply.created);
+  out.set_active_holds(static_cast<uint32_t>(reply.active_holds));
+  out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
+  return out;
+}
+
+v1::PayResponse PayReplyToProto(const domain::PayReply& reply) {
+  v1::PayResponse out;
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.set_already_paid(reply.already_paid);
+  return out;
+}
+
+v1::CancelHoldResponse CancelReplyToProto(const domain::CancelReply& reply) {
+  v1::CancelHoldResponse out;
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.set_already_cancelled(reply.already_cancelled);
+  return out;
+}
+
+v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply) {
+  v1::ListHoldsResponse out;
+  for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
+  out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
+  return out;
+}
+
+v1::AckHoldEventsResponse AckedToProto(int64_t acked) {
+  v1::AckHoldEventsResponse out;
+  out.set_acked(static_cast<uint32_t>(acked));
+  return out;
+}
+
+void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
+  out->set_event_id(store::FormatEventId(event.shard, event.stream_id));
+  v1::Hold* hold = out->mutable_hold();
+  hold->set_user_id(event.user_id);
+  hold->set_order_id(event.order_id);
+  TimestampToProto(event.end.expire_time, hold->mutable_expire_time());
+  // store::HoldOutcome has the numbers of v1::HoldOutcome.
+  out->set_outcome(static_cast<v1::HoldOutcome>(event.end.outcome));
+  TimestampToProto(event.end.end_time, out->mutable_end_time());
+  out->set_delivery_count(static_cast<uint32_t>(event.delivery_count));
+}
+
+}  // namespace orderhold::grpc_api

@@ -1,0 +1,444 @@
+// The gRPC adapter's conversions (server/grpc/conversions.h) on their own: status codes and
+// messages, request bytes, times, requests -> domain (ttl, outcomes, start position) and domain
+// replies -> responses, edge cases included.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/orderhold_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/grpc/conversions.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold::grpc_api {
+namespace {
+
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+const absl::Time kT0 = absl::FromUnixMillis(1'767'225'600'123);  // 2026-01-01T00:00:00.123Z
+
+// ---- Status ----------------------------------------------------------------------------------
+
+TEST(ToGrpcStatusTest, EveryCodeMapsToTheGrpcCodeOfTheSameName) {
+  const std::vector<std::pair<absl::StatusCode, grpc::StatusCode>> codes = {
+      {absl::StatusCode::kCancelled, grpc::StatusCode::CANCELLED},
+      {absl::StatusCode::kUnknown, grpc::StatusCode::UNKNOWN},
+      {absl::StatusCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT},
+      {absl::StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED},
+      {absl::StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND},
+      {absl::StatusCode::kAlreadyExists, grpc::StatusCode::ALREADY_EXISTS},
+      {absl::StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED},
+      {absl::StatusCode::kResourceExhausted, grpc::StatusCode::RESOURCE_EXHAUSTED},
+      {absl::StatusCode::kFailedPrecondition, grpc::StatusCode::FAILED_PRECONDITION},
+      {absl::StatusCode::kAborted, grpc::StatusCode::ABORTED},
+      {absl::StatusCode::kOutOfRange, grpc::StatusCode::OUT_OF_RANGE},
+      {absl::StatusCode::kUnimplemented, grpc::StatusCode::UNIMPLEMENTED},
+      {absl::StatusCode::kInternal, grpc::StatusCode::INTERNAL},
+      {absl::StatusCode::kUnavailable, grpc::StatusCode::UNAVAILABLE},
+      {absl::StatusCode::kDataLoss, grpc::StatusCode::DATA_LOSS},
+      {absl::StatusCode::kUnauthenticated, grpc::StatusCode::UNAUTHENTICATED},
+  };
+  ASSERT_EQ(codes.size(), 16u);  // every code but OK
+  for (const auto& [absl_code, grpc_code] : codes) {
+    const grpc::Status status = ToGrpcStatus(absl::Status(absl_code, "why"));
+    EXPECT_EQ(status.error_code(), grpc_code) << absl::StatusCodeToString(absl_code);
+    EXPECT_EQ(status.error_message(), "why") << absl::StatusCodeToString(absl_code);
+    // The client maps it back to the same absl status.
+    EXPECT_EQ(client::FromGrpcStatus(status), absl::Status(absl_code, "why"));
+  }
+}
+
+TEST(ToGrpcStatusTest, OkIsOk) {
+  const grpc::Status status = ToGrpcStatus(absl::OkStatus());
+  EXPECT_TRUE(status.ok());
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OK);
+  EXPECT_EQ(status.error_message(), "");
+}
+
+TEST(ToGrpcStatusTest, KeepsTheMessageVerbatim) {
+  const std::string message =
+      "order_id \"票-1\" already ended: PAID at 2026-01-01T00:00:00.123Z; an order is held at "
+      "most once (place a new order_id)\n\ttabs, quotes \" and a trailing space ";
+  EXPECT_EQ(ToGrpcStatus(absl::FailedPreconditionError(message)).error_message(), message);
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("")).error_message(), "");
+  EXPECT_EQ(ToGrpcStatus(absl::UnavailableError("")).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// ---- Bytes -----------------------------------------------------------------------------------
+
+grpc::ByteBuffer Bytes(const std::string& data) {
+  grpc::Slice slice(data);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::string ToString(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string out;
+  for (const grpc::Slice& slice : slices) {
+    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  return out;
+}
+
+TEST(ByteBufferTest, ParsesApiBytesIntoTheMirror) {
+  v1::PayRequest api;
+  api.set_user_id("alice");
+  api.set_order_id("order-1");
+  const grpc::ByteBuffer bytes = Bytes(api.SerializeAsString());
+  internal::PayRequest parsed;
+  ASSERT_THAT(ParseFromByteBuffer(bytes, "orderhold.v1.PayRequest", &parsed), IsOk());
+  EXPECT_EQ(parsed.user_id(), "alice");
+  EXPECT_EQ(parsed.order_id(), "order-1");
+  // The buffer is left as it was: it can be read again.
+  EXPECT_EQ(ToString(bytes), api.SerializeAsString());
+}
+
+TEST(ByteBufferTest, AcceptsInvalidUtf8Ids) {
+  // What the mirrors are for: the domain names the field instead of a parse failure.
+  internal::PlaceHoldRequest lenient;
+  lenient.set_user_id("\xff\xfe");
+  internal::PlaceHoldRequest parsed;
+  EXPECT_THAT(ParseFromByteBuffer(Bytes(lenient.SerializeAsString()),
+                                  "orderhold.v1.PlaceHoldRequest", &parsed),
+              IsOk());
+  EXPECT_EQ(parsed.user_id(), "\xff\xfe");
+}
+
+TEST(ByteBufferTest, ParsesNoBytesAsAnEmptyRequest) {
+  internal::ListHoldsRequest parsed;
+  EXPECT_THAT(ParseFromByteBuffer(Bytes(""), "orderhold.v1.ListHoldsRequest", &parsed), IsOk());
+  EXPECT_EQ(parsed.user_id(), "");
+}
+
+TEST(ByteBufferTest, UndecodableBytesAreInvalidArgumentNamingTheType) {
+  internal::PayRequest pay;
+  // Field 1 (length-delimited) claiming 100 bytes where 1 follows.
+  EXPECT_EQ(
+      ParseFromByteBuffer(Bytes(std::string("\x0a\x64x", 3)), "orderhold.v1.PayRequest", &pay),
+      absl::InvalidArgumentError("request: not a valid orderhold.v1.PayRequest"));
+  // A wire type that does not exist (7).
+  internal::AckHoldEventsRequest ack;
+  EXPECT_EQ(ParseFromByteBuffer(Bytes("\x0f"), "orderhold.v1.AckHoldEventsRequest", &ack),
+            absl::InvalidArgumentError("request: not a valid orderhold.v1.AckHoldEventsRequest"));
+}
+
+TEST(ByteBufferTest, SerializeRoundTrips) {
+  v1::AckHoldEventsResponse message;
+  message.set_acked(7);
+  grpc::ByteBuffer buffer;
+  ASSERT_THAT(SerializeToByteBuffer(message, &buffer), IsOk());
+  EXPECT_EQ(ToString(buffer), message.SerializeAsString());
+}
+
+// ---- Times -----------------------------------------------------------------------------------
+
+TEST(TimestampToProtoTest, MillisecondPrecision) {
+  google::protobuf::Timestamp t;
+  TimestampToProto(kT0 + absl::Microseconds(999), &t);  // sub-millisecond parts are dropped
+  EXPECT_EQ(t.seconds(), 1'767'225'600);
+  EXPECT_EQ(t.nanos(), 123'000'000);
+  TimestampToProto(absl::UnixEpoch(), &t);
+  EXPECT_EQ(t.seconds(), 0);
+  EXPECT_EQ(t.nanos(), 0);
+}
+
+TEST(TimestampToProtoTest, BeforeTheEpochNanosStayPositive) {
+  google::protobuf::Timestamp t;
+  TimestampToProto(absl::UnixEpoch() - absl::Milliseconds(1500), &t);
+  EXPECT_EQ(t.seconds(), -2);
+  EXPECT_EQ(t.nanos(), 500'000'000);
+  TimestampToProto(absl::UnixEpoch() - absl::Milliseconds(1), &t);
+  EXPECT_EQ(t.seconds(), -1);
+  EXPECT_EQ(t.nanos(), 999'000'000);
+  TimestampToProto(absl::UnixEpoch() - absl::Seconds(3), &t);
+  EXPECT_EQ(t.seconds(), -3);
+  EXPECT_EQ(t.nanos(), 0);
+}
+
+TEST(TimestampToProtoTest, RoundTripsThroughTheClient) {
+  for (absl::Time time : {kT0, absl::UnixEpoch(), absl::UnixEpoch() - absl::Milliseconds(1),
+                          absl::UnixEpoch() - absl::Milliseconds(86'400'001),
+                          absl::FromUnixMillis(253'402'300'799'999)}) {  // 9999-12-31T23:59:59.999
+    google::protobuf::Timestamp t;
+    TimestampToProto(time, &t);
+    EXPECT_EQ(client::FromProtoTimestamp(t), time) << time;
+  }
+}
+
+TEST(DurationToProtoTest, SameSignTruncatedToMilliseconds) {
+  google::protobuf::Duration d;
+  DurationToProto(absl::Milliseconds(1500), &d);
+  EXPECT_EQ(d.seconds(), 1);
+  EXPECT_EQ(d.nanos(), 500'000'000);
+  DurationToProto(absl::Milliseconds(-1500), &d);
+  EXPECT_EQ(d.seconds(), -1);
+  EXPECT_EQ(d.nanos(), -500'000'000);
+  DurationToProto(absl::Milliseconds(-500), &d);
+  EXPECT_EQ(d.seconds(), 0);
+  EXPECT_EQ(d.nanos(), -500'000'000);
+  DurationToProto(absl::Microseconds(1999), &d);  // toward zero
+  EXPECT_EQ(d.seconds(), 0);
+  EXPECT_EQ(d.nanos(), 1'000'000);
+  DurationToProto(absl::Microseconds(-1999), &d);  // toward zero
+  EXPECT_EQ(d.seconds(), 0);
+  EXPECT_EQ(d.nanos(), -1'000'000);
+  DurationToProto(absl::ZeroDuration(), &d);
+  EXPECT_EQ(d.seconds(), 0);
+  EXPECT_EQ(d.nanos(), 0);
+}
+
+TEST(DurationToProtoTest, RoundTripsThroughTheClient) {
+  for (absl::Duration x : {absl::Minutes(29) + absl::Milliseconds(58'001), absl::Milliseconds(-1),
+                           absl::Hours(-24), absl::Milliseconds(1)}) {
+    google::protobuf::Duration d;
+    DurationToProto(x, &d);
+    EXPECT_EQ(client::FromProtoDuration(d), x) << x;
+  }
+}
+
+google::protobuf::Duration ProtoDuration(int64_t seconds, int32_t nanos) {
+  google::protobuf::Duration d;
+  d.set_seconds(seconds);
+  d.set_nanos(nanos);
+  return d;
+}
+
+TEST(TtlFromProtoTest, ValidDurationsConvertExactly) {
+  EXPECT_EQ(TtlFromProto(ProtoDuration(45, 0)).value(), absl::Seconds(45));
+  EXPECT_EQ(TtlFromProto(ProtoDuration(1, 500'000'001)).value(),
+            absl::Seconds(1) + absl::Nanoseconds(500'000'001));
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, 1)).value(), absl::Nanoseconds(1));
+  // Zero and negative durations are valid messages: the domain refuses them, naming `ttl`.
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, 0)).value(), absl::ZeroDuration());
+  EXPECT_EQ(TtlFromProto(ProtoDuration(-1, -500'000'000)).value(), absl::Milliseconds(-1500));
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, -5)).value(), absl::Nanoseconds(-5));
+}
+
+TEST(TtlFromProtoTest, TheDurationRangeIsInclusive) {
+  EXPECT_EQ(TtlFromProto(ProtoDuration(315'576'000'000, 999'999'999)).value(),
+            absl::Seconds(315'576'000'000) + absl::Nanoseconds(999'999'999));
+  EXPECT_EQ(TtlFromProto(ProtoDuration(-315'576'000'000, -999'999'999)).value(),
+            -absl::Seconds(315'576'000'000) - absl::Nanoseconds(999'999'999));
+}
+
+TEST(TtlFromProtoTest, InvalidDurationsAreInvalidArgumentNamingTtl) {
+  const absl::Status invalid =
+      absl::InvalidArgumentError("ttl: not a valid google.protobuf.Duration");
+  EXPECT_EQ(TtlFromProto(ProtoDuration(315'576'000'001, 0)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(-315'576'000'001, 0)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(INT64_MAX, 0)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(INT64_MIN, 0)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, 1'000'000'000)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, -1'000'000'000)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, INT32_MAX)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(0, INT32_MIN)).status(), invalid);
+  // Seconds and nanos of opposite signs.
+  EXPECT_EQ(TtlFromProto(ProtoDuration(1, -1)).status(), invalid);
+  EXPECT_EQ(TtlFromProto(ProtoDuration(-1, 1)).status(), invalid);
+}
+
+// ---- Requests -> domain ----------------------------------------------------------------------
+
+TEST(PlaceHoldCommandFromProtoTest, MovesTheIdsAndConvertsTheTtl) {
+  internal::PlaceHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("票-1");
+  request.mutable_ttl()->set_seconds(45);
+  request.mutable_ttl()->set_nanos(1'000'000);
+  ASSERT_OK_AND_ASSIGN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(request));
+  EXPECT_EQ(command.user_id, "alice");
+  EXPECT_EQ(command.order_id, "票-1");
+  EXPECT_EQ(command.ttl, absl::Milliseconds(45'001));
+}
+
+TEST(PlaceHoldCommandFromProtoTest, AnAbsentTtlStaysUnset) {
+  internal::PlaceHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("order-1");
+  ASSERT_OK_AND_ASSIGN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(request));
+  EXPECT_FALSE(command.ttl.has_value());
+  // A ttl that is present but zero is not absent: the domain refuses it.
+  request.mutable_ttl();
+  ASSERT_OK_AND_ASSIGN(command, PlaceHoldCommandFromProto(request));
+  EXPECT_EQ(command.ttl, absl::ZeroDuration());
+}
+
+TEST(PlaceHoldCommandFromProtoTest, AnInvalidTtlIsInvalidArgumentNamingTtl) {
+  internal::PlaceHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("order-1");
+  request.mutable_ttl()->set_seconds(-1);
+  request.mutable_ttl()->set_nanos(1);
+  EXPECT_THAT(
+      PlaceHoldCommandFromProto(request),
+      StatusIs(absl::StatusCode::kInvalidArgument, "ttl: not a valid google.protobuf.Duration"));
+}
+
+TEST(OutcomeFromProtoTest, TheThreeOutcomes) {
+  EXPECT_EQ(OutcomeFromProto(v1::PAID).value(), store::HoldOutcome::kPaid);
+  EXPECT_EQ(OutcomeFromProto(v1::CANCELLED).value(), store::HoldOutcome::kCancelled);
+  EXPECT_EQ(OutcomeFromProto(v1::EXPIRED).value(), store::HoldOutcome::kExpired);
+}
+
+TEST(OutcomeFromProtoTest, UnspecifiedAndUnknownValuesAreInvalidArgument) {
+  EXPECT_EQ(OutcomeFromProto(v1::HOLD_OUTCOME_UNSPECIFIED).status(),
+            absl::InvalidArgumentError("outcomes: 0 is not PAID, CANCELLED or EXPIRED"));
+  EXPECT_EQ(OutcomeFromProto(4).status(),
+            absl::InvalidArgumentError("outcomes: 4 is not PAID, CANCELLED or EXPIRED"));
+  EXPECT_EQ(OutcomeFromProto(-1).status(),
+            absl::InvalidArgumentError("outcomes: -1 is not PAID, CANCELLED or EXPIRED"));
+  EXPECT_THAT(OutcomeFromProto(INT32_MAX), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(StartPositionFromProtoTest, UnspecifiedMeansEarliest) {
+  EXPECT_EQ(StartPositionFromProto(v1::START_POSITION_UNSPECIFIED).value(),
+            store::GroupStart::kEarliest);
+  EXPECT_EQ(StartPositionFromProto(v1::EARLIEST).value(), store::GroupStart::kEarliest);
+  EXPECT_EQ(StartPositionFromProto(v1::LATEST).value(), store::GroupStart::kLatest);
+}
+
+TEST(StartPositionFromProtoTest, UnknownValuesAreInvalidArgument) {
+  const absl::Status invalid =
+      absl::InvalidArgumentError("start_position: must be EARLIEST or LATEST");
+  EXPECT_EQ(StartPositionFromProto(3).status(), invalid);
+  EXPECT_EQ(StartPositionFromProto(-1).status(), invalid);
+  EXPECT_EQ(StartPositionFromProto(INT32_MIN).status(), invalid);
+}
+
+TEST(WatchSpecFromProtoTest, MovesGroupAndConsumerAndCollectsOutcomes) {
+  internal::WatchHoldEventsRequest request;
+  request.set_consumer_group("billing");
+  request.set_consumer("host-1");
+  request.add_outcomes(v1::EXPIRED);
+  request.add_outcomes(v1::PAID);
+  request.add_outcomes(v1::EXPIRED);
+  request.set_start_position(v1::LATEST);
+  ASSERT_OK_AND_ASSIGN(domain::WatchSpec spec, WatchSpecFromProto(request));
+  EXPECT_EQ(spec.group, "billing");
+  EXPECT_EQ(spec.consumer, "host-1");
+  EXPECT_THAT(spec.outcomes, ElementsAre(store::HoldOutcome::kPaid, store::HoldOutcome::kExpired));
+  EXPECT_EQ(spec.start, store::GroupStart::kLatest);
+}
+
+TEST(WatchSpecFromProtoTest, DefaultsAreAllOutcomesFromTheEarliest) {
+  internal::WatchHoldEventsRequest request;
+  ASSERT_OK_AND_ASSIGN(domain::WatchSpec spec, WatchSpecFromProto(request));
+  EXPECT_EQ(spec.group, "");  // EventService::Subscribe refuses it, naming consumer_group
+  EXPECT_THAT(spec.outcomes, IsEmpty());
+  EXPECT_EQ(spec.start, store::GroupStart::kEarliest);
+}
+
+TEST(WatchSpecFromProtoTest, TheFirstBadOutcomeIsReported) {
+  internal::WatchHoldEventsRequest request;
+  request.add_outcomes(v1::PAID);
+  request.add_outcomes(7);
+  request.add_outcomes(0);
+  EXPECT_EQ(WatchSpecFromProto(request).status(),
+            absl::InvalidArgumentError("outcomes: 7 is not PAID, CANCELLED or EXPIRED"));
+}
+
+TEST(WatchSpecFromProtoTest, ABadStartPositionWinsOverABadOutcome) {
+  internal::WatchHoldEventsRequest request;
+  request.add_outcomes(9);
+  request.set_start_position(5);
+  EXPECT_EQ(WatchSpecFromProto(request).status(),
+            absl::InvalidArgumentError("start_position: must be EARLIEST or LATEST"));
+}
+
+// ---- Domain -> responses ---------------------------------------------------------------------
+
+// alice's hold on order-1, expiring 30 minutes after kT0.
+domain::Hold AHold() { return domain::Hold{"alice", "order-1", kT0 + absl::Minutes(30)}; }
+
+void ExpectHold(const v1::Hold& hold, absl::Duration remaining) {
+  EXPECT_EQ(hold.user_id(), "alice");
+  EXPECT_EQ(hold.order_id(), "order-1");
+  EXPECT_EQ(client::FromProtoTimestamp(hold.expire_time()), kT0 + absl::Minutes(30));
+  EXPECT_EQ(client::FromProtoDuration(hold.remaining()), remaining);
+}
+
+TEST(HoldToProtoTest, RemainingIsExpireTimeMinusNow) {
+  v1::Hold out;
+  HoldToProto(AHold(), kT0 + absl::Milliseconds(1500), &out);
+  ExpectHold(out, absl::Minutes(30) - absl::Milliseconds(1500));
+  // Past its expire_time (a hold paid at the last moment, seen later): negative.
+  HoldToProto(AHold(), kT0 + absl::Minutes(31), &out);
+  ExpectHold(out, absl::Minutes(-1));
+}
+
+TEST(ReplyToProtoTest, PlaceHold) {
+  const v1::PlaceHoldResponse out =
+      PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, true, 2, 3});
+  ExpectHold(out.hold(), absl::Minutes(30));
+  EXPECT_TRUE(out.created());
+  EXPECT_EQ(out.active_holds(), 2u);
+  EXPECT_EQ(out.max_holds(), 3u);
+  EXPECT_FALSE(PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, false, 1, 1}).created());
+}
+
+TEST(ReplyToProtoTest, Pay) {
+  const v1::PayResponse out =
+      PayReplyToProto(domain::PayReply{AHold(), kT0 + absl::Minutes(1), true});
+  ExpectHold(out.hold(), absl::Minutes(29));
+  EXPECT_TRUE(out.already_paid());
+  EXPECT_FALSE(PayReplyToProto(domain::PayReply{AHold(), kT0, false}).already_paid());
+}
+
+TEST(ReplyToProtoTest, CancelHold) {
+  const v1::CancelHoldResponse out =
+      CancelReplyToProto(domain::CancelReply{AHold(), kT0 + absl::Minutes(2), true});
+  ExpectHold(out.hold(), absl::Minutes(28));
+  EXPECT_TRUE(out.already_cancelled());
+  EXPECT_FALSE(CancelReplyToProto(domain::CancelReply{AHold(), kT0, false}).already_cancelled());
+}
+
+TEST(ReplyToProtoTest, ListHoldsKeepsTheOrder) {
+  domain::Hold later = AHold();
+  later.order_id = "order-2";
+  later.expire_time += absl::Minutes(5);
+  const v1::ListHoldsResponse out =
+      ListHoldsReplyToProto(domain::ListHoldsReply{{AHold(), later}, kT0, 3});
+  ASSERT_EQ(out.holds_size(), 2);
+  ExpectHold(out.holds(0), absl::Minutes(30));
+  EXPECT_EQ(out.holds(1).order_id(), "order-2");
+  EXPECT_EQ(client::FromProtoDuration(out.holds(1).remaining()), absl::Minutes(35));
+  EXPECT_EQ(out.max_holds(), 3u);
+  EXPECT_EQ(ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3}).holds_size(), 0);
+}
+
+TEST(ReplyToProtoTest, Acked) {
+  EXPECT_EQ(AckedToProto(0).acked(), 0u);
+  EXPECT_EQ(AckedToProto(10'000).acked(), 10'000u);
+}
+
+TEST(EventToProtoTest, EveryField) {
+  for (store::HoldOutcome outcome :
+       {store::HoldOutcome::kPaid, store::HoldOutcome::kCancelled, store::HoldOutcome::kExpired}) {
+    store::StoredEvent event;
+    event.shard = 3;
+    event.stream_id = "1767225600123-7";
+    event.user_id = "alice";
+    event.order_id = "order-1";
+    event.end = store::HoldEnd{outcome, kT0 + absl::Seconds(10), kT0 + absl::Minutes(30)};
+    event.delivery_count = 2;
+    v1::HoldEvent out;
+    EventToProto(event, &out);
+    EXPECT_EQ(out.event_id(), "3/1767225600123-7");
+    EXPECT_EQ(out.hold().user_id(), "alice");
+    EXPECT_EQ(out.hold().order_id(), "order-1");
+    EXPECT_EQ(client::FromProtoTimestamp(out.hold().expire_time()), kT0 + absl::Minutes(30));
+    EXPECT_FALSE(out.hold().has_remaining());
+    EXPECT_EQ(v1::HoldOutcome_Name(out.outcome()), store::HoldOutcomeName(outcome));
+    EXPECT_EQ(client::FromProtoTimestamp(out.end_time()), kT0 + absl::Seconds(10));
+    EXPECT_EQ(out.delivery_count(), 2u);
+  }
+}
+
+}  // namespace
+}  // namespace orderhold::grpc_api
