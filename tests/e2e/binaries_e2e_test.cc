@@ -202,7 +202,8 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     int exit_code;  // 2: our validation; 1: absl could not parse the value
   };
   for (const Case& bad :
-       {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1}}) {
+       {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1},
+        Case{"--redis_url=redis://default:hunter2", 2}}) {  // "@host" forgotten
     ServerProcess server;
     std::vector<std::string> args = ServerArgs();
     args.push_back(bad.flag);
@@ -210,6 +211,7 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     EXPECT_EQ(server.Wait(), bad.exit_code) << bad.flag << "\n" << server.log();
     const std::string name = bad.flag.substr(2, bad.flag.find('=') - 2);
     EXPECT_THAT(server.log(), HasSubstr(name)) << bad.flag;
+    EXPECT_THAT(server.log(), Not(HasSubstr("hunter2"))) << bad.flag;
   }
 }
 

@@ -8,7 +8,6 @@
 #include "gtest/gtest.h"
 #include "server/store/event_log.h"
 #include "server/store/keys.h"
-#include "server/store/redis_url.h"
 #include "tests/testing/status_matchers.h"
 
 ABSL_DECLARE_FLAG(int, max_holds);
@@ -23,36 +22,6 @@ using ::orderhold::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
-
-TEST(RedisUrlTest, ParsesHostPortCredentialsAndDb) {
-  auto endpoint = store::ParseRedisUrl("redis://app:p%40ss@redis.local:6380/2");
-  ASSERT_THAT(endpoint, IsOk());
-  EXPECT_EQ(endpoint->host, "redis.local");
-  EXPECT_EQ(endpoint->port, 6380);
-  EXPECT_EQ(endpoint->user, "app");
-  EXPECT_EQ(endpoint->password, "p@ss");
-  EXPECT_EQ(endpoint->db, 2);
-  EXPECT_EQ(endpoint->MaskedUrl(), "redis://app:****@redis.local:6380/2");
-  EXPECT_THAT(endpoint->MaskedUrl(), Not(HasSubstr("p@ss")));
-
-  auto defaults = store::ParseRedisUrl("redis://127.0.0.1");
-  ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->port, 6379);
-  EXPECT_EQ(defaults->db, 0);
-  auto password_only = store::ParseRedisUrl("redis://:secret@h:1");
-  ASSERT_THAT(password_only, IsOk());
-  EXPECT_EQ(password_only->user, "");
-  EXPECT_EQ(password_only->password, "secret");
-}
-
-TEST(RedisUrlTest, RejectsMalformedUrls) {
-  EXPECT_THAT(store::ParseRedisUrl("http://h:1"), StatusIs(kInvalid, HasSubstr("redis://")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:0"), StatusIs(kInvalid, HasSubstr("port")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:99999"), StatusIs(kInvalid, HasSubstr("port")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:1/x"), StatusIs(kInvalid, HasSubstr("database")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://:1"), StatusIs(kInvalid, HasSubstr("host")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://u:%zz@h"), StatusIs(kInvalid, HasSubstr("escape")));
-}
 
 TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   store::KeySchema keys("orderhold");
