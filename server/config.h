@@ -16,6 +16,8 @@ namespace orderhold {
 // Where holds live. kNoop is for benchmarking only (see store/noop_hold_store.h).
 enum class StoreKind { kRedis, kNoop };
 
+// Every setting of orderhold-server with its default (the flags' defaults). Tests build one
+// directly; main gets one from ConfigFromFlags.
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics
@@ -36,18 +38,23 @@ struct Config {
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
 // redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
-// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval).
+// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval). The message never
+// contains the Redis password.
 absl::Status ValidateConfig(const Config& config);
 
-// Sets every flag below whose environment variable ORDERHOLD_<NAME> is set (e.g.
+// Sets every flag of the server whose environment variable ORDERHOLD_<NAME> is set (e.g.
 // ORDERHOLD_MAX_HOLDS=5). Call before absl::ParseCommandLine so the command line wins.
-// INVALID_ARGUMENT naming the variable when its value does not parse.
+// INVALID_ARGUMENT naming the variable when its value does not parse (absl's message, which
+// quotes the value: string flags such as redis_url always parse, so it never quotes a password).
 absl::Status ApplyEnvironmentFallbacks();
 
-// The Config from the (parsed) flags, validated.
+// The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
+// naming --store when it is neither redis nor noop. No message contains the Redis password.
 absl::StatusOr<Config> ConfigFromFlags();
 
-// One line "grpc_address=... redis_url=redis://:****@host..." with the password masked.
+// One line "grpc_address=... redis_url=redis://:****@host... store=redis": every server flag as
+// name=value, in the order config.cc defines them, with the Redis password masked (an unparseable
+// redis_url shows as "(invalid)").
 std::string DescribeConfig(const Config& config);
 
 }  // namespace orderhold
