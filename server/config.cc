@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -44,8 +45,11 @@ ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
           "A hold event not acked this long after delivery is redelivered.");
 ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
-ABSL_FLAG(absl::Duration, reaper_lease, absl::Seconds(3),
-          "How long a dead replica keeps its reaping partitions before others take them over.");
+// Optional so that "not given" is visible: the default then follows --reap_interval.
+ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
+          "How long a dead replica keeps its reaping partitions before others take them over. "
+          "Unset or empty: 3 x --reap_interval (3s at the default 1s); a value given must be "
+          "longer than --reap_interval.");
 ABSL_FLAG(std::string, store, "redis",
           "redis, or noop: BENCHMARKING ONLY, stores nothing and enforces no limit "
           "(tests/bench/run.sh uses it to measure the gRPC ceiling).");
@@ -93,6 +97,19 @@ Setting Field(const absl::Flag<T>& flag, Path... path) {
   return DescribedField(flag, &absl::UnparseFlag<T>, path...);
 }
 
+// An optional flag: unset (or empty), `path` gets `fallback(config)`, computed from the rows above.
+template <typename T, typename... Path>
+Setting FieldOr(const absl::Flag<std::optional<T>>& flag, T (*fallback)(const Config& config),
+                Path... path) {
+  return Setting{
+      absl::GetFlagReflectionHandle(flag).Name(),
+      [&flag, fallback, path...](Config& config) {
+        MemberAt(config, path...) = absl::GetFlag(flag).value_or(fallback(config));
+        return absl::OkStatus();
+      },
+      [path...](const Config& config) { return absl::UnparseFlag<T>(MemberAt(config, path...)); }};
+}
+
 // A flag that is one of `words`, stored as the value paired with the word.
 template <typename E>
 Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
@@ -129,6 +146,10 @@ std::string DescribeRedisUrl(const std::string& url) {
   return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
 }
 
+absl::Duration DefaultReaperLease(const Config& config) {
+  return kReaperLeaseIntervals * config.reap_interval;
+}
+
 // Every setting, in the order of the flags above. Adding one: its ABSL_FLAG, its Config member and
 // its row here (a secret: DescribedField with a function that masks it), then its Sample in
 // tests/unit/config_test.cc, which fails until both exist.
@@ -149,7 +170,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
-      Field(FLAGS_reaper_lease, &Config::reaper_lease),
+      // After reap_interval's row: DefaultReaperLease reads it.
+      FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
       OneOf(FLAGS_store, &Config::store,
             {{"redis", StoreKind::kRedis}, {"noop", StoreKind::kNoop}}),
   };

@@ -13,6 +13,11 @@
 
 namespace orderhold {
 
+// --reaper_lease when neither the flag nor ORDERHOLD_REAPER_LEASE gives one, in --reap_interval:
+// a replica that misses this many ticks loses its partitions. Scaling with the interval lets an
+// operator turn the reaper nearly off (--reap_interval=1h) with one flag.
+inline constexpr int kReaperLeaseIntervals = 3;
+
 // Where holds live. kNoop is for benchmarking only (see store/noop_hold_store.h).
 enum class StoreKind { kRedis, kNoop };
 
@@ -32,7 +37,9 @@ struct Config {
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
   domain::EventPolicy events;           // --event_ack_timeout
   absl::Duration event_retention = absl::Hours(24);
-  absl::Duration reaper_lease = absl::Seconds(3);  // lease and registry ttl of a reaper replica
+  // Lease and registry ttl of a reaper replica; ConfigFromFlags derives it from reap_interval
+  // when --reaper_lease is not given.
+  absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;
   bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
 };
 
@@ -49,7 +56,8 @@ absl::Status ValidateConfig(const Config& config);
 absl::Status ApplyEnvironmentFallbacks();
 
 // The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
-// naming --store when it is neither redis nor noop. No message contains the Redis password.
+// naming --store when it is neither redis nor noop. --reaper_lease unset (or empty) is
+// kReaperLeaseIntervals x --reap_interval. No message contains the Redis password.
 absl::StatusOr<Config> ConfigFromFlags();
 
 // One line "grpc_address=... redis_url=redis://:****@host... store=redis": every server flag as

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
 ABSL_DECLARE_FLAG(std::string, redis_url);
+ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
+ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
 
 namespace orderhold {
 namespace {
@@ -147,6 +150,7 @@ struct Sample {
   std::string value;
   std::string described;                      // "name=..." in DescribeConfig
   std::function<bool(const Config&)> landed;  // the value is in its Config field
+  std::string also_described = "";            // another token the value changes, if any
 };
 
 const std::vector<Sample>& Samples() {
@@ -163,7 +167,7 @@ const std::vector<Sample>& Samples() {
       {"max_ttl", "2h", "max_ttl=2h",
        [](const Config& c) { return c.policy.max_ttl == absl::Hours(2); }},
       {"reap_interval", "2s", "reap_interval=2s",
-       [](const Config& c) { return c.reap_interval == absl::Seconds(2); }},
+       [](const Config& c) { return c.reap_interval == absl::Seconds(2); }, "reaper_lease=6s"},
       {"key_prefix", "oh", "key_prefix=oh", [](const Config& c) { return c.key_prefix == "oh"; }},
       {"redis_connections", "8", "redis_connections=8",
        [](const Config& c) { return c.redis_connections == 8; }},
@@ -224,10 +228,52 @@ TEST(ConfigTest, EachFlagLandsInItsFieldAndDescription) {
     EXPECT_TRUE(sample.landed(*config)) << variable;
     std::vector<std::string> expected = defaults;
     for (std::string& token : expected) {
-      if (token.substr(0, token.find('=')) == sample.flag) token = sample.described;
+      for (const std::string& changed : {sample.described, sample.also_described}) {
+        if (!changed.empty() &&
+            token.substr(0, token.find('=')) == changed.substr(0, changed.find('='))) {
+          token = changed;
+        }
+      }
     }
     EXPECT_EQ(DescribeConfig(*config), absl::StrJoin(expected, " ")) << variable;
   }
+}
+
+TEST(ConfigTest, ReaperLeaseFollowsReapIntervalUnlessGiven) {
+  absl::FlagSaver restore_flags;
+  // An operator turning the reaper nearly off with one flag.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Hours(1));
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(3));
+  EXPECT_THAT(DescribeConfig(*config), HasSubstr("reaper_lease=3h"));
+  // The same through the environment, and with ORDERHOLD_REAPER_LEASE set but empty.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Seconds(1));
+  setenv("ORDERHOLD_REAP_INTERVAL", "20m", 1);
+  setenv("ORDERHOLD_REAPER_LEASE", "", 1);
+  ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk());
+  unsetenv("ORDERHOLD_REAP_INTERVAL");
+  unsetenv("ORDERHOLD_REAPER_LEASE");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(1));
+
+  // A lease given is taken as is, and still checked against the interval.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Hours(1));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Hours(2));
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(2));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Seconds(3));
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("reaper_lease: must be longer than reap_interval")));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Hours(1));
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reaper_lease")));
+  absl::SetFlag(&FLAGS_reaper_lease, std::nullopt);
+  setenv("ORDERHOLD_REAPER_LEASE", "3s", 1);
+  ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk());
+  unsetenv("ORDERHOLD_REAPER_LEASE");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
 
 TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
