@@ -11,8 +11,10 @@
 #include "absl/flags/marshalling.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
 #include "server/store/redis_hold_store.h"
 #include "server/store/redis_url.h"
@@ -228,6 +230,16 @@ absl::Status ApplyEnvironmentFallbacks() {
     }
   }
   return absl::OkStatus();
+}
+
+bool AsksForUsage(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    if (absl::StartsWith(arg, "help")) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<Config> ConfigFromFlags() {

@@ -55,6 +55,12 @@ absl::Status ValidateConfig(const Config& config);
 // quotes the value: string flags such as redis_url always parse, so it never quotes a password).
 absl::Status ApplyEnvironmentFallbacks();
 
+// True when the command line asks for absl's usage output (--help, --helpfull, --helpon=..., with
+// one dash or two). That output prints every flag's current value, so main does not apply the
+// environment fallbacks then: a password in ORDERHOLD_REDIS_URL would be printed. Arguments after
+// "--" are not flags.
+bool AsksForUsage(int argc, const char* const* argv);
+
 // The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
 // naming --store when it is neither redis nor noop. --reaper_lease unset (or empty) is
 // kReaperLeaseIntervals x --reap_interval. No message contains the Redis password.

@@ -238,6 +238,15 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
   EXPECT_THAT(server_.log(), HasSubstr(":****@"));
   server_.Signal(SIGINT);
   EXPECT_EQ(server_.Wait(), 0);
+
+  // --helpfull prints each flag's current value: the environment's password stays out of it.
+  setenv("ORDERHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1", 1);
+  ServerProcess help;
+  help.Start({"--helpfull"});
+  unsetenv("ORDERHOLD_REDIS_URL");
+  help.Wait();
+  EXPECT_THAT(help.log(), HasSubstr("--redis_url"));
+  EXPECT_THAT(help.log(), Not(HasSubstr("hunter2")));
 }
 
 }  // namespace

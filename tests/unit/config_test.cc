@@ -276,6 +276,19 @@ TEST(ConfigTest, ReaperLeaseFollowsReapIntervalUnlessGiven) {
   EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
 
+TEST(ConfigTest, AsksForUsageSpotsEveryHelpFlag) {
+  using Args = std::vector<const char*>;
+  for (const Args& args : {Args{"s", "--help"}, Args{"s", "-helpfull"}, Args{"s", "--helpshort"},
+                           Args{"s", "--max_holds=2", "--helpon=config"},
+                           Args{"s", "--helpmatch", "x"}, Args{"s", "--helppackage"}}) {
+    EXPECT_TRUE(AsksForUsage(static_cast<int>(args.size()), args.data())) << args.back();
+  }
+  for (const Args& args : {Args{"s"}, Args{"s", "--max_holds=2"}, Args{"s", "--", "--help"},
+                           Args{"s", "help"}, Args{"s", "--key_prefix=help"}}) {
+    EXPECT_FALSE(AsksForUsage(static_cast<int>(args.size()), args.data())) << args.back();
+  }
+}
+
 TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
   absl::FlagSaver restore_flags;
   for (const char* url : {"redis://default:hunter2", "redis://u:hunter2@h:0",
