@@ -1,14 +1,26 @@
 #include "server/config.h"
 
 #include <cstdlib>
+#include <functional>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "server/common/status_macros.h"
 #include "server/store/redis_hold_store.h"
 #include "server/store/redis_url.h"
 
+// The flags, in the order DescribeConfig lists them. Each one is also a row of Settings() below
+// (the tests fail for a flag of this file without one).
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host:port).");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Prometheus /metrics listen address (host:port).");
@@ -35,8 +47,11 @@ ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
           "A hold event not acked this long after delivery is redelivered.");
 ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
-ABSL_FLAG(absl::Duration, reaper_lease, absl::Seconds(3),
-          "How long a dead replica keeps its reaping partitions before others take them over.");
+// Optional so that "not given" is visible: the default then follows --reap_interval.
+ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
+          "How long a dead replica keeps its reaping partitions before others take them over. "
+          "Unset or empty: 3 x --reap_interval (3s at the default 1s); a value given must be "
+          "longer than --reap_interval.");
 ABSL_FLAG(std::string, store, "redis",
           "redis, or noop: BENCHMARKING ONLY, stores nothing and enforces no limit "
           "(tests/bench/run.sh uses it to measure the gRPC ceiling).");
@@ -44,36 +59,135 @@ ABSL_FLAG(std::string, store, "redis",
 namespace orderhold {
 namespace {
 
-constexpr const char* kFlagNames[] = {"grpc_address",
-                                      "metrics_address",
-                                      "redis_url",
-                                      "max_holds",
-                                      "default_ttl",
-                                      "max_ttl",
-                                      "reap_interval",
-                                      "key_prefix",
-                                      "redis_connections",
-                                      "redis_timeout",
-                                      "health_check_interval",
-                                      "outcome_retention",
-                                      "max_outcomes_per_user",
-                                      "event_ack_timeout",
-                                      "event_retention",
-                                      "reaper_lease",
-                                      "store"};
+// One setting: the name of its flag (and so of its variable ORDERHOLD_<NAME>), how the flag's value
+// reaches Config, and how DescribeConfig shows it.
+struct Setting {
+  absl::string_view name;
+  // Reads the flag into `config`. INVALID_ARGUMENT naming the setting when the flag parsed but is
+  // not a value the setting knows (enum-like words); ranges are ValidateConfig's to check.
+  std::function<absl::Status(Config& config)> load;
+  // The value in `config` as DescribeConfig shows it, secrets masked.
+  std::function<std::string(const Config& config)> describe;
+};
+
+// The member of `object` at `path`: one member pointer, or a chain of them into a nested struct
+// (&Config::policy, &domain::HoldPolicy::max_holds). Const when `object` is.
+template <typename C>
+C& MemberAt(C& object) {
+  return object;
+}
+template <typename C, typename Member, typename... Rest>
+auto& MemberAt(C& object, Member member, Rest... rest) {
+  return MemberAt(object.*member, rest...);
+}
+
+// A flag stored as is at `path`; DescribeConfig shows `describe(value)`.
+template <typename T, typename... Path>
+Setting DescribedField(const absl::Flag<T>& flag, std::string (*describe)(const T&), Path... path) {
+  return Setting{
+      absl::GetFlagReflectionHandle(flag).Name(),
+      [&flag, path...](Config& config) {
+        MemberAt(config, path...) = absl::GetFlag(flag);
+        return absl::OkStatus();
+      },
+      [describe, path...](const Config& config) { return describe(MemberAt(config, path...)); }};
+}
+
+// A flag stored as is at `path`; DescribeConfig shows it in flag syntax ("30m", "4", "orderhold").
+template <typename T, typename... Path>
+Setting Field(const absl::Flag<T>& flag, Path... path) {
+  return DescribedField(flag, &absl::UnparseFlag<T>, path...);
+}
+
+// An optional flag: unset (or empty), `path` gets `fallback(config)`, computed from the rows above.
+template <typename T, typename... Path>
+Setting FieldOr(const absl::Flag<std::optional<T>>& flag, T (*fallback)(const Config& config),
+                Path... path) {
+  return Setting{
+      absl::GetFlagReflectionHandle(flag).Name(),
+      [&flag, fallback, path...](Config& config) {
+        MemberAt(config, path...) = absl::GetFlag(flag).value_or(fallback(config));
+        return absl::OkStatus();
+      },
+      [path...](const Config& config) { return absl::UnparseFlag<T>(MemberAt(config, path...)); }};
+}
+
+// A flag that is one of `words`, stored as the value paired with the word.
+template <typename E>
+Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
+              std::vector<std::pair<std::string, E>> words) {
+  const absl::string_view name = absl::GetFlagReflectionHandle(flag).Name();
+  return Setting{
+      name,
+      [&flag, name, member, words](Config& config) {
+        const std::string word = absl::GetFlag(flag);
+        for (const auto& [known, value] : words) {
+          if (word == known) {
+            config.*member = value;
+            return absl::OkStatus();
+          }
+        }
+        std::vector<std::string> known;
+        for (const auto& entry : words) known.push_back(entry.first);
+        const std::string last = known.back();
+        known.pop_back();
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": must be ", absl::StrJoin(known, ", "), " or ", last, ", got \"", word, "\""));
+      },
+      [member, words](const Config& config) {
+        for (const auto& [word, value] : words) {
+          if (config.*member == value) return word;
+        }
+        return std::string("(unknown)");
+      }};
+}
+
+// The password never leaves the process: MaskedUrl, or "(invalid)" for a URL that does not parse.
+std::string DescribeRedisUrl(const std::string& url) {
+  auto endpoint = store::ParseRedisUrl(url);
+  return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
+}
+
+absl::Duration DefaultReaperLease(const Config& config) {
+  return kReaperLeaseIntervals * config.reap_interval;
+}
+
+// Every setting, in the order of the flags above. Adding one: its ABSL_FLAG, its Config member and
+// its row here (a secret: DescribedField with a function that masks it), then its Sample in
+// tests/unit/config_test.cc, which fails until both exist.
+const std::vector<Setting>& Settings() {
+  static const auto* const settings = new std::vector<Setting>{
+      Field(FLAGS_grpc_address, &Config::grpc_address),
+      Field(FLAGS_metrics_address, &Config::metrics_address),
+      DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
+      Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
+      Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
+      Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
+      Field(FLAGS_reap_interval, &Config::reap_interval),
+      Field(FLAGS_key_prefix, &Config::key_prefix),
+      Field(FLAGS_redis_connections, &Config::redis_connections),
+      Field(FLAGS_redis_timeout, &Config::redis_timeout),
+      Field(FLAGS_health_check_interval, &Config::health_check_interval),
+      Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
+      Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
+      Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
+      Field(FLAGS_event_retention, &Config::event_retention),
+      // After reap_interval's row: DefaultReaperLease reads it.
+      FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
+      OneOf(FLAGS_store, &Config::store,
+            {{"redis", StoreKind::kRedis}, {"noop", StoreKind::kNoop}}),
+  };
+  return *settings;
+}
 
 }  // namespace
 
 absl::Status ValidateConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
-  if (auto endpoint = store::ParseRedisUrl(config.redis_url); !endpoint.ok()) {
-    return endpoint.status();
-  }
-  if (absl::Status status = domain::ValidatePolicy(config.policy); !status.ok()) return status;
-  if (absl::Status status = store::ValidateKeyPrefix(config.key_prefix); !status.ok()) {
-    return status;
-  }
+  ORDERHOLD_RETURN_IF_ERROR(store::ParseRedisUrl(config.redis_url).status());
+  ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
+  ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reap_interval: must be > 0");
   }
@@ -105,11 +219,11 @@ absl::Status ValidateConfig(const Config& config) {
 }
 
 absl::Status ApplyEnvironmentFallbacks() {
-  for (const char* name : kFlagNames) {
-    const std::string variable = absl::StrCat("ORDERHOLD_", absl::AsciiStrToUpper(name));
+  for (const Setting& setting : Settings()) {
+    const std::string variable = absl::StrCat("ORDERHOLD_", absl::AsciiStrToUpper(setting.name));
     const char* value = std::getenv(variable.c_str());
     if (value == nullptr) continue;
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(setting.name);
     std::string error;
     if (flag == nullptr || !flag->ParseFrom(value, &error)) {
       return absl::InvalidArgumentError(absl::StrCat(variable, ": ", error));
@@ -118,55 +232,27 @@ absl::Status ApplyEnvironmentFallbacks() {
   return absl::OkStatus();
 }
 
+bool AsksForUsage(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    if (absl::StartsWith(arg, "help")) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<Config> ConfigFromFlags() {
   Config config;
-  config.grpc_address = absl::GetFlag(FLAGS_grpc_address);
-  config.metrics_address = absl::GetFlag(FLAGS_metrics_address);
-  config.redis_url = absl::GetFlag(FLAGS_redis_url);
-  config.policy.max_holds = absl::GetFlag(FLAGS_max_holds);
-  config.policy.default_ttl = absl::GetFlag(FLAGS_default_ttl);
-  config.policy.max_ttl = absl::GetFlag(FLAGS_max_ttl);
-  config.reap_interval = absl::GetFlag(FLAGS_reap_interval);
-  config.key_prefix = absl::GetFlag(FLAGS_key_prefix);
-  config.redis_connections = absl::GetFlag(FLAGS_redis_connections);
-  config.redis_timeout = absl::GetFlag(FLAGS_redis_timeout);
-  config.health_check_interval = absl::GetFlag(FLAGS_health_check_interval);
-  config.outcomes.retention = absl::GetFlag(FLAGS_outcome_retention);
-  config.outcomes.max_per_user = absl::GetFlag(FLAGS_max_outcomes_per_user);
-  config.events.ack_timeout = absl::GetFlag(FLAGS_event_ack_timeout);
-  config.event_retention = absl::GetFlag(FLAGS_event_retention);
-  config.reaper_lease = absl::GetFlag(FLAGS_reaper_lease);
-  const std::string store = absl::GetFlag(FLAGS_store);
-  if (store == "redis") {
-    config.store = StoreKind::kRedis;
-  } else if (store == "noop") {
-    config.store = StoreKind::kNoop;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("store: must be redis or noop, got \"", store, "\""));
-  }
-  if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
+  for (const Setting& setting : Settings()) ORDERHOLD_RETURN_IF_ERROR(setting.load(config));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }
 
 std::string DescribeConfig(const Config& config) {
-  auto endpoint = store::ParseRedisUrl(config.redis_url);
-  return absl::StrCat(
-      "grpc_address=", config.grpc_address, " metrics_address=", config.metrics_address,
-      " redis_url=", endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)",
-      " max_holds=", config.policy.max_holds,
-      " default_ttl=", absl::FormatDuration(config.policy.default_ttl),
-      " max_ttl=", absl::FormatDuration(config.policy.max_ttl),
-      " reap_interval=", absl::FormatDuration(config.reap_interval),
-      " key_prefix=", config.key_prefix, " redis_connections=", config.redis_connections,
-      " redis_timeout=", absl::FormatDuration(config.redis_timeout),
-      " health_check_interval=", absl::FormatDuration(config.health_check_interval),
-      " outcome_retention=", absl::FormatDuration(config.outcomes.retention),
-      " max_outcomes_per_user=", config.outcomes.max_per_user,
-      " event_ack_timeout=", absl::FormatDuration(config.events.ack_timeout),
-      " event_retention=", absl::FormatDuration(config.event_retention),
-      " reaper_lease=", absl::FormatDuration(config.reaper_lease),
-      " store=", config.store == StoreKind::kNoop ? "noop" : "redis");
+  return absl::StrJoin(Settings(), " ", [&config](std::string* out, const Setting& setting) {
+    absl::StrAppend(out, setting.name, "=", setting.describe(config));
+  });
 }
 
 }  // namespace orderhold

@@ -21,9 +21,13 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "OrderHold: per-user quota of unpaid orders on Redis. Flags fall back to "
       "ORDERHOLD_<FLAG_UPPERCASE> environment variables.");
-  if (absl::Status status = orderhold::ApplyEnvironmentFallbacks(); !status.ok()) {
-    std::fprintf(stderr, "orderhold-server: %s\n", std::string(status.message()).c_str());
-    return 2;
+  // Not for --help and friends: they print each flag's current value, so a password given in
+  // ORDERHOLD_REDIS_URL would be printed.
+  if (!orderhold::AsksForUsage(argc, argv)) {
+    if (absl::Status status = orderhold::ApplyEnvironmentFallbacks(); !status.ok()) {
+      std::fprintf(stderr, "orderhold-server: %s\n", std::string(status.message()).c_str());
+      return 2;
+    }
   }
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<orderhold::Config> config = orderhold::ConfigFromFlags();

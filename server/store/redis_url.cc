@@ -4,11 +4,14 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::store {
 namespace {
 
-absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
+// Decodes %XX escapes of the URL's `part` ("user" or "password"). The error names the part, never
+// its text: the text may be the password.
+absl::StatusOr<std::string> PercentDecode(absl::string_view in, absl::string_view part) {
   std::string out;
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] != '%') {
@@ -17,12 +20,13 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in) {
     }
     int value = 0;
     if (i + 2 >= in.size()) {
-      return absl::InvalidArgumentError("redis_url: truncated %-escape");
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_url: truncated %-escape in the ", part));
     }
     for (int k = 1; k <= 2; ++k) {
       const char c = in[i + k];
       if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) {
-        return absl::InvalidArgumentError("redis_url: bad %-escape");
+        return absl::InvalidArgumentError(absl::StrCat("redis_url: bad %-escape in the ", part));
       }
       value = value * 16 + (absl::ascii_isdigit(static_cast<unsigned char>(c))
                                 ? c - '0'
@@ -44,12 +48,13 @@ std::string RedisEndpoint::MaskedUrl() const {
   return absl::StrCat("redis://", auth, host, ":", port, "/", db);
 }
 
+// No error quotes the URL or a part of it: a malformed URL may hold its password anywhere (in
+// "redis://default:hunter2", the host forgotten, it sits where the port goes).
 absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
   RedisEndpoint endpoint;
   absl::string_view rest = url;
   if (!absl::ConsumePrefix(&rest, "redis://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("redis_url: must start with redis:// (got \"", url, "\")"));
+    return absl::InvalidArgumentError("redis_url: must start with redis://");
   }
   if (const size_t at = rest.rfind('@'); at != absl::string_view::npos) {
     absl::string_view auth = rest.substr(0, at);
@@ -63,34 +68,26 @@ absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
       password = auth;
       user = "";
     }
-    auto decoded_user = PercentDecode(user);
-    if (!decoded_user.ok()) return decoded_user.status();
-    auto decoded_password = PercentDecode(password);
-    if (!decoded_password.ok()) return decoded_password.status();
-    endpoint.user = *decoded_user;
-    endpoint.password = *decoded_password;
+    ORDERHOLD_ASSIGN_OR_RETURN(endpoint.user, PercentDecode(user, "user"));
+    ORDERHOLD_ASSIGN_OR_RETURN(endpoint.password, PercentDecode(password, "password"));
   }
   absl::string_view hostport = rest;
   if (const size_t slash = rest.find('/'); slash != absl::string_view::npos) {
     hostport = rest.substr(0, slash);
     absl::string_view db = rest.substr(slash + 1);
     if (!db.empty() && (!absl::SimpleAtoi(db, &endpoint.db) || endpoint.db < 0)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis_url: database must be an integer >= 0 (got \"", db, "\")"));
+      return absl::InvalidArgumentError("redis_url: database must be an integer >= 0");
     }
   }
   if (const size_t colon = hostport.rfind(':');
       colon != absl::string_view::npos && hostport.find(']') == absl::string_view::npos) {
     absl::string_view port = hostport.substr(colon + 1);
     if (!absl::SimpleAtoi(port, &endpoint.port) || endpoint.port < 1 || endpoint.port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis_url: port must be 1-65535 (got \"", port, "\")"));
+      return absl::InvalidArgumentError("redis_url: port must be 1-65535");
     }
     hostport = hostport.substr(0, colon);
   }
-  if (hostport.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("redis_url: missing host in \"", url, "\""));
-  }
+  if (hostport.empty()) return absl::InvalidArgumentError("redis_url: missing host");
   endpoint.host = std::string(hostport);
   return endpoint;
 }

@@ -11,6 +11,7 @@
 
 namespace orderhold::store {
 
+// Where and as whom to connect, parsed from a redis:// URL.
 struct RedisEndpoint {
   std::string host = "127.0.0.1";
   int port = 6379;
@@ -18,11 +19,13 @@ struct RedisEndpoint {
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECTed on connect when not 0
 
-  // The URL with the password replaced by "****", for logs.
+  // The URL with the password replaced by "****", for logs ("redis://app:****@redis.local:6380/2").
   std::string MaskedUrl() const;
 };
 
-// Parses `url`. INVALID_ARGUMENT naming what is wrong (scheme, port 1-65535, db >= 0, host).
+// Parses `url`. INVALID_ARGUMENT naming the part that is wrong (scheme, %-escape in the user or the
+// password, port 1-65535, database >= 0, host) without quoting any of the URL, so the message is
+// safe to print whatever the URL holds. Thread-safe.
 absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url);
 
 }  // namespace orderhold::store

@@ -202,7 +202,8 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     int exit_code;  // 2: our validation; 1: absl could not parse the value
   };
   for (const Case& bad :
-       {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1}}) {
+       {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1},
+        Case{"--redis_url=redis://default:hunter2", 2}}) {  // "@host" forgotten
     ServerProcess server;
     std::vector<std::string> args = ServerArgs();
     args.push_back(bad.flag);
@@ -210,6 +211,7 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     EXPECT_EQ(server.Wait(), bad.exit_code) << bad.flag << "\n" << server.log();
     const std::string name = bad.flag.substr(2, bad.flag.find('=') - 2);
     EXPECT_THAT(server.log(), HasSubstr(name)) << bad.flag;
+    EXPECT_THAT(server.log(), Not(HasSubstr("hunter2"))) << bad.flag;
   }
 }
 
@@ -236,6 +238,15 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
   EXPECT_THAT(server_.log(), HasSubstr(":****@"));
   server_.Signal(SIGINT);
   EXPECT_EQ(server_.Wait(), 0);
+
+  // --helpfull prints each flag's current value: the environment's password stays out of it.
+  setenv("ORDERHOLD_REDIS_URL", "redis://:hunter2@127.0.0.1:1", 1);
+  ServerProcess help;
+  help.Start({"--helpfull"});
+  unsetenv("ORDERHOLD_REDIS_URL");
+  help.Wait();
+  EXPECT_THAT(help.log(), HasSubstr("--redis_url"));
+  EXPECT_THAT(help.log(), Not(HasSubstr("hunter2")));
 }
 
 }  // namespace

@@ -1,19 +1,30 @@
 #include "server/config.h"
 
 #include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/store/event_log.h"
 #include "server/store/keys.h"
-#include "server/store/redis_url.h"
 #include "tests/testing/status_matchers.h"
 
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
+ABSL_DECLARE_FLAG(std::string, redis_url);
+ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
+ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
 
 namespace orderhold {
 namespace {
@@ -23,36 +34,6 @@ using ::orderhold::testing::StatusIs;
 using ::testing::HasSubstr;
 using ::testing::Not;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
-
-TEST(RedisUrlTest, ParsesHostPortCredentialsAndDb) {
-  auto endpoint = store::ParseRedisUrl("redis://app:p%40ss@redis.local:6380/2");
-  ASSERT_THAT(endpoint, IsOk());
-  EXPECT_EQ(endpoint->host, "redis.local");
-  EXPECT_EQ(endpoint->port, 6380);
-  EXPECT_EQ(endpoint->user, "app");
-  EXPECT_EQ(endpoint->password, "p@ss");
-  EXPECT_EQ(endpoint->db, 2);
-  EXPECT_EQ(endpoint->MaskedUrl(), "redis://app:****@redis.local:6380/2");
-  EXPECT_THAT(endpoint->MaskedUrl(), Not(HasSubstr("p@ss")));
-
-  auto defaults = store::ParseRedisUrl("redis://127.0.0.1");
-  ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->port, 6379);
-  EXPECT_EQ(defaults->db, 0);
-  auto password_only = store::ParseRedisUrl("redis://:secret@h:1");
-  ASSERT_THAT(password_only, IsOk());
-  EXPECT_EQ(password_only->user, "");
-  EXPECT_EQ(password_only->password, "secret");
-}
-
-TEST(RedisUrlTest, RejectsMalformedUrls) {
-  EXPECT_THAT(store::ParseRedisUrl("http://h:1"), StatusIs(kInvalid, HasSubstr("redis://")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:0"), StatusIs(kInvalid, HasSubstr("port")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:99999"), StatusIs(kInvalid, HasSubstr("port")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://h:1/x"), StatusIs(kInvalid, HasSubstr("database")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://:1"), StatusIs(kInvalid, HasSubstr("host")));
-  EXPECT_THAT(store::ParseRedisUrl("redis://u:%zz@h"), StatusIs(kInvalid, HasSubstr("escape")));
-}
 
 TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   store::KeySchema keys("orderhold");
@@ -124,6 +105,227 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(config->store, StoreKind::kRedis);
+}
+
+TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
+  absl::FlagSaver restore_flags;
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(DescribeConfig(*config),
+            "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 "
+            "redis_url=redis://127.0.0.1:6379/0 max_holds=3 default_ttl=30m max_ttl=24h "
+            "reap_interval=1s key_prefix=orderhold redis_connections=4 redis_timeout=1s "
+            "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+            "event_ack_timeout=30s event_retention=24h reaper_lease=3s store=redis");
+  EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
+}
+
+// The flags config.cc defines, found through absl rather than through config.cc's own table, so
+// that a flag added without its row fails the tests below.
+std::vector<absl::CommandLineFlag*> ServerFlags() {
+  std::vector<absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), "server/config.cc")) flags.push_back(flag);
+  }
+  return flags;
+}
+
+std::string EnvironmentVariable(absl::string_view flag) {
+  return absl::StrCat("ORDERHOLD_", absl::AsciiStrToUpper(flag));
+}
+
+TEST(ConfigTest, DescribeConfigListsEveryFlag) {
+  const std::vector<absl::CommandLineFlag*> flags = ServerFlags();
+  ASSERT_GE(flags.size(), 17u);
+  const std::string described = absl::StrCat(" ", DescribeConfig(Config{}));
+  for (const absl::CommandLineFlag* flag : flags) {
+    EXPECT_THAT(described, HasSubstr(absl::StrCat(" ", flag->Name(), "="))) << flag->Name();
+  }
+}
+
+// For each flag: a value other than its default, set through ORDERHOLD_<NAME>; where it must land
+// in Config; and how DescribeConfig must then show it.
+struct Sample {
+  std::string flag;
+  std::string value;
+  std::string described;                      // "name=..." in DescribeConfig
+  std::function<bool(const Config&)> landed;  // the value is in its Config field
+  std::string also_described = "";            // another token the value changes, if any
+};
+
+const std::vector<Sample>& Samples() {
+  static const auto* const samples = new std::vector<Sample>{
+      {"grpc_address", "127.0.0.1:1", "grpc_address=127.0.0.1:1",
+       [](const Config& c) { return c.grpc_address == "127.0.0.1:1"; }},
+      {"metrics_address", "127.0.0.1:2", "metrics_address=127.0.0.1:2",
+       [](const Config& c) { return c.metrics_address == "127.0.0.1:2"; }},
+      {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
+       [](const Config& c) { return c.redis_url == "redis://u:hunter2@h:7/3"; }},
+      {"max_holds", "5", "max_holds=5", [](const Config& c) { return c.policy.max_holds == 5; }},
+      {"default_ttl", "45s", "default_ttl=45s",
+       [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},
+      {"max_ttl", "2h", "max_ttl=2h",
+       [](const Config& c) { return c.policy.max_ttl == absl::Hours(2); }},
+      {"reap_interval", "2s", "reap_interval=2s",
+       [](const Config& c) { return c.reap_interval == absl::Seconds(2); }, "reaper_lease=6s"},
+      {"key_prefix", "oh", "key_prefix=oh", [](const Config& c) { return c.key_prefix == "oh"; }},
+      {"redis_connections", "8", "redis_connections=8",
+       [](const Config& c) { return c.redis_connections == 8; }},
+      {"redis_timeout", "250ms", "redis_timeout=250ms",
+       [](const Config& c) { return c.redis_timeout == absl::Milliseconds(250); }},
+      {"health_check_interval", "5s", "health_check_interval=5s",
+       [](const Config& c) { return c.health_check_interval == absl::Seconds(5); }},
+      {"outcome_retention", "1h", "outcome_retention=1h",
+       [](const Config& c) { return c.outcomes.retention == absl::Hours(1); }},
+      {"max_outcomes_per_user", "10", "max_outcomes_per_user=10",
+       [](const Config& c) { return c.outcomes.max_per_user == 10; }},
+      {"event_ack_timeout", "10s", "event_ack_timeout=10s",
+       [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
+      {"event_retention", "2h", "event_retention=2h",
+       [](const Config& c) { return c.event_retention == absl::Hours(2); }},
+      {"reaper_lease", "9s", "reaper_lease=9s",
+       [](const Config& c) { return c.reaper_lease == absl::Seconds(9); }},
+      {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},
+  };
+  return *samples;
+}
+
+const Sample* SampleOf(absl::string_view flag) {
+  for (const Sample& sample : Samples()) {
+    if (sample.flag == flag) return &sample;
+  }
+  return nullptr;
+}
+
+TEST(ConfigTest, EveryFlagHasAnEnvironmentFallback) {
+  const std::vector<absl::CommandLineFlag*> flags = ServerFlags();
+  ASSERT_GE(flags.size(), 17u);
+  EXPECT_EQ(flags.size(), Samples().size());
+  for (absl::CommandLineFlag* flag : flags) {
+    const Sample* sample = SampleOf(flag->Name());
+    ASSERT_NE(sample, nullptr) << "no Sample for --" << flag->Name();
+    absl::FlagSaver restore_flags;
+    const std::string variable = EnvironmentVariable(flag->Name());
+    setenv(variable.c_str(), sample->value.c_str(), 1);
+    EXPECT_THAT(ApplyEnvironmentFallbacks(), IsOk()) << variable;
+    unsetenv(variable.c_str());
+    EXPECT_EQ(flag->CurrentValue(), sample->value) << variable;
+  }
+}
+
+// Per row of config.cc's table: the flag's value lands in its own Config field and changes its
+// own DescribeConfig token, and no other.
+TEST(ConfigTest, EachFlagLandsInItsFieldAndDescription) {
+  const std::vector<std::string> defaults = absl::StrSplit(DescribeConfig(Config{}), ' ');
+  for (const Sample& sample : Samples()) {
+    absl::FlagSaver restore_flags;
+    const std::string variable = EnvironmentVariable(sample.flag);
+    setenv(variable.c_str(), sample.value.c_str(), 1);
+    ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk()) << variable;
+    unsetenv(variable.c_str());
+    auto config = ConfigFromFlags();
+    ASSERT_THAT(config, IsOk()) << variable;
+    EXPECT_TRUE(sample.landed(*config)) << variable;
+    std::vector<std::string> expected = defaults;
+    for (std::string& token : expected) {
+      for (const std::string& changed : {sample.described, sample.also_described}) {
+        if (!changed.empty() &&
+            token.substr(0, token.find('=')) == changed.substr(0, changed.find('='))) {
+          token = changed;
+        }
+      }
+    }
+    EXPECT_EQ(DescribeConfig(*config), absl::StrJoin(expected, " ")) << variable;
+  }
+}
+
+TEST(ConfigTest, ReaperLeaseFollowsReapIntervalUnlessGiven) {
+  absl::FlagSaver restore_flags;
+  // An operator turning the reaper nearly off with one flag.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Hours(1));
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(3));
+  EXPECT_THAT(DescribeConfig(*config), HasSubstr("reaper_lease=3h"));
+  // The same through the environment, and with ORDERHOLD_REAPER_LEASE set but empty.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Seconds(1));
+  setenv("ORDERHOLD_REAP_INTERVAL", "20m", 1);
+  setenv("ORDERHOLD_REAPER_LEASE", "", 1);
+  ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk());
+  unsetenv("ORDERHOLD_REAP_INTERVAL");
+  unsetenv("ORDERHOLD_REAPER_LEASE");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(1));
+
+  // A lease given is taken as is, and still checked against the interval.
+  absl::SetFlag(&FLAGS_reap_interval, absl::Hours(1));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Hours(2));
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->reaper_lease, absl::Hours(2));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Seconds(3));
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("reaper_lease: must be longer than reap_interval")));
+  absl::SetFlag(&FLAGS_reaper_lease, absl::Hours(1));
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reaper_lease")));
+  absl::SetFlag(&FLAGS_reaper_lease, std::nullopt);
+  setenv("ORDERHOLD_REAPER_LEASE", "3s", 1);
+  ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk());
+  unsetenv("ORDERHOLD_REAPER_LEASE");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reaper_lease")));
+}
+
+TEST(ConfigTest, AsksForUsageSpotsEveryHelpFlag) {
+  using Args = std::vector<const char*>;
+  for (const Args& args : {Args{"s", "--help"}, Args{"s", "-helpfull"}, Args{"s", "--helpshort"},
+                           Args{"s", "--max_holds=2", "--helpon=config"},
+                           Args{"s", "--helpmatch", "x"}, Args{"s", "--helppackage"}}) {
+    EXPECT_TRUE(AsksForUsage(static_cast<int>(args.size()), args.data())) << args.back();
+  }
+  for (const Args& args : {Args{"s"}, Args{"s", "--max_holds=2"}, Args{"s", "--", "--help"},
+                           Args{"s", "help"}, Args{"s", "--key_prefix=help"}}) {
+    EXPECT_FALSE(AsksForUsage(static_cast<int>(args.size()), args.data())) << args.back();
+  }
+}
+
+TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
+  absl::FlagSaver restore_flags;
+  for (const char* url : {"redis://default:hunter2", "redis://u:hunter2@h:0",
+                          "redis://u:hunter2%zz@h", "http://u:hunter2@h", "redis://u:hunter2@"}) {
+    Config config;
+    config.redis_url = url;
+    const absl::Status invalid = ValidateConfig(config);
+    EXPECT_THAT(invalid, StatusIs(kInvalid, HasSubstr("redis_url"))) << url;
+    EXPECT_THAT(invalid.ToString(), Not(HasSubstr("hunter2"))) << url;
+    EXPECT_THAT(DescribeConfig(config), HasSubstr("redis_url=(invalid)")) << url;
+    EXPECT_THAT(DescribeConfig(config), Not(HasSubstr("hunter2"))) << url;
+
+    absl::SetFlag(&FLAGS_redis_url, url);
+    auto from_flags = ConfigFromFlags();
+    EXPECT_THAT(from_flags, StatusIs(kInvalid, HasSubstr("redis_url"))) << url;
+    EXPECT_THAT(from_flags.status().ToString(), Not(HasSubstr("hunter2"))) << url;
+
+    setenv("ORDERHOLD_REDIS_URL", url, 1);
+    absl::SetFlag(&FLAGS_redis_url, "redis://127.0.0.1:6379");
+    const absl::Status applied = ApplyEnvironmentFallbacks();
+    unsetenv("ORDERHOLD_REDIS_URL");
+    EXPECT_THAT(applied.ToString(), Not(HasSubstr("hunter2"))) << url;
+    from_flags = ConfigFromFlags();
+    EXPECT_THAT(from_flags, StatusIs(kInvalid, HasSubstr("redis_url"))) << url;
+    EXPECT_THAT(from_flags.status().ToString(), Not(HasSubstr("hunter2"))) << url;
+  }
+  // A valid URL: the password reaches Config (the client needs it) but not the description, nor
+  // an error about another setting.
+  absl::SetFlag(&FLAGS_redis_url, "redis://app:hunter2@redis.local:6380/2");
+  absl::SetFlag(&FLAGS_max_holds, 0);
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, Not(HasSubstr("hunter2"))));
+  absl::SetFlag(&FLAGS_max_holds, 3);
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->redis_url, "redis://app:hunter2@redis.local:6380/2");
+  EXPECT_THAT(DescribeConfig(*config), HasSubstr("redis_url=redis://app:****@redis.local:6380/2"));
+  EXPECT_THAT(DescribeConfig(*config), Not(HasSubstr("hunter2")));
 }
 
 }  // namespace
