@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -17,12 +18,14 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
 namespace orderhold {
 namespace {
 
+using ::orderhold::testing::Eventually;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -83,20 +86,22 @@ class ServerProcess {
 
   // Waits for "serving gRPC on port N, metrics on port M" and reads both ports.
   bool WaitServing() {
-    const absl::Time give_up = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < give_up) {
+    constexpr std::string_view kServing = "serving gRPC on port ";
+    std::string line;  // from the ports on, once the whole line is there
+    Eventually([&] {
       const std::string log = ReadFile(log_);
-      const size_t at = log.find("serving gRPC on port ");
+      const size_t at = log.find(kServing);
       if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
-        std::istringstream in(log.substr(at + 21));
-        std::string skip;
-        in >> grpc_port_ >> skip >> skip >> skip >> skip >> metrics_port_;
-        return grpc_port_ > 0 && metrics_port_ > 0;
+        line = log.substr(at + kServing.size());
+        return true;
       }
-      if (Exited()) return false;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
+      return Exited();
+    });
+    if (line.empty()) return false;
+    std::istringstream in(line);
+    std::string skip;
+    in >> grpc_port_ >> skip >> skip >> skip >> skip >> metrics_port_;
+    return grpc_port_ > 0 && metrics_port_ > 0;
   }
 
   bool Exited() {
@@ -112,12 +117,7 @@ class ServerProcess {
 
   // Waits for the process to end; its exit code, or -1 on timeout.
   int Wait(absl::Duration timeout = absl::Seconds(15)) {
-    const absl::Time give_up = absl::Now() + timeout;
-    while (!Exited()) {
-      if (absl::Now() > give_up) return -1;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return exit_code_;
+    return Eventually([this] { return Exited(); }, timeout) ? exit_code_ : -1;
   }
 
   void Signal(int signal) { kill(pid_, signal); }
@@ -170,19 +170,20 @@ TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
   EXPECT_THAT(list.output, HasSubstr("train-4"));
   EXPECT_THAT(list.output, Not(HasSubstr("train-2")));
 
-  // A 5 s hold expires on its own (the README's number; polled, not slept).
-  CommandResult quick = Cli("place bob concert-1 --ttl 5s");
+  // A 1 s hold expires on its own (Redis clock) and the reaper ends it at its next tick (default
+  // --reap_interval, 1 s): polled, not slept.
+  CommandResult quick = Cli("place bob concert-1 --ttl 1s");
   EXPECT_EQ(quick.exit_code, 0) << quick.output;
-  EXPECT_THAT(quick.output, HasSubstr("expires in 5s"));
-  const absl::Time give_up = absl::Now() + absl::Seconds(15);
+  EXPECT_THAT(quick.output, HasSubstr("expires in 1s"));
   std::string metrics;
-  while (absl::Now() < give_up) {
-    metrics =
-        RunShell(absl::StrCat("curl -s http://127.0.0.1:", server_.metrics_port(), "/metrics"))
-            .output;
-    if (metrics.find("orderhold_holds_expired_total 1") != std::string::npos) break;
-    absl::SleepFor(absl::Milliseconds(100));
-  }
+  Eventually(
+      [&] {
+        metrics =
+            RunShell(absl::StrCat("curl -s http://127.0.0.1:", server_.metrics_port(), "/metrics"))
+                .output;
+        return metrics.find("orderhold_holds_expired_total 1") != std::string::npos;
+      },
+      absl::Seconds(10), /*poll=*/absl::Milliseconds(100));  // each check starts a curl
   EXPECT_THAT(metrics, HasSubstr("orderhold_holds_expired_total 1"));
   EXPECT_THAT(metrics, HasSubstr("orderhold_reaper_lag_seconds_count 1"));
   EXPECT_THAT(Cli("list bob").output, HasSubstr("bob: 0/3 holds"));

@@ -2,6 +2,7 @@
 // 0, the client library over real channels. Each outcome gives exactly one event; events are
 // delivered at least once through consumer groups, across watcher kills, server restarts and a
 // graceful Redis restart with AOF; several replicas reap without doing the work twice.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -115,6 +116,11 @@ std::multiset<std::string> Holds(const std::vector<HoldEvent>& events) {
   return out;
 }
 
+// The partition of an event: the part of its event_id ("<partition>/<stream id>") before the '/'.
+std::string PartitionOf(const HoldEvent& event) {
+  return event.event_id().substr(0, event.event_id().find('/'));
+}
+
 class HoldEventsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start(redis_options_)); }
@@ -224,8 +230,22 @@ TEST_F(HoldEventsE2eTest, EachOutcomeIsOneEventRetriesAddNoneAndTwoGroupsSeeEver
   EXPECT_EQ(StreamLength(*r.app), 3);
   EXPECT_EQ(r.Metric("orderhold_events_appended_total"), 3);
   EXPECT_TRUE(Eventually([&] { return r.Metric("orderhold_events_acked_total") == 6; }));
-  absl::SleepFor(absl::Milliseconds(200));  // nothing more arrives
-  EXPECT_EQ(billing.events().size(), 3u);
+  // Nothing more arrives, shown without a fixed wait: a marker event in each partition used
+  // (alice's and bob's), written now, is the next thing each group gets, since a partition's
+  // events reach a consumer in stream order.
+  for (const char* user : {"alice", "bob"}) {
+    ASSERT_THAT(r.client->PlaceHold(user, "marker"), IsOk());
+    ASSERT_THAT(r.client->CancelHold(user, "marker"), IsOk());
+  }
+  for (Watcher* watcher : {&billing, &inventory}) {
+    ASSERT_TRUE(watcher->WaitFor(5));
+    const std::vector<HoldEvent> events = watcher->events();
+    ASSERT_EQ(events.size(), 5u);
+    EXPECT_THAT(Holds(std::vector<HoldEvent>(events.begin(), events.begin() + 3)),
+                UnorderedElementsAre("alice/paid", "alice/cancelled", "bob/expired"));
+    EXPECT_THAT(Holds(std::vector<HoldEvent>(events.begin() + 3, events.end())),
+                UnorderedElementsAre("alice/marker", "bob/marker"));
+  }
 }
 
 TEST_F(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousandEvents) {
@@ -263,8 +283,32 @@ TEST_F(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousand
 
   Watcher watcher(*replicas[1].client, Watch("fulfilment", "w1"), /*ack=*/false);
   ASSERT_TRUE(watcher.WaitFor(kHolds, absl::Seconds(60)));
-  absl::SleepFor(absl::Milliseconds(300));  // any duplicate would arrive now
-  const std::vector<HoldEvent> events = watcher.events();
+  // Any duplicate arrives before a marker event written now in each partition the holds used (a
+  // partition's events reach a consumer in stream order): no fixed wait for duplicates.
+  std::map<std::string, std::string> user_in_partition;
+  for (const HoldEvent& event : watcher.events()) {
+    user_in_partition.emplace(PartitionOf(event), event.hold().user_id());
+  }
+  for (const auto& [partition, user] : user_in_partition) {
+    ASSERT_THAT(replicas[1].client->PlaceHold(user, "marker"), IsOk()) << user;
+    ASSERT_THAT(replicas[1].client->CancelHold(user, "marker"), IsOk()) << user;
+  }
+  const size_t markers = user_in_partition.size();
+  ASSERT_TRUE(watcher.WaitFor(kHolds + markers));
+  std::vector<HoldEvent> events = watcher.events();
+  ASSERT_EQ(events.size(), kHolds + markers);
+  // Each partition's marker is the last event it delivered; set the markers aside.
+  std::map<std::string, std::string> last_in_partition;
+  for (const HoldEvent& event : events) {
+    last_in_partition[PartitionOf(event)] = event.hold().order_id();
+  }
+  for (const auto& [partition, order] : last_in_partition) {
+    EXPECT_EQ(order, "marker") << "partition " << partition;
+  }
+  events.erase(
+      std::remove_if(events.begin(), events.end(),
+                     [](const HoldEvent& event) { return event.hold().order_id() == "marker"; }),
+      events.end());
   std::set<std::string> ids;
   for (const HoldEvent& event : events) {
     ids.insert(event.event_id());
@@ -274,7 +318,7 @@ TEST_F(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousand
   EXPECT_EQ(ids.size(), static_cast<size_t>(kHolds));
   const std::multiset<std::string> holds = Holds(events);
   EXPECT_EQ(std::set<std::string>(holds.begin(), holds.end()).size(), static_cast<size_t>(kHolds));
-  EXPECT_EQ(StreamLength(*replicas[0].app), kHolds);
+  EXPECT_EQ(StreamLength(*replicas[0].app), kHolds + static_cast<int64_t>(markers));
 
   // The three replicas shared the work: every expiry counted once in total, and the partitions
   // were divided, not each reaped three times.
@@ -319,6 +363,9 @@ TEST_F(HoldEventsE2eTest, StoppingTwoOfThreeReplicasHandsTheirPartitionsToTheLas
 TEST_F(HoldEventsE2eTest, KilledWatchersUnackedEventsAreRedeliveredToAnotherConsumer) {
   Config config = TestConfig();
   config.events.ack_timeout = absl::Milliseconds(300);
+  // Look for claims every 100 ms rather than every second: the redelivery comes soon after
+  // ack_timeout instead of up to a second later.
+  config.events.claim_interval = absl::Milliseconds(100);
   Replica r = StartReplica(config);
   ASSERT_NE(r.app, nullptr);
   ASSERT_THAT(r.client->PlaceHold("alice", "o1"), IsOk());
@@ -336,8 +383,20 @@ TEST_F(HoldEventsE2eTest, KilledWatchersUnackedEventsAreRedeliveredToAnotherCons
   EXPECT_EQ(again.event_id(), sent.event_id());
   EXPECT_EQ(again.delivery_count(), 2u);
   EXPECT_TRUE(Eventually([&] { return r.Metric("orderhold_events_redelivered_total") == 1; }));
-  absl::SleepFor(absl::Milliseconds(700));  // acked: never delivered again
-  EXPECT_EQ(second.events().size(), 1u);
+  // Acked: never delivered again. The watcher acks an event before recording it, so the group
+  // has nothing pending now, and claims only take pending events: no fixed wait for one.
+  ASSERT_OK_AND_ASSIGN(
+      std::string pending,
+      redis_->Command(
+          {"XPENDING", r.app->redis_store()->keys().EventsKey(std::stoi(PartitionOf(sent))), "g"}));
+  EXPECT_EQ(pending.substr(0, pending.find('\n')), "0") << pending;
+  // And a marker event written now in the same partition is the next thing it gets.
+  ASSERT_THAT(r.client->PlaceHold("alice", "marker"), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "marker"), IsOk());
+  ASSERT_TRUE(second.WaitFor(2));
+  std::vector<std::string> orders;
+  for (const HoldEvent& event : second.events()) orders.push_back(event.hold().order_id());
+  EXPECT_THAT(orders, ElementsAre("o1", "marker"));
 }
 
 TEST_F(HoldEventsE2eTest, ServiceRestartMidStreamLosesNoEvent) {
@@ -453,8 +512,15 @@ TEST_F(HoldEventsE2eTest, RetentionTrimsOldEventsAndCountsTheUnackedOnes) {
     Watcher watcher(*r.client, Watch("slow", "c"), /*ack=*/false);
     ASSERT_TRUE(watcher.WaitFor(1));
   }
-  absl::SleepFor(absl::Milliseconds(1100));
-  ASSERT_THAT(r.app->reaper().RunOnce(), IsOk());
+  // A tick as if a little more than the retention had passed on the store's clock (RunOnce's
+  // `now` override), instead of sleeping through it.
+  auto store_now = store::Await<absl::Time>([&](auto done) {
+    r.app->redis_store()->Ping({absl::Now() + absl::Seconds(2), std::nullopt}, std::move(done));
+  });
+  ASSERT_THAT(store_now, IsOk());
+  ASSERT_THAT(
+      r.app->reaper().RunOnce(*store_now + config.event_retention + absl::Milliseconds(100)),
+      IsOk());
   EXPECT_EQ(StreamLength(*r.app), 0);
   EXPECT_EQ(r.Metric("orderhold_events_trimmed_unacked_total"), 1);
 }

@@ -7,13 +7,16 @@
 
 namespace orderhold::testing {
 
-// Polls `condition` every 10 ms until it returns true (-> true) or `timeout` passes (-> false).
+// Calls `condition` at once and then every `poll` until it returns true (-> true) or `timeout`
+// passes (-> false). A longer `poll` suits conditions that are costly to check (one that starts a
+// process, say). Host clock; thread-compatible (runs `condition` on the calling thread).
 template <typename Condition>
-bool Eventually(Condition condition, absl::Duration timeout = absl::Seconds(10)) {
+bool Eventually(Condition condition, absl::Duration timeout = absl::Seconds(10),
+                absl::Duration poll = absl::Milliseconds(10)) {
   const absl::Time give_up = absl::Now() + timeout;
   while (!condition()) {
     if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(poll);
   }
   return true;
 }
