@@ -1,46 +1,15 @@
 #include "server/domain/event_service.h"
 
+#include <iterator>
 #include <map>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/synchronization/mutex.h"
+#include "server/common/fan_in.h"
 #include "server/domain/hold.h"
 
 namespace orderhold::domain {
 namespace {
-
-// Collects the results of `n` concurrent partition calls and calls `finish` with all of them
-// once the last one arrived (on that call's thread).
-template <typename T>
-class FanIn {
- public:
-  using Finish = absl::AnyInvocable<void(std::vector<absl::StatusOr<T>>) &&>;
-  static std::shared_ptr<FanIn> Create(size_t n, Finish finish) {
-    return std::shared_ptr<FanIn>(new FanIn(n, std::move(finish)));
-  }
-  // The callback for call `i`.
-  store::Callback<T> Slot(size_t i, std::shared_ptr<FanIn> self) {
-    return [self = std::move(self), i](absl::StatusOr<T> result) {
-      bool last = false;
-      {
-        absl::MutexLock lock(&self->mu_);
-        self->results_[i] = std::move(result);
-        last = --self->pending_ == 0;
-      }
-      if (last) std::move(self->finish_)(std::move(self->results_));
-    };
-  }
-
- private:
-  FanIn(size_t n, Finish finish)
-      : results_(n, absl::UnknownError("not run")), pending_(n), finish_(std::move(finish)) {}
-  absl::Mutex mu_;
-  std::vector<absl::StatusOr<T>> results_;
-  size_t pending_;
-  Finish finish_;
-};
 
 template <typename T>
 absl::Status FirstError(const std::vector<absl::StatusOr<T>>& results) {
@@ -77,8 +46,12 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
     return;
   }
   const int shards = log_.event_shard_count();
-  auto fan = FanIn<bool>::Create(
-      shards, [done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
+  FanIn<bool>(
+      static_cast<size_t>(shards),
+      [&](size_t shard, Callback<bool> slot) {
+        log_.EnsureGroup(static_cast<int>(shard), spec.group, spec.start, options, std::move(slot));
+      },
+      [done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
         if (absl::Status error = FirstError(results); !error.ok()) {
           return std::move(done)(error);
         }
@@ -86,9 +59,6 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
         for (const auto& result : results) created = created || *result;
         std::move(done)(created);
       });
-  for (int shard = 0; shard < shards; ++shard) {
-    log_.EnsureGroup(shard, spec.group, spec.start, options, fan->Slot(shard, fan));
-  }
 }
 
 void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallOptions options,
@@ -105,9 +75,13 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
     args.claim_idle = policy_.ack_timeout;
     cursor.next_claim = now + policy_.claim_interval;
   }
-  auto fan = FanIn<std::vector<store::StoredEvent>>::Create(
-      shards, [this, spec, options, done = std::move(done)](
-                  std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
+  FanIn<std::vector<store::StoredEvent>>(
+      static_cast<size_t>(shards),
+      [&](size_t shard, Callback<std::vector<store::StoredEvent>> slot) {
+        log_.ReadEvents(static_cast<int>(shard), args, options, std::move(slot));
+      },
+      [this, spec, options, done = std::move(done)](
+          std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
         std::vector<store::StoredEvent> out;
         std::map<int, std::vector<std::string>> filtered;  // shard -> stream ids to ack
         for (auto& result : results) {
@@ -133,9 +107,6 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
         }
         std::move(done)(std::move(out));
       });
-  for (int shard = 0; shard < shards; ++shard) {
-    log_.ReadEvents(shard, args, options, fan->Slot(shard, fan));
-  }
 }
 
 void EventService::Ack(std::string group, const std::vector<std::string>& event_ids,
@@ -161,8 +132,14 @@ void EventService::Ack(std::string group, const std::vector<std::string>& event_
     std::move(done)(int64_t{0});
     return;
   }
-  auto fan = FanIn<int64_t>::Create(
-      by_shard.size(),
+  // One call per partition named in event_ids, in partition order.
+  std::vector<std::pair<int, std::vector<std::string>>> calls(
+      std::make_move_iterator(by_shard.begin()), std::make_move_iterator(by_shard.end()));
+  FanIn<int64_t>(
+      calls.size(),
+      [&](size_t i, Callback<int64_t> slot) {
+        log_.AckEvents(calls[i].first, group, std::move(calls[i].second), options, std::move(slot));
+      },
       [this, done = std::move(done)](std::vector<absl::StatusOr<int64_t>> results) mutable {
         int64_t acked = 0;
         for (const auto& result : results) {
@@ -174,10 +151,6 @@ void EventService::Ack(std::string group, const std::vector<std::string>& event_
         }
         std::move(done)(acked);
       });
-  size_t i = 0;
-  for (auto& [shard, ids] : by_shard) {
-    log_.AckEvents(shard, group, std::move(ids), options, fan->Slot(i++, fan));
-  }
 }
 
 }  // namespace orderhold::domain

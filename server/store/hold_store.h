@@ -28,16 +28,19 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/fan_in.h"
 
 namespace orderhold::store {
 
-// Called exactly once with the result of an asynchronous operation.
-template <typename T>
-using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+// Store operations answer through orderhold::Callback<T> (called exactly once), and blocking
+// callers wait with orderhold::Await (server/common/fan_in.h):
+//   auto r = Await<ListHoldsResult>([&](auto cb) { store.ListHolds("u", {}, std::move(cb)); });
+// Await blocks: for background threads and tests only, never on a gRPC callback thread.
+using ::orderhold::Await;
+using ::orderhold::Callback;
 
 struct CallOptions {
   // Give up (DEADLINE_EXCEEDED) after this instant, host clock.
@@ -168,10 +171,16 @@ class HoldStore {
   virtual void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                          Callback<std::vector<std::string>> done) = 0;
 
-  // Releases the lease of `shard` if `replica_id` holds it (true), and with shard == -1
-  // unregisters the replica instead.
-  virtual void Release(int shard, std::string replica_id, CallOptions options,
-                       Callback<bool> done) = 0;
+  // Gives up the reaper lease of index partition `partition` (0 <= partition < shard_count())
+  // if `replica_id` holds it, so the next owner need not wait for it to expire: yields true when
+  // released, false when another replica (or none) held it. INVALID_ARGUMENT for a partition out
+  // of range.
+  virtual void ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                            Callback<bool> done) = 0;
+
+  // Removes `replica_id` from the registry of live reaper replicas (see Heartbeat) at once,
+  // instead of after its ttl: yields true when it was registered.
+  virtual void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) = 0;
 
   // Number of index shards the reaper must visit.
   virtual int shard_count() const = 0;
@@ -181,14 +190,6 @@ class HoldStore {
   virtual void Ping(CallOptions options, Callback<absl::Time> done) = 0;
 };
 
-// Runs an asynchronous store operation and blocks the calling thread until its callback ran.
-// For background threads and tests only: never call it on a gRPC callback thread.
-//   auto r = Await<ListHoldsResult>([&](auto cb) { store.ListHolds("u", {}, std::move(cb)); });
-template <typename T, typename Start>
-absl::StatusOr<T> Await(Start&& start);
-
 }  // namespace orderhold::store
-
-#include "server/store/await_inl.h"  // IWYU pragma: export
 
 #endif  // ORDERHOLD_SERVER_STORE_HOLD_STORE_H_

@@ -52,8 +52,13 @@ void NoopHoldStore::Heartbeat(std::string replica_id, absl::Duration /*ttl*/,
   std::move(done)(std::vector<std::string>{std::move(replica_id)});
 }
 
-void NoopHoldStore::Release(int /*shard*/, std::string /*replica_id*/, CallOptions /*options*/,
-                            Callback<bool> done) {
+void NoopHoldStore::ReleaseLease(int /*partition*/, std::string /*replica_id*/,
+                                 CallOptions /*options*/, Callback<bool> done) {
+  std::move(done)(true);
+}
+
+void NoopHoldStore::Unregister(std::string /*replica_id*/, CallOptions /*options*/,
+                               Callback<bool> done) {
   std::move(done)(true);
 }
 

@@ -255,15 +255,27 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
                          }));
 }
 
-void RedisHoldStore::Release(int shard, std::string replica_id, CallOptions options,
-                             Callback<bool> done) {
-  RedisCommand command =
-      shard < 0 ? RedisCommand{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}}
-                : RedisCommand{kReleaseLease, {"1", keys_.LeaseKey(shard), std::move(replica_id)}};
+void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                                  Callback<bool> done) {
+  if (partition < 0 || partition >= KeySchema::kShardCount) {
+    std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
+    return;
+  }
+  RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                     int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("release");
+                    if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
+                    return n > 0;
+                  }));
+}
+
+void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
+  RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                    int64_t n = 0;
+                    if (!ToInt(reply, &n)) return BadReply("ZREM");
                     return n > 0;
                   }));
 }

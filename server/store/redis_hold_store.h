@@ -42,8 +42,9 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;
-  void Release(int shard, std::string replica_id, CallOptions options,
-               Callback<bool> done) override;
+  void ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                    Callback<bool> done) override;
+  void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) override;
   int shard_count() const override { return KeySchema::kShardCount; }
   void Ping(CallOptions options, Callback<absl::Time> done) override;
 

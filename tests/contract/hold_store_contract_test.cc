@@ -275,7 +275,7 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   ASSERT_THAT(other, IsOk());
   EXPECT_TRUE(other->not_owner);
   auto released = Await<bool>(
-      [&](auto done) { store_->Release(shard, "replica-a", At(kT0), std::move(done)); });
+      [&](auto done) { store_->ReleaseLease(shard, "replica-a", At(kT0), std::move(done)); });
   ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   auto taken = ReapAs(shard, "replica-b", kT0);
@@ -317,7 +317,7 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   EXPECT_THAT(beat("r2", kT0), ElementsAre("r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(1)), ElementsAre("r1", "r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(3)), ElementsAre("r1"));  // r2 timed out
-  ASSERT_THAT(Await<bool>([&](auto done) { store_->Release(-1, "r1", At(kT0), std::move(done)); }),
+  ASSERT_THAT(Await<bool>([&](auto done) { store_->Unregister("r1", At(kT0), std::move(done)); }),
               IsOk());
   EXPECT_THAT(beat("r3", kT0 + absl::Seconds(3)), ElementsAre("r3"));
 }

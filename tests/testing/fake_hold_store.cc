@@ -155,6 +155,10 @@ void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
 
 void FakeHoldStore::Reap(int shard, store::ReapArgs args, store::CallOptions options,
                          store::Callback<store::ReapResult> done) {
+  if (shard < 0 || shard >= kShards || args.max_users < 1) {
+    std::move(done)(absl::InvalidArgumentError("reap: shard or max_users out of range"));
+    return;
+  }
   Answer(done, [&] {
     store::ReapResult result;
     result.now = NowFor(options);
@@ -220,15 +224,23 @@ void FakeHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl,
   });
 }
 
-void FakeHoldStore::Release(int shard, std::string replica_id, store::CallOptions /*options*/,
-                            store::Callback<bool> done) {
+void FakeHoldStore::ReleaseLease(int partition, std::string replica_id,
+                                 store::CallOptions /*options*/, store::Callback<bool> done) {
+  if (partition < 0 || partition >= kShards) {
+    std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
+    return;
+  }
   Answer(done, [&] {
-    if (shard < 0) return replicas_.erase(replica_id) > 0;
-    auto lease = leases_.find(shard);
+    auto lease = leases_.find(partition);
     if (lease == leases_.end() || lease->second.first != replica_id) return false;
     leases_.erase(lease);
     return true;
   });
+}
+
+void FakeHoldStore::Unregister(std::string replica_id, store::CallOptions /*options*/,
+                               store::Callback<bool> done) {
+  Answer(done, [&] { return replicas_.erase(replica_id) > 0; });
 }
 
 void FakeHoldStore::Ping(store::CallOptions options, store::Callback<absl::Time> done) {

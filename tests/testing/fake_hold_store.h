@@ -39,8 +39,10 @@ class FakeHoldStore final : public store::HoldStore {
             store::Callback<store::ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, store::CallOptions options,
                  store::Callback<std::vector<std::string>> done) override;
-  void Release(int shard, std::string replica_id, store::CallOptions options,
-               store::Callback<bool> done) override;
+  void ReleaseLease(int partition, std::string replica_id, store::CallOptions options,
+                    store::Callback<bool> done) override;
+  void Unregister(std::string replica_id, store::CallOptions options,
+                  store::Callback<bool> done) override;
   int shard_count() const override { return kShards; }
   void Ping(store::CallOptions options, store::Callback<absl::Time> done) override;
 

@@ -1,7 +1,6 @@
 // The reaper's single step on the fake store: what it removes, and what it records.
 #include "server/reaper/reaper.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +21,7 @@ using ::orderhold::testing::StatusIs;
 class ReaperTest : public ::testing::Test {
  protected:
   void Place(const std::string& user, const std::string& order, absl::Duration ttl) {
-    auto result = store::Await<store::PlaceHoldResult>([&](auto done) {
+    auto result = Await<store::PlaceHoldResult>([&](auto done) {
       store_.PlaceHold(store::PlaceHoldArgs{user, order, ttl, 10}, {}, std::move(done));
     });
     ASSERT_THAT(result, IsOk());
@@ -103,22 +102,6 @@ TEST_F(ReaperTest, BackgroundLoopReapsAndStops) {
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
 }
 
-TEST(OwnerOfTest, SpreadsPartitionsAndMovesOnlyTheLeaversShare) {
-  const std::vector<std::string> three = {"a-1", "b-2", "c-3"};
-  std::map<std::string, int> counts;
-  for (int shard = 0; shard < 64; ++shard) ++counts[OwnerOf(shard, three)];
-  ASSERT_EQ(counts.size(), 3u);
-  for (const auto& [replica, n] : counts) EXPECT_GE(n, 10) << replica;  // none starved
-  // When "b-2" leaves, only its partitions move; the others keep theirs.
-  const std::vector<std::string> two = {"a-1", "c-3"};
-  for (int shard = 0; shard < 64; ++shard) {
-    if (OwnerOf(shard, three) != "b-2") {
-      EXPECT_EQ(OwnerOf(shard, two), OwnerOf(shard, three));
-    }
-  }
-  EXPECT_EQ(OwnerOf(0, {}), "");
-}
-
 TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
   ReaperOptions a_options, b_options;
   a_options.replica_id = "replica-a";
@@ -165,7 +148,7 @@ TEST_F(ReaperTest, StandbyReapsADeadOwnersPartitionsOnceTheyAreOverdue) {
   }
   // b "dies" without handing over: put its registry entry back as a killed process leaves it
   // (its leases do not matter to standby reaping).
-  ASSERT_THAT(store::Await<std::vector<std::string>>([&](auto done) {
+  ASSERT_THAT(Await<std::vector<std::string>>([&](auto done) {
                 store_.Heartbeat("replica-b", absl::Seconds(3), {}, std::move(done));
               }),
               IsOk());
