@@ -5,7 +5,9 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "server/common/fan_in.h"
+#include "server/common/status_macros.h"
 #include "server/domain/hold.h"
 
 namespace orderhold::domain {
@@ -17,6 +19,29 @@ absl::Status FirstError(const std::vector<absl::StatusOr<T>>& results) {
     if (!result.ok()) return result.status();
   }
   return absl::OkStatus();
+}
+
+// INVALID_ARGUMENT naming consumer_group or consumer.
+absl::Status ValidateWatchSpec(const WatchSpec& spec) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateGroup(spec.group));
+  return ValidateId("consumer", spec.consumer);
+}
+
+// The stream ids of `event_ids` by partition, once group and ids are valid: INVALID_ARGUMENT
+// naming consumer_group or event_ids.
+absl::StatusOr<std::map<int, std::vector<std::string>>> StreamIdsByPartition(
+    absl::string_view group, const std::vector<std::string>& event_ids, int partition_count) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateGroup(group));
+  if (event_ids.size() > EventService::kMaxAckIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_ids: at most ", EventService::kMaxAckIds, " per call"));
+  }
+  std::map<int, std::vector<std::string>> by_partition;
+  for (const std::string& event_id : event_ids) {
+    ORDERHOLD_ASSIGN_OR_RETURN(auto parsed, store::ParseEventId(event_id, partition_count));
+    by_partition[parsed.first].push_back(std::move(parsed.second));
+  }
+  return by_partition;
 }
 
 }  // namespace
@@ -34,14 +59,13 @@ absl::Status ValidateGroup(absl::string_view group) {
   return absl::OkStatus();
 }
 
-EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics)
-    : log_(log), policy_(policy), metrics_(metrics) {}
+EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics,
+                           const Clock& clock)
+    : log_(log), policy_(policy), metrics_(metrics), clock_(clock) {}
 
 void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
                              store::Callback<bool> done) {
-  absl::Status status = ValidateGroup(spec.group);
-  if (status.ok()) status = ValidateId("consumer", spec.consumer);
-  if (!status.ok()) {
+  if (absl::Status status = ValidateWatchSpec(spec); !status.ok()) {
     std::move(done)(status);
     return;
   }
@@ -70,7 +94,7 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
   args.max_events = std::max(1, policy_.max_events_per_poll / shards);
   args.own_pending = cursor.first_poll;
   cursor.first_poll = false;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   if (now >= cursor.next_claim) {
     args.claim_idle = policy_.ack_timeout;
     cursor.next_claim = now + policy_.claim_interval;
@@ -111,30 +135,15 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
 
 void EventService::Ack(std::string group, const std::vector<std::string>& event_ids,
                        store::CallOptions options, store::Callback<int64_t> done) {
-  absl::Status status = ValidateGroup(group);
-  if (status.ok() && event_ids.size() > kMaxAckIds) {
-    status = absl::InvalidArgumentError("event_ids: at most 10000 per call");
-  }
-  std::map<int, std::vector<std::string>> by_shard;
-  for (size_t i = 0; status.ok() && i < event_ids.size(); ++i) {
-    auto parsed = store::ParseEventId(event_ids[i], log_.event_shard_count());
-    if (!parsed.ok()) {
-      status = parsed.status();
-    } else {
-      by_shard[parsed->first].push_back(std::move(parsed->second));
-    }
-  }
-  if (!status.ok()) {
-    std::move(done)(status);
-    return;
-  }
-  if (by_shard.empty()) {
-    std::move(done)(int64_t{0});
+  absl::StatusOr<std::map<int, std::vector<std::string>>> by_shard =
+      StreamIdsByPartition(group, event_ids, log_.event_shard_count());
+  if (!by_shard.ok()) {
+    std::move(done)(by_shard.status());
     return;
   }
   // One call per partition named in event_ids, in partition order.
   std::vector<std::pair<int, std::vector<std::string>>> calls(
-      std::make_move_iterator(by_shard.begin()), std::make_move_iterator(by_shard.end()));
+      std::make_move_iterator(by_shard->begin()), std::make_move_iterator(by_shard->end()));
   FanIn<int64_t>(
       calls.size(),
       [&](size_t i, Callback<int64_t> slot) {

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/log.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::reaper {
 namespace {
@@ -78,25 +79,28 @@ absl::StatusOr<std::vector<int>> Ownership::Claim(std::optional<absl::Time> now)
     return all;
   }
 
-  const store::CallOptions call{absl::Now() + call_timeout_, now};
-  absl::StatusOr<std::vector<std::string>> replicas = Await<std::vector<std::string>>(
-      [&](auto done) { store_.Heartbeat(replica_id_, membership_ttl_, call, std::move(done)); });
-  if (!replicas.ok()) return replicas.status();
+  ORDERHOLD_ASSIGN_OR_RETURN(const std::vector<std::string> replicas, Heartbeat(now));
   const std::vector<int> previous = owned();
   std::vector<int> mine, lost;
   for (int partition : all) {
-    if (OwnerOf(partition, *replicas) == replica_id_) mine.push_back(partition);
+    if (OwnerOf(partition, replicas) == replica_id_) mine.push_back(partition);
   }
   std::set_difference(previous.begin(), previous.end(), mine.begin(), mine.end(),
                       std::back_inserter(lost));
   if (!lost.empty()) ReleaseLeases(lost);
   if (mine != previous) {
     LogInfo("reaper: ", replica_id_, " owns ", mine.size(), " of ", all.size(), " partitions (",
-            replicas->size(), " live replicas)");
+            replicas.size(), " live replicas)");
   }
   absl::MutexLock lock(&mu_);
   owned_ = mine;
   return mine;
+}
+
+absl::StatusOr<std::vector<std::string>> Ownership::Heartbeat(std::optional<absl::Time> now) {
+  const store::CallOptions call{absl::Now() + call_timeout_, now};
+  return Await<std::vector<std::string>>(
+      [&](auto done) { store_.Heartbeat(replica_id_, membership_ttl_, call, std::move(done)); });
 }
 
 void Ownership::ReleaseLeases(const std::vector<int>& partitions) {

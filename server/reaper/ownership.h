@@ -65,6 +65,8 @@ class Ownership {
   const std::string& replica_id() const { return replica_id_; }
 
  private:
+  // Renews this replica in the registry; yields the live replicas (bounded by call_timeout).
+  absl::StatusOr<std::vector<std::string>> Heartbeat(std::optional<absl::Time> now);
   // Releases the leases of `partitions` (best effort, bounded by call_timeout).
   void ReleaseLeases(const std::vector<int>& partitions);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/store/lua_scripts.h"
 
 namespace orderhold::store {
@@ -94,7 +95,7 @@ absl::Status ValidateKeyPrefix(absl::string_view prefix) {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     RedisHoldStoreOptions options) {
-  if (absl::Status status = ValidateKeyPrefix(options.key_prefix); !status.ok()) return status;
+  ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(options.key_prefix));
   if (options.outcomes.retention < absl::Milliseconds(1) || options.outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
         "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
@@ -104,10 +105,10 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
                             std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
                             std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
                             std::string(lua::kTrimEvents)};
-  auto client = RedisClient::Create(std::move(options.client));
-  if (!client.ok()) return client.status();
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> client,
+                             RedisClient::Create(std::move(options.client)));
   return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
-      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(*client)));
+      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(client)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
