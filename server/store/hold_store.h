@@ -135,7 +135,8 @@ struct ReapResult {
   bool more = false;       // the shard may still have due holds beyond this batch's limit
   bool not_owner = false;  // another owner holds the shard's lease, or (standby) nothing is
                            // overdue enough; nothing was done
-  // The earliest expire_time in the shard's index before the call (unset: no holds).
+  // The earliest expire_time in the shard's index before the call; unset when it has no holds,
+  // or when another owner holds the lease (not_owner without standby: the index is not read).
   std::optional<absl::Time> oldest_due;
 };
 

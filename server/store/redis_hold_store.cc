@@ -78,6 +78,17 @@ bool ToOutcome(int64_t code, HoldOutcome* out) {
 
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
+bool InRange(int partition) { return partition >= 0 && partition < KeySchema::kShardCount; }
+
+// The INVALID_ARGUMENT of a call to `what` for a partition out of range.
+absl::Status OutOfRange(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": partition out of range"));
+}
+
+// trim_events.lua's ARGV[2]: ids below the cutoff it counts per consumer group and call at most.
+// Bounds how long one call blocks Redis; a larger unacked backlog is trimmed over several calls.
+constexpr int kMaxTrimIdsPerGroup = 100000;
+
 }  // namespace
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {
@@ -206,7 +217,7 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
 
 void RedisHoldStore::Reap(int shard, ReapArgs args, CallOptions options,
                           Callback<ReapResult> done) {
-  if (shard < 0 || shard >= KeySchema::kShardCount || args.max_users < 1) {
+  if (!InRange(shard) || args.max_users < 1) {
     std::move(done)(absl::InvalidArgumentError("reap: shard or max_users out of range"));
     return;
   }
@@ -258,10 +269,7 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
 
 void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
                                   Callback<bool> done) {
-  if (partition < 0 || partition >= KeySchema::kShardCount) {
-    std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
-    return;
-  }
+  if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
   RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
@@ -283,6 +291,7 @@ void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Cal
 
 void RedisHoldStore::EnsureGroup(int shard, std::string group, GroupStart start,
                                  CallOptions options, Callback<bool> done) {
+  if (!InRange(shard)) return std::move(done)(OutOfRange("ensure_group"));
   RedisCommand command{
       kEnsureGroup,
       {"1", keys_.EventsKey(shard), std::move(group), start == GroupStart::kEarliest ? "0" : "$"}};
@@ -296,6 +305,7 @@ void RedisHoldStore::EnsureGroup(int shard, std::string group, GroupStart start,
 
 void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
                                 Callback<std::vector<StoredEvent>> done) {
+  if (!InRange(shard)) return std::move(done)(OutOfRange("read_events"));
   RedisCommand command{kReadEvents,
                        {"1", keys_.EventsKey(shard), std::move(args.group),
                         std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
@@ -336,6 +346,7 @@ void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions opti
 
 void RedisHoldStore::AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
                                CallOptions options, Callback<int64_t> done) {
+  if (!InRange(shard)) return std::move(done)(OutOfRange("ack_events"));
   if (stream_ids.empty()) {
     std::move(done)(int64_t{0});
     return;
@@ -352,9 +363,11 @@ void RedisHoldStore::AckEvents(int shard, std::string group, std::vector<std::st
 
 void RedisHoldStore::TrimEvents(int shard, absl::Time cutoff, CallOptions options,
                                 Callback<TrimEventsResult> done) {
-  RedisCommand command{kTrimEvents,
-                       {"1", keys_.EventsKey(shard),
-                        absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))), "100000"}};
+  if (!InRange(shard)) return std::move(done)(OutOfRange("trim_events"));
+  RedisCommand command{
+      kTrimEvents,
+      {"1", keys_.EventsKey(shard), absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
+       absl::StrCat(kMaxTrimIdsPerGroup)}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/fake_clock.h"
@@ -404,6 +405,45 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
   auto paid = End("a:b", "c", kT0);  // must not reach user "a"'s order "b:c"
   ASSERT_THAT(paid, IsOk());
   EXPECT_EQ(paid->result, EndHoldResult::Result::kUnknown);
+}
+
+TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
+  const auto invalid = ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument);
+  for (int partition : {-1, store_->shard_count()}) {
+    SCOPED_TRACE(partition);
+    EXPECT_THAT(
+        Await<ReapResult>([&](auto done) {
+          store_->Reap(partition, ReapArgs{100, "", {}, std::nullopt}, At(kT0), std::move(done));
+        }),
+        invalid);
+    EXPECT_THAT(Await<bool>([&](auto done) {
+                  store_->ReleaseLease(partition, "replica-a", At(kT0), std::move(done));
+                }),
+                invalid);
+  }
+  // The event log (the Redis store's; the fake has none) promises the same for its partitions.
+  auto* log = dynamic_cast<HoldEventLog*>(store_.get());
+  if (log == nullptr) return;
+  ASSERT_EQ(log->event_shard_count(), store_->shard_count());
+  for (int partition : {-1, log->event_shard_count()}) {
+    SCOPED_TRACE(partition);
+    EXPECT_THAT(Await<bool>([&](auto done) {
+                  log->EnsureGroup(partition, "g", GroupStart::kEarliest, At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<std::vector<StoredEvent>>([&](auto done) {
+                  log->ReadEvents(partition, ReadEventsArgs{"g", "c", 1, std::nullopt, false},
+                                  At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<int64_t>([&](auto done) {
+                  log->AckEvents(partition, "g", {"1-0"}, At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<TrimEventsResult>(
+                    [&](auto done) { log->TrimEvents(partition, kT0, At(kT0), std::move(done)); }),
+                invalid);
+  }
 }
 
 TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {

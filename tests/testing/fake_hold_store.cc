@@ -227,8 +227,7 @@ void FakeHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl,
 void FakeHoldStore::ReleaseLease(int partition, std::string replica_id,
                                  store::CallOptions /*options*/, store::Callback<bool> done) {
   if (partition < 0 || partition >= kShards) {
-    std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
-    return;
+    return std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
   }
   Answer(done, [&] {
     auto lease = leases_.find(partition);

@@ -31,7 +31,8 @@
 --          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
 --          replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
---          the index was empty.
+--          the index was empty or another replica holds the lease (the index is not read then:
+--          -1 does not mean "nothing due").
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 
