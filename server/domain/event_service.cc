@@ -69,11 +69,12 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
     std::move(done)(status);
     return;
   }
-  const int shards = log_.event_shard_count();
+  const int partitions = log_.event_partition_count();
   FanIn<bool>(
-      static_cast<size_t>(shards),
-      [&](size_t shard, Callback<bool> slot) {
-        log_.EnsureGroup(static_cast<int>(shard), spec.group, spec.start, options, std::move(slot));
+      static_cast<size_t>(partitions),
+      [&](size_t partition, Callback<bool> slot) {
+        log_.EnsureGroup(static_cast<int>(partition), spec.group, spec.start, options,
+                         std::move(slot));
       },
       [done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
         if (absl::Status error = FirstError(results); !error.ok()) {
@@ -87,11 +88,11 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
 
 void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallOptions options,
                         store::Callback<std::vector<store::StoredEvent>> done) {
-  const int shards = log_.event_shard_count();
+  const int partitions = log_.event_partition_count();
   store::ReadEventsArgs args;
   args.group = spec.group;
   args.consumer = spec.consumer;
-  args.max_events = std::max(1, policy_.max_events_per_poll / shards);
+  args.max_events = std::max(1, policy_.max_events_per_poll / partitions);
   args.own_pending = cursor.first_poll;
   cursor.first_poll = false;
   const absl::Time now = clock_.Now();
@@ -100,26 +101,26 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
     cursor.next_claim = now + policy_.claim_interval;
   }
   FanIn<std::vector<store::StoredEvent>>(
-      static_cast<size_t>(shards),
-      [&](size_t shard, Callback<std::vector<store::StoredEvent>> slot) {
-        log_.ReadEvents(static_cast<int>(shard), args, options, std::move(slot));
+      static_cast<size_t>(partitions),
+      [&](size_t partition, Callback<std::vector<store::StoredEvent>> slot) {
+        log_.ReadEvents(static_cast<int>(partition), args, options, std::move(slot));
       },
       [this, spec, options, done = std::move(done)](
           std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
         std::vector<store::StoredEvent> out;
-        std::map<int, std::vector<std::string>> filtered;  // shard -> stream ids to ack
+        std::map<int, std::vector<std::string>> filtered;  // partition -> stream ids to ack
         for (auto& result : results) {
           if (!result.ok()) continue;
           for (store::StoredEvent& event : *result) {
             if (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0) {
               out.push_back(std::move(event));
             } else {
-              filtered[event.shard].push_back(event.stream_id);
+              filtered[event.partition].push_back(event.stream_id);
             }
           }
         }
-        for (auto& [shard, ids] : filtered) {
-          log_.AckEvents(shard, spec.group, std::move(ids), options,
+        for (auto& [partition, ids] : filtered) {
+          log_.AckEvents(partition, spec.group, std::move(ids), options,
                          [this](absl::StatusOr<int64_t> acked) {
                            // Best effort: a failed ack only means a later redelivery, filtered
                            // out again.
@@ -135,15 +136,15 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
 
 void EventService::Ack(std::string group, const std::vector<std::string>& event_ids,
                        store::CallOptions options, store::Callback<int64_t> done) {
-  absl::StatusOr<std::map<int, std::vector<std::string>>> by_shard =
-      StreamIdsByPartition(group, event_ids, log_.event_shard_count());
-  if (!by_shard.ok()) {
-    std::move(done)(by_shard.status());
+  absl::StatusOr<std::map<int, std::vector<std::string>>> by_partition =
+      StreamIdsByPartition(group, event_ids, log_.event_partition_count());
+  if (!by_partition.ok()) {
+    std::move(done)(by_partition.status());
     return;
   }
   // One call per partition named in event_ids, in partition order.
   std::vector<std::pair<int, std::vector<std::string>>> calls(
-      std::make_move_iterator(by_shard->begin()), std::make_move_iterator(by_shard->end()));
+      std::make_move_iterator(by_partition->begin()), std::make_move_iterator(by_partition->end()));
   FanIn<int64_t>(
       calls.size(),
       [&](size_t i, Callback<int64_t> slot) {

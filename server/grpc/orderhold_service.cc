@@ -93,7 +93,7 @@ absl::Status SerializeToByteBuffer(const google::protobuf::Message& message,
 }
 
 void EventToProto(const store::StoredEvent& event, orderhold::v1::HoldEvent* out) {
-  out->set_event_id(store::FormatEventId(event.shard, event.stream_id));
+  out->set_event_id(store::FormatEventId(event.partition, event.stream_id));
   orderhold::v1::Hold* hold = out->mutable_hold();
   hold->set_user_id(event.user_id);
   hold->set_order_id(event.order_id);

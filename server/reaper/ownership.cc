@@ -71,8 +71,8 @@ std::vector<int> Ownership::owned() const {
 }
 
 absl::StatusOr<std::vector<int>> Ownership::Claim(std::optional<absl::Time> now) {
-  std::vector<int> all(store_.shard_count());
-  for (int i = 0; i < store_.shard_count(); ++i) all[i] = i;
+  std::vector<int> all(store_.partition_count());
+  for (int i = 0; i < store_.partition_count(); ++i) all[i] = i;
   if (replica_id_.empty()) {
     absl::MutexLock lock(&mu_);
     owned_ = all;

@@ -34,40 +34,41 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   absl::StatusOr<std::vector<int>> claimed = ownership_.Claim(now);
   if (!claimed.ok()) first_error = claimed.status();
   // Without a fresh view keep the last one: the leases still fence any overlap.
-  std::vector<int> shards = claimed.ok() ? *claimed : ownership_.owned();
-  const std::vector<int> owned_now = shards;
-  stats.owned = static_cast<int>(shards.size());
+  std::vector<int> partitions = claimed.ok() ? *claimed : ownership_.owned();
+  const std::vector<int> owned_now = partitions;
+  stats.owned = static_cast<int>(partitions.size());
   metrics_.reaper_owned_partitions().Set(stats.owned);
   // Standby: the partitions this replica does not own, reaped only when overdue.
-  std::vector<bool> standby(store_.shard_count(), false);
+  std::vector<bool> standby(store_.partition_count(), false);
   if (!options_.replica_id.empty() && options_.standby_after > absl::ZeroDuration()) {
-    std::vector<bool> mine(store_.shard_count(), false);
-    for (int shard : owned_now) mine[shard] = true;
-    for (int shard = 0; shard < store_.shard_count(); ++shard) {
-      if (!mine[shard]) {
-        standby[shard] = true;
-        shards.push_back(shard);
+    std::vector<bool> mine(store_.partition_count(), false);
+    for (int partition : owned_now) mine[partition] = true;
+    for (int partition = 0; partition < store_.partition_count(); ++partition) {
+      if (!mine[partition]) {
+        standby[partition] = true;
+        partitions.push_back(partition);
       }
     }
   }
 
-  // Round r: one call for every shard still flagged `more`; all calls of a round run at once.
+  // Round r: one call for every partition still flagged `more`; all calls of a round run at once.
   absl::Duration backlog = absl::ZeroDuration();
   std::optional<absl::Time> store_now;
-  for (int round = 0; round < options_.max_calls_per_shard && !shards.empty(); ++round) {
+  for (int round = 0; round < options_.max_calls_per_partition && !partitions.empty(); ++round) {
     // Deadlines are host time (what the store compares them with), one fresh budget per round.
     const store::CallOptions call{absl::Now() + options_.call_timeout, now};
     const store::ReapArgs owner_args{options_.max_users_per_call, options_.replica_id,
                                      options_.lease, std::nullopt};
     const store::ReapArgs standby_args{options_.max_users_per_call, "", options_.lease,
                                        options_.standby_after};
-    auto results = AwaitAll<store::ReapResult>(shards.size(), [&](size_t i, auto done) {
-      store_.Reap(shards[i], standby[shards[i]] ? standby_args : owner_args, call, std::move(done));
+    auto results = AwaitAll<store::ReapResult>(partitions.size(), [&](size_t i, auto done) {
+      store_.Reap(partitions[i], standby[partitions[i]] ? standby_args : owner_args, call,
+                  std::move(done));
     });
-    stats.calls += static_cast<int>(shards.size());
+    stats.calls += static_cast<int>(partitions.size());
 
     std::vector<int> again;
-    for (size_t i = 0; i < shards.size(); ++i) {
+    for (size_t i = 0; i < partitions.size(); ++i) {
       if (!results[i].ok()) {
         if (first_error.ok()) first_error = results[i].status();
         continue;
@@ -80,21 +81,21 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
         backlog = std::max(backlog, result.now - *result.oldest_due);
       }
       if (result.not_owner) {
-        if (!standby[shards[i]]) ++stats.not_owner;
+        if (!standby[partitions[i]]) ++stats.not_owner;
         continue;
       }
-      if (standby[shards[i]]) {
+      if (standby[partitions[i]]) {
         stats.standby_reaped += static_cast<int>(result.reaped_expire_times.size());
       }
       for (absl::Time expire_time : result.reaped_expire_times) {
         metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));
       }
       stats.reaped += static_cast<int>(result.reaped_expire_times.size());
-      if (result.more) again.push_back(shards[i]);
+      if (result.more) again.push_back(partitions[i]);
     }
-    shards.swap(again);
+    partitions.swap(again);
   }
-  stats.backlog_left = !shards.empty();
+  stats.backlog_left = !partitions.empty();
   if (stats.reaped > 0) {
     metrics_.holds_expired().Increment(stats.reaped);
     metrics_.events_appended().Increment(stats.reaped);

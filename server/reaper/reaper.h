@@ -4,8 +4,8 @@
 // Redis TIME); the reaper only reclaims their memory, keeps the due index small and measures how
 // late it is (orderhold_reaper_lag_seconds). Shaped after Sidekiq's scheduled poller
 // (lib/sidekiq/scheduled.rb): every interval (with jitter, so replicas started together do not
-// tick in lockstep) it visits each index shard with bounded atomic batches (reap.lua), "punts" on
-// errors (log + count, retry next tick) and never dies; its sleep is interruptible by Stop().
+// tick in lockstep) it visits each index partition with bounded atomic batches (reap.lua), "punts"
+// on errors (log + count, retry next tick) and never dies; its sleep is interruptible by Stop().
 //
 // Several replicas: each due hold is ended (outcome record + EXPIRED event) and counted by exactly
 // one script run whatever the replicas do; on top of that the work is divided so it is not done
@@ -49,9 +49,9 @@ struct ReaperOptions {
   double jitter = 0.1;
   // Users visited per script call (bounds the time one call blocks Redis).
   int max_users_per_call = 100;
-  // Calls per shard per tick; what is left waits for the next tick (bounds one tick).
-  int max_calls_per_shard = 50;
-  // Deadline of one round of store calls (one call per shard still having due holds).
+  // Calls per partition per tick; what is left waits for the next tick (bounds one tick).
+  int max_calls_per_partition = 50;
+  // Deadline of one round of store calls (one call per partition still having due holds).
   absl::Duration call_timeout = absl::Seconds(2);
   // This replica's id in the registry; empty: no registry and no leases (reap every partition;
   // tests and single-process tools).
@@ -74,7 +74,7 @@ struct ReaperOptions {
 struct ReapStats {
   int reaped = 0;             // holds ended as EXPIRED
   int calls = 0;              // reap script calls made
-  bool backlog_left = false;  // a shard still had due holds when max_calls_per_shard was reached
+  bool backlog_left = false;  // a partition had due holds left after max_calls_per_partition
   int owned = 0;              // partitions this replica reaped (all without a replica_id)
   int not_owner = 0;          // owned partitions skipped because another replica's lease held
   int standby_reaped = 0;     // of `reaped`, holds of partitions this replica does not own
@@ -91,7 +91,7 @@ class Reaper {
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
-  // One tick: reaps every shard (calls run concurrently, pipelined by the store), records
+  // One tick: reaps every partition (calls run concurrently, pipelined by the store), records
   // orderhold_holds_expired_total, orderhold_reaper_lag_seconds (store clock) and
   // orderhold_reaper_tick_duration_seconds; on full success sets
   // orderhold_reaper_last_success_timestamp_seconds. `now` overrides the store clock (tests).

@@ -120,11 +120,11 @@ struct ListHoldsResult {
 
 struct ReapArgs {
   int max_users = 100;  // users visited by this call, >= 1
-  // With an owner: the call takes (or renews) the shard's lease for `lease` and does nothing if
+  // With an owner: the call takes (or renews) the partition's lease for `lease` and does nothing if
   // another owner holds it. Empty: no lease (tests, single replica tools).
   std::string owner;
   absl::Duration lease = absl::Seconds(3);
-  // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the shard's
+  // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the partition's
   // oldest due hold is at least this overdue, i.e. its owner is late or dead. Else not_owner.
   std::optional<absl::Duration> standby_after;
 };
@@ -132,10 +132,10 @@ struct ReapArgs {
 struct ReapResult {
   absl::Time now;                               // the store's clock when the operation ran
   std::vector<absl::Time> reaped_expire_times;  // one entry per hold ended as EXPIRED
-  bool more = false;       // the shard may still have due holds beyond this batch's limit
-  bool not_owner = false;  // another owner holds the shard's lease, or (standby) nothing is
+  bool more = false;       // the partition may still have due holds beyond this batch's limit
+  bool not_owner = false;  // another owner holds the partition's lease, or (standby) nothing is
                            // overdue enough; nothing was done
-  // The earliest expire_time in the shard's index before the call; unset when it has no holds,
+  // The earliest expire_time in the partition's index before the call; unset when it has no holds,
   // or when another owner holds the lease (not_owner without standby: the index is not read).
   std::optional<absl::Time> oldest_due;
 };
@@ -162,17 +162,18 @@ class HoldStore {
                          Callback<ListHoldsResult> done) = 0;
 
   // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
-  // index shard `shard` (0 <= shard < shard_count()) and keeps the due index right. Safe to run
-  // concurrently from several processes: each due hold is ended, and reported, by exactly one
-  // call. INVALID_ARGUMENT for a shard out of range or max_users < 1.
-  virtual void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) = 0;
+  // index partition `partition` (0 <= partition < partition_count()) and keeps the due index right.
+  // Safe to run concurrently from several processes: each due hold is ended, and reported, by
+  // exactly one call. INVALID_ARGUMENT for a partition out of range or max_users < 1.
+  virtual void Reap(int partition, ReapArgs args, CallOptions options,
+                    Callback<ReapResult> done) = 0;
 
   // Registers `replica_id` as a live reaper for `ttl` and yields the live replicas' ids (this one
   // included), sorted.
   virtual void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                          Callback<std::vector<std::string>> done) = 0;
 
-  // Gives up the reaper lease of index partition `partition` (0 <= partition < shard_count())
+  // Gives up the reaper lease of index partition `partition` (0 <= partition < partition_count())
   // if `replica_id` holds it, so the next owner need not wait for it to expire: yields true when
   // released, false when another replica (or none) held it. INVALID_ARGUMENT for a partition out
   // of range.
@@ -183,8 +184,8 @@ class HoldStore {
   // instead of after its ttl: yields true when it was registered.
   virtual void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) = 0;
 
-  // Number of index shards the reaper must visit.
-  virtual int shard_count() const = 0;
+  // Number of index partitions the reaper must visit.
+  virtual int partition_count() const = 0;
 
   // Checks the backend answers; yields the store's clock (Redis TIME). UNAVAILABLE or
   // DEADLINE_EXCEEDED when it does not.

@@ -40,7 +40,7 @@ void NoopHoldStore::ListHolds(std::string /*user_id*/, CallOptions options,
   std::move(done)(std::move(result));
 }
 
-void NoopHoldStore::Reap(int /*shard*/, ReapArgs /*args*/, CallOptions options,
+void NoopHoldStore::Reap(int /*partition*/, ReapArgs /*args*/, CallOptions options,
                          Callback<ReapResult> done) {
   ReapResult result;
   result.now = Now(options);

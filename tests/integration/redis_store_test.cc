@@ -68,7 +68,7 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
   EXPECT_EQ(score, absl::StrCat(absl::ToUnixMillis(result->expire_time)));
   ASSERT_OK_AND_ASSIGN(
       std::string due,
-      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::ShardOf("alice")), "alice"}));
+      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::PartitionOf("alice")), "alice"}));
   EXPECT_EQ(due, score);
 }
 
@@ -228,7 +228,7 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   std::set<std::string> streams;
   for (int i = 0; i < 10; ++i) {
     const std::string user = absl::StrCat("user", i);
-    streams.insert(store_->keys().EventsKey(store::KeySchema::ShardOf(user)));
+    streams.insert(store_->keys().EventsKey(store::KeySchema::PartitionOf(user)));
     ASSERT_OK_AND_ASSIGN(std::string ttl,
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;

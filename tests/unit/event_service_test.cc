@@ -25,12 +25,12 @@ using ::testing::Pair;
 // Answers at once: no events, every group new, every acked id pending. Records the calls.
 class RecordingEventLog final : public store::HoldEventLog {
  public:
-  int event_shard_count() const override { return 2; }
-  void EnsureGroup(int /*shard*/, std::string /*group*/, store::GroupStart /*start*/,
+  int event_partition_count() const override { return 2; }
+  void EnsureGroup(int /*partition*/, std::string /*group*/, store::GroupStart /*start*/,
                    store::CallOptions /*options*/, store::Callback<bool> done) override {
     std::move(done)(true);
   }
-  void ReadEvents(int /*shard*/, store::ReadEventsArgs args, store::CallOptions /*options*/,
+  void ReadEvents(int /*partition*/, store::ReadEventsArgs args, store::CallOptions /*options*/,
                   store::Callback<std::vector<store::StoredEvent>> done) override {
     {
       absl::MutexLock lock(&mu_);
@@ -38,16 +38,16 @@ class RecordingEventLog final : public store::HoldEventLog {
     }
     std::move(done)(std::vector<store::StoredEvent>{});
   }
-  void AckEvents(int shard, std::string /*group*/, std::vector<std::string> stream_ids,
+  void AckEvents(int partition, std::string /*group*/, std::vector<std::string> stream_ids,
                  store::CallOptions /*options*/, store::Callback<int64_t> done) override {
     const auto n = static_cast<int64_t>(stream_ids.size());
     {
       absl::MutexLock lock(&mu_);
-      acks_[shard] = std::move(stream_ids);
+      acks_[partition] = std::move(stream_ids);
     }
     std::move(done)(n);
   }
-  void TrimEvents(int /*shard*/, absl::Time /*cutoff*/, store::CallOptions /*options*/,
+  void TrimEvents(int /*partition*/, absl::Time /*cutoff*/, store::CallOptions /*options*/,
                   store::Callback<store::TrimEventsResult> done) override {
     std::move(done)(store::TrimEventsResult{});
   }

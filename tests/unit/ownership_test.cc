@@ -23,14 +23,14 @@ using ::testing::IsEmpty;
 TEST(OwnerOfTest, SpreadsPartitionsAndMovesOnlyTheLeaversShare) {
   const std::vector<std::string> three = {"a-1", "b-2", "c-3"};
   std::map<std::string, int> counts;
-  for (int shard = 0; shard < 64; ++shard) ++counts[OwnerOf(shard, three)];
+  for (int partition = 0; partition < 64; ++partition) ++counts[OwnerOf(partition, three)];
   ASSERT_EQ(counts.size(), 3u);
   for (const auto& [replica, n] : counts) EXPECT_GE(n, 10) << replica;  // none starved
   // When "b-2" leaves, only its partitions move; the others keep theirs.
   const std::vector<std::string> two = {"a-1", "c-3"};
-  for (int shard = 0; shard < 64; ++shard) {
-    if (OwnerOf(shard, three) != "b-2") {
-      EXPECT_EQ(OwnerOf(shard, two), OwnerOf(shard, three));
+  for (int partition = 0; partition < 64; ++partition) {
+    if (OwnerOf(partition, three) != "b-2") {
+      EXPECT_EQ(OwnerOf(partition, two), OwnerOf(partition, three));
     }
   }
   EXPECT_EQ(OwnerOf(0, {}), "");
@@ -79,7 +79,7 @@ TEST_F(OwnershipTest, ReleasesTheLeasesItLosesAndHandsOverAtStop) {
   ASSERT_THAT(b.Claim(std::nullopt), IsOk());  // b sees both
   ASSERT_THAT(a.Claim(std::nullopt), IsOk());  // a sees both: releases b's share
   ASSERT_FALSE(b.owned().empty());
-  ASSERT_EQ(a.owned().size() + b.owned().size(), static_cast<size_t>(store_.shard_count()));
+  ASSERT_EQ(a.owned().size() + b.owned().size(), static_cast<size_t>(store_.partition_count()));
   for (int partition : b.owned()) EXPECT_TRUE(ReapAs(partition, "replica-b")) << partition;
   for (int partition : a.owned()) EXPECT_FALSE(ReapAs(partition, "replica-b")) << partition;
 
