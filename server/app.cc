@@ -8,14 +8,18 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/common/clock.h"
 #include "server/common/log.h"
+#include "server/common/status_macros.h"
 #include "server/store/noop_hold_store.h"
 
 namespace orderhold {
 
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                 prometheus::Registry& registry) {
-  if (absl::Status status = ValidateConfig(config); !status.ok()) return status;
+  ORDERHOLD_RETURN_IF_ERROR(ValidateConfig(config));
+  // Host time for deadlines, scheduling and metrics; expiry is decided on the Redis clock.
+  const Clock& clock = SystemClock::Get();
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
 
@@ -23,25 +27,24 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     app->store_ = std::make_unique<store::NoopHoldStore>();
   } else {
     store::RedisHoldStoreOptions store_options;
-    auto endpoint = store::ParseRedisUrl(config.redis_url);
-    if (!endpoint.ok()) return endpoint.status();
-    store_options.client.endpoint = *endpoint;
+    ORDERHOLD_ASSIGN_OR_RETURN(store_options.client.endpoint,
+                               store::ParseRedisUrl(config.redis_url));
     store_options.client.connections = config.redis_connections;
     store_options.client.command_timeout = config.redis_timeout;
     store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
     store_options.client.errors = &app->metrics_->redis_errors();
     store_options.key_prefix = config.key_prefix;
     store_options.outcomes = config.outcomes;
-    auto store = store::RedisHoldStore::Create(std::move(store_options));
-    if (!store.ok()) return store.status();
-    app->redis_store_ = store->get();
-    app->store_ = std::move(*store);
+    ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
+                               store::RedisHoldStore::Create(std::move(store_options)));
+    app->redis_store_ = store.get();
+    app->store_ = std::move(store);
   }
 
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   if (app->redis_store_ != nullptr) {
-    app->events_ =
-        std::make_unique<domain::EventService>(*app->redis_store_, config.events, *app->metrics_);
+    app->events_ = std::make_unique<domain::EventService>(*app->redis_store_, config.events,
+                                                          *app->metrics_, clock);
   }
   app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, app->events_.get(),
                                                                *app->metrics_);
@@ -76,7 +79,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   reaper_options.standby_after = config.reap_interval * 3 / 2;
   reaper_options.event_retention = config.event_retention;
   app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options,
-                                                  SystemClock::Get(), app->redis_store_);
+                                                  clock, app->redis_store_);
   if (config.run_reaper) app->reaper_->Start();
   return app;
 }

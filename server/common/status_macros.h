@@ -15,6 +15,8 @@
     }                                          \
   } while (false)
 
+// Pastes two tokens after expanding them (ORDERHOLD_CONCAT_(x_, __LINE__) -> x_42): unique
+// temporaries for the assign-or-return macros here and in tests/testing/status_matchers.h.
 #define ORDERHOLD_CONCAT_INNER_(a, b) a##b
 #define ORDERHOLD_CONCAT_(a, b) ORDERHOLD_CONCAT_INNER_(a, b)
 

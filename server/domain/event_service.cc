@@ -1,46 +1,17 @@
 #include "server/domain/event_service.h"
 
+#include <iterator>
 #include <map>
-#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/synchronization/mutex.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/fan_in.h"
+#include "server/common/status_macros.h"
 #include "server/domain/hold.h"
 
 namespace orderhold::domain {
 namespace {
-
-// Collects the results of `n` concurrent partition calls and calls `finish` with all of them
-// once the last one arrived (on that call's thread).
-template <typename T>
-class FanIn {
- public:
-  using Finish = absl::AnyInvocable<void(std::vector<absl::StatusOr<T>>) &&>;
-  static std::shared_ptr<FanIn> Create(size_t n, Finish finish) {
-    return std::shared_ptr<FanIn>(new FanIn(n, std::move(finish)));
-  }
-  // The callback for call `i`.
-  store::Callback<T> Slot(size_t i, std::shared_ptr<FanIn> self) {
-    return [self = std::move(self), i](absl::StatusOr<T> result) {
-      bool last = false;
-      {
-        absl::MutexLock lock(&self->mu_);
-        self->results_[i] = std::move(result);
-        last = --self->pending_ == 0;
-      }
-      if (last) std::move(self->finish_)(std::move(self->results_));
-    };
-  }
-
- private:
-  FanIn(size_t n, Finish finish)
-      : results_(n, absl::UnknownError("not run")), pending_(n), finish_(std::move(finish)) {}
-  absl::Mutex mu_;
-  std::vector<absl::StatusOr<T>> results_;
-  size_t pending_;
-  Finish finish_;
-};
 
 template <typename T>
 absl::Status FirstError(const std::vector<absl::StatusOr<T>>& results) {
@@ -48,6 +19,29 @@ absl::Status FirstError(const std::vector<absl::StatusOr<T>>& results) {
     if (!result.ok()) return result.status();
   }
   return absl::OkStatus();
+}
+
+// INVALID_ARGUMENT naming consumer_group or consumer.
+absl::Status ValidateWatchSpec(const WatchSpec& spec) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateGroup(spec.group));
+  return ValidateId("consumer", spec.consumer);
+}
+
+// The stream ids of `event_ids` by partition, once group and ids are valid: INVALID_ARGUMENT
+// naming consumer_group or event_ids.
+absl::StatusOr<std::map<int, std::vector<std::string>>> StreamIdsByPartition(
+    absl::string_view group, const std::vector<std::string>& event_ids, int partition_count) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateGroup(group));
+  if (event_ids.size() > EventService::kMaxAckIds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_ids: at most ", EventService::kMaxAckIds, " per call"));
+  }
+  std::map<int, std::vector<std::string>> by_partition;
+  for (const std::string& event_id : event_ids) {
+    ORDERHOLD_ASSIGN_OR_RETURN(auto parsed, store::ParseEventId(event_id, partition_count));
+    by_partition[parsed.first].push_back(std::move(parsed.second));
+  }
+  return by_partition;
 }
 
 }  // namespace
@@ -65,20 +59,24 @@ absl::Status ValidateGroup(absl::string_view group) {
   return absl::OkStatus();
 }
 
-EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics)
-    : log_(log), policy_(policy), metrics_(metrics) {}
+EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics,
+                           const Clock& clock)
+    : log_(log), policy_(policy), metrics_(metrics), clock_(clock) {}
 
 void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
                              store::Callback<bool> done) {
-  absl::Status status = ValidateGroup(spec.group);
-  if (status.ok()) status = ValidateId("consumer", spec.consumer);
-  if (!status.ok()) {
+  if (absl::Status status = ValidateWatchSpec(spec); !status.ok()) {
     std::move(done)(status);
     return;
   }
-  const int shards = log_.event_shard_count();
-  auto fan = FanIn<bool>::Create(
-      shards, [done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
+  const int partitions = log_.event_partition_count();
+  FanIn<bool>(
+      static_cast<size_t>(partitions),
+      [&](size_t partition, Callback<bool> slot) {
+        log_.EnsureGroup(static_cast<int>(partition), spec.group, spec.start, options,
+                         std::move(slot));
+      },
+      [done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
         if (absl::Status error = FirstError(results); !error.ok()) {
           return std::move(done)(error);
         }
@@ -86,42 +84,43 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
         for (const auto& result : results) created = created || *result;
         std::move(done)(created);
       });
-  for (int shard = 0; shard < shards; ++shard) {
-    log_.EnsureGroup(shard, spec.group, spec.start, options, fan->Slot(shard, fan));
-  }
 }
 
 void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallOptions options,
                         store::Callback<std::vector<store::StoredEvent>> done) {
-  const int shards = log_.event_shard_count();
+  const int partitions = log_.event_partition_count();
   store::ReadEventsArgs args;
   args.group = spec.group;
   args.consumer = spec.consumer;
-  args.max_events = std::max(1, policy_.max_events_per_poll / shards);
+  args.max_events = std::max(1, policy_.max_events_per_poll / partitions);
   args.own_pending = cursor.first_poll;
   cursor.first_poll = false;
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   if (now >= cursor.next_claim) {
     args.claim_idle = policy_.ack_timeout;
     cursor.next_claim = now + policy_.claim_interval;
   }
-  auto fan = FanIn<std::vector<store::StoredEvent>>::Create(
-      shards, [this, spec, options, done = std::move(done)](
-                  std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
+  FanIn<std::vector<store::StoredEvent>>(
+      static_cast<size_t>(partitions),
+      [&](size_t partition, Callback<std::vector<store::StoredEvent>> slot) {
+        log_.ReadEvents(static_cast<int>(partition), args, options, std::move(slot));
+      },
+      [this, spec, options, done = std::move(done)](
+          std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
         std::vector<store::StoredEvent> out;
-        std::map<int, std::vector<std::string>> filtered;  // shard -> stream ids to ack
+        std::map<int, std::vector<std::string>> filtered;  // partition -> stream ids to ack
         for (auto& result : results) {
           if (!result.ok()) continue;
           for (store::StoredEvent& event : *result) {
             if (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0) {
               out.push_back(std::move(event));
             } else {
-              filtered[event.shard].push_back(event.stream_id);
+              filtered[event.partition].push_back(event.stream_id);
             }
           }
         }
-        for (auto& [shard, ids] : filtered) {
-          log_.AckEvents(shard, spec.group, std::move(ids), options,
+        for (auto& [partition, ids] : filtered) {
+          log_.AckEvents(partition, spec.group, std::move(ids), options,
                          [this](absl::StatusOr<int64_t> acked) {
                            // Best effort: a failed ack only means a later redelivery, filtered
                            // out again.
@@ -133,36 +132,24 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
         }
         std::move(done)(std::move(out));
       });
-  for (int shard = 0; shard < shards; ++shard) {
-    log_.ReadEvents(shard, args, options, fan->Slot(shard, fan));
-  }
 }
 
 void EventService::Ack(std::string group, const std::vector<std::string>& event_ids,
                        store::CallOptions options, store::Callback<int64_t> done) {
-  absl::Status status = ValidateGroup(group);
-  if (status.ok() && event_ids.size() > kMaxAckIds) {
-    status = absl::InvalidArgumentError("event_ids: at most 10000 per call");
-  }
-  std::map<int, std::vector<std::string>> by_shard;
-  for (size_t i = 0; status.ok() && i < event_ids.size(); ++i) {
-    auto parsed = store::ParseEventId(event_ids[i], log_.event_shard_count());
-    if (!parsed.ok()) {
-      status = parsed.status();
-    } else {
-      by_shard[parsed->first].push_back(std::move(parsed->second));
-    }
-  }
-  if (!status.ok()) {
-    std::move(done)(status);
+  absl::StatusOr<std::map<int, std::vector<std::string>>> by_partition =
+      StreamIdsByPartition(group, event_ids, log_.event_partition_count());
+  if (!by_partition.ok()) {
+    std::move(done)(by_partition.status());
     return;
   }
-  if (by_shard.empty()) {
-    std::move(done)(int64_t{0});
-    return;
-  }
-  auto fan = FanIn<int64_t>::Create(
-      by_shard.size(),
+  // One call per partition named in event_ids, in partition order.
+  std::vector<std::pair<int, std::vector<std::string>>> calls(
+      std::make_move_iterator(by_partition->begin()), std::make_move_iterator(by_partition->end()));
+  FanIn<int64_t>(
+      calls.size(),
+      [&](size_t i, Callback<int64_t> slot) {
+        log_.AckEvents(calls[i].first, group, std::move(calls[i].second), options, std::move(slot));
+      },
       [this, done = std::move(done)](std::vector<absl::StatusOr<int64_t>> results) mutable {
         int64_t acked = 0;
         for (const auto& result : results) {
@@ -174,10 +161,6 @@ void EventService::Ack(std::string group, const std::vector<std::string>& event_
         }
         std::move(done)(acked);
       });
-  size_t i = 0;
-  for (auto& [shard, ids] : by_shard) {
-    log_.AckEvents(shard, group, std::move(ids), options, fan->Slot(i++, fan));
-  }
 }
 
 }  // namespace orderhold::domain

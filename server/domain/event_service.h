@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/common/clock.h"
 #include "server/metrics/metrics.h"
 #include "server/store/event_log.h"
 
@@ -51,8 +52,10 @@ absl::Status ValidateGroup(absl::string_view group);
 
 class EventService {
  public:
-  // `log` and `metrics` must outlive this object.
-  EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics);
+  // `log`, `metrics` and `clock` must outlive this object. `clock` (host time) schedules the
+  // claims of pending events (EventPolicy::claim_interval).
+  EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics,
+               const Clock& clock);
 
   // Validates `spec` (group, consumer: see hold.h ValidateId) and creates the group on every
   // partition where it does not exist yet, starting at spec.start.
@@ -79,6 +82,7 @@ class EventService {
   store::HoldEventLog& log_;
   const EventPolicy policy_;
   metrics::Metrics& metrics_;
+  const Clock& clock_;
 };
 
 }  // namespace orderhold::domain

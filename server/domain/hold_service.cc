@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::domain {
 
@@ -28,6 +29,23 @@ absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", end.end_time, absl::UTCTimeZone()), what));
 }
 
+namespace {
+
+// INVALID_ARGUMENT naming user_id or order_id.
+absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateId("user_id", user_id));
+  return ValidateId("order_id", order_id);
+}
+
+// The hold's ttl, once the command is valid: INVALID_ARGUMENT naming user_id, order_id or ttl.
+absl::StatusOr<absl::Duration> ValidatedTtl(const PlaceHoldCommand& command,
+                                            const HoldPolicy& policy) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateIds(command.user_id, command.order_id));
+  return ResolveTtl(command.ttl, policy);
+}
+
+}  // namespace
+
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
     : store_(store), policy_(policy), metrics_(metrics) {}
 
@@ -35,13 +53,10 @@ void HoldService::Reject(metrics::RejectReason reason) { metrics_.RecordRejected
 
 void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options,
                             store::Callback<PlaceHoldReply> done) {
-  absl::Status status = ValidateId("user_id", command.user_id);
-  if (status.ok()) status = ValidateId("order_id", command.order_id);
-  absl::StatusOr<absl::Duration> ttl = ResolveTtl(command.ttl, policy_);
-  if (status.ok()) status = ttl.status();
-  if (!status.ok()) {
+  absl::StatusOr<absl::Duration> ttl = ValidatedTtl(command, policy_);
+  if (!ttl.ok()) {
     Reject(metrics::RejectReason::kInvalidArgument);
-    std::move(done)(status);
+    std::move(done)(ttl.status());
     return;
   }
   store::PlaceHoldArgs args{command.user_id, command.order_id, *ttl, policy_.max_holds};
@@ -87,9 +102,7 @@ void HoldService::CountExpired(int expired) {
 
 void HoldService::End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
                       store::CallOptions options, store::Callback<Ended> done) {
-  absl::Status status = ValidateId("user_id", user_id);
-  if (status.ok()) status = ValidateId("order_id", order_id);
-  if (!status.ok()) {
+  if (absl::Status status = ValidateIds(user_id, order_id); !status.ok()) {
     std::move(done)(status);
     return;
   }

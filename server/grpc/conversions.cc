@@ -160,7 +160,7 @@ v1::AckHoldEventsResponse AckedToProto(int64_t acked) {
 }
 
 void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
-  out->set_event_id(store::FormatEventId(event.shard, event.stream_id));
+  out->set_event_id(store::FormatEventId(event.partition, event.stream_id));
   v1::Hold* hold = out->mutable_hold();
   hold->set_user_id(event.user_id);
   hold->set_order_id(event.order_id);

@@ -54,7 +54,7 @@ Metrics::Metrics(prometheus::Registry& registry)
                                  .Register(registry)),
       reaper_backlog_(Gauge(registry, "orderhold_reaper_backlog_seconds",
                             "Age of the oldest due-but-unreaped hold at the start of the last "
-                            "tick, in the partitions this replica owns.")),
+                            "tick, in the partitions this replica owns or checks as standby.")),
       reaper_owned_partitions_(Gauge(registry, "orderhold_reaper_owned_partitions",
                                      "Index partitions this replica reaps.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",

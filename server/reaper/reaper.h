@@ -4,27 +4,20 @@
 // Redis TIME); the reaper only reclaims their memory, keeps the due index small and measures how
 // late it is (orderhold_reaper_lag_seconds). Shaped after Sidekiq's scheduled poller
 // (lib/sidekiq/scheduled.rb): every interval (with jitter, so replicas started together do not
-// tick in lockstep) it visits each index shard with bounded atomic batches (reap.lua), "punts" on
-// errors (log + count, retry next tick) and never dies; its sleep is interruptible by Stop().
+// tick in lockstep) it visits each index partition with bounded atomic batches (reap.lua), "punts"
+// on errors (log + count, retry next tick) and never dies; its sleep is interruptible by Stop().
 //
 // Several replicas: each due hold is ended (outcome record + EXPIRED event) and counted by exactly
 // one script run whatever the replicas do; on top of that the work is divided so it is not done
-// N times over. Each tick a replica renews its entry in a registry of live replicas (heartbeat,
-// alive for `membership_ttl`), and reaps only the index partitions it owns by rendezvous hashing
-// over the live replicas (highest hash of (replica id, partition) wins: every replica computes
-// the same owner from the same view, and a join or leave moves only 1/N of the partitions). A
-// per-partition lease, taken inside reap.lua, fences two replicas whose views briefly differ;
-// partitions no longer owned are released at once, and Stop() releases all and unregisters. A
-// replica killed without Stop() is dropped from the registry after membership_ttl and its leases
-// expire after `lease`, after which the survivors take its partitions over. Meanwhile standby
-// reaping bounds the delay: every replica also checks the partitions it does not own and reaps
-// those whose oldest due hold is `standby_after` overdue, so a dead owner's holds wait at most
-// about standby_after + one interval.
+// N times over: each tick a replica claims the partitions it owns (server/reaper/ownership.h:
+// registry of live replicas, rendezvous hashing, per-partition leases) and reaps those. Standby
+// reaping bounds the delay after a replica is killed: every replica also checks the partitions it
+// does not own and reaps those whose oldest due hold is `standby_after` overdue, so a dead owner's
+// holds wait at most about standby_after + one interval rather than the whole lease.
 //
 // Work per tick: one call per owned partition plus one per batch of due users: it grows with the
 // due holds, not with the number of users. Every `event_trim_interval` the reaper also trims the
-// event streams of its partitions to `event_retention` (counting trimmed unacked events) and
-// publishes each consumer group's oldest unacked age.
+// event streams of its partitions (server/reaper/event_trimmer.h).
 //
 // Thread-safety: RunOnce() may be called from any thread (tests call it with the loop stopped);
 // Start()/Stop() from one owner thread.
@@ -42,6 +35,8 @@
 #include "absl/time/time.h"
 #include "server/common/clock.h"
 #include "server/metrics/metrics.h"
+#include "server/reaper/event_trimmer.h"
+#include "server/reaper/ownership.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 
@@ -54,9 +49,9 @@ struct ReaperOptions {
   double jitter = 0.1;
   // Users visited per script call (bounds the time one call blocks Redis).
   int max_users_per_call = 100;
-  // Calls per shard per tick; what is left waits for the next tick (bounds one tick).
-  int max_calls_per_shard = 50;
-  // Deadline of one round of store calls (one call per shard still having due holds).
+  // Calls per partition per tick; what is left waits for the next tick (bounds one tick).
+  int max_calls_per_partition = 50;
+  // Deadline of one round of store calls (one call per partition still having due holds).
   absl::Duration call_timeout = absl::Seconds(2);
   // This replica's id in the registry; empty: no registry and no leases (reap every partition;
   // tests and single-process tools).
@@ -75,18 +70,11 @@ struct ReaperOptions {
   absl::Duration event_trim_interval = absl::Seconds(10);
 };
 
-// A replica id unique enough for the registry: "<hostname>-<pid>-<random hex>".
-std::string MakeReplicaId();
-
-// The owner of `shard` among `replicas` by rendezvous (highest random weight) hashing; "" when
-// `replicas` is empty.
-std::string OwnerOf(int shard, const std::vector<std::string>& replicas);
-
 // What one tick did.
 struct ReapStats {
   int reaped = 0;             // holds ended as EXPIRED
   int calls = 0;              // reap script calls made
-  bool backlog_left = false;  // a shard still had due holds when max_calls_per_shard was reached
+  bool backlog_left = false;  // a partition had due holds left after max_calls_per_partition
   int owned = 0;              // partitions this replica reaped (all without a replica_id)
   int not_owner = 0;          // owned partitions skipped because another replica's lease held
   int standby_reaped = 0;     // of `reaped`, holds of partitions this replica does not own
@@ -103,7 +91,7 @@ class Reaper {
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
 
-  // One tick: reaps every shard (calls run concurrently, pipelined by the store), records
+  // One tick: reaps every partition (calls run concurrently, pipelined by the store), records
   // orderhold_holds_expired_total, orderhold_reaper_lag_seconds (store clock) and
   // orderhold_reaper_tick_duration_seconds; on full success sets
   // orderhold_reaper_last_success_timestamp_seconds. `now` overrides the store clock (tests).
@@ -118,24 +106,17 @@ class Reaper {
   void Stop();
 
   // The partitions this replica owned at its last tick.
-  std::vector<int> owned() const;
+  std::vector<int> owned() const { return ownership_.owned(); }
 
  private:
   void Loop();
-  // Heartbeat and ownership; returns the partitions to reap this tick.
-  absl::StatusOr<std::vector<int>> Claim(std::optional<absl::Time> now);
-  // Releases the leases of `shards` (best effort, bounded by call_timeout).
-  void ReleaseLeases(const std::vector<int>& shards);
-  void TrimEvents(const std::vector<int>& shards, absl::Time store_now);
 
   store::HoldStore& store_;
   metrics::Metrics& metrics_;
   const ReaperOptions options_;
   const Clock& clock_;
-  store::HoldEventLog* const events_;
-  mutable absl::Mutex owned_mu_;
-  std::vector<int> owned_ ABSL_GUARDED_BY(owned_mu_);
-  absl::Time next_trim_ ABSL_GUARDED_BY(owned_mu_) = absl::InfinitePast();
+  Ownership ownership_;
+  std::optional<EventTrimmer> trimmer_;  // with an event log only
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

@@ -9,12 +9,12 @@
 
 namespace orderhold::store {
 
-std::string FormatEventId(int shard, absl::string_view stream_id) {
-  return absl::StrCat(shard, "/", stream_id);
+std::string FormatEventId(int partition, absl::string_view stream_id) {
+  return absl::StrCat(partition, "/", stream_id);
 }
 
 absl::StatusOr<std::pair<int, std::string>> ParseEventId(absl::string_view event_id,
-                                                         int shard_count) {
+                                                         int partition_count) {
   auto invalid = [&] {
     return absl::InvalidArgumentError(absl::StrCat(
         "event_ids: \"", absl::CHexEscape(event_id.substr(0, 64)),
@@ -22,8 +22,9 @@ absl::StatusOr<std::pair<int, std::string>> ParseEventId(absl::string_view event
   };
   std::vector<absl::string_view> parts = absl::StrSplit(event_id, '/');
   if (parts.size() != 2) return invalid();
-  int shard = 0;
-  if (!absl::SimpleAtoi(parts[0], &shard) || shard < 0 || shard >= shard_count) return invalid();
+  int partition = 0;
+  if (!absl::SimpleAtoi(parts[0], &partition) || partition < 0 || partition >= partition_count)
+    return invalid();
   std::vector<absl::string_view> id = absl::StrSplit(parts[1], '-');
   uint64_t ms = 0, seq = 0;
   if (id.size() != 2 || id[0].empty() || id[1].empty() ||
@@ -32,7 +33,7 @@ absl::StatusOr<std::pair<int, std::string>> ParseEventId(absl::string_view event
       !absl::SimpleAtoi(id[0], &ms) || !absl::SimpleAtoi(id[1], &seq)) {
     return invalid();
   }
-  return std::make_pair(shard, std::string(parts[1]));
+  return std::make_pair(partition, std::string(parts[1]));
 }
 
 }  // namespace orderhold::store

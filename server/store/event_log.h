@@ -1,14 +1,14 @@
-// HoldEventLog: the log of hold ends, one Redis Stream per index shard, read through Redis
+// HoldEventLog: the log of hold ends, one Redis Stream per index partition, read through Redis
 // consumer groups (https://redis.io/docs/data-types/streams/#consumer-groups). Events are
 // appended by the store's scripts in the same step that ends a hold (see lua/prelude.lua,
 // end_hold); this interface only reads, acknowledges and trims them.
 //
-// Event ids. A stream entry is named by its shard and Redis stream id; the public event_id is
-// "<shard>/<stream id>" (FormatEventId / ParseEventId), opaque to clients.
+// Event ids. A stream entry is named by its partition and Redis stream id; the public event_id is
+// "<partition>/<stream id>" (FormatEventId / ParseEventId), opaque to clients.
 //
 // Every operation is asynchronous like HoldStore's (callback exactly once, possibly on a Redis
 // I/O thread). Errors: UNAVAILABLE, DEADLINE_EXCEEDED (see hold_store.h); INVALID_ARGUMENT for a
-// shard out of range; INTERNAL for a reply the scripts never produce.
+// partition out of range; INTERNAL for a reply the scripts never produce.
 //
 // Implemented by RedisHoldStore only: delivery semantics (pending lists, claims, delivery
 // counts) are Redis' own and are tested against a real redis-server.
@@ -29,7 +29,7 @@ namespace orderhold::store {
 
 // One event as read for one consumer.
 struct StoredEvent {
-  int shard = 0;
+  int partition = 0;
   std::string stream_id;  // Redis stream id "<ms>-<seq>"
   std::string user_id;
   std::string order_id;
@@ -62,43 +62,43 @@ struct GroupBacklog {
 struct TrimEventsResult {
   int64_t trimmed = 0;               // entries deleted
   int64_t trimmed_unacked = 0;       // of them, summed over groups: pending or not yet delivered
-  std::vector<GroupBacklog> groups;  // every group of the shard, after the trim
+  std::vector<GroupBacklog> groups;  // every group of the partition, after the trim
 };
 
 class HoldEventLog {
  public:
   virtual ~HoldEventLog() = default;
 
-  // Number of streams (= HoldStore::shard_count()).
-  virtual int event_shard_count() const = 0;
+  // Number of streams (= HoldStore::partition_count()).
+  virtual int event_partition_count() const = 0;
 
-  // Creates `group` on the shard's stream unless it exists (an existing group keeps its
+  // Creates `group` on the partition's stream unless it exists (an existing group keeps its
   // position). Yields true when this call created it.
-  virtual void EnsureGroup(int shard, std::string group, GroupStart start, CallOptions options,
+  virtual void EnsureGroup(int partition, std::string group, GroupStart start, CallOptions options,
                            Callback<bool> done) = 0;
 
-  // Up to args.max_events events of the shard for args.consumer: its own pending ones first (if
+  // Up to args.max_events events of the partition for args.consumer: its own pending ones first (if
   // asked), then claimed ones, then new ones. Each becomes pending for the consumer until acked.
-  virtual void ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
+  virtual void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                           Callback<std::vector<StoredEvent>> done) = 0;
 
   // XACK: yields how many of `stream_ids` were pending for the group.
-  virtual void AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
+  virtual void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                          CallOptions options, Callback<int64_t> done) = 0;
 
-  // Deletes the shard's events older than `cutoff` and reports each group's backlog; counts the
+  // Deletes the partition's events older than `cutoff` and reports each group's backlog; counts the
   // deleted events some group had not acked (and acks them: they cannot be delivered any more).
-  virtual void TrimEvents(int shard, absl::Time cutoff, CallOptions options,
+  virtual void TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                           Callback<TrimEventsResult> done) = 0;
 };
 
-// "<shard>/<stream id>".
-std::string FormatEventId(int shard, absl::string_view stream_id);
+// "<partition>/<stream id>".
+std::string FormatEventId(int partition, absl::string_view stream_id);
 
-// The shard and stream id of an event_id. INVALID_ARGUMENT naming `event_ids` unless it is
-// "<shard>/<ms>-<seq>" with 0 <= shard < shard_count and decimal ms and seq.
+// The partition and stream id of an event_id. INVALID_ARGUMENT naming `event_ids` unless it is
+// "<partition>/<ms>-<seq>" with 0 <= partition < partition_count and decimal ms and seq.
 absl::StatusOr<std::pair<int, std::string>> ParseEventId(absl::string_view event_id,
-                                                         int shard_count);
+                                                         int partition_count);
 
 }  // namespace orderhold::store
 

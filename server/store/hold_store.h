@@ -28,16 +28,19 @@
 #include <string>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/fan_in.h"
 
 namespace orderhold::store {
 
-// Called exactly once with the result of an asynchronous operation.
-template <typename T>
-using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+// Store operations answer through orderhold::Callback<T> (called exactly once), and blocking
+// callers wait with orderhold::Await (server/common/fan_in.h):
+//   auto r = Await<ListHoldsResult>([&](auto cb) { store.ListHolds("u", {}, std::move(cb)); });
+// Await blocks: for background threads and tests only, never on a gRPC callback thread.
+using ::orderhold::Await;
+using ::orderhold::Callback;
 
 struct CallOptions {
   // Give up (DEADLINE_EXCEEDED) after this instant, host clock.
@@ -117,11 +120,11 @@ struct ListHoldsResult {
 
 struct ReapArgs {
   int max_users = 100;  // users visited by this call, >= 1
-  // With an owner: the call takes (or renews) the shard's lease for `lease` and does nothing if
+  // With an owner: the call takes (or renews) the partition's lease for `lease` and does nothing if
   // another owner holds it. Empty: no lease (tests, single replica tools).
   std::string owner;
   absl::Duration lease = absl::Seconds(3);
-  // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the shard's
+  // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the partition's
   // oldest due hold is at least this overdue, i.e. its owner is late or dead. Else not_owner.
   std::optional<absl::Duration> standby_after;
 };
@@ -129,10 +132,11 @@ struct ReapArgs {
 struct ReapResult {
   absl::Time now;                               // the store's clock when the operation ran
   std::vector<absl::Time> reaped_expire_times;  // one entry per hold ended as EXPIRED
-  bool more = false;       // the shard may still have due holds beyond this batch's limit
-  bool not_owner = false;  // another owner holds the shard's lease, or (standby) nothing is
+  bool more = false;       // the partition may still have due holds beyond this batch's limit
+  bool not_owner = false;  // another owner holds the partition's lease, or (standby) nothing is
                            // overdue enough; nothing was done
-  // The earliest expire_time in the shard's index before the call (unset: no holds).
+  // The earliest expire_time in the partition's index before the call; unset when it has no holds,
+  // or when another owner holds the lease (not_owner without standby: the index is not read).
   std::optional<absl::Time> oldest_due;
 };
 
@@ -158,37 +162,36 @@ class HoldStore {
                          Callback<ListHoldsResult> done) = 0;
 
   // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
-  // index shard `shard` (0 <= shard < shard_count()) and keeps the due index right. Safe to run
-  // concurrently from several processes: each due hold is ended, and reported, by exactly one
-  // call. INVALID_ARGUMENT for a shard out of range or max_users < 1.
-  virtual void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) = 0;
+  // index partition `partition` (0 <= partition < partition_count()) and keeps the due index right.
+  // Safe to run concurrently from several processes: each due hold is ended, and reported, by
+  // exactly one call. INVALID_ARGUMENT for a partition out of range or max_users < 1.
+  virtual void Reap(int partition, ReapArgs args, CallOptions options,
+                    Callback<ReapResult> done) = 0;
 
   // Registers `replica_id` as a live reaper for `ttl` and yields the live replicas' ids (this one
   // included), sorted.
   virtual void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                          Callback<std::vector<std::string>> done) = 0;
 
-  // Releases the lease of `shard` if `replica_id` holds it (true), and with shard == -1
-  // unregisters the replica instead.
-  virtual void Release(int shard, std::string replica_id, CallOptions options,
-                       Callback<bool> done) = 0;
+  // Gives up the reaper lease of index partition `partition` (0 <= partition < partition_count())
+  // if `replica_id` holds it, so the next owner need not wait for it to expire: yields true when
+  // released, false when another replica (or none) held it. INVALID_ARGUMENT for a partition out
+  // of range.
+  virtual void ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                            Callback<bool> done) = 0;
 
-  // Number of index shards the reaper must visit.
-  virtual int shard_count() const = 0;
+  // Removes `replica_id` from the registry of live reaper replicas (see Heartbeat) at once,
+  // instead of after its ttl: yields true when it was registered.
+  virtual void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) = 0;
+
+  // Number of index partitions the reaper must visit.
+  virtual int partition_count() const = 0;
 
   // Checks the backend answers; yields the store's clock (Redis TIME). UNAVAILABLE or
   // DEADLINE_EXCEEDED when it does not.
   virtual void Ping(CallOptions options, Callback<absl::Time> done) = 0;
 };
 
-// Runs an asynchronous store operation and blocks the calling thread until its callback ran.
-// For background threads and tests only: never call it on a gRPC callback thread.
-//   auto r = Await<ListHoldsResult>([&](auto cb) { store.ListHolds("u", {}, std::move(cb)); });
-template <typename T, typename Start>
-absl::StatusOr<T> Await(Start&& start);
-
 }  // namespace orderhold::store
-
-#include "server/store/await_inl.h"  // IWYU pragma: export
 
 #endif  // ORDERHOLD_SERVER_STORE_HOLD_STORE_H_

@@ -1,27 +1,29 @@
 // Redis key naming, in one place.
 //
-//   <prefix>:{<shard>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
-//   <prefix>:{<shard>}:x:<user_id>   the user's outcome records (hash: order_id ->
-//                                    "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua
-//   <prefix>:{<shard>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
-//   <prefix>:{<shard>}:due           the shard's due index (sorted set: user_id -> earliest
-//                                    expire ms)
-//   <prefix>:{<shard>}:events        the shard's hold event stream (Redis Stream)
-//   <prefix>:{<shard>}:lease         the shard's reaper lease (string: replica id, PX expiry)
-//   <prefix>:replicas                live reaper replicas (sorted set: id -> alive until ms); not
-//                                    hash-tagged: it is only ever touched alone
+//   <prefix>:{<partition>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
+//   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
+//                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua
+//   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
+//   <prefix>:{<partition>}:due           the partition's due index (sorted set: user_id ->
+//                                        earliest expire ms)
+//   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
+//   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
+//                                        expiry)
+//   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
+//                                        not hash-tagged: it is only ever touched alone
 //
-// shard = FNV-1a-32(user_id) mod kShardCount, written in decimal inside a Redis Cluster hash tag
-// (https://redis.io/docs/reference/cluster-spec/#hash-tags). A user's key and its shard's index
-// share the tag, hence the hash slot, so every script touches one slot and Redis Cluster needs no
-// data-model change. The reaper visits kShardCount indexes per tick, never all users.
+// partition = FNV-1a-32(user_id) mod kPartitionCount, written in decimal inside a Redis Cluster
+// hash tag (https://redis.io/docs/reference/cluster-spec/#hash-tags); "<partition>" above stands
+// for that number, e.g. "orderhold:{17}:due". A user's key and its partition's index share the
+// tag, hence the hash slot, so every script touches one slot and Redis Cluster needs no
+// data-model change. The reaper visits kPartitionCount indexes per tick, never all users.
 //
 // Ids are stored verbatim: `{`, `}`, `:`, `*` and spaces in a user_id cannot change the slot (the
 // tag is the first `{...}` and precedes the id) nor reach another user's key (the mapping from
 // user_id to key is injective: fixed prefix + tag derived from the id + ":u:" + the id itself).
 // Commands are sent as binary-safe arguments and no pattern (KEYS/SCAN) is ever run on them.
 //
-// kShardCount is part of the data model: changing it orphans index entries.
+// kPartitionCount is part of the data model: changing it orphans index entries.
 #ifndef ORDERHOLD_SERVER_STORE_KEYS_H_
 #define ORDERHOLD_SERVER_STORE_KEYS_H_
 
@@ -34,24 +36,25 @@ namespace orderhold::store {
 
 class KeySchema {
  public:
-  static constexpr int kShardCount = 64;
+  static constexpr int kPartitionCount = 64;
 
   // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace).
   explicit KeySchema(std::string prefix) : prefix_(std::move(prefix)) {}
 
-  // FNV-1a 32-bit of the id, mod kShardCount: stable across processes and versions (unlike
+  // FNV-1a 32-bit of the id, mod kPartitionCount: stable across processes and versions (unlike
   // absl::Hash, which is seeded per process).
-  static int ShardOf(absl::string_view user_id);
+  static int PartitionOf(absl::string_view user_id);
 
   std::string UserKey(absl::string_view user_id) const;
   std::string OutcomesKey(absl::string_view user_id) const;
   std::string EndedKey(absl::string_view user_id) const;
-  std::string DueKey(int shard) const;
-  std::string EventsKey(int shard) const;
-  std::string LeaseKey(int shard) const;
+  std::string DueKey(int partition) const;
+  std::string EventsKey(int partition) const;
+  std::string LeaseKey(int partition) const;
   std::string ReplicasKey() const;
-  // The prefix of every key of `shard`: UserKey(id) == ShardPrefix(ShardOf(id)) + "u:" + id.
-  std::string ShardPrefix(int shard) const;
+  // The prefix of every key of `partition`:
+  // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id.
+  std::string PartitionPrefix(int partition) const;
 
   const std::string& prefix() const { return prefix_; }
 

@@ -40,7 +40,7 @@ void NoopHoldStore::ListHolds(std::string /*user_id*/, CallOptions options,
   std::move(done)(std::move(result));
 }
 
-void NoopHoldStore::Reap(int /*shard*/, ReapArgs /*args*/, CallOptions options,
+void NoopHoldStore::Reap(int /*partition*/, ReapArgs /*args*/, CallOptions options,
                          Callback<ReapResult> done) {
   ReapResult result;
   result.now = Now(options);
@@ -52,8 +52,13 @@ void NoopHoldStore::Heartbeat(std::string replica_id, absl::Duration /*ttl*/,
   std::move(done)(std::vector<std::string>{std::move(replica_id)});
 }
 
-void NoopHoldStore::Release(int /*shard*/, std::string /*replica_id*/, CallOptions /*options*/,
-                            Callback<bool> done) {
+void NoopHoldStore::ReleaseLease(int /*partition*/, std::string /*replica_id*/,
+                                 CallOptions /*options*/, Callback<bool> done) {
+  std::move(done)(true);
+}
+
+void NoopHoldStore::Unregister(std::string /*replica_id*/, CallOptions /*options*/,
+                               Callback<bool> done) {
   std::move(done)(true);
 }
 

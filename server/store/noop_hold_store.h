@@ -6,8 +6,9 @@
 //
 // Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); EndHold -> ended
 // (expire_time = end_time = now); ListHolds -> no holds; Reap -> nothing due; Heartbeat -> only
-// this replica; Release -> true; Ping -> the host clock. It has no event log. "now"
-// is CallOptions::now when set, else the host clock truncated to the millisecond. Never fails.
+// this replica; ReleaseLease, Unregister -> true; Ping -> the host clock. It has no event log.
+// "now" is CallOptions::now when set, else the host clock truncated to the millisecond. Never
+// fails.
 //
 // Thread-safe (stateless).
 #ifndef ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
@@ -26,13 +27,15 @@ class NoopHoldStore final : public HoldStore {
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
-  void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;
-  void Release(int shard, std::string replica_id, CallOptions options,
-               Callback<bool> done) override;
-  // The same shard count as RedisHoldStore, so the reaper does the same number of (empty) calls.
-  int shard_count() const override { return KeySchema::kShardCount; }
+  void ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                    Callback<bool> done) override;
+  void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) override;
+  // The same partition count as RedisHoldStore, so the reaper does the same number of (empty)
+  // calls.
+  int partition_count() const override { return KeySchema::kPartitionCount; }
   void Ping(CallOptions options, Callback<absl::Time> done) override;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::store {
 namespace {
@@ -98,8 +99,7 @@ class RedisClient::Connection {
   // Runs one command synchronously. Error replies become statuses; an I/O error drops the
   // connection.
   absl::StatusOr<RedisReply> Run(const std::vector<std::string>& args) {
-    absl::Status status = Append(args);
-    if (!status.ok()) return status;
+    ORDERHOLD_RETURN_IF_ERROR(Append(args));
     return Read();
   }
 
@@ -155,9 +155,9 @@ class RedisClient::Connection {
 
   // SCRIPT LOAD of one script: records its SHA.
   absl::Status LoadScript(int script) {
-    absl::StatusOr<RedisReply> sha = Run({"SCRIPT", "LOAD", options_.scripts[script]});
-    if (!sha.ok()) return sha.status();
-    shas_[script] = sha->str;
+    const std::vector<std::string> load = {"SCRIPT", "LOAD", options_.scripts[script]};
+    ORDERHOLD_ASSIGN_OR_RETURN(RedisReply sha, Run(load));
+    shas_[script] = std::move(sha.str);
     return absl::OkStatus();
   }
 
@@ -168,17 +168,15 @@ class RedisClient::Connection {
       std::vector<std::string> auth = {"AUTH"};
       if (!endpoint.user.empty()) auth.push_back(endpoint.user);
       auth.push_back(endpoint.password);
-      if (auto reply = Run(auth); !reply.ok()) return reply.status();
+      ORDERHOLD_RETURN_IF_ERROR(Run(auth).status());
     }
     if (endpoint.db != 0) {
-      if (auto reply = Run({"SELECT", absl::StrCat(endpoint.db)}); !reply.ok()) {
-        return reply.status();
-      }
+      const std::vector<std::string> select = {"SELECT", absl::StrCat(endpoint.db)};
+      ORDERHOLD_RETURN_IF_ERROR(Run(select).status());
     }
     shas_.resize(options_.scripts.size());
     for (size_t i = 0; i < options_.scripts.size(); ++i) {
-      absl::Status status = LoadScript(static_cast<int>(i));
-      if (!status.ok()) return status;
+      ORDERHOLD_RETURN_IF_ERROR(LoadScript(static_cast<int>(i)));
     }
     return absl::OkStatus();
   }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
 #include "server/store/lua_scripts.h"
 
 namespace orderhold::store {
@@ -77,6 +78,17 @@ bool ToOutcome(int64_t code, HoldOutcome* out) {
 
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
+bool InRange(int partition) { return partition >= 0 && partition < KeySchema::kPartitionCount; }
+
+// The INVALID_ARGUMENT of a call to `what` for a partition out of range.
+absl::Status OutOfRange(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": partition out of range"));
+}
+
+// trim_events.lua's ARGV[2]: ids below the cutoff it counts per consumer group and call at most.
+// Bounds how long one call blocks Redis; a larger unacked backlog is trimmed over several calls.
+constexpr int kMaxTrimIdsPerGroup = 100000;
+
 }  // namespace
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {
@@ -94,7 +106,7 @@ absl::Status ValidateKeyPrefix(absl::string_view prefix) {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     RedisHoldStoreOptions options) {
-  if (absl::Status status = ValidateKeyPrefix(options.key_prefix); !status.ok()) return status;
+  ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(options.key_prefix));
   if (options.outcomes.retention < absl::Milliseconds(1) || options.outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
         "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
@@ -104,10 +116,10 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
                             std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
                             std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
                             std::string(lua::kTrimEvents)};
-  auto client = RedisClient::Create(std::move(options.client));
-  if (!client.ok()) return client.status();
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> client,
+                             RedisClient::Create(std::move(options.client)));
   return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
-      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(*client)));
+      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(client)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
@@ -119,11 +131,11 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
-  const int shard = KeySchema::ShardOf(args.user_id);
+  const int partition = KeySchema::PartitionOf(args.user_id);
   RedisCommand command{
       kPlaceHold,
-      {"5", keys_.UserKey(args.user_id), keys_.DueKey(shard), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(shard), args.user_id, args.order_id,
+      {"5", keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), args.user_id, args.order_id,
        absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
        max_outcomes_}};
   client_->Submit(
@@ -153,11 +165,11 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
 
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
-  const int shard = KeySchema::ShardOf(user_id);
+  const int partition = KeySchema::PartitionOf(user_id);
   RedisCommand command{
       kEndHold,
-      {"5", keys_.UserKey(user_id), keys_.DueKey(shard), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(shard), std::move(user_id), std::move(order_id),
+      {"5", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
+       keys_.EndedKey(user_id), keys_.EventsKey(partition), std::move(user_id), std::move(order_id),
        absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_, max_outcomes_}};
   client_->Submit(
       std::move(command), options.deadline,
@@ -203,17 +215,18 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
       }));
 }
 
-void RedisHoldStore::Reap(int shard, ReapArgs args, CallOptions options,
+void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
                           Callback<ReapResult> done) {
-  if (shard < 0 || shard >= KeySchema::kShardCount || args.max_users < 1) {
-    std::move(done)(absl::InvalidArgumentError("reap: shard or max_users out of range"));
+  if (!InRange(partition) || args.max_users < 1) {
+    std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }
   RedisCommand command{
       kReap,
-      {"3", keys_.DueKey(shard), keys_.EventsKey(shard), keys_.LeaseKey(shard),
-       keys_.ShardPrefix(shard), absl::StrCat(args.max_users), NowArg(options), retention_ms_,
-       max_outcomes_, std::move(args.owner), absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
+      {"3", keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition),
+       keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
+       retention_ms_, max_outcomes_, std::move(args.owner),
+       absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
   client_->Submit(
       std::move(command), options.deadline,
@@ -255,24 +268,34 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
                          }));
 }
 
-void RedisHoldStore::Release(int shard, std::string replica_id, CallOptions options,
-                             Callback<bool> done) {
-  RedisCommand command =
-      shard < 0 ? RedisCommand{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}}
-                : RedisCommand{kReleaseLease, {"1", keys_.LeaseKey(shard), std::move(replica_id)}};
+void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                                  Callback<bool> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
+  RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                     int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("release");
+                    if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
                     return n > 0;
                   }));
 }
 
-void RedisHoldStore::EnsureGroup(int shard, std::string group, GroupStart start,
+void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
+  RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                    int64_t n = 0;
+                    if (!ToInt(reply, &n)) return BadReply("ZREM");
+                    return n > 0;
+                  }));
+}
+
+void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart start,
                                  CallOptions options, Callback<bool> done) {
-  RedisCommand command{
-      kEnsureGroup,
-      {"1", keys_.EventsKey(shard), std::move(group), start == GroupStart::kEarliest ? "0" : "$"}};
+  if (!InRange(partition)) return std::move(done)(OutOfRange("ensure_group"));
+  RedisCommand command{kEnsureGroup,
+                       {"1", keys_.EventsKey(partition), std::move(group),
+                        start == GroupStart::kEarliest ? "0" : "$"}};
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                     int64_t n = 0;
@@ -281,17 +304,18 @@ void RedisHoldStore::EnsureGroup(int shard, std::string group, GroupStart start,
                   }));
 }
 
-void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
+void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                                 Callback<std::vector<StoredEvent>> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
   RedisCommand command{kReadEvents,
-                       {"1", keys_.EventsKey(shard), std::move(args.group),
+                       {"1", keys_.EventsKey(partition), std::move(args.group),
                         std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
                         args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
                         args.own_pending ? "1" : "0"}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
-             [shard](const RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
+             [partition](const RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
                constexpr size_t kFields = 7;
                if (reply.type != RedisReply::Type::kArray || reply.elements.size() % kFields != 0) {
                  return BadReply("read_events.lua");
@@ -300,7 +324,7 @@ void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions opti
                const auto& e = reply.elements;
                for (size_t i = 0; i < e.size(); i += kFields) {
                  StoredEvent event;
-                 event.shard = shard;
+                 event.partition = partition;
                  int64_t count = 0, outcome = 0, expire = 0, end = 0;
                  if (e[i].type != RedisReply::Type::kString || !ToInt(e[i + 1], &count) ||
                      e[i + 2].type != RedisReply::Type::kString ||
@@ -321,13 +345,15 @@ void RedisHoldStore::ReadEvents(int shard, ReadEventsArgs args, CallOptions opti
              }));
 }
 
-void RedisHoldStore::AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
-                               CallOptions options, Callback<int64_t> done) {
+void RedisHoldStore::AckEvents(int partition, std::string group,
+                               std::vector<std::string> stream_ids, CallOptions options,
+                               Callback<int64_t> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("ack_events"));
   if (stream_ids.empty()) {
     std::move(done)(int64_t{0});
     return;
   }
-  RedisCommand command{-1, {"XACK", keys_.EventsKey(shard), std::move(group)}};
+  RedisCommand command{-1, {"XACK", keys_.EventsKey(partition), std::move(group)}};
   for (std::string& id : stream_ids) command.args.push_back(std::move(id));
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<int64_t> {
@@ -337,11 +363,13 @@ void RedisHoldStore::AckEvents(int shard, std::string group, std::vector<std::st
                   }));
 }
 
-void RedisHoldStore::TrimEvents(int shard, absl::Time cutoff, CallOptions options,
+void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                                 Callback<TrimEventsResult> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
   RedisCommand command{kTrimEvents,
-                       {"1", keys_.EventsKey(shard),
-                        absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))), "100000"}};
+                       {"1", keys_.EventsKey(partition),
+                        absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
+                        absl::StrCat(kMaxTrimIdsPerGroup)}};
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {

@@ -39,23 +39,24 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
-  void Reap(int shard, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;
-  void Release(int shard, std::string replica_id, CallOptions options,
-               Callback<bool> done) override;
-  int shard_count() const override { return KeySchema::kShardCount; }
+  void ReleaseLease(int partition, std::string replica_id, CallOptions options,
+                    Callback<bool> done) override;
+  void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) override;
+  int partition_count() const override { return KeySchema::kPartitionCount; }
   void Ping(CallOptions options, Callback<absl::Time> done) override;
 
   // HoldEventLog.
-  int event_shard_count() const override { return KeySchema::kShardCount; }
-  void EnsureGroup(int shard, std::string group, GroupStart start, CallOptions options,
+  int event_partition_count() const override { return KeySchema::kPartitionCount; }
+  void EnsureGroup(int partition, std::string group, GroupStart start, CallOptions options,
                    Callback<bool> done) override;
-  void ReadEvents(int shard, ReadEventsArgs args, CallOptions options,
+  void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                   Callback<std::vector<StoredEvent>> done) override;
-  void AckEvents(int shard, std::string group, std::vector<std::string> stream_ids,
+  void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                  CallOptions options, Callback<int64_t> done) override;
-  void TrimEvents(int shard, absl::Time cutoff, CallOptions options,
+  void TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                   Callback<TrimEventsResult> done) override;
 
   const KeySchema& keys() const { return keys_; }

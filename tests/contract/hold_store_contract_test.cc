@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/fake_clock.h"
@@ -109,9 +110,9 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
     return Await<EndHoldResult>(
         [&](auto done) { store_->EndHold(user, order, outcome, At(now), std::move(done)); });
   }
-  absl::StatusOr<ReapResult> ReapAs(int shard, const std::string& owner, absl::Time now) {
+  absl::StatusOr<ReapResult> ReapAs(int partition, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
-      store_->Reap(shard, ReapArgs{100, owner, absl::Seconds(30), std::nullopt}, At(now),
+      store_->Reap(partition, ReapArgs{100, owner, absl::Seconds(30), std::nullopt}, At(now),
                    std::move(done));
     });
   }
@@ -121,13 +122,14 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
     EXPECT_THAT(result, IsOk());
     return result.ok() ? result->holds : std::vector<StoredHold>{};
   }
-  // Reaps every shard until none reports more; returns the expire times of the reaped holds.
+  // Reaps every partition until none reports more; returns the expire times of the reaped holds.
   std::vector<absl::Time> ReapAll(absl::Time now, int max_users = 100) {
     std::vector<absl::Time> reaped;
-    for (int shard = 0; shard < store_->shard_count(); ++shard) {
+    for (int partition = 0; partition < store_->partition_count(); ++partition) {
       for (bool more = true; more;) {
         auto result = Await<ReapResult>([&](auto done) {
-          store_->Reap(shard, ReapArgs{max_users, "", {}, std::nullopt}, At(now), std::move(done));
+          store_->Reap(partition, ReapArgs{max_users, "", {}, std::nullopt}, At(now),
+                       std::move(done));
         });
         EXPECT_THAT(result, IsOk());
         if (!result.ok()) return reaped;
@@ -267,29 +269,29 @@ TEST_P(HoldStoreContractTest, OutcomesAreForgottenAfterRetentionAndBeyondTheCap)
 }
 
 TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
-  const int shard = 1;
-  auto first = ReapAs(shard, "replica-a", kT0);
+  const int partition = 1;
+  auto first = ReapAs(partition, "replica-a", kT0);
   ASSERT_THAT(first, IsOk());
   EXPECT_FALSE(first->not_owner);
-  auto other = ReapAs(shard, "replica-b", kT0);
+  auto other = ReapAs(partition, "replica-b", kT0);
   ASSERT_THAT(other, IsOk());
   EXPECT_TRUE(other->not_owner);
   auto released = Await<bool>(
-      [&](auto done) { store_->Release(shard, "replica-a", At(kT0), std::move(done)); });
+      [&](auto done) { store_->ReleaseLease(partition, "replica-a", At(kT0), std::move(done)); });
   ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
-  auto taken = ReapAs(shard, "replica-b", kT0);
+  auto taken = ReapAs(partition, "replica-b", kT0);
   ASSERT_THAT(taken, IsOk());
   EXPECT_FALSE(taken->not_owner);
 
   // Standby: reaps only what is overdue by standby_after, whoever holds the lease.
   ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
   const int zed = [&] {
-    for (int s = 0; s < store_->shard_count(); ++s) {
+    for (int s = 0; s < store_->partition_count(); ++s) {
       auto r = Await<ReapResult>([&](auto done) {
         store_->Reap(s, ReapArgs{100, "", {}, absl::Hours(1)}, At(kT0), std::move(done));
       });
-      if (r.ok() && r->oldest_due.has_value()) return s;  // the only shard with a hold
+      if (r.ok() && r->oldest_due.has_value()) return s;  // the only partition with a hold
     }
     return -1;
   }();
@@ -317,7 +319,7 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   EXPECT_THAT(beat("r2", kT0), ElementsAre("r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(1)), ElementsAre("r1", "r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(3)), ElementsAre("r1"));  // r2 timed out
-  ASSERT_THAT(Await<bool>([&](auto done) { store_->Release(-1, "r1", At(kT0), std::move(done)); }),
+  ASSERT_THAT(Await<bool>([&](auto done) { store_->Unregister("r1", At(kT0), std::move(done)); }),
               IsOk());
   EXPECT_THAT(beat("r3", kT0 + absl::Seconds(3)), ElementsAre("r3"));
 }
@@ -376,8 +378,8 @@ TEST_P(HoldStoreContractTest, ReapRemovesOnlyDueHoldsExactlyOnce) {
 }
 
 TEST_P(HoldStoreContractTest, ReapWorksInBoundedBatches) {
-  // 300 users over the shards: most shards hold more than 2 due users, so "more" continuations
-  // are exercised.
+  // 300 users over the partitions: most partitions hold more than 2 due users, so "more"
+  // continuations are exercised.
   for (int i = 0; i < 300; ++i) {
     ASSERT_THAT(Place(absl::StrCat("user-", i), "o", absl::Seconds(1), kT0), IsOk());
   }
@@ -404,6 +406,45 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
   auto paid = End("a:b", "c", kT0);  // must not reach user "a"'s order "b:c"
   ASSERT_THAT(paid, IsOk());
   EXPECT_EQ(paid->result, EndHoldResult::Result::kUnknown);
+}
+
+TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
+  const auto invalid = ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument);
+  for (int partition : {-1, store_->partition_count()}) {
+    SCOPED_TRACE(partition);
+    EXPECT_THAT(
+        Await<ReapResult>([&](auto done) {
+          store_->Reap(partition, ReapArgs{100, "", {}, std::nullopt}, At(kT0), std::move(done));
+        }),
+        invalid);
+    EXPECT_THAT(Await<bool>([&](auto done) {
+                  store_->ReleaseLease(partition, "replica-a", At(kT0), std::move(done));
+                }),
+                invalid);
+  }
+  // The event log (the Redis store's; the fake has none) promises the same for its partitions.
+  auto* log = dynamic_cast<HoldEventLog*>(store_.get());
+  if (log == nullptr) return;
+  ASSERT_EQ(log->event_partition_count(), store_->partition_count());
+  for (int partition : {-1, log->event_partition_count()}) {
+    SCOPED_TRACE(partition);
+    EXPECT_THAT(Await<bool>([&](auto done) {
+                  log->EnsureGroup(partition, "g", GroupStart::kEarliest, At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<std::vector<StoredEvent>>([&](auto done) {
+                  log->ReadEvents(partition, ReadEventsArgs{"g", "c", 1, std::nullopt, false},
+                                  At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<int64_t>([&](auto done) {
+                  log->AckEvents(partition, "g", {"1-0"}, At(kT0), std::move(done));
+                }),
+                invalid);
+    EXPECT_THAT(Await<TrimEventsResult>(
+                    [&](auto done) { log->TrimEvents(partition, kT0, At(kT0), std::move(done)); }),
+                invalid);
+  }
 }
 
 TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {

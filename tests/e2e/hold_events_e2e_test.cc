@@ -158,8 +158,8 @@ class HoldEventsE2eTest : public ::testing::Test {
   // Total entries over the 64 event streams.
   int64_t StreamLength(App& app) {
     int64_t total = 0;
-    for (int shard = 0; shard < store::KeySchema::kShardCount; ++shard) {
-      auto len = redis_->Command({"XLEN", app.redis_store()->keys().EventsKey(shard)});
+    for (int partition = 0; partition < store::KeySchema::kPartitionCount; ++partition) {
+      auto len = redis_->Command({"XLEN", app.redis_store()->keys().EventsKey(partition)});
       EXPECT_THAT(len, IsOk());
       if (len.ok()) total += std::stoll(*len);
     }
@@ -328,7 +328,7 @@ TEST_F(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousand
     owned += replica.Metric("orderhold_reaper_owned_partitions");
   }
   EXPECT_EQ(expired, kHolds);
-  EXPECT_EQ(owned, store::KeySchema::kShardCount);
+  EXPECT_EQ(owned, store::KeySchema::kPartitionCount);
 }
 
 TEST_F(HoldEventsE2eTest, StoppingTwoOfThreeReplicasHandsTheirPartitionsToTheLastOne) {
@@ -341,17 +341,18 @@ TEST_F(HoldEventsE2eTest, StoppingTwoOfThreeReplicasHandsTheirPartitionsToTheLas
     double owned = 0;
     for (const Replica& r : replicas) {
       const double mine = r.Metric("orderhold_reaper_owned_partitions");
-      if (mine == 0 || mine == store::KeySchema::kShardCount) return false;  // all share
+      if (mine == 0 || mine == store::KeySchema::kPartitionCount) return false;  // all share
       owned += mine;
     }
-    return owned == store::KeySchema::kShardCount;
+    return owned == store::KeySchema::kPartitionCount;
   }));
   replicas[0].app->Shutdown(absl::Seconds(1));
   replicas[1].app->Shutdown(absl::Seconds(1));
   const Replica& last = replicas[2];
   ASSERT_TRUE(Eventually(
       [&] {
-        return last.Metric("orderhold_reaper_owned_partitions") == store::KeySchema::kShardCount;
+        return last.Metric("orderhold_reaper_owned_partitions") ==
+               store::KeySchema::kPartitionCount;
       },
       absl::Seconds(3)));
   for (int i = 0; i < 100; ++i) {

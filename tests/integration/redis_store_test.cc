@@ -66,13 +66,13 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
   int64_t redis_seconds = std::stoll(time.substr(0, time.find('\n')));
   EXPECT_NEAR(absl::ToUnixSeconds(result->now), redis_seconds, 2);
   EXPECT_EQ(result->expire_time - result->now, absl::Milliseconds(200));
-  // Score = expire time in ms; the user is in its shard's due index at that score.
+  // Score = expire time in ms; the user is in its partition's due index at that score.
   ASSERT_OK_AND_ASSIGN(std::string score,
                        redis_->Command({"ZSCORE", store_->keys().UserKey("alice"), "o1"}));
   EXPECT_EQ(score, absl::StrCat(absl::ToUnixMillis(result->expire_time)));
   ASSERT_OK_AND_ASSIGN(
       std::string due,
-      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::ShardOf("alice")), "alice"}));
+      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::PartitionOf("alice")), "alice"}));
   EXPECT_EQ(due, score);
 }
 
@@ -254,7 +254,7 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   std::set<std::string> streams;
   for (int i = 0; i < 10; ++i) {
     const std::string user = absl::StrCat("user", i);
-    streams.insert(store_->keys().EventsKey(store::KeySchema::ShardOf(user)));
+    streams.insert(store_->keys().EventsKey(store::KeySchema::PartitionOf(user)));
     ASSERT_OK_AND_ASSIGN(std::string ttl,
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;

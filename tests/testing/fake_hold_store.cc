@@ -24,8 +24,8 @@ absl::Time FakeHoldStore::NowFor(const store::CallOptions& options) const {
   return absl::FromUnixMillis(absl::ToUnixMillis(now));
 }
 
-int FakeHoldStore::ShardOf(const std::string& user_id) {
-  return static_cast<int>(std::hash<std::string>()(user_id) % kShards);
+int FakeHoldStore::PartitionOf(const std::string& user_id) {
+  return static_cast<int>(std::hash<std::string>()(user_id) % kPartitions);
 }
 
 std::vector<absl::Time> FakeHoldStore::ExpireDue(const std::string& user, absl::Time now) {
@@ -153,15 +153,19 @@ void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
   });
 }
 
-void FakeHoldStore::Reap(int shard, store::ReapArgs args, store::CallOptions options,
+void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions options,
                          store::Callback<store::ReapResult> done) {
+  if (partition < 0 || partition >= kPartitions || args.max_users < 1) {
+    std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
+    return;
+  }
   Answer(done, [&] {
     store::ReapResult result;
     result.now = NowFor(options);
     if (args.standby_after.has_value()) {
       std::optional<absl::Time> oldest;
       for (const auto& [user, holds] : holds_) {
-        if (ShardOf(user) != shard) continue;
+        if (PartitionOf(user) != partition) continue;
         for (const auto& [order, expire] : holds) {
           if (!oldest.has_value() || expire < *oldest) oldest = expire;
         }
@@ -172,17 +176,17 @@ void FakeHoldStore::Reap(int shard, store::ReapArgs args, store::CallOptions opt
         return result;
       }
     } else if (!args.owner.empty()) {
-      auto lease = leases_.find(shard);
+      auto lease = leases_.find(partition);
       if (lease != leases_.end() && lease->second.second > result.now &&
           lease->second.first != args.owner) {
         result.not_owner = true;
         return result;
       }
-      leases_[shard] = {args.owner, result.now + args.lease};
+      leases_[partition] = {args.owner, result.now + args.lease};
     }
     std::vector<std::string> due_users;
     for (const auto& [user, holds] : holds_) {
-      if (ShardOf(user) != shard) continue;
+      if (PartitionOf(user) != partition) continue;
       for (const auto& [order, expire] : holds) {
         if (!result.oldest_due.has_value() || expire < *result.oldest_due) {
           result.oldest_due = expire;
@@ -220,15 +224,22 @@ void FakeHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl,
   });
 }
 
-void FakeHoldStore::Release(int shard, std::string replica_id, store::CallOptions /*options*/,
-                            store::Callback<bool> done) {
+void FakeHoldStore::ReleaseLease(int partition, std::string replica_id,
+                                 store::CallOptions /*options*/, store::Callback<bool> done) {
+  if (partition < 0 || partition >= kPartitions) {
+    return std::move(done)(absl::InvalidArgumentError("release_lease: partition out of range"));
+  }
   Answer(done, [&] {
-    if (shard < 0) return replicas_.erase(replica_id) > 0;
-    auto lease = leases_.find(shard);
+    auto lease = leases_.find(partition);
     if (lease == leases_.end() || lease->second.first != replica_id) return false;
     leases_.erase(lease);
     return true;
   });
+}
+
+void FakeHoldStore::Unregister(std::string replica_id, store::CallOptions /*options*/,
+                               store::Callback<bool> done) {
+  Answer(done, [&] { return replicas_.erase(replica_id) > 0; });
 }
 
 void FakeHoldStore::Ping(store::CallOptions options, store::Callback<absl::Time> done) {

@@ -18,7 +18,7 @@ namespace orderhold::testing {
 
 class FakeHoldStore final : public store::HoldStore {
  public:
-  static constexpr int kShards = 4;
+  static constexpr int kPartitions = 4;
 
   explicit FakeHoldStore(const Clock& clock, store::OutcomePolicy outcomes = {})
       : clock_(clock), outcomes_(outcomes) {}
@@ -35,13 +35,15 @@ class FakeHoldStore final : public store::HoldStore {
                store::CallOptions options, store::Callback<store::EndHoldResult> done) override;
   void ListHolds(std::string user_id, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;
-  void Reap(int shard, store::ReapArgs args, store::CallOptions options,
+  void Reap(int partition, store::ReapArgs args, store::CallOptions options,
             store::Callback<store::ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, store::CallOptions options,
                  store::Callback<std::vector<std::string>> done) override;
-  void Release(int shard, std::string replica_id, store::CallOptions options,
-               store::Callback<bool> done) override;
-  int shard_count() const override { return kShards; }
+  void ReleaseLease(int partition, std::string replica_id, store::CallOptions options,
+                    store::Callback<bool> done) override;
+  void Unregister(std::string replica_id, store::CallOptions options,
+                  store::Callback<bool> done) override;
+  int partition_count() const override { return kPartitions; }
   void Ping(store::CallOptions options, store::Callback<absl::Time> done) override;
 
  private:
@@ -50,7 +52,7 @@ class FakeHoldStore final : public store::HoldStore {
   void Answer(store::Callback<T>& done, Body body);
   // Truncated to ms, like Redis TIME in the scripts.
   absl::Time NowFor(const store::CallOptions& options) const;
-  static int ShardOf(const std::string& user_id);
+  static int PartitionOf(const std::string& user_id);
   // Ends every due hold of `user` as EXPIRED; returns their expire times.
   std::vector<absl::Time> ExpireDue(const std::string& user, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -67,7 +69,7 @@ class FakeHoldStore final : public store::HoldStore {
   std::map<std::string, std::map<std::string, absl::Time>> holds_ ABSL_GUARDED_BY(mu_);
   // user_id -> order_id -> how it ended
   std::map<std::string, std::map<std::string, store::HoldEnd>> ends_ ABSL_GUARDED_BY(mu_);
-  // replica id -> alive until; shard -> (owner, lease until)
+  // replica id -> alive until; partition -> (owner, lease until)
   std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);
 };

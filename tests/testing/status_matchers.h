@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::testing {
 
@@ -39,10 +40,8 @@ MATCHER_P2(StatusIs, code, message_matcher, "has code " + absl::StatusCodeToStri
 }
 
 // ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr);
-#define ORDERHOLD_TEST_CONCAT_INNER_(a, b) a##b
-#define ORDERHOLD_TEST_CONCAT_(a, b) ORDERHOLD_TEST_CONCAT_INNER_(a, b)
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL_(ORDERHOLD_TEST_CONCAT_(status_or_, __LINE__), lhs, expr)
+  ASSERT_OK_AND_ASSIGN_IMPL_(ORDERHOLD_CONCAT_(status_or_, __LINE__), lhs, expr)
 #define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr)  \
   auto tmp = (expr);                                \
   ASSERT_TRUE(tmp.ok()) << tmp.status().ToString(); \

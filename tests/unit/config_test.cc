@@ -37,13 +37,14 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
 TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   store::KeySchema keys("orderhold");
-  const int shard = store::KeySchema::ShardOf("alice");
-  EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("orderhold:{", shard, "}:u:alice"));
-  EXPECT_EQ(keys.DueKey(shard), absl::StrCat("orderhold:{", shard, "}:due"));
-  EXPECT_EQ(keys.UserKey("{x}"), keys.ShardPrefix(store::KeySchema::ShardOf("{x}")) + "u:{x}");
+  const int partition = store::KeySchema::PartitionOf("alice");
+  EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("orderhold:{", partition, "}:u:alice"));
+  EXPECT_EQ(keys.DueKey(partition), absl::StrCat("orderhold:{", partition, "}:due"));
+  EXPECT_EQ(keys.UserKey("{x}"),
+            keys.PartitionPrefix(store::KeySchema::PartitionOf("{x}")) + "u:{x}");
   // FNV-1a is fixed: these values are part of the data model and must never change.
-  EXPECT_EQ(store::KeySchema::ShardOf(""), 2166136261u % 64);
-  EXPECT_EQ(store::KeySchema::ShardOf("a"), 0xe40c292cu % 64);
+  EXPECT_EQ(store::KeySchema::PartitionOf(""), 2166136261u % 64);
+  EXPECT_EQ(store::KeySchema::PartitionOf("a"), 0xe40c292cu % 64);
 }
 
 TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {

@@ -421,7 +421,7 @@ TEST(EventToProtoTest, EveryField) {
   for (store::HoldOutcome outcome :
        {store::HoldOutcome::kPaid, store::HoldOutcome::kCancelled, store::HoldOutcome::kExpired}) {
     store::StoredEvent event;
-    event.shard = 3;
+    event.partition = 3;
     event.stream_id = "1767225600123-7";
     event.user_id = "alice";
     event.order_id = "order-1";

@@ -21,21 +21,19 @@ class HoldServiceTest : public ::testing::Test {
  protected:
   absl::StatusOr<PlaceHoldReply> Place(std::string user, std::string order,
                                        std::optional<absl::Duration> ttl = std::nullopt) {
-    return store::Await<PlaceHoldReply>([&](auto done) {
+    return Await<PlaceHoldReply>([&](auto done) {
       service_.PlaceHold(PlaceHoldCommand{user, order, ttl}, {}, std::move(done));
     });
   }
   absl::StatusOr<PayReply> Pay(std::string user, std::string order) {
-    return store::Await<PayReply>(
-        [&](auto done) { service_.Pay(user, order, {}, std::move(done)); });
+    return Await<PayReply>([&](auto done) { service_.Pay(user, order, {}, std::move(done)); });
   }
   absl::StatusOr<CancelReply> Cancel(std::string user, std::string order) {
-    return store::Await<CancelReply>(
+    return Await<CancelReply>(
         [&](auto done) { service_.Cancel(user, order, {}, std::move(done)); });
   }
   absl::StatusOr<ListHoldsReply> List(std::string user) {
-    return store::Await<ListHoldsReply>(
-        [&](auto done) { service_.ListHolds(user, {}, std::move(done)); });
+    return Await<ListHoldsReply>([&](auto done) { service_.ListHolds(user, {}, std::move(done)); });
   }
   double Metric(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
     return MetricValue(registry_, name, labels);

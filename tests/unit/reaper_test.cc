@@ -1,7 +1,6 @@
 // The reaper's single step on the fake store: what it removes, and what it records.
 #include "server/reaper/reaper.h"
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -22,7 +21,7 @@ using ::orderhold::testing::StatusIs;
 class ReaperTest : public ::testing::Test {
  protected:
   void Place(const std::string& user, const std::string& order, absl::Duration ttl) {
-    auto result = store::Await<store::PlaceHoldResult>([&](auto done) {
+    auto result = Await<store::PlaceHoldResult>([&](auto done) {
       store_.PlaceHold(store::PlaceHoldArgs{user, order, ttl, 10}, {}, std::move(done));
     });
     ASSERT_THAT(result, IsOk());
@@ -36,7 +35,7 @@ class ReaperTest : public ::testing::Test {
 
 TEST_F(ReaperTest, RemovesDueHoldsAndRecordsLagPerHold) {
   ReaperOptions options;
-  options.max_users_per_call = 1;  // forces several calls per shard
+  options.max_users_per_call = 1;  // forces several calls per partition
   Reaper reaper(store_, metrics_, options, clock_);
   for (int i = 0; i < 5; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
   Place("u0", "later", absl::Seconds(60));
@@ -75,14 +74,14 @@ TEST_F(ReaperTest, StoreErrorIsReturnedNotThrownAndLastSuccessUnchanged) {
 TEST_F(ReaperTest, BacklogBeyondBoundIsLeftForNextTick) {
   ReaperOptions options;
   options.max_users_per_call = 1;
-  options.max_calls_per_shard = 1;
+  options.max_calls_per_partition = 1;
   Reaper reaper(store_, metrics_, options, clock_);
   for (int i = 0; i < 40; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
   clock_.Advance(absl::Seconds(1));
   auto first = reaper.RunOnce();
   ASSERT_THAT(first, IsOk());
   EXPECT_TRUE(first->backlog_left);
-  EXPECT_LE(first->reaped, orderhold::testing::FakeHoldStore::kShards);
+  EXPECT_LE(first->reaped, orderhold::testing::FakeHoldStore::kPartitions);
   int total = first->reaped;
   for (int tick = 0; tick < 40 && total < 40; ++tick) total += reaper.RunOnce()->reaped;
   EXPECT_EQ(total, 40);
@@ -103,22 +102,6 @@ TEST_F(ReaperTest, BackgroundLoopReapsAndStops) {
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
 }
 
-TEST(OwnerOfTest, SpreadsPartitionsAndMovesOnlyTheLeaversShare) {
-  const std::vector<std::string> three = {"a-1", "b-2", "c-3"};
-  std::map<std::string, int> counts;
-  for (int shard = 0; shard < 64; ++shard) ++counts[OwnerOf(shard, three)];
-  ASSERT_EQ(counts.size(), 3u);
-  for (const auto& [replica, n] : counts) EXPECT_GE(n, 10) << replica;  // none starved
-  // When "b-2" leaves, only its partitions move; the others keep theirs.
-  const std::vector<std::string> two = {"a-1", "c-3"};
-  for (int shard = 0; shard < 64; ++shard) {
-    if (OwnerOf(shard, three) != "b-2") {
-      EXPECT_EQ(OwnerOf(shard, two), OwnerOf(shard, three));
-    }
-  }
-  EXPECT_EQ(OwnerOf(0, {}), "");
-}
-
 TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
   ReaperOptions a_options, b_options;
   a_options.replica_id = "replica-a";
@@ -128,7 +111,7 @@ TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
   Reaper a(store_, metrics_, a_options, clock_);
   Reaper b(store_, b_metrics, b_options, clock_);
   ASSERT_THAT(a.RunOnce(), IsOk());  // a alone: owns everything
-  EXPECT_EQ(a.owned().size(), static_cast<size_t>(store_.shard_count()));
+  EXPECT_EQ(a.owned().size(), static_cast<size_t>(store_.partition_count()));
   ASSERT_THAT(b.RunOnce(), IsOk());  // b sees both
   ASSERT_THAT(a.RunOnce(), IsOk());  // a sees both and releases b's share
   for (int i = 0; i < 40; ++i) Place(absl::StrCat("user-", i), "o", absl::Seconds(1));
@@ -137,14 +120,14 @@ TEST_F(ReaperTest, ReplicasDividePartitionsAndEachHoldIsReapedOnce) {
   auto from_b = b.RunOnce();
   ASSERT_THAT(from_a, IsOk());
   ASSERT_THAT(from_b, IsOk());
-  EXPECT_EQ(from_a->owned + from_b->owned, store_.shard_count());
+  EXPECT_EQ(from_a->owned + from_b->owned, store_.partition_count());
   EXPECT_EQ(from_b->not_owner, 0);
   EXPECT_EQ(from_a->reaped + from_b->reaped, 40);
   // a stops (releases and leaves): b owns everything at its next tick.
   a.Stop();
   auto alone = b.RunOnce();
   ASSERT_THAT(alone, IsOk());
-  EXPECT_EQ(alone->owned, store_.shard_count());
+  EXPECT_EQ(alone->owned, store_.partition_count());
   EXPECT_EQ(alone->not_owner, 0);
 }
 
@@ -165,7 +148,7 @@ TEST_F(ReaperTest, StandbyReapsADeadOwnersPartitionsOnceTheyAreOverdue) {
   }
   // b "dies" without handing over: put its registry entry back as a killed process leaves it
   // (its leases do not matter to standby reaping).
-  ASSERT_THAT(store::Await<std::vector<std::string>>([&](auto done) {
+  ASSERT_THAT(Await<std::vector<std::string>>([&](auto done) {
                 store_.Heartbeat("replica-b", absl::Seconds(3), {}, std::move(done));
               }),
               IsOk());
@@ -180,7 +163,7 @@ TEST_F(ReaperTest, StandbyReapsADeadOwnersPartitionsOnceTheyAreOverdue) {
   ASSERT_THAT(second, IsOk());
   EXPECT_GT(second->standby_reaped, 0);
   EXPECT_EQ(first->reaped + second->reaped, 40);
-  EXPECT_LT(second->owned, store_.shard_count());  // reaped without taking b's partitions over
+  EXPECT_LT(second->owned, store_.partition_count());  // reaped without taking b's partitions over
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..5]  as in place_hold.lua: the user's holds, the shard's due index, the user's outcome
---             records (hash) and ended orders (sorted set), the shard's event stream
+-- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+--             records (hash) and ended orders (sorted set), the partition's event stream
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED

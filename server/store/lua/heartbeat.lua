@@ -1,7 +1,7 @@
 -- heartbeat.lua: registers one reaper replica as alive and returns the live ones.
 --
 -- Why Lua: dropping the dead, refreshing this replica and reading the list must be one step so
--- every replica derives shard ownership from a consistent view (server/reaper/reaper.h).
+-- every replica derives partition ownership from a consistent view (server/reaper/ownership.h).
 --
 -- KEYS[1]  the replica registry: sorted set, member = replica id, score = alive until (Unix ms)
 -- ARGV[1]  this replica's id

@@ -6,11 +6,11 @@
 -- record + EXPIRED event) exactly once whoever notices it first.
 --
 -- KEYS[1]  the user's holds: sorted set, member = order_id, score = expire time (Unix ms)
--- KEYS[2]  the due index of the user's shard: sorted set, member = user_id, score = the user's
+-- KEYS[2]  the due index of the user's partition: sorted set, member = user_id, score = the user's
 --          earliest expire time (Unix ms)
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
--- KEYS[5]  the shard's event stream
+-- KEYS[5]  the partition's event stream
 --          All five share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id

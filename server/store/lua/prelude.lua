@@ -27,9 +27,9 @@ end
 local PAID, CANCELLED, EXPIRED = 1, 2, 3
 
 -- Ends one hold (already removed from, or about to be removed from, the user's holds by the
--- caller): remembers its outcome and appends its event to the shard's stream, in the caller's
+-- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
 -- script, so there is never an end without an event nor an event without an end.
---   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the shard's stream
+--   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the partition's stream
 --   outcome  PAID, CANCELLED or EXPIRED
 --   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted

@@ -1,12 +1,12 @@
--- read_events.lua: the next events of one shard's stream for one consumer of a group, at most
+-- read_events.lua: the next events of one partition's stream for one consumer of a group, at most
 -- ARGV[3] of them: first pending events this consumer may take over (claims), then new ones.
 --
 -- Why Lua: reading the pending list, claiming and reading new entries must agree on the delivery
--- counts they report, and the whole read is one round trip per shard.
+-- counts they report, and the whole read is one round trip per partition.
 -- Claims follow https://redis.io/commands/xclaim/: an event pending longer than the ack timeout
 -- (for any consumer, this one included) moves to this consumer and its delivery count grows by 1.
 --
--- KEYS[1]  the shard's event stream (entries written by end_hold in prelude.lua)
+-- KEYS[1]  the partition's event stream (entries written by end_hold in prelude.lua)
 -- ARGV[1]  group; ARGV[2] consumer
 -- ARGV[3]  max events to return, >= 1
 -- ARGV[4]  claim events pending for at least this many ms; "" = claim nothing

@@ -1,24 +1,26 @@
--- reap.lua: ends, as EXPIRED, the due holds of the users of one index shard, in a bounded batch.
+-- reap.lua: ends, as EXPIRED, the due holds of the users of one index partition, in a bounded
+-- batch.
 --
 -- Why Lua: finding the due users, ending each due hold (outcome record + event) and fixing the
 -- index must be atomic, so that several OrderHold replicas reaping at once end (and report, for
 -- the expired counter, the lag histogram and the event log) each due hold exactly once.
 --
--- Lease: with ARGV[6] set, the script first takes or renews the shard's lease (KEYS[3]) for
+-- Lease: with ARGV[6] set, the script first takes or renews the partition's lease (KEYS[3]) for
 -- ARGV[6]; when another replica holds it, it does nothing (result -1). Ownership is decided by
--- the reapers (server/reaper/reaper.h); the lease only fences two replicas that briefly disagree.
+-- the reapers (server/reaper/ownership.h); the lease only fences two replicas that briefly
+-- disagree.
 -- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
--- shard's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
+-- partition's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
 --
 -- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
 -- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
 -- touches is in KEYS[1]'s hash slot.
 --
--- KEYS[1]  the due index of one shard: sorted set, member = user_id, score = the user's earliest
---          expire time (Unix ms)
--- KEYS[2]  the shard's event stream
--- KEYS[3]  the shard's reaper lease (string: owner id, with a PX expiry)
--- ARGV[1]  the key prefix of that shard; a user's holds are ARGV[1] .. "u:" .. user_id, its
+-- KEYS[1]  the due index of one partition: sorted set, member = user_id, score = the user's
+--          earliest expire time (Unix ms)
+-- KEYS[2]  the partition's event stream
+-- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
+-- ARGV[1]  the key prefix of that partition; a user's holds are ARGV[1] .. "u:" .. user_id, its
 --          outcome records ARGV[1] .. "x:" .. user_id and ended orders ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
@@ -31,7 +33,8 @@
 --          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
 --          replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
---          the index was empty.
+--          the index was empty or another replica holds the lease (the index is not read then:
+--          -1 does not mean "nothing due").
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 

@@ -4,7 +4,7 @@
 -- Why Lua: the compare and the delete must be atomic (https://redis.io/commands/set/, "a simple
 -- locking pattern").
 --
--- KEYS[1]  the shard's reaper lease (see reap.lua)
+-- KEYS[1]  the partition's reaper lease (see reap.lua)
 -- ARGV[1]  this replica's id
 -- Returns  1 when released, 0 when not held by this replica.
 if redis.call('GET', KEYS[1]) == ARGV[1] then

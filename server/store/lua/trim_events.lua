@@ -1,9 +1,9 @@
--- trim_events.lua: trims one shard's event stream by age and reports its consumer groups.
+-- trim_events.lua: trims one partition's event stream by age and reports its consumer groups.
 --
 -- Why Lua: counting what a trim drops unacked, trimming, and releasing the dropped ids from the
 -- groups' pending lists must see the same stream, or a drop could go uncounted.
 --
--- KEYS[1]  the shard's event stream
+-- KEYS[1]  the partition's event stream
 -- ARGV[1]  cutoff, Unix ms: entries with an id older than this (ms part < cutoff) are deleted
 --          (XTRIM MINID, exact)
 -- ARGV[2]  max ids counted per group and call (bounds the run time): with more unacked entries

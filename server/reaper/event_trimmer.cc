@@ -1,0 +1,58 @@
+#include "server/reaper/event_trimmer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "server/common/fan_in.h"
+#include "server/common/log.h"
+
+namespace orderhold::reaper {
+
+EventTrimmer::EventTrimmer(store::HoldEventLog& log, metrics::Metrics& metrics, const Clock& clock,
+                           EventTrimOptions options)
+    : log_(log), metrics_(metrics), clock_(clock), options_(options) {}
+
+void EventTrimmer::MaybeTrim(const std::vector<int>& partitions, absl::Time store_now) {
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time host_now = clock_.Now();
+    if (host_now < next_trim_) return;
+    next_trim_ = host_now + options_.interval;
+  }
+  Trim(partitions, store_now);
+}
+
+void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now) {
+  // Deadlines are host time (what the store compares them with).
+  const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
+  auto results = AwaitAll<store::TrimEventsResult>(partitions.size(), [&](size_t i, auto done) {
+    log_.TrimEvents(partitions[i], store_now - options_.retention, call, std::move(done));
+  });
+  int64_t trimmed_unacked = 0;
+  std::map<std::string, absl::Time> oldest;  // group -> oldest unacked over the partitions
+  for (const auto& result : results) {
+    if (!result.ok()) continue;
+    trimmed_unacked += result->trimmed_unacked;
+    for (const store::GroupBacklog& group : result->groups) {
+      auto [it, inserted] = oldest.emplace(group.group, absl::InfiniteFuture());
+      if (group.oldest_unacked.has_value())
+        it->second = std::min(it->second, *group.oldest_unacked);
+    }
+  }
+  if (trimmed_unacked > 0) {
+    metrics_.events_trimmed_unacked().Increment(static_cast<double>(trimmed_unacked));
+    LogWarning("reaper: --event_retention trimmed ", trimmed_unacked,
+               " hold events that a consumer group had not acked");
+  }
+  for (const auto& [group, time] : oldest) {
+    metrics_.SetOldestUnackedAge(group,
+                                 time == absl::InfiniteFuture()
+                                     ? 0
+                                     : std::max(0.0, absl::ToDoubleSeconds(store_now - time)));
+  }
+}
+
+}  // namespace orderhold::reaper

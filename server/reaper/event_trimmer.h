@@ -1,0 +1,60 @@
+// EventTrimmer: keeps the hold event streams of the partitions a reaper replica owns within
+// --event_retention, and reports what consumers have left unread.
+//
+// At most every `interval` (host clock) it deletes the owned partitions' events older than
+// `retention` (store clock), counting in orderhold_events_trimmed_unacked_total (with a warning
+// log) the trimmed events some consumer group had not acked, and sets
+// orderhold_events_oldest_unacked_age_seconds{group} to each group's oldest unacked event over
+// those partitions. Failed partitions are skipped and retried at the next trim.
+//
+// Thread-safety: thread-safe.
+#ifndef ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
+#define ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
+
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/common/clock.h"
+#include "server/metrics/metrics.h"
+#include "server/store/event_log.h"
+
+namespace orderhold::reaper {
+
+struct EventTrimOptions {
+  // Events older than this are deleted (--event_retention).
+  absl::Duration retention = absl::Hours(24);
+  // Time between trims.
+  absl::Duration interval = absl::Seconds(10);
+  // Deadline of one round of trim calls (one per partition, all at once).
+  absl::Duration call_timeout = absl::Seconds(2);
+};
+
+class EventTrimmer {
+ public:
+  // `log`, `metrics` and `clock` must outlive this object.
+  EventTrimmer(store::HoldEventLog& log, metrics::Metrics& metrics, const Clock& clock,
+               EventTrimOptions options);
+  EventTrimmer(const EventTrimmer&) = delete;
+  EventTrimmer& operator=(const EventTrimmer&) = delete;
+
+  // Trims `partitions` to events newer than store_now - retention when `interval` has passed
+  // (host clock) since the last trim, at once the first time; otherwise does nothing. Blocks
+  // until the trim calls answered (at most call_timeout); store errors only skip a partition.
+  void MaybeTrim(const std::vector<int>& partitions, absl::Time store_now);
+
+ private:
+  void Trim(const std::vector<int>& partitions, absl::Time store_now);
+
+  store::HoldEventLog& log_;
+  metrics::Metrics& metrics_;
+  const Clock& clock_;
+  const EventTrimOptions options_;
+  absl::Mutex mu_;
+  absl::Time next_trim_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace orderhold::reaper
+
+#endif  // ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
