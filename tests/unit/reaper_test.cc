@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
 #include "tests/testing/metric_values.h"
@@ -14,6 +15,7 @@
 namespace orderhold::reaper {
 namespace {
 
+using ::orderhold::testing::Eventually;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::StatusIs;
@@ -94,10 +96,8 @@ TEST_F(ReaperTest, BackgroundLoopReapsAndStops) {
   Place("u", "o", absl::Seconds(1));
   clock_.Advance(absl::Seconds(2));
   reaper.Start();
-  const absl::Time give_up = absl::Now() + absl::Seconds(10);
-  while (MetricValue(registry_, "orderhold_holds_expired_total") < 1 && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  EXPECT_TRUE(
+      Eventually([&] { return MetricValue(registry_, "orderhold_holds_expired_total") >= 1; }));
   reaper.Stop();
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
 }
