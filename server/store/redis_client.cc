@@ -1,6 +1,7 @@
 #include "server/store/redis_client.h"
 
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -73,6 +74,17 @@ class RedisClient::Connection {
 
   bool connected() const { return context_ != nullptr; }
   void Drop() { context_.reset(); }
+
+  // True when the socket of this idle connection (every reply it was owed has been read) is
+  // readable: Redis closed it (restart, CLIENT KILL, idle timeout) or sent what nobody asked for.
+  // Either way the connection is unusable, and since nothing has been written yet, replacing it
+  // before the next batch is safe. It cannot catch a close that happens after this check; a
+  // batch written into that gets an I/O error and fails, as before, because its outcome is
+  // unknown.
+  bool PeerClosed() const {
+    pollfd fd{context_->fd, POLLIN, 0};
+    return poll(&fd, 1, /*timeout=*/0) != 0;  // readable, hung up, or poll itself failed
+  }
 
   // Connects, authenticates, selects the database and loads every script, within `timeout`
   // per step.
@@ -295,6 +307,9 @@ void RedisClient::IoLoop() {
       }
     }
     absl::Status connection_status = absl::OkStatus();
+    // A connection Redis closed while it sat idle (a restart) is replaced before anything is
+    // written to it, instead of failing this batch and opening the fail-fast window.
+    if (connection.connected() && connection.PeerClosed()) connection.Drop();
     if (latest_deadline > now && !connection.connected()) {
       // Never wait on a connect past every caller's deadline.
       connection_status = connection.Connect(

@@ -13,7 +13,11 @@
 // (https://redis.io/docs/interact/programmability/eval-intro/).
 //
 // Failures: a connection that fails (refused, timeout, EOF) is dropped and reconnected for the
-// next batch; Redis being down at start is not an error. Error replies (LOADING, READONLY, OOM,
+// next batch; Redis being down at start is not an error. A connection that Redis closed while it
+// was idle (Redis restarted) is noticed before the next batch is written to it (its socket is
+// readable though no reply is owed) and reconnected first, so that batch does not fail. A
+// command is never re-sent after it was written: if the connection fails then, its outcome is
+// unknown (a script may have run) and it fails. Error replies (LOADING, READONLY, OOM,
 // script errors...) and I/O failures become UNAVAILABLE; a command whose deadline passed before
 // it was sent becomes DEADLINE_EXCEEDED. A round trip waits at most min(command_timeout, the
 // latest deadline in its batch). After a connection failure the client fails fast for

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -120,6 +121,51 @@ TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
   EXPECT_TRUE(Eventually([&] { return (after = Place("alice", "o2")).ok(); }));
   ASSERT_THAT(after, IsOk());
   EXPECT_EQ(after->outcome, PlaceHoldResult::Outcome::kCreated);
+}
+
+TEST_F(RedisStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWithoutAnError) {
+  // One command per round trip, so a burst of concurrent calls spreads over the pool.
+  constexpr int kConnections = 4;
+  RedisHoldStoreOptions options;
+  options.client.endpoint.port = redis_->port();
+  options.client.connections = kConnections;
+  options.client.max_pipeline = 1;
+  options.client.retry_backoff = kTimeout;
+  options.client.errors = &metrics_.redis_errors();
+  ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+  std::atomic<int> failed{0};
+  auto burst = [&] {  // 2 calls per connection at once; counts the failed ones
+    constexpr int kCalls = 2 * kConnections;
+    absl::BlockingCounter pending(kCalls);
+    for (int i = 0; i < kCalls; ++i) {
+      store_->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
+                        [&](absl::StatusOr<ListHoldsResult> result) {
+                          if (!result.ok()) {
+                            ++failed;
+                            ADD_FAILURE() << result.status();
+                          }
+                          pending.DecrementCount();
+                        });
+    }
+    pending.Wait();
+  };
+  // Every pooled connection is connected: CLIENT LIST has a line for each, and one for the
+  // connection asking.
+  ASSERT_TRUE(Eventually([&] {
+    burst();
+    auto clients = redis_->Command({"CLIENT", "LIST"});
+    return clients.ok() &&
+           std::vector<std::string>(absl::StrSplit(*clients, '\n', absl::SkipEmpty())).size() >
+               kConnections;
+  }));
+  ASSERT_THAT(redis_->Stop(), IsOk());
+  ASSERT_THAT(redis_->Restart(), IsOk());
+  // No call was made while Redis was down, so every connection Redis closed is still in the pool:
+  // each is replaced before a command is written to it, and no call fails (a failure would also
+  // fail everything after it for the 1 s fail-fast window).
+  for (int i = 0; i < 4; ++i) burst();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
 TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
