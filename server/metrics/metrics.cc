@@ -71,10 +71,20 @@ Metrics::Metrics(prometheus::Registry& registry)
       reaper_tick_duration_(
           BuildHistogram()
               .Name("orderhold_reaper_tick_duration_seconds")
-              .Help("Wall time of one reaper tick.")
+              .Help("Wall time of one reaper tick (its first calls are paced over half the "
+                    "reap interval).")
               .Register(registry)
               .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                    0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      reaper_tick_redis_time_(
+          BuildHistogram()
+              .Name("orderhold_reaper_tick_redis_seconds")
+              .Help("Per reaper tick: the sum of its reap calls' round trips, host clock.")
+              .Register(registry)
+              .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                   0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+      reaper_calls_in_flight_(Gauge(registry, "orderhold_reaper_calls_in_flight",
+                                    "Reap script calls outstanding now.")),
       reaper_last_success_(BuildGauge()
                                .Name("orderhold_reaper_last_success_timestamp_seconds")
                                .Help("Unix time of the last reaper tick that completed without "

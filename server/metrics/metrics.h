@@ -83,6 +83,11 @@ class Metrics {
   prometheus::Histogram& reaper_lag() { return reaper_lag_; }
   // orderhold_reaper_tick_duration_seconds: wall time of one reaper tick (host clock).
   prometheus::Histogram& reaper_tick_duration() { return reaper_tick_duration_; }
+  // orderhold_reaper_tick_redis_seconds: per tick, the sum of its reap calls' round trips (host
+  // clock): what the reaper costs Redis (and its other tenants) each tick.
+  prometheus::Histogram& reaper_tick_redis_time() { return reaper_tick_redis_time_; }
+  // orderhold_reaper_calls_in_flight: reap calls outstanding now (<= the pacer's bound).
+  prometheus::Gauge& reaper_calls_in_flight() { return reaper_calls_in_flight_; }
   // orderhold_reaper_last_success_timestamp_seconds: Unix time of the last tick without error.
   prometheus::Gauge& reaper_last_success() { return reaper_last_success_; }
 
@@ -111,6 +116,8 @@ class Metrics {
   prometheus::Counter& redis_errors_;
   prometheus::Histogram& reaper_lag_;
   prometheus::Histogram& reaper_tick_duration_;
+  prometheus::Histogram& reaper_tick_redis_time_;
+  prometheus::Gauge& reaper_calls_in_flight_;
   prometheus::Gauge& reaper_last_success_;
   std::array<prometheus::Counter*, kRejectReasonCount> rejected_{};
   std::array<std::array<prometheus::Counter*, kStatusCodeCount>, kMethodCount> requests_{};

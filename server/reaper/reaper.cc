@@ -1,12 +1,15 @@
 #include "server/reaper/reaper.h"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/random/random.h"
 #include "absl/time/clock.h"
-#include "server/common/fan_in.h"
 #include "server/common/log.h"
+#include "server/reaper/tick_pacer.h"
 
 namespace orderhold::reaper {
 
@@ -51,51 +54,94 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
     }
   }
 
-  // Round r: one call for every partition still flagged `more`; all calls of a round run at once.
+  // The calls, paced (tick_pacer.h): started from this thread when the pacer lets them, their
+  // results handed back by the store's callbacks through `inbox`.
+  struct Finished {
+    int partition;
+    absl::StatusOr<store::ReapResult> result;
+    absl::Duration round_trip;
+  };
+  // Shared with the callbacks: the last of them may still be unlocking when this tick returns.
+  struct Inbox {
+    absl::Mutex mu;
+    std::deque<Finished> done ABSL_GUARDED_BY(mu);
+  };
+  auto inbox = std::make_shared<Inbox>();
+  const store::ReapArgs owner_args{options_.max_users_per_call, options_.replica_id, options_.lease,
+                                   std::nullopt};
+  const store::ReapArgs standby_args{options_.max_users_per_call, "", options_.lease,
+                                     options_.standby_after};
+  std::sort(partitions.begin(), partitions.end());  // owned and standby interleaved over the window
+  TickPacer pacer(
+      partitions, clock_.Now(),
+      PaceOptions{options_.pace_window, options_.max_in_flight, options_.max_calls_per_partition});
   absl::Duration backlog = absl::ZeroDuration();
   std::optional<absl::Time> store_now;
-  for (int round = 0; round < options_.max_calls_per_partition && !partitions.empty(); ++round) {
-    // Deadlines are host time (what the store compares them with), one fresh budget per round.
-    const store::CallOptions call{absl::Now() + options_.call_timeout, now};
-    const store::ReapArgs owner_args{options_.max_users_per_call, options_.replica_id,
-                                     options_.lease, std::nullopt};
-    const store::ReapArgs standby_args{options_.max_users_per_call, "", options_.lease,
-                                       options_.standby_after};
-    auto results = AwaitAll<store::ReapResult>(partitions.size(), [&](size_t i, auto done) {
-      store_.Reap(partitions[i], standby[partitions[i]] ? standby_args : owner_args, call,
-                  std::move(done));
-    });
-    stats.calls += static_cast<int>(partitions.size());
-
-    std::vector<int> again;
-    for (size_t i = 0; i < partitions.size(); ++i) {
-      if (!results[i].ok()) {
-        if (first_error.ok()) first_error = results[i].status();
-        continue;
-      }
-      const store::ReapResult& result = *results[i];
-      store_now = result.now;
-      // Backlog over every partition this replica saw (owned or standby): a dead owner's
-      // partitions show up here too.
-      if (round == 0 && result.oldest_due.has_value() && *result.oldest_due <= result.now) {
-        backlog = std::max(backlog, result.now - *result.oldest_due);
-      }
-      if (result.not_owner) {
-        if (!standby[partitions[i]]) ++stats.not_owner;
-        continue;
-      }
-      if (standby[partitions[i]]) {
-        stats.standby_reaped += static_cast<int>(result.reaped_expire_times.size());
-      }
-      for (absl::Time expire_time : result.reaped_expire_times) {
-        metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));
-      }
-      stats.reaped += static_cast<int>(result.reaped_expire_times.size());
-      if (result.more) again.push_back(partitions[i]);
+  while (!pacer.finished()) {
+    if (stop_requested_.load()) pacer.Abandon();
+    const absl::Time host_now = clock_.Now();
+    while (std::optional<int> partition = pacer.Next(host_now)) {
+      metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
+      ++stats.calls;
+      // Deadlines are host time (what the store compares them with), one budget per call.
+      const store::CallOptions call{absl::Now() + options_.call_timeout, now};
+      store_.Reap(*partition, standby[*partition] ? standby_args : owner_args, call,
+                  [clock = &clock_, inbox, partition = *partition,
+                   sent = clock_.Now()](absl::StatusOr<store::ReapResult> result) {
+                    const absl::Duration round_trip = clock->Now() - sent;
+                    absl::MutexLock lock(&inbox->mu);
+                    inbox->done.push_back({partition, std::move(result), round_trip});
+                  });
     }
-    partitions.swap(again);
+    if (pacer.finished()) break;
+    // Wait for a call to end, or for the next slot when another call may start (host time).
+    // Capped, so a stop request is seen within a second even while calls are slow.
+    const absl::Duration wait =
+        std::min(pacer.full() ? absl::InfiniteDuration() : pacer.next_slot() - clock_.Now(),
+                 absl::Seconds(1));
+    std::deque<Finished> ended;
+    {
+      absl::MutexLock lock(&inbox->mu);
+      auto any_done = [&inbox]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox->mu) { return !inbox->done.empty(); };
+      if (wait > absl::ZeroDuration()) inbox->mu.AwaitWithTimeout(absl::Condition(&any_done), wait);
+      ended.swap(inbox->done);
+    }
+    for (Finished& finished : ended) {
+      const int partition = finished.partition;
+      const bool first = pacer.first_call(partition);
+      stats.redis_time += finished.round_trip;
+      bool more = false;
+      if (!finished.result.ok()) {
+        if (first_error.ok()) first_error = finished.result.status();
+      } else {
+        const store::ReapResult& result = *finished.result;
+        store_now = result.now;
+        // Backlog over every partition this replica saw (owned or standby): a dead owner's
+        // partitions show up here too.
+        if (first && result.oldest_due.has_value() && *result.oldest_due <= result.now) {
+          backlog = std::max(backlog, result.now - *result.oldest_due);
+        }
+        if (result.not_owner) {
+          if (!standby[partition]) ++stats.not_owner;
+        } else {
+          if (standby[partition]) {
+            stats.standby_reaped += static_cast<int>(result.reaped_expire_times.size());
+          }
+          for (absl::Time expire_time : result.reaped_expire_times) {
+            metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));
+          }
+          stats.reaped += static_cast<int>(result.reaped_expire_times.size());
+          more = result.more;
+        }
+      }
+      pacer.Done(partition, more);
+    }
+    metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
   }
-  stats.backlog_left = !partitions.empty();
+  metrics_.reaper_calls_in_flight().Set(0);
+  metrics_.reaper_tick_redis_time().Observe(absl::ToDoubleSeconds(stats.redis_time));
+  stats.backlog_left = !pacer.left().empty();
   if (stats.reaped > 0) {
     metrics_.holds_expired().Increment(stats.reaped);
     metrics_.events_appended().Increment(stats.reaped);
@@ -116,15 +162,18 @@ void Reaper::Start() {
   absl::MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stopping_ = false;
+  stop_requested_.store(false);
   thread_ = std::thread([this] { Loop(); });
 }
 
 void Reaper::Stop() {
+  stop_requested_.store(true);
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  stop_requested_.store(false);  // RunOnce() works again (tests call it after Stop())
   ownership_.HandOver();
 }
 

@@ -89,6 +89,10 @@ absl::Status OutOfRange(absl::string_view what) {
 // Bounds how long one call blocks Redis; a larger unacked backlog is trimmed over several calls.
 constexpr int kMaxTrimIdsPerGroup = 100000;
 
+// Max commands per round trip on the reaper's connection: the reaper keeps only a few calls in
+// flight, so a batch never holds more than a handful of its scripts.
+constexpr int kBackgroundMaxPipeline = 8;
+
 }  // namespace
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {
@@ -116,18 +120,27 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
                             std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
                             std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
                             std::string(lua::kTrimEvents)};
+  // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches.
+  RedisClientOptions background_options = options.client;
+  background_options.connections = 1;
+  background_options.max_pipeline = kBackgroundMaxPipeline;
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> client,
                              RedisClient::Create(std::move(options.client)));
-  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
-      KeySchema(std::move(options.key_prefix)), options.outcomes, std::move(client)));
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> background,
+                             RedisClient::Create(std::move(background_options)));
+  return std::unique_ptr<RedisHoldStore>(
+      new RedisHoldStore(KeySchema(std::move(options.key_prefix)), options.outcomes,
+                         std::move(client), std::move(background)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
-                               std::unique_ptr<RedisClient> client)
+                               std::unique_ptr<RedisClient> client,
+                               std::unique_ptr<RedisClient> background)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
-      client_(std::move(client)) {}
+      client_(std::move(client)),
+      background_(std::move(background)) {}
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
@@ -228,7 +241,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
        retention_ms_, max_outcomes_, std::move(args.owner),
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
-  client_->Submit(
+  background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ReapResult> {
         std::vector<int64_t> v;
@@ -251,43 +264,44 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
   RedisCommand command{kHeartbeat,
                        {"1", keys_.ReplicasKey(), std::move(replica_id),
                         absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done),
-                         [](const RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
-                           if (reply.type != RedisReply::Type::kArray || reply.elements.empty()) {
-                             return BadReply("heartbeat.lua");
-                           }
-                           std::vector<std::string> ids;
-                           for (size_t i = 1; i < reply.elements.size(); ++i) {
-                             if (reply.elements[i].type != RedisReply::Type::kString) {
-                               return BadReply("heartbeat.lua");
-                             }
-                             ids.push_back(reply.elements[i].str);
-                           }
-                           return ids;
-                         }));
+  background_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [](const RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
+               if (reply.type != RedisReply::Type::kArray || reply.elements.empty()) {
+                 return BadReply("heartbeat.lua");
+               }
+               std::vector<std::string> ids;
+               for (size_t i = 1; i < reply.elements.size(); ++i) {
+                 if (reply.elements[i].type != RedisReply::Type::kString) {
+                   return BadReply("heartbeat.lua");
+                 }
+                 ids.push_back(reply.elements[i].str);
+               }
+               return ids;
+             }));
 }
 
 void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
   RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
-                    int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
-                    return n > 0;
-                  }));
+  background_->Submit(std::move(command), options.deadline,
+                      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                        int64_t n = 0;
+                        if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
+                        return n > 0;
+                      }));
 }
 
 void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
   RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
-                    int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("ZREM");
-                    return n > 0;
-                  }));
+  background_->Submit(std::move(command), options.deadline,
+                      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
+                        int64_t n = 0;
+                        if (!ToInt(reply, &n)) return BadReply("ZREM");
+                        return n > 0;
+                      }));
 }
 
 void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart start,
@@ -370,7 +384,7 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
                        {"1", keys_.EventsKey(partition),
                         absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
                         absl::StrCat(kMaxTrimIdsPerGroup)}};
-  client_->Submit(
+  background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
         TrimEventsResult result;

@@ -3,6 +3,15 @@
 // server/store/lua/, sent through a pipelining RedisClient; "now" is Redis server TIME unless
 // CallOptions::now is set.
 //
+// Two clients: requests (PlaceHold, EndHold, ListHolds, the event log's reads and acks, Ping) go
+// through the pool of `client.connections`; the reaper's calls (Reap, Heartbeat, ReleaseLease,
+// Unregister, TrimEvents) through a second client of one connection. So a request is never
+// written in the same pipelined batch as a reaper script, and never waits for one that happened
+// to be queued with it. A separate connection rather than a priority queue on the shared ones:
+// a priority queue still lets a reaper script into a batch that requests then wait behind, and
+// Redis serves its clients' commands interleaved, so the reaper's own connection, with its calls
+// kept few and small by the reaper (server/reaper/tick_pacer.h), is what bounds the wait.
+//
 // Thread-safe. Errors: see hold_store.h (UNAVAILABLE, DEADLINE_EXCEEDED); INTERNAL if Redis
 // answers a shape the scripts never return (a bug, or a foreign key of another type).
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
@@ -62,12 +71,14 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   const KeySchema& keys() const { return keys_; }
 
  private:
-  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisClient> client);
+  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisClient> client,
+                 std::unique_ptr<RedisClient> background);
 
   const KeySchema keys_;
-  const std::string retention_ms_;  // outcome retention, ms, as a script argument
-  const std::string max_outcomes_;  // max outcome records per user, as a script argument
-  std::unique_ptr<RedisClient> client_;
+  const std::string retention_ms_;           // outcome retention, ms, as a script argument
+  const std::string max_outcomes_;           // max outcome records per user, as a script argument
+  std::unique_ptr<RedisClient> client_;      // requests
+  std::unique_ptr<RedisClient> background_;  // the reaper's calls: one connection of its own
 };
 
 // Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than

@@ -73,6 +73,23 @@ TEST_F(ReaperTest, StoreErrorIsReturnedNotThrownAndLastSuccessUnchanged) {
   EXPECT_THAT(reaper.RunOnce(), IsOk());
 }
 
+TEST_F(ReaperTest, SmallCallsOneAtATimeDrainABacklogInOneTickAndReportTheirCost) {
+  ReaperOptions options;
+  options.max_users_per_call = 3;
+  options.max_in_flight = 1;
+  Reaper reaper(store_, metrics_, options, clock_);
+  for (int i = 0; i < 40; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
+  clock_.Advance(absl::Seconds(1));
+  auto stats = reaper.RunOnce();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->reaped, 40);
+  EXPECT_FALSE(stats->backlog_left);
+  // One first call per partition, plus a follow-up for every full batch of 3.
+  EXPECT_GT(stats->calls, orderhold::testing::FakeHoldStore::kPartitions);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_tick_redis_seconds"), 1);  // one tick seen
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_calls_in_flight"), 0);
+}
+
 TEST_F(ReaperTest, BacklogBeyondBoundIsLeftForNextTick) {
   ReaperOptions options;
   options.max_users_per_call = 1;
