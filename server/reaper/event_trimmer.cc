@@ -26,11 +26,21 @@ void EventTrimmer::MaybeTrim(const std::vector<int>& partitions, absl::Time stor
 }
 
 void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now) {
-  // Deadlines are host time (what the store compares them with).
-  const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
-  auto results = AwaitAll<store::TrimEventsResult>(partitions.size(), [&](size_t i, auto done) {
-    log_.TrimEvents(partitions[i], store_now - options_.retention, call, std::move(done));
-  });
+  // A few calls at a time, as the reap calls (tick_pacer.h): a trim call can count up to
+  // kMaxTrimIdsPerGroup ids, and Redis runs it while requests wait.
+  std::vector<absl::StatusOr<store::TrimEventsResult>> results;
+  const size_t step = static_cast<size_t>(std::max(1, options_.max_in_flight));
+  for (size_t first = 0; first < partitions.size(); first += step) {
+    const size_t n = std::min(step, partitions.size() - first);
+    // Deadlines are host time (what the store compares them with), one budget per round.
+    const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
+    for (auto& result : AwaitAll<store::TrimEventsResult>(n, [&](size_t i, auto done) {
+           log_.TrimEvents(partitions[first + i], store_now - options_.retention, call,
+                           std::move(done));
+         })) {
+      results.push_back(std::move(result));
+    }
+  }
   int64_t trimmed_unacked = 0;
   std::map<std::string, absl::Time> oldest;  // group -> oldest unacked over the partitions
   for (const auto& result : results) {

@@ -5,7 +5,8 @@
 // `retention` (store clock), counting in orderhold_events_trimmed_unacked_total (with a warning
 // log) the trimmed events some consumer group had not acked, and sets
 // orderhold_events_oldest_unacked_age_seconds{group} to each group's oldest unacked event over
-// those partitions. Failed partitions are skipped and retried at the next trim.
+// those partitions. Failed partitions are skipped and retried at the next trim. The calls go a
+// few at a time (max_in_flight), so a trim never queues many scripts in front of requests.
 //
 // Thread-safety: thread-safe.
 #ifndef ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
@@ -27,7 +28,9 @@ struct EventTrimOptions {
   absl::Duration retention = absl::Hours(24);
   // Time between trims.
   absl::Duration interval = absl::Seconds(10);
-  // Deadline of one round of trim calls (one per partition, all at once).
+  // Trim calls outstanding at once (>= 1): they run in Redis while requests wait.
+  int max_in_flight = 2;
+  // Deadline of one round of trim calls (max_in_flight of them).
   absl::Duration call_timeout = absl::Seconds(2);
 };
 

@@ -22,8 +22,10 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
       ownership_(store, options.replica_id, options.membership_ttl, options.call_timeout) {
   if (events != nullptr) {
     trimmer_.emplace(*events, metrics, clock,
-                     EventTrimOptions{options.event_retention, options.event_trim_interval,
-                                      options.call_timeout});
+                     EventTrimOptions{.retention = options.event_retention,
+                                      .interval = options.event_trim_interval,
+                                      .max_in_flight = options.max_in_flight,
+                                      .call_timeout = options.call_timeout});
   }
 }
 
