@@ -78,48 +78,6 @@ trap cleanup EXIT
 source "${REPO}/tests/bench/lib.sh"
 sleep_until() { local d; d="$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; print (d > 0 ? d : 0) }')"; sleep "${d}"; }
 
-scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
-
-# histogram stats between two scrapes: file_a file_b metric -> "count p50 p99 p999 max_le"
-hist_stats() {
-  awk -v m="$3" '
-    FNR == 1 { f++ }
-    $1 ~ "^" m "_bucket" {
-      match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5)
-      if (f == 1) a[le] = $2; else { b[le] = $2; if (!(le in seen)) { seen[le] = 1; order[n++] = le } }
-    }
-    END {
-      total = b["+Inf"] - a["+Inf"]
-      if (total <= 0) { print "0 - - - -"; exit }
-      split("0.5 0.99 0.999", qs, " ")
-      out = total
-      for (qi = 1; qi <= 3; qi++) {
-        q = qs[qi] * total; prev_le = 0; prev_c = 0; v = "-"
-        for (i = 0; i < n; i++) {
-          le = order[i]; c = b[le] - a[le]
-          if (c >= q) {
-            if (le == "+Inf") { v = ">" prev_le } else if (c == prev_c) { v = le }
-            else { v = sprintf("%.3f", prev_le + (le - prev_le) * (q - prev_c) / (c - prev_c)) }
-            break
-          }
-          prev_le = le; prev_c = c
-        }
-        out = out " " v
-      }
-      maxle = "-"
-      for (i = 0; i < n; i++) { le = order[i]; if (b[le] - a[le] >= total) { maxle = le; break } }
-      print out " " maxle
-    }' "$1" "$2"
-}
-# sum and count of a histogram between two scrapes -> mean seconds
-hist_mean() {
-  awk -v m="$3" '
-    FNR == 1 { f++ }
-    $1 == m "_sum" { s[f] = $2 } $1 == m "_count" { c[f] = $2 }
-    END { n = c[2] - c[1]; if (n > 0) printf "%.4f %d\n", (s[2] - s[1]) / n, n; else print "- 0" }' "$1" "$2"
-}
-counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
-
 start_redis() {
   REDIS_PORT="$(free_port)"
   redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
@@ -188,7 +146,7 @@ for USERS in "${SIZES[@]}"; do
   scrape "${ONE_METRICS}" >"${WORK}/b-${USERS}.txt"
   TB="$(now_s)"
   read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_lag_seconds)
-  read -r TICK_MEAN TICKS < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
+  read -r TICK_MEAN _ < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
   TICK[${USERS}]="${TICK_MEAN}"
   RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
   ROWS+=("| ${USERS} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${BACKLOG} |")
@@ -210,7 +168,7 @@ for USERS in "${SIZES[@]}"; do
       SHARES+=("${r} holds / ${o} partitions")
       TOTAL_REAPED=$((TOTAL_REAPED + r))
     done
-    read -r _ R_P50 R_P99 _ R_MAX < <(hist_stats "${WORK}/ra-${ONE_METRICS}.txt" "${WORK}/rb-${ONE_METRICS}.txt" orderhold_reaper_lag_seconds)
+    read -r _ R_P50 R_P99 _ _ < <(hist_stats "${WORK}/ra-${ONE_METRICS}.txt" "${WORK}/rb-${ONE_METRICS}.txt" orderhold_reaper_lag_seconds)
     # kill_two SIGNAL -> K_OWNED (s until the survivor owns all 64), K_N K_P50 K_P99 K_P999 K_MAX
     kill_two() {
       scrape "${ONE_METRICS}" >"${WORK}/ka-$1.txt"
