@@ -3,7 +3,9 @@
 # suite; CI runs only `--smoke` (small sizes, short windows: checks the pipeline and that figures
 # come out).
 #
-#   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--no-replicas] [--out DIR]
+#   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--backlog 60] [--no-replicas]
+#                               [--drain-only] [--out DIR]
+# (--drain-only: phase 4 alone, written to <out>/reaper-drain.md.)
 #
 # For each size (100,000 users and 1,000,000 users, 3 holds each: 300,000 and 3,000,000 live
 # holds), on a fresh private redis-server:
@@ -30,30 +32,44 @@
 #              --reap_interval=400ms (lease kept at 3s, as published).
 # The tick-time ratio (1,000,000 users / 100,000 users, same expiry rate) shows tick time grows
 # with the due holds, not with the users.
+# Then, on a fresh redis-server:
+#   4 drain    a backlog as after an outage: with no server running, --rate holds per second
+#              become due over --backlog seconds (--rate x --backlog holds, 3 per user, seeded with
+#              expire times spread over that window; the script waits until the last is due).
+#              Then ONE server starts (default flags) with no request load, and the due indexes
+#              in Redis are polled every 0.1 s (ZCARD: users with holds left) until empty: time
+#              to the first reaped hold and to all reaped (from the server's start), drain rate
+#              (holds / the time between), and the server's expired counter as a cross-check.
 # Output: a table on stdout and <out>/reaper.md (default <repo>/build/bench).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 RATE=5000
 WINDOW=30
+BACKLOG_S=60
 SIZES=(100000 1000000)
 SMOKE=0
 REPLICAS=1
+DRAIN_ONLY=0
 OUT="${REPO}/build/bench"
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
     --rate) RATE="$2"; shift ;;
     --window) WINDOW="$2"; shift ;;
+    --backlog) BACKLOG_S="$2"; shift ;;
     --no-replicas) REPLICAS=0 ;;
+    --drain-only) DRAIN_ONLY=1 ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--no-replicas] [--out DIR]" >&2; exit 64 ;;
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--drain-only] [--out DIR]" >&2
+       exit 64 ;;
   esac
   shift
 done
 if ((SMOKE)); then
-  RATE=500 WINDOW=3 SIZES=(2000 20000)
+  RATE=500 WINDOW=3 BACKLOG_S=3 SIZES=(2000 20000)
 fi
+((DRAIN_ONLY)) && SIZES=()
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
@@ -77,48 +93,6 @@ trap cleanup EXIT
 # shellcheck source=tests/bench/lib.sh
 source "${REPO}/tests/bench/lib.sh"
 sleep_until() { local d; d="$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; print (d > 0 ? d : 0) }')"; sleep "${d}"; }
-
-scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
-
-# histogram stats between two scrapes: file_a file_b metric -> "count p50 p99 p999 max_le"
-hist_stats() {
-  awk -v m="$3" '
-    FNR == 1 { f++ }
-    $1 ~ "^" m "_bucket" {
-      match($1, /le="[^"]*"/); le = substr($1, RSTART + 4, RLENGTH - 5)
-      if (f == 1) a[le] = $2; else { b[le] = $2; if (!(le in seen)) { seen[le] = 1; order[n++] = le } }
-    }
-    END {
-      total = b["+Inf"] - a["+Inf"]
-      if (total <= 0) { print "0 - - - -"; exit }
-      split("0.5 0.99 0.999", qs, " ")
-      out = total
-      for (qi = 1; qi <= 3; qi++) {
-        q = qs[qi] * total; prev_le = 0; prev_c = 0; v = "-"
-        for (i = 0; i < n; i++) {
-          le = order[i]; c = b[le] - a[le]
-          if (c >= q) {
-            if (le == "+Inf") { v = ">" prev_le } else if (c == prev_c) { v = le }
-            else { v = sprintf("%.3f", prev_le + (le - prev_le) * (q - prev_c) / (c - prev_c)) }
-            break
-          }
-          prev_le = le; prev_c = c
-        }
-        out = out " " v
-      }
-      maxle = "-"
-      for (i = 0; i < n; i++) { le = order[i]; if (b[le] - a[le] >= total) { maxle = le; break } }
-      print out " " maxle
-    }' "$1" "$2"
-}
-# sum and count of a histogram between two scrapes -> mean seconds
-hist_mean() {
-  awk -v m="$3" '
-    FNR == 1 { f++ }
-    $1 == m "_sum" { s[f] = $2 } $1 == m "_count" { c[f] = $2 }
-    END { n = c[2] - c[1]; if (n > 0) printf "%.4f %d\n", (s[2] - s[1]) / n, n; else print "- 0" }' "$1" "$2"
-}
-counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
 
 start_redis() {
   REDIS_PORT="$(free_port)"
@@ -188,7 +162,7 @@ for USERS in "${SIZES[@]}"; do
   scrape "${ONE_METRICS}" >"${WORK}/b-${USERS}.txt"
   TB="$(now_s)"
   read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_lag_seconds)
-  read -r TICK_MEAN TICKS < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
+  read -r TICK_MEAN _ < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
   TICK[${USERS}]="${TICK_MEAN}"
   RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
   ROWS+=("| ${USERS} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${BACKLOG} |")
@@ -210,7 +184,7 @@ for USERS in "${SIZES[@]}"; do
       SHARES+=("${r} holds / ${o} partitions")
       TOTAL_REAPED=$((TOTAL_REAPED + r))
     done
-    read -r _ R_P50 R_P99 _ R_MAX < <(hist_stats "${WORK}/ra-${ONE_METRICS}.txt" "${WORK}/rb-${ONE_METRICS}.txt" orderhold_reaper_lag_seconds)
+    read -r _ R_P50 R_P99 _ _ < <(hist_stats "${WORK}/ra-${ONE_METRICS}.txt" "${WORK}/rb-${ONE_METRICS}.txt" orderhold_reaper_lag_seconds)
     # kill_two SIGNAL -> K_OWNED (s until the survivor owns all 64), K_N K_P50 K_P99 K_P999 K_MAX
     kill_two() {
       scrape "${ONE_METRICS}" >"${WORK}/ka-$1.txt"
@@ -252,6 +226,72 @@ for USERS in "${SIZES[@]}"; do
   PIDS=()
 done
 
+# 4. drain: a --backlog seconds backlog, all due, then one server and no request load. Watched
+# from Redis (the due indexes: one member per user with holds), because the server's counters may
+# move only at the end of a tick, and one tick can drain the whole backlog.
+DRAIN_USERS=$(((RATE * BACKLOG_S + 2) / 3))
+DRAIN_HOLDS=$((DRAIN_USERS * 3))
+start_redis
+echo "reaper bench: drain: seeding ${DRAIN_HOLDS} holds due over ${BACKLOG_S} s, no server running" >&2
+T0="$(now_s)"
+"${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${DRAIN_USERS}" \
+  --holds_per_user=3 --ttl=1h --first_expiry=1ms --expire_spread="${BACKLOG_S}s" >&2
+mapfile -t DUE_KEYS < <(redis-cli -p "${REDIS_PORT}" --scan --pattern '*:due')
+due_users() {  # users with holds left, summed over the due indexes
+  printf 'ZCARD %s\n' "${DUE_KEYS[@]}" | redis-cli -p "${REDIS_PORT}" | awk '{ s += $1 } END { print s + 0 }'
+}
+# The last expire time is < the seed's start + BACKLOG_S; the seed started after T0 (a few ms).
+sleep_until "$(awk -v t="${T0}" -v b="${BACKLOG_S}" 'BEGIN { printf "%.3f", t + b + 0.5 }')"
+DUE0="$(due_users)"
+# Age of the oldest due hold when the server starts (Redis clock): about BACKLOG_S + 0.5 s.
+DRAIN_AGE="$(printf 'ZRANGE %s 0 0 WITHSCORES\n' "${DUE_KEYS[@]}" | redis-cli -p "${REDIS_PORT}" |
+  awk -v now="$(redis-cli -p "${REDIS_PORT}" TIME | head -1)" \
+    'NR % 2 == 0 && (min == "" || $1 < min) { min = $1 } END { printf "%.1f", now - min / 1000 }')"
+TS="$(now_s)"
+start_server drain
+DEADLINE="$(awk -v t="${TS}" -v b="${BACKLOG_S}" 'BEGIN { printf "%.3f", t + 5 * b + 30 }')"
+DRAIN_FIRST="" DRAIN_TIME="" LEFT="${DUE0}"
+while :; do
+  LEFT="$(due_users)"
+  NOW="$(now_s)"
+  if [[ -z "${DRAIN_FIRST}" ]] && ((LEFT < DUE0)); then
+    DRAIN_FIRST="$(awk -v t="${TS}" -v n="${NOW}" 'BEGIN { printf "%.2f", n - t }')"
+  fi
+  if ((LEFT == 0)); then
+    DRAIN_TIME="$(awk -v t="${TS}" -v n="${NOW}" 'BEGIN { printf "%.2f", n - t }')"
+    break
+  fi
+  [[ "$(awk -v n="${NOW}" -v d="${DEADLINE}" 'BEGIN { print (n > d) }')" == 0 ]] || break
+  sleep 0.1
+done
+# Cross-check with the server: its expired counter reaches the seeded count (within a tick or two).
+DRAIN_REAPED=0
+for _ in $(seq 50); do
+  DRAIN_REAPED="$(scrape "${SRV_METRICS}" | awk '$1 == "orderhold_holds_expired_total" { printf "%d", $2 }')"
+  ((${DRAIN_REAPED:-0} >= DRAIN_HOLDS)) && break
+  sleep 0.1
+done
+if [[ -n "${DRAIN_TIME}" ]]; then
+  DRAIN_ROW="| ${BACKLOG_S} s at ${RATE}/s | ${DRAIN_HOLDS} (${DUE0} users) | ${DRAIN_AGE} | ${DRAIN_FIRST} | ${DRAIN_TIME} | **$(awk -v n="${DRAIN_HOLDS}" -v a="${DRAIN_FIRST}" -v b="${DRAIN_TIME}" 'BEGIN { printf "%.0f", n / (b - a > 0.1 ? b - a : 0.1) }')** | $(awk -v n="${DRAIN_HOLDS}" -v b="${DRAIN_TIME}" 'BEGIN { printf "%.0f", n / b }') | ${DRAIN_REAPED} |"
+else
+  DRAIN_ROW="| ${BACKLOG_S} s at ${RATE}/s | ${DRAIN_HOLDS} (${DUE0} users) | ${DRAIN_AGE} | ${DRAIN_FIRST:--} | NOT DRAINED: ${LEFT} users left | - | - | ${DRAIN_REAPED} |"
+fi
+for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
+wait 2>/dev/null || true
+PIDS=()
+
+drain_md() {
+  echo "Drain after a backlog: holds became due at ${RATE}/s over ${BACKLOG_S} s while no server ran (the last 0.5 s before the server started); then one server, default flags, no request load. Watched from Redis every 0.1 s (± 0.1 s): the users left in the due indexes. Times from the server's start; drain rate = holds / (all reaped - first reaped); the server's orderhold_holds_expired_total afterwards as a cross-check."
+  echo
+  echo "| backlog | holds | oldest due hold's age at server start s | first reaped after s | all reaped after s | drain rate holds/s | holds / time from server start | server's expired counter |"
+  echo "|---|---|---|---|---|---|---|---|"
+  echo "${DRAIN_ROW}"
+}
+if ((DRAIN_ONLY)); then
+  { echo "## Reaper drain ($(nproc) cores, $(date -u +%Y-%m-%d))"; echo; drain_md; } | tee "${OUT}/reaper-drain.md"
+  [[ -n "${DRAIN_TIME}" ]] || { echo "reaper bench: the drain backlog was not reaped" >&2; exit 1; }
+  exit 0
+fi
 SMALL="${SIZES[0]}" LARGE="${SIZES[-1]}"
 RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
 {
@@ -268,8 +308,10 @@ RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 
     echo
     for k in "${KILLS[@]}"; do echo "2 of 3 killed with ${k}"; echo; done
   fi
+  drain_md
 } | tee "${OUT}/reaper.md"
 if ((SMOKE)); then
   # The pipeline must produce figures: something was reaped in every phase.
   for row in "${ROWS[@]}"; do [[ "${row}" != *"| 0 |"* ]] || { echo "reaper bench: nothing reaped" >&2; exit 1; }; done
+  [[ -n "${DRAIN_TIME}" ]] || { echo "reaper bench: the drain backlog was not reaped" >&2; exit 1; }
 fi

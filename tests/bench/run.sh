@@ -12,11 +12,21 @@
 #     mix      70% PlaceHold / 20% Pay / 10% ListHolds, same population.
 #   3 redis    redis-benchmark running place_hold.lua via EVALSHA, same concurrency: what Redis
 #              alone does with the same script, one command per round trip per client.
-#   4 open     open loop (latency from the intended send time) at half of phase 2's throughput.
+#   4 open     open loop (latency from the intended send time) at half of phase 2's throughput,
+#              PlaceHold only, ttl=10s, same population, twice, each on a fresh server and an
+#              empty Redis: open-reaper-off (--reap_interval=1h: the reaper ticks once at start,
+#              expired holds are ended only lazily by PlaceHold) then open-reaper-on (the default
+#              reaper). The warmup is ttl + 1 s, so the measured window is all steady state: holds
+#              expire as fast as they are placed. For reaper-on, also Redis' SLOWLOG over the
+#              phase (warmup included; threshold 0.5 ms), each entry attributed to its script by
+#              SHA1 (prelude.lua + <script>.lua, as server/CMakeLists.txt embeds them), and the
+#              reaper lag over the phase from /metrics (orderhold_reaper_lag_seconds).
 #   5 memory   INFO used_memory before/after 1,000,000 holds seeded through the real script:
 #              3 holds per user (333,334 users, everyone at the default limit), and 1 per user.
 # Output: a table on stdout, and <out>/results.json + <out>/results.md (default <repo>/build/bench).
 # Needs the Release build of tests/run.sh (it builds it if missing).
+# Smoke: tiny sizes, and the open phases use ttl=1s (1 s warmup) so the reaper has work; their
+# figures (the SLOWLOG may be empty) mean nothing.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -37,9 +47,13 @@ while (($#)); do
   shift
 done
 WARMUP=2
+OPEN_TTL=10
 if ((SMOKE)); then
-  DURATION=1 WARMUP=0 MEMORY_HOLDS=30000 USERS=1000 CONCURRENCY=16
+  DURATION=1 WARMUP=0 MEMORY_HOLDS=30000 USERS=1000 CONCURRENCY=16 OPEN_TTL=1
 fi
+# The open phases measure after the first holds have expired: from then on holds expire as fast as
+# they are placed.
+OPEN_WARMUP=$((OPEN_TTL + 1))
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
@@ -74,16 +88,18 @@ wait_port "${REDIS_PORT}"
 rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
 used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }'; }
 
-start_server() {  # store mode
+start_server() {  # log name, store mode, extra server flags... -> TARGET, METRICS_PORT
   stop_server
-  local port metrics
-  port="$(free_port)" metrics="$(free_port)"
-  "${SERVER}" --store="$1" --grpc_address="127.0.0.1:${port}" \
-    --metrics_address="127.0.0.1:${metrics}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
-    2>"${WORK}/server-$1.log" &
+  local port name="$1" store="$2"
+  shift 2
+  port="$(free_port)" METRICS_PORT="$(free_port)"
+  "${SERVER}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
+    --metrics_address="127.0.0.1:${METRICS_PORT}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+    "$@" 2>"${WORK}/server-${name}.log" &
   SERVER_PID=$!
   TARGET="127.0.0.1:${port}"
   wait_port "${port}"
+  wait_port "${METRICS_PORT}"
 }
 stop_server() {
   if [[ -n "${SERVER_PID}" ]]; then
@@ -93,7 +109,7 @@ stop_server() {
   fi
 }
 
-bench() {  # name, extra flags...
+bench() {  # name, extra flags... (a later --warmup overrides the default)
   local name="$1"
   shift
   echo "bench: ${name}" >&2
@@ -104,23 +120,91 @@ value() { jq -r "$2" "${WORK}/$1.json"; }
 
 # 1. gRPC ceiling: the same server with the no-op store.
 rcli FLUSHALL >/dev/null
-start_server noop
+start_server noop noop
 bench ceiling --concurrency="${CONCURRENCY}" --mix=place=100
 
 # 2. The real thing, PlaceHold only, then the mix. A 10 s ttl keeps most PlaceHolds creating (each
 # user is hit every few seconds); refusals at the limit are reported, not hidden.
 rcli FLUSHALL >/dev/null
-start_server redis
+start_server redis redis
 bench place --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
 rcli FLUSHALL >/dev/null
 bench mix --concurrency="${CONCURRENCY}" --mix=place=70,pay=20,list=10 --ttl=10s
 
-# 4. Open loop at half of the PlaceHold maximum.
+# 4. Open loop at half of the PlaceHold maximum, reaper off then on.
 PLACE_TPUT="$(value place .throughput)"
 HALF_RATE="$(awk -v t="${PLACE_TPUT}" 'BEGIN { printf "%d", t / 2 }')"
-rcli FLUSHALL >/dev/null
-bench open --rate="${HALF_RATE}" --mix=place=100 --ttl=10s
-stop_server
+# SHA1 of every embedded script (prelude.lua + <name>.lua, byte for byte as server/CMakeLists.txt
+# embeds them), to attribute SLOWLOG entries: "sha name" lines.
+LUA="${REPO}/server/store/lua"
+for script in "${LUA}"/*.lua; do
+  name="$(basename "${script}" .lua)"
+  [[ "${name}" == prelude ]] && continue
+  echo "$(cat "${LUA}/prelude.lua" "${script}" | sha1sum | cut -d' ' -f1) ${name}"
+done >"${WORK}/script-shas.txt"
+REAP_SHA="$(awk '$2 == "reap" { print $1 }' "${WORK}/script-shas.txt")"
+rcli CONFIG SET slowlog-log-slower-than 500 >/dev/null
+rcli CONFIG SET slowlog-max-len 1000000 >/dev/null
+open_phase() {  # name, extra server flags...
+  local name="$1"
+  shift
+  rcli FLUSHALL >/dev/null
+  start_server "${name}" redis "$@"
+  scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics-a.txt"
+  rcli SLOWLOG RESET >/dev/null
+  bench "${name}" --rate="${HALF_RATE}" --mix=place=100 --ttl="${OPEN_TTL}s" \
+    --warmup="${OPEN_WARMUP}s"
+  rcli --json SLOWLOG GET -1 >"${WORK}/${name}-slowlog.json"
+  scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics-b.txt"
+  # The reap SHA must be the one the server loaded, or the SLOWLOG counts below would be 0 by
+  # mistake.
+  [[ "$(rcli SCRIPT EXISTS "${REAP_SHA}" | head -1)" == 1 ]] || {
+    echo "bench: Redis has no script ${REAP_SHA} (prelude.lua + reap.lua): the server embeds" \
+      "something else; SLOWLOG attribution would be wrong" >&2
+    exit 1
+  }
+  stop_server
+  # -> <name>-reaper.json: reaper figures over the whole phase (warmup included) and the SLOWLOG
+  # entries above the threshold, by script ("EVALSHA <sha>" -> name; other commands by name;
+  # Redis 7 also logs the commands a script runs, from client "?:0": "in-script <command>").
+  local n p50 p99 p999 maxle tick ticks expired
+  read -r n p50 p99 p999 maxle < <(hist_stats "${WORK}/${name}-metrics-a.txt" \
+    "${WORK}/${name}-metrics-b.txt" orderhold_reaper_lag_seconds)
+  read -r tick ticks < <(hist_mean "${WORK}/${name}-metrics-a.txt" \
+    "${WORK}/${name}-metrics-b.txt" orderhold_reaper_tick_duration_seconds)
+  expired="$(awk -v a="$(counter "${WORK}/${name}-metrics-a.txt" orderhold_holds_expired_total)" \
+    -v b="$(counter "${WORK}/${name}-metrics-b.txt" orderhold_holds_expired_total)" \
+    'BEGIN { printf "%d", b - a }')"
+  jq -n --rawfile shas "${WORK}/script-shas.txt" --slurpfile log "${WORK}/${name}-slowlog.json" \
+    --arg n "${n}" --arg p50 "${p50}" --arg p99 "${p99}" --arg p999 "${p999}" \
+    --arg maxle "${maxle}" --arg tick "${tick}" --arg ticks "${ticks}" \
+    --argjson expired "${expired}" '
+    def num: if test("^[0-9.]+$") then tonumber else . end;
+    ($shas | split("\n") | map(select(. != "") | split(" ") | {key: .[0], value: .[1]})
+     | from_entries) as $by_sha
+    | [$log[0][] | {us: .[2], command: (.[3][0] | ascii_upcase),
+                    script: (if (.[3][0] | ascii_upcase) == "EVALSHA"
+                             then ($by_sha[.[3][1]] // "unknown script") else null end)}
+       + {in_script: (.[4] == "?:0")}
+       | .name = (.script // (if .in_script then "in-script " else "" end) + .command)] as $entries
+    | {expired_holds: $expired,
+       reaper_lag_s: {holds: ($n | tonumber), p50: ($p50 | num), p99: ($p99 | num),
+                      p999: ($p999 | num), max_le: ($maxle | num)},
+       reaper_tick_s: {mean: ($tick | num), ticks: ($ticks | tonumber)},
+       slowlog: {threshold_us: 500, entries: ($entries | length),
+                 by_name: ($entries | group_by(.name)
+                           | map({key: .[0].name,
+                                  value: {count: length, max_us: (map(.us) | max),
+                                          total_ms: ((map(.us) | add) / 1000)}})
+                           | from_entries),
+                 reap: ([$entries[] | select(.script == "reap") | .us]
+                        | {count_over_0_5ms: (map(select(. > 500)) | length),
+                           count_over_1ms: (map(select(. > 1000)) | length),
+                           max_us: (max // 0), total_ms: ((add // 0) / 1000)})}}' \
+    >"${WORK}/${name}-reaper.json"
+}
+open_phase open-reaper-off --reap_interval=1h
+open_phase open-reaper-on
 
 # 3. Redis alone: the embedded script (prelude + place_hold.lua), EVALSHA, same concurrency.
 rcli FLUSHALL >/dev/null
@@ -149,27 +233,42 @@ MEM3="$(memory_per_hold "$(((MEMORY_HOLDS + 2) / 3))" 3)"
 MEM1="$(memory_per_hold "${MEMORY_HOLDS}" 1)"
 
 # The table.
-CEILING="$(value ceiling .throughput)"
-MIX_TPUT="$(value mix .throughput)"
 jq -n \
   --arg machine "$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
   --argjson smoke "${SMOKE}" --argjson duration "${DURATION}" --argjson concurrency "${CONCURRENCY}" \
   --argjson users "${USERS}" \
   --slurpfile ceiling "${WORK}/ceiling.json" --slurpfile place "${WORK}/place.json" \
-  --slurpfile mix "${WORK}/mix.json" --slurpfile open "${WORK}/open.json" \
+  --slurpfile mix "${WORK}/mix.json" --slurpfile off "${WORK}/open-reaper-off.json" \
+  --slurpfile on "${WORK}/open-reaper-on.json" \
+  --slurpfile off_reaper "${WORK}/open-reaper-off-reaper.json" \
+  --slurpfile on_reaper "${WORK}/open-reaper-on-reaper.json" --argjson open_ttl "${OPEN_TTL}" \
   --argjson redis_rps "${REDIS_RPS}" --argjson redis_p99 "${REDIS_P99:-0}" \
   --argjson mem3 "${MEM3}" --argjson mem1 "${MEM1}" --argjson memory_holds "${MEMORY_HOLDS}" \
   '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), duration_s: $duration,
     concurrency: $concurrency, users: $users,
-    ceiling: $ceiling[0], place: $place[0], mix: $mix[0], open: $open[0],
+    ceiling: $ceiling[0], place: $place[0], mix: $mix[0],
+    open_ttl_s: $open_ttl,
+    open_reaper_off: ($off[0] + {reaper: $off_reaper[0]}),
+    open_reaper_on: ($on[0] + {reaper: $on_reaper[0]}),
     redis_evalsha: {throughput: $redis_rps, p99_ms: $redis_p99},
     memory: {holds: $memory_holds, bytes_per_hold_3_per_user: $mem3,
              bytes_per_hold_1_per_user: $mem1},
     ratios: {place_vs_ceiling: ($place[0].throughput / $ceiling[0].throughput),
              mix_vs_ceiling: ($mix[0].throughput / $ceiling[0].throughput),
-             place_vs_redis_evalsha: ($place[0].throughput / $redis_rps)},
+             place_vs_redis_evalsha: ($place[0].throughput / $redis_rps),
+             open_p99_reaper_on_vs_off: (if $off[0].latency_ms.p99 > 0
+                                         then $on[0].latency_ms.p99 / $off[0].latency_ms.p99
+                                         else null end),
+             open_p999_reaper_on_vs_off: (if $off[0].latency_ms.p999 > 0
+                                          then $on[0].latency_ms.p999 / $off[0].latency_ms.p999
+                                          else null end)},
     targets: {place_vs_ceiling_ge_0_7: ($place[0].throughput / $ceiling[0].throughput >= 0.7),
-              open_p99_le_2ms: ($open[0].latency_ms.p99 <= 2),
+              open_p99_le_2ms: ($on[0].latency_ms.p99 <= 2),
+              open_p99_on_vs_off_le_1_5: ($on[0].latency_ms.p99 <= 1.5 * $off[0].latency_ms.p99),
+              open_p999_on_vs_off_le_2: ($on[0].latency_ms.p999 <= 2 * $off[0].latency_ms.p999),
+              reap_calls_over_1ms_le_5: ($on_reaper[0].slowlog.reap.count_over_1ms <= 5),
+              reaper_lag_p99_le_1_2s: (($on_reaper[0].reaper_lag_s.p99 | type) == "number"
+                                       and $on_reaper[0].reaper_lag_s.p99 <= 1.2),
               memory_le_120_bytes_per_hold: ($mem3 <= 120)}}' >"${OUT}/results.json"
 
 jq -r '
@@ -180,25 +279,41 @@ jq -r '
   "",
   "Machine: \(.machine). Closed loop: \(.concurrency) concurrent calls, \(.duration_s) s per phase, \(.users) users (uniform)." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end),
   "",
-  "| phase | calls/s | p50 ms | p99 ms | p99.9 ms | max ms | status codes |",
-  "|---|---:|---:|---:|---:|---:|---|",
+  "| phase | calls/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | status codes |",
+  "|---|---:|---:|---:|---:|---:|---:|---|",
   (["ceiling (noop store), PlaceHold", .ceiling], ["PlaceHold", .place],
-   ["mix 70/20/10", .mix], ["open loop PlaceHold @ \(.open.rate | f0)/s", .open]
-   | "| \(.[0]) | \(.[1].throughput | f0) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \(.[1] | codes) |"),
-  "| redis-benchmark EVALSHA place_hold.lua (-c \(.concurrency)) | \(.redis_evalsha.throughput) | | \(.redis_evalsha.p99_ms) | | | |",
+   ["mix 70/20/10", .mix],
+   ["open-reaper-off: open loop PlaceHold @ \(.open_reaper_off.rate | f0)/s, --reap_interval=1h", .open_reaper_off],
+   ["open-reaper-on: open loop PlaceHold @ \(.open_reaper_on.rate | f0)/s, default reaper", .open_reaper_on]
+   | "| \(.[0]) | \(.[1].throughput | f0) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p90 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \(.[1] | codes) |"),
+  "| redis-benchmark EVALSHA place_hold.lua (-c \(.concurrency)) | \(.redis_evalsha.throughput) | | | \(.redis_evalsha.p99_ms) | | | |",
+  "",
+  "Open loop: PlaceHold only, ttl=\(.open_ttl_s)s, \(.users) users, \(.open_reaper_on.duration_s) s measured after a \(.open_reaper_on.warmup_s) s warmup (ttl + 1 s: holds expire as fast as they are placed), each phase on a fresh server and an empty Redis.",
+  "Reaper and Redis over each whole phase (warmup included); SLOWLOG threshold 0.5 ms, entries attributed to scripts by SHA1 of prelude.lua + <script>.lua:",
+  "",
+  "| phase | holds expired (reaper + lazily by PlaceHold) | of which by the reaper | reaper lag p50 / p99 / p99.9 s | mean tick s (ticks) | SLOWLOG entries > 0.5 ms, by script or command: count, max µs, total ms |",
+  "|---|---:|---:|---|---|---|",
+  (["open-reaper-off", .open_reaper_off.reaper], ["open-reaper-on", .open_reaper_on.reaper]
+   | "| \(.[0]) | \(.[1].expired_holds) | \(.[1].reaper_lag_s.holds) | \(.[1].reaper_lag_s.p50) / \(.[1].reaper_lag_s.p99) / \(.[1].reaper_lag_s.p999) | \(.[1].reaper_tick_s.mean) (\(.[1].reaper_tick_s.ticks)) | \(if .[0] == "open-reaper-off" then "(not collected)" else ([.[1].slowlog.by_name | to_entries[] | "\(.key): \(.value.count), \(.value.max_us), \(.value.total_ms | f2)"] | if length == 0 then "none" else join("; ") end) end) |"),
   "",
   "| ratio / figure | value | target |",
   "|---|---:|---|",
   "| PlaceHold / ceiling | \(.ratios.place_vs_ceiling | f2) | >= 0.7: \(.targets.place_vs_ceiling_ge_0_7) |",
   "| mix / ceiling | \(.ratios.mix_vs_ceiling | f2) | |",
   "| PlaceHold / Redis EVALSHA alone | \(.ratios.place_vs_redis_evalsha | f2) | |",
-  "| open-loop PlaceHold p99 at half max | \(.open.latency_ms.p99 | f2) ms | <= 2 ms: \(.targets.open_p99_le_2ms) |",
+  "| open-loop PlaceHold p99 at half max, reaper on | \(.open_reaper_on.latency_ms.p99 | f2) ms | <= 2 ms: \(.targets.open_p99_le_2ms) |",
+  "| open-loop p99, reaper on / off | \(.ratios.open_p99_reaper_on_vs_off | f2) (\(.open_reaper_on.latency_ms.p99 | f2) / \(.open_reaper_off.latency_ms.p99 | f2) ms) | <= 1.5: \(.targets.open_p99_on_vs_off_le_1_5) |",
+  "| open-loop p99.9, reaper on / off | \(.ratios.open_p999_reaper_on_vs_off | f2) (\(.open_reaper_on.latency_ms.p999 | f2) / \(.open_reaper_off.latency_ms.p999 | f2) ms) | <= 2: \(.targets.open_p999_on_vs_off_le_2) |",
+  "| reap.lua calls in SLOWLOG, reaper-on phase: > 0.5 ms / > 1 ms | \(.open_reaper_on.reaper.slowlog.reap.count_over_0_5ms) / \(.open_reaper_on.reaper.slowlog.reap.count_over_1ms) | > 1 ms <= 5: \(.targets.reap_calls_over_1ms_le_5) |",
+  "| reap.lua in SLOWLOG, reaper-on phase: max / total | \(.open_reaper_on.reaper.slowlog.reap.max_us) µs / \(.open_reaper_on.reaper.slowlog.reap.total_ms | f2) ms | |",
+  "| reaper lag p99, reaper-on phase | \(.open_reaper_on.reaper.reaper_lag_s.p99) s | <= 1.2 s: \(.targets.reaper_lag_p99_le_1_2s) |",
   "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_3_per_user) | <= 120: \(.targets.memory_le_120_bytes_per_hold) |",
   "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_1_per_user) | |"
 ' "${OUT}/results.json" | tee "${OUT}/results.md"
 
 # Sanity (what the CI smoke checks): every phase produced calls and no service errors.
-jq -e '[.ceiling, .place, .mix, .open] | all(.completed > 0 and .errors == 0)' \
+jq -e '[.ceiling, .place, .mix, .open_reaper_off, .open_reaper_on]
+       | all(.completed > 0 and .errors == 0)' \
   "${OUT}/results.json" >/dev/null || {
   echo "bench: a phase completed no calls or had service errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...)" >&2
   exit 1
