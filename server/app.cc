@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   reaper_options.membership_ttl = config.reaper_lease;
   reaper_options.lease = config.reaper_lease;
   reaper_options.standby_after = config.reap_interval * 3 / 2;
-  reaper_options.pace_window = config.reap_interval / 2;
+  reaper_options.pace_window = config.reap_interval * 3 / 5;
   reaper_options.event_retention = config.event_retention;
   app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options,
                                                   clock, app->redis_store_);

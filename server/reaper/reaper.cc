@@ -182,8 +182,10 @@ void Reaper::Stop() {
 void Reaper::Loop() {
   absl::BitGen random;
   bool was_failing = false;
+  // The first tick at once, the next ones on a fixed period from a random phase.
+  absl::Time next_start =
+      clock_.Now() + options_.interval * absl::Uniform(random, 0.0, options_.jitter);
   while (true) {
-    const absl::Time tick_start = clock_.Now();
     absl::StatusOr<ReapStats> stats = RunOnce();
     if (!stats.ok()) {
       // Punt: log on the first failure of a streak (not every second), retry next tick.
@@ -196,17 +198,14 @@ void Reaper::Loop() {
         LogWarning("reaper: backlog left after tick (", stats->reaped,
                    " reaped); continuing next tick");
     }
-    // Fixed rate: the next tick starts `interval` (with jitter) after this one started, so a
-    // hold waits at most about one interval whatever the tick took. A tick that left a backlog
-    // starts the next one at once.
-    const bool behind = stats.ok() && stats->backlog_left;
-    const double factor = 1.0 + absl::Uniform(random, -options_.jitter, options_.jitter);
-    const absl::Duration wait =
-        behind ? absl::ZeroDuration()
-               : std::max(absl::ZeroDuration(),
-                          tick_start + options_.interval * factor - clock_.Now());
+    // Fixed rate: the next tick starts one interval after this one was due to, so a hold waits
+    // at most about one interval whatever the tick took. A tick that left a backlog, or overran
+    // the next start, starts the next one at once and the period restarts from there.
+    const absl::Time now = clock_.Now();
+    next_start += options_.interval;
+    if (next_start < now || (stats.ok() && stats->backlog_left)) next_start = now;
     absl::MutexLock lock(&mu_);
-    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait)) return;
+    if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), next_start - now)) return;
   }
 }
 
