@@ -29,6 +29,12 @@ class ReaperTest : public ::testing::Test {
     ASSERT_THAT(result, IsOk());
   }
 
+  // Gives users u0 .. u<n-1> one hold each, due now (placed with a 1 s ttl, then 1 s passes).
+  void PlaceDueHolds(int n) {
+    for (int i = 0; i < n; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
+    clock_.Advance(absl::Seconds(1));
+  }
+
   orderhold::testing::FakeClock clock_;
   orderhold::testing::FakeHoldStore store_{clock_};
   prometheus::Registry registry_;
@@ -78,8 +84,7 @@ TEST_F(ReaperTest, SmallCallsOneAtATimeDrainABacklogInOneTickAndReportTheirCost)
   options.max_users_per_call = 3;
   options.max_in_flight = 1;
   Reaper reaper(store_, metrics_, options, clock_);
-  for (int i = 0; i < 40; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
-  clock_.Advance(absl::Seconds(1));
+  PlaceDueHolds(40);
   auto stats = reaper.RunOnce();
   ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->reaped, 40);
@@ -95,8 +100,7 @@ TEST_F(ReaperTest, BacklogBeyondBoundIsLeftForNextTick) {
   options.max_users_per_call = 1;
   options.max_calls_per_partition = 1;
   Reaper reaper(store_, metrics_, options, clock_);
-  for (int i = 0; i < 40; ++i) Place(absl::StrCat("u", i), "o", absl::Seconds(1));
-  clock_.Advance(absl::Seconds(1));
+  PlaceDueHolds(40);
   auto first = reaper.RunOnce();
   ASSERT_THAT(first, IsOk());
   EXPECT_TRUE(first->backlog_left);
