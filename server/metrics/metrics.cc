@@ -71,7 +71,7 @@ Metrics::Metrics(prometheus::Registry& registry)
       reaper_tick_duration_(
           BuildHistogram()
               .Name("orderhold_reaper_tick_duration_seconds")
-              .Help("Wall time of one reaper tick (its first calls are paced over half the "
+              .Help("Wall time of one reaper tick (its first calls are paced over 0.6 of the "
                     "reap interval).")
               .Register(registry)
               .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

@@ -65,10 +65,11 @@ struct ReaperOptions {
   // (bounds one tick: 5,000 users per partition).
   int max_calls_per_partition = 625;
   // Reap calls outstanding at once (>= 1): bounds how many reaper scripts a request can find
-  // queued in Redis ahead of it. 2 keeps one call's round trip hidden behind the other's run.
+  // queued in Redis ahead of it. 4, not fewer: with 2 the small calls queued behind one another
+  // and the lag p99 reached 1.19 s (tests/bench/run.sh); more round trips overlap with 4.
   int max_in_flight = 4;
   // The partitions' first calls of a tick are spread evenly over this (host time) from its start.
-  // Zero: all may start at once (still max_in_flight at a time); the App sets 0.8 x the interval,
+  // Zero: all may start at once (still max_in_flight at a time); the App sets 0.6 x the interval,
   // leaving the rest for follow-ups so a tick rarely overruns the next one's start.
   absl::Duration pace_window = absl::ZeroDuration();
   // Deadline of one store call, from its start.

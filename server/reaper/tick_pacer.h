@@ -32,10 +32,10 @@ struct PaceOptions {
   // may start at once (still at most max_in_flight outstanding).
   absl::Duration window = absl::ZeroDuration();
   // Calls outstanding at once, >= 1.
-  int max_in_flight = 2;
+  int max_in_flight = 4;
   // Calls per partition per tick, >= 1; a partition still full after them is left for the next
   // tick (left()).
-  int max_calls_per_partition = 250;
+  int max_calls_per_partition = 625;
 };
 
 class TickPacer {
