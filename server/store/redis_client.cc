@@ -91,11 +91,12 @@ class RedisClient::Connection {
   absl::Status Connect(absl::Duration timeout) {
     context_.reset();
     const RedisEndpoint& endpoint = options_.endpoint;
-    ContextPtr context(
-        redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port, absl::ToTimeval(timeout)));
+    ContextPtr context(redisConnectWithTimeout(endpoint.hosts.front().host.c_str(),
+                                               endpoint.hosts.front().port,
+                                               absl::ToTimeval(timeout)));
     if (context == nullptr || context->err) {
       return IoErrorStatus(context.get(),
-                           absl::StrCat("connect to ", endpoint.host, ":", endpoint.port));
+                           absl::StrCat("connect to ", endpoint.hosts.front().ToString()));
     }
     context_ = std::move(context);
     SetTimeout(timeout);

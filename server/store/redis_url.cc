@@ -1,6 +1,7 @@
 #include "server/store/redis_url.h"
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -40,12 +41,17 @@ absl::StatusOr<std::string> PercentDecode(absl::string_view in, absl::string_vie
 
 }  // namespace
 
+std::string HostPort::ToString() const {
+  if (absl::StrContains(host, ':')) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
 std::string RedisEndpoint::MaskedUrl() const {
   std::string auth;
   if (!user.empty() || !password.empty()) {
     auth = absl::StrCat(user, password.empty() ? "" : ":****", "@");
   }
-  return absl::StrCat("redis://", auth, host, ":", port, "/", db);
+  return absl::StrCat("redis://", auth, hosts.front().host, ":", hosts.front().port, "/", db);
 }
 
 // No error quotes the URL or a part of it: a malformed URL may hold its password anywhere (in
@@ -82,13 +88,14 @@ absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
   if (const size_t colon = hostport.rfind(':');
       colon != absl::string_view::npos && hostport.find(']') == absl::string_view::npos) {
     absl::string_view port = hostport.substr(colon + 1);
-    if (!absl::SimpleAtoi(port, &endpoint.port) || endpoint.port < 1 || endpoint.port > 65535) {
+    int& number = endpoint.hosts.front().port;
+    if (!absl::SimpleAtoi(port, &number) || number < 1 || number > 65535) {
       return absl::InvalidArgumentError("redis_url: port must be 1-65535");
     }
     hostport = hostport.substr(0, colon);
   }
   if (hostport.empty()) return absl::InvalidArgumentError("redis_url: missing host");
-  endpoint.host = std::string(hostport);
+  endpoint.hosts.front().host = std::string(hostport);
   return endpoint;
 }
 

@@ -1,20 +1,34 @@
-// Parsing of --redis_url: redis://[[user]:password@]host[:port][/db]
-// (the scheme of https://www.iana.org/assignments/uri-schemes/prov/redis; no TLS: hiredis 0.14 has
-// none). User and password may be percent-encoded.
+// Parsing of --redis_url: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]
+// (the schemes of https://www.iana.org/assignments/uri-schemes/prov/redis and .../rediss; rediss
+// is TLS). The host part may list several host:port, comma separated, as libpq and MongoDB
+// connection strings do: the sentinels in sentinel mode, the seed nodes in cluster mode. User and
+// password (the data nodes' ACL credentials) may be percent-encoded.
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_URL_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_URL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace orderhold::store {
 
-// Where and as whom to connect, parsed from a redis:// URL.
-struct RedisEndpoint {
+// A node's address. `host` is a DNS name or an IP literal (IPv6 without brackets).
+struct HostPort {
   std::string host = "127.0.0.1";
   int port = 6379;
+
+  // "host:port" ("[::1]:6379" for IPv6).
+  std::string ToString() const;
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
+
+// Where and as whom to connect, parsed from a redis:// or rediss:// URL.
+struct RedisEndpoint {
+  // The URL's hosts in order (at least one; port 6379 when not given).
+  std::vector<HostPort> hosts = {HostPort{}};
+  bool tls = false;      // rediss://
   std::string user;      // empty: AUTH with the password only (or no AUTH)
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECTed on connect when not 0

@@ -52,7 +52,7 @@ class RedisFactory : public StoreFactory {
       redis_ = std::move(*redis);
     }
     RedisHoldStoreOptions options;
-    options.client.endpoint.port = redis_->port();
+    options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
     options.key_prefix = absl::StrCat("contract", ++tests_);  // isolates tests sharing the server
     options.outcomes = outcomes;
     auto store = RedisHoldStore::Create(std::move(options));

@@ -37,7 +37,7 @@ class RedisStoreTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start());
     RedisHoldStoreOptions options;
-    options.client.endpoint.port = redis_->port();
+    options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
     options.client.command_timeout = kTimeout;
     options.client.connect_timeout = kTimeout;
     options.client.retry_backoff = kTimeout;
@@ -80,7 +80,7 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
 TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   // One connection, so the call after the flush reuses the connection whose SHAs went stale.
   RedisHoldStoreOptions options;
-  options.client.endpoint.port = redis_->port();
+  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
   options.client.connections = 1;
   options.client.errors = &metrics_.redis_errors();
   ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
@@ -127,7 +127,7 @@ TEST_F(RedisStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWitho
   // One command per round trip, so a burst of concurrent calls spreads over the pool.
   constexpr int kConnections = 4;
   RedisHoldStoreOptions options;
-  options.client.endpoint.port = redis_->port();
+  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
   options.client.connections = kConnections;
   options.client.max_pipeline = 1;
   options.client.retry_backoff = kTimeout;
@@ -174,7 +174,7 @@ TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
   // short fail-fast window, so the recovery below does not wait a second for it.
   constexpr absl::Duration kLongTimeout = absl::Seconds(10);
   RedisHoldStoreOptions options;
-  options.client.endpoint.port = redis_->port();
+  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
   options.client.command_timeout = kLongTimeout;
   options.client.connect_timeout = kLongTimeout;
   options.client.retry_backoff = absl::Milliseconds(100);
@@ -313,7 +313,7 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
 
 TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
   RedisHoldStoreOptions other_options;
-  other_options.client.endpoint.port = redis_->port();
+  other_options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
   other_options.key_prefix = "other";
   ASSERT_OK_AND_ASSIGN(auto other, RedisHoldStore::Create(std::move(other_options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());

@@ -22,8 +22,8 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 TEST(RedisUrlTest, ParsesHostPortCredentialsAndDb) {
   auto endpoint = ParseRedisUrl("redis://app:p%40ss@redis.local:6380/2");
   ASSERT_THAT(endpoint, IsOk());
-  EXPECT_EQ(endpoint->host, "redis.local");
-  EXPECT_EQ(endpoint->port, 6380);
+  EXPECT_EQ(endpoint->hosts.front().host, "redis.local");
+  EXPECT_EQ(endpoint->hosts.front().port, 6380);
   EXPECT_EQ(endpoint->user, "app");
   EXPECT_EQ(endpoint->password, "p@ss");
   EXPECT_EQ(endpoint->db, 2);
@@ -32,7 +32,7 @@ TEST(RedisUrlTest, ParsesHostPortCredentialsAndDb) {
 
   auto defaults = ParseRedisUrl("redis://127.0.0.1");
   ASSERT_THAT(defaults, IsOk());
-  EXPECT_EQ(defaults->port, 6379);
+  EXPECT_EQ(defaults->hosts.front().port, 6379);
   EXPECT_EQ(defaults->db, 0);
   auto password_only = ParseRedisUrl("redis://:secret@h:1");
   ASSERT_THAT(password_only, IsOk());

@@ -1,0 +1,123 @@
+// RedisConnection: one connection to one Redis node over our own socket, plain or TLS (OpenSSL),
+// with hiredis kept for what it does well: formatting commands (redisFormatCommandArgv) and
+// parsing replies (redisReader). "How to talk to a node"; which node is the topology's business
+// (redis_topology.h).
+//
+// Why our own socket: hiredis 0.14 has no TLS, and its blocking context has one socket timeout
+// rather than a deadline per call. Here every call takes an absolute deadline and waits with
+// poll(2), so no call ever blocks past it.
+//
+// TLS (rediss://): TLS 1.2+ through OpenSSL; the server's certificate is always verified, against
+// --redis_tls_ca_file (or the system's CAs when none is given), for the name
+// --redis_tls_server_name, else the host we connected to (an IP literal is checked against the
+// certificate's IP SANs). A client certificate is presented when one is configured (Redis'
+// `tls-auth-clients yes`). See https://redis.io/docs/management/security/encryption/.
+//
+// SIGPIPE: writes never raise it (MSG_NOSIGNAL for plain sockets; for TLS the signal is blocked
+// and drained around the write, as libcurl does), so a peer that went away is an error, not a
+// dead process.
+//
+// Thread-safety: a RedisConnection is used by one thread at a time; TlsContext is immutable and
+// shared by all connections.
+#ifndef ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
+#define ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/store/redis_reply.h"
+#include "server/store/redis_url.h"
+
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX; kept out of this header.
+struct ssl_st;      // SSL
+struct redisReader;
+
+namespace orderhold::store {
+
+// TLS settings (the --redis_tls_* flags). File paths are PEM files; empty means not given.
+struct RedisTlsOptions {
+  std::string ca_file;      // CAs to verify the server with; empty: the system's default CAs
+  std::string cert_file;    // client certificate (mutual TLS); needs key_file
+  std::string key_file;     // its private key
+  std::string server_name;  // name to verify (and send as SNI); empty: the host connected to
+};
+
+// An OpenSSL client context built once from RedisTlsOptions and shared by every connection.
+class TlsContext {
+ public:
+  // INVALID_ARGUMENT naming the flag (redis_tls_ca_file, redis_tls_cert_file, redis_tls_key_file)
+  // when a file cannot be read or parsed, or the key does not match the certificate, or only one
+  // of cert/key is given.
+  static absl::StatusOr<std::shared_ptr<const TlsContext>> Create(const RedisTlsOptions& options);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+  ssl_ctx_st* ctx() const { return ctx_; }
+  const std::string& server_name() const { return server_name_; }
+
+ private:
+  TlsContext(ssl_ctx_st* ctx, std::string server_name);
+  ssl_ctx_st* ctx_;
+  std::string server_name_;
+};
+
+class RedisConnection {
+ public:
+  // Resolves `address` (getaddrinfo on every call, so a DNS name that moved during a managed
+  // Redis failover is followed), connects, and with `tls` non-null does the TLS handshake and
+  // verifies the certificate. Nothing is sent. Errors, all UNAVAILABLE with a message naming the
+  // address: resolution failed, refused, the handshake failed ("TLS handshake with h:p failed:
+  // certificate verify failed: <OpenSSL's reason>", and a hint when the port seems to speak
+  // plain RESP or TLS when the other was expected); DEADLINE_EXCEEDED when `deadline` passes.
+  static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(const HostPort& address,
+                                                                  const TlsContext* tls,
+                                                                  absl::Time deadline);
+  ~RedisConnection();
+  RedisConnection(const RedisConnection&) = delete;
+  RedisConnection& operator=(const RedisConnection&) = delete;
+
+  // Formats `args` (binary-safe) into the output buffer; nothing is written yet.
+  void Append(const std::vector<std::string>& args);
+  // Writes everything appended. UNAVAILABLE on an I/O error, DEADLINE_EXCEEDED when `deadline`
+  // passes first; either way the connection is broken (broken() is true) and must be dropped.
+  absl::Status Flush(absl::Time deadline);
+  // Reads the next reply; an error reply is a reply (Type::kError), not a status. UNAVAILABLE on
+  // EOF, an I/O or protocol error; DEADLINE_EXCEEDED when `deadline` passes. After a failure the
+  // connection is broken.
+  absl::StatusOr<RedisReply> Read(absl::Time deadline);
+  // Append + Flush + Read: one command, one round trip.
+  absl::StatusOr<RedisReply> Run(const std::vector<std::string>& args, absl::Time deadline);
+
+  // True when this idle connection (every reply it was owed has been read) is unusable: the
+  // peer closed it (restart, CLIENT KILL, idle timeout) or sent what nobody asked for. Never
+  // blocks. TLS records that carry no data (session tickets) do not count.
+  bool PeerClosed();
+  // True after any failed Flush/Read: the stream is out of step and the connection must go.
+  bool broken() const { return broken_; }
+  const HostPort& address() const { return address_; }
+  bool tls() const { return ssl_ != nullptr; }
+
+ private:
+  RedisConnection(HostPort address, int fd);
+  absl::Status Fail(absl::Status status);
+  // Waits until the socket is readable (`want_write` false) or writable, or `deadline`.
+  absl::Status WaitFor(bool want_write, absl::Time deadline);
+  absl::Status Handshake(const TlsContext& tls, absl::Time deadline);
+  // Reads what the socket has (>= 1 byte) into the reader. UNAVAILABLE on EOF.
+  absl::Status Fill(absl::Time deadline);
+
+  HostPort address_;
+  int fd_ = -1;
+  ssl_st* ssl_ = nullptr;
+  redisReader* reader_ = nullptr;
+  std::string out_;
+  bool broken_ = false;
+};
+
+}  // namespace orderhold::store
+
+#endif  // ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
