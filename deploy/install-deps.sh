@@ -6,7 +6,8 @@ set -euo pipefail
 PACKAGES=(
   g++ cmake ninja-build pkg-config                      # toolchain
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libhiredis-dev libabsl-dev prometheus-cpp-dev        # libraries
+  libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev  # libraries
+  openssl                                               # tests: certificates for TLS to Redis
   libgtest-dev libgmock-dev                             # tests
   redis-server redis-tools curl                         # running, tests, the README story
   jq                                                    # tests/bench/run.sh

@@ -1,201 +1,127 @@
 #include "server/store/redis_client.h"
 
-#include <hiredis/hiredis.h>
-#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
-#include <csignal>
 #include <optional>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/log.h"
 #include "server/common/status_macros.h"
 
 namespace orderhold::store {
 namespace {
 
-struct ContextDeleter {
-  void operator()(redisContext* context) const { redisFree(context); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const { freeReplyObject(reply); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+// How often an idle I/O thread looks whether the topology changed, to close a connection to the
+// old primary that has nothing to send.
+constexpr absl::Duration kIdleCheck = absl::Milliseconds(100);
 
-RedisReply Convert(const redisReply& reply) {
-  RedisReply out;
-  switch (reply.type) {
-    case REDIS_REPLY_INTEGER:
-      out.type = RedisReply::Type::kInteger;
-      out.integer = reply.integer;
-      break;
-    case REDIS_REPLY_STRING:
-      out.type = RedisReply::Type::kString;
-      out.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = RedisReply::Type::kStatus;
-      out.str.assign(reply.str, reply.len);
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = RedisReply::Type::kArray;
-      out.elements.reserve(reply.elements);
-      for (size_t i = 0; i < reply.elements; ++i)
-        out.elements.push_back(Convert(*reply.element[i]));
-      break;
-    default:
-      out.type = RedisReply::Type::kNil;
-  }
-  return out;
-}
-
-// The ONE place where Redis failures become statuses. UNAVAILABLE for all of them: whatever Redis
-// answered (LOADING, READONLY after a failover, OOM, BUSY, a script error), this request was not
-// served and the caller may retry elsewhere or later; INTERNAL would suggest a bug of ours.
-absl::Status ErrorReplyStatus(const redisReply& reply) {
-  return absl::UnavailableError(absl::StrCat("redis: ", absl::string_view(reply.str, reply.len)));
-}
-
-absl::Status IoErrorStatus(const redisContext* context, absl::string_view what) {
-  if (context == nullptr) return absl::UnavailableError(absl::StrCat("redis: ", what, " failed"));
-  return absl::UnavailableError(absl::StrCat("redis: ", what, ": ", context->errstr));
+// The status for a reply that is an error, else the reply.
+absl::StatusOr<RedisReply> ReplyOrError(RedisReply reply) {
+  if (reply.type == RedisReply::Type::kError) return RedisErrorStatus(reply.str);
+  return reply;
 }
 
 }  // namespace
 
-// One hiredis context and the SHAs of the scripts loaded on it. Used by one I/O thread only.
+// One connection, the topology generation it was made at, and the SHAs of the scripts loaded on
+// it. Used by one I/O thread only.
 class RedisClient::Connection {
  public:
   explicit Connection(const RedisClientOptions& options) : options_(options) {}
 
-  bool connected() const { return context_ != nullptr; }
-  void Drop() { context_.reset(); }
+  bool connected() const { return connection_ != nullptr; }
+  void Drop() { connection_.reset(); }
+  RedisConnection& get() { return *connection_; }
+  // Made before the topology's last change: it may talk to the old primary.
+  bool Stale() const { return generation_ != options_.topology->generation(); }
 
-  // True when the socket of this idle connection (every reply it was owed has been read) is
-  // readable: Redis closed it (restart, CLIENT KILL, idle timeout) or sent what nobody asked for.
-  // Either way the connection is unusable, and since nothing has been written yet, replacing it
-  // before the next batch is safe. It cannot catch a close that happens after this check; a
-  // batch written into that gets an I/O error and fails, as before, because its outcome is
-  // unknown.
-  bool PeerClosed() const {
-    pollfd fd{context_->fd, POLLIN, 0};
-    return poll(&fd, 1, /*timeout=*/0) != 0;  // readable, hung up, or poll itself failed
-  }
-
-  // Connects, authenticates, selects the database and loads every script, within `timeout`
-  // per step.
-  absl::Status Connect(absl::Duration timeout) {
-    context_.reset();
+  // Asks the topology for the primary, connects, and in one round trip AUTHs, SELECTs, checks
+  // ROLE and loads every script, all by `deadline`.
+  absl::Status Connect(absl::Time deadline) {
+    connection_.reset();
+    RedisTopology& topology = *options_.topology;
+    const uint64_t generation = topology.generation();
+    ORDERHOLD_ASSIGN_OR_RETURN(HostPort primary, topology.NodeFor(RedisTopology::kAnySlot));
+    ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
+                               RedisConnection::Connect(primary, options_.tls.get(), deadline));
     const RedisEndpoint& endpoint = options_.endpoint;
-    ContextPtr context(redisConnectWithTimeout(endpoint.hosts.front().host.c_str(),
-                                               endpoint.hosts.front().port,
-                                               absl::ToTimeval(timeout)));
-    if (context == nullptr || context->err) {
-      return IoErrorStatus(context.get(),
-                           absl::StrCat("connect to ", endpoint.hosts.front().ToString()));
+    const bool auth = !endpoint.password.empty();
+    const bool select = endpoint.db != 0;
+    const bool role = topology.verify_role();
+    if (auth) {
+      std::vector<std::string> args = {"AUTH"};
+      if (!endpoint.user.empty()) args.push_back(endpoint.user);
+      args.push_back(endpoint.password);
+      connection->Append(args);
     }
-    context_ = std::move(context);
-    SetTimeout(timeout);
-    absl::Status status = Setup();
-    if (!status.ok()) context_.reset();
-    return status;
-  }
-
-  void SetTimeout(absl::Duration timeout) {
-    redisSetTimeout(context_.get(), absl::ToTimeval(timeout));
-  }
-
-  // Runs one command synchronously. Error replies become statuses; an I/O error drops the
-  // connection.
-  absl::StatusOr<RedisReply> Run(const std::vector<std::string>& args) {
-    ORDERHOLD_RETURN_IF_ERROR(Append(args));
-    return Read();
-  }
-
-  absl::Status Append(const std::vector<std::string>& args) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lengths;
-    argv.reserve(args.size());
-    lengths.reserve(args.size());
-    for (const std::string& arg : args) {
-      argv.push_back(arg.data());
-      lengths.push_back(arg.size());
+    if (select) connection->Append({"SELECT", absl::StrCat(endpoint.db)});
+    if (role) connection->Append({"ROLE"});
+    for (const std::string& script : options_.scripts)
+      connection->Append({"SCRIPT", "LOAD", script});
+    ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
+    const std::string node = primary.ToString();
+    if (auth) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      if (reply.type == RedisReply::Type::kError) {
+        return absl::UnavailableError(
+            absl::StrCat("redis: AUTH", endpoint.user.empty() ? "" : " as ", endpoint.user, " at ",
+                         node, " failed: ", reply.str));
+      }
     }
-    if (redisAppendCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(),
-                               lengths.data()) != REDIS_OK) {
-      absl::Status status = IoErrorStatus(context_.get(), "write");
-      Drop();
-      return status;
+    if (select) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      if (reply.type == RedisReply::Type::kError) {
+        return absl::UnavailableError(
+            absl::StrCat("redis: SELECT ", endpoint.db, " at ", node, " failed: ", reply.str));
+      }
     }
+    if (role) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      // An error (an ACL without +role) skips the check: READONLY still catches a replica.
+      if (reply.type == RedisReply::Type::kArray && !reply.elements.empty() &&
+          reply.elements[0].str != "master") {
+        topology.ReportNotPrimary(primary);
+        return absl::UnavailableError(absl::StrCat("redis: ", node, " is not the primary (ROLE ",
+                                                   reply.elements[0].str, "); re-resolving"));
+      }
+    }
+    shas_.resize(options_.scripts.size());
+    for (std::string& sha : shas_) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      if (reply.type == RedisReply::Type::kError) {
+        return absl::UnavailableError(
+            absl::StrCat("redis: SCRIPT LOAD at ", node, " failed: ", reply.str));
+      }
+      sha = std::move(reply.str);
+    }
+    connection_ = std::move(connection);
+    generation_ = generation;
     return absl::OkStatus();
   }
 
   // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
   // otherwise.
-  absl::Status Append(const RedisCommand& command, bool with_body = false) {
-    if (command.script < 0) return Append(command.args);
+  void Append(const RedisCommand& command, bool with_body) {
+    if (command.script < 0) {
+      connection_->Append(command.args);
+      return;
+    }
     std::vector<std::string> args;
     args.reserve(command.args.size() + 2);
     args.push_back(with_body ? "EVAL" : "EVALSHA");
     args.push_back(with_body ? options_.scripts[command.script] : shas_[command.script]);
     args.insert(args.end(), command.args.begin(), command.args.end());
-    return Append(args);
-  }
-
-  // Reads the next reply. UNAVAILABLE for an error reply (connection kept) or an I/O error
-  // (connection dropped). `is_noscript` is set for a NOSCRIPT error reply.
-  absl::StatusOr<RedisReply> Read(bool* is_noscript = nullptr) {
-    if (!connected()) return absl::UnavailableError("redis: connection lost");
-    void* raw = nullptr;
-    if (redisGetReply(context_.get(), &raw) != REDIS_OK || raw == nullptr) {
-      absl::Status status = IoErrorStatus(context_.get(), "read");
-      Drop();
-      return status;
-    }
-    ReplyPtr reply(static_cast<redisReply*>(raw));
-    if (reply->type == REDIS_REPLY_ERROR) {
-      if (is_noscript != nullptr) {
-        *is_noscript = absl::StartsWith(absl::string_view(reply->str, reply->len), "NOSCRIPT");
-      }
-      return ErrorReplyStatus(*reply);
-    }
-    return Convert(*reply);
-  }
-
-  // SCRIPT LOAD of one script: records its SHA.
-  absl::Status LoadScript(int script) {
-    const std::vector<std::string> load = {"SCRIPT", "LOAD", options_.scripts[script]};
-    ORDERHOLD_ASSIGN_OR_RETURN(RedisReply sha, Run(load));
-    shas_[script] = std::move(sha.str);
-    return absl::OkStatus();
+    connection_->Append(args);
   }
 
  private:
-  absl::Status Setup() {
-    const RedisEndpoint& endpoint = options_.endpoint;
-    if (!endpoint.password.empty()) {
-      std::vector<std::string> auth = {"AUTH"};
-      if (!endpoint.user.empty()) auth.push_back(endpoint.user);
-      auth.push_back(endpoint.password);
-      ORDERHOLD_RETURN_IF_ERROR(Run(auth).status());
-    }
-    if (endpoint.db != 0) {
-      const std::vector<std::string> select = {"SELECT", absl::StrCat(endpoint.db)};
-      ORDERHOLD_RETURN_IF_ERROR(Run(select).status());
-    }
-    shas_.resize(options_.scripts.size());
-    for (size_t i = 0; i < options_.scripts.size(); ++i) {
-      ORDERHOLD_RETURN_IF_ERROR(LoadScript(static_cast<int>(i)));
-    }
-    return absl::OkStatus();
-  }
-
   const RedisClientOptions& options_;
-  ContextPtr context_;
+  std::unique_ptr<RedisConnection> connection_;
+  uint64_t generation_ = 0;
   std::vector<std::string> shas_;
 };
 
@@ -207,6 +133,20 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   if (options.command_timeout <= absl::ZeroDuration() ||
       options.connect_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis client: timeouts must be > 0");
+  }
+  if (options.wait_replicas < 0 ||
+      (options.wait_replicas > 0 && options.wait_timeout <= absl::ZeroDuration())) {
+    return absl::InvalidArgumentError(
+        "redis client: wait_replicas must be >= 0, with wait_timeout > 0");
+  }
+  if (options.endpoint.hosts.empty() && options.topology == nullptr) {
+    return absl::InvalidArgumentError("redis client: no host and no topology");
+  }
+  if (options.topology == nullptr) {
+    options.topology = std::make_shared<StandaloneTopology>(options.endpoint.hosts.front());
+  }
+  if (options.endpoint.tls && options.tls == nullptr) {
+    ORDERHOLD_ASSIGN_OR_RETURN(options.tls, TlsContext::Create(RedisTlsOptions{}));
   }
   std::unique_ptr<RedisClient> client(new RedisClient(std::move(options)));
   for (int i = 0; i < client->options_.connections; ++i) {
@@ -253,7 +193,22 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
   std::move(done)(std::move(refusal));
 }
 
+void RedisClient::LogTransition(const absl::Status& status, absl::string_view node) {
+  {
+    absl::MutexLock lock(&mu_);
+    const std::string key = status.ok() ? std::string() : std::string(status.message());
+    if (key == logged_failure_) return;
+    logged_failure_ = key;
+  }
+  if (status.ok()) {
+    LogInfo("redis: connected to ", node);
+  } else {
+    LogWarning(status.message());
+  }
+}
+
 void RedisClient::MarkDown(const absl::Status& failure) {
+  LogTransition(failure, "");
   std::deque<Pending> failed;
   absl::Status status =
       absl::UnavailableError(absl::StrCat(failure.message(), " (failing fast; next try in ",
@@ -280,93 +235,132 @@ void RedisClient::IoLoop() {
   Connection connection(options_);
   std::vector<Pending> batch;
   std::vector<std::optional<absl::StatusOr<RedisReply>>> results;
-  std::vector<size_t> noscript;
+  const auto drop = [&](ReconnectReason reason) {
+    connection.Drop();
+    if (options_.on_reconnect) options_.on_reconnect(reason);
+  };
+  // Writes the commands `indices` of the batch (EVAL with the body when `with_body`, plus WAIT
+  // when one of them writes), then reads their replies into `results`. Commands that got
+  // NOSCRIPT are left without a result and returned in `noscript`. A failed write or read
+  // returns its status (the commands without a result then failed with it).
+  const auto exchange = [&](const std::vector<size_t>& indices, bool with_body, absl::Time deadline,
+                            std::vector<size_t>* noscript) -> absl::Status {
+    bool wait = false;
+    for (size_t i : indices) {
+      connection.Append(batch[i].command, with_body);
+      wait = wait || (options_.wait_replicas > 0 && batch[i].command.writes);
+    }
+    if (wait) {
+      connection.get().Append({"WAIT", absl::StrCat(options_.wait_replicas),
+                               absl::StrCat(absl::ToInt64Milliseconds(options_.wait_timeout))});
+    }
+    ORDERHOLD_RETURN_IF_ERROR(connection.get().Flush(deadline));
+    bool not_primary = false;
+    for (size_t i : indices) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));
+      if (reply.type == RedisReply::Type::kError) {
+        const RedisErrorKind kind = ClassifyRedisError(reply.str);
+        if (kind == RedisErrorKind::kNoScript && batch[i].command.script >= 0 && !with_body) {
+          noscript->push_back(i);
+          continue;
+        }
+        not_primary = not_primary || kind == RedisErrorKind::kNotPrimary;
+      }
+      results[i] = ReplyOrError(std::move(reply));
+    }
+    if (wait) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));
+      if (reply.type != RedisReply::Type::kInteger || reply.integer < options_.wait_replicas) {
+        const absl::Status unreplicated = absl::UnavailableError(absl::StrCat(
+            "redis: the write is not yet replicated (WAIT ", options_.wait_replicas, " ",
+            absl::FormatDuration(options_.wait_timeout), ": ",
+            reply.type == RedisReply::Type::kInteger ? absl::StrCat(reply.integer, " acknowledged")
+                                                     : reply.str,
+            "); retry the same call"));
+        for (size_t i : indices) {
+          if (batch[i].command.writes && results[i].has_value() && results[i]->ok()) {
+            results[i] = unreplicated;
+          }
+        }
+      }
+    }
+    if (not_primary) {
+      options_.topology->ReportNotPrimary(connection.get().address());
+      drop(ReconnectReason::kNotPrimary);
+    }
+    return absl::OkStatus();
+  };
+
   while (true) {
     batch.clear();
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](RedisClient* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-            return self->stopping_ || !self->queue_.empty();
-          },
-          this));
+      const auto ready = [this, &connection]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !queue_.empty() || (connection.connected() && connection.Stale());
+      };
+      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), kIdleCheck)) {
+      }
       if (stopping_) return;  // the destructor fails what is queued
       while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.max_pipeline)) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
     }
+    // The primary changed: nothing more goes to the old one.
+    if (connection.connected() && connection.Stale()) drop(ReconnectReason::kFailover);
+    if (batch.empty()) continue;
 
     results.assign(batch.size(), std::nullopt);
     const absl::Time now = absl::Now();
     absl::Time latest_deadline = now;
+    std::vector<size_t> live;
     for (size_t i = 0; i < batch.size(); ++i) {
       if (batch[i].deadline <= now) {
         results[i] = absl::DeadlineExceededError("deadline passed before the Redis call was sent");
       } else {
         latest_deadline = std::max(latest_deadline, batch[i].deadline);
+        live.push_back(i);
       }
     }
-    absl::Status connection_status = absl::OkStatus();
+    absl::Status status = absl::OkStatus();
     // A connection Redis closed while it sat idle (a restart) is replaced before anything is
     // written to it, instead of failing this batch and opening the fail-fast window.
-    if (connection.connected() && connection.PeerClosed()) connection.Drop();
-    if (latest_deadline > now && !connection.connected()) {
+    if (connection.connected() && connection.get().PeerClosed()) {
+      drop(ReconnectReason::kPeerClosed);
+    }
+    if (!live.empty() && !connection.connected()) {
       // Never wait on a connect past every caller's deadline.
-      connection_status = connection.Connect(
-          std::clamp(latest_deadline - now, absl::Milliseconds(1), options_.connect_timeout));
+      status = connection.Connect(std::min(latest_deadline, now + options_.connect_timeout));
+      if (status.ok()) LogTransition(status, connection.get().address().ToString());
     }
-
-    // Write every live command, then read every reply: one round trip for the batch.
-    std::vector<size_t> sent;
-    if (connection_status.ok() && latest_deadline > now) {
-      connection.SetTimeout(
-          std::clamp(latest_deadline - now, absl::Milliseconds(1), options_.command_timeout));
-      for (size_t i = 0; i < batch.size() && connection_status.ok(); ++i) {
-        if (results[i].has_value()) continue;
-        connection_status = connection.Append(batch[i].command);
-        if (connection_status.ok()) sent.push_back(i);
+    if (status.ok() && !live.empty()) {
+      const absl::Duration round_trip =
+          options_.command_timeout +
+          (options_.wait_replicas > 0 ? options_.wait_timeout : absl::ZeroDuration());
+      const absl::Time deadline = std::min(latest_deadline, now + round_trip);
+      // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Retry once,
+      // after the pipeline is drained so replies stay in order, with EVAL of the body: it
+      // reloads the script into the cache (same SHA) and runs it in one command, so another
+      // flush cannot slip between a SCRIPT LOAD and the retry.
+      std::vector<size_t> noscript;
+      status = exchange(live, /*with_body=*/false, deadline, &noscript);
+      if (status.ok() && !noscript.empty() && connection.connected()) {
+        std::vector<size_t> unused;
+        status = exchange(noscript, /*with_body=*/true, deadline, &unused);
       }
+      if (!status.ok()) drop(ReconnectReason::kIoError);
     }
-    noscript.clear();
-    for (size_t i : sent) {
-      bool is_noscript = false;
-      absl::StatusOr<RedisReply> reply = connection.Read(&is_noscript);
-      if (!connection.connected()) {  // I/O error or timeout: the rest of the batch is lost
-        connection_status = reply.status();
-        break;
-      }
-      if (is_noscript && batch[i].command.script >= 0) noscript.push_back(i);
-      results[i] = std::move(reply);
-    }
-    // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Retry once, after
-    // the pipeline is drained so replies stay in order, with EVAL of the body: it reloads the
-    // script into the cache (same SHA) and runs it in one command, so another flush cannot slip
-    // between a SCRIPT LOAD and the retry.
-    std::vector<size_t> retried;
-    for (size_t i : noscript) {
-      results[i].reset();  // unless the retry answers, the final loop reports the failure
-      if (!connection.connected() || !connection.Append(batch[i].command, true).ok()) continue;
-      retried.push_back(i);
-    }
-    for (size_t i : retried) {
-      absl::StatusOr<RedisReply> reply = connection.Read();
-      if (!connection.connected()) {
-        connection_status = reply.status();
-        break;
-      }
-      results[i] = std::move(reply);
-    }
-    if (!connection_status.ok() || (!sent.empty() && !connection.connected())) {
-      MarkDown(connection_status.ok() ? absl::UnavailableError("redis: connection lost")
-                                      : connection_status);
+    if (!status.ok()) {
+      // Redis failed to answer within the round trip's bound: the caller's deadline decides
+      // below whether that is DEADLINE_EXCEEDED; otherwise Redis is unavailable.
+      if (!absl::IsUnavailable(status)) status = absl::UnavailableError(status.message());
+      MarkDown(status);
     }
     for (size_t i = 0; i < batch.size(); ++i) {
       if (!results[i].has_value()) {
         const bool late = absl::Now() >= batch[i].deadline;
         results[i] = late ? absl::DeadlineExceededError("deadline passed before Redis answered")
-                          : (connection_status.ok() ? absl::UnavailableError("redis: no reply")
-                                                    : connection_status);
+                          : (status.ok() ? absl::UnavailableError("redis: no reply") : status);
       }
       if (!results[i]->ok()) CountError();
       std::move(batch[i].done)(std::move(*results[i]));

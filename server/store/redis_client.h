@@ -1,29 +1,52 @@
-// RedisClient: a small pool of hiredis connections, each driven by its own I/O thread, that
-// pipelines queued commands (redis-plus-plus' pool + the batching of a pipelined client).
+// RedisClient: a small pool of connections to the primary, each driven by its own I/O thread,
+// that pipelines queued commands (redis-plus-plus' pool + the batching of a pipelined client).
 //
-// Why this shape: hiredis 0.14 contexts are not thread-safe and its async API has no timeouts.
-// Here each I/O thread owns one blocking context with a socket timeout (redisSetTimeout), takes
-// up to `max_pipeline` queued commands at once, writes them all, then reads all replies: one
-// round trip per batch, so throughput is not bounded by one round trip at a time, and callers
-// (gRPC callback threads) only enqueue and never block.
+// Layers: RedisConnection (redis_connection.h) is "how to talk to a node" (our socket, plain or
+// TLS, hiredis' formatter and reader); RedisTopology (redis_topology.h) is "which node" (the
+// standalone address, or the primary Sentinel names). This class is the pool: batching,
+// deadlines, fail-fast, script loading, error classification (redis_reply.h) and WAIT.
+//
+// Why this shape: each I/O thread owns one connection, takes up to `max_pipeline` queued commands
+// at once, writes them all, then reads all replies: one round trip per batch, so throughput is
+// not bounded by one round trip at a time, and callers (gRPC callback threads) only enqueue and
+// never block.
+//
+// Connecting: the topology names the primary; the connection AUTHs, SELECTs the database,
+// checks `ROLE` is master when the topology asks for it (Sentinel, and standalone too, so a
+// demoted node is refused at connect instead of answering READONLY to every write; an ACL
+// without +role skips the check), and loads the scripts — all in one round trip.
 //
 // Scripts: the Lua bodies given in the options are loaded (SCRIPT LOAD) on every new connection
 // and called by EVALSHA; a NOSCRIPT reply (Redis restart, failover, SCRIPT FLUSH) is retried once
 // as EVAL of the body, which reloads the script and runs it in one step
 // (https://redis.io/docs/interact/programmability/eval-intro/).
 //
-// Failures: a connection that fails (refused, timeout, EOF) is dropped and reconnected for the
-// next batch; Redis being down at start is not an error. A connection that Redis closed while it
-// was idle (Redis restarted) is noticed before the next batch is written to it (its socket is
-// readable though no reply is owed) and reconnected first, so that batch does not fail. A
+// Failover: before a batch is written, a connection made before the topology's last change
+// (RedisTopology::generation) is dropped, so after a switch is seen nothing more is written to
+// the old primary; idle connections are dropped within ~100 ms of the change. A READONLY or
+// MASTERDOWN reply (the node was demoted, e.g. by hand or by a failover nobody announced) drops
+// the connection and asks the topology to re-resolve (the #1191 bug of envoy ratelimit: keeping
+// such a connection fails every write forever).
+//
+// Acknowledged means replicated (`wait_replicas` > 0): every batch holding a command with
+// `writes` set is followed on the same connection by `WAIT wait_replicas wait_timeout`; when fewer
+// replicas acknowledge, each write of the batch answers UNAVAILABLE ("not yet replicated") even
+// though it ran: the caller retries (PlaceHold/EndHold are idempotent by order id) and gets the
+// same answer once it is replicated. See https://redis.io/commands/wait/ for what WAIT does not
+// promise (it is not strong consistency: a failover can still pick a replica that missed it).
+//
+// Failures: a connection that fails (refused, timeout, EOF, TLS error) is dropped and reconnected
+// for the next batch; Redis being down at start is not an error. A connection that Redis closed
+// while it was idle is noticed before the next batch is written to it and replaced first. A
 // command is never re-sent after it was written: if the connection fails then, its outcome is
-// unknown (a script may have run) and it fails. Error replies (LOADING, READONLY, OOM,
-// script errors...) and I/O failures become UNAVAILABLE; a command whose deadline passed before
-// it was sent becomes DEADLINE_EXCEEDED. A round trip waits at most min(command_timeout, the
-// latest deadline in its batch). After a connection failure the client fails fast for
+// unknown (a script may have run) and it fails UNAVAILABLE. Error replies become UNAVAILABLE
+// (redis_reply.h); a command whose deadline passed before it was sent becomes
+// DEADLINE_EXCEEDED. A round trip waits at most min(command_timeout (+ wait_timeout with WAIT),
+// the latest deadline in its batch). After a connection failure the client fails fast for
 // `retry_backoff` (everything queued and everything submitted meanwhile gets UNAVAILABLE at once,
-// instead of queueing behind a dead or hung Redis), then tries again on the next command. Each
-// failed command increments `errors`, if given.
+// instead of queueing behind a dead or hung Redis), then tries again on the next command. A
+// failure's message is logged once when it first appears (and "connected" when it ends), so a
+// TLS verification failure or a wrong password is one clear log line, not one per call.
 //
 // Thread-safety: Submit() is thread-safe. Callbacks run on the I/O threads (or inline in
 // Submit() when the queue is full or the client is shutting down) and must not block.
@@ -31,6 +54,7 @@
 #define ORDERHOLD_SERVER_STORE_REDIS_CLIENT_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,28 +66,44 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
+#include "server/store/redis_connection.h"
+#include "server/store/redis_reply.h"
+#include "server/store/redis_topology.h"
 #include "server/store/redis_url.h"
 
 namespace orderhold::store {
-
-// A Redis reply, owned (no hiredis type leaves redis_client.cc). RESP2 shapes.
-struct RedisReply {
-  enum class Type { kNil, kInteger, kString, kStatus, kArray };
-  Type type = Type::kNil;
-  long long integer = 0;             // kInteger
-  std::string str;                   // kString, kStatus
-  std::vector<RedisReply> elements;  // kArray
-};
 
 // One command. With `script` >= 0 it is sent as EVALSHA <sha of scripts[script]> <args...>, so
 // args start with numkeys; otherwise args is the whole command ("PING").
 struct RedisCommand {
   int script = -1;
   std::vector<std::string> args;
+  // The command may write: with RedisClientOptions::wait_replicas > 0 it is answered OK only
+  // once that many replicas acknowledged its batch (WAIT).
+  bool writes = false;
+};
+
+// Why a connection was dropped to be made again (orderhold_redis_reconnects_total{reason}).
+enum class ReconnectReason {
+  kIoError,     // a write or read failed or timed out
+  kPeerClosed,  // Redis closed it while it was idle (restart, CLIENT KILL, timeout)
+  kNotPrimary,  // READONLY or MASTERDOWN: the node is no longer the primary
+  kFailover,    // the topology's primary changed: the connection went to the old one
 };
 
 struct RedisClientOptions {
+  // Credentials (user, password: the data nodes' ACL) and database. Its hosts are used only
+  // when `topology` is null (then: a StandaloneTopology of hosts.front()).
   RedisEndpoint endpoint;
+  // Which node is the primary; shared by the clients of one store. Null: standalone.
+  std::shared_ptr<RedisTopology> topology;
+  // TLS for every connection, or null for plain TCP. Null with endpoint.tls set: TLS with the
+  // system's CAs and default verification.
+  std::shared_ptr<const TlsContext> tls;
+  // WAIT after each batch holding a write: replicas that must acknowledge (0: no WAIT), and
+  // how long Redis waits for them.
+  int wait_replicas = 0;
+  absl::Duration wait_timeout = absl::Milliseconds(500);
   // Connections, one I/O thread each.
   int connections = 4;
   // Max commands written per round trip on one connection.
@@ -80,6 +120,8 @@ struct RedisClientOptions {
   std::vector<std::string> scripts;
   // orderhold_redis_errors_total, or null.
   prometheus::Counter* errors = nullptr;
+  // Called (on an I/O thread) each time a connection is dropped to be made again, or null.
+  std::function<void(ReconnectReason)> on_reconnect;
 };
 
 class RedisClient {
@@ -112,6 +154,8 @@ class RedisClient {
   void CountError();
   // Records a connection failure: fails everything queued and opens the fail-fast window.
   void MarkDown(const absl::Status& failure);
+  // Logs `failure` if it differs from the last one logged; an OK status logs the recovery once.
+  void LogTransition(const absl::Status& status, absl::string_view node);
 
   const RedisClientOptions options_;
   absl::Mutex mu_;
@@ -120,6 +164,7 @@ class RedisClient {
   // Until when Submit fails fast, and why (the last connection failure).
   absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status down_status_ ABSL_GUARDED_BY(mu_);
+  std::string logged_failure_ ABSL_GUARDED_BY(mu_);  // last failure logged; empty: none
   std::vector<std::thread> threads_;
 };
 

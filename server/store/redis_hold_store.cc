@@ -151,6 +151,7 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
        keys_.EndedKey(args.user_id), keys_.EventsKey(partition), args.user_id, args.order_id,
        absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
        max_outcomes_}};
+  command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
@@ -184,6 +185,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       {"5", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
        keys_.EndedKey(user_id), keys_.EventsKey(partition), std::move(user_id), std::move(order_id),
        absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_, max_outcomes_}};
+  command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
@@ -241,6 +243,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
        retention_ms_, max_outcomes_, std::move(args.owner),
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
+  command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ReapResult> {
@@ -264,6 +267,7 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
   RedisCommand command{kHeartbeat,
                        {"1", keys_.ReplicasKey(), std::move(replica_id),
                         absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
+  command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -286,6 +290,7 @@ void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOpt
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
   RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
+  command.writes = true;
   background_->Submit(std::move(command), options.deadline,
                       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                         int64_t n = 0;
@@ -296,6 +301,7 @@ void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOpt
 
 void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
   RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
+  command.writes = true;
   background_->Submit(std::move(command), options.deadline,
                       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                         int64_t n = 0;
@@ -310,6 +316,7 @@ void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart st
   RedisCommand command{kEnsureGroup,
                        {"1", keys_.EventsKey(partition), std::move(group),
                         start == GroupStart::kEarliest ? "0" : "$"}};
+  command.writes = true;
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
                     int64_t n = 0;
@@ -368,6 +375,7 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
     return;
   }
   RedisCommand command{-1, {"XACK", keys_.EventsKey(partition), std::move(group)}};
+  command.writes = true;
   for (std::string& id : stream_ids) command.args.push_back(std::move(id));
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<int64_t> {
@@ -384,6 +392,7 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
                        {"1", keys_.EventsKey(partition),
                         absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
                         absl::StrCat(kMaxTrimIdsPerGroup)}};
+  command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {

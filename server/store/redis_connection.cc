@@ -1,0 +1,449 @@
+#include "server/store/redis_connection.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/common/status_macros.h"
+
+namespace orderhold::store {
+namespace {
+
+constexpr size_t kReadChunk = 16 * 1024;
+
+RedisReply Convert(const redisReply& reply) {
+  RedisReply out;
+  switch (reply.type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = reply.integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(reply.str, reply.len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.reserve(reply.elements);
+      for (size_t i = 0; i < reply.elements; ++i)
+        out.elements.push_back(Convert(*reply.element[i]));
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
+  }
+  return out;
+}
+
+// OpenSSL's error queue as one line (and emptied), or `fallback` when it is empty.
+std::string SslErrors(absl::string_view fallback) {
+  std::string out;
+  while (const unsigned long code = ERR_get_error()) {
+    char buffer[256];
+    ERR_error_string_n(code, buffer, sizeof(buffer));
+    if (!out.empty()) out.append("; ");
+    out.append(buffer);
+  }
+  return out.empty() ? std::string(fallback) : out;
+}
+
+bool IsIpLiteral(const std::string& host) {
+  in6_addr address;
+  return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
+         inet_pton(AF_INET6, host.c_str(), &address) == 1;
+}
+
+// Blocks SIGPIPE in this thread for the guard's life and discards one raised meanwhile, so a TLS
+// write to a peer that went away fails with EPIPE instead of killing the process (OpenSSL writes
+// with write(2), which has no MSG_NOSIGNAL; libcurl's sigpipe_ignore does the same).
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigemptyset(&sigpipe_);
+    sigaddset(&sigpipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigpipe_, &old_);
+  }
+  ~SigpipeGuard() {
+    if (sigismember(&old_, SIGPIPE)) return;  // blocked by the caller: leave it to them
+    sigset_t pending;
+    if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+      const timespec zero{0, 0};
+      sigtimedwait(&sigpipe_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t sigpipe_;
+  sigset_t old_;
+};
+
+// Connects a non-blocking socket to one resolved address by `deadline`.
+absl::StatusOr<int> ConnectOne(const addrinfo& ai, absl::Time deadline, const HostPort& address) {
+  const int fd = socket(ai.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("redis: socket: ", strerror(errno)));
+  if (connect(fd, ai.ai_addr, ai.ai_addrlen) != 0 && errno != EINPROGRESS) {
+    const int err = errno;
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("redis: connect to ", address.ToString(), ": ", strerror(err)));
+  }
+  while (true) {
+    pollfd pfd{fd, POLLOUT, 0};
+    const absl::Duration left = deadline - absl::Now();
+    const int ms = left <= absl::ZeroDuration()
+                       ? 0
+                       : static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(left)));
+    const int ready = poll(&pfd, 1, ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      close(fd);
+      return absl::DeadlineExceededError(
+          absl::StrCat("redis: connect to ", address.ToString(), ": timed out"));
+    }
+    break;
+  }
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("redis: connect to ", address.ToString(), ": ", strerror(err)));
+  }
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
+    const RedisTlsOptions& options) {
+  if (options.cert_file.empty() != options.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_tls_cert_file, redis_tls_key_file: give both (mutual TLS) or neither");
+  }
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  if (ctx == nullptr) return absl::InternalError(SslErrors("SSL_CTX_new failed"));
+  std::shared_ptr<const TlsContext> context(new TlsContext(ctx, options.server_name));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (options.ca_file.empty()) {
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "redis_tls_ca_file: none given and the system CAs cannot be loaded: ", SslErrors("")));
+    }
+  } else if (SSL_CTX_load_verify_locations(ctx, options.ca_file.c_str(), nullptr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis_tls_ca_file: cannot load ", options.ca_file, ": ", SslErrors("")));
+  }
+  if (!options.cert_file.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("redis_tls_cert_file: cannot load ",
+                                                     options.cert_file, ": ", SslErrors("")));
+    }
+    if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("redis_tls_key_file: cannot load ", options.key_file, ": ", SslErrors("")));
+    }
+    if (SSL_CTX_check_private_key(ctx) != 1) {
+      return absl::InvalidArgumentError(
+          "redis_tls_key_file: the key does not match redis_tls_cert_file");
+    }
+  }
+  return context;
+}
+
+TlsContext::TlsContext(ssl_ctx_st* ctx, std::string server_name)
+    : ctx_(ctx), server_name_(std::move(server_name)) {}
+
+TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const HostPort& address,
+                                                                          const TlsContext* tls,
+                                                                          absl::Time deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  const std::string port = absl::StrCat(address.port);
+  if (const int rc = getaddrinfo(address.host.c_str(), port.c_str(), &hints, &resolved); rc != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("redis: cannot resolve ", address.host, ": ", gai_strerror(rc)));
+  }
+  absl::StatusOr<int> fd = absl::UnavailableError("redis: no address");
+  for (addrinfo* ai = resolved; ai != nullptr; ai = ai->ai_next) {
+    fd = ConnectOne(*ai, deadline, address);
+    if (fd.ok() || absl::IsDeadlineExceeded(fd.status())) break;
+  }
+  freeaddrinfo(resolved);
+  if (!fd.ok()) return fd.status();
+  std::unique_ptr<RedisConnection> connection(new RedisConnection(address, *fd));
+  if (tls != nullptr) ORDERHOLD_RETURN_IF_ERROR(connection->Handshake(*tls, deadline));
+  return connection;
+}
+
+RedisConnection::RedisConnection(HostPort address, int fd)
+    : address_(std::move(address)), fd_(fd), reader_(redisReaderCreate()) {}
+
+RedisConnection::~RedisConnection() {
+  if (ssl_ != nullptr) SSL_free(ssl_);  // no close_notify: Redis treats a close the same way
+  if (fd_ >= 0) close(fd_);
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+absl::Status RedisConnection::Fail(absl::Status status) {
+  broken_ = true;
+  return status;
+}
+
+absl::Status RedisConnection::WaitFor(bool want_write, absl::Time deadline) {
+  while (true) {
+    pollfd pfd{fd_, static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat("redis: ", address_.ToString(), " did not answer in time")));
+    }
+    const int ready = poll(&pfd, 1, static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(left))));
+    if (ready > 0) return absl::OkStatus();  // ready, or an error the next call reports
+    if (ready < 0 && errno != EINTR) {
+      return Fail(absl::UnavailableError(absl::StrCat("redis: poll: ", strerror(errno))));
+    }
+  }
+}
+
+absl::Status RedisConnection::Handshake(const TlsContext& tls, absl::Time deadline) {
+  ssl_ = SSL_new(tls.ctx());
+  if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) {
+    return Fail(absl::InternalError(SslErrors("SSL_new failed")));
+  }
+  const std::string& name = tls.server_name().empty() ? address_.host : tls.server_name();
+  if (IsIpLiteral(name)) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), name.c_str());
+  } else {
+    SSL_set_tlsext_host_name(ssl_, name.c_str());
+    SSL_set1_host(ssl_, name.c_str());
+  }
+  ERR_clear_error();
+  SigpipeGuard guard;
+  while (true) {
+    const int rc = SSL_connect(ssl_);
+    if (rc == 1) return absl::OkStatus();
+    const int error = SSL_get_error(ssl_, rc);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
+      continue;
+    }
+    const std::string prefix = absl::StrCat("redis: TLS handshake with ", address_.ToString());
+    if (const long verify = SSL_get_verify_result(ssl_); verify != X509_V_OK) {
+      ERR_clear_error();
+      return Fail(absl::UnavailableError(absl::StrCat(
+          prefix, " failed: certificate verify failed: ", X509_verify_cert_error_string(verify),
+          " (checked for the name '", name, "' against ",
+          tls.server_name().empty() ? "the host" : "redis_tls_server_name",
+          " and the CAs of redis_tls_ca_file)")));
+    }
+    std::string reason = SslErrors(error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN
+                                       ? "the connection was closed"
+                                       : "unknown error");
+    if (absl::StrContains(reason, "wrong version number") ||
+        absl::StrContains(reason, "packet length too long") ||
+        absl::StrContains(reason, "record layer failure")) {
+      absl::StrAppend(&reason, " (the port seems to speak plain RESP, not TLS: use redis://)");
+    } else if (absl::StrContains(reason, "alert certificate required") ||
+               absl::StrContains(reason, "alert handshake failure") ||
+               absl::StrContains(reason, "alert bad certificate")) {
+      absl::StrAppend(&reason,
+                      " (the server may require a client certificate: redis_tls_cert_file and "
+                      "redis_tls_key_file)");
+    }
+    return Fail(absl::UnavailableError(absl::StrCat(prefix, " failed: ", reason)));
+  }
+}
+
+void RedisConnection::Append(const std::vector<std::string>& args) {
+  const char* argv_small[16];
+  size_t lengths_small[16];
+  std::vector<const char*> argv_big;
+  std::vector<size_t> lengths_big;
+  const char** argv = argv_small;
+  size_t* lengths = lengths_small;
+  if (args.size() > 16) {
+    argv_big.resize(args.size());
+    lengths_big.resize(args.size());
+    argv = argv_big.data();
+    lengths = lengths_big.data();
+  }
+  for (size_t i = 0; i < args.size(); ++i) {
+    argv[i] = args[i].data();
+    lengths[i] = args[i].size();
+  }
+  char* command = nullptr;
+  const int length = redisFormatCommandArgv(&command, static_cast<int>(args.size()), argv, lengths);
+  if (length > 0) out_.append(command, static_cast<size_t>(length));
+  redisFreeCommand(command);
+}
+
+absl::Status RedisConnection::Flush(absl::Time deadline) {
+  if (broken_) return absl::UnavailableError("redis: connection lost");
+  size_t written = 0;
+  std::optional<SigpipeGuard> guard;
+  if (ssl_ != nullptr) guard.emplace();
+  while (written < out_.size()) {
+    const char* data = out_.data() + written;
+    const size_t size = out_.size() - written;
+    if (ssl_ == nullptr) {
+      const ssize_t n = send(fd_, data, size, MSG_NOSIGNAL);
+      if (n > 0) {
+        written += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        ORDERHOLD_RETURN_IF_ERROR(WaitFor(/*want_write=*/true, deadline));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        return Fail(absl::UnavailableError(
+            absl::StrCat("redis: write to ", address_.ToString(), ": ", strerror(errno))));
+      }
+      continue;
+    }
+    ERR_clear_error();
+    const int n = SSL_write(ssl_, data, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+    if (n > 0) {
+      written += static_cast<size_t>(n);
+      continue;
+    }
+    const int error = SSL_get_error(ssl_, n);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
+      continue;
+    }
+    return Fail(absl::UnavailableError(
+        absl::StrCat("redis: TLS write to ", address_.ToString(), ": ",
+                     SslErrors(errno != 0 ? strerror(errno) : "connection closed"))));
+  }
+  out_.clear();
+  return absl::OkStatus();
+}
+
+absl::Status RedisConnection::Fill(absl::Time deadline) {
+  char buffer[kReadChunk];
+  while (true) {
+    if (ssl_ == nullptr) {
+      // Replies are rarely there the moment a batch is written: wait first, then read once.
+      ORDERHOLD_RETURN_IF_ERROR(WaitFor(/*want_write=*/false, deadline));
+      const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+      if (n > 0) {
+        redisReaderFeed(reader_, buffer, static_cast<size_t>(n));
+        return absl::OkStatus();
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      return Fail(absl::UnavailableError(
+          n == 0 ? absl::StrCat("redis: connection closed by ", address_.ToString())
+                 : absl::StrCat("redis: read from ", address_.ToString(), ": ", strerror(errno))));
+    }
+    ERR_clear_error();
+    const int n = SSL_read(ssl_, buffer, sizeof(buffer));
+    if (n > 0) {
+      redisReaderFeed(reader_, buffer, static_cast<size_t>(n));
+      return absl::OkStatus();
+    }
+    const int error = SSL_get_error(ssl_, n);
+    if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
+      ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
+      continue;
+    }
+    if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
+      ERR_clear_error();
+      return Fail(absl::UnavailableError(
+          absl::StrCat("redis: connection closed by ", address_.ToString())));
+    }
+    return Fail(absl::UnavailableError(
+        absl::StrCat("redis: TLS read from ", address_.ToString(), ": ", SslErrors("error"))));
+  }
+}
+
+absl::StatusOr<RedisReply> RedisConnection::Read(absl::Time deadline) {
+  if (broken_) return absl::UnavailableError("redis: connection lost");
+  while (true) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      return Fail(absl::UnavailableError(
+          absl::StrCat("redis: protocol error from ", address_.ToString(), ": ", reader_->errstr,
+                       ssl_ == nullptr ? " (if the port speaks TLS, use rediss://)" : "")));
+    }
+    if (raw != nullptr) {
+      redisReply* reply = static_cast<redisReply*>(raw);
+      RedisReply out = Convert(*reply);
+      freeReplyObject(reply);
+      return out;
+    }
+    ORDERHOLD_RETURN_IF_ERROR(Fill(deadline));
+  }
+}
+
+absl::StatusOr<RedisReply> RedisConnection::Run(const std::vector<std::string>& args,
+                                                absl::Time deadline) {
+  Append(args);
+  ORDERHOLD_RETURN_IF_ERROR(Flush(deadline));
+  return Read(deadline);
+}
+
+bool RedisConnection::PeerClosed() {
+  if (broken_) return true;
+  pollfd pfd{fd_, POLLIN, 0};
+  const int ready = poll(&pfd, 1, 0);
+  if (ready == 0) return false;
+  if (ready < 0) return true;
+  if (ssl_ == nullptr) {
+    char byte;
+    const ssize_t n = recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    broken_ = true;  // EOF, an error, or bytes nobody asked for
+    return true;
+  }
+  // A TLS 1.3 server sends session tickets after the handshake: records without data.
+  char buffer[kReadChunk];
+  ERR_clear_error();
+  SigpipeGuard guard;
+  const int n = SSL_read(ssl_, buffer, sizeof(buffer));
+  if (n <= 0 && SSL_get_error(ssl_, n) == SSL_ERROR_WANT_READ) return false;
+  ERR_clear_error();
+  broken_ = true;
+  return true;
+}
+
+}  // namespace orderhold::store
