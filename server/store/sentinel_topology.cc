@@ -129,6 +129,9 @@ absl::StatusOr<std::unique_ptr<SentinelTopology>> SentinelTopology::Create(
         "redis sentinel: sentinel_timeout and poll_interval must be > 0, min_reresolve_interval "
         ">= 0");
   }
+  if (options.client_name.empty() || absl::StrContains(options.client_name, ' ')) {
+    return absl::InvalidArgumentError("redis sentinel: client_name must be one word");
+  }
   std::unique_ptr<SentinelTopology> topology(new SentinelTopology(std::move(options)));
   topology->thread_ = std::thread([raw = topology.get()] { raw->Run(); });
   return topology;
@@ -262,7 +265,9 @@ absl::StatusOr<std::optional<HostPort>> SentinelTopology::AskSentinel(const Host
       !poll_connection_->PeerClosed()) {
     connection = std::move(poll_connection_);
   } else {
-    ORDERHOLD_ASSIGN_OR_RETURN(connection, ConnectSentinel(sentinel, deadline));
+    ORDERHOLD_ASSIGN_OR_RETURN(
+        connection,
+        ConnectSentinel(sentinel, deadline, absl::StrCat(options_.client_name, "-poll")));
   }
   poll_connection_.reset();
   ORDERHOLD_ASSIGN_OR_RETURN(
@@ -276,19 +281,23 @@ absl::StatusOr<std::optional<HostPort>> SentinelTopology::AskSentinel(const Host
 }
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> SentinelTopology::ConnectSentinel(
-    const HostPort& sentinel, absl::Time deadline) {
+    const HostPort& sentinel, absl::Time deadline, const std::string& client_name) {
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
                              RedisConnection::Connect(sentinel, options_.tls.get(), deadline));
   const std::vector<std::string> auth =
       sentinel_internal::AuthCommand(options_.username, options_.password);
+  if (!auth.empty()) connection->Append(auth);
+  connection->Append({"CLIENT", "SETNAME", client_name});
+  ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
   if (!auth.empty()) {
-    ORDERHOLD_ASSIGN_OR_RETURN(const RedisReply reply, connection->Run(auth, deadline));
+    ORDERHOLD_ASSIGN_OR_RETURN(const RedisReply reply, connection->Read(deadline));
     if (reply.type == RedisReply::Type::kError) {
       // The error line only (WRONGPASS...): never the credentials.
       return absl::UnavailableError(
           absl::StrCat("sentinel ", sentinel.ToString(), " refused AUTH: ", reply.str));
     }
   }
+  ORDERHOLD_RETURN_IF_ERROR(connection->Read(deadline).status());  // an error reply is fine
   return connection;
 }
 
@@ -303,7 +312,7 @@ bool SentinelTopology::Subscribe() {
     if (stopping()) return false;
     const absl::Time deadline = absl::Now() + options_.sentinel_timeout;
     absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
-        ConnectSentinel(sentinel, deadline);
+        ConnectSentinel(sentinel, deadline, absl::StrCat(options_.client_name, "-subscription"));
     if (!connection.ok()) {
       errors.emplace_back(connection.status().message());
       continue;

@@ -65,6 +65,9 @@ struct SentinelOptions {
   // Follow `+switch-master` over pub/sub (the fast path). false: poll only (for sentinels whose
   // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll).
   bool subscribe = true;
+  // CLIENT SETNAME of the connections to the sentinels, so that CLIENT LIST on a sentinel shows
+  // who they are: "<client_name>-poll" and "<client_name>-subscription". No spaces.
+  std::string client_name = "orderhold";
   // orderhold_redis_failovers_total (primary address changes seen), or null.
   prometheus::Counter* failovers = nullptr;
 };
@@ -99,9 +102,11 @@ class SentinelTopology final : public RedisTopology {
   void SetPrimary(const HostPort& primary, absl::string_view why);
   // Records a failed resolution (logged when the message changes).
   void SetError(absl::Status error);
-  // Connects to a sentinel and AUTHs, by `deadline`.
+  // Connects to a sentinel, AUTHs and names the connection `client_name` (CLIENT SETNAME, in the
+  // same round trip; a refusal, e.g. by an ACL, is ignored), by `deadline`.
   absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectSentinel(const HostPort& sentinel,
-                                                                   absl::Time deadline);
+                                                                   absl::Time deadline,
+                                                                   const std::string& client_name);
   // Asks one sentinel for the master's address: the address, nullopt when it does not know the
   // name, or the error (reusing poll_connection_ when it is to this sentinel).
   absl::StatusOr<std::optional<HostPort>> AskSentinel(const HostPort& sentinel);
