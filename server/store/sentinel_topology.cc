@@ -173,21 +173,25 @@ void SentinelTopology::Run() {
   absl::Time next_subscribe = absl::Now();
   absl::Time next_ping = absl::InfinitePast();
   bool subscribed_before = false;
+  absl::string_view poll_reason = "poll";
   while (true) {
     bool resolve = false;
+    absl::string_view why = "poll";
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) break;
       const absl::Time now = absl::Now();
-      if (now >= next_poll ||
-          (reresolve_ && now >= last_resolve + options_.min_reresolve_interval)) {
+      const bool reported = reresolve_ && now >= last_resolve + options_.min_reresolve_interval;
+      if (reported || now >= next_poll) {
         resolve = true;
-        reresolve_ = false;
+        why = reported ? "ReportNotPrimary" : poll_reason;
+        reresolve_ = false;  // any resolution answers the report
       }
     }
     if (resolve) {
       last_resolve = absl::Now();
-      Resolve();
+      Resolve(why);
+      poll_reason = "poll";
       next_poll = absl::Now() + options_.poll_interval;
     }
     if (subscription_ != nullptr) {
@@ -198,7 +202,10 @@ void SentinelTopology::Run() {
     } else if (options_.subscribe && absl::Now() >= next_subscribe && !stopping()) {
       if (Subscribe()) {
         // Events may have been missed while there was no subscription: ask now.
-        if (subscribed_before) next_poll = absl::Now();
+        if (subscribed_before) {
+          next_poll = absl::Now();
+          poll_reason = "poll after resubscribing";
+        }
         subscribed_before = true;
         next_ping = absl::Now() + kSubscriptionSlice;
       } else {
@@ -229,7 +236,7 @@ void SentinelTopology::Run() {
   poll_connection_.reset();
 }
 
-void SentinelTopology::Resolve() {
+void SentinelTopology::Resolve(absl::string_view why) {
   std::vector<HostPort> order;
   {
     absl::MutexLock lock(&mu_);
@@ -252,7 +259,7 @@ void SentinelTopology::Resolve() {
       const auto it = std::find(order_.begin(), order_.end(), sentinel);
       if (it != order_.end()) std::rotate(order_.begin(), it, it + 1);
     }
-    SetPrimary(**answer, "poll");
+    SetPrimary(**answer, why);
     return;
   }
   SetError(sentinel_internal::DiscoveryError(options_.master_name, attempts));

@@ -96,8 +96,9 @@ class SentinelTopology final : public RedisTopology {
  private:
   explicit SentinelTopology(SentinelOptions options);
   void Run();
-  // One resolution: asks the sentinels in order; updates the primary or the error.
-  void Resolve();
+  // One resolution: asks the sentinels in order; updates the primary or the error. `why` names
+  // the trigger in the log ("poll", "ReportNotPrimary", "resubscribed").
+  void Resolve(absl::string_view why);
   // Records `primary` (a change bumps the generation and counts a failover when there was one).
   void SetPrimary(const HostPort& primary, absl::string_view why);
   // Records a failed resolution (logged when the message changes).
