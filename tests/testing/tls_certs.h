@@ -28,6 +28,7 @@
 #define ORDERHOLD_TESTS_TESTING_TLS_CERTS_H_
 
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
