@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,11 +22,11 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "server/common/status_macros.h"
+#include "tests/testing/os_util.h"
 
 namespace orderhold::testing {
 namespace {
@@ -48,26 +47,6 @@ std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exit status ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return absl::StrCat("killed by signal ", WTERMSIG(status));
   return absl::StrCat("wait status ", status);
-}
-
-absl::StatusOr<std::string> FindRedisServer() {
-  if (const char* path = std::getenv("PATH"); path != nullptr) {
-    for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-      std::string candidate = absl::StrCat(dir, "/redis-server");
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-  }
-  if (::access("/usr/bin/redis-server", X_OK) == 0) return std::string("/usr/bin/redis-server");
-  return absl::NotFoundError(
-      "redis-server not found on PATH nor at /usr/bin/redis-server (apt-get install redis-server)");
-}
-
-absl::StatusOr<std::string> MakeTempDir() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl =
-      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/orderhold-redis-XXXXXX");
-  if (::mkdtemp(tmpl.data()) == nullptr) return ErrnoError(absl::StrCat("mkdtemp ", tmpl), errno);
-  return tmpl;
 }
 
 // Binds 127.0.0.1:0 and returns the port the kernel chose. The port is free again when this
@@ -141,20 +120,100 @@ void RenderReply(const redisReply& reply, std::string& out) {
   }
 }
 
-bool Ping(int port) {
-  timeval connect_timeout = absl::ToTimeval(absl::Milliseconds(100));
-  redisContext* c = redisConnectWithTimeout(kHost, port, connect_timeout);
-  if (c == nullptr) return false;
-  bool pong = false;
-  if (c->err == 0 && redisSetTimeout(c, absl::ToTimeval(absl::Milliseconds(500))) == REDIS_OK) {
-    auto* reply = static_cast<redisReply*>(redisCommand(c, "PING"));
-    // While loading the AOF Redis answers "-LOADING ...": not ready yet.
-    pong = reply != nullptr && reply->type == REDIS_REPLY_STATUS &&
-           absl::string_view(reply->str, reply->len) == "PONG";
-    if (reply != nullptr) freeReplyObject(reply);
+struct FreeContext {
+  void operator()(redisContext* c) const { redisFree(c); }
+};
+using ContextPtr = std::unique_ptr<redisContext, FreeContext>;
+using ReplyPtr = std::unique_ptr<redisReply, void (*)(void*)>;
+
+// Sends one command; INTERNAL with Redis' message for an error reply.
+absl::StatusOr<std::string> RunCommand(redisContext* c, const std::vector<std::string>& args,
+                                       absl::string_view what) {
+  std::vector<const char*> argv;
+  std::vector<size_t> argvlen;
+  for (const std::string& arg : args) {
+    argv.push_back(arg.data());
+    argvlen.push_back(arg.size());
   }
-  redisFree(c);
-  return pong;
+  errno = 0;
+  auto* raw = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(argv.size()), argv.data(), argvlen.data()));
+  if (raw == nullptr) return ContextError(c, errno, what);
+  ReplyPtr reply(raw, freeReplyObject);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    return absl::InternalError(std::string(reply->str, reply->len));
+  }
+  std::string out;
+  RenderReply(*reply, out);
+  return out;
+}
+
+// Connects to 127.0.0.1:port with `timeout` for the connect and every later command, then sends
+// AUTH [user] password unless `password` is empty.
+absl::StatusOr<ContextPtr> Connect(int port, absl::string_view user, absl::string_view password,
+                                   absl::Duration timeout, absl::string_view what) {
+  ContextPtr c(redisConnectWithTimeout(kHost, port, absl::ToTimeval(timeout)));
+  if (c == nullptr) return absl::ResourceExhaustedError("hiredis: cannot allocate context");
+  if (c->err != 0) return ContextError(c.get(), errno, absl::StrCat(what, ": connect"));
+  if (redisSetTimeout(c.get(), absl::ToTimeval(timeout)) != REDIS_OK) {
+    return absl::InternalError(absl::StrCat(what, ": redisSetTimeout failed"));
+  }
+  if (!password.empty()) {
+    std::vector<std::string> auth = {"AUTH"};
+    if (!user.empty()) auth.emplace_back(user);
+    auth.emplace_back(password);
+    ORDERHOLD_RETURN_IF_ERROR(RunCommand(c.get(), auth, absl::StrCat(what, ": AUTH")).status());
+  }
+  return c;
+}
+
+bool Ping(int port, absl::string_view password) {
+  absl::StatusOr<ContextPtr> c = Connect(port, "", password, absl::Milliseconds(500), "PING");
+  // While loading the AOF Redis answers "-LOADING ...": not ready yet.
+  return c.ok() && RunCommand(c->get(), {"PING"}, "PING").value_or("") == "PONG";
+}
+
+// "host:port" -> {host, port}; INVALID_ARGUMENT otherwise.
+absl::StatusOr<std::pair<std::string, int>> SplitHostPort(absl::string_view host_port) {
+  size_t colon = host_port.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(host_port.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisServerOptions::replicaof must be host:port, got '", host_port, "'"));
+  }
+  return std::make_pair(std::string(host_port.substr(0, colon)), port);
+}
+
+// The config-file lines for the options other than extra_config (which comes first, so these win).
+absl::StatusOr<std::string> OptionLines(const RedisServerOptions& opts) {
+  std::string lines;
+  if (!opts.admin_password.empty()) {
+    absl::StrAppend(&lines, "requirepass \"", opts.admin_password, "\"\n");
+    if (!opts.sentinel) absl::StrAppend(&lines, "masterauth \"", opts.admin_password, "\"\n");
+  }
+  for (const std::string& user : opts.acl_users) absl::StrAppend(&lines, "user ", user, "\n");
+  if (!opts.replicaof.empty() && !opts.sentinel) {
+    ORDERHOLD_ASSIGN_OR_RETURN(auto primary, SplitHostPort(opts.replicaof));
+    absl::StrAppend(&lines, "replicaof ", primary.first, " ", primary.second, "\n");
+  }
+  if (opts.tls.has_value()) {
+    const RedisTlsOptions& tls = *opts.tls;
+    if (tls.cert_file.empty() || tls.key_file.empty() || tls.ca_cert_file.empty()) {
+      return absl::InvalidArgumentError(
+          "RedisTlsOptions: cert_file, key_file and ca_cert_file are all required");
+    }
+    if (tls.auth_clients != "yes" && tls.auth_clients != "no" && tls.auth_clients != "optional") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RedisTlsOptions::auth_clients must be yes, no or optional, got '",
+                       tls.auth_clients, "'"));
+    }
+    absl::StrAppend(&lines, "tls-cert-file \"", tls.cert_file, "\"\n", "tls-key-file \"",
+                    tls.key_file, "\"\n", "tls-ca-cert-file \"", tls.ca_cert_file, "\"\n",
+                    "tls-auth-clients ", tls.auth_clients, "\n", "tls-replication ",
+                    tls.replication ? "yes" : "no", "\n");
+  }
+  return lines;
 }
 
 std::string ReadTail(const std::string& path, long from) {
@@ -177,14 +236,21 @@ RedisServer::RedisServer(RedisServerOptions opts, std::string binary, std::strin
     : opts_(std::move(opts)), binary_(std::move(binary)), dir_(std::move(dir)) {}
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions opts) {
-  ORDERHOLD_ASSIGN_OR_RETURN(std::string binary, FindRedisServer());
-  ORDERHOLD_ASSIGN_OR_RETURN(std::string dir, MakeTempDir());
+  ORDERHOLD_ASSIGN_OR_RETURN(std::string binary, FindExecutable("redis-server", "redis-server"));
+  ORDERHOLD_ASSIGN_OR_RETURN(std::string dir, MakeTempDir("redis"));
   // From here the destructor owns the directory.
   std::unique_ptr<RedisServer> server(new RedisServer(std::move(opts), binary, dir));
   {
+    ORDERHOLD_ASSIGN_OR_RETURN(std::string option_lines, OptionLines(server->opts_));
     std::ofstream conf(server->config_path());
-    conf << "# Written by orderhold::testing::RedisServer (RedisServerOptions::extra_config).\n"
-         << server->opts_.extra_config << "\n";
+    conf << "# Written by orderhold::testing::RedisServer.\n";
+    // A primary waits 5 s (Redis' default) for more replicas before a diskless full sync; nothing
+    // in a test gains from that wait. extra_config may set it back.
+    if (!server->opts_.sentinel) conf << "repl-diskless-sync-delay 0\n";
+    conf << "# RedisServerOptions::extra_config:\n"
+         << server->opts_.extra_config << "\n"
+         << "# then the other RedisServerOptions.\n"
+         << option_lines;
     if (!conf.flush()) {
       return absl::InternalError(absl::StrCat("cannot write ", server->config_path()));
     }
@@ -192,6 +258,11 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
   absl::Status status;
   for (int attempt = 0; attempt < kMaxStartAttempts; ++attempt) {
     ORDERHOLD_ASSIGN_OR_RETURN(server->port_, PickFreePort());
+    if (server->opts_.tls.has_value()) {
+      do {
+        ORDERHOLD_ASSIGN_OR_RETURN(server->tls_port_, PickFreePort());
+      } while (server->tls_port_ == server->port_);
+    }
     status = server->LaunchAndWait();
     if (status.ok()) return server;
     // Only a lost race for the port is worth another try; anything else (bad extra_config,
@@ -213,6 +284,10 @@ RedisServer::~RedisServer() {
 
 std::string RedisServer::url() const { return absl::StrCat("redis://", kHost, ":", port_); }
 
+std::string RedisServer::tls_url() const {
+  return tls_port_ == 0 ? "" : absl::StrCat("rediss://", kHost, ":", tls_port_);
+}
+
 std::string RedisServer::config_path() const { return absl::StrCat(dir_, "/redis.conf"); }
 
 std::string RedisServer::log_path() const { return absl::StrCat(dir_, "/redis.log"); }
@@ -223,24 +298,16 @@ std::string RedisServer::LogSinceLaunch() const {
 }
 
 absl::Status RedisServer::Launch() {
-  std::vector<std::string> args = {binary_,
-                                   config_path(),
-                                   "--port",
-                                   absl::StrCat(port_),
-                                   "--bind",
-                                   kHost,
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   opts_.appendonly ? "yes" : "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--protected-mode",
-                                   "no",
-                                   "--loglevel",
-                                   "warning"};
+  std::vector<std::string> args = {binary_, config_path()};
+  // `--sentinel` must follow the config file; a sentinel has no data settings.
+  if (opts_.sentinel) args.push_back("--sentinel");
+  args.insert(args.end(), {"--port", absl::StrCat(port_)});
+  if (tls_port_ != 0) args.insert(args.end(), {"--tls-port", absl::StrCat(tls_port_)});
+  args.insert(args.end(), {"--bind", kHost, "--dir", dir_});
+  if (!opts_.sentinel) {
+    args.insert(args.end(), {"--save", "", "--appendonly", opts_.appendonly ? "yes" : "no"});
+  }
+  args.insert(args.end(), {"--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"});
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -304,7 +371,7 @@ absl::Status RedisServer::WaitUntilReady() {
           absl::StrCat("redis-server on port ", port_, " exited (", DescribeWaitStatus(status),
                        ") before answering PING; its log:\n", LogSinceLaunch()));
     }
-    if (Ping(port_)) return absl::OkStatus();
+    if (Ping(port_, opts_.admin_password)) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       Kill();
       return absl::DeadlineExceededError(absl::StrCat(
@@ -349,22 +416,36 @@ absl::Status RedisServer::Stop() {
     absl::SleepFor(kPollInterval);
   }
   pid_ = -1;
-
-  // The listening socket dies with the process; poll anyway, so callers can rely on "refused".
-  const absl::Time port_deadline = absl::Now() + kPortCloseTimeout;
-  while (!ConnectRefused(port_)) {
-    if (absl::Now() >= port_deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("redis-server exited but 127.0.0.1:", port_, " still accepts connections"));
-    }
-    absl::SleepFor(kPollInterval);
-  }
+  ORDERHOLD_RETURN_IF_ERROR(WaitPortsClosed());
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(absl::StrCat("redis-server on port ", port_, " stopped with ",
                                             DescribeWaitStatus(status), "; its log:\n",
                                             LogSinceLaunch()));
   }
   return absl::OkStatus();
+}
+
+absl::Status RedisServer::WaitPortsClosed() {
+  // The listening sockets die with the process; poll anyway, so callers can rely on "refused".
+  const absl::Time deadline = absl::Now() + kPortCloseTimeout;
+  for (int port : {port_, tls_port_}) {
+    if (port == 0) continue;
+    while (!ConnectRefused(port)) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("redis-server exited but 127.0.0.1:", port, " still accepts connections"));
+      }
+      absl::SleepFor(kPollInterval);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RedisServer::Crash() {
+  conn_.reset();
+  if (pid_ <= 0) return absl::OkStatus();
+  Kill();
+  return WaitPortsClosed();
 }
 
 absl::Status RedisServer::Restart() {
@@ -404,42 +485,27 @@ absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>&
   if (args.empty()) return absl::InvalidArgumentError("Command(): no arguments");
   if (pid_ <= 0) return absl::FailedPreconditionError("Command(): redis-server is not running");
   const std::string what = absl::StrCat("redis ", port_, " ", args[0]);
-
   if (conn_ == nullptr || conn_->err != 0) {
-    conn_.reset(redisConnectWithTimeout(kHost, port_, absl::ToTimeval(opts_.command_timeout)));
-    if (conn_ == nullptr) return absl::ResourceExhaustedError("hiredis: cannot allocate context");
-    if (conn_->err != 0) {
-      absl::Status status = ContextError(conn_.get(), errno, absl::StrCat(what, ": connect"));
-      conn_.reset();
-      return status;
-    }
-    if (redisSetTimeout(conn_.get(), absl::ToTimeval(opts_.command_timeout)) != REDIS_OK) {
-      conn_.reset();
-      return absl::InternalError(absl::StrCat(what, ": redisSetTimeout failed"));
-    }
+    conn_.reset();
+    ORDERHOLD_ASSIGN_OR_RETURN(
+        ContextPtr c, Connect(port_, "", opts_.admin_password, opts_.command_timeout, what));
+    conn_.reset(c.release());
   }
+  absl::StatusOr<std::string> reply = RunCommand(conn_.get(), args, what);
+  // After an I/O error or timeout a hiredis context is unusable (an error reply leaves it fine).
+  if (conn_->err != 0) conn_.reset();
+  return reply;
+}
 
-  std::vector<const char*> argv;
-  std::vector<size_t> argvlen;
-  for (const std::string& arg : args) {
-    argv.push_back(arg.data());
-    argvlen.push_back(arg.size());
-  }
-  errno = 0;
-  auto* raw = static_cast<redisReply*>(
-      redisCommandArgv(conn_.get(), static_cast<int>(argv.size()), argv.data(), argvlen.data()));
-  if (raw == nullptr) {
-    absl::Status status = ContextError(conn_.get(), errno, what);
-    conn_.reset();  // after an I/O error or timeout a hiredis context is unusable
-    return status;
-  }
-  std::unique_ptr<redisReply, void (*)(void*)> reply(raw, freeReplyObject);
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::InternalError(std::string(reply->str, reply->len));
-  }
-  std::string out;
-  RenderReply(*reply, out);
-  return out;
+absl::StatusOr<std::string> RedisServer::CommandAs(absl::string_view user,
+                                                   absl::string_view password,
+                                                   const std::vector<std::string>& args) {
+  if (args.empty()) return absl::InvalidArgumentError("CommandAs(): no arguments");
+  if (pid_ <= 0) return absl::FailedPreconditionError("CommandAs(): redis-server is not running");
+  const std::string what = absl::StrCat("redis ", port_, " ", args[0]);
+  ORDERHOLD_ASSIGN_OR_RETURN(ContextPtr c,
+                             Connect(port_, user, password, opts_.command_timeout, what));
+  return RunCommand(c.get(), args, what);
 }
 
 }  // namespace orderhold::testing

@@ -15,6 +15,25 @@
 //   ASSERT_TRUE((*redis)->Stop().ok());                     // now connects are refused
 //   ASSERT_TRUE((*redis)->Restart().ok());                  // same port, same dir
 //
+// Topologies. Options turn on what replication, Sentinel and TLS tests need: an admin password
+// (requirepass + masterauth; the fixture's own PING/Command() AUTH with it), ACL users for the code
+// under test, `replicaof`, TLS on a second port, and a Sentinel flavour (`sentinel = true`).
+// SentinelGroup (sentinel_group.h) builds a primary, replicas and three sentinels from them;
+// TlsCerts (tls_certs.h) makes the certificates for `tls`. Crash() is a SIGKILL that keeps the data
+// directory, so Restart() brings the node back from its AOF as after a real crash.
+//
+//   RedisServerOptions o{.appendonly = true, .admin_password = "adminpw",
+//                        .acl_users = {"orderhold on >ohpw ~orderhold:* &* +@all"}};
+//   o.tls = RedisTlsOptions{.cert_file = certs->server_cert(), .key_file = certs->server_key(),
+//                           .ca_cert_file = certs->ca_cert()};
+//   auto redis = RedisServer::Start(o);
+//   config.redis_url = "rediss://orderhold:ohpw@127.0.0.1:" + std::to_string((*redis)->tls_port());
+//
+// Config files. The options above are written to `redis.conf` in the data directory once, at
+// Start(), after `extra_config` (a later line wins). Redis may rewrite that file (Sentinel sends
+// CONFIG REWRITE with every REPLICAOF it orders), and Restart() reads it again, so a node that
+// Sentinel re-pointed restarts as Sentinel left it, as a real deployment would.
+//
 // Process hygiene. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with the test process even
 // if that process crashes. Linux ties that signal to the *thread* that forked, so call Start() and
 // Restart() from a thread that outlives the server (the test's main thread, normally). The
@@ -22,6 +41,8 @@
 //
 // Errors (absl codes):
 //   NOT_FOUND           no redis-server on PATH nor at /usr/bin/redis-server.
+//   INVALID_ARGUMENT    Start() with a malformed `replicaof`, an empty TLS file name or a bad
+//                       `tls.auth_clients`.
 //   UNAVAILABLE         redis-server exited before answering PING (e.g. Restart() found its port
 //                       taken), or Command() could not connect / lost the connection.
 //   DEADLINE_EXCEEDED   PING did not answer within start_timeout; Command() got no reply within
@@ -42,16 +63,37 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 struct redisContext;  // hiredis; kept out of this header.
 
 namespace orderhold::testing {
+
+// TLS for RedisServerOptions::tls (Redis' tls-* settings; see
+// https://redis.io/docs/management/security/encryption/). All paths are PEM files, e.g. from
+// TlsCerts (tls_certs.h).
+struct RedisTlsOptions {
+  // tls-cert-file / tls-key-file: the server's certificate and key. Redis also presents them as its
+  // client certificate when it connects out over TLS (tls-replication).
+  std::string cert_file;
+  std::string key_file;
+  // tls-ca-cert-file: the CA that client certificates (tls-auth-clients) and, for a replica with
+  // `replication`, the primary's certificate must chain to.
+  std::string ca_cert_file;
+  // tls-auth-clients: "yes" (a client certificate is required: mutual TLS), "no" (none asked), or
+  // "optional" (verified when given). The default is "no", unlike Redis' own default "yes".
+  std::string auth_clients = "no";
+  // tls-replication yes: a replica connects to its primary over TLS, so its `replicaof` must name
+  // the primary's tls_port(); a Sentinel then talks TLS to the instances it monitors. Off: plain.
+  bool replication = false;
+};
 
 struct RedisServerOptions {
   // Enable the append-only file (Redis' default appendfsync everysec). Stop() is a graceful
@@ -59,15 +101,39 @@ struct RedisServerOptions {
   // Off (default): no persistence at all (`save ""` too), data dies with the process.
   bool appendonly = false;
   // Extra redis.conf lines, e.g. "maxmemory 1mb\nmaxmemory-policy noeviction". Written to a config
-  // file that redis-server reads first; the fixture's own settings (port, bind, dir, save,
-  // appendonly, daemonize, protected-mode, loglevel) are command-line arguments and override it.
-  // A bad line makes Start() fail with UNAVAILABLE and Redis' message. (The "= {}" keeps GCC 12's
-  // -Wmissing-field-initializers quiet for designated initializers like {.appendonly = true}.)
+  // file that redis-server reads first (after the fixture's one default for data nodes,
+  // `repl-diskless-sync-delay 0`, which saves a replica's first sync Redis' 5 s wait); the
+  // fixture's own settings (port, bind, dir, save, appendonly, daemonize, protected-mode, loglevel)
+  // are command-line arguments and override it. A bad line makes Start() fail with UNAVAILABLE and
+  // Redis' message. (The "= {}" keeps GCC 12's -Wmissing-field-initializers quiet for designated
+  // initializers like {.appendonly = true}.)
   std::string extra_config = {};
   // How long Start() and Restart() wait for PING to answer PONG (AOF loading included).
   absl::Duration start_timeout = absl::Seconds(5);
   // Send and receive timeout of each Command(). A paused server makes Command() fail after this.
   absl::Duration command_timeout = absl::Seconds(2);
+
+  // requirepass and masterauth: the `default` user needs this password, and a replica uses it to
+  // authenticate to its primary. The fixture's own PING and Command() AUTH with it. Empty
+  // (default): no password, as before.
+  std::string admin_password = {};
+  // ACL users for the code under test, one rule list per user without the leading "user", e.g.
+  // "orderhold on >ohpw ~orderhold:* &* +@all". Written as `user ...` lines to the config file
+  // (redis-server's --user on the command line would need each rule as its own argument).
+  std::vector<std::string> acl_users = {};
+  // "host:port" of the primary to replicate (`replicaof host port` in the config file, so a
+  // REPLICAOF that Sentinel orders later survives Restart()). Empty: a primary.
+  std::string replicaof = {};
+  // When set, Redis also listens for TLS on tls_port(), a second free port. The plain port() stays
+  // open and is what the fixture itself uses (hiredis 0.14 has no TLS); point the code under test
+  // at tls_port().
+  std::optional<RedisTlsOptions> tls = {};
+  // Run as Redis Sentinel (`redis-server <conf> --sentinel`) instead of a data node.
+  // `extra_config` then holds the `sentinel ...` directives; `admin_password` becomes the
+  // sentinel's requirepass (clients and the other sentinels AUTH with it); `acl_users` are the
+  // sentinel's own users; `appendonly` and `replicaof` are ignored. The config file must stay
+  // writable: Sentinel rewrites it. Prefer SentinelGroup, which sets all of this up.
+  bool sentinel = false;
 };
 
 class RedisServer {
@@ -86,8 +152,17 @@ class RedisServer {
 
   // The TCP port on 127.0.0.1; fixed for the lifetime of the object (Restart() reuses it).
   int port() const { return port_; }
-  // "redis://127.0.0.1:<port>".
+  // The TLS port on 127.0.0.1 when RedisServerOptions::tls is set, else 0. Fixed like port().
+  int tls_port() const { return tls_port_; }
+  // "redis://127.0.0.1:<port>" (no credentials).
   std::string url() const;
+  // "rediss://127.0.0.1:<tls_port>" (no credentials), or "" without TLS. TlsCerts' server
+  // certificate names both IP:127.0.0.1 and DNS:localhost; a client that checks only DNS names
+  // needs its server name set to "localhost".
+  std::string tls_url() const;
+  // The redis-server process id while running, else -1 (for tests that signal it themselves;
+  // prefer Pause()/Crash()).
+  pid_t pid() const { return pid_; }
   // The data directory (holds appendonlydir/, redis.conf, redis.log). Removed by the destructor.
   const std::string& data_dir() const { return dir_; }
   // True between a successful Start()/Restart() and Stop() (also while paused).
@@ -98,9 +173,16 @@ class RedisServer {
   // Works while paused. Idempotent: OK when already stopped.
   absl::Status Stop();
 
-  // Stop() if running, then starts redis-server again on the same port and data directory and
-  // waits for PING. UNAVAILABLE if the port has been taken meanwhile (no other port is tried).
+  // Stop() if running, then starts redis-server again on the same port(s) and data directory and
+  // waits for PING. UNAVAILABLE if a port has been taken meanwhile (no other port is tried).
   absl::Status Restart();
+
+  // SIGKILL, as a crash or `kill -9`: no shutdown and no final fsync, but the data directory
+  // stays; returns once the process is reaped and connects to its port(s) are refused. Restart()
+  // then brings it back from its AOF, which holds every write Redis answered (Redis writes the AOF
+  // before replying; the everysec fsync matters only when the machine itself crashes). Works while
+  // paused. Idempotent: OK when already stopped.
+  absl::Status Crash();
 
   // SIGSTOP: the process is frozen (confirmed via waitpid) — the kernel still completes TCP
   // connects, but nothing is read or answered, like a hung Redis. Idempotent.
@@ -113,7 +195,14 @@ class RedisServer {
   // errors, and renders the reply: integer -> decimal, string/status -> text, nil -> "(nil)",
   // array -> elements joined by "\n" (nested arrays flattened, error elements as "(error) msg").
   // An error reply -> INTERNAL with Redis' message. Test helper only: one round trip at a time.
+  // With admin_password set, the connection AUTHs with it first.
   absl::StatusOr<std::string> Command(const std::vector<std::string>& args);
+
+  // Like Command() but on a fresh connection that first sends `AUTH user password` (`AUTH
+  // password` when `user` is empty; no AUTH when both are), then is closed. For checking what an
+  // ACL user may do. A rejected AUTH is INTERNAL with Redis' message ("WRONGPASS ...").
+  absl::StatusOr<std::string> CommandAs(absl::string_view user, absl::string_view password,
+                                        const std::vector<std::string>& args);
 
  private:
   struct ContextDeleter {
@@ -131,6 +220,8 @@ class RedisServer {
   absl::Status LaunchAndWait();
   // SIGKILL + reap; no-op when not running.
   void Kill();
+  // After the process is gone: polls until connects to port_ (and tls_port_) are refused.
+  absl::Status WaitPortsClosed();
   // Log output written since the last Launch() (its tail).
   std::string LogSinceLaunch() const;
   std::string config_path() const;
@@ -140,6 +231,7 @@ class RedisServer {
   std::string binary_;
   std::string dir_;
   int port_ = 0;
+  int tls_port_ = 0;  // 0: no TLS
   pid_t pid_ = -1;
   bool paused_ = false;
   long log_offset_ = 0;  // size of redis.log when the current process was launched

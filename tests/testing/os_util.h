@@ -1,0 +1,37 @@
+// The operating-system chores of the test fixtures: finding and running external programs
+// (redis-server, openssl, redis-cli) and private temporary directories.
+#ifndef ORDERHOLD_TESTS_TESTING_OS_UTIL_H_
+#define ORDERHOLD_TESTS_TESTING_OS_UTIL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace orderhold::testing {
+
+// The absolute path of the executable `name`: the first directory of $PATH that has it, else
+// /usr/bin/<name>. NOT_FOUND naming the Debian package to install (`apt_package`) otherwise.
+// Thread-safe.
+absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_view apt_package);
+
+// Runs `argv` (argv[0] looked up with FindExecutable, apt hint = argv[0]) with stdin from
+// /dev/null, waits up to `timeout` and returns its stdout and stderr, interleaved as written.
+// Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND when the program is missing; INTERNAL
+// when it exits non-zero or dies of a signal (the message holds the command line and the output's
+// tail); DEADLINE_EXCEEDED after `timeout` (the program is SIGKILLed). For short-lived programs
+// only: no PR_SET_PDEATHSIG (RedisServer does that for servers). Thread-safe (posix_spawn).
+absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,
+                                       absl::Duration timeout = absl::Seconds(30));
+
+// Creates a fresh, private (0700) directory "$TMPDIR/orderhold-<prefix>-XXXXXX" (/tmp when
+// TMPDIR is unset or empty) and returns its path. Unique even across processes, so tests running
+// in parallel (other ctest jobs, other checkouts) never share one. The caller removes it.
+// INTERNAL if mkdtemp fails. Thread-safe.
+absl::StatusOr<std::string> MakeTempDir(absl::string_view prefix);
+
+}  // namespace orderhold::testing
+
+#endif  // ORDERHOLD_TESTS_TESTING_OS_UTIL_H_
