@@ -63,7 +63,8 @@ struct SentinelOptions {
   // Least time between two re-resolutions asked for by ReportNotPrimary. >= 0.
   absl::Duration min_reresolve_interval = absl::Milliseconds(100);
   // Follow `+switch-master` over pub/sub (the fast path). false: poll only (for sentinels whose
-  // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll).
+  // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll). When
+  // the sentinels refuse SUBSCRIBE the topology polls anyway and asks again every 30 s.
   bool subscribe = true;
   // CLIENT SETNAME of the connections to the sentinels, so that CLIENT LIST on a sentinel shows
   // who they are: "<client_name>-poll" and "<client_name>-subscription". No spaces.
@@ -111,8 +112,12 @@ class SentinelTopology final : public RedisTopology {
   // Asks one sentinel for the master's address: the address, nullopt when it does not know the
   // name, or the error (reusing poll_connection_ when it is to this sentinel).
   absl::StatusOr<std::optional<HostPort>> AskSentinel(const HostPort& sentinel);
-  // SUBSCRIBEs to +switch-master on the first sentinel that accepts; false when none does.
-  bool Subscribe();
+  // SUBSCRIBEs to +switch-master on the first sentinel that accepts. Else PERMISSION_DENIED when
+  // a sentinel refused SUBSCRIBE (its ACL), UNAVAILABLE when none could be asked.
+  absl::Status Subscribe();
+  // How long to wait before subscribing again after `failure`: poll_interval, or 30 s after a
+  // refusal (it will not go away soon; polling goes on meanwhile).
+  absl::Duration SubscribeRetry(const absl::Status& failure) const;
   // PINGs the subscription and handles every message that came before the PONG; drops the
   // subscription (false) when it fails. The PING bounds how long a dead subscription goes unseen
   // (RedisConnection::Read breaks the connection on a timeout, so it cannot just wait in slices).
