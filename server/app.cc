@@ -12,8 +12,63 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/store/noop_hold_store.h"
+#include "server/store/redis_topology.h"
+#include "server/store/sentinel_topology.h"
 
 namespace orderhold {
+namespace {
+
+metrics::RedisReconnectReason ToMetric(store::ReconnectReason reason) {
+  switch (reason) {
+    case store::ReconnectReason::kIoError:
+      return metrics::RedisReconnectReason::kIoError;
+    case store::ReconnectReason::kPeerClosed:
+      return metrics::RedisReconnectReason::kPeerClosed;
+    case store::ReconnectReason::kNotPrimary:
+      return metrics::RedisReconnectReason::kNotPrimary;
+    case store::ReconnectReason::kFailover:
+      return metrics::RedisReconnectReason::kFailover;
+  }
+  return metrics::RedisReconnectReason::kIoError;
+}
+
+// Fills in how `client` finds and talks to Redis: TLS for rediss://, the topology of
+// --redis_mode (standalone: the URL's host; sentinel: its hosts are the sentinels), WAIT, and the
+// reconnect and failover metrics. `client.endpoint` is the parsed --redis_url.
+absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
+                          store::RedisClientOptions& client) {
+  if (client.endpoint.tls) {
+    ORDERHOLD_ASSIGN_OR_RETURN(client.tls, store::TlsContext::Create(config.redis_tls));
+  }
+  switch (config.redis_mode) {
+    case RedisMode::kStandalone:
+      client.topology = std::make_shared<store::StandaloneTopology>(client.endpoint.hosts.front());
+      break;
+    case RedisMode::kSentinel: {
+      store::SentinelOptions sentinel;
+      sentinel.sentinels = client.endpoint.hosts;
+      sentinel.master_name = config.redis_sentinel_master;
+      sentinel.username = config.redis_sentinel_username;
+      sentinel.password = config.redis_sentinel_password;
+      sentinel.tls = client.tls;
+      sentinel.failovers = &metrics.redis_failovers();
+      ORDERHOLD_ASSIGN_OR_RETURN(client.topology,
+                                 store::SentinelTopology::Create(std::move(sentinel)));
+      break;
+    }
+    case RedisMode::kCluster:
+      return absl::InvalidArgumentError(
+          "redis_mode: cluster is not supported yet (Redis Cluster support comes with issue 12)");
+  }
+  client.wait_replicas = config.redis_wait_replicas;
+  client.wait_timeout = config.redis_wait_timeout;
+  client.on_reconnect = [&metrics](store::ReconnectReason reason) {
+    metrics.redis_reconnects(ToMetric(reason)).Increment();
+  };
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                 prometheus::Registry& registry) {
@@ -29,6 +84,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     store::RedisHoldStoreOptions store_options;
     ORDERHOLD_ASSIGN_OR_RETURN(store_options.client.endpoint,
                                store::ParseRedisUrl(config.redis_url));
+    ORDERHOLD_RETURN_IF_ERROR(ConnectRedis(config, *app->metrics_, store_options.client));
     store_options.client.connections = config.redis_connections;
     store_options.client.command_timeout = config.redis_timeout;
     store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -25,7 +26,30 @@ ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Prometheus /metrics listen address (host:port).");
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
-          "Redis: redis://[[user]:password@]host[:port][/db].");
+          "Redis: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]. rediss is TLS; "
+          "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
+          "(--redis_mode=sentinel). IPv6 in brackets: [::1]:6379.");
+ABSL_FLAG(std::string, redis_mode, "standalone",
+          "standalone (the URL's one host), or sentinel (the URL lists the sentinels; see "
+          "--redis_sentinel_master). cluster is not supported yet.");
+ABSL_FLAG(std::string, redis_sentinel_master, "",
+          "Sentinel mode: the name of the monitored master (required there).");
+ABSL_FLAG(std::string, redis_sentinel_username, "",
+          "Sentinel mode: ACL user for the sentinels themselves (needs "
+          "--redis_sentinel_password).");
+ABSL_FLAG(std::string, redis_sentinel_password, "",
+          "Sentinel mode: password for the sentinels themselves; empty: no AUTH. Prefer "
+          "ORDERHOLD_REDIS_SENTINEL_PASSWORD (a command line is visible to ps).");
+ABSL_FLAG(std::string, redis_tls_ca_file, "",
+          "rediss://: PEM file of the CAs that sign Redis' certificate; empty: the system's CAs.");
+ABSL_FLAG(std::string, redis_tls_cert_file, "",
+          "rediss://: PEM client certificate for Redis' tls-auth-clients (with "
+          "--redis_tls_key_file).");
+ABSL_FLAG(std::string, redis_tls_key_file, "",
+          "rediss://: PEM private key of --redis_tls_cert_file.");
+ABSL_FLAG(std::string, redis_tls_server_name, "",
+          "rediss://: the name Redis' certificate must carry (and SNI); empty: the host "
+          "connected to.");
 ABSL_FLAG(int, max_holds, 3, "Max live (unpaid, unexpired) holds per user.");
 ABSL_FLAG(absl::Duration, default_ttl, absl::Minutes(30),
           "Hold lifetime when a request gives none.");
@@ -36,6 +60,12 @@ ABSL_FLAG(std::string, key_prefix, "orderhold", "Prefix of every Redis key.");
 ABSL_FLAG(int, redis_connections, 4, "Redis connections (one I/O thread each).");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "Bound on one Redis round trip; a call fails UNAVAILABLE after it.");
+ABSL_FLAG(int, redis_wait_replicas, 0,
+          "When > 0, writes are followed by WAIT: a write is answered OK only once this many "
+          "replicas acknowledged it, else UNAVAILABLE (not yet replicated). 0-16.");
+ABSL_FLAG(absl::Duration, redis_wait_timeout, absl::Milliseconds(500),
+          "How long WAIT waits for --redis_wait_replicas acknowledgements (>= 1ms; a round trip "
+          "with WAIT is bounded by --redis_timeout plus this).");
 ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
           "How often Redis is pinged to report gRPC health.");
 ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
@@ -148,6 +178,9 @@ std::string DescribeRedisUrl(const std::string& url) {
   return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
 }
 
+// Set or not is all a log may say of a secret.
+std::string MaskSecret(const std::string& secret) { return secret.empty() ? "" : "****"; }
+
 absl::Duration DefaultReaperLease(const Config& config) {
   return kReaperLeaseIntervals * config.reap_interval;
 }
@@ -160,6 +193,17 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_grpc_address, &Config::grpc_address),
       Field(FLAGS_metrics_address, &Config::metrics_address),
       DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
+      OneOf(FLAGS_redis_mode, &Config::redis_mode,
+            {{"standalone", RedisMode::kStandalone},
+             {"sentinel", RedisMode::kSentinel},
+             {"cluster", RedisMode::kCluster}}),
+      Field(FLAGS_redis_sentinel_master, &Config::redis_sentinel_master),
+      Field(FLAGS_redis_sentinel_username, &Config::redis_sentinel_username),
+      DescribedField(FLAGS_redis_sentinel_password, &MaskSecret, &Config::redis_sentinel_password),
+      Field(FLAGS_redis_tls_ca_file, &Config::redis_tls, &store::RedisTlsOptions::ca_file),
+      Field(FLAGS_redis_tls_cert_file, &Config::redis_tls, &store::RedisTlsOptions::cert_file),
+      Field(FLAGS_redis_tls_key_file, &Config::redis_tls, &store::RedisTlsOptions::key_file),
+      Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &store::RedisTlsOptions::server_name),
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
@@ -167,6 +211,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_key_prefix, &Config::key_prefix),
       Field(FLAGS_redis_connections, &Config::redis_connections),
       Field(FLAGS_redis_timeout, &Config::redis_timeout),
+      Field(FLAGS_redis_wait_replicas, &Config::redis_wait_replicas),
+      Field(FLAGS_redis_wait_timeout, &Config::redis_wait_timeout),
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
@@ -180,12 +226,86 @@ const std::vector<Setting>& Settings() {
   return *settings;
 }
 
+// INVALID_ARGUMENT "<flag>: <why>" for the first of `flags` (name, value) whose value is not
+// empty. The value is not quoted (it may be a password).
+absl::Status RefuseIfGiven(
+    std::initializer_list<std::pair<absl::string_view, const std::string*>> flags,
+    absl::string_view why) {
+  for (const auto& [flag, value] : flags) {
+    if (!value->empty()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", why));
+  }
+  return absl::OkStatus();
+}
+
+// The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
+// a value: the URL and the sentinel password are secrets, and the rest is no help there.
+absl::Status ValidateRedis(const Config& config) {
+  ORDERHOLD_ASSIGN_OR_RETURN(const store::RedisEndpoint endpoint,
+                             store::ParseRedisUrl(config.redis_url));
+  switch (config.redis_mode) {
+    case RedisMode::kCluster:
+      return absl::InvalidArgumentError(
+          "redis_mode: cluster is not supported yet; it comes with Redis Cluster support "
+          "(issue 12)");
+    case RedisMode::kSentinel:
+      if (config.redis_sentinel_master.empty()) {
+        return absl::InvalidArgumentError(
+            "redis_sentinel_master: required with --redis_mode=sentinel (the name the sentinels "
+            "monitor the primary under)");
+      }
+      break;
+    case RedisMode::kStandalone:
+      if (endpoint.hosts.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("redis_url: lists ", endpoint.hosts.size(),
+                         " hosts but --redis_mode=standalone takes one (a list of sentinels needs "
+                         "--redis_mode=sentinel)"));
+      }
+      ORDERHOLD_RETURN_IF_ERROR(
+          RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
+                         {"redis_sentinel_username", &config.redis_sentinel_username},
+                         {"redis_sentinel_password", &config.redis_sentinel_password}},
+                        "only used with --redis_mode=sentinel (is --redis_mode missing?)"));
+      break;
+  }
+  if (!config.redis_sentinel_username.empty() && config.redis_sentinel_password.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_sentinel_username: needs --redis_sentinel_password (AUTH takes both)");
+  }
+  const store::RedisTlsOptions& tls = config.redis_tls;
+  if (!endpoint.tls) {
+    ORDERHOLD_RETURN_IF_ERROR(RefuseIfGiven({{"redis_tls_ca_file", &tls.ca_file},
+                                             {"redis_tls_cert_file", &tls.cert_file},
+                                             {"redis_tls_key_file", &tls.key_file},
+                                             {"redis_tls_server_name", &tls.server_name}},
+                                            "TLS settings need a rediss:// redis_url"));
+  }
+  if (!tls.cert_file.empty() && tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_tls_cert_file: needs --redis_tls_key_file (the certificate's private key)");
+  }
+  if (tls.cert_file.empty() && !tls.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_tls_key_file: needs --redis_tls_cert_file (the key's certificate)");
+  }
+  if (config.redis_wait_replicas < 0 || config.redis_wait_replicas > kMaxRedisWaitReplicas) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("redis_wait_replicas: must be 0-", kMaxRedisWaitReplicas));
+  }
+  // WAIT takes whole milliseconds (the client truncates) and 0 means "forever".
+  if (config.redis_wait_replicas > 0 && config.redis_wait_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(
+        "redis_wait_timeout: must be >= 1ms when redis_wait_replicas > 0");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
-  ORDERHOLD_RETURN_IF_ERROR(store::ParseRedisUrl(config.redis_url).status());
+  ORDERHOLD_RETURN_IF_ERROR(ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {

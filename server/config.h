@@ -10,6 +10,7 @@
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
 #include "server/store/hold_store.h"
+#include "server/store/redis_connection.h"
 
 namespace orderhold {
 
@@ -21,17 +22,49 @@ inline constexpr int kReaperLeaseIntervals = 3;
 // Where holds live. kNoop is for benchmarking only (see store/noop_hold_store.h).
 enum class StoreKind { kRedis, kNoop };
 
+// How the Redis deployment is found (--redis_mode). Here rather than in store/: it selects which
+// topology App builds (store::StandaloneTopology or store::SentinelTopology); the store's own
+// types take the resolved options, not the mode.
+enum class RedisMode {
+  kStandalone,  // "standalone": one node at the URL's one host (DNS re-resolved on reconnect)
+  kSentinel,    // "sentinel": the URL lists the sentinels; the primary is asked of them
+  kCluster,     // "cluster": refused by ValidateConfig until Redis Cluster support (issue 12)
+};
+
+// Upper bound of --redis_wait_replicas: far more replicas than a deployment of this service has
+// (two is the recommendation), so a larger number is a typo; WAIT for more replicas than exist
+// runs out its timeout on every write.
+inline constexpr int kMaxRedisWaitReplicas = 16;
+
 // Every setting of orderhold-server with its default (the flags' defaults). Tests build one
 // directly; main gets one from ConfigFromFlags.
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics
   std::string redis_url = "redis://127.0.0.1:6379";
-  domain::HoldPolicy policy;  // --max_holds, --default_ttl, --max_ttl
+  RedisMode redis_mode = RedisMode::kStandalone;
+  // Sentinel mode only: the monitored master's name, and the sentinels' own ACL credentials
+  // (empty: no AUTH to the sentinels; the URL's credentials are the data nodes').
+  std::string redis_sentinel_master;
+  std::string redis_sentinel_username;
+  std::string redis_sentinel_password;  // shown as **** by DescribeConfig
+  store::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
+  domain::HoldPolicy policy;            // --max_holds, --default_ttl, --max_ttl
   absl::Duration reap_interval = absl::Seconds(1);
   std::string key_prefix = "orderhold";
   int redis_connections = 4;                        // pool size, one I/O thread each
   absl::Duration redis_timeout = absl::Seconds(1);  // bound on one Redis round trip
+  // When > 0, every batch that ran a writing script is followed by WAIT redis_wait_replicas
+  // redis_wait_timeout, and a write counts as done only if that many replicas acknowledged it.
+  int redis_wait_replicas = 0;
+  // WAIT's timeout, sent in whole milliseconds (ignored when redis_wait_replicas is 0); a round
+  // trip with WAIT is bounded by redis_timeout plus this. 500ms: a healthy replica acknowledges
+  // within about one network round trip (WAIT makes the primary send REPLCONF GETACK at once,
+  // redis src/replication.c), so this only runs out when a replica is down or far behind; then a
+  // write fails UNAVAILABLE ("not yet replicated") after half a second, early enough for a caller
+  // to retry within a deadline of a few seconds, while a replica's short stall (a fork, an fsync)
+  // does not fail writes.
+  absl::Duration redis_wait_timeout = absl::Milliseconds(500);
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
@@ -45,14 +78,25 @@ struct Config {
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
 // redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
-// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval). The message never
-// contains the Redis password.
+// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval) or the Redis settings
+// do not fit together:
+// - redis_mode cluster: not supported yet (Redis Cluster support comes with issue 12);
+// - standalone with more than one host in redis_url (a host list is sentinel mode's);
+// - sentinel without redis_sentinel_master; redis_sentinel_master, _username or _password given
+//   in standalone mode (refused rather than ignored: it means --redis_mode=sentinel was
+//   forgotten); redis_sentinel_username without redis_sentinel_password (AUTH needs both);
+// - any redis_tls_* given while redis_url is not rediss://; a client certificate without its key
+//   or a key without its certificate (the files themselves are read by store::TlsContext);
+// - redis_wait_replicas outside 0..kMaxRedisWaitReplicas; with redis_wait_replicas > 0,
+//   redis_wait_timeout below 1ms (WAIT takes whole milliseconds, and WAIT N 0 blocks forever).
+// The message never contains a password (the URL's or the sentinels').
 absl::Status ValidateConfig(const Config& config);
 
 // Sets every flag of the server whose environment variable ORDERHOLD_<NAME> is set (e.g.
 // ORDERHOLD_MAX_HOLDS=5). Call before absl::ParseCommandLine so the command line wins.
 // INVALID_ARGUMENT naming the variable when its value does not parse (absl's message, which
-// quotes the value: string flags such as redis_url always parse, so it never quotes a password).
+// quotes the value: string flags such as redis_url and redis_sentinel_password always parse, so
+// it never quotes a password).
 absl::Status ApplyEnvironmentFallbacks();
 
 // True when the command line asks for absl's usage output (--help, --helpfull, --helpon=..., with
@@ -62,13 +106,14 @@ absl::Status ApplyEnvironmentFallbacks();
 bool AsksForUsage(int argc, const char* const* argv);
 
 // The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
-// naming --store when it is neither redis nor noop. --reaper_lease unset (or empty) is
-// kReaperLeaseIntervals x --reap_interval. No message contains the Redis password.
+// naming --store or --redis_mode when it is not one of its words. --reaper_lease unset (or empty)
+// is kReaperLeaseIntervals x --reap_interval. No message contains a password.
 absl::StatusOr<Config> ConfigFromFlags();
 
 // One line "grpc_address=... redis_url=redis://:****@host... store=redis": every server flag as
-// name=value, in the order config.cc defines them, with the Redis password masked (an unparseable
-// redis_url shows as "(invalid)").
+// name=value, in the order config.cc defines them, with the passwords masked: the URL's (an
+// unparseable redis_url shows as "(invalid)") and redis_sentinel_password ("****" when set, empty
+// when not).
 std::string DescribeConfig(const Config& config);
 
 }  // namespace orderhold

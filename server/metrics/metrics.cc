@@ -1,5 +1,7 @@
 #include "server/metrics/metrics.h"
 
+#include <array>
+#include <cstddef>
 #include <string>
 
 namespace orderhold::metrics {
@@ -13,6 +15,8 @@ using prometheus::Histogram;
 const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded", "invalid_argument",
                                                       "unavailable",    "deadline_exceeded",
                                                       "other",          "already_ended"};
+const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
+                                                                       "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {
     "PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents"};
 
@@ -24,6 +28,16 @@ prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name
 prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& name,
                              const std::string& help) {
   return BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+// A counter family `name`{reason} with one child per entry of `reasons`, created now so that
+// each exports 0 from the start; `children[i]` is the child of reasons[i].
+template <size_t N>
+void CountersByReason(prometheus::Registry& registry, const std::string& name,
+                      const std::string& help, const char* const (&reasons)[N],
+                      std::array<prometheus::Counter*, N>& children) {
+  auto& family = BuildCounter().Name(name).Help(help).Register(registry);
+  for (size_t i = 0; i < N; ++i) children[i] = &family.Add({{"reason", reasons[i]}});
 }
 
 }  // namespace
@@ -59,6 +73,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                                      "Index partitions this replica reaps.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
+      redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",
+                               "Changes of the Redis primary's address seen (Sentinel: a "
+                               "+switch-master event or a poll finding another primary; the first "
+                               "primary found at start does not count).")),
       // 1 ms .. 60 s, fine around one second: the lag objective is p99 <= 1.2 s.
       reaper_lag_(
           BuildHistogram()
@@ -91,13 +109,15 @@ Metrics::Metrics(prometheus::Registry& registry)
                                      "error.")
                                .Register(registry)
                                .Add({})) {
-  auto& rejected = BuildCounter()
-                       .Name("orderhold_holds_rejected_total")
-                       .Help("PlaceHold calls that did not yield a hold, by reason.")
-                       .Register(registry);
-  for (int i = 0; i < kRejectReasonCount; ++i) {
-    rejected_[i] = &rejected.Add({{"reason", kReasonNames[i]}});
-  }
+  CountersByReason(registry, "orderhold_holds_rejected_total",
+                   "PlaceHold calls that did not yield a hold, by reason.", kReasonNames,
+                   rejected_);
+  CountersByReason(registry, "orderhold_redis_reconnects_total",
+                   "Redis connections dropped to be made again, by reason: io_error (a write or "
+                   "read failed or timed out), peer_closed (Redis closed it while idle), "
+                   "not_primary (READONLY or MASTERDOWN), failover (it went to a primary since "
+                   "replaced).",
+                   kReconnectReasonNames, redis_reconnects_);
   auto& requests = BuildCounter()
                        .Name("orderhold_grpc_requests_total")
                        .Help("Finished OrderHold gRPC calls, by method and status code.")

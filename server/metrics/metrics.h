@@ -39,6 +39,17 @@ enum class Method { kPlaceHold, kPay, kListHolds, kCancelHold, kWatchHoldEvents,
 inline constexpr int kMethodCount = 6;
 inline constexpr int kStatusCodeCount = 17;  // gRPC/absl codes 0 (OK) .. 16 (UNAUTHENTICATED)
 
+// Label `reason` of orderhold_redis_reconnects_total: why a Redis connection was dropped to be
+// made again. One to one with store::ReconnectReason (metrics does not depend on the store, so
+// App maps one onto the other).
+enum class RedisReconnectReason {
+  kIoError,     // "io_error": a write or read failed or timed out (its batch's outcome is unknown)
+  kPeerClosed,  // "peer_closed": Redis closed it while idle (restart, CLIENT KILL, idle timeout)
+  kNotPrimary,  // "not_primary": READONLY or MASTERDOWN, the node is no longer the primary
+  kFailover,    // "failover": the primary changed; the connection went to the old one
+};
+inline constexpr int kRedisReconnectReasonCount = 4;
+
 class Metrics {
  public:
   // Registers every family on `registry`, which must outlive this object.
@@ -79,6 +90,16 @@ class Metrics {
   prometheus::Gauge& reaper_owned_partitions() { return reaper_owned_partitions_; }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
+  // orderhold_redis_failovers_total: changes of the Redis primary's address this replica saw
+  // (Sentinel mode: a +switch-master event or a poll that found another primary; finding the
+  // first primary at start is not one). Standalone mode follows a moved DNS name without
+  // knowing, so it counts none there; its reconnects show.
+  prometheus::Counter& redis_failovers() { return redis_failovers_; }
+  // orderhold_redis_reconnects_total{reason}: Redis connections dropped to be made again, by
+  // why (every reason is exported from the start, at 0).
+  prometheus::Counter& redis_reconnects(RedisReconnectReason reason) {
+    return *redis_reconnects_[static_cast<int>(reason)];
+  }
   // orderhold_reaper_lag_seconds: per reaped hold, reap time minus expire time (Redis clock).
   prometheus::Histogram& reaper_lag() { return reaper_lag_; }
   // orderhold_reaper_tick_duration_seconds: wall time of one reaper tick (host clock).
@@ -114,12 +135,14 @@ class Metrics {
   prometheus::Gauge& reaper_backlog_;
   prometheus::Gauge& reaper_owned_partitions_;
   prometheus::Counter& redis_errors_;
+  prometheus::Counter& redis_failovers_;
   prometheus::Histogram& reaper_lag_;
   prometheus::Histogram& reaper_tick_duration_;
   prometheus::Histogram& reaper_tick_redis_time_;
   prometheus::Gauge& reaper_calls_in_flight_;
   prometheus::Gauge& reaper_last_success_;
   std::array<prometheus::Counter*, kRejectReasonCount> rejected_{};
+  std::array<prometheus::Counter*, kRedisReconnectReasonCount> redis_reconnects_{};
   std::array<std::array<prometheus::Counter*, kStatusCodeCount>, kMethodCount> requests_{};
   std::array<prometheus::Histogram*, kMethodCount> request_duration_{};
 };

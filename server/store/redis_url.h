@@ -1,8 +1,10 @@
 // Parsing of --redis_url: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]
 // (the schemes of https://www.iana.org/assignments/uri-schemes/prov/redis and .../rediss; rediss
 // is TLS). The host part may list several host:port, comma separated, as libpq and MongoDB
-// connection strings do: the sentinels in sentinel mode, the seed nodes in cluster mode. User and
-// password (the data nodes' ACL credentials) may be percent-encoded.
+// connection strings do: the sentinels in sentinel mode, the seed nodes in cluster mode. An IPv6
+// literal is written in brackets, as in any URL (RFC 3986 section 3.2.2): "[::1]:6380". User and
+// password (the data nodes' ACL credentials) may be percent-encoded; a lone credential before the
+// "@" ("redis://secret@host") is the password, as Redis' own clients read it.
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_URL_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_URL_H_
 
@@ -26,20 +28,25 @@ struct HostPort {
 
 // Where and as whom to connect, parsed from a redis:// or rediss:// URL.
 struct RedisEndpoint {
-  // The URL's hosts in order (at least one; port 6379 when not given).
+  // The URL's hosts in order (at least one, no two equal; port 6379 when not given).
   std::vector<HostPort> hosts = {HostPort{}};
   bool tls = false;      // rediss://
   std::string user;      // empty: AUTH with the password only (or no AUTH)
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECTed on connect when not 0
 
-  // The URL with the password replaced by "****", for logs ("redis://app:****@redis.local:6380/2").
+  // The URL with the password replaced by "****", for logs: the scheme, every host in order and
+  // the database ("rediss://app:****@a:1,[::1]:2/0"). The user is percent-encoded where a URL
+  // needs it, so the result parses back to the same endpoint (but for the password).
   std::string MaskedUrl() const;
 };
 
-// Parses `url`. INVALID_ARGUMENT naming the part that is wrong (scheme, %-escape in the user or the
-// password, port 1-65535, database >= 0, host) without quoting any of the URL, so the message is
-// safe to print whatever the URL holds. Thread-safe.
+// Parses `url`. INVALID_ARGUMENT naming the part that is wrong — the scheme (redis:// or
+// rediss://), a %-escape in the user or the password, a port (1-65535), the database (integer >=
+// 0), a missing host, an empty element of the host list ("h1,,h2"), a repeated host, an IPv6
+// address not in brackets or not valid in them — and, when the URL lists several hosts, which one
+// ("host 2"); the message never quotes any of the URL, so it is safe to print whatever the URL
+// holds. Thread-safe.
 absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url);
 
 }  // namespace orderhold::store

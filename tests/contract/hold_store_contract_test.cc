@@ -1,10 +1,12 @@
 // One contract, two stores: every case runs against FakeHoldStore and against RedisHoldStore on a
 // real redis-server (started on a free port for this suite). Time is passed explicitly
 // (CallOptions::now), so expiry is decided without sleeping and both stores see the same instants.
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/store/event_log.h"
@@ -42,6 +44,26 @@ class FakeFactory : public StoreFactory {
   orderhold::testing::FakeClock clock_;
 };
 
+// Creates the app user of deploy/redis/orderhold.acl (README "Redis settings"), with its key
+// pattern widened to the suite's prefixes ("contract1:...") and the password "contract-pw".
+absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {
+  std::ifstream file(ORDERHOLD_APP_ACL_FILE);
+  std::string line;
+  if (!std::getline(file, line)) return absl::NotFoundError(ORDERHOLD_APP_ACL_FILE);
+  std::vector<std::string> args = {"ACL", "SETUSER"};
+  bool first = true;
+  for (absl::string_view rule : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+    if (first && rule == "user") {
+      first = false;
+      continue;
+    }
+    if (rule == ">CHANGE-ME") rule = ">contract-pw";
+    if (rule == "~orderhold:*") rule = "~contract*";
+    args.emplace_back(rule);
+  }
+  return redis.Command(args).status();
+}
+
 class RedisFactory : public StoreFactory {
  public:
   std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
@@ -50,9 +72,14 @@ class RedisFactory : public StoreFactory {
       EXPECT_TRUE(redis.ok()) << redis.status();
       if (!redis.ok()) return nullptr;
       redis_ = std::move(*redis);
+      const absl::Status acl = AddAppUser(*redis_);
+      EXPECT_TRUE(acl.ok()) << acl;
     }
     RedisHoldStoreOptions options;
     options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+    // As the app user of deploy/redis/orderhold.acl: the suite proves that ACL is enough.
+    options.client.endpoint.user = "orderhold";
+    options.client.endpoint.password = "contract-pw";
     options.key_prefix = absl::StrCat("contract", ++tests_);  // isolates tests sharing the server
     options.outcomes = outcomes;
     auto store = RedisHoldStore::Create(std::move(options));

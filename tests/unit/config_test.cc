@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/declare.h"
@@ -25,12 +26,15 @@ ABSL_DECLARE_FLAG(std::string, store);
 ABSL_DECLARE_FLAG(std::string, redis_url);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
+ABSL_DECLARE_FLAG(std::string, redis_mode);
+ABSL_DECLARE_FLAG(std::string, redis_sentinel_master);
 
 namespace orderhold {
 namespace {
 
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
@@ -114,8 +118,11 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(DescribeConfig(*config),
             "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 "
-            "redis_url=redis://127.0.0.1:6379/0 max_holds=3 default_ttl=30m max_ttl=24h "
-            "reap_interval=1s key_prefix=orderhold redis_connections=4 redis_timeout=1s "
+            "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
+            "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
+            "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
+            "default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
+            "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
             "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
             "event_ack_timeout=30s event_retention=24h reaper_lease=3s store=redis");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
@@ -137,7 +144,7 @@ std::string EnvironmentVariable(absl::string_view flag) {
 
 TEST(ConfigTest, DescribeConfigListsEveryFlag) {
   const std::vector<absl::CommandLineFlag*> flags = ServerFlags();
-  ASSERT_GE(flags.size(), 17u);
+  ASSERT_GE(flags.size(), 27u);
   const std::string described = absl::StrCat(" ", DescribeConfig(Config{}));
   for (const absl::CommandLineFlag* flag : flags) {
     EXPECT_THAT(described, HasSubstr(absl::StrCat(" ", flag->Name(), "="))) << flag->Name();
@@ -151,8 +158,19 @@ struct Sample {
   std::string value;
   std::string described;                      // "name=..." in DescribeConfig
   std::function<bool(const Config&)> landed;  // the value is in its Config field
-  std::string also_described = "";            // another token the value changes, if any
+  // Other tokens that change: through the value (reap_interval moves reaper_lease) or through
+  // `with`.
+  std::vector<std::string> also_described = {};
+  // Other flags (name, value) the value needs to be valid, set through their variables too
+  // (--redis_sentinel_master needs --redis_mode=sentinel).
+  std::vector<std::pair<std::string, std::string>> with = {};
 };
+
+// The flags sentinel mode needs.
+const std::vector<std::pair<std::string, std::string>> kSentinelMode = {
+    {"redis_mode", "sentinel"}, {"redis_sentinel_master", "mymaster"}};
+const std::vector<std::string> kSentinelModeDescribed = {"redis_mode=sentinel",
+                                                         "redis_sentinel_master=mymaster"};
 
 const std::vector<Sample>& Samples() {
   static const auto* const samples = new std::vector<Sample>{
@@ -162,18 +180,72 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.metrics_address == "127.0.0.1:2"; }},
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
        [](const Config& c) { return c.redis_url == "redis://u:hunter2@h:7/3"; }},
+      {"redis_mode",
+       "sentinel",
+       "redis_mode=sentinel",
+       [](const Config& c) { return c.redis_mode == RedisMode::kSentinel; },
+       {"redis_sentinel_master=m"},
+       {{"redis_sentinel_master", "m"}}},
+      {"redis_sentinel_master",
+       "mymaster",
+       "redis_sentinel_master=mymaster",
+       [](const Config& c) { return c.redis_sentinel_master == "mymaster"; },
+       {"redis_mode=sentinel"},
+       {{"redis_mode", "sentinel"}}},
+      {"redis_sentinel_username",
+       "watcher",
+       "redis_sentinel_username=watcher",
+       [](const Config& c) { return c.redis_sentinel_username == "watcher"; },
+       {"redis_mode=sentinel", "redis_sentinel_master=mymaster", "redis_sentinel_password=****"},
+       {{"redis_mode", "sentinel"},
+        {"redis_sentinel_master", "mymaster"},
+        {"redis_sentinel_password", "hunter2"}}},
+      {"redis_sentinel_password", "hunter2", "redis_sentinel_password=****",
+       [](const Config& c) { return c.redis_sentinel_password == "hunter2"; },
+       kSentinelModeDescribed, kSentinelMode},
+      {"redis_tls_ca_file",
+       "/etc/redis/ca.pem",
+       "redis_tls_ca_file=/etc/redis/ca.pem",
+       [](const Config& c) { return c.redis_tls.ca_file == "/etc/redis/ca.pem"; },
+       {"redis_url=rediss://h:6379/0"},
+       {{"redis_url", "rediss://h"}}},
+      {"redis_tls_cert_file",
+       "/c.pem",
+       "redis_tls_cert_file=/c.pem",
+       [](const Config& c) { return c.redis_tls.cert_file == "/c.pem"; },
+       {"redis_url=rediss://h:6379/0", "redis_tls_key_file=/k.pem"},
+       {{"redis_url", "rediss://h"}, {"redis_tls_key_file", "/k.pem"}}},
+      {"redis_tls_key_file",
+       "/k.pem",
+       "redis_tls_key_file=/k.pem",
+       [](const Config& c) { return c.redis_tls.key_file == "/k.pem"; },
+       {"redis_url=rediss://h:6379/0", "redis_tls_cert_file=/c.pem"},
+       {{"redis_url", "rediss://h"}, {"redis_tls_cert_file", "/c.pem"}}},
+      {"redis_tls_server_name",
+       "redis.example",
+       "redis_tls_server_name=redis.example",
+       [](const Config& c) { return c.redis_tls.server_name == "redis.example"; },
+       {"redis_url=rediss://10.0.0.1:6379/0"},
+       {{"redis_url", "rediss://10.0.0.1"}}},
       {"max_holds", "5", "max_holds=5", [](const Config& c) { return c.policy.max_holds == 5; }},
       {"default_ttl", "45s", "default_ttl=45s",
        [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},
       {"max_ttl", "2h", "max_ttl=2h",
        [](const Config& c) { return c.policy.max_ttl == absl::Hours(2); }},
-      {"reap_interval", "2s", "reap_interval=2s",
-       [](const Config& c) { return c.reap_interval == absl::Seconds(2); }, "reaper_lease=6s"},
+      {"reap_interval",
+       "2s",
+       "reap_interval=2s",
+       [](const Config& c) { return c.reap_interval == absl::Seconds(2); },
+       {"reaper_lease=6s"}},
       {"key_prefix", "oh", "key_prefix=oh", [](const Config& c) { return c.key_prefix == "oh"; }},
       {"redis_connections", "8", "redis_connections=8",
        [](const Config& c) { return c.redis_connections == 8; }},
       {"redis_timeout", "250ms", "redis_timeout=250ms",
        [](const Config& c) { return c.redis_timeout == absl::Milliseconds(250); }},
+      {"redis_wait_replicas", "2", "redis_wait_replicas=2",
+       [](const Config& c) { return c.redis_wait_replicas == 2; }},
+      {"redis_wait_timeout", "200ms", "redis_wait_timeout=200ms",
+       [](const Config& c) { return c.redis_wait_timeout == absl::Milliseconds(200); }},
       {"health_check_interval", "5s", "health_check_interval=5s",
        [](const Config& c) { return c.health_check_interval == absl::Seconds(5); }},
       {"outcome_retention", "1h", "outcome_retention=1h",
@@ -200,7 +272,7 @@ const Sample* SampleOf(absl::string_view flag) {
 
 TEST(ConfigTest, EveryFlagHasAnEnvironmentFallback) {
   const std::vector<absl::CommandLineFlag*> flags = ServerFlags();
-  ASSERT_GE(flags.size(), 17u);
+  ASSERT_GE(flags.size(), 27u);
   EXPECT_EQ(flags.size(), Samples().size());
   for (absl::CommandLineFlag* flag : flags) {
     const Sample* sample = SampleOf(flag->Name());
@@ -221,17 +293,22 @@ TEST(ConfigTest, EachFlagLandsInItsFieldAndDescription) {
   for (const Sample& sample : Samples()) {
     absl::FlagSaver restore_flags;
     const std::string variable = EnvironmentVariable(sample.flag);
-    setenv(variable.c_str(), sample.value.c_str(), 1);
+    std::vector<std::pair<std::string, std::string>> settings = sample.with;
+    settings.emplace_back(sample.flag, sample.value);
+    for (const auto& [flag, value] : settings) {
+      setenv(EnvironmentVariable(flag).c_str(), value.c_str(), 1);
+    }
     ASSERT_THAT(ApplyEnvironmentFallbacks(), IsOk()) << variable;
-    unsetenv(variable.c_str());
+    for (const auto& [flag, value] : settings) unsetenv(EnvironmentVariable(flag).c_str());
     auto config = ConfigFromFlags();
     ASSERT_THAT(config, IsOk()) << variable;
     EXPECT_TRUE(sample.landed(*config)) << variable;
+    std::vector<std::string> changes = sample.also_described;
+    changes.push_back(sample.described);
     std::vector<std::string> expected = defaults;
     for (std::string& token : expected) {
-      for (const std::string& changed : {sample.described, sample.also_described}) {
-        if (!changed.empty() &&
-            token.substr(0, token.find('=')) == changed.substr(0, changed.find('='))) {
+      for (const std::string& changed : changes) {
+        if (token.substr(0, token.find('=')) == changed.substr(0, changed.find('='))) {
           token = changed;
         }
       }
@@ -327,6 +404,193 @@ TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
   EXPECT_EQ(config->redis_url, "redis://app:hunter2@redis.local:6380/2");
   EXPECT_THAT(DescribeConfig(*config), HasSubstr("redis_url=redis://app:****@redis.local:6380/2"));
   EXPECT_THAT(DescribeConfig(*config), Not(HasSubstr("hunter2")));
+}
+
+// A valid sentinel-mode Config: three sentinels, a master name, credentials for both.
+Config SentinelConfig() {
+  Config config;
+  config.redis_url = "redis://app:hunter2@s1:26379,s2:26379,s3:26379";
+  config.redis_mode = RedisMode::kSentinel;
+  config.redis_sentinel_master = "mymaster";
+  config.redis_sentinel_username = "watcher";
+  config.redis_sentinel_password = "hunter3";
+  return config;
+}
+
+TEST(ConfigTest, RedisModeChoosesStandaloneOrSentinelAndRefusesClusterForNow) {
+  absl::FlagSaver restore_flags;
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->redis_mode, RedisMode::kStandalone);
+  absl::SetFlag(&FLAGS_redis_mode, "sentinel");
+  absl::SetFlag(&FLAGS_redis_sentinel_master, "mymaster");
+  absl::SetFlag(&FLAGS_redis_url, "redis://s1:26379,s2:26379");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->redis_mode, RedisMode::kSentinel);
+  absl::SetFlag(&FLAGS_redis_mode, "replicated");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("redis_mode: must be standalone, sentinel or cluster")));
+  absl::SetFlag(&FLAGS_redis_mode, "cluster");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, AllOf(HasSubstr("redis_mode: cluster is not supported yet"),
+                                       HasSubstr("issue 12"))));
+  Config cluster;
+  cluster.redis_mode = RedisMode::kCluster;
+  EXPECT_THAT(ValidateConfig(cluster), StatusIs(kInvalid, HasSubstr("redis_mode")));
+}
+
+TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSettings) {
+  EXPECT_THAT(ValidateConfig(SentinelConfig()), IsOk());
+  Config config = SentinelConfig();
+  config.redis_url = "redis://s1";  // one sentinel is allowed (if unwise)
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config = SentinelConfig();
+  config.redis_sentinel_username.clear();  // AUTH with a password only
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.redis_sentinel_password.clear();  // no AUTH to the sentinels
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+
+  config = SentinelConfig();
+  config.redis_sentinel_master.clear();
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("redis_sentinel_master: required with "
+                                           "--redis_mode=sentinel")));
+  config = SentinelConfig();
+  config.redis_sentinel_password.clear();
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("redis_sentinel_username: needs "
+                                                                   "--redis_sentinel_password")));
+
+  // Standalone: one host, and no sentinel setting (it means --redis_mode=sentinel was forgotten).
+  config = Config{};
+  config.redis_url = "redis://a:1,b:2";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, AllOf(HasSubstr("redis_url: lists 2 hosts"),
+                                       HasSubstr("--redis_mode=standalone takes one"),
+                                       HasSubstr("--redis_mode=sentinel"))));
+  for (std::string Config::*field :
+       {&Config::redis_sentinel_master, &Config::redis_sentinel_username,
+        &Config::redis_sentinel_password}) {
+    config = Config{};
+    config.*field = std::string("x");
+    EXPECT_THAT(ValidateConfig(config),
+                StatusIs(kInvalid, HasSubstr("only used with --redis_mode=sentinel")));
+  }
+  config = Config{};
+  config.redis_sentinel_password = "hunter3";
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("redis_sentinel_password: ")));
+}
+
+TEST(ConfigTest, TlsSettingsNeedARedissUrlAndCertificateAndKeyComeTogether) {
+  const std::vector<std::pair<std::string, std::string store::RedisTlsOptions::*>> fields = {
+      {"redis_tls_ca_file", &store::RedisTlsOptions::ca_file},
+      {"redis_tls_cert_file", &store::RedisTlsOptions::cert_file},
+      {"redis_tls_key_file", &store::RedisTlsOptions::key_file},
+      {"redis_tls_server_name", &store::RedisTlsOptions::server_name}};
+  for (const auto& [flag, field] : fields) {
+    Config config;
+    config.redis_tls.*field = std::string("x");  // not = "x": GCC 12 -Wrestrict false alarm
+    EXPECT_THAT(ValidateConfig(config),
+                StatusIs(kInvalid, HasSubstr(flag + ": TLS settings need a rediss:// redis_url")))
+        << flag;
+  }
+  Config config;
+  config.redis_url = "rediss://app:hunter2@redis.example.com:6380";
+  EXPECT_THAT(ValidateConfig(config), IsOk());  // the system's CAs, the URL's host
+  config.redis_tls.ca_file = "ca.pem";
+  config.redis_tls.server_name = "redis.internal";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.redis_tls.cert_file = "client.pem";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("redis_tls_cert_file: needs --redis_tls_key_file")));
+  config.redis_tls.key_file = "client.key";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.redis_tls.cert_file.clear();
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("redis_tls_key_file: needs --redis_tls_cert_file")));
+  // Sentinel mode over TLS: the sentinels are reached over TLS too.
+  config = SentinelConfig();
+  config.redis_url = "rediss://app:hunter2@s1:26379,s2:26379";
+  config.redis_tls.ca_file = "ca.pem";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+}
+
+TEST(ConfigTest, WaitReplicasIsBoundedAndItsTimeoutIsAtLeastOneMillisecond) {
+  Config config;
+  for (int replicas : {1, 2, kMaxRedisWaitReplicas}) {
+    config.redis_wait_replicas = replicas;
+    EXPECT_THAT(ValidateConfig(config), IsOk()) << replicas;
+  }
+  for (int replicas : {-1, kMaxRedisWaitReplicas + 1}) {
+    config.redis_wait_replicas = replicas;
+    EXPECT_THAT(ValidateConfig(config),
+                StatusIs(kInvalid, HasSubstr("redis_wait_replicas: must be 0-16")))
+        << replicas;
+  }
+  config = Config{};
+  config.redis_wait_replicas = 1;
+  for (absl::Duration timeout :
+       {absl::ZeroDuration(), absl::Microseconds(999), -absl::Seconds(1)}) {
+    config.redis_wait_timeout = timeout;
+    EXPECT_THAT(ValidateConfig(config),
+                StatusIs(kInvalid, HasSubstr("redis_wait_timeout: must be >= 1ms")))
+        << timeout;
+  }
+  config.redis_wait_timeout = absl::Milliseconds(1);
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  // Longer than --redis_timeout is fine: the client adds it to the round trip's bound.
+  config.redis_wait_timeout = absl::Seconds(5);
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  // Without WAIT the timeout is not used.
+  config = Config{};
+  config.redis_wait_timeout = absl::ZeroDuration();
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+}
+
+// Both passwords set ("hunter2" in the URL, "hunter3" for the sentinels) while each Redis rule is
+// broken in turn: no message and no description carries either.
+TEST(ConfigTest, NoRedisErrorOrDescriptionCarriesEitherPassword) {
+  const std::vector<std::function<void(Config&)>> breakages = {
+      [](Config& c) { c.redis_mode = RedisMode::kCluster; },
+      [](Config& c) { c.redis_sentinel_master.clear(); },
+      [](Config& c) { c.redis_sentinel_password.clear(); },
+      [](Config& c) { c.redis_mode = RedisMode::kStandalone; },
+      [](Config& c) { c.redis_tls.ca_file = "ca.pem"; },
+      [](Config& c) { c.redis_tls.server_name = "hunter2"; },
+      [](Config& c) {
+        c.redis_url = "rediss://app:hunter2@s1:26379";
+        c.redis_tls.cert_file = "c.pem";
+      },
+      [](Config& c) { c.redis_wait_replicas = 17; },
+      [](Config& c) {
+        c.redis_wait_replicas = 1;
+        c.redis_wait_timeout = absl::ZeroDuration();
+      },
+      [](Config& c) { c.redis_url = "redis://app:hunter2@s1:26379,,s2"; },
+      [](Config& c) { c.redis_url = "redis://app:hunter2@[::1"; },
+  };
+  for (size_t i = 0; i < breakages.size(); ++i) {
+    Config config = SentinelConfig();
+    breakages[i](config);
+    const absl::Status status = ValidateConfig(config);
+    EXPECT_THAT(status, StatusIs(kInvalid)) << i;
+    EXPECT_THAT(status.ToString(), Not(HasSubstr("hunter"))) << i;
+    EXPECT_THAT(DescribeConfig(config), Not(HasSubstr("hunter3"))) << i;
+  }
+  const std::string described = DescribeConfig(SentinelConfig());
+  EXPECT_THAT(described, HasSubstr("redis_sentinel_password=**** "));
+  EXPECT_THAT(described, HasSubstr("redis_url=redis://app:****@s1:26379,s2:26379,s3:26379/0 "));
+  EXPECT_THAT(described, Not(HasSubstr("hunter")));
+
+  // Through the environment, in the wrong mode: the error names the variable's flag, not its value.
+  absl::FlagSaver restore_flags;
+  setenv("ORDERHOLD_REDIS_SENTINEL_PASSWORD", "hunter3", 1);
+  const absl::Status applied = ApplyEnvironmentFallbacks();
+  unsetenv("ORDERHOLD_REDIS_SENTINEL_PASSWORD");
+  ASSERT_THAT(applied, IsOk());
+  auto from_flags = ConfigFromFlags();
+  EXPECT_THAT(from_flags, StatusIs(kInvalid, HasSubstr("redis_sentinel_password: only used")));
+  EXPECT_THAT(from_flags.status().ToString(), Not(HasSubstr("hunter3")));
 }
 
 }  // namespace
