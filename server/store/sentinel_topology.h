@@ -76,7 +76,8 @@ struct SentinelOptions {
 class SentinelTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT naming the flag: no sentinel, empty master name, a
-  // username without a password, a non-positive timeout or interval) and starts the background
+  // username without a password, a non-positive timeout or interval, a client_name that is not
+  // one word) and starts the background
   // thread, which resolves at once. Does not wait for a sentinel: an unreachable deployment at
   // start is not an error (NodeFor says UNAVAILABLE until it is found).
   static absl::StatusOr<std::unique_ptr<SentinelTopology>> Create(SentinelOptions options);
@@ -98,7 +99,7 @@ class SentinelTopology final : public RedisTopology {
   explicit SentinelTopology(SentinelOptions options);
   void Run();
   // One resolution: asks the sentinels in order; updates the primary or the error. `why` names
-  // the trigger in the log ("poll", "ReportNotPrimary", "resubscribed").
+  // the trigger in the log ("poll", "ReportNotPrimary", "poll after resubscribing").
   void Resolve(absl::string_view why);
   // Records `primary` (a change bumps the generation and counts a failover when there was one).
   void SetPrimary(const HostPort& primary, absl::string_view why);
@@ -122,7 +123,8 @@ class SentinelTopology final : public RedisTopology {
   // subscription (false) when it fails. The PING bounds how long a dead subscription goes unseen
   // (RedisConnection::Read breaks the connection on a timeout, so it cannot just wait in slices).
   bool PumpSubscription();
-  // A +switch-master for our master: follow it when it starts from the primary we know.
+  // A +switch-master for our master: followed when it starts from the primary we know (or none is
+  // known yet); else (an old event, or one was missed) the sentinels are asked again.
   void OnSwitchMaster(const HostPort& from, const HostPort& to);
   bool stopping() {
     absl::MutexLock lock(&mu_);
