@@ -48,8 +48,7 @@ struct SentinelOptions {
   // The monitored master's name (--redis_sentinel_master). Non-empty.
   std::string master_name;
   // The sentinels' own ACL credentials (--redis_sentinel_username/password); empty: no AUTH.
-  // A username needs a password (`AUTH <username> <password>`; a password alone: `AUTH
-  // <password>`).
+  // A username needs a password: `AUTH <username> <password>`; a password alone: `AUTH <password>`.
   std::string username;
   std::string password;
   // TLS to the sentinels (rediss://: Redis' tls-replication governs the sentinel port too), or
@@ -77,9 +76,9 @@ class SentinelTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT naming the flag: no sentinel, empty master name, a
   // username without a password, a non-positive timeout or interval, a client_name that is not
-  // one word) and starts the background
-  // thread, which resolves at once. Does not wait for a sentinel: an unreachable deployment at
-  // start is not an error (NodeFor says UNAVAILABLE until it is found).
+  // one word) and starts the background thread, which resolves at once. Does not wait for a
+  // sentinel: an unreachable deployment at start is not an error (NodeFor says UNAVAILABLE until
+  // it is found).
   static absl::StatusOr<std::unique_ptr<SentinelTopology>> Create(SentinelOptions options);
   // Stops and joins the background thread: at once when it is idle, else once the sentinel it is
   // waiting for answers or times out (at most one sentinel_timeout).
