@@ -22,6 +22,8 @@ namespace {
 // socket and how long a stop or a dead subscription goes unnoticed.
 constexpr absl::Duration kSubscriptionSlice = absl::Milliseconds(100);
 constexpr char kSwitchMasterChannel[] = "+switch-master";
+// How long to wait before subscribing again after the sentinels refused SUBSCRIBE.
+constexpr absl::Duration kSubscribeRefusedRetry = absl::Seconds(30);
 
 std::optional<int> ParsePort(absl::string_view text) {
   int port = 0;
@@ -200,7 +202,7 @@ void SentinelTopology::Run() {
         next_ping = absl::Now() + kSubscriptionSlice;
       }
     } else if (options_.subscribe && absl::Now() >= next_subscribe && !stopping()) {
-      if (Subscribe()) {
+      if (const absl::Status subscribed = Subscribe(); subscribed.ok()) {
         // Events may have been missed while there was no subscription: ask now.
         if (subscribed_before) {
           next_poll = absl::Now();
@@ -209,7 +211,7 @@ void SentinelTopology::Run() {
         subscribed_before = true;
         next_ping = absl::Now() + kSubscriptionSlice;
       } else {
-        next_subscribe = absl::Now() + options_.poll_interval;
+        next_subscribe = absl::Now() + SubscribeRetry(subscribed);
       }
     }
 
@@ -308,15 +310,16 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> SentinelTopology::ConnectSentin
   return connection;
 }
 
-bool SentinelTopology::Subscribe() {
+absl::Status SentinelTopology::Subscribe() {
   std::vector<HostPort> order;
   {
     absl::MutexLock lock(&mu_);
     order = order_;
   }
   std::vector<std::string> errors;
+  bool refused = false;  // a sentinel answered SUBSCRIBE with an error (ACL)
   for (const HostPort& sentinel : order) {
-    if (stopping()) return false;
+    if (stopping()) return absl::CancelledError("stopping");
     const absl::Time deadline = absl::Now() + options_.sentinel_timeout;
     absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
         ConnectSentinel(sentinel, deadline, absl::StrCat(options_.client_name, "-subscription"));
@@ -332,6 +335,7 @@ bool SentinelTopology::Subscribe() {
     }
     if (reply->type != RedisReply::Type::kArray || reply->elements.empty() ||
         reply->elements[0].str != "subscribe") {
+      refused = true;
       errors.push_back(
           absl::StrCat("sentinel ", sentinel.ToString(), " refused SUBSCRIBE: ",
                        reply->type == RedisReply::Type::kError ? reply->str : "unexpected reply"));
@@ -340,15 +344,24 @@ bool SentinelTopology::Subscribe() {
     subscription_ = std::move(*connection);
     subscribe_failing_ = false;
     LogInfo("redis sentinel: following ", kSwitchMasterChannel, " on ", sentinel.ToString());
-    return true;
+    return absl::OkStatus();
   }
+  const absl::Status status = refused ? absl::PermissionDeniedError(absl::StrJoin(errors, "; "))
+                                      : absl::UnavailableError(absl::StrJoin(errors, "; "));
   if (!subscribe_failing_) {
     LogWarning("redis sentinel: cannot subscribe to ", kSwitchMasterChannel, " (polling every ",
-               absl::FormatDuration(options_.poll_interval),
-               ", trying again at that pace): ", absl::StrJoin(errors, "; "));
+               absl::FormatDuration(options_.poll_interval), ", subscribing again in ",
+               absl::FormatDuration(SubscribeRetry(status)), "): ", status.message());
     subscribe_failing_ = true;
   }
-  return false;
+  return status;
+}
+
+absl::Duration SentinelTopology::SubscribeRetry(const absl::Status& failure) const {
+  // A refusal (no SUBSCRIBE in the sentinel's ACL) will not go away soon: don't knock every poll.
+  return absl::IsPermissionDenied(failure)
+             ? std::max(options_.poll_interval, kSubscribeRefusedRetry)
+             : options_.poll_interval;
 }
 
 bool SentinelTopology::PumpSubscription() {

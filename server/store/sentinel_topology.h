@@ -48,8 +48,7 @@ struct SentinelOptions {
   // The monitored master's name (--redis_sentinel_master). Non-empty.
   std::string master_name;
   // The sentinels' own ACL credentials (--redis_sentinel_username/password); empty: no AUTH.
-  // A username needs a password (`AUTH <username> <password>`; a password alone: `AUTH
-  // <password>`).
+  // A username needs a password: `AUTH <username> <password>`; a password alone: `AUTH <password>`.
   std::string username;
   std::string password;
   // TLS to the sentinels (rediss://: Redis' tls-replication governs the sentinel port too), or
@@ -63,7 +62,8 @@ struct SentinelOptions {
   // Least time between two re-resolutions asked for by ReportNotPrimary. >= 0.
   absl::Duration min_reresolve_interval = absl::Milliseconds(100);
   // Follow `+switch-master` over pub/sub (the fast path). false: poll only (for sentinels whose
-  // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll).
+  // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll). When
+  // the sentinels refuse SUBSCRIBE the topology polls anyway and asks again every 30 s.
   bool subscribe = true;
   // CLIENT SETNAME of the connections to the sentinels, so that CLIENT LIST on a sentinel shows
   // who they are: "<client_name>-poll" and "<client_name>-subscription". No spaces.
@@ -75,9 +75,10 @@ struct SentinelOptions {
 class SentinelTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT naming the flag: no sentinel, empty master name, a
-  // username without a password, a non-positive timeout or interval) and starts the background
-  // thread, which resolves at once. Does not wait for a sentinel: an unreachable deployment at
-  // start is not an error (NodeFor says UNAVAILABLE until it is found).
+  // username without a password, a non-positive timeout or interval, a client_name that is not
+  // one word) and starts the background thread, which resolves at once. Does not wait for a
+  // sentinel: an unreachable deployment at start is not an error (NodeFor says UNAVAILABLE until
+  // it is found).
   static absl::StatusOr<std::unique_ptr<SentinelTopology>> Create(SentinelOptions options);
   // Stops and joins the background thread: at once when it is idle, else once the sentinel it is
   // waiting for answers or times out (at most one sentinel_timeout).
@@ -97,7 +98,7 @@ class SentinelTopology final : public RedisTopology {
   explicit SentinelTopology(SentinelOptions options);
   void Run();
   // One resolution: asks the sentinels in order; updates the primary or the error. `why` names
-  // the trigger in the log ("poll", "ReportNotPrimary", "resubscribed").
+  // the trigger in the log ("poll", "ReportNotPrimary", "poll after resubscribing").
   void Resolve(absl::string_view why);
   // Records `primary` (a change bumps the generation and counts a failover when there was one).
   void SetPrimary(const HostPort& primary, absl::string_view why);
@@ -111,13 +112,18 @@ class SentinelTopology final : public RedisTopology {
   // Asks one sentinel for the master's address: the address, nullopt when it does not know the
   // name, or the error (reusing poll_connection_ when it is to this sentinel).
   absl::StatusOr<std::optional<HostPort>> AskSentinel(const HostPort& sentinel);
-  // SUBSCRIBEs to +switch-master on the first sentinel that accepts; false when none does.
-  bool Subscribe();
+  // SUBSCRIBEs to +switch-master on the first sentinel that accepts. Else PERMISSION_DENIED when
+  // a sentinel refused SUBSCRIBE (its ACL), UNAVAILABLE when none could be asked.
+  absl::Status Subscribe();
+  // How long to wait before subscribing again after `failure`: poll_interval, or 30 s after a
+  // refusal (it will not go away soon; polling goes on meanwhile).
+  absl::Duration SubscribeRetry(const absl::Status& failure) const;
   // PINGs the subscription and handles every message that came before the PONG; drops the
   // subscription (false) when it fails. The PING bounds how long a dead subscription goes unseen
   // (RedisConnection::Read breaks the connection on a timeout, so it cannot just wait in slices).
   bool PumpSubscription();
-  // A +switch-master for our master: follow it when it starts from the primary we know.
+  // A +switch-master for our master: followed when it starts from the primary we know (or none is
+  // known yet); else (an old event, or one was missed) the sentinels are asked again.
   void OnSwitchMaster(const HostPort& from, const HostPort& to);
   bool stopping() {
     absl::MutexLock lock(&mu_);
