@@ -98,6 +98,14 @@ class RedisClient::Connection {
       }
       sha = std::move(reply.str);
     }
+    // Re-resolve now that the node answered: a connect that started before a failover can
+    // complete after it (a hung primary that resumes answers as master for seconds).
+    ORDERHOLD_ASSIGN_OR_RETURN(const HostPort now_primary,
+                               topology.Refresh(RedisTopology::kAnySlot, deadline));
+    if (now_primary != primary) {
+      return absl::UnavailableError(absl::StrCat("redis: the primary moved from ", node, " to ",
+                                                 now_primary.ToString(), " while connecting"));
+    }
     connection_ = std::move(connection);
     generation_ = generation;
     return absl::OkStatus();

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/store/redis_connection.h"
 
 namespace orderhold::store {
@@ -30,6 +31,17 @@ class RedisTopology {
   // primary is known (Sentinel: no sentinel reachable, or none knows the master name). Never
   // blocks on I/O: a topology with discovery does it in the background.
   virtual absl::StatusOr<HostPort> NodeFor(int slot) = 0;
+
+  // Asks the source of truth again instead of answering from memory, waiting for the answer until
+  // `deadline`: the Sentinel client guide's "re-resolve on every reconnect". The client calls it
+  // once a new connection is set up and drops the connection unless it names the same node, so a
+  // connect that started before a failover and completed after it (an old primary that hung and
+  // resumed still answers as master for seconds) is never used. UNAVAILABLE as NodeFor, or when
+  // no answer came by `deadline`. Default: NodeFor (a fixed address has nothing to ask).
+  virtual absl::StatusOr<HostPort> Refresh(int slot, absl::Time deadline) {
+    (void)deadline;
+    return NodeFor(slot);
+  }
 
   // Goes up by one at every change of a primary's address (a failover seen). A connection made
   // at an older generation must be dropped before anything more is written to it.

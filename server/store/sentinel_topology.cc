@@ -135,6 +135,9 @@ absl::StatusOr<std::unique_ptr<SentinelTopology>> SentinelTopology::Create(
     return absl::InvalidArgumentError("redis sentinel: client_name must be one word");
   }
   std::unique_ptr<SentinelTopology> topology(new SentinelTopology(std::move(options)));
+  // One resolution before returning (bounded by sentinel_timeout per sentinel), so a server
+  // whose sentinels are up serves from its first health check instead of starting NOT_SERVING.
+  topology->Resolve("start");
   topology->thread_ = std::thread([raw = topology.get()] { raw->Run(); });
   return topology;
 }
@@ -238,12 +241,38 @@ void SentinelTopology::Run() {
   poll_connection_.reset();
 }
 
+absl::StatusOr<HostPort> SentinelTopology::Refresh(int slot, absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t target = resolutions_started_ + 1;
+    reresolve_ = true;
+    const auto answered = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || resolutions_done_ >= target;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&answered), deadline)) {
+      return absl::UnavailableError(
+          absl::StrCat("redis sentinel: no answer in time from the sentinels about '",
+                       options_.master_name, "'"));
+    }
+  }
+  return NodeFor(slot);
+}
+
 void SentinelTopology::Resolve(absl::string_view why) {
   std::vector<HostPort> order;
   {
     absl::MutexLock lock(&mu_);
     order = order_;
+    ++resolutions_started_;
   }
+  // Every way out counts the resolution as done (Refresh waits on it).
+  struct Done {
+    SentinelTopology* self;
+    ~Done() {
+      absl::MutexLock lock(&self->mu_);
+      ++self->resolutions_done_;
+    }
+  } done{this};
   std::vector<sentinel_internal::Attempt> attempts;
   for (const HostPort& sentinel : order) {
     if (stopping()) return;

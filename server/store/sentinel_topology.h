@@ -76,9 +76,9 @@ class SentinelTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT naming the flag: no sentinel, empty master name, a
   // username without a password, a non-positive timeout or interval, a client_name that is not
-  // one word) and starts the background thread, which resolves at once. Does not wait for a
-  // sentinel: an unreachable deployment at start is not an error (NodeFor says UNAVAILABLE until
-  // it is found).
+  // one word), asks the sentinels once (at most sentinel_timeout per sentinel: a server whose
+  // sentinels are up knows its primary from the start), and starts the background thread. An
+  // unreachable deployment at start is not an error (NodeFor says UNAVAILABLE until it is found).
   static absl::StatusOr<std::unique_ptr<SentinelTopology>> Create(SentinelOptions options);
   // Stops and joins the background thread: at once when it is idle, else once the sentinel it is
   // waiting for answers or times out (at most one sentinel_timeout).
@@ -93,6 +93,10 @@ class SentinelTopology final : public RedisTopology {
   // Re-resolves at once (at most once per min_reresolve_interval) when `address` is the current
   // primary; a report about an older primary is ignored (the change is already known).
   void ReportNotPrimary(const HostPort& address) override;
+  // Wakes the background thread for a new resolution (coalesced with other callers', at most one
+  // per min_reresolve_interval) and waits until one that started after this call has finished,
+  // or `deadline` (UNAVAILABLE "redis sentinel: no answer in time"); then answers as NodeFor.
+  absl::StatusOr<HostPort> Refresh(int slot, absl::Time deadline) override;
 
  private:
   explicit SentinelTopology(SentinelOptions options);
@@ -136,6 +140,9 @@ class SentinelTopology final : public RedisTopology {
   std::optional<HostPort> primary_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the last discovery error; OK after a success
   bool reresolve_ ABSL_GUARDED_BY(mu_) = false;
+  // Resolutions started and finished so far (Refresh waits for one started after its call).
+  uint64_t resolutions_started_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t resolutions_done_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Used by the background thread only.
   std::unique_ptr<RedisConnection> poll_connection_;  // to the sentinel that last answered

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/app.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -32,73 +33,12 @@ using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::RedisServerOptions;
 using ::orderhold::testing::StatusIs;
+using ::orderhold::testing::Watcher;
 using ::orderhold::v1::HoldEvent;
 using ::orderhold::v1::WatchHoldEventsRequest;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
-
-// A watch running on its own thread, collecting events (and acking them if asked) until Stop().
-class Watcher {
- public:
-  Watcher(const client::OrderHoldClient& client, WatchHoldEventsRequest request, bool ack)
-      : client_(client), request_(std::move(request)), ack_(ack) {
-    thread_ = std::thread([this] {
-      absl::Status status = client_.WatchHoldEvents(
-          request_,
-          [this](const HoldEvent& event) {
-            if (ack_) {
-              // May fail when the server is going away: the event then stays pending and comes
-              // back, which is what the restart tests check.
-              (void)client_.AckHoldEvents(request_.consumer_group(), {event.event_id()});
-            }
-            absl::MutexLock lock(&mu_);
-            events_.push_back(event);
-            return true;
-          },
-          context_);
-      absl::MutexLock lock(&mu_);
-      status_ = status;
-      ended_ = true;
-    });
-  }
-  ~Watcher() { Stop(); }
-
-  // Cancels the call (a consumer that dies without acking) and joins.
-  void Stop() {
-    context_.TryCancel();
-    if (thread_.joinable()) thread_.join();
-  }
-  // Waits until at least `n` events arrived.
-  bool WaitFor(size_t n, absl::Duration timeout = absl::Seconds(20)) {
-    absl::MutexLock lock(&mu_);
-    auto enough = [this, n]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return events_.size() >= n; };
-    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
-  }
-  bool WaitEnded(absl::Duration timeout) {
-    absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(&ended_), timeout);
-  }
-  std::vector<HoldEvent> events() {
-    absl::MutexLock lock(&mu_);
-    return events_;
-  }
-  absl::Status status() {
-    absl::MutexLock lock(&mu_);
-    return status_;
-  }
-
- private:
-  const client::OrderHoldClient& client_;
-  const WatchHoldEventsRequest request_;
-  const bool ack_;
-  grpc::ClientContext context_;
-  absl::Mutex mu_;
-  std::vector<HoldEvent> events_ ABSL_GUARDED_BY(mu_);
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  bool ended_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
-};
 
 WatchHoldEventsRequest Watch(const std::string& group, const std::string& consumer) {
   WatchHoldEventsRequest request;

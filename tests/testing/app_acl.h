@@ -1,0 +1,25 @@
+// The app user's ACL of deploy/redis/orderhold.acl (README "Redis settings"), for tests that run
+// OrderHold as that user and so prove the documented ACL is enough.
+#ifndef ORDERHOLD_TESTS_TESTING_APP_ACL_H_
+#define ORDERHOLD_TESTS_TESTING_APP_ACL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace orderhold::testing {
+
+// The file's rules after `user <name> on ><password>` ("resetkeys", "~orderhold:*", "-@all",
+// "+eval", ...), with the key pattern "~orderhold:*" replaced by `key_pattern` when that is not
+// empty (tests that use another --key_prefix). NOT_FOUND when the file cannot be read,
+// INVALID_ARGUMENT when its first line is not such a `user` line. Thread-safe.
+absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_pattern = "");
+
+// The same rules joined by spaces (SentinelGroupOptions::app_acl_rules).
+absl::StatusOr<std::string> AppAclRulesLine(absl::string_view key_pattern = "");
+
+}  // namespace orderhold::testing
+
+#endif  // ORDERHOLD_TESTS_TESTING_APP_ACL_H_
