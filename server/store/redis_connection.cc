@@ -177,7 +177,10 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
   }
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return absl::InternalError(SslErrors("SSL_CTX_new failed"));
-  std::shared_ptr<const TlsContext> context(new TlsContext(ctx, options.server_name));
+  std::shared_ptr<const TlsContext> context(new TlsContext(
+      ctx, options.server_name,
+      options.ca_file.empty() ? "the system's CAs (no redis_tls_ca_file)"
+                              : absl::StrCat("redis_tls_ca_file ", options.ca_file)));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -215,8 +218,8 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
   return context;
 }
 
-TlsContext::TlsContext(ssl_ctx_st* ctx, std::string server_name)
-    : ctx_(ctx), server_name_(std::move(server_name)) {}
+TlsContext::TlsContext(ssl_ctx_st* ctx, std::string server_name, std::string trusted)
+    : ctx_(ctx), server_name_(std::move(server_name)), trusted_(std::move(trusted)) {}
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
@@ -311,9 +314,8 @@ absl::Status RedisConnection::Handshake(const TlsContext& tls, absl::Time deadli
       ERR_clear_error();
       return Fail(absl::UnavailableError(absl::StrCat(
           prefix, " failed: certificate verify failed: ", X509_verify_cert_error_string(verify),
-          " (checked for the name '", name, "' against ",
-          tls.server_name().empty() ? "the host" : "redis_tls_server_name",
-          " and the CAs of redis_tls_ca_file)")));
+          " (verified against ", tls.trusted(), " for ",
+          tls.server_name().empty() ? "the host name '" : "redis_tls_server_name '", name, "')")));
     }
     return Fail(absl::UnavailableError(
         absl::StrCat(prefix, " failed: ",

@@ -145,8 +145,18 @@ TEST_F(RedisTlsTest, WrongCaIsAClearErrorAndGrantsNothing) {
   const RedisTlsOptions tls = Tls(certs_->other_ca_cert());
   EXPECT_THAT(PlaceVia(TlsPort(), tls),
               StatusIs(absl::StatusCode::kUnavailable,
-                       AllOf(HasSubstr("certificate verify failed"), HasSubstr("redis_tls_ca_file"),
+                       AllOf(HasSubstr("certificate verify failed"),
+                             HasSubstr(absl::StrCat("redis_tls_ca_file ", certs_->other_ca_cert())),
                              HasSubstr(TlsPort().ToString()))));
+  EXPECT_EQ(Keys(), "0");
+}
+
+TEST_F(RedisTlsTest, WithoutCaFileTheSystemCasVerifyAndRefuseATestCa) {
+  // Verification is never off: no --redis_tls_ca_file means the system's CAs.
+  EXPECT_THAT(PlaceVia(TlsPort(), RedisTlsOptions{}),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       AllOf(HasSubstr("certificate verify failed"),
+                             HasSubstr("the system's CAs (no redis_tls_ca_file)"))));
   EXPECT_EQ(Keys(), "0");
 }
 
