@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/log.h"
@@ -62,10 +63,30 @@ class RedisClient::Connection {
     if (role) connection->Append({"ROLE"});
     for (const std::string& script : options_.scripts)
       connection->Append({"SCRIPT", "LOAD", script});
-    ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
+    // Redis drops a plain client on its TLS port without a word: the first bytes are no TLS
+    // hello, so it closes the connection (reset by peer) before answering anything. Only this
+    // step knows the connection is fresh and nothing was answered yet, so the hint lives here.
+    bool answered = false;
+    const auto hint = [&](absl::Status status) {
+      if (answered || options_.tls != nullptr || !absl::IsUnavailable(status) ||
+          absl::StrContains(status.message(), "rediss://")) {
+        return status;
+      }
+      return absl::UnavailableError(
+          absl::StrCat(status.message(),
+                       " (dropped before Redis answered anything: if the port speaks TLS, use "
+                       "rediss://)"));
+    };
+    const auto read = [&]() -> absl::StatusOr<RedisReply> {
+      absl::StatusOr<RedisReply> reply = connection->Read(deadline);
+      if (!reply.ok()) return hint(reply.status());
+      answered = true;
+      return reply;
+    };
+    ORDERHOLD_RETURN_IF_ERROR(hint(connection->Flush(deadline)));
     const std::string node = primary.ToString();
     if (auth) {
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
             absl::StrCat("redis: AUTH", endpoint.user.empty() ? "" : " as ", endpoint.user, " at ",
@@ -73,14 +94,14 @@ class RedisClient::Connection {
       }
     }
     if (select) {
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
             absl::StrCat("redis: SELECT ", endpoint.db, " at ", node, " failed: ", reply.str));
       }
     }
     if (role) {
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       // An error (an ACL without +role) skips the check: READONLY still catches a replica.
       if (reply.type == RedisReply::Type::kArray && !reply.elements.empty() &&
           reply.elements[0].str != "master") {
@@ -91,7 +112,7 @@ class RedisClient::Connection {
     }
     shas_.resize(options_.scripts.size());
     for (std::string& sha : shas_) {
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection->Read(deadline));
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
             absl::StrCat("redis: SCRIPT LOAD at ", node, " failed: ", reply.str));

@@ -14,10 +14,12 @@
 // Connecting: the topology names the primary; the connection AUTHs, SELECTs the database,
 // checks `ROLE` is master when the topology asks for it (Sentinel, and standalone too, so a
 // demoted node is refused at connect instead of answering READONLY to every write; an ACL
-// without +role skips the check), and loads the scripts — all in one round trip. Then it asks
-// the topology again (RedisTopology::Refresh: Sentinel asks the sentinels afresh) and is dropped
-// unless the answer is still that node, so a connect begun before a failover and completed by a
-// hung old primary that resumed is never used.
+// without +role skips the check), and loads the scripts — all in one round trip. A plain
+// connection that Redis drops before answering any of that gets a hint to use rediss://: that is
+// how Redis treats a plain client on its TLS port. Then it asks the topology again
+// (RedisTopology::Refresh: Sentinel asks the sentinels afresh) and is dropped unless the answer
+// is still that node, so a connect begun before a failover and completed by a hung old primary
+// that resumed is never used.
 //
 // Scripts: the Lua bodies given in the options are loaded (SCRIPT LOAD) on every new connection
 // and called by EVALSHA; a NOSCRIPT reply (Redis restart, failover, SCRIPT FLUSH) is retried once

@@ -75,6 +75,26 @@ std::string SslErrors(absl::string_view fallback) {
   return out.empty() ? std::string(fallback) : out;
 }
 
+// OpenSSL's `reason` for a failed handshake, read or write, with a hint when it shows one of the
+// usual misconfigurations: a plain port (plain text read as a TLS record) or a server that wants
+// a client certificate. With TLS 1.3 the server checks the client's certificate only
+// after the client has finished its handshake, so its alert "certificate required" arrives on
+// the first read, not in SSL_connect: every TLS error path goes through here.
+std::string WithHint(std::string reason) {
+  if (absl::StrContains(reason, "wrong version number") ||
+      absl::StrContains(reason, "packet length too long") ||
+      absl::StrContains(reason, "record layer failure")) {
+    absl::StrAppend(&reason, " (the port seems to speak plain RESP, not TLS: use redis://)");
+  } else if (absl::StrContains(reason, "alert certificate required") ||
+             absl::StrContains(reason, "alert handshake failure") ||
+             absl::StrContains(reason, "alert bad certificate")) {
+    absl::StrAppend(&reason,
+                    " (the server may require a client certificate: set redis_tls_cert_file and "
+                    "redis_tls_key_file)");
+  }
+  return reason;
+}
+
 bool IsIpLiteral(const std::string& host) {
   in6_addr address;
   return inet_pton(AF_INET, host.c_str(), &address) == 1 ||
@@ -157,7 +177,10 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
   }
   SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == nullptr) return absl::InternalError(SslErrors("SSL_CTX_new failed"));
-  std::shared_ptr<const TlsContext> context(new TlsContext(ctx, options.server_name));
+  std::shared_ptr<const TlsContext> context(new TlsContext(
+      ctx, options.server_name,
+      options.ca_file.empty() ? "the system's CAs (no redis_tls_ca_file)"
+                              : absl::StrCat("redis_tls_ca_file ", options.ca_file)));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -176,6 +199,14 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
                                                      options.cert_file, ": ", SslErrors("")));
     }
     if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+      // OpenSSL 3 compares the key with the certificate while loading it: a key that loaded
+      // fine but belongs to another certificate is not "cannot load".
+      if (const unsigned long last = ERR_peek_last_error();
+          ERR_GET_LIB(last) == ERR_LIB_X509 && ERR_GET_REASON(last) == X509_R_KEY_VALUES_MISMATCH) {
+        ERR_clear_error();
+        return absl::InvalidArgumentError(absl::StrCat("redis_tls_key_file: ", options.key_file,
+                                                       " does not match redis_tls_cert_file"));
+      }
       return absl::InvalidArgumentError(
           absl::StrCat("redis_tls_key_file: cannot load ", options.key_file, ": ", SslErrors("")));
     }
@@ -187,8 +218,8 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
   return context;
 }
 
-TlsContext::TlsContext(ssl_ctx_st* ctx, std::string server_name)
-    : ctx_(ctx), server_name_(std::move(server_name)) {}
+TlsContext::TlsContext(ssl_ctx_st* ctx, std::string server_name, std::string trusted)
+    : ctx_(ctx), server_name_(std::move(server_name)), trusted_(std::move(trusted)) {}
 
 TlsContext::~TlsContext() { SSL_CTX_free(ctx_); }
 
@@ -264,34 +295,33 @@ absl::Status RedisConnection::Handshake(const TlsContext& tls, absl::Time deadli
     const int rc = SSL_connect(ssl_);
     if (rc == 1) return absl::OkStatus();
     const int error = SSL_get_error(ssl_, rc);
+    const std::string prefix = absl::StrCat("redis: TLS handshake with ", address_.ToString());
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-      ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
+      const absl::Status waited = WaitFor(error == SSL_ERROR_WANT_WRITE, deadline);
+      // A plain Redis reads the ClientHello as the start of an inline command and looks for its
+      // newline with strchr (networking.c, processInlineBuffer), which stops at the hello's
+      // first zero byte: the hello is never answered, and the deadline is all we get.
+      if (absl::IsDeadlineExceeded(waited) && SSL_get_state(ssl_) == TLS_ST_CW_CLNT_HELLO) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            prefix,
+            ": no answer to the TLS hello in time (the port may speak plain RESP, not TLS: "
+            "then use redis://)"));
+      }
+      ORDERHOLD_RETURN_IF_ERROR(waited);
       continue;
     }
-    const std::string prefix = absl::StrCat("redis: TLS handshake with ", address_.ToString());
     if (const long verify = SSL_get_verify_result(ssl_); verify != X509_V_OK) {
       ERR_clear_error();
       return Fail(absl::UnavailableError(absl::StrCat(
           prefix, " failed: certificate verify failed: ", X509_verify_cert_error_string(verify),
-          " (checked for the name '", name, "' against ",
-          tls.server_name().empty() ? "the host" : "redis_tls_server_name",
-          " and the CAs of redis_tls_ca_file)")));
+          " (verified against ", tls.trusted(), " for ",
+          tls.server_name().empty() ? "the host name '" : "redis_tls_server_name '", name, "')")));
     }
-    std::string reason = SslErrors(error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN
-                                       ? "the connection was closed"
-                                       : "unknown error");
-    if (absl::StrContains(reason, "wrong version number") ||
-        absl::StrContains(reason, "packet length too long") ||
-        absl::StrContains(reason, "record layer failure")) {
-      absl::StrAppend(&reason, " (the port seems to speak plain RESP, not TLS: use redis://)");
-    } else if (absl::StrContains(reason, "alert certificate required") ||
-               absl::StrContains(reason, "alert handshake failure") ||
-               absl::StrContains(reason, "alert bad certificate")) {
-      absl::StrAppend(&reason,
-                      " (the server may require a client certificate: redis_tls_cert_file and "
-                      "redis_tls_key_file)");
-    }
-    return Fail(absl::UnavailableError(absl::StrCat(prefix, " failed: ", reason)));
+    return Fail(absl::UnavailableError(
+        absl::StrCat(prefix, " failed: ",
+                     WithHint(SslErrors(error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN
+                                            ? "the connection was closed"
+                                            : "unknown error")))));
   }
 }
 
@@ -351,9 +381,21 @@ absl::Status RedisConnection::Flush(absl::Time deadline) {
       ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
       continue;
     }
-    return Fail(absl::UnavailableError(
-        absl::StrCat("redis: TLS write to ", address_.ToString(), ": ",
-                     SslErrors(errno != 0 ? strerror(errno) : "connection closed"))));
+    std::string reason = SslErrors(errno != 0 ? strerror(errno) : "connection closed");
+    if (error == SSL_ERROR_SYSCALL) {
+      // The peer hung up while we wrote; it may have said why first, in an alert that waits
+      // unread (TLS 1.3 servers check a client certificate after the client's handshake is
+      // done, so "certificate required" can meet our first write). One non-blocking read
+      // fetches it; nothing there leaves the write's own error.
+      char buffer[256];
+      ERR_clear_error();
+      if (SSL_read(ssl_, buffer, sizeof(buffer)) <= 0 && ERR_peek_error() != 0) {
+        reason = SslErrors("");
+      }
+      ERR_clear_error();
+    }
+    return Fail(absl::UnavailableError(absl::StrCat("redis: TLS write to ", address_.ToString(),
+                                                    ": ", WithHint(std::move(reason)))));
   }
   out_.clear();
   return absl::OkStatus();
@@ -391,8 +433,8 @@ absl::Status RedisConnection::Fill(absl::Time deadline) {
       return Fail(absl::UnavailableError(
           absl::StrCat("redis: connection closed by ", address_.ToString())));
     }
-    return Fail(absl::UnavailableError(
-        absl::StrCat("redis: TLS read from ", address_.ToString(), ": ", SslErrors("error"))));
+    return Fail(absl::UnavailableError(absl::StrCat("redis: TLS read from ", address_.ToString(),
+                                                    ": ", WithHint(SslErrors("error")))));
   }
 }
 

@@ -58,11 +58,15 @@ class TlsContext {
 
   ssl_ctx_st* ctx() const { return ctx_; }
   const std::string& server_name() const { return server_name_; }
+  // The CAs the server is verified against, for error messages: "redis_tls_ca_file <path>", or
+  // "the system's CAs (no redis_tls_ca_file)".
+  const std::string& trusted() const { return trusted_; }
 
  private:
-  TlsContext(ssl_ctx_st* ctx, std::string server_name);
+  TlsContext(ssl_ctx_st* ctx, std::string server_name, std::string trusted);
   ssl_ctx_st* ctx_;
   std::string server_name_;
+  std::string trusted_;
 };
 
 class RedisConnection {
@@ -71,8 +75,12 @@ class RedisConnection {
   // Redis failover is followed), connects, and with `tls` non-null does the TLS handshake and
   // verifies the certificate. Nothing is sent. Errors, all UNAVAILABLE with a message naming the
   // address: resolution failed, refused, the handshake failed ("TLS handshake with h:p failed:
-  // certificate verify failed: <OpenSSL's reason>", and a hint when the port seems to speak
-  // plain RESP or TLS when the other was expected); DEADLINE_EXCEEDED when `deadline` passes.
+  // certificate verify failed: <OpenSSL's reason> (verified against <trusted()> for <the name>)",
+  // or OpenSSL's error with a hint when the port seems to speak plain RESP or the server wants a
+  // client certificate); DEADLINE_EXCEEDED when `deadline` passes (when the TLS hello got no
+  // answer at all, saying the port may speak plain RESP: a plain Redis never answers one). A
+  // server that wants a client certificate it did not get may let a TLS 1.3 handshake succeed and
+  // refuse on the first Flush/Read instead: those errors carry the same hint.
   static absl::StatusOr<std::unique_ptr<RedisConnection>> Connect(const HostPort& address,
                                                                   const TlsContext* tls,
                                                                   absl::Time deadline);

@@ -1,9 +1,13 @@
-// One contract, two stores: every case runs against FakeHoldStore and against RedisHoldStore on a
-// real redis-server (started on a free port for this suite). Time is passed explicitly
-// (CallOptions::now), so expiry is decided without sleeping and both stores see the same instants.
+// One contract, three stores: every case runs against FakeHoldStore, against RedisHoldStore on a
+// real redis-server (started on a free port for this suite), and against RedisHoldStore over
+// rediss:// with mutual TLS (another redis-server, its TLS port, certificates from TlsCerts).
+// Time is passed explicitly (CallOptions::now), so expiry is decided without sleeping and every
+// store sees the same instants.
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -11,11 +15,14 @@
 #include "gtest/gtest.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
+#include "server/store/redis_connection.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
+#include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tls_certs.h"
 
 namespace orderhold::store {
 namespace {
@@ -64,19 +71,23 @@ absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {
   return redis.Command(args).status();
 }
 
+// RedisHoldStore on a redis-server of its own; with `tls`, over rediss:// with mutual TLS (the
+// server wants a client certificate) to the server's TLS port, verified against the test CA.
 class RedisFactory : public StoreFactory {
  public:
+  explicit RedisFactory(bool tls) : tls_(tls) {}
+  ~RedisFactory() override {
+    redis_.reset();
+    std::error_code ignored;
+    if (!certs_dir_.empty()) std::filesystem::remove_all(certs_dir_, ignored);
+  }
+
   std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
-    if (redis_ == nullptr) {
-      auto redis = orderhold::testing::RedisServer::Start();
-      EXPECT_TRUE(redis.ok()) << redis.status();
-      if (!redis.ok()) return nullptr;
-      redis_ = std::move(*redis);
-      const absl::Status acl = AddAppUser(*redis_);
-      EXPECT_TRUE(acl.ok()) << acl;
-    }
+    if (redis_ == nullptr && !StartRedis()) return nullptr;
     RedisHoldStoreOptions options;
-    options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+    options.client.endpoint.hosts = {{"127.0.0.1", tls_ ? redis_->tls_port() : redis_->port()}};
+    options.client.endpoint.tls = tls_;
+    options.client.tls = tls_context_;
     // As the app user of deploy/redis/orderhold.acl: the suite proves that ACL is enough.
     options.client.endpoint.user = "orderhold";
     options.client.endpoint.password = "contract-pw";
@@ -88,6 +99,41 @@ class RedisFactory : public StoreFactory {
   }
 
  private:
+  bool StartRedis() {
+    orderhold::testing::RedisServerOptions redis_options;
+    if (tls_) {
+      auto dir = orderhold::testing::MakeTempDir("contract-certs");
+      EXPECT_TRUE(dir.ok()) << dir.status();
+      if (!dir.ok()) return false;
+      certs_dir_ = *dir;
+      auto certs = orderhold::testing::TlsCerts::Create(certs_dir_);
+      EXPECT_TRUE(certs.ok()) << certs.status();
+      if (!certs.ok()) return false;
+      redis_options.tls = orderhold::testing::RedisTlsOptions{.cert_file = certs->server_cert(),
+                                                              .key_file = certs->server_key(),
+                                                              .ca_cert_file = certs->ca_cert(),
+                                                              .auth_clients = "yes"};
+      RedisTlsOptions client_tls;
+      client_tls.ca_file = certs->ca_cert();
+      client_tls.cert_file = certs->client_cert();
+      client_tls.key_file = certs->client_key();
+      auto context = TlsContext::Create(client_tls);
+      EXPECT_TRUE(context.ok()) << context.status();
+      if (!context.ok()) return false;
+      tls_context_ = *std::move(context);
+    }
+    auto redis = orderhold::testing::RedisServer::Start(redis_options);
+    EXPECT_TRUE(redis.ok()) << redis.status();
+    if (!redis.ok()) return false;
+    redis_ = std::move(*redis);
+    const absl::Status acl = AddAppUser(*redis_);  // over the fixture's plain port
+    EXPECT_TRUE(acl.ok()) << acl;
+    return true;
+  }
+
+  const bool tls_;
+  std::string certs_dir_;  // TLS: the certificates, removed with the factory
+  std::shared_ptr<const TlsContext> tls_context_;
   std::unique_ptr<orderhold::testing::RedisServer> redis_;
   int tests_ = 0;
 };
@@ -98,14 +144,17 @@ class Factories : public ::testing::Environment {
  public:
   static StoreFactory& Get(const std::string& name) {
     if (name == "fake") return *instance_->fake_;
+    if (name == "redis_tls") return *instance_->redis_tls_;
     return *instance_->redis_;
   }
   void SetUp() override {
     fake_ = std::make_unique<FakeFactory>();
-    redis_ = std::make_unique<RedisFactory>();
+    redis_ = std::make_unique<RedisFactory>(/*tls=*/false);
+    redis_tls_ = std::make_unique<RedisFactory>(/*tls=*/true);
     instance_ = this;
   }
   void TearDown() override {
+    redis_tls_.reset();
     redis_.reset();
     fake_.reset();
   }
@@ -114,6 +163,7 @@ class Factories : public ::testing::Environment {
   static inline Factories* instance_ = nullptr;
   std::unique_ptr<FakeFactory> fake_;
   std::unique_ptr<RedisFactory> redis_;
+  std::unique_ptr<RedisFactory> redis_tls_;
 };
 ::testing::Environment* const kFactories = ::testing::AddGlobalTestEnvironment(new Factories);
 
@@ -479,7 +529,10 @@ TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {
   EXPECT_THAT(now, IsOk());
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest, ::testing::Values("fake", "redis"),
+// redis_tls: the whole contract once more over rediss:// (issue 11); "_" as test names allow no
+// "-".
+INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
+                         ::testing::Values("fake", "redis", "redis_tls"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

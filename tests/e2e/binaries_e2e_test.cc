@@ -1,5 +1,7 @@
 // The README Quickstart story, run with the real binaries: orderhold-server as a process (port 0
 // for gRPC and metrics), orderhold-cli for every step, /metrics over HTTP, SIGTERM at the end.
+// Also what an operator sees of the server's Redis TLS settings (rediss://): its log, its health
+// and its answers.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -7,24 +9,32 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tls_certs.h"
 
 namespace orderhold {
 namespace {
 
+using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -45,6 +55,26 @@ CommandResult RunShell(const std::string& command) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+// Lines of `text` that contain `needle`.
+int CountLines(const std::string& text, std::string_view needle) {
+  int count = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) count += line.find(needle) != std::string::npos;
+  return count;
+}
+
+// The server's grpc.health.v1 status for "" (UNKNOWN when the check itself fails).
+HealthCheckResponse::ServingStatus Health(int grpc_port) {
+  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", grpc_port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  grpc::health::v1::HealthCheckRequest request;
+  HealthCheckResponse response;
+  if (!stub->Check(&context, request, &response).ok()) return HealthCheckResponse::UNKNOWN;
+  return response.status();
 }
 
 std::string ReadFile(const std::string& path) {
@@ -248,6 +278,74 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
   help.Wait();
   EXPECT_THAT(help.log(), HasSubstr("--redis_url"));
   EXPECT_THAT(help.log(), Not(HasSubstr("hunter2")));
+}
+
+// Issue 11: "The server's certificate is always verified; a failed verification is a clear log
+// line naming the reason, health NOT_SERVING, and calls UNAVAILABLE." Mutual TLS, by name
+// (rediss://localhost: the certificate's DNS SAN), the CA given by flag; first the wrong one.
+TEST(BinariesTlsE2eTest, WrongCaIsAClearLogLineNotServingAndUnavailableRightCaServes) {
+  ASSERT_OK_AND_ASSIGN(const std::string dir, testing::MakeTempDir("e2e-certs"));
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } remove_dir{dir};
+  ASSERT_OK_AND_ASSIGN(const testing::TlsCerts certs, testing::TlsCerts::Create(dir));
+  testing::RedisServerOptions options;
+  options.tls = testing::RedisTlsOptions{.cert_file = certs.server_cert(),
+                                         .key_file = certs.server_key(),
+                                         .ca_cert_file = certs.ca_cert(),
+                                         .auth_clients = "yes"};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<testing::RedisServer> redis,
+                       testing::RedisServer::Start(options));
+  const auto args = [&](const std::string& ca_file) -> std::vector<std::string> {
+    return {"--grpc_address=127.0.0.1:0",
+            "--metrics_address=127.0.0.1:0",
+            absl::StrCat("--redis_url=rediss://localhost:", redis->tls_port()),
+            "--redis_tls_ca_file=" + ca_file,
+            "--redis_tls_cert_file=" + certs.client_cert(),
+            "--redis_tls_key_file=" + certs.client_key(),
+            "--health_check_interval=100ms"};
+  };
+  const auto cli = [](int port, const std::string& command) {
+    return RunShell(absl::StrCat(ORDERHOLD_CLI_BINARY, " --target=127.0.0.1:", port, " ", command));
+  };
+
+  constexpr std::string_view kReason = "certificate verify failed";
+  {  // Each server is SIGKILLed at the end of its block: a graceful stop takes 2 s and is
+     // tested above.
+    ServerProcess wrong;
+    wrong.Start(args(certs.other_ca_cert()));
+    ASSERT_TRUE(wrong.WaitServing()) << wrong.log();  // gRPC is up; Redis is not usable
+    ASSERT_TRUE(Eventually([&] { return wrong.log().find(kReason) != std::string::npos; }))
+        << wrong.log();
+    EXPECT_EQ(Health(wrong.grpc_port()), HealthCheckResponse::NOT_SERVING);
+    for (int i = 0; i < 5; ++i) {
+      CommandResult placed = cli(wrong.grpc_port(), absl::StrCat("place alice order-", i));
+      EXPECT_EQ(placed.exit_code, 14) << placed.output;  // UNAVAILABLE
+      EXPECT_THAT(placed.output, HasSubstr("UNAVAILABLE"));
+    }
+    EXPECT_EQ(Health(wrong.grpc_port()), HealthCheckResponse::NOT_SERVING);
+    const std::string log = wrong.log();
+    // The line names the address, the reason and what was checked against. It is logged when
+    // the failure first appears, not per call: once by each Redis client (requests, reaper) and
+    // once in health's NOT_SERVING transition.
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("TLS handshake with localhost:", redis->tls_port(),
+                                            " failed: certificate verify failed: ")));
+    EXPECT_THAT(log, HasSubstr(absl::StrCat("redis_tls_ca_file ", certs.other_ca_cert())));
+    EXPECT_LE(CountLines(log, kReason), 3) << log;
+    EXPECT_EQ(redis->Command({"DBSIZE"}).value_or("?"), "0");  // nothing granted
+  }
+  ServerProcess right;
+  right.Start(args(certs.ca_cert()));
+  ASSERT_TRUE(right.WaitServing()) << right.log();
+  EXPECT_TRUE(Eventually([&] { return Health(right.grpc_port()) == HealthCheckResponse::SERVING; }))
+      << right.log();
+  CommandResult placed = cli(right.grpc_port(), "place alice order-1");
+  EXPECT_EQ(placed.exit_code, 0) << placed.output;
+  EXPECT_THAT(right.log(), Not(HasSubstr(kReason)));
 }
 
 }  // namespace
