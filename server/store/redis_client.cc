@@ -171,6 +171,7 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   if (options.endpoint.hosts.empty() && options.topology == nullptr) {
     return absl::InvalidArgumentError("redis client: no host and no topology");
   }
+  if (options.failure_log == nullptr) options.failure_log = std::make_shared<RedisFailureLog>();
   if (options.topology == nullptr) {
     options.topology = std::make_shared<StandaloneTopology>(options.endpoint.hosts.front());
   }
@@ -222,12 +223,12 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
   std::move(done)(std::move(refusal));
 }
 
-void RedisClient::LogTransition(const absl::Status& status, absl::string_view node) {
+void RedisFailureLog::Transition(const absl::Status& status, absl::string_view node) {
   {
     absl::MutexLock lock(&mu_);
     const std::string key = status.ok() ? std::string() : std::string(status.message());
-    if (key == logged_failure_) return;
-    logged_failure_ = key;
+    if (key == logged_) return;
+    logged_ = key;
   }
   if (status.ok()) {
     LogInfo("redis: connected to ", node);
@@ -237,7 +238,7 @@ void RedisClient::LogTransition(const absl::Status& status, absl::string_view no
 }
 
 void RedisClient::MarkDown(const absl::Status& failure) {
-  LogTransition(failure, "");
+  options_.failure_log->Transition(failure, "");
   std::deque<Pending> failed;
   absl::Status status =
       absl::UnavailableError(absl::StrCat(failure.message(), " (failing fast; next try in ",
@@ -360,7 +361,8 @@ void RedisClient::IoLoop() {
     if (!live.empty() && !connection.connected()) {
       // Never wait on a connect past every caller's deadline.
       status = connection.Connect(std::min(latest_deadline, now + options_.connect_timeout));
-      if (status.ok()) LogTransition(status, connection.get().address().ToString());
+      if (status.ok())
+        options_.failure_log->Transition(status, connection.get().address().ToString());
     }
     if (status.ok() && !live.empty()) {
       const absl::Duration round_trip =

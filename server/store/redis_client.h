@@ -96,6 +96,18 @@ enum class ReconnectReason {
   kFailover,    // the topology's primary changed: the connection went to the old one
 };
 
+// The last connection failure logged (see RedisClientOptions::failure_log). Thread-safe.
+class RedisFailureLog {
+ public:
+  // Logs `status` (a warning with its message) if it differs from the last one logged; an OK
+  // status after a failure logs "redis: connected to <node>" once.
+  void Transition(const absl::Status& status, absl::string_view node);
+
+ private:
+  absl::Mutex mu_;
+  std::string logged_ ABSL_GUARDED_BY(mu_);  // last failure logged; empty: none
+};
+
 struct RedisClientOptions {
   // Credentials (user, password: the data nodes' ACL) and database. Its hosts are used only
   // when `topology` is null (then: a StandaloneTopology of hosts.front()).
@@ -125,6 +137,9 @@ struct RedisClientOptions {
   std::vector<std::string> scripts;
   // orderhold_redis_errors_total, or null.
   prometheus::Counter* errors = nullptr;
+  // Which failure was logged last, shared by the clients of one store so a failure they all
+  // see (a TLS verification failure, a wrong password) is one log line. Null: the client's own.
+  std::shared_ptr<RedisFailureLog> failure_log;
   // Called (on an I/O thread) each time a connection is dropped to be made again, or null.
   std::function<void(ReconnectReason)> on_reconnect;
 };
@@ -159,8 +174,6 @@ class RedisClient {
   void CountError();
   // Records a connection failure: fails everything queued and opens the fail-fast window.
   void MarkDown(const absl::Status& failure);
-  // Logs `failure` if it differs from the last one logged; an OK status logs the recovery once.
-  void LogTransition(const absl::Status& status, absl::string_view node);
 
   const RedisClientOptions options_;
   absl::Mutex mu_;
@@ -169,7 +182,6 @@ class RedisClient {
   // Until when Submit fails fast, and why (the last connection failure).
   absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status down_status_ ABSL_GUARDED_BY(mu_);
-  std::string logged_failure_ ABSL_GUARDED_BY(mu_);  // last failure logged; empty: none
   std::vector<std::thread> threads_;
 };
 

@@ -120,7 +120,11 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
                             std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
                             std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
                             std::string(lua::kTrimEvents)};
-  // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches.
+  // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches;
+  // one failure log for both, so a failure both see is logged once.
+  if (options.client.failure_log == nullptr) {
+    options.client.failure_log = std::make_shared<RedisFailureLog>();
+  }
   RedisClientOptions background_options = options.client;
   background_options.connections = 1;
   background_options.max_pipeline = kBackgroundMaxPipeline;
