@@ -50,7 +50,12 @@ using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 constexpr int kMaxHolds = 3;
-constexpr int kUsers = 2000;  // 50 callers put every user at the limit within a second or two
+constexpr int kUsers = 2000;
+// The callers' deadline, and the bound on a failed call: the server (--redis_timeout 500ms)
+// answers UNAVAILABLE long before the callers give up, even on a loaded or sanitized build.
+constexpr absl::Duration kCallTimeout = absl::Seconds(10);
+constexpr absl::Duration kAnswerBound =
+    absl::Seconds(5);  // 50 callers put every user at the limit within a second or two
 
 bool RealTiming() {
   const char* env = std::getenv("ORDERHOLD_SENTINEL_REAL_TIMING");
@@ -179,7 +184,7 @@ class SentinelE2eTest : public ::testing::Test {
   void StartApp(const Config& config) {
     ASSERT_OK_AND_ASSIGN(app_, App::Start(config, registry_));
     client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
-                                               client::ClientOptions{absl::Seconds(3)});
+                                               client::ClientOptions{kCallTimeout});
   }
 
   grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
@@ -286,7 +291,7 @@ TEST_F(SentinelE2eTest, FailoverUnderLoadWithWaitLosesNothingAndGrantsNoMore) {
   EXPECT_GT(verdict.checked, 0);
   EXPECT_EQ(verdict.lost, 0);
   EXPECT_EQ(verdict.over_granted_users, 0);
-  EXPECT_LT(load.max_failed_call(), absl::Seconds(3));  // UNAVAILABLE fast, no hang
+  EXPECT_LT(load.max_failed_call(), kAnswerBound);  // the server answered: no hang
   EXPECT_GE(MetricValue(registry_, "orderhold_redis_failovers_total"), 1);
 
   // Every short hold ends (the reaper, on the new primary) and its event reaches the group.
@@ -345,7 +350,7 @@ TEST_F(SentinelE2eTest, FailoverUnderLoadWithoutWaitServesAgainAtTheSwitch) {
       Seconds(switched - failover), last_failure ? Seconds(*last_failure - failover) : 0.0,
       load.failures(), all.checked, all.lost, all.over_granted_users);
   EXPECT_EQ(after_switch.lost, 0);
-  EXPECT_LT(load.max_failed_call(), absl::Seconds(3));
+  EXPECT_LT(load.max_failed_call(), kAnswerBound);  // the server answered: no hang
 }
 
 // Case 3: kill -9 of the primary. Calls fail UNAVAILABLE within their deadline (never a hang)
@@ -368,7 +373,7 @@ TEST_F(SentinelE2eTest, PrimaryKilledIsUnavailableThenServedOnThePromotedReplica
       load.failures(), Seconds(load.max_failed_call()),
       last_failure ? Seconds(*last_failure - killed) : 0.0);
   EXPECT_GT(load.failures(), 0);
-  EXPECT_LT(load.max_failed_call(), absl::Seconds(3));  // the client's deadline: no hang
+  EXPECT_LT(load.max_failed_call(), kAnswerBound);  // the server answered: no hang
   const Verdict after = Check(load.acked(), last_failure.value_or(killed));
   EXPECT_EQ(after.lost, 0);
 }
@@ -400,7 +405,7 @@ TEST_F(SentinelE2eTest, ResumedOldPrimaryGetsNoAcknowledgedWrite) {
       after.checked, after.lost);
   EXPECT_GT(after.checked, 0);
   EXPECT_EQ(after.lost, 0);
-  EXPECT_LT(load.max_failed_call(), absl::Seconds(3));
+  EXPECT_LT(load.max_failed_call(), kAnswerBound);  // the server answered: no hang
 }
 
 // Case 5: every sentinel down at start: the server starts, NOT_SERVING, calls UNAVAILABLE saying
@@ -424,7 +429,7 @@ TEST_F(SentinelE2eTest, StartsNotServingWithoutSentinelsAndServesOnceTheyAreBack
   prometheus::Registry registry;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<App> app, App::Start(wrong, registry));
   auto client = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app->grpc_port()),
-                                                 client::ClientOptions{absl::Seconds(3)});
+                                                 client::ClientOptions{kCallTimeout});
   EXPECT_TRUE(Eventually([&] {
     absl::Status status = client->PlaceHold("alice", "o2").status();
     return absl::IsUnavailable(status) &&
