@@ -9,6 +9,10 @@
 #                     within buckets as PromQL's histogram_quantile does; "-" when empty)
 #   hist_mean A B M   histogram M between two scrape files: "mean count"
 #   counter FILE M    value of the unlabelled counter or gauge M in a scrape file
+#   make_tls_certs DIR  writes DIR/ca.crt (a throwaway CA) and DIR/server.{crt,key} (signed by it,
+#                     for localhost and 127.0.0.1), EC P-256 keys, valid 2 days (openssl CLI)
+#   wait_replica_up PORT  waits until the replica on PORT has synced (master_link_status:up, 10 s),
+#                     else fails
 
 free_port() {
   # Below Linux's ephemeral range (32768-60999 by default): a port some client connection is
@@ -70,3 +74,44 @@ hist_mean() {
     END { n = c[2] - c[1]; if (n > 0) printf "%.4f %d\n", (s[2] - s[1]) / n, n; else print "- 0" }' "$1" "$2"
 }
 counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
+
+make_tls_certs() {
+  local dir="$1"
+  mkdir -p "${dir}"
+  # Our own openssl config, so the result does not depend on the system's openssl.cnf defaults
+  # (the same extensions as tests/testing/tls_certs.cc).
+  cat >"${dir}/openssl.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+[ca_ext]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[server_ext]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost,IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+CNF
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  openssl req -x509 -config "${dir}/openssl.cnf" -extensions ca_ext "${key[@]}" -days 2 \
+    -subj "/CN=OrderHold bench CA" -keyout "${dir}/ca.key" -out "${dir}/ca.crt" 2>/dev/null
+  openssl req -new -config "${dir}/openssl.cnf" "${key[@]}" -subj "/CN=localhost" \
+    -keyout "${dir}/server.key" -out "${dir}/server.csr" 2>/dev/null
+  openssl x509 -req -in "${dir}/server.csr" -CA "${dir}/ca.crt" -CAkey "${dir}/ca.key" \
+    -set_serial 1001 -days 2 -extfile "${dir}/openssl.cnf" -extensions server_ext \
+    -out "${dir}/server.crt" 2>/dev/null
+}
+
+wait_replica_up() {
+  for _ in $(seq 200); do
+    redis-cli -p "$1" INFO replication | tr -d '\r' | grep -qx 'master_link_status:up' && return 0
+    sleep 0.05
+  done
+  echo "bench: the replica on port $1 did not sync with its primary" >&2
+  return 1
+}
