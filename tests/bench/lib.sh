@@ -13,6 +13,9 @@
 #                     for localhost and 127.0.0.1), EC P-256 keys, valid 2 days (openssl CLI)
 #   wait_replica_up PORT  waits until the replica on PORT has synced (master_link_status:up, 10 s),
 #                     else fails
+#   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
+#   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
+#                     reaches has used so far (INFO cpu; main thread and its helpers)
 
 free_port() {
   # Below Linux's ephemeral range (32768-60999 by default): a port some client connection is
@@ -114,4 +117,17 @@ wait_replica_up() {
   done
   echo "bench: the replica on port $1 did not sync with its primary" >&2
   return 1
+}
+
+proc_cpu_s() {
+  # Fields 14 and 15 of /proc/PID/stat (utime, stime) in clock ticks; the command name (field 2)
+  # is cut off first, as it may contain spaces.
+  local ticks
+  ticks="$(getconf CLK_TCK)"
+  sed 's/^.*) //' "/proc/$1/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($12 + $13) / hz }'
+}
+
+redis_cpu_s() {
+  redis-cli "$@" INFO cpu | tr -d '\r' | awk -F: '
+    $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 } END { printf "%.3f\n", s }'
 }

@@ -42,6 +42,9 @@
 #              variant alike. Each variant's figure is the median over its rounds (each latency
 #              percentile separately); status codes are summed; the primary's INFO commandstats
 #              gives the EVALSHA and WAIT calls Redis saw. Ratios are of the medians, to plain.
+#              Also CPU µs per call of the server, Redis and the replica (user + system CPU over
+#              each process' life / the calls the server answered, from /proc, INFO cpu and
+#              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
 #
 # --baseline-server PATH: the issue-11 bar is "plain PlaceHold with the new transport (own socket,
 # hiredis only for formatting and parsing) within 5% of the old client (hiredis' blocking
@@ -212,8 +215,8 @@ command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO c
     END { printf "%d %d\n", e, w }'
 }
 transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
-  local variant="$1" round="$2" port replica_port url bin="${SERVER}" flags=() pids=() cli=()
-  local name="${variant}-${round}" evalsha waits
+  local variant="$1" round="$2" port replica_port="" url bin="${SERVER}" flags=() pids=() cli=()
+  local name="${variant}-${round}" evalsha waits calls server_cpu redis_cpu replica_cpu=null
   port="$(free_port)"
   cli=(-p "${port}")
   url="redis://127.0.0.1:${port}"
@@ -249,13 +252,27 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   wait_port "${port}"
   start_server_of "${bin}" "${url}" "${name}" redis "${flags[@]}"
   bench "${name}" --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
+  # CPU per call over each process' whole life (warmup included) and all the calls the server
+  # answered in it: on 2 shared cores this varies far less from run to run than throughput does.
+  calls="$(scrape "${METRICS_PORT}" |
+    awk '/^orderhold_grpc_requests_total\{/ { n += $2 } END { printf "%d", n }')"
+  server_cpu="$(proc_cpu_s "${SERVER_PID}")"
   # SIGKILL: a graceful stop waits about 1 s for the metrics exposer, per run; nothing here needs it.
   stop_server KILL
   read -r evalsha waits < <(command_calls "${cli[@]}")
+  redis_cpu="$(redis_cpu_s "${cli[@]}")"
+  [[ -n "${replica_port}" ]] && replica_cpu="$(redis_cpu_s -p "${replica_port}")"
   redis_stop "${pids[@]}"
   jq -c --arg variant "${variant}" --argjson round "${round}" --argjson evalsha "${evalsha}" \
-    --argjson waits "${waits}" \
-    '{variant: $variant, round: $round} + . + {redis_calls: {evalsha: $evalsha, wait: $waits}}' \
+    --argjson waits "${waits}" --argjson calls "${calls}" --argjson server_cpu "${server_cpu}" \
+    --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" '
+    def per_call($s): if $s == null or $calls == 0 then null else $s * 1e6 / $calls end;
+    {variant: $variant, round: $round} + .
+    + {redis_calls: {evalsha: $evalsha, wait: $waits},
+       cpu: {server_calls: $calls, server_s: $server_cpu, redis_s: $redis_cpu,
+             replica_s: $replica_cpu},
+       cpu_us_per_call: {server: per_call($server_cpu), redis: per_call($redis_cpu),
+                         replica: per_call($replica_cpu)}}' \
     "${WORK}/${name}.json" >>"${WORK}/transport-runs.jsonl"
 }
 : >"${WORK}/transport-runs.jsonl"
@@ -283,7 +300,10 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
        codes: ([.[].codes | to_entries[]] | group_by(.key)
                | map({key: .[0].key, value: (map(.value) | add)}) | from_entries),
        redis_calls: {evalsha: (map(.redis_calls.evalsha) | add),
-                     wait: (map(.redis_calls.wait) | add)}}}) | from_entries) as $v
+                     wait: (map(.redis_calls.wait) | add)},
+       cpu_us_per_call: (reduce ("server", "redis", "replica") as $p
+                           ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median)))}})
+     | from_entries) as $v
   | {rounds: ([.[].round] | max), order: $order,
      baseline_server: (if $baseline == "" then null else $baseline end),
      variants: $v,
@@ -292,6 +312,8 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
               wait_vs_plain: ratio($v.wait.throughput; $v.plain.throughput),
               wait_vs_replica: ratio($v.wait.throughput; $v.replica.throughput),
               plain_vs_baseline: ratio($v.plain.throughput; $v.baseline.throughput),
+              server_cpu_per_call_plain_vs_baseline:
+                ratio($v.plain.cpu_us_per_call.server; $v.baseline.cpu_us_per_call.server),
               plain_vs_baseline_per_round: (if $v.baseline == null then null
                 else [range(0; $v.plain.runs) as $i
                       | ratio($v.plain.throughputs[$i]; $v.baseline.throughputs[$i])] end)}}' \
@@ -446,6 +468,7 @@ jq -r '
   def f0: . * 1 | floor | tostring;
   def f2: (. * 100 | round / 100) | tostring;
   def f3: (. * 1000 | round / 1000) | tostring;
+  def f1n: if . == null then "-" else (. * 10 | round / 10) | tostring end;
   def codes: [.codes | to_entries[] | "\(.key) \(.value)"] | join(", ");
   . as $root
   | "# OrderHold benchmark (\(.date))",
@@ -483,20 +506,21 @@ jq -r '
   "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_3_per_user) | <= 120: \(.targets.memory_le_120_bytes_per_hold) |",
   "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_1_per_user) | |",
   "",
-  "Transport: phase 2'"'"'s closed-loop PlaceHold once per way of reaching Redis, each run on fresh redis-server(s) and a fresh server; \(.transport.rounds) round(s) in alternating order (\(.transport.order | join(", "))). Figures are medians over the rounds (each percentile separately), status codes and Redis calls summed:",
+  "Transport: phase 2'"'"'s closed-loop PlaceHold once per way of reaching Redis, each run on fresh redis-server(s) and a fresh server; \(.transport.rounds) round(s) in alternating order (\(.transport.order | join(", "))). Figures are medians over the rounds (each percentile and CPU figure separately), status codes and Redis calls summed. CPU µs per call: the process'"'"' user + system CPU over its life (warmup included) / the calls the server answered:",
   "",
-  "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | status codes | Redis WAIT / EVALSHA calls |",
-  "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|",
+  "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | CPU µs/call: server / Redis / replica | status codes | Redis WAIT / EVALSHA calls |",
+  "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|",
   (.transport.variants.plain.throughput as $plain
    | ["plain", "plain: redis://"], ["baseline", "baseline: redis://, --baseline-server binary"],
      ["tls", "tls: rediss://, CA-verified"], ["replica", "replica: primary + 1 replica, no WAIT"],
      ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"]
    | . as [$key, $title] | $root.transport.variants[$key] | select(. != null)
-   | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(codes) | \(.redis_calls.wait) / \(.redis_calls.evalsha) |"),
+   | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(.cpu_us_per_call | "\(.server | f1n) / \(.redis | f1n) / \(.replica | f1n)") | \(codes) | \(.redis_calls.wait) / \(.redis_calls.evalsha) |"),
   "",
   "| transport ratio (calls/s, medians) | value | target |",
   "|---|---:|---|",
   "| PlaceHold, this server / --baseline-server | \(if .transport.ratios.plain_vs_baseline == null then "(no --baseline-server)" else "\(.transport.ratios.plain_vs_baseline | f3) (per round \(.transport.ratios.plain_vs_baseline_per_round | map(f3) | join(" / ")))" end) | >= 0.95: \(.targets.plain_vs_baseline_ge_0_95) |",
+  "| server CPU per call, this server / --baseline-server | \(.transport.ratios.server_cpu_per_call_plain_vs_baseline | if . == null then "(no --baseline-server)" else f3 end) | |",
   "| TLS / plain | \(.transport.ratios.tls_vs_plain | f3) | |",
   "| primary + replica, no WAIT / plain | \(.transport.ratios.replica_vs_plain | f3) | |",
   "| WAIT 1 / plain | \(.transport.ratios.wait_vs_plain | f3) | |",
