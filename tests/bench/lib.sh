@@ -79,35 +79,20 @@ hist_mean() {
 counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
 
 make_tls_certs() {
-  local dir="$1"
+  local dir="$1" key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
   mkdir -p "${dir}"
-  # Our own openssl config, so the result does not depend on the system's openssl.cnf defaults
-  # (the same extensions as tests/testing/tls_certs.cc).
-  cat >"${dir}/openssl.cnf" <<'CNF'
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-[ca_ext]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[server_ext]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature
-extendedKeyUsage = serverAuth
-subjectAltName = DNS:localhost,IP:127.0.0.1
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-CNF
-  local key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
-  openssl req -x509 -config "${dir}/openssl.cnf" -extensions ca_ext "${key[@]}" -days 2 \
-    -subj "/CN=OrderHold bench CA" -keyout "${dir}/ca.key" -out "${dir}/ca.crt" 2>/dev/null
-  openssl req -new -config "${dir}/openssl.cnf" "${key[@]}" -subj "/CN=localhost" \
-    -keyout "${dir}/server.key" -out "${dir}/server.csr" 2>/dev/null
-  openssl x509 -req -in "${dir}/server.csr" -CA "${dir}/ca.crt" -CAkey "${dir}/ca.key" \
-    -set_serial 1001 -days 2 -extfile "${dir}/openssl.cnf" -extensions server_ext \
-    -out "${dir}/server.crt" 2>/dev/null
+  # A config with nothing but what `openssl req` insists on, so the system's openssl.cnf adds no
+  # extensions; OpenSSL 3 adds the key identifiers itself, and `req -x509 -CA` signs directly.
+  printf '[req]\ndistinguished_name = dn\n[dn]\n' >"${dir}/openssl.cnf"
+  openssl req -x509 -config "${dir}/openssl.cnf" "${key[@]}" -days 2 \
+    -subj "/CN=OrderHold bench CA" -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "${dir}/ca.key" -out "${dir}/ca.crt" 2>/dev/null
+  openssl req -x509 -config "${dir}/openssl.cnf" "${key[@]}" -days 2 -subj /CN=localhost \
+    -CA "${dir}/ca.crt" -CAkey "${dir}/ca.key" -addext basicConstraints=critical,CA:FALSE \
+    -addext keyUsage=critical,digitalSignature -addext extendedKeyUsage=serverAuth \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -keyout "${dir}/server.key" -out "${dir}/server.crt" 2>/dev/null
 }
 
 wait_replica_up() {

@@ -302,7 +302,8 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
        redis_calls: {evalsha: (map(.redis_calls.evalsha) | add),
                      wait: (map(.redis_calls.wait) | add)},
        cpu_us_per_call: (reduce ("server", "redis", "replica") as $p
-                           ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median)))}})
+                           ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median))),
+       cpu_us_per_call_per_round: map(.cpu_us_per_call)}})
      | from_entries) as $v
   | {rounds: ([.[].round] | max), order: $order,
      baseline_server: (if $baseline == "" then null else $baseline end),
