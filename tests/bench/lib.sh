@@ -9,6 +9,13 @@
 #                     within buckets as PromQL's histogram_quantile does; "-" when empty)
 #   hist_mean A B M   histogram M between two scrape files: "mean count"
 #   counter FILE M    value of the unlabelled counter or gauge M in a scrape file
+#   make_tls_certs DIR  writes DIR/ca.crt (a throwaway CA) and DIR/server.{crt,key} (signed by it,
+#                     for localhost and 127.0.0.1), EC P-256 keys, valid 2 days (openssl CLI)
+#   wait_replica_up PORT  waits until the replica on PORT has synced (master_link_status:up, 10 s),
+#                     else fails
+#   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
+#   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
+#                     reaches has used so far (INFO cpu; main thread and its helpers)
 
 free_port() {
   # Below Linux's ephemeral range (32768-60999 by default): a port some client connection is
@@ -70,3 +77,42 @@ hist_mean() {
     END { n = c[2] - c[1]; if (n > 0) printf "%.4f %d\n", (s[2] - s[1]) / n, n; else print "- 0" }' "$1" "$2"
 }
 counter() { awk -v m="$2" '$1 == m { print $2 }' "$1"; }
+
+make_tls_certs() {
+  local dir="$1" key=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+  mkdir -p "${dir}"
+  # A config with nothing but what `openssl req` insists on, so the system's openssl.cnf adds no
+  # extensions; OpenSSL 3 adds the key identifiers itself, and `req -x509 -CA` signs directly.
+  printf '[req]\ndistinguished_name = dn\n[dn]\n' >"${dir}/openssl.cnf"
+  openssl req -x509 -config "${dir}/openssl.cnf" "${key[@]}" -days 2 \
+    -subj "/CN=OrderHold bench CA" -addext basicConstraints=critical,CA:TRUE \
+    -addext keyUsage=critical,keyCertSign,cRLSign \
+    -keyout "${dir}/ca.key" -out "${dir}/ca.crt" 2>/dev/null
+  openssl req -x509 -config "${dir}/openssl.cnf" "${key[@]}" -days 2 -subj /CN=localhost \
+    -CA "${dir}/ca.crt" -CAkey "${dir}/ca.key" -addext basicConstraints=critical,CA:FALSE \
+    -addext keyUsage=critical,digitalSignature -addext extendedKeyUsage=serverAuth \
+    -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+    -keyout "${dir}/server.key" -out "${dir}/server.crt" 2>/dev/null
+}
+
+wait_replica_up() {
+  for _ in $(seq 200); do
+    redis-cli -p "$1" INFO replication | tr -d '\r' | grep -qx 'master_link_status:up' && return 0
+    sleep 0.05
+  done
+  echo "bench: the replica on port $1 did not sync with its primary" >&2
+  return 1
+}
+
+proc_cpu_s() {
+  # Fields 14 and 15 of /proc/PID/stat (utime, stime) in clock ticks; the command name (field 2)
+  # is cut off first, as it may contain spaces.
+  local ticks
+  ticks="$(getconf CLK_TCK)"
+  sed 's/^.*) //' "/proc/$1/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($12 + $13) / hz }'
+}
+
+redis_cpu_s() {
+  redis-cli "$@" INFO cpu | tr -d '\r' | awk -F: '
+    $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 } END { printf "%.3f\n", s }'
+}

@@ -3,7 +3,8 @@
 # load generator (orderhold-bench), so the ratios compare like with like. Not part of the test
 # suite; CI runs only `--smoke` (a few seconds, checks the pipeline and that figures come out).
 #
-#   tests/bench/run.sh [--smoke] [--duration 15] [--concurrency 64] [--out DIR]
+#   tests/bench/run.sh [--smoke] [--duration 15] [--concurrency 64] [--rounds 3] [--out DIR]
+#                      [--baseline-server PATH]
 #
 # Phases (each starts from an empty Redis; servers and Redis are private, on free ports):
 #   1 ceiling  orderhold-server --store=noop (same binary and proto, Redis replaced by a no-op
@@ -23,6 +24,39 @@
 #              reaper lag over the phase from /metrics (orderhold_reaper_lag_seconds).
 #   5 memory   INFO used_memory before/after 1,000,000 holds seeded through the real script:
 #              3 holds per user (333,334 users, everyone at the default limit), and 1 per user.
+#   6 transport  (run right after phase 2) phase 2's closed-loop PlaceHold once per way of reaching
+#              Redis, each run on its own fresh redis-server(s) and a fresh server:
+#                plain     redis://, one redis-server (the reference of the ratios);
+#                baseline  the same with the --baseline-server binary (only with that option);
+#                tls       rediss:// to a redis-server with --tls-port (--port 0,
+#                          --tls-auth-clients no), certificates made here with the openssl CLI (EC
+#                          P-256 CA + server certificate for localhost/127.0.0.1), the server
+#                          verifying it with --redis_tls_ca_file;
+#                replica   redis:// to a primary with one replica (REPLICAOF, run once the replica
+#                          reports master_link_status:up), no WAIT: what the replica costs on a
+#                          machine where it shares the cores;
+#                wait      the same with --redis_wait_replicas=1 (WAIT 1 after each batch that
+#                          writes).
+#              --rounds rounds (default 3; 1 with --smoke); the order alternates, forward in odd
+#              rounds and backward in even ones, so slow drift on this noisy machine falls on every
+#              variant alike. Each variant's figure is the median over its rounds (each latency
+#              percentile separately); status codes are summed; the primary's INFO commandstats
+#              gives the EVALSHA and WAIT calls Redis saw. Ratios are of the medians, to plain.
+#              Also CPU µs per call of the server, Redis and the replica (user + system CPU over
+#              each process' life / the calls the server answered, from /proc, INFO cpu and
+#              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
+#
+# --baseline-server PATH: the issue-11 bar is "plain PlaceHold with the new transport (own socket,
+# hiredis only for formatting and parsing) within 5% of the old client (hiredis' blocking
+# redisContext), measured in the same run". The old client is the server at ea620a5, the last
+# commit before issue 11. The baseline binary gets only --store, --grpc_address,
+# --metrics_address and --redis_url, which that commit has. To reproduce:
+#   git worktree add /tmp/orderhold-ea620a5 ea620a5
+#   cmake -G Ninja -S /tmp/orderhold-ea620a5 -B /tmp/orderhold-ea620a5/build \
+#     -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF
+#   cmake --build /tmp/orderhold-ea620a5/build --target orderhold-server
+#   tests/bench/run.sh --baseline-server /tmp/orderhold-ea620a5/build/server/orderhold-server
+# Nothing else may build or load the machine meanwhile (on a shared box, hold its build lock).
 # Output: a table on stdout, and <out>/results.json + <out>/results.md (default <repo>/build/bench).
 # Needs the Release build of tests/run.sh (it builds it if missing).
 # Smoke: tiny sizes, and the open phases use ttl=1s (1 s warmup) so the reaper has work; their
@@ -35,6 +69,8 @@ CONCURRENCY=64
 USERS=100000
 MEMORY_HOLDS=1000000
 SMOKE=0
+ROUNDS=""
+BASELINE_SERVER=""
 OUT="${REPO}/build/bench"
 while (($#)); do
   case "$1" in
@@ -42,7 +78,13 @@ while (($#)); do
     --duration) DURATION="$2"; shift ;;
     --concurrency) CONCURRENCY="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--duration SECONDS] [--concurrency N] [--out DIR]" >&2; exit 64 ;;
+    --rounds) ROUNDS="$2"; shift ;;
+    --baseline-server) BASELINE_SERVER="$2"; shift ;;
+    *)
+      echo "usage: $0 [--smoke] [--duration SECONDS] [--concurrency N] [--rounds N] [--out DIR]" \
+        "[--baseline-server PATH]" >&2
+      exit 64
+      ;;
   esac
   shift
 done
@@ -50,6 +92,16 @@ WARMUP=2
 OPEN_TTL=10
 if ((SMOKE)); then
   DURATION=1 WARMUP=0 MEMORY_HOLDS=30000 USERS=1000 CONCURRENCY=16 OPEN_TTL=1
+  ROUNDS="${ROUNDS:-1}"
+fi
+ROUNDS="${ROUNDS:-3}"
+[[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --rounds must be a positive number" >&2; exit 64; }
+if [[ -n "${BASELINE_SERVER}" ]]; then
+  [[ -x "${BASELINE_SERVER}" ]] || {
+    echo "bench: --baseline-server ${BASELINE_SERVER} is not an executable" >&2
+    exit 64
+  }
+  BASELINE_SERVER="$(realpath "${BASELINE_SERVER}")"
 fi
 # The open phases measure after the first holds have expired: from then on holds expire as fast as
 # they are placed.
@@ -89,21 +141,24 @@ rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
 used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }'; }
 
 start_server() {  # log name, store mode, extra server flags... -> TARGET, METRICS_PORT
+  start_server_of "${SERVER}" "redis://127.0.0.1:${REDIS_PORT}" "$@"
+}
+start_server_of() {  # binary, redis URL, log name, store mode, extra server flags...
   stop_server
-  local port name="$1" store="$2"
-  shift 2
+  local port bin="$1" url="$2" name="$3" store="$4"
+  shift 4
   port="$(free_port)" METRICS_PORT="$(free_port)"
-  "${SERVER}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
-    --metrics_address="127.0.0.1:${METRICS_PORT}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+  "${bin}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
+    --metrics_address="127.0.0.1:${METRICS_PORT}" --redis_url="${url}" \
     "$@" 2>"${WORK}/server-${name}.log" &
   SERVER_PID=$!
   TARGET="127.0.0.1:${port}"
   wait_port "${port}"
   wait_port "${METRICS_PORT}"
 }
-stop_server() {
+stop_server() {  # [signal]: TERM (default), or KILL to skip the ~1 s graceful shutdown
   if [[ -n "${SERVER_PID}" ]]; then
-    kill "${SERVER_PID}" 2>/dev/null || true
+    kill "-${1:-TERM}" "${SERVER_PID}" 2>/dev/null || true
     wait "${SERVER_PID}" 2>/dev/null || true
     SERVER_PID=""
   fi
@@ -130,6 +185,140 @@ start_server redis redis
 bench place --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
 rcli FLUSHALL >/dev/null
 bench mix --concurrency="${CONCURRENCY}" --mix=place=70,pay=20,list=10 --ttl=10s
+stop_server
+
+# 6. Transport: phase 2's PlaceHold over each way of reaching Redis, in rounds of alternating order.
+TRANSPORTS=(plain)
+[[ -n "${BASELINE_SERVER}" ]] && TRANSPORTS+=(baseline)
+TRANSPORTS+=(tls replica wait)
+TLS_DIR="${WORK}/tls"
+make_tls_certs "${TLS_DIR}"
+redis_start() {  # name, redis-server flags... -> STARTED_PID (also in PIDS)
+  mkdir -p "${WORK}/redis-$1"
+  redis-server --bind 127.0.0.1 --save '' --appendonly no --dir "${WORK}/redis-$1" \
+    --logfile "${WORK}/redis-$1.log" "${@:2}" &
+  STARTED_PID=$!
+  PIDS+=("${STARTED_PID}")
+}
+redis_stop() {  # pids...
+  local pid keep=()
+  for pid in "$@"; do
+    kill "${pid}" 2>/dev/null || true
+    wait "${pid}" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do [[ " $* " == *" ${pid} "* ]] || keep+=("${pid}"); done
+  PIDS=("${keep[@]}")
+}
+command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO commandstats
+  redis-cli "$@" INFO commandstats | tr -d '\r' | awk -F'[:=,]' '
+    $1 == "cmdstat_evalsha" { e = $3 } $1 == "cmdstat_wait" { w = $3 }
+    END { printf "%d %d\n", e, w }'
+}
+transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
+  local variant="$1" round="$2" port replica_port="" url bin="${SERVER}" flags=() pids=() cli=()
+  local name="${variant}-${round}" evalsha waits calls server_cpu redis_cpu replica_cpu=null
+  port="$(free_port)"
+  cli=(-p "${port}")
+  url="redis://127.0.0.1:${port}"
+  case "${variant}" in
+    plain | baseline)
+      redis_start "${name}" --port "${port}"
+      pids+=("${STARTED_PID}")
+      [[ "${variant}" == baseline ]] && bin="${BASELINE_SERVER}"
+      ;;
+    tls)
+      redis_start "${name}" --port 0 --tls-port "${port}" --tls-cert-file "${TLS_DIR}/server.crt" \
+        --tls-key-file "${TLS_DIR}/server.key" --tls-ca-cert-file "${TLS_DIR}/ca.crt" \
+        --tls-auth-clients no
+      pids+=("${STARTED_PID}")
+      url="rediss://127.0.0.1:${port}"
+      cli=(--tls --cacert "${TLS_DIR}/ca.crt" -p "${port}")
+      flags=(--redis_tls_ca_file="${TLS_DIR}/ca.crt")
+      ;;
+    replica | wait)
+      # No delay before the first (diskless) sync, so the replica is up at once.
+      redis_start "${name}-primary" --port "${port}" --repl-diskless-sync-delay 0
+      pids+=("${STARTED_PID}")
+      wait_port "${port}"
+      replica_port="$(free_port)"
+      redis_start "${name}-replica" --port "${replica_port}"
+      pids+=("${STARTED_PID}")
+      wait_port "${replica_port}"
+      redis-cli -p "${replica_port}" REPLICAOF 127.0.0.1 "${port}" >/dev/null
+      wait_replica_up "${replica_port}"
+      [[ "${variant}" == wait ]] && flags=(--redis_wait_replicas=1)
+      ;;
+  esac
+  wait_port "${port}"
+  start_server_of "${bin}" "${url}" "${name}" redis "${flags[@]}"
+  bench "${name}" --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
+  # CPU per call over each process' whole life (warmup included) and all the calls the server
+  # answered in it: on 2 shared cores this varies far less from run to run than throughput does.
+  calls="$(scrape "${METRICS_PORT}" |
+    awk '/^orderhold_grpc_requests_total\{/ { n += $2 } END { printf "%d", n }')"
+  server_cpu="$(proc_cpu_s "${SERVER_PID}")"
+  # SIGKILL: a graceful stop waits about 1 s for the metrics exposer, per run; nothing here needs it.
+  stop_server KILL
+  read -r evalsha waits < <(command_calls "${cli[@]}")
+  redis_cpu="$(redis_cpu_s "${cli[@]}")"
+  [[ -n "${replica_port}" ]] && replica_cpu="$(redis_cpu_s -p "${replica_port}")"
+  redis_stop "${pids[@]}"
+  jq -c --arg variant "${variant}" --argjson round "${round}" --argjson evalsha "${evalsha}" \
+    --argjson waits "${waits}" --argjson calls "${calls}" --argjson server_cpu "${server_cpu}" \
+    --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" '
+    def per_call($s): if $s == null or $calls == 0 then null else $s * 1e6 / $calls end;
+    {variant: $variant, round: $round} + .
+    + {redis_calls: {evalsha: $evalsha, wait: $waits},
+       cpu: {server_calls: $calls, server_s: $server_cpu, redis_s: $redis_cpu,
+             replica_s: $replica_cpu},
+       cpu_us_per_call: {server: per_call($server_cpu), redis: per_call($redis_cpu),
+                         replica: per_call($replica_cpu)}}' \
+    "${WORK}/${name}.json" >>"${WORK}/transport-runs.jsonl"
+}
+: >"${WORK}/transport-runs.jsonl"
+for ((round = 1; round <= ROUNDS; round++)); do
+  order=("${TRANSPORTS[@]}")
+  if ((round % 2 == 0)); then
+    order=()
+    for ((i = ${#TRANSPORTS[@]} - 1; i >= 0; i--)); do order+=("${TRANSPORTS[i]}"); done
+  fi
+  for variant in "${order[@]}"; do transport_run "${variant}" "${round}"; done
+done
+# -> transport.json: per variant the medians over its rounds; ratios of medians to plain.
+jq -s --arg baseline "${BASELINE_SERVER}" '
+  def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
+  (map("\(.variant)-\(.round)")) as $order
+  | (group_by(.variant) | map(sort_by(.round)) | map(. as $runs | {key: .[0].variant, value: {
+       runs: length,
+       throughput: (map(.throughput) | median),
+       throughputs: map(.throughput),
+       latency_ms: (reduce ("p50", "p90", "p99", "p999", "max") as $q
+                      ({}; .[$q] = ($runs | map(.latency_ms[$q]) | median))),
+       completed: (map(.completed) | add), errors: (map(.errors) | add),
+       codes: ([.[].codes | to_entries[]] | group_by(.key)
+               | map({key: .[0].key, value: (map(.value) | add)}) | from_entries),
+       redis_calls: {evalsha: (map(.redis_calls.evalsha) | add),
+                     wait: (map(.redis_calls.wait) | add)},
+       cpu_us_per_call: (reduce ("server", "redis", "replica") as $p
+                           ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median))),
+       cpu_us_per_call_per_round: map(.cpu_us_per_call)}})
+     | from_entries) as $v
+  | {rounds: ([.[].round] | max), order: $order,
+     baseline_server: (if $baseline == "" then null else $baseline end),
+     variants: $v,
+     ratios: {tls_vs_plain: ratio($v.tls.throughput; $v.plain.throughput),
+              replica_vs_plain: ratio($v.replica.throughput; $v.plain.throughput),
+              wait_vs_plain: ratio($v.wait.throughput; $v.plain.throughput),
+              wait_vs_replica: ratio($v.wait.throughput; $v.replica.throughput),
+              plain_vs_baseline: ratio($v.plain.throughput; $v.baseline.throughput),
+              server_cpu_per_call_plain_vs_baseline:
+                ratio($v.plain.cpu_us_per_call.server; $v.baseline.cpu_us_per_call.server),
+              plain_vs_baseline_per_round: (if $v.baseline == null then null
+                else [range(0; $v.plain.runs) as $i
+                      | ratio($v.plain.throughputs[$i]; $v.baseline.throughputs[$i])] end)}}' \
+  "${WORK}/transport-runs.jsonl" >"${WORK}/transport.json"
 
 # 4. Open loop at half of the PlaceHold maximum, reaper off then on.
 PLACE_TPUT="$(value place .throughput)"
@@ -244,6 +433,7 @@ jq -n \
   --slurpfile on_reaper "${WORK}/open-reaper-on-reaper.json" --argjson open_ttl "${OPEN_TTL}" \
   --argjson redis_rps "${REDIS_RPS}" --argjson redis_p99 "${REDIS_P99:-0}" \
   --argjson mem3 "${MEM3}" --argjson mem1 "${MEM1}" --argjson memory_holds "${MEMORY_HOLDS}" \
+  --slurpfile transport "${WORK}/transport.json" \
   '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), duration_s: $duration,
     concurrency: $concurrency, users: $users,
     ceiling: $ceiling[0], place: $place[0], mix: $mix[0],
@@ -253,6 +443,7 @@ jq -n \
     redis_evalsha: {throughput: $redis_rps, p99_ms: $redis_p99},
     memory: {holds: $memory_holds, bytes_per_hold_3_per_user: $mem3,
              bytes_per_hold_1_per_user: $mem1},
+    transport: $transport[0],
     ratios: {place_vs_ceiling: ($place[0].throughput / $ceiling[0].throughput),
              mix_vs_ceiling: ($mix[0].throughput / $ceiling[0].throughput),
              place_vs_redis_evalsha: ($place[0].throughput / $redis_rps),
@@ -269,13 +460,19 @@ jq -n \
               reap_calls_over_1ms_le_5: ($on_reaper[0].slowlog.reap.count_over_1ms <= 5),
               reaper_lag_p99_le_1_2s: (($on_reaper[0].reaper_lag_s.p99 | type) == "number"
                                        and $on_reaper[0].reaper_lag_s.p99 <= 1.2),
-              memory_le_120_bytes_per_hold: ($mem3 <= 120)}}' >"${OUT}/results.json"
+              memory_le_120_bytes_per_hold: ($mem3 <= 120),
+              plain_vs_baseline_ge_0_95: (if $transport[0].ratios.plain_vs_baseline == null then null
+                                          else $transport[0].ratios.plain_vs_baseline >= 0.95 end)}}' \
+  >"${OUT}/results.json"
 
 jq -r '
   def f0: . * 1 | floor | tostring;
   def f2: (. * 100 | round / 100) | tostring;
+  def f3: (. * 1000 | round / 1000) | tostring;
+  def f1n: if . == null then "-" else (. * 10 | round / 10) | tostring end;
   def codes: [.codes | to_entries[] | "\(.key) \(.value)"] | join(", ");
-  "# OrderHold benchmark (\(.date))",
+  . as $root
+  | "# OrderHold benchmark (\(.date))",
   "",
   "Machine: \(.machine). Closed loop: \(.concurrency) concurrent calls, \(.duration_s) s per phase, \(.users) users (uniform)." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end),
   "",
@@ -308,7 +505,27 @@ jq -r '
   "| reap.lua in SLOWLOG, reaper-on phase: max / total | \(.open_reaper_on.reaper.slowlog.reap.max_us) µs / \(.open_reaper_on.reaper.slowlog.reap.total_ms | f2) ms | |",
   "| reaper lag p99, reaper-on phase | \(.open_reaper_on.reaper.reaper_lag_s.p99) s | <= 1.2 s: \(.targets.reaper_lag_p99_le_1_2s) |",
   "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_3_per_user) | <= 120: \(.targets.memory_le_120_bytes_per_hold) |",
-  "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_1_per_user) | |"
+  "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_1_per_user) | |",
+  "",
+  "Transport: phase 2'"'"'s closed-loop PlaceHold once per way of reaching Redis, each run on fresh redis-server(s) and a fresh server; \(.transport.rounds) round(s) in alternating order (\(.transport.order | join(", "))). Figures are medians over the rounds (each percentile and CPU figure separately), status codes and Redis calls summed. CPU µs per call: the process'"'"' user + system CPU over its life (warmup included) / the calls the server answered:",
+  "",
+  "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | CPU µs/call: server / Redis / replica | status codes | Redis WAIT / EVALSHA calls |",
+  "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|",
+  (.transport.variants.plain.throughput as $plain
+   | ["plain", "plain: redis://"], ["baseline", "baseline: redis://, --baseline-server binary"],
+     ["tls", "tls: rediss://, CA-verified"], ["replica", "replica: primary + 1 replica, no WAIT"],
+     ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"]
+   | . as [$key, $title] | $root.transport.variants[$key] | select(. != null)
+   | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(.cpu_us_per_call | "\(.server | f1n) / \(.redis | f1n) / \(.replica | f1n)") | \(codes) | \(.redis_calls.wait) / \(.redis_calls.evalsha) |"),
+  "",
+  "| transport ratio (calls/s, medians) | value | target |",
+  "|---|---:|---|",
+  "| PlaceHold, this server / --baseline-server | \(if .transport.ratios.plain_vs_baseline == null then "(no --baseline-server)" else "\(.transport.ratios.plain_vs_baseline | f3) (per round \(.transport.ratios.plain_vs_baseline_per_round | map(f3) | join(" / ")))" end) | >= 0.95: \(.targets.plain_vs_baseline_ge_0_95) |",
+  "| server CPU per call, this server / --baseline-server | \(.transport.ratios.server_cpu_per_call_plain_vs_baseline | if . == null then "(no --baseline-server)" else f3 end) | |",
+  "| TLS / plain | \(.transport.ratios.tls_vs_plain | f3) | |",
+  "| primary + replica, no WAIT / plain | \(.transport.ratios.replica_vs_plain | f3) | |",
+  "| WAIT 1 / plain | \(.transport.ratios.wait_vs_plain | f3) | |",
+  "| WAIT 1 / primary + replica without WAIT | \(.transport.ratios.wait_vs_replica | f3) | |"
 ' "${OUT}/results.json" | tee "${OUT}/results.md"
 
 # Sanity (what the CI smoke checks): every phase produced calls and no service errors.
@@ -320,4 +537,15 @@ jq -e '[.ceiling, .place, .mix, .open_reaper_off, .open_reaper_on]
 }
 jq -e '.redis_evalsha.throughput > 0 and .memory.bytes_per_hold_3_per_user > 0' \
   "${OUT}/results.json" >/dev/null || { echo "bench: redis-benchmark or memory phase gave nothing" >&2; exit 1; }
+# Transport: every run of every variant completed calls without service errors (the wait variant:
+# no UNAVAILABLE "not yet replicated"), and Redis saw WAIT from the wait variant and only from it.
+jq -e --argjson rounds "${ROUNDS}" '.transport.variants
+       | all(.[]; .runs == $rounds and .completed > 0 and .errors == 0)
+         and .wait.redis_calls.wait > 0
+         and ([del(.wait)[] | .redis_calls.wait] | all(. == 0))' \
+  "${OUT}/results.json" >/dev/null || {
+  echo "bench: a transport run completed no calls or had service errors, or WAIT was not sent" \
+    "(only) by the wait variant; see transport in ${OUT}/results.json" >&2
+  exit 1
+}
 echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
