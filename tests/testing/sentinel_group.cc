@@ -260,7 +260,7 @@ absl::Status SentinelGroup::WaitForRole(int node, absl::string_view role, absl::
   return PollUntil(
       [&]() -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(std::string reply, n.Command({"ROLE"}));
-        absl::string_view actual = reply.substr(0, reply.find('\n'));
+        const std::string actual = reply.substr(0, reply.find('\n'));
         if (actual != role) {
           return absl::FailedPreconditionError(absl::StrCat("ROLE is ", actual));
         }
