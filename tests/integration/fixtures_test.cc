@@ -1,6 +1,6 @@
-// The HA and TLS fixtures themselves (RedisServer's options, TlsCerts, SentinelGroup): they must
-// work before any test of the code under test can rely on them. redis-cli stands in for a TLS
-// client; the real one is OrderHold's own connection layer, tested elsewhere.
+// The HA and TLS fixtures themselves (RedisServer's options, TlsCerts, SentinelGroup,
+// RedisCluster): they must work before any test of the code under test can rely on them. redis-cli
+// stands in for a TLS client; the real one is OrderHold's own connection layer, tested elsewhere.
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -9,12 +9,15 @@
 #include <system_error>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/app_acl.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/os_util.h"
+#include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
@@ -243,6 +246,217 @@ TEST(SentinelGroupFixtureTest, StartsFailsOverAndDemotesTheOldPrimary) {
 // The same with Redis' real periods, to measure them (about 15 s, so not in the suite):
 //   integration_tests --gtest_also_run_disabled_tests --gtest_filter='*RealSentinelTiming*'
 TEST(SentinelGroupFixtureTest, DISABLED_RealSentinelTiming) { FailoverWalkthrough({}); }
+
+// The app user's command on node i of `cluster`, on a fresh connection.
+absl::StatusOr<std::string> AsApp(RedisCluster& cluster, int i,
+                                  const std::vector<std::string>& args) {
+  return cluster.node(i).CommandAs(cluster.options().app_user, cluster.options().app_password,
+                                   args);
+}
+
+// Formation, routing, the app ACL in cluster mode, ASK/TRYAGAIN by hand, MigrateSlot, Reshard.
+TEST(RedisClusterFixtureTest, FormsRoutesRedirectsAndMigrates) {
+  absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Start());
+  ReportTime("RedisCluster::Start (3 primaries + 3 replicas)", absl::Now() - start);
+  ASSERT_EQ(cluster->node_count(), 6);
+  ASSERT_EQ(cluster->primary_count(), 3);
+
+  ASSERT_OK_AND_ASSIGN(std::string info, cluster->Command(5, {"CLUSTER", "INFO"}));
+  EXPECT_THAT(info, HasSubstr("cluster_state:ok"));
+  EXPECT_THAT(info, HasSubstr("cluster_slots_assigned:16384"));
+  EXPECT_THAT(info, HasSubstr("cluster_slots_ok:16384"));
+  EXPECT_THAT(info, HasSubstr("cluster_known_nodes:6"));
+  EXPECT_THAT(info, HasSubstr("cluster_size:3"));
+  // redis-cli's split; replica k of primary p is InitialReplica(p, k).
+  EXPECT_EQ(cluster->PrimaryFor(0).value_or(-1), 0);
+  EXPECT_EQ(cluster->PrimaryFor(5460).value_or(-1), 0);
+  EXPECT_EQ(cluster->PrimaryFor(5461).value_or(-1), 1);
+  EXPECT_EQ(cluster->PrimaryFor(10922).value_or(-1), 1);
+  EXPECT_EQ(cluster->PrimaryFor(10923).value_or(-1), 2);
+  EXPECT_EQ(cluster->PrimaryFor(16383).value_or(-1), 2);
+  EXPECT_THAT(cluster->PrimaryFor(16384), StatusIs(absl::StatusCode::kInvalidArgument));
+  for (int p = 0; p < 3; ++p) {
+    const int r = cluster->InitialReplica(p);
+    EXPECT_EQ(r, 3 + p);
+    EXPECT_THAT(cluster->Command(r, {"ROLE"}).value_or(""), StartsWith("slave"));
+    EXPECT_THAT(cluster->Command(r, {"CLUSTER", "NODES"}).value_or(""),
+                HasSubstr(absl::StrCat("slave ", cluster->NodeId(p))));
+  }
+  EXPECT_EQ(cluster->NodeIndexForPort(cluster->node(4).port()), 4);
+  EXPECT_EQ(
+      cluster->SeedUrl(),
+      absl::StrCat("redis://orderhold:ohpw@127.0.0.1:", cluster->node(0).port(),
+                   ",127.0.0.1:", cluster->node(1).port(), ",127.0.0.1:", cluster->node(2).port()));
+  EXPECT_EQ(cluster->SeedUrl({4}),
+            absl::StrCat("redis://orderhold:ohpw@127.0.0.1:", cluster->node(4).port()));
+
+  // The spec's check value (cluster-spec.md Appendix A), and a hash-tagged OrderHold key.
+  EXPECT_EQ(cluster->KeySlot("123456789").value_or(-1), 0x31C3);
+  const std::string key = "orderhold:{17}:u:alice";
+  ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(key));
+  EXPECT_EQ(slot, 12304);
+  ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
+  ASSERT_EQ(owner, 2);
+  const std::string owner_address = absl::StrCat("127.0.0.1:", cluster->node(owner).port());
+
+  // The app user writes through the owner and reads back; other nodes answer MOVED, a replica too
+  // (no READONLY).
+  EXPECT_EQ(AsApp(*cluster, owner, {"SET", key, "v"}).value_or(""), "OK");
+  EXPECT_EQ(AsApp(*cluster, owner, {"GET", key}).value_or(""), "v");
+  EXPECT_THAT(
+      AsApp(*cluster, 0, {"GET", key}),
+      StatusIs(absl::StatusCode::kInternal, absl::StrCat("MOVED ", slot, " ", owner_address)));
+  EXPECT_THAT(AsApp(*cluster, cluster->InitialReplica(owner), {"GET", key}),
+              StatusIs(absl::StatusCode::kInternal, StartsWith("MOVED")));
+
+  // The app ACL in cluster mode: the deploy file's rules lack what a cluster client needs on top;
+  // kClusterAppAclRules (the fixture's default extra) adds it.
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> file_rules, AppAclRules());
+  std::vector<std::string> setuser = {"ACL", "SETUSER", "fileonly", "on", ">fpw"};
+  setuser.insert(setuser.end(), file_rules.begin(), file_rules.end());
+  ASSERT_THAT(cluster->Command(owner, setuser), IsOk());
+  for (std::vector<std::string> command :
+       {std::vector<std::string>{"CLUSTER", "SHARDS"}, {"CLUSTER", "SLOTS"}, {"ASKING"}}) {
+    EXPECT_THAT(cluster->node(owner).CommandAs("fileonly", "fpw", command),
+                StatusIs(absl::StatusCode::kInternal, HasSubstr("NOPERM")))
+        << command[0];
+    EXPECT_THAT(AsApp(*cluster, owner, command), IsOk()) << command[0];
+  }
+  EXPECT_THAT(cluster->node(owner).CommandAs("fileonly", "fpw", {"GET", key}), IsOk());
+  // MOVED needs no permission: a key of another primary's slot.
+  std::string elsewhere;
+  for (int tag = 0; tag < 64 && elsewhere.empty(); ++tag) {
+    std::string k = absl::StrCat("orderhold:{", tag, "}:x");
+    ASSERT_OK_AND_ASSIGN(int s, cluster->KeySlot(k));
+    if (cluster->PrimaryFor(s).value_or(owner) != owner) elsewhere = k;
+  }
+  EXPECT_THAT(cluster->node(owner).CommandAs("fileonly", "fpw", {"GET", elsewhere}),
+              StatusIs(absl::StatusCode::kInternal, StartsWith("MOVED")));
+
+  // ASK and TRYAGAIN by hand: the slot MIGRATING from its owner to node 0.
+  const std::string missing = "orderhold:{17}:missing";
+  ASSERT_THAT(cluster->SetImporting(slot, 0, owner), IsOk());
+  ASSERT_THAT(cluster->SetMigrating(slot, owner, 0), IsOk());
+  EXPECT_EQ(AsApp(*cluster, owner, {"GET", key}).value_or(""), "v");
+  EXPECT_THAT(AsApp(*cluster, owner, {"GET", missing}),
+              StatusIs(absl::StatusCode::kInternal,
+                       absl::StrCat("ASK ", slot, " 127.0.0.1:", cluster->node(0).port())));
+  EXPECT_THAT(AsApp(*cluster, 0, {"GET", missing}),
+              StatusIs(absl::StatusCode::kInternal, StartsWith("MOVED")));
+  // ASKING holds for the next command on the same connection (Command()'s cached one).
+  ASSERT_THAT(cluster->Command(0, {"ASKING"}), IsOk());
+  EXPECT_EQ(cluster->Command(0, {"GET", missing}).value_or(""), "(nil)");
+  EXPECT_THAT(AsApp(*cluster, owner,
+                    {"EVAL", "return redis.call('EXISTS', KEYS[1], KEYS[2])", "2", key, missing}),
+              StatusIs(absl::StatusCode::kInternal, StartsWith("TRYAGAIN")));
+  ASSERT_THAT(cluster->SetStable(slot, 0), IsOk());
+  ASSERT_THAT(cluster->SetStable(slot, owner), IsOk());
+  EXPECT_THAT(AsApp(*cluster, owner, {"GET", missing}), IsOk());
+
+  // A whole slot with its key.
+  start = absl::Now();
+  ASSERT_THAT(cluster->MigrateSlot(slot, owner, 0), IsOk());
+  ReportTime("MigrateSlot (one key)", absl::Now() - start);
+  EXPECT_EQ(cluster->PrimaryFor(slot).value_or(-1), 0);
+  EXPECT_EQ(AsApp(*cluster, 0, {"GET", key}).value_or(""), "v");
+  EXPECT_THAT(AsApp(*cluster, owner, {"GET", key}),
+              StatusIs(absl::StatusCode::kInternal,
+                       absl::StrCat("MOVED ", slot, " 127.0.0.1:", cluster->node(0).port())));
+  EXPECT_THAT(cluster->MigrateSlot(slot, owner, 1),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("not the owner")));
+  ASSERT_THAT(cluster->SetStable(slot, 1), IsOk());  // undo the IMPORTING that preceded it
+
+  // The operator's tool: redis-cli moves node 0's lowest slots.
+  start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(std::string output, cluster->Reshard(0, 1, 10));
+  ReportTime("Reshard (10 empty slots, redis-cli)", absl::Now() - start);
+  EXPECT_THAT(output, HasSubstr("Moving slot"));
+  EXPECT_EQ(cluster->PrimaryFor(0).value_or(-1), 1);
+  EXPECT_EQ(cluster->PrimaryFor(9).value_or(-1), 1);
+  EXPECT_EQ(cluster->PrimaryFor(10).value_or(-1), 0);
+  EXPECT_THAT(cluster->WaitForReady(absl::Seconds(10)), IsOk());
+
+  // Every node down, then back (nodes.conf and the AOF keep the cluster): as when a server under
+  // test starts before its cluster.
+  for (int i = 0; i < cluster->node_count(); ++i) ASSERT_THAT(cluster->node(i).Stop(), IsOk());
+  EXPECT_THAT(cluster->PrimaryFor(0), StatusIs(absl::StatusCode::kUnavailable));
+  start = absl::Now();
+  for (int i = 0; i < cluster->node_count(); ++i) ASSERT_THAT(cluster->node(i).Restart(), IsOk());
+  ASSERT_THAT(cluster->WaitForReady(absl::Seconds(20)), IsOk());
+  ReportTime("every node stopped, restarted -> ready", absl::Now() - start);
+  EXPECT_EQ(AsApp(*cluster, 0, {"GET", key}).value_or(""), "v");
+  EXPECT_EQ(cluster->PrimaryFor(0).value_or(-1), 1);
+}
+
+// Graceful failover, TAKEOVER back, then kill -9 of a primary and its return as a replica.
+TEST(RedisClusterFixtureTest, FailsOverGracefullyAndAfterACrash) {
+  absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Start());
+  ReportTime("RedisCluster::Start (3 primaries + 3 replicas)", absl::Now() - start);
+
+  const std::string key = "orderhold:{17}:u:bob";
+  ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(key));
+  ASSERT_OK_AND_ASSIGN(const int p, cluster->PrimaryFor(slot));
+  const int r = cluster->InitialReplica(p);
+  ASSERT_THAT(AsApp(*cluster, p, {"SET", key, "1"}), IsOk());
+  ASSERT_EQ(cluster->Command(p, {"WAIT", "1", "5000"}).value_or(""), "1");
+
+  EXPECT_THAT(cluster->Failover(r, "SOMETIMES"), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(cluster->Failover(p), StatusIs(absl::StatusCode::kInternal, HasSubstr("replica")));
+  start = absl::Now();
+  ASSERT_THAT(cluster->Failover(r), IsOk());
+  ASSERT_THAT(cluster->WaitForPrimary(slot, r, absl::Seconds(10)), IsOk());
+  ReportTime("graceful Failover() -> every node names the replica", absl::Now() - start);
+  EXPECT_EQ(AsApp(*cluster, r, {"GET", key}).value_or(""), "1");
+  EXPECT_THAT(AsApp(*cluster, p, {"SET", key, "2"}),
+              StatusIs(absl::StatusCode::kInternal,
+                       absl::StrCat("MOVED ", slot, " 127.0.0.1:", cluster->node(r).port())));
+  EXPECT_THAT(cluster->Command(p, {"ROLE"}).value_or(""), StartsWith("slave"));
+
+  start = absl::Now();
+  ASSERT_THAT(cluster->Failover(p, "takeover"), IsOk());
+  ASSERT_THAT(cluster->WaitForPrimary(slot, p, absl::Seconds(10)), IsOk());
+  ReportTime("Failover(TAKEOVER) back -> every node names it", absl::Now() - start);
+  start = absl::Now();
+  ASSERT_THAT(cluster->WaitForReady(absl::Seconds(20)), IsOk());
+  ReportTime("TAKEOVER -> ready again (old primary's link up)", absl::Now() - start);
+
+  // kill -9 of another primary, whose replica has been in sync since Start().
+  const int q = (p + 1) % cluster->primary_count();
+  const int q_replica = cluster->InitialReplica(q);
+  const int q_slot = q == 0 ? 0 : q == 1 ? 5461 : 10923;
+  ASSERT_EQ(cluster->PrimaryFor(q_slot).value_or(-1), q);
+  ASSERT_THAT(cluster->node(q).Crash(), IsOk());
+  start = absl::Now();
+  EXPECT_EQ(cluster->PrimaryFor(q_slot).value_or(-1), q);  // not yet noticed
+  EXPECT_TRUE(Eventually(
+      [&] {
+        return absl::StartsWith(cluster->Command(q_replica, {"ROLE"}).value_or(""), "master");
+      },
+      absl::Seconds(20)));
+  ReportTime("kill -9 primary -> its replica's ROLE is master", absl::Now() - start);
+  ASSERT_THAT(cluster->WaitForPrimary(q_slot, q_replica, absl::Seconds(20)), IsOk());
+  ReportTime("kill -9 primary -> replica promoted (node timeout 2 s)", absl::Now() - start);
+  ASSERT_THAT(cluster->WaitForClusterOk(absl::Seconds(10)), IsOk());
+  ReportTime("kill -9 primary -> cluster_state:ok everywhere", absl::Now() - start);
+  EXPECT_EQ(AsApp(*cluster, p, {"GET", key}).value_or(""), "1");
+
+  start = absl::Now();
+  ASSERT_THAT(cluster->node(q).Restart(), IsOk());
+  ASSERT_THAT(cluster->WaitForReady(absl::Seconds(20)), IsOk());
+  ReportTime("Restart() of the killed primary -> ready, as a replica", absl::Now() - start);
+  EXPECT_EQ(cluster->PrimaryFor(q_slot).value_or(-1), q_replica);
+  EXPECT_THAT(cluster->Command(q, {"ROLE"}).value_or(""), StartsWith("slave"));
+}
+
+TEST(RedisClusterFixtureTest, RejectsBadOptions) {
+  EXPECT_THAT(RedisCluster::Start({.primaries = 0}), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RedisCluster::Start({.replicas_per_primary = -1}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(RedisCluster::Start({.admin_password = ""}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
 
 }  // namespace
 }  // namespace orderhold::testing

@@ -197,6 +197,9 @@ absl::StatusOr<std::string> OptionLines(const RedisServerOptions& opts) {
     ORDERHOLD_ASSIGN_OR_RETURN(auto primary, SplitHostPort(opts.replicaof));
     absl::StrAppend(&lines, "replicaof ", primary.first, " ", primary.second, "\n");
   }
+  if (opts.cluster && !opts.sentinel) {
+    absl::StrAppend(&lines, "cluster-enabled yes\ncluster-config-file nodes.conf\n");
+  }
   if (opts.tls.has_value()) {
     const RedisTlsOptions& tls = *opts.tls;
     if (tls.cert_file.empty() || tls.key_file.empty() || tls.ca_cert_file.empty()) {
@@ -263,6 +266,12 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
         ORDERHOLD_ASSIGN_OR_RETURN(server->tls_port_, PickFreePort());
       } while (server->tls_port_ == server->port_);
     }
+    if (server->opts_.cluster && !server->opts_.sentinel) {
+      do {
+        ORDERHOLD_ASSIGN_OR_RETURN(server->cluster_port_, PickFreePort());
+      } while (server->cluster_port_ == server->port_ ||
+               server->cluster_port_ == server->tls_port_);
+    }
     status = server->LaunchAndWait();
     if (status.ok()) return server;
     // Only a lost race for the port is worth another try; anything else (bad extra_config,
@@ -303,6 +312,9 @@ absl::Status RedisServer::Launch() {
   if (opts_.sentinel) args.push_back("--sentinel");
   args.insert(args.end(), {"--port", absl::StrCat(port_)});
   if (tls_port_ != 0) args.insert(args.end(), {"--tls-port", absl::StrCat(tls_port_)});
+  if (cluster_port_ != 0) {
+    args.insert(args.end(), {"--cluster-port", absl::StrCat(cluster_port_)});
+  }
   args.insert(args.end(), {"--bind", kHost, "--dir", dir_});
   if (!opts_.sentinel) {
     args.insert(args.end(), {"--save", "", "--appendonly", opts_.appendonly ? "yes" : "no"});
@@ -428,7 +440,7 @@ absl::Status RedisServer::Stop() {
 absl::Status RedisServer::WaitPortsClosed() {
   // The listening sockets die with the process; poll anyway, so callers can rely on "refused".
   const absl::Time deadline = absl::Now() + kPortCloseTimeout;
-  for (int port : {port_, tls_port_}) {
+  for (int port : {port_, tls_port_, cluster_port_}) {
     if (port == 0) continue;
     while (!ConnectRefused(port)) {
       if (absl::Now() >= deadline) {

@@ -19,7 +19,8 @@
 // (requirepass + masterauth; the fixture's own PING/Command() AUTH with it), ACL users for the code
 // under test, `replicaof`, TLS on a second port, and a Sentinel flavour (`sentinel = true`).
 // SentinelGroup (sentinel_group.h) builds a primary, replicas and three sentinels from them;
-// TlsCerts (tls_certs.h) makes the certificates for `tls`. Crash() is a SIGKILL that keeps the data
+// RedisCluster (redis_cluster.h) builds a Redis Cluster from `cluster` nodes; TlsCerts
+// (tls_certs.h) makes the certificates for `tls`. Crash() is a SIGKILL that keeps the data
 // directory, so Restart() brings the node back from its AOF as after a real crash.
 //
 //   RedisServerOptions o{.appendonly = true, .admin_password = "adminpw",
@@ -134,6 +135,12 @@ struct RedisServerOptions {
   // sentinel's own users; `appendonly` and `replicaof` are ignored. The config file must stay
   // writable: Sentinel rewrites it. Prefer SentinelGroup, which sets all of this up.
   bool sentinel = false;
+  // Run as a Redis Cluster node: `cluster-enabled yes` and `cluster-config-file nodes.conf` (in
+  // the data directory, so Restart() comes back with the node's id, epochs and peers), with the
+  // cluster bus on cluster_port(), a second free port (`--cluster-port`; Redis' default, port +
+  // 10000, may be taken). Other cluster settings (cluster-node-timeout, ...) go in extra_config.
+  // The node starts alone, owning no slot: RedisCluster (redis_cluster.h) forms the cluster.
+  bool cluster = false;
 };
 
 class RedisServer {
@@ -154,6 +161,9 @@ class RedisServer {
   int port() const { return port_; }
   // The TLS port on 127.0.0.1 when RedisServerOptions::tls is set, else 0. Fixed like port().
   int tls_port() const { return tls_port_; }
+  // The cluster bus port on 127.0.0.1 when RedisServerOptions::cluster is set, else 0. Fixed like
+  // port().
+  int cluster_port() const { return cluster_port_; }
   // "redis://127.0.0.1:<port>" (no credentials).
   std::string url() const;
   // "rediss://127.0.0.1:<tls_port>" (no credentials), or "" without TLS. TlsCerts' server
@@ -167,6 +177,8 @@ class RedisServer {
   const std::string& data_dir() const { return dir_; }
   // True between a successful Start()/Restart() and Stop() (also while paused).
   bool running() const { return pid_ > 0; }
+  // True between Pause() and Resume() (or Stop()/Crash()): Command() would time out.
+  bool paused() const { return paused_; }
 
   // Graceful stop: SIGTERM (Redis 7 then flushes and fsyncs the AOF and exits), waits for the exit
   // (up to 10 s, then SIGKILL and DEADLINE_EXCEEDED), then until connects to the port are refused.
@@ -220,7 +232,8 @@ class RedisServer {
   absl::Status LaunchAndWait();
   // SIGKILL + reap; no-op when not running.
   void Kill();
-  // After the process is gone: polls until connects to port_ (and tls_port_) are refused.
+  // After the process is gone: polls until connects to port_ (and tls_port_, cluster_port_) are
+  // refused.
   absl::Status WaitPortsClosed();
   // Log output written since the last Launch() (its tail).
   std::string LogSinceLaunch() const;
@@ -231,7 +244,8 @@ class RedisServer {
   std::string binary_;
   std::string dir_;
   int port_ = 0;
-  int tls_port_ = 0;  // 0: no TLS
+  int tls_port_ = 0;      // 0: no TLS
+  int cluster_port_ = 0;  // 0: not a cluster node
   pid_t pid_ = -1;
   bool paused_ = false;
   long log_offset_ = 0;  // size of redis.log when the current process was launched
