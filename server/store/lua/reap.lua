@@ -14,7 +14,15 @@
 --
 -- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
 -- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
--- touches is in KEYS[1]'s hash slot.
+-- touches is in KEYS[1]'s hash slot. While that slot migrates (resharding), Redis refuses, part-way
+-- through the script, any access to one of them that is not on this node, whether it moved or was
+-- never there ("non local key"), and keeps the writes made before. So each user's keys are all
+-- read before any of them is written, and the user's next expiry is read before its holds key is
+-- emptied (an emptied key is deleted, and then refused): a refusal comes before the user's first
+-- write, each user is reaped whole or not at all, and the next call after the migration reaps the
+-- rest, one event per hold (tests/integration/reap_migration_test.cc). A user without outcome
+-- records is refused too while the slot migrates, so the partition's reaping waits for the
+-- migration to end.
 --
 -- KEYS[1]  the due index of one partition: sorted set, member = user_id, score = the user's
 --          earliest expire time (Unix ms)
@@ -61,6 +69,10 @@ end
 for _, user in ipairs(users) do
   local k = {holds = ARGV[1] .. 'u:' .. user, due = KEYS[1], outcomes = ARGV[1] .. 'x:' .. user,
              ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
+  -- Reads first (see the cluster note): every key of the user, and its earliest live hold.
+  redis.call('EXISTS', k.holds, k.outcomes, k.ended)
+  local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
+                               0, 1)
   local due = expire_due(k, user, now)
   if #due > 0 then
     for i = 2, #due, 2 do
@@ -68,6 +80,10 @@ for _, user in ipairs(users) do
     end
     trim_outcomes(k, now, retention, max_records)
   end
-  set_earliest(k.holds, KEYS[1], user)
+  if next_live[2] then
+    redis.call('ZADD', KEYS[1], next_live[2], user)
+  else
+    redis.call('ZREM', KEYS[1], user)
+  end
 end
 return out
