@@ -5,10 +5,6 @@
 // (CLUSTER ADDSLOTSRANGE 0 16383): enough for the pure parts; redirects need several nodes.
 #include "server/store/cluster_slots.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <filesystem>
 #include <memory>
 #include <random>
@@ -42,43 +38,12 @@ using ::testing::IsEmpty;
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
-// A port free right now, for the cluster bus: the fixture picks the data port, and the default
-// bus port (data port + 10000) may be taken or above 65535.
-absl::StatusOr<int> FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t size = sizeof(addr);
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0;
-  if (fd >= 0) close(fd);
-  if (!ok) return absl::InternalError("cannot bind a loopback port");
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
-// A cluster-enabled node owning every slot. `options.extra_config` is extended. Tries again with
-// another bus port (3 attempts) when the node does not start: the bus port may be taken between
-// picking and binding.
+// A cluster-enabled node (the fixture's `cluster` option: its own bus port) owning every slot.
 absl::StatusOr<std::unique_ptr<RedisServer>> StartClusterNode(RedisServerOptions options) {
-  const std::string extra = options.extra_config;
-  absl::Status failure;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    ORDERHOLD_ASSIGN_OR_RETURN(const int bus_port, FreePort());
-    options.extra_config = absl::StrCat(extra,
-                                        "\ncluster-enabled yes\ncluster-config-file "
-                                        "nodes.conf\ncluster-port ",
-                                        bus_port, "\n");
-    absl::StatusOr<std::unique_ptr<RedisServer>> node = RedisServer::Start(options);
-    if (!node.ok()) {
-      failure = node.status();
-      continue;
-    }
-    ORDERHOLD_RETURN_IF_ERROR(
-        (*node)->Command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}).status());
-    return node;
-  }
-  return failure;
+  options.cluster = true;
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisServer> node, RedisServer::Start(options));
+  ORDERHOLD_RETURN_IF_ERROR(node->Command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}).status());
+  return node;
 }
 
 // Runs `args` on `connection` and returns the reply (an error reply is a reply).
