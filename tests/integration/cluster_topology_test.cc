@@ -1,0 +1,149 @@
+// ClusterTopology against a real Redis Cluster (tests/testing/redis_cluster.h: 3 primaries, one
+// replica each, the app ACL user): the slot map from a seed list naming one replica, NodeFor
+// agreeing with the cluster's own view, a graceful failover followed through Refresh() with the
+// generation and failover counter, and a seed that is down at start then comes back.
+#include "server/store/cluster_topology.h"
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "prometheus/counter.h"
+#include "prometheus/registry.h"
+#include "server/store/cluster_slots.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/redis_cluster.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold::store {
+namespace {
+
+using ::orderhold::testing::Eventually;
+using ::orderhold::testing::IsOk;
+using ::orderhold::testing::RedisCluster;
+using ::orderhold::testing::StatusIs;
+using ::testing::HasSubstr;
+
+HostPort Node(RedisCluster& cluster, int i) {
+  return HostPort{"127.0.0.1", cluster.node(i).port()};
+}
+
+ClusterTopologyOptions Options(RedisCluster& cluster, std::vector<int> seeds) {
+  ClusterTopologyOptions options;
+  for (int i : seeds) options.seeds.push_back(Node(cluster, i));
+  options.user = cluster.options().app_user;
+  options.password = cluster.options().app_password;
+  return options;
+}
+
+class ClusterTopologyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<RedisCluster>> cluster = RedisCluster::Start();
+    ASSERT_THAT(cluster, IsOk());
+    cluster_ = std::move(*cluster).release();
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  static RedisCluster* cluster_;
+};
+
+RedisCluster* ClusterTopologyTest::cluster_ = nullptr;
+
+TEST_F(ClusterTopologyTest, CreateValidatesOptions) {
+  EXPECT_THAT(ClusterTopology::Create({}), StatusIs(absl::StatusCode::kInvalidArgument));
+  ClusterTopologyOptions options = Options(*cluster_, {0});
+  options.password.clear();
+  EXPECT_THAT(ClusterTopology::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
+  options = Options(*cluster_, {0});
+  options.node_timeout = absl::ZeroDuration();
+  EXPECT_THAT(ClusterTopology::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+// Resolves every slot from one replica as the only seed; follows a graceful failover.
+TEST_F(ClusterTopologyTest, ResolvesEverySlotAndFollowsFailover) {
+  RedisCluster& cluster = *cluster_;
+  prometheus::Registry registry;
+  auto& family = prometheus::BuildCounter().Name("test_total").Register(registry);
+  prometheus::Counter& failovers = family.Add({{"kind", "failovers"}});
+  prometheus::Counter& refreshes = family.Add({{"kind", "refreshes"}});
+  ClusterTopologyOptions options = Options(cluster, {cluster.InitialReplica(1)});
+  options.failovers = &failovers;
+  options.refreshes = &refreshes;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClusterTopology> topology, ClusterTopology::Create(options));
+  EXPECT_GE(refreshes.Value(), 1);
+  const std::optional<SlotMap> map = topology->slot_map();
+  ASSERT_TRUE(map.has_value());
+  EXPECT_TRUE(map->CoversAllSlots());
+  EXPECT_EQ(map->Primaries().size(), 3u);
+  for (int slot = 0; slot < kClusterSlotCount; ++slot) {
+    ASSERT_THAT(topology->NodeFor(slot), IsOk()) << slot;
+  }
+  const std::string key = "orderhold:{17}:u:alice";
+  const std::vector<int> slots = {0, 5460, 5461, 10922, 16383, HashSlot(key)};
+  for (int slot : slots) {
+    ASSERT_OK_AND_ASSIGN(const int owner, cluster.PrimaryFor(slot));
+    EXPECT_EQ(topology->NodeFor(slot).value_or(HostPort{}), Node(cluster, owner)) << slot;
+  }
+  ASSERT_OK_AND_ASSIGN(const HostPort any, topology->NodeFor(RedisTopology::kAnySlot));
+  EXPECT_NE(std::find(map->Primaries().begin(), map->Primaries().end(), any),
+            map->Primaries().end());
+  EXPECT_THAT(topology->NodeFor(kClusterSlotCount), StatusIs(absl::StatusCode::kInvalidArgument));
+
+  // Graceful failover of the key's primary to its replica.
+  const int slot = HashSlot(key);
+  ASSERT_OK_AND_ASSIGN(const int owner, cluster.PrimaryFor(slot));
+  const int replica = cluster.InitialReplica(owner);
+  const uint64_t generation = topology->generation();
+  ASSERT_THAT(cluster.Failover(replica), IsOk());
+  ASSERT_THAT(cluster.WaitForPrimary(slot, replica, absl::Seconds(10)), IsOk());
+  // The node asked may learn the new epoch a little after the replica: poll through Refresh().
+  EXPECT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<HostPort> node = topology->Refresh(slot, absl::Now() + absl::Seconds(2));
+        return node.ok() && *node == Node(cluster, replica);
+      },
+      absl::Seconds(10), absl::Milliseconds(50)));
+  EXPECT_GT(topology->generation(), generation);
+  EXPECT_EQ(failovers.Value(), 1);
+  // RequestRefresh() alone (no waiting) is also answered.
+  const double before = refreshes.Value();
+  topology->RequestRefresh();
+  EXPECT_TRUE(Eventually([&] { return refreshes.Value() > before; }, absl::Seconds(5)));
+}
+
+// Every seed down at start: UNAVAILABLE (Create still succeeds), then NodeFor() alone resolves
+// once the seed is back (an unroutable slot requests a refresh).
+TEST_F(ClusterTopologyTest, SeedDownAtStartThenBack) {
+  RedisCluster& cluster = *cluster_;
+  // A node that is a replica now whatever failovers happened before: not the primary of slot 0.
+  ASSERT_OK_AND_ASSIGN(const int owner, cluster.PrimaryFor(0));
+  const int seed = owner == 0 ? cluster.InitialReplica(0) : 0;
+  ASSERT_THAT(cluster.node(seed).Stop(), IsOk());
+  ClusterTopologyOptions options = Options(cluster, {seed});
+  options.min_refresh_interval = absl::Milliseconds(20);
+  options.refresh_interval = absl::Hours(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClusterTopology> topology, ClusterTopology::Create(options));
+  EXPECT_THAT(topology->NodeFor(0),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no primary known for slot 0")));
+  EXPECT_THAT(topology->Refresh(0, absl::Now() + absl::Seconds(2)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(cluster.node(seed).Restart(), IsOk());
+  ASSERT_THAT(cluster.WaitForClusterOk(absl::Seconds(10)), IsOk());
+  // No periodic refresh in this test: NodeFor() on a slot it cannot route asks for one itself.
+  EXPECT_TRUE(Eventually([&] { return topology->NodeFor(0).ok(); }, absl::Seconds(10),
+                         absl::Milliseconds(50)));
+  ASSERT_OK_AND_ASSIGN(const int now_owner, cluster.PrimaryFor(0));
+  EXPECT_EQ(topology->NodeFor(0).value_or(HostPort{}), Node(cluster, now_owner));
+}
+
+}  // namespace
+}  // namespace orderhold::store
