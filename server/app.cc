@@ -11,6 +11,7 @@
 #include "server/common/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/store/cluster_topology.h"
 #include "server/store/noop_hold_store.h"
 #include "server/store/redis_topology.h"
 #include "server/store/sentinel_topology.h"
@@ -33,10 +34,12 @@ metrics::RedisReconnectReason ToMetric(store::ReconnectReason reason) {
 }
 
 // Fills in how `client` finds and talks to Redis: TLS for rediss://, the topology of
-// --redis_mode (standalone: the URL's host; sentinel: its hosts are the sentinels), WAIT, and the
+// --redis_mode (standalone: the URL's host; sentinel: its hosts are the sentinels; cluster: its
+// hosts are seeds, and the slot map goes to `*cluster_topology` instead), WAIT, and the
 // reconnect and failover metrics. `client.endpoint` is the parsed --redis_url.
 absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
-                          store::RedisClientOptions& client) {
+                          store::RedisClientOptions& client,
+                          std::shared_ptr<store::ClusterTopology>* cluster_topology) {
   if (client.endpoint.tls) {
     ORDERHOLD_ASSIGN_OR_RETURN(client.tls, store::TlsContext::Create(config.redis_tls));
   }
@@ -56,9 +59,18 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
                                  store::SentinelTopology::Create(std::move(sentinel)));
       break;
     }
-    case RedisMode::kCluster:
-      return absl::InvalidArgumentError(
-          "redis_mode: cluster is not supported yet (Redis Cluster support comes with issue 12)");
+    case RedisMode::kCluster: {
+      store::ClusterTopologyOptions cluster;
+      cluster.seeds = client.endpoint.hosts;
+      cluster.user = client.endpoint.user;
+      cluster.password = client.endpoint.password;
+      cluster.tls = client.tls;
+      cluster.failovers = &metrics.redis_failovers();
+      cluster.refreshes = &metrics.redis_topology_refreshes();
+      ORDERHOLD_ASSIGN_OR_RETURN(*cluster_topology,
+                                 store::ClusterTopology::Create(std::move(cluster)));
+      break;
+    }
   }
   client.wait_replicas = config.redis_wait_replicas;
   client.wait_timeout = config.redis_wait_timeout;
@@ -84,7 +96,10 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     store::RedisHoldStoreOptions store_options;
     ORDERHOLD_ASSIGN_OR_RETURN(store_options.client.endpoint,
                                store::ParseRedisUrl(config.redis_url));
-    ORDERHOLD_RETURN_IF_ERROR(ConnectRedis(config, *app->metrics_, store_options.client));
+    ORDERHOLD_RETURN_IF_ERROR(
+        ConnectRedis(config, *app->metrics_, store_options.client, &store_options.cluster));
+    store_options.moved_redirects = &app->metrics_->redis_redirects_moved();
+    store_options.ask_redirects = &app->metrics_->redis_redirects_ask();
     store_options.client.connections = config.redis_connections;
     store_options.client.command_timeout = config.redis_timeout;
     store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));

@@ -28,10 +28,11 @@ ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
           "Redis: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]. rediss is TLS; "
           "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
-          "(--redis_mode=sentinel). IPv6 in brackets: [::1]:6379.");
+          "(--redis_mode=sentinel) or seed nodes (--redis_mode=cluster: any nodes of the "
+          "cluster, db 0 only). IPv6 in brackets: [::1]:6379.");
 ABSL_FLAG(std::string, redis_mode, "standalone",
-          "standalone (the URL's one host), or sentinel (the URL lists the sentinels; see "
-          "--redis_sentinel_master). cluster is not supported yet.");
+          "standalone (the URL's one host), sentinel (the URL lists the sentinels; see "
+          "--redis_sentinel_master), or cluster (Redis Cluster; the URL lists seed nodes).");
 ABSL_FLAG(std::string, redis_sentinel_master, "",
           "Sentinel mode: the name of the monitored master (required there).");
 ABSL_FLAG(std::string, redis_sentinel_username, "",
@@ -244,9 +245,17 @@ absl::Status ValidateRedis(const Config& config) {
                              store::ParseRedisUrl(config.redis_url));
   switch (config.redis_mode) {
     case RedisMode::kCluster:
-      return absl::InvalidArgumentError(
-          "redis_mode: cluster is not supported yet; it comes with Redis Cluster support "
-          "(issue 12)");
+      if (endpoint.db != 0) {
+        return absl::InvalidArgumentError(
+            "redis_url: Redis Cluster has only database 0 (cluster-spec.md); drop the /<db> "
+            "from the URL for --redis_mode=cluster");
+      }
+      ORDERHOLD_RETURN_IF_ERROR(
+          RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
+                         {"redis_sentinel_username", &config.redis_sentinel_username},
+                         {"redis_sentinel_password", &config.redis_sentinel_password}},
+                        "only used with --redis_mode=sentinel (this is --redis_mode=cluster)"));
+      break;
     case RedisMode::kSentinel:
       if (config.redis_sentinel_master.empty()) {
         return absl::InvalidArgumentError(

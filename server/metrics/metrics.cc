@@ -75,8 +75,13 @@ Metrics::Metrics(prometheus::Registry& registry)
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",
                                "Changes of the Redis primary's address seen (Sentinel: a "
-                               "+switch-master event or a poll finding another primary; the first "
-                               "primary found at start does not count).")),
+                               "+switch-master event or a poll finding another primary; Cluster: "
+                               "a slot map refresh in which a primary was replaced; the first "
+                               "primary or map found at start does not count).")),
+      redis_topology_refreshes_(Counter(registry, "orderhold_redis_topology_refreshes_total",
+                                        "Redis Cluster slot map fetches attempted (at start, "
+                                        "every 5 s, and on MOVED or a node failure, at most one "
+                                        "per 100 ms).")),
       // 1 ms .. 60 s, fine around one second: the lag objective is p99 <= 1.2 s.
       reaper_lag_(
           BuildHistogram()
@@ -118,6 +123,15 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "not_primary (READONLY or MASTERDOWN), failover (it went to a primary since "
                    "replaced).",
                    kReconnectReasonNames, redis_reconnects_);
+  auto& redirects = BuildCounter()
+                        .Name("orderhold_redis_redirects_total")
+                        .Help(
+                            "Redis Cluster redirects followed, by kind: moved (the slot's "
+                            "primary changed: the map was behind) or ask (the slot is "
+                            "migrating).")
+                        .Register(registry);
+  redis_redirects_moved_ = &redirects.Add({{"kind", "moved"}});
+  redis_redirects_ask_ = &redirects.Add({{"kind", "ask"}});
   auto& requests = BuildCounter()
                        .Name("orderhold_grpc_requests_total")
                        .Help("Finished OrderHold gRPC calls, by method and status code.")

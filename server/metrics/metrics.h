@@ -91,10 +91,16 @@ class Metrics {
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
   // orderhold_redis_failovers_total: changes of the Redis primary's address this replica saw
-  // (Sentinel mode: a +switch-master event or a poll that found another primary; finding the
-  // first primary at start is not one). Standalone mode follows a moved DNS name without
+  // (Sentinel mode: a +switch-master event or a poll that found another primary; Cluster mode: a
+  // slot map refresh in which a primary left and another joined; finding the first primary or
+  // map at start is not one). Standalone mode follows a moved DNS name without
   // knowing, so it counts none there; its reconnects show.
   prometheus::Counter& redis_failovers() { return redis_failovers_; }
+  // orderhold_redis_topology_refreshes_total: Redis Cluster slot map fetches attempted.
+  prometheus::Counter& redis_topology_refreshes() { return redis_topology_refreshes_; }
+  // orderhold_redis_redirects_total{kind="moved"|"ask"}: Redis Cluster redirects followed.
+  prometheus::Counter& redis_redirects_moved() { return *redis_redirects_moved_; }
+  prometheus::Counter& redis_redirects_ask() { return *redis_redirects_ask_; }
   // orderhold_redis_reconnects_total{reason}: Redis connections dropped to be made again, by
   // why (every reason is exported from the start, at 0).
   prometheus::Counter& redis_reconnects(RedisReconnectReason reason) {
@@ -136,6 +142,9 @@ class Metrics {
   prometheus::Gauge& reaper_owned_partitions_;
   prometheus::Counter& redis_errors_;
   prometheus::Counter& redis_failovers_;
+  prometheus::Counter& redis_topology_refreshes_;
+  prometheus::Counter* redis_redirects_moved_ = nullptr;
+  prometheus::Counter* redis_redirects_ask_ = nullptr;
   prometheus::Histogram& reaper_lag_;
   prometheus::Histogram& reaper_tick_duration_;
   prometheus::Histogram& reaper_tick_redis_time_;

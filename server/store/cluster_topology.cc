@@ -92,6 +92,24 @@ void ClusterTopology::RequestRefresh() {
 
 void ClusterTopology::ReportNotPrimary(const HostPort&) { RequestRefresh(); }
 
+void ClusterTopology::ReportMoved(int slot, const HostPort& node) {
+  absl::MutexLock lock(&mu_);
+  if (map_.has_value()) map_->Update(slot, node);
+  refresh_requested_ = true;
+}
+
+absl::Status ClusterTopology::CheckCoverage() {
+  absl::MutexLock lock(&mu_);
+  if (!map_.has_value()) return error_;
+  return map_->CheckCoverage();
+}
+
+std::vector<HostPort> ClusterTopology::Primaries() {
+  absl::MutexLock lock(&mu_);
+  if (!map_.has_value()) return {};
+  return map_->Primaries();
+}
+
 std::optional<SlotMap> ClusterTopology::slot_map() {
   absl::MutexLock lock(&mu_);
   return map_;

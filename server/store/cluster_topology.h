@@ -78,6 +78,20 @@ class ClusterTopology final : public RedisTopology {
   // once. For MOVED replies and connection failures.
   void RequestRefresh();
 
+  // A MOVED reply said `slot` is served by `node`: the map remembers it at once (the spec's
+  // "MOVED Redirection") and a refresh is requested, as one MOVED usually means more slots moved
+  // (coalesced by min_refresh_interval). Does not bump generation(): the next refresh does if the
+  // cluster's own map differs. A slot outside 0..16383 is ignored.
+  void ReportMoved(int slot, const HostPort& node);
+
+  // OK when the current map gives every slot a primary; UNAVAILABLE naming the slots without one
+  // (SlotMap::CheckCoverage), or the last refresh error while there is no map yet. For health.
+  absl::Status CheckCoverage();
+
+  // The primaries serving at least one slot in the current map (SlotMap::Primaries); empty
+  // before the first successful refresh.
+  std::vector<HostPort> Primaries();
+
   // A node refused a write as not a primary (READONLY, a replica): RequestRefresh().
   void ReportNotPrimary(const HostPort& address) override;
 

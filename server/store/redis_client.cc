@@ -20,10 +20,18 @@ namespace {
 // old primary that has nothing to send.
 constexpr absl::Duration kIdleCheck = absl::Milliseconds(100);
 
-// The status for a reply that is an error, else the reply.
-absl::StatusOr<RedisReply> ReplyOrError(RedisReply reply) {
-  if (reply.type == RedisReply::Type::kError) return RedisErrorStatus(reply.str);
-  return reply;
+// The status for a reply that is an error, else the reply. With `cluster_replies`, the errors a
+// cluster client acts upon (redirects, TRYAGAIN, CLUSTERDOWN) stay replies.
+absl::StatusOr<RedisReply> ReplyOrError(RedisReply reply, bool cluster_replies) {
+  if (reply.type != RedisReply::Type::kError) return reply;
+  if (cluster_replies) {
+    const RedisErrorKind kind = ClassifyRedisError(reply.str);
+    if (kind == RedisErrorKind::kMoved || kind == RedisErrorKind::kAsk ||
+        kind == RedisErrorKind::kTryAgain) {
+      return reply;
+    }
+  }
+  return RedisErrorStatus(reply.str);
 }
 
 }  // namespace
@@ -135,6 +143,7 @@ class RedisClient::Connection {
   // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
   // otherwise.
   void Append(const RedisCommand& command, bool with_body) {
+    if (command.asking) connection_->Append({"ASKING"});
     if (command.script < 0) {
       connection_->Append(command.args);
       return;
@@ -287,7 +296,14 @@ void RedisClient::IoLoop() {
     ORDERHOLD_RETURN_IF_ERROR(connection.get().Flush(deadline));
     bool not_primary = false;
     for (size_t i : indices) {
+      std::optional<RedisReply> asking_error;
+      if (batch[i].command.asking) {
+        ORDERHOLD_ASSIGN_OR_RETURN(RedisReply asking, connection.get().Read(deadline));
+        if (asking.type == RedisReply::Type::kError) asking_error = std::move(asking);
+      }
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));
+      // Without ASKING's effect the command's own answer (a MOVED) would mislead.
+      if (asking_error.has_value()) reply = *std::move(asking_error);
       if (reply.type == RedisReply::Type::kError) {
         const RedisErrorKind kind = ClassifyRedisError(reply.str);
         if (kind == RedisErrorKind::kNoScript && batch[i].command.script >= 0 && !with_body) {
@@ -296,7 +312,7 @@ void RedisClient::IoLoop() {
         }
         not_primary = not_primary || kind == RedisErrorKind::kNotPrimary;
       }
-      results[i] = ReplyOrError(std::move(reply));
+      results[i] = ReplyOrError(std::move(reply), options_.cluster_replies);
     }
     if (wait) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));

@@ -86,6 +86,29 @@ struct RedisCommand {
   // The command may write: with RedisClientOptions::wait_replicas > 0 it is answered OK only
   // once that many replicas acknowledged its batch (WAIT).
   bool writes = false;
+  // Redis Cluster's ASK redirection (cluster-spec.md "ASK redirection"): send ASKING right before
+  // the command on the same connection, so a node importing the slot serves it once. Set by
+  // RedisClusterClient only. An error answer to ASKING becomes the command's answer.
+  bool asking = false;
+};
+
+// Where commands are submitted: one node's pool (RedisClient) or a Redis Cluster
+// (RedisClusterClient, redis_cluster_client.h). The store depends on this only.
+class RedisCaller {
+ public:
+  using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
+
+  virtual ~RedisCaller() = default;
+
+  // Queues `command`; `done` is called exactly once with the reply, UNAVAILABLE or
+  // DEADLINE_EXCEEDED (see the implementations' file comments), on an I/O thread or inline.
+  // Never blocks on I/O. Thread-safe.
+  virtual void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) = 0;
+
+  // Whether the store can serve every key right now as far as routing knows, for health: OK for
+  // one node; for a cluster, UNAVAILABLE naming the slots that have no known primary. Never
+  // blocks on I/O. Thread-safe.
+  virtual absl::Status CheckRouting() { return absl::OkStatus(); }
 };
 
 // Why a connection was dropped to be made again (orderhold_redis_reconnects_total{reason}).
@@ -142,24 +165,26 @@ struct RedisClientOptions {
   std::shared_ptr<RedisFailureLog> failure_log;
   // Called (on an I/O thread) each time a connection is dropped to be made again, or null.
   std::function<void(ReconnectReason)> on_reconnect;
+  // A Redis Cluster node's pool (set by RedisClusterClient): MOVED, ASK, TRYAGAIN and
+  // CLUSTERDOWN replies are delivered as replies of Type::kError, for the cluster client to
+  // redirect or retry, instead of as UNAVAILABLE.
+  bool cluster_replies = false;
 };
 
-class RedisClient {
+class RedisClient final : public RedisCaller {
  public:
-  using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
-
   // Starts the I/O threads. Does not connect: connections are made (and remade) on demand, so
   // this succeeds whether or not Redis is up. INVALID_ARGUMENT for nonsensical options.
   static absl::StatusOr<std::unique_ptr<RedisClient>> Create(RedisClientOptions options);
 
   // Fails queued commands with UNAVAILABLE, stops and joins the I/O threads.
-  ~RedisClient();
+  ~RedisClient() override;
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;
 
   // Queues `command`; `done` is called exactly once with the reply, UNAVAILABLE or
   // DEADLINE_EXCEEDED (see the file comment). Never blocks on I/O.
-  void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done);
+  void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) override;
 
  private:
   struct Pending {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/store/lua_scripts.h"
+#include "server/store/redis_cluster_client.h"
 
 namespace orderhold::store {
 namespace {
@@ -60,7 +61,7 @@ bool IntArray(const RedisReply& reply, size_t min_size, std::vector<int64_t>* ou
 
 // Adapts a typed callback to a reply callback through `parse` (reply -> StatusOr<T>).
 template <typename T, typename Parse>
-RedisClient::ReplyCallback Parsed(Callback<T> done, Parse parse) {
+RedisCaller::ReplyCallback Parsed(Callback<T> done, Parse parse) {
   return [done = std::move(done), parse](absl::StatusOr<RedisReply> reply) mutable {
     if (!reply.ok()) {
       std::move(done)(reply.status());
@@ -128,18 +129,32 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   RedisClientOptions background_options = options.client;
   background_options.connections = 1;
   background_options.max_pipeline = kBackgroundMaxPipeline;
-  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> client,
-                             RedisClient::Create(std::move(options.client)));
-  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisClient> background,
-                             RedisClient::Create(std::move(background_options)));
+  std::unique_ptr<RedisCaller> client;
+  std::unique_ptr<RedisCaller> background;
+  if (options.cluster != nullptr) {
+    const auto cluster_client =
+        [&](RedisClientOptions node) -> absl::StatusOr<std::unique_ptr<RedisCaller>> {
+      RedisClusterClientOptions cluster;
+      cluster.node = std::move(node);
+      cluster.topology = options.cluster;
+      cluster.moved = options.moved_redirects;
+      cluster.ask = options.ask_redirects;
+      return RedisClusterClient::Create(std::move(cluster));
+    };
+    ORDERHOLD_ASSIGN_OR_RETURN(client, cluster_client(std::move(options.client)));
+    ORDERHOLD_ASSIGN_OR_RETURN(background, cluster_client(std::move(background_options)));
+  } else {
+    ORDERHOLD_ASSIGN_OR_RETURN(client, RedisClient::Create(std::move(options.client)));
+    ORDERHOLD_ASSIGN_OR_RETURN(background, RedisClient::Create(std::move(background_options)));
+  }
   return std::unique_ptr<RedisHoldStore>(
       new RedisHoldStore(KeySchema(std::move(options.key_prefix)), options.outcomes,
                          std::move(client), std::move(background)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
-                               std::unique_ptr<RedisClient> client,
-                               std::unique_ptr<RedisClient> background)
+                               std::unique_ptr<RedisCaller> client,
+                               std::unique_ptr<RedisCaller> background)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
@@ -420,6 +435,11 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
 }
 
 void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {
+  // Cluster: a slot without a known primary is keys that cannot be served, whatever TIME says.
+  if (absl::Status routing = client_->CheckRouting(); !routing.ok()) {
+    std::move(done)(std::move(routing));
+    return;
+  }
   client_->Submit(
       RedisCommand{-1, {"TIME"}}, options.deadline,
       Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<absl::Time> {

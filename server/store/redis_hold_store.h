@@ -1,7 +1,8 @@
-// RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (standalone; Redis
-// Cluster-ready key layout, see keys.h). Every operation is one EVALSHA of a script in
-// server/store/lua/, sent through a pipelining RedisClient; "now" is Redis server TIME unless
-// CallOptions::now is set.
+// RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (one primary, found
+// directly or by Sentinel, or a Redis Cluster: every script's keys share one hash tag, see
+// keys.h). Every operation is one EVALSHA of a script in server/store/lua/, sent through a
+// pipelining RedisClient (RedisClusterClient in cluster mode: one such pool per primary); "now"
+// is Redis server TIME unless CallOptions::now is set.
 //
 // Two clients: requests (PlaceHold, EndHold, ListHolds, the event log's reads and acks, Ping) go
 // through the pool of `client.connections`; the reaper's calls (Reap, Heartbeat, ReleaseLease,
@@ -21,6 +22,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "prometheus/counter.h"
+#include "server/store/cluster_topology.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
@@ -35,12 +38,20 @@ struct RedisHoldStoreOptions {
   std::string key_prefix = "orderhold";
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
   OutcomePolicy outcomes;
+  // Redis Cluster mode when set (--redis_mode=cluster): both clients are RedisClusterClients on
+  // this slot map, with `client` as every node pool's options (client.topology is ignored;
+  // client.endpoint.db must be 0).
+  std::shared_ptr<ClusterTopology> cluster;
+  // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.
+  prometheus::Counter* moved_redirects = nullptr;
+  prometheus::Counter* ask_redirects = nullptr;
 };
 
 class RedisHoldStore final : public HoldStore, public HoldEventLog {
  public:
   // Starts the connection pool (without connecting: Redis may be down at start).
-  // INVALID_ARGUMENT for a bad key_prefix, outcome policy or pool options.
+  // INVALID_ARGUMENT for a bad key_prefix, outcome policy or pool options (cluster mode: a
+  // database other than 0).
   static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(RedisHoldStoreOptions options);
 
   // HoldStore.
@@ -71,14 +82,14 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   const KeySchema& keys() const { return keys_; }
 
  private:
-  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisClient> client,
-                 std::unique_ptr<RedisClient> background);
+  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisCaller> client,
+                 std::unique_ptr<RedisCaller> background);
 
   const KeySchema keys_;
   const std::string retention_ms_;           // outcome retention, ms, as a script argument
   const std::string max_outcomes_;           // max outcome records per user, as a script argument
-  std::unique_ptr<RedisClient> client_;      // requests
-  std::unique_ptr<RedisClient> background_;  // the reaper's calls: one connection of its own
+  std::unique_ptr<RedisCaller> client_;      // requests
+  std::unique_ptr<RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 
 // Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than

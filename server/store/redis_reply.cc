@@ -8,10 +8,10 @@ RedisErrorKind ClassifyRedisError(absl::string_view error) {
   const absl::string_view code = error.substr(0, error.find(' '));
   if (code == "NOSCRIPT") return RedisErrorKind::kNoScript;
   if (code == "READONLY" || code == "MASTERDOWN") return RedisErrorKind::kNotPrimary;
-  if (code == "LOADING" || code == "BUSY" || code == "NOREPLICAS" || code == "OOM" ||
-      code == "TRYAGAIN" || code == "CLUSTERDOWN") {
+  if (code == "LOADING" || code == "BUSY" || code == "NOREPLICAS" || code == "OOM") {
     return RedisErrorKind::kRetryable;
   }
+  if (code == "TRYAGAIN" || code == "CLUSTERDOWN") return RedisErrorKind::kTryAgain;
   if (code == "MOVED") return RedisErrorKind::kMoved;
   if (code == "ASK") return RedisErrorKind::kAsk;
   return RedisErrorKind::kOther;

@@ -38,9 +38,15 @@ enum class RedisErrorKind {
   // its primary is down): this connection talks to the wrong node. Drop it and make the topology
   // re-resolve the primary. The command did not run.
   kNotPrimary,
-  // LOADING, BUSY, NOREPLICAS, OOM, TRYAGAIN, CLUSTERDOWN: the node is the right one but cannot
-  // serve now. UNAVAILABLE, retryable later; the command did not run (BUSY: a script is running).
+  // LOADING, BUSY, NOREPLICAS, OOM: the node is the right one but cannot serve now.
+  // UNAVAILABLE, retryable later; the command did not run (BUSY: a script is running).
   kRetryable,
+  // TRYAGAIN (a multi-key command while its slot migrates, some keys moved) or CLUSTERDOWN (the
+  // cluster lost a slot's primary, or is still forming): Redis Cluster is in flux for a moment.
+  // The cluster client retries after a short backoff within the caller's deadline
+  // (cluster-spec.md "Multiple keys operations", "Availability"); elsewhere like kRetryable. The
+  // command did not run.
+  kTryAgain,
   // MOVED <slot> <host:port>: in Redis Cluster the slot lives elsewhere (handled by the cluster
   // topology; in other modes it is an error like kOther).
   kMoved,

@@ -323,7 +323,9 @@ TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
   });
   ASSERT_THAT(list, IsOk());
   EXPECT_TRUE(list->holds.empty());
-  EXPECT_THAT(RedisHoldStore::Create(RedisHoldStoreOptions{{}, "bad{prefix}", {}}),
+  RedisHoldStoreOptions bad_prefix;
+  bad_prefix.key_prefix = "bad{prefix}";
+  EXPECT_THAT(RedisHoldStore::Create(std::move(bad_prefix)),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

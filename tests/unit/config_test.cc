@@ -417,7 +417,7 @@ Config SentinelConfig() {
   return config;
 }
 
-TEST(ConfigTest, RedisModeChoosesStandaloneOrSentinelAndRefusesClusterForNow) {
+TEST(ConfigTest, RedisModeChoosesStandaloneSentinelOrCluster) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
@@ -432,12 +432,26 @@ TEST(ConfigTest, RedisModeChoosesStandaloneOrSentinelAndRefusesClusterForNow) {
   EXPECT_THAT(ConfigFromFlags(),
               StatusIs(kInvalid, HasSubstr("redis_mode: must be standalone, sentinel or cluster")));
   absl::SetFlag(&FLAGS_redis_mode, "cluster");
+  // Sentinel settings have no meaning for a cluster.
   EXPECT_THAT(ConfigFromFlags(),
-              StatusIs(kInvalid, AllOf(HasSubstr("redis_mode: cluster is not supported yet"),
-                                       HasSubstr("issue 12"))));
+              StatusIs(kInvalid, AllOf(HasSubstr("redis_sentinel_master"),
+                                       HasSubstr("only used with --redis_mode=sentinel"))));
+  absl::SetFlag(&FLAGS_redis_sentinel_master, "");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_EQ(config->redis_mode, RedisMode::kCluster);
+}
+
+TEST(ConfigTest, ClusterModeTakesSeedListsAndRefusesADatabaseOtherThanZero) {
   Config cluster;
   cluster.redis_mode = RedisMode::kCluster;
-  EXPECT_THAT(ValidateConfig(cluster), StatusIs(kInvalid, HasSubstr("redis_mode")));
+  cluster.redis_url = "redis://orderhold:pw@n1:7000,n2:7000,[::1]:7001";
+  EXPECT_THAT(ValidateConfig(cluster), IsOk());
+  cluster.redis_url = "redis://n1:7000/0";
+  EXPECT_THAT(ValidateConfig(cluster), IsOk());
+  cluster.redis_url = "redis://n1:7000,n2:7000/2";
+  EXPECT_THAT(ValidateConfig(cluster),
+              StatusIs(kInvalid, AllOf(HasSubstr("redis_url"), HasSubstr("only database 0"))));
 }
 
 TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSettings) {
