@@ -238,6 +238,15 @@ absl::Status RefuseIfGiven(
   return absl::OkStatus();
 }
 
+// INVALID_ARGUMENT "<flag>: only used with --redis_mode=sentinel <hint>" for the first Sentinel
+// setting given outside sentinel mode.
+absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint) {
+  return RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
+                        {"redis_sentinel_username", &config.redis_sentinel_username},
+                        {"redis_sentinel_password", &config.redis_sentinel_password}},
+                       absl::StrCat("only used with --redis_mode=sentinel ", hint));
+}
+
 // The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
 // a value: the URL and the sentinel password are secrets, and the rest is no help there.
 absl::Status ValidateRedis(const Config& config) {
@@ -250,11 +259,7 @@ absl::Status ValidateRedis(const Config& config) {
             "redis_url: Redis Cluster has only database 0 (cluster-spec.md); drop the /<db> "
             "from the URL for --redis_mode=cluster");
       }
-      ORDERHOLD_RETURN_IF_ERROR(
-          RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
-                         {"redis_sentinel_username", &config.redis_sentinel_username},
-                         {"redis_sentinel_password", &config.redis_sentinel_password}},
-                        "only used with --redis_mode=sentinel (this is --redis_mode=cluster)"));
+      ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(this is --redis_mode=cluster)"));
       break;
     case RedisMode::kSentinel:
       if (config.redis_sentinel_master.empty()) {
@@ -270,11 +275,7 @@ absl::Status ValidateRedis(const Config& config) {
                          " hosts but --redis_mode=standalone takes one (a list of sentinels needs "
                          "--redis_mode=sentinel)"));
       }
-      ORDERHOLD_RETURN_IF_ERROR(
-          RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
-                         {"redis_sentinel_username", &config.redis_sentinel_username},
-                         {"redis_sentinel_password", &config.redis_sentinel_password}},
-                        "only used with --redis_mode=sentinel (is --redis_mode missing?)"));
+      ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(is --redis_mode missing?)"));
       break;
   }
   if (!config.redis_sentinel_username.empty() && config.redis_sentinel_password.empty()) {

@@ -108,6 +108,22 @@ class RedisClusterClientTest : public ::testing::Test {
     return slot.value_or(-1);
   }
 
+  // Opens a hand-made migration of `slot` from `source` to `destination` (SETSLOT IMPORTING on
+  // the destination, then MIGRATING on the source) and MIGRATEs `keys` across.
+  static void StartMigration(int slot, int source, int destination,
+                             const std::vector<std::string>& keys) {
+    ASSERT_THAT(cluster_->SetImporting(slot, destination, source), IsOk());
+    ASSERT_THAT(cluster_->SetMigrating(slot, source, destination), IsOk());
+    for (const std::string& key : keys) MigrateKey(key, source, destination);
+  }
+  static void MigrateKey(const std::string& key, int source, int destination) {
+    ASSERT_THAT(
+        cluster_->Command(
+            source, {"MIGRATE", "127.0.0.1", absl::StrCat(cluster_->node(destination).port()), key,
+                     "0", "5000", "AUTH", cluster_->options().admin_password}),
+        IsOk());
+  }
+
   static RedisCluster* cluster_;
   prometheus::Registry registry_;
   prometheus::Family<prometheus::Counter>& counters_ =
@@ -196,12 +212,7 @@ TEST_F(RedisClusterClientTest, AskWithAskingAndTryAgainWhileASlotMigrates) {
   ASSERT_THAT(Call(*client_, Set(moved_key, "A")), IsOk());
   ASSERT_THAT(Call(*client_, Set(staying_key, "B")), IsOk());
 
-  ASSERT_THAT(cluster_->SetImporting(slot, destination, source), IsOk());
-  ASSERT_THAT(cluster_->SetMigrating(slot, source, destination), IsOk());
-  ASSERT_THAT(cluster_->Command(
-                  source, {"MIGRATE", "127.0.0.1", absl::StrCat(cluster_->node(destination).port()),
-                           moved_key, "0", "5000", "AUTH", cluster_->options().admin_password}),
-              IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartMigration(slot, source, destination, {moved_key}));
 
   ASSERT_OK_AND_ASSIGN(RedisReply reply, Call(*client_, Get(moved_key)));
   EXPECT_EQ(reply.str, "A");
@@ -219,10 +230,7 @@ TEST_F(RedisClusterClientTest, AskWithAskingAndTryAgainWhileASlotMigrates) {
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_EQ(pending.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
       << "answered before the migration finished";
-  ASSERT_THAT(cluster_->Command(
-                  source, {"MIGRATE", "127.0.0.1", absl::StrCat(cluster_->node(destination).port()),
-                           staying_key, "0", "5000", "AUTH", cluster_->options().admin_password}),
-              IsOk());
+  ASSERT_NO_FATAL_FAILURE(MigrateKey(staying_key, source, destination));
   for (int node = 0; node < 3; ++node) {
     ASSERT_THAT(cluster_->Command(node, {"CLUSTER", "SETSLOT", absl::StrCat(slot), "NODE",
                                          cluster_->NodeId(destination)}),
@@ -243,8 +251,7 @@ TEST_F(RedisClusterClientTest, TryAgainPastTheRetryWindowIsUnavailable) {
   ASSERT_OK_AND_ASSIGN(const int source, cluster_->PrimaryFor(slot));
   const int destination = (source + 2) % 3;
   ASSERT_THAT(Call(*client_, Set(a, "1")), IsOk());
-  ASSERT_THAT(cluster_->SetImporting(slot, destination, source), IsOk());
-  ASSERT_THAT(cluster_->SetMigrating(slot, source, destination), IsOk());
+  ASSERT_NO_FATAL_FAILURE(StartMigration(slot, source, destination, {}));
   // b does not exist on the source: the pair is half there.
   std::unique_ptr<RedisClusterClient> brief = MakeClient(5, absl::Milliseconds(500));
   const absl::Time start = absl::Now();
