@@ -26,6 +26,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/grpc_health.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -36,6 +37,7 @@ namespace {
 
 using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::Health;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -63,18 +65,6 @@ int CountLines(const std::string& text, std::string_view needle) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) count += line.find(needle) != std::string::npos;
   return count;
-}
-
-// The server's grpc.health.v1 status for "" (UNKNOWN when the check itself fails).
-HealthCheckResponse::ServingStatus Health(int grpc_port) {
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", grpc_port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  grpc::health::v1::HealthCheckRequest request;
-  HealthCheckResponse response;
-  if (!stub->Check(&context, request, &response).ok()) return HealthCheckResponse::UNKNOWN;
-  return response.status();
 }
 
 std::string ReadFile(const std::string& path) {
