@@ -1,7 +1,8 @@
 // ClusterTopology against a real Redis Cluster (tests/testing/redis_cluster.h: 3 primaries, one
 // replica each, the app ACL user): the slot map from a seed list naming one replica, NodeFor
 // agreeing with the cluster's own view, a graceful failover followed through Refresh() with the
-// generation and failover counter, and a seed that is down at start then comes back.
+// generation and failover counter, and a seed that is down at start then comes back (found
+// through NodeFor() or through CheckCoverage() alone).
 #include "server/store/cluster_topology.h"
 
 #include <algorithm>
@@ -143,6 +144,24 @@ TEST_F(ClusterTopologyTest, SeedDownAtStartThenBack) {
                          absl::Milliseconds(50)));
   ASSERT_OK_AND_ASSIGN(const int now_owner, cluster.PrimaryFor(0));
   EXPECT_EQ(topology->NodeFor(0).value_or(HostPort{}), Node(cluster, now_owner));
+}
+
+// The same with health checks only (a server out of traffic while NOT_SERVING): a failing
+// CheckCoverage() asks for a refresh itself, so the map comes back without the periodic one.
+TEST_F(ClusterTopologyTest, CoverageCheckAloneRefreshesOnceTheSeedIsBack) {
+  RedisCluster& cluster = *cluster_;
+  ASSERT_OK_AND_ASSIGN(const int owner, cluster.PrimaryFor(0));
+  const int seed = owner == 0 ? cluster.InitialReplica(0) : 0;
+  ASSERT_THAT(cluster.node(seed).Stop(), IsOk());
+  ClusterTopologyOptions options = Options(cluster, {seed});
+  options.min_refresh_interval = absl::Milliseconds(20);
+  options.refresh_interval = absl::Hours(1);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClusterTopology> topology, ClusterTopology::Create(options));
+  EXPECT_THAT(topology->CheckCoverage(), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(cluster.node(seed).Restart(), IsOk());
+  ASSERT_THAT(cluster.WaitForClusterOk(absl::Seconds(10)), IsOk());
+  EXPECT_TRUE(Eventually([&] { return topology->CheckCoverage().ok(); }, absl::Seconds(10),
+                         absl::Milliseconds(50)));
 }
 
 }  // namespace
