@@ -100,8 +100,9 @@ void ClusterTopology::ReportMoved(int slot, const HostPort& node) {
 
 absl::Status ClusterTopology::CheckCoverage() {
   absl::MutexLock lock(&mu_);
-  if (!map_.has_value()) return error_;
-  return map_->CheckCoverage();
+  absl::Status coverage = map_.has_value() ? map_->CheckCoverage() : error_;
+  if (!coverage.ok()) refresh_requested_ = true;
+  return coverage;
 }
 
 std::vector<HostPort> ClusterTopology::Primaries() {

@@ -86,6 +86,9 @@ class ClusterTopology final : public RedisTopology {
 
   // OK when the current map gives every slot a primary; UNAVAILABLE naming the slots without one
   // (SlotMap::CheckCoverage), or the last refresh error while there is no map yet. For health.
+  // When not OK it requests a refresh, as NodeFor() does for a slot it cannot route: a server
+  // kept out of traffic while NOT_SERVING (a readiness probe) would otherwise see the cluster
+  // come back only at the next periodic refresh (refresh_interval, 5 s by default).
   absl::Status CheckCoverage();
 
   // The primaries serving at least one slot in the current map (SlotMap::Primaries); empty

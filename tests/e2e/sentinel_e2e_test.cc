@@ -31,6 +31,7 @@
 #include "server/app.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/failover_app.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/sentinel_group.h"
@@ -166,18 +167,11 @@ class SentinelE2eTest : public ::testing::Test {
   }
 
   Config SentinelConfig(int wait_replicas) {
-    Config config;
-    config.grpc_address = "127.0.0.1:0";
+    Config config = testing::FailoverAppConfig(kMaxHolds);
     config.redis_mode = RedisMode::kSentinel;
     config.redis_url = group_->SentinelUrl();
     config.redis_sentinel_master = group_->master_name();
     config.redis_wait_replicas = wait_replicas;
-    config.redis_wait_timeout = absl::Milliseconds(200);
-    config.redis_timeout = absl::Milliseconds(500);
-    config.health_check_interval = absl::Milliseconds(50);
-    config.reap_interval = absl::Milliseconds(200);
-    config.reaper_lease = absl::Seconds(1);
-    config.policy.max_holds = kMaxHolds;
     return config;
   }
 
@@ -188,17 +182,7 @@ class SentinelE2eTest : public ::testing::Test {
   }
 
   grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
-    auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", app_->grpc_port()),
-                                       grpc::InsecureChannelCredentials());
-    auto stub = grpc::health::v1::Health::NewStub(channel);
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-    grpc::health::v1::HealthCheckRequest request;
-    grpc::health::v1::HealthCheckResponse response;
-    if (!stub->Check(&context, request, &response).ok()) {
-      return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-    }
-    return response.status();
+    return testing::HealthOf(app_->grpc_port());
   }
 
   // The oracle, on the current primary: acknowledged holds (those answered after `since`) that

@@ -1,7 +1,8 @@
 // ClusterTopology against a real Redis Cluster (tests/testing/redis_cluster.h: 3 primaries, one
 // replica each, the app ACL user): the slot map from a seed list naming one replica, NodeFor
 // agreeing with the cluster's own view, a graceful failover followed through Refresh() with the
-// generation and failover counter, and a seed that is down at start then comes back.
+// generation and failover counter, and a seed that is down at start then comes back (found
+// through NodeFor() or through CheckCoverage() alone).
 #include "server/store/cluster_topology.h"
 
 #include <algorithm>
@@ -51,6 +52,19 @@ class ClusterTopologyTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
+  }
+
+  // Stops a node that does not serve slot 0 (`seed`) and makes `topology` with it as the only
+  // seed, no periodic refresh (1 h) and requested ones 20 ms apart: only a refresh the topology
+  // asks for itself can bring the map back once the node restarts.
+  static void StartWithSeedDown(int& seed, std::unique_ptr<ClusterTopology>& topology) {
+    ASSERT_OK_AND_ASSIGN(const int owner, cluster_->PrimaryFor(0));
+    seed = owner == 0 ? cluster_->InitialReplica(0) : 0;
+    ASSERT_THAT(cluster_->node(seed).Stop(), IsOk());
+    ClusterTopologyOptions options = Options(*cluster_, {seed});
+    options.min_refresh_interval = absl::Milliseconds(20);
+    options.refresh_interval = absl::Hours(1);
+    ASSERT_OK_AND_ASSIGN(topology, ClusterTopology::Create(options));
   }
 
   static RedisCluster* cluster_;
@@ -124,14 +138,9 @@ TEST_F(ClusterTopologyTest, ResolvesEverySlotAndFollowsFailover) {
 // once the seed is back (an unroutable slot requests a refresh).
 TEST_F(ClusterTopologyTest, SeedDownAtStartThenBack) {
   RedisCluster& cluster = *cluster_;
-  // A node that is a replica now whatever failovers happened before: not the primary of slot 0.
-  ASSERT_OK_AND_ASSIGN(const int owner, cluster.PrimaryFor(0));
-  const int seed = owner == 0 ? cluster.InitialReplica(0) : 0;
-  ASSERT_THAT(cluster.node(seed).Stop(), IsOk());
-  ClusterTopologyOptions options = Options(cluster, {seed});
-  options.min_refresh_interval = absl::Milliseconds(20);
-  options.refresh_interval = absl::Hours(1);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClusterTopology> topology, ClusterTopology::Create(options));
+  int seed = 0;
+  std::unique_ptr<ClusterTopology> topology;
+  ASSERT_NO_FATAL_FAILURE(StartWithSeedDown(seed, topology));
   EXPECT_THAT(topology->NodeFor(0),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no primary known for slot 0")));
   EXPECT_THAT(topology->Refresh(0, absl::Now() + absl::Seconds(2)),
@@ -143,6 +152,20 @@ TEST_F(ClusterTopologyTest, SeedDownAtStartThenBack) {
                          absl::Milliseconds(50)));
   ASSERT_OK_AND_ASSIGN(const int now_owner, cluster.PrimaryFor(0));
   EXPECT_EQ(topology->NodeFor(0).value_or(HostPort{}), Node(cluster, now_owner));
+}
+
+// The same with health checks only (a server out of traffic while NOT_SERVING): a failing
+// CheckCoverage() asks for a refresh itself, so the map comes back without the periodic one.
+TEST_F(ClusterTopologyTest, CoverageCheckAloneRefreshesOnceTheSeedIsBack) {
+  RedisCluster& cluster = *cluster_;
+  int seed = 0;
+  std::unique_ptr<ClusterTopology> topology;
+  ASSERT_NO_FATAL_FAILURE(StartWithSeedDown(seed, topology));
+  EXPECT_THAT(topology->CheckCoverage(), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_THAT(cluster.node(seed).Restart(), IsOk());
+  ASSERT_THAT(cluster.WaitForClusterOk(absl::Seconds(10)), IsOk());
+  EXPECT_TRUE(Eventually([&] { return topology->CheckCoverage().ok(); }, absl::Seconds(10),
+                         absl::Milliseconds(50)));
 }
 
 }  // namespace
