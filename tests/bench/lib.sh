@@ -16,6 +16,14 @@
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
 #   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
 #                     reaches has used so far (INFO cpu; main thread and its helpers)
+#   start_cluster DIR N  starts N redis-servers in cluster mode on free ports (data and bus port
+#                     each; no persistence; data in DIR/<port>), makes them one Redis Cluster of N
+#                     primaries and no replicas with `redis-cli --cluster create` (its even split of
+#                     the 16384 slots; N >= 3, redis-cli's minimum) and waits until every node says
+#                     cluster_state:ok (15 s), else fails. Sets CLUSTER_PORTS (data ports),
+#                     CLUSTER_PIDS (the caller stops them) and CLUSTER_URL
+#                     (redis://127.0.0.1:<p1>,127.0.0.1:<p2>,...: the seed list for
+#                     --redis_mode=cluster).
 
 free_port() {
   # Below Linux's ephemeral range (32768-60999 by default): a port some client connection is
@@ -115,4 +123,42 @@ proc_cpu_s() {
 redis_cpu_s() {
   redis-cli "$@" INFO cpu | tr -d '\r' | awk -F: '
     $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 } END { printf "%.3f\n", s }'
+}
+
+start_cluster() {
+  local dir="$1" n="$2" i port bus addrs=() state
+  CLUSTER_PORTS=() CLUSTER_PIDS=()
+  for ((i = 0; i < n; i++)); do
+    port="$(free_port)"
+    bus="$(free_port)"
+    while [[ "${bus}" == "${port}" ]]; do bus="$(free_port)"; done
+    mkdir -p "${dir}/${port}"
+    # cluster-port set, so port + 10000 (the default bus port) need not be free.
+    redis-server --port "${port}" --cluster-port "${bus}" --bind 127.0.0.1 --save '' \
+      --appendonly no --cluster-enabled yes --cluster-config-file nodes.conf \
+      --cluster-node-timeout 5000 --dir "${dir}/${port}" --logfile "${dir}/${port}/redis.log" &
+    CLUSTER_PIDS+=($!)
+    CLUSTER_PORTS+=("${port}")
+    wait_port "${port}" || return 1
+    addrs+=("127.0.0.1:${port}")
+  done
+  redis-cli --cluster create "${addrs[@]}" --cluster-yes >"${dir}/create.log" 2>&1 || {
+    echo "bench: redis-cli --cluster create failed:" >&2
+    tail -5 "${dir}/create.log" >&2
+    return 1
+  }
+  for _ in $(seq 300); do
+    state=0
+    for port in "${CLUSTER_PORTS[@]}"; do
+      redis-cli -p "${port}" CLUSTER INFO | tr -d '\r' | grep -qx 'cluster_state:ok' && ((++state))
+    done
+    if ((state == n)); then
+      # shellcheck disable=SC2034  # for the caller
+      CLUSTER_URL="redis://$(IFS=,; echo "${addrs[*]}")"
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "bench: the cluster on ports ${CLUSTER_PORTS[*]} did not reach cluster_state:ok" >&2
+  return 1
 }

@@ -4,8 +4,9 @@
 # come out).
 #
 #   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--backlog 60] [--no-replicas]
-#                               [--drain-only] [--out DIR]
-# (--drain-only: phase 4 alone, written to <out>/reaper-drain.md.)
+#                               [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]
+# (--drain-only: phase 4 alone, written to <out>/reaper-drain.md; --cluster-only: phase 5 alone,
+# written to <out>/reaper-cluster.md.)
 #
 # For each size (100,000 users and 1,000,000 users, 3 holds each: 300,000 and 3,000,000 live
 # holds), on a fresh private redis-server:
@@ -41,6 +42,15 @@
 #              in Redis are polled every 0.1 s (ZCARD: users with holds left) until empty: time
 #              to the first reaped hold and to all reaped (from the server's start), drain rate
 #              (holds / the time between), and the server's expired counter as a cross-check.
+# Then (unless --no-cluster):
+#   5 cluster  phases 1 and 2 for the largest size (1,000,000 users) again, on a Redis Cluster of 3
+#              primaries and no replicas (redis-server --cluster-enabled yes on free ports, formed
+#              with `redis-cli --cluster create`: 21/22/21 of the 64 partition tags per primary):
+#              orderhold-seed and the one server in --redis_mode=cluster with the three nodes as
+#              seeds. Same expiry rate and window; its row in the table is "<users> (cluster, 3
+#              primaries)", and the lag p99 is compared with the single-Redis row of that size. On
+#              this machine the 3 Redis processes share 2 cores with the server: the figure shows
+#              that the reaper's 64 calls per tick, routed to 3 nodes, keep up, not a speed-up.
 # Output: a table on stdout and <out>/reaper.md (default <repo>/build/bench).
 set -euo pipefail
 
@@ -51,6 +61,8 @@ BACKLOG_S=60
 SIZES=(100000 1000000)
 SMOKE=0
 REPLICAS=1
+CLUSTER=1
+CLUSTER_ONLY=0
 DRAIN_ONLY=0
 OUT="${REPO}/build/bench"
 while (($#)); do
@@ -60,9 +72,11 @@ while (($#)); do
     --window) WINDOW="$2"; shift ;;
     --backlog) BACKLOG_S="$2"; shift ;;
     --no-replicas) REPLICAS=0 ;;
+    --no-cluster) CLUSTER=0 ;;
+    --cluster-only) CLUSTER_ONLY=1 ;;
     --drain-only) DRAIN_ONLY=1 ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--drain-only] [--out DIR]" >&2
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]" >&2
        exit 64 ;;
   esac
   shift
@@ -70,7 +84,10 @@ done
 if ((SMOKE)); then
   RATE=500 WINDOW=3 BACKLOG_S=3 SIZES=(2000 20000)
 fi
-((DRAIN_ONLY)) && SIZES=()
+ALL_SIZES=("${SIZES[@]}")
+LARGEST="${SIZES[-1]}"
+((DRAIN_ONLY)) && SIZES=() CLUSTER=0
+((CLUSTER_ONLY)) && SIZES=() CLUSTER=1
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
@@ -95,6 +112,8 @@ trap cleanup EXIT
 source "${REPO}/tests/bench/lib.sh"
 sleep_until() { local d; d="$(awk -v t="$1" -v n="$(now_s)" 'BEGIN { d = t - n; print (d > 0 ? d : 0) }')"; sleep "${d}"; }
 
+# start_redis / start_redis_cluster -> REDIS_URL and REDIS_MODE (the servers' and the seeder's
+# --redis_url and --redis_mode); start_redis also sets REDIS_PORT.
 start_redis() {
   REDIS_PORT="$(free_port)"
   redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
@@ -102,6 +121,18 @@ start_redis() {
   REDIS_PID=$!
   PIDS+=("${REDIS_PID}")
   wait_port "${REDIS_PORT}"
+  REDIS_URL="redis://127.0.0.1:${REDIS_PORT}" REDIS_MODE=standalone REDIS_PORTS=("${REDIS_PORT}")
+}
+start_redis_cluster() {
+  start_cluster "${WORK}/cluster" 3
+  PIDS+=("${CLUSTER_PIDS[@]}")
+  REDIS_URL="${CLUSTER_URL}" REDIS_MODE=cluster REDIS_PORTS=("${CLUSTER_PORTS[@]}")
+}
+# Redis used_memory, summed over the nodes, as "<n>M".
+redis_memory() {
+  local port
+  for port in "${REDIS_PORTS[@]}"; do redis-cli -p "${port}" INFO memory; done | tr -d '\r' |
+    awk -F: '$1 == "used_memory" { s += $2 } END { printf "%.2fM\n", s / 1048576 }'
 }
 start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   local port name="$1" attempt
@@ -109,7 +140,7 @@ start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   for attempt in 1 2 3; do  # a port taken between free_port and the bind: try others
     port="$(free_port)" SRV_METRICS="$(free_port)"
     "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
-      --redis_url="redis://127.0.0.1:${REDIS_PORT}" "$@" 2>"${WORK}/server-${name}.log" &
+      --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" "$@" 2>"${WORK}/server-${name}.log" &
     SRV_PID=$!
     PIDS+=("${SRV_PID}")
     wait_port "${SRV_METRICS}" && return 0
@@ -121,38 +152,41 @@ start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
 }
 
 ROWS=()
-declare -A TICK
-for USERS in "${SIZES[@]}"; do
+declare -A TICK LAG_P99
+SMALLEST="${ALL_SIZES[0]}"
+# Phases 1 and 2 for USERS users on the Redis started last (start_redis or start_redis_cluster):
+# seeds, starts one server (ONE_PID, ONE_METRICS), measures one window and adds a row (LABEL).
+seed_and_measure() {
+  USERS="$1" LABEL="$2" FILES="$1-${REDIS_MODE}"
   HOLDS=$((USERS * 3))
-  # The first SIZES[0] users' holds expire first, RATE per second; the other users' holds expire
+  # The first SMALLEST users' holds expire first, RATE per second; the other users' holds expire
   # right after them at the same rate. So during the measurement window both sizes reap exactly
   # the same holds (same users, same per-user spacing) and differ only in how many other users
   # and live holds Redis keeps: the comparison isolates the number of users.
-  FIRST_USERS="${SIZES[0]}"
+  FIRST_USERS="${SMALLEST}"
   SPREAD=$(((FIRST_USERS * 3 + RATE - 1) / RATE))
   # First expiry after seeding (~50k holds/s here) plus a margin.
   FIRST=$((HOLDS / 50000 + 15))
-  start_redis
   echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
   T0="$(now_s)"
-  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${FIRST_USERS}" \
+  "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --users="${FIRST_USERS}" \
     --holds_per_user=3 --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" \
-    >"${WORK}/seed-${USERS}.txt"
+    >"${WORK}/seed-${FILES}.txt"
   if ((USERS > FIRST_USERS)); then
     REST_HOLDS=$(((USERS - FIRST_USERS) * 3))
-    "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --first_user="${FIRST_USERS}" \
+    "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --first_user="${FIRST_USERS}" \
       --users="$((USERS - FIRST_USERS))" --holds_per_user=3 --ttl=1h \
       --first_expiry="$(awk -v t="${T0}" -v n="$(now_s)" -v f="${FIRST}" -v s="${SPREAD}" \
                         'BEGIN { printf "%.3f", f + s - (n - t) }')s" \
-      --expire_spread="$(((REST_HOLDS + RATE - 1) / RATE))s" >>"${WORK}/seed-${USERS}.txt"
+      --expire_spread="$(((REST_HOLDS + RATE - 1) / RATE))s" >>"${WORK}/seed-${FILES}.txt"
   fi
-  cat "${WORK}/seed-${USERS}.txt" >&2
-  MEM="$(redis-cli -p "${REDIS_PORT}" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory_human" { print $2 }')"
-  start_server "${USERS}"
+  cat "${WORK}/seed-${FILES}.txt" >&2
+  MEM="$(redis_memory)"
+  start_server "${FILES}"
   ONE_METRICS="${SRV_METRICS}" ONE_PID="${SRV_PID}"
   # Steady state: expiries have flowed for a few seconds.
   sleep_until "$(awk -v t="${T0}" -v f="${FIRST}" 'BEGIN { printf "%.3f", t + f + 3 }')"
-  scrape "${ONE_METRICS}" >"${WORK}/a-${USERS}.txt"
+  scrape "${ONE_METRICS}" >"${WORK}/a-${FILES}.txt"
   TA="$(now_s)"
   BACKLOG=0
   for _ in $(seq "${WINDOW}"); do
@@ -160,17 +194,23 @@ for USERS in "${SIZES[@]}"; do
     b="$(scrape "${ONE_METRICS}" | awk '$1 == "orderhold_reaper_backlog_seconds" { print $2 }')"
     BACKLOG="$(awk -v x="${b:-0}" -v m="${BACKLOG}" 'BEGIN { print (x > m ? x : m) }')"
   done
-  scrape "${ONE_METRICS}" >"${WORK}/b-${USERS}.txt"
+  scrape "${ONE_METRICS}" >"${WORK}/b-${FILES}.txt"
   TB="$(now_s)"
-  read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_lag_seconds)
-  read -r TICK_MEAN _ < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_duration_seconds)
+  read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_lag_seconds)
+  read -r TICK_MEAN _ < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_duration_seconds)
   # What a tick costs Redis (sum of its reap calls' round trips); the tick's wall time is mostly
   # pacing now. "-" with a server that predates the metric.
-  read -r REDIS_MEAN _ < <(hist_mean "${WORK}/a-${USERS}.txt" "${WORK}/b-${USERS}.txt" orderhold_reaper_tick_redis_seconds)
-  TICK[${USERS}]="${REDIS_MEAN}"
-  [[ "${REDIS_MEAN}" == "-" ]] && TICK[${USERS}]="${TICK_MEAN}"
+  read -r REDIS_MEAN _ < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_redis_seconds)
+  TICK[${LABEL}]="${REDIS_MEAN}"
+  [[ "${REDIS_MEAN}" == "-" ]] && TICK[${LABEL}]="${TICK_MEAN}"
+  LAG_P99[${LABEL}]="${P99}"
   RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
-  ROWS+=("| ${USERS} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${REDIS_MEAN} | ${BACKLOG} |")
+  ROWS+=("| ${LABEL} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${REDIS_MEAN} | ${BACKLOG} |")
+}
+
+for USERS in "${SIZES[@]}"; do
+  start_redis
+  seed_and_measure "${USERS}" "${USERS}"
 
   if ((REPLICAS)) && [[ "${USERS}" == "${SIZES[-1]}" ]]; then
     # 3. replicas: two more join; then two die without handing over.
@@ -230,6 +270,34 @@ for USERS in "${SIZES[@]}"; do
   wait 2>/dev/null || true
   PIDS=()
 done
+
+# 5. cluster: the largest size on a 3-primary Redis Cluster, one server in --redis_mode=cluster.
+if ((CLUSTER)); then
+  start_redis_cluster
+  CLUSTER_LABEL="${LARGEST} (cluster, 3 primaries)"
+  seed_and_measure "${LARGEST}" "${CLUSTER_LABEL}"
+  CLUSTER_REDIRECTS="$(awk '/^orderhold_redis_redirects_total\{/ { n += $2 } END { printf "%d", n }' \
+    "${WORK}/b-${FILES}.txt")"
+  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  PIDS=()
+fi
+cluster_md() {
+  echo "Reaper lag p99 at ${LARGEST} users: single Redis ${LAG_P99[${LARGEST}]:--} s, Redis Cluster of 3 primaries (no replicas, same machine) ${LAG_P99[${CLUSTER_LABEL}]} s; Redis time per tick ${TICK[${LARGEST}]:--} s vs ${TICK[${CLUSTER_LABEL}]} s (the cluster's 64 reap calls per tick go to 3 nodes); MOVED/ASK redirects counted by the cluster's server: ${CLUSTER_REDIRECTS}."
+}
+if ((CLUSTER_ONLY)); then
+  {
+    echo "## Reaper benchmark on a Redis Cluster ($(nproc) cores, $(date -u +%Y-%m-%d), ${RATE} holds expiring per second, ${WINDOW} s window)"
+    echo
+    echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | mean Redis time per tick s | max backlog s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${ROWS[@]}"
+    echo
+    cluster_md
+  } | tee "${OUT}/reaper-cluster.md"
+  [[ "${ROWS[0]}" != *"| 0 |"* ]] || { echo "reaper bench: nothing reaped on the cluster" >&2; exit 1; }
+  exit 0
+fi
 
 # 4. drain: a --backlog seconds backlog, all due, then one server and no request load. Watched
 # from Redis (the due indexes: one member per user with holds), because the server's counters may
@@ -308,6 +376,10 @@ RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 
   echo
   echo "Redis time per tick ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO} (the tick's wall time where the server has no orderhold_reaper_tick_redis_seconds)"
   echo
+  if ((CLUSTER)); then
+    cluster_md
+    echo
+  fi
   if ((REPLICAS)); then
     echo "3 replicas on the ${LARGE}-user Redis, one ${WINDOW} s window: reaped per replica: ${SHARES[*]} (total ${TOTAL_REAPED}); replica 1 lag p50 ${R_P50} s, p99 ${R_P99} s"
     echo

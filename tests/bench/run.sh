@@ -36,13 +36,22 @@
 #                          reports master_link_status:up), no WAIT: what the replica costs on a
 #                          machine where it shares the cores;
 #                wait      the same with --redis_wait_replicas=1 (WAIT 1 after each batch that
-#                          writes).
+#                          writes);
+#                cluster   --redis_mode=cluster on a Redis Cluster of 3 primaries and no replicas
+#                          (redis-server --cluster-enabled yes on free ports, formed with
+#                          `redis-cli --cluster create`: 5461/5462/5461 slots, i.e. 21/22/21 of the
+#                          64 partition tags), the URL listing all three as seeds. On this machine
+#                          the 3 Redis processes share the cores with the server and the load
+#                          generator, so this measures what routing costs, not what sharding
+#                          gains: the "cluster/single throughput ratio" (cluster / plain, target
+#                          >= 0.9). Also the EVALSHA calls each primary saw (the balance) and the
+#                          server's MOVED/ASK redirects (0 expected: the map is fetched at start).
 #              --rounds rounds (default 3; 1 with --smoke); the order alternates, forward in odd
 #              rounds and backward in even ones, so slow drift on this noisy machine falls on every
 #              variant alike. Each variant's figure is the median over its rounds (each latency
 #              percentile separately); status codes are summed; the primary's INFO commandstats
-#              gives the EVALSHA and WAIT calls Redis saw. Ratios are of the medians, to plain.
-#              Also CPU µs per call of the server, Redis and the replica (user + system CPU over
+#              gives the EVALSHA and WAIT calls Redis saw (summed over a cluster's primaries). Ratios are of the medians, to plain.
+#              Also CPU µs per call of the server, Redis (all primaries of a cluster) and the replica (user + system CPU over
 #              each process' life / the calls the server answered, from /proc, INFO cpu and
 #              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
 #
@@ -190,7 +199,7 @@ stop_server
 # 6. Transport: phase 2's PlaceHold over each way of reaching Redis, in rounds of alternating order.
 TRANSPORTS=(plain)
 [[ -n "${BASELINE_SERVER}" ]] && TRANSPORTS+=(baseline)
-TRANSPORTS+=(tls replica wait)
+TRANSPORTS+=(tls replica wait cluster)
 TLS_DIR="${WORK}/tls"
 make_tls_certs "${TLS_DIR}"
 redis_start() {  # name, redis-server flags... -> STARTED_PID (also in PIDS)
@@ -217,6 +226,7 @@ command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO c
 transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   local variant="$1" round="$2" port replica_port="" url bin="${SERVER}" flags=() pids=() cli=()
   local name="${variant}-${round}" evalsha waits calls server_cpu redis_cpu replica_cpu=null
+  local nodes=() cluster=null redirects e w
   port="$(free_port)"
   cli=(-p "${port}")
   url="redis://127.0.0.1:${port}"
@@ -248,31 +258,62 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
       wait_replica_up "${replica_port}"
       [[ "${variant}" == wait ]] && flags=(--redis_wait_replicas=1)
       ;;
+    cluster)
+      start_cluster "${WORK}/redis-${name}" 3
+      pids+=("${CLUSTER_PIDS[@]}")
+      PIDS+=("${CLUSTER_PIDS[@]}")
+      nodes=("${CLUSTER_PORTS[@]}")
+      port="${CLUSTER_PORTS[0]}"
+      cli=(-p "${port}")
+      url="${CLUSTER_URL}"
+      flags=(--redis_mode=cluster)
+      ;;
   esac
   wait_port "${port}"
   start_server_of "${bin}" "${url}" "${name}" redis "${flags[@]}"
   bench "${name}" --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
   # CPU per call over each process' whole life (warmup included) and all the calls the server
   # answered in it: on 2 shared cores this varies far less from run to run than throughput does.
-  calls="$(scrape "${METRICS_PORT}" |
-    awk '/^orderhold_grpc_requests_total\{/ { n += $2 } END { printf "%d", n }')"
+  scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics.txt"
+  calls="$(awk '/^orderhold_grpc_requests_total\{/ { n += $2 } END { printf "%d", n }' \
+    "${WORK}/${name}-metrics.txt")"
   server_cpu="$(proc_cpu_s "${SERVER_PID}")"
   # SIGKILL: a graceful stop waits about 1 s for the metrics exposer, per run; nothing here needs it.
   stop_server KILL
-  read -r evalsha waits < <(command_calls "${cli[@]}")
-  redis_cpu="$(redis_cpu_s "${cli[@]}")"
+  if ((${#nodes[@]})); then
+    # A cluster: calls and CPU summed over the primaries; each one's EVALSHA calls kept.
+    evalsha=0 waits=0 redis_cpu=0
+    local by_node=()
+    for port in "${nodes[@]}"; do
+      read -r e w < <(command_calls -p "${port}")
+      evalsha=$((evalsha + e)) waits=$((waits + w))
+      by_node+=("${e}")
+      redis_cpu="$(awk -v a="${redis_cpu}" -v b="$(redis_cpu_s -p "${port}")" \
+        'BEGIN { printf "%.3f", a + b }')"
+    done
+    redirects="$(awk '/^orderhold_redis_redirects_total\{/ { n += $2 } END { printf "%d", n }' \
+      "${WORK}/${name}-metrics.txt")"
+    cluster="$(jq -cn --argjson redirects "${redirects}" \
+      '{primaries: $ARGS.positional | length, evalsha_by_primary: ($ARGS.positional | map(tonumber)),
+        redirects: $redirects}' --args "${by_node[@]}")"
+  else
+    read -r evalsha waits < <(command_calls "${cli[@]}")
+    redis_cpu="$(redis_cpu_s "${cli[@]}")"
+  fi
   [[ -n "${replica_port}" ]] && replica_cpu="$(redis_cpu_s -p "${replica_port}")"
   redis_stop "${pids[@]}"
   jq -c --arg variant "${variant}" --argjson round "${round}" --argjson evalsha "${evalsha}" \
     --argjson waits "${waits}" --argjson calls "${calls}" --argjson server_cpu "${server_cpu}" \
-    --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" '
+    --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" \
+    --argjson cluster "${cluster}" '
     def per_call($s): if $s == null or $calls == 0 then null else $s * 1e6 / $calls end;
     {variant: $variant, round: $round} + .
     + {redis_calls: {evalsha: $evalsha, wait: $waits},
        cpu: {server_calls: $calls, server_s: $server_cpu, redis_s: $redis_cpu,
              replica_s: $replica_cpu},
        cpu_us_per_call: {server: per_call($server_cpu), redis: per_call($redis_cpu),
-                         replica: per_call($replica_cpu)}}' \
+                         replica: per_call($replica_cpu)},
+       cluster: $cluster}' \
     "${WORK}/${name}.json" >>"${WORK}/transport-runs.jsonl"
 }
 : >"${WORK}/transport-runs.jsonl"
@@ -303,7 +344,11 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
                      wait: (map(.redis_calls.wait) | add)},
        cpu_us_per_call: (reduce ("server", "redis", "replica") as $p
                            ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median))),
-       cpu_us_per_call_per_round: map(.cpu_us_per_call)}})
+       cpu_us_per_call_per_round: map(.cpu_us_per_call),
+       cluster: (if .[0].cluster == null then null else {
+         primaries: .[0].cluster.primaries,
+         evalsha_by_primary: (map(.cluster.evalsha_by_primary) | transpose | map(add)),
+         redirects: (map(.cluster.redirects) | add)} end)}})
      | from_entries) as $v
   | {rounds: ([.[].round] | max), order: $order,
      baseline_server: (if $baseline == "" then null else $baseline end),
@@ -312,6 +357,10 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
               replica_vs_plain: ratio($v.replica.throughput; $v.plain.throughput),
               wait_vs_plain: ratio($v.wait.throughput; $v.plain.throughput),
               wait_vs_replica: ratio($v.wait.throughput; $v.replica.throughput),
+              cluster_vs_plain: ratio($v.cluster.throughput; $v.plain.throughput),
+              cluster_vs_plain_per_round: (if $v.cluster == null then null
+                else [range(0; $v.plain.runs) as $i
+                      | ratio($v.cluster.throughputs[$i]; $v.plain.throughputs[$i])] end),
               plain_vs_baseline: ratio($v.plain.throughput; $v.baseline.throughput),
               server_cpu_per_call_plain_vs_baseline:
                 ratio($v.plain.cpu_us_per_call.server; $v.baseline.cpu_us_per_call.server),
@@ -462,7 +511,8 @@ jq -n \
                                        and $on_reaper[0].reaper_lag_s.p99 <= 1.2),
               memory_le_120_bytes_per_hold: ($mem3 <= 120),
               plain_vs_baseline_ge_0_95: (if $transport[0].ratios.plain_vs_baseline == null then null
-                                          else $transport[0].ratios.plain_vs_baseline >= 0.95 end)}}' \
+                                          else $transport[0].ratios.plain_vs_baseline >= 0.95 end),
+              cluster_vs_single_ge_0_9: ($transport[0].ratios.cluster_vs_plain >= 0.9)}}' \
   >"${OUT}/results.json"
 
 jq -r '
@@ -514,7 +564,8 @@ jq -r '
   (.transport.variants.plain.throughput as $plain
    | ["plain", "plain: redis://"], ["baseline", "baseline: redis://, --baseline-server binary"],
      ["tls", "tls: rediss://, CA-verified"], ["replica", "replica: primary + 1 replica, no WAIT"],
-     ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"]
+     ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"],
+     ["cluster", "cluster: 3 primaries, no replicas, --redis_mode=cluster"]
    | . as [$key, $title] | $root.transport.variants[$key] | select(. != null)
    | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(.cpu_us_per_call | "\(.server | f1n) / \(.redis | f1n) / \(.replica | f1n)") | \(codes) | \(.redis_calls.wait) / \(.redis_calls.evalsha) |"),
   "",
@@ -525,7 +576,11 @@ jq -r '
   "| TLS / plain | \(.transport.ratios.tls_vs_plain | f3) | |",
   "| primary + replica, no WAIT / plain | \(.transport.ratios.replica_vs_plain | f3) | |",
   "| WAIT 1 / plain | \(.transport.ratios.wait_vs_plain | f3) | |",
-  "| WAIT 1 / primary + replica without WAIT | \(.transport.ratios.wait_vs_replica | f3) | |"
+  "| WAIT 1 / primary + replica without WAIT | \(.transport.ratios.wait_vs_replica | f3) | |",
+  "| cluster/single throughput ratio: 3-primary cluster / plain | \(.transport.ratios.cluster_vs_plain | f3) (per round \(.transport.ratios.cluster_vs_plain_per_round | map(f3) | join(" / "))) | >= 0.9: \(.targets.cluster_vs_single_ge_0_9) |",
+  "",
+  (.transport.variants.cluster.cluster
+   | "Cluster: EVALSHA calls per primary over its runs \(.evalsha_by_primary | map(tostring) | join(" / ")) (shares \((.evalsha_by_primary | add) as $t | .evalsha_by_primary | map(. * 100 / $t | round | tostring + "%") | join(" / ")); 21/22/21 of the 64 partition tags = 33/34/33%), MOVED/ASK redirects counted by the server: \(.redirects) (0 expected).")
 ' "${OUT}/results.json" | tee "${OUT}/results.md"
 
 # Sanity (what the CI smoke checks): every phase produced calls and no service errors.

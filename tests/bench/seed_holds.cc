@@ -11,6 +11,9 @@
 // PlaceHold then runs with "now" = its expire time - ttl, possibly in the past): the reaper
 // benchmark uses it to make thousands of holds expire per second soon after seeding.
 //
+// --redis_mode=cluster: the URL lists seed nodes of a Redis Cluster, and each PlaceHold goes to
+// the primary of its user's slot (RedisClusterClient, as the server's --redis_mode=cluster).
+//
 // Prints one line: holds created, seconds, holds/s. Exit 1 on any failed or refused PlaceHold.
 #include <atomic>
 #include <cstdio>
@@ -22,10 +25,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/store/cluster_topology.h"
 #include "server/store/redis_hold_store.h"
 #include "server/store/redis_url.h"
 
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379", "Redis to fill.");
+ABSL_FLAG(std::string, redis_mode, "standalone",
+          "standalone (one node) or cluster (--redis_url lists seed nodes of a Redis Cluster).");
 ABSL_FLAG(std::string, key_prefix, "orderhold", "Key prefix (as the server's --key_prefix).");
 ABSL_FLAG(int64_t, users, 100000, "Number of users.");
 ABSL_FLAG(int64_t, first_user, 0, "Index of the first user.");
@@ -64,6 +70,22 @@ int Run() {
     return 2;
   }
   options.client.endpoint = *endpoint;
+  const std::string mode = absl::GetFlag(FLAGS_redis_mode);
+  if (mode == "cluster") {
+    ClusterTopologyOptions cluster;
+    cluster.seeds = endpoint->hosts;
+    cluster.user = endpoint->user;
+    cluster.password = endpoint->password;
+    auto topology = ClusterTopology::Create(std::move(cluster));
+    if (!topology.ok()) {
+      std::fprintf(stderr, "%s\n", topology.status().ToString().c_str());
+      return 2;
+    }
+    options.cluster = *std::move(topology);
+  } else if (mode != "standalone") {
+    std::fprintf(stderr, "--redis_mode must be standalone or cluster\n");
+    return 2;
+  }
   options.client.connections = absl::GetFlag(FLAGS_connections);
   options.client.command_timeout = absl::Seconds(10);
   options.client.connect_timeout = absl::Seconds(2);
