@@ -70,8 +70,11 @@ namespace orderhold::testing {
 
 // The ACL rules a Redis Cluster client needs beyond the standalone app ACL: the slot map (CLUSTER
 // SHARDS, or CLUSTER SLOTS before 7.0) and ASKING for an ASK redirect (cluster-spec.md "ASK
-// redirection"). MOVED, TRYAGAIN and CLUSTERDOWN replies need no permission.
-inline constexpr char kClusterAppAclRules[] = "+cluster|shards +cluster|slots +asking";
+// redirection"), and CLIENT SETNAME, which the slot map's connection sends (without it each
+// connect leaves a NOPERM entry in ACL LOG). MOVED, TRYAGAIN and CLUSTERDOWN replies need no
+// permission.
+inline constexpr char kClusterAppAclRules[] =
+    "+cluster|shards +cluster|slots +asking +client|setname";
 
 // The number of hash slots (cluster-spec.md "Key distribution model").
 inline constexpr int kClusterSlots = 16384;
