@@ -30,6 +30,7 @@
 #include "server/store/cluster_slots.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/failover_app.h"
+#include "tests/testing/grpc_health.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -218,7 +219,9 @@ class ClusterE2eTest : public ::testing::Test {
     }
   }
 
-  HealthCheckResponse::ServingStatus Health() { return testing::HealthOf(app_->grpc_port()); }
+  HealthCheckResponse::ServingStatus Health() {
+    return testing::Health(app_->grpc_port(), "", absl::Seconds(2));
+  }
 
   // The slots of the load's users that node `node` serves now.
   std::set<int> SlotsServedBy(int node) {

@@ -32,6 +32,7 @@
 #include "tests/testing/app_acl.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/failover_app.h"
+#include "tests/testing/grpc_health.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/sentinel_group.h"
@@ -182,7 +183,7 @@ class SentinelE2eTest : public ::testing::Test {
   }
 
   grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
-    return testing::HealthOf(app_->grpc_port());
+    return testing::Health(app_->grpc_port(), "", absl::Seconds(2));
   }
 
   // The oracle, on the current primary: acknowledged holds (those answered after `since`) that

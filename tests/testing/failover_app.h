@@ -1,16 +1,10 @@
 // Shared by the end-to-end tests that fail Redis over under load (sentinel_e2e_test,
-// cluster_e2e_test): the App settings that make a failure show up quickly, and the standard
-// grpc.health.v1 check of an App. Header-only: for test binaries that link orderhold_test_protos.
+// cluster_e2e_test): the App settings that make a failure show up quickly (their health checks
+// use grpc_health.h). Header-only.
 #ifndef ORDERHOLD_TESTS_TESTING_FAILOVER_APP_H_
 #define ORDERHOLD_TESTS_TESTING_FAILOVER_APP_H_
 
-#include <string>
-
-#include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpc/health/v1/health.grpc.pb.h"
-#include "grpcpp/grpcpp.h"
 #include "server/config.h"
 
 namespace orderhold::testing {
@@ -30,23 +24,6 @@ inline Config FailoverAppConfig(int max_holds) {
   config.reaper_lease = absl::Seconds(1);
   config.policy.max_holds = max_holds;
   return config;
-}
-
-// What grpc.health.v1.Health/Check answers for `service` ("": the server as a whole) on
-// 127.0.0.1:`port`, or UNKNOWN when the call itself fails (it is given 2 s). Thread-safe.
-inline grpc::health::v1::HealthCheckResponse::ServingStatus HealthOf(
-    int port, const std::string& service = "") {
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service(service);
-  grpc::health::v1::HealthCheckResponse response;
-  if (!stub->Check(&context, request, &response).ok()) {
-    return grpc::health::v1::HealthCheckResponse::UNKNOWN;
-  }
-  return response.status();
 }
 
 }  // namespace orderhold::testing
