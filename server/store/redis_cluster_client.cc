@@ -58,6 +58,10 @@ struct RedisClusterClient::Attempt {
   std::optional<HostPort> target;
   // Where the last send went (the host of a redirect that names none).
   HostPort sent_to;
+  // A command without a key goes to any primary: the next one is tried when one is unreachable,
+  // each at most once (`tried` of the `of` primaries the map had at the first send).
+  int tried = 0;
+  int of = 0;
 };
 
 absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Create(
@@ -170,13 +174,21 @@ void RedisClusterClient::Route(std::shared_ptr<Attempt> attempt) {
     node = *std::move(attempt->target);
     attempt->target.reset();
   } else {
-    absl::StatusOr<HostPort> primary = options_.topology->NodeFor(CommandSlot(attempt->command));
-    if (!primary.ok()) {
-      // NodeFor requested a refresh: an unassigned slot is an error only after it.
-      RetryLater(std::move(attempt), primary.status());
-      return;
+    const int slot = CommandSlot(attempt->command);
+    std::vector<HostPort> primaries;
+    if (slot == RedisTopology::kAnySlot) primaries = options_.topology->Primaries();
+    if (!primaries.empty()) {
+      if (attempt->of == 0) attempt->of = static_cast<int>(primaries.size());
+      node = std::move(primaries[attempt->tried % primaries.size()]);
+    } else {
+      absl::StatusOr<HostPort> primary = options_.topology->NodeFor(slot);
+      if (!primary.ok()) {
+        // NodeFor requested a refresh: an unassigned slot is an error only after it.
+        RetryLater(std::move(attempt), primary.status());
+        return;
+      }
+      node = *std::move(primary);
     }
-    node = *std::move(primary);
   }
   absl::Status error;
   std::shared_ptr<RedisClient> pool = PoolFor(node, &error);
@@ -198,7 +210,15 @@ void RedisClusterClient::OnReply(std::shared_ptr<Attempt> attempt,
                                  absl::StatusOr<RedisReply> reply) {
   if (!reply.ok()) {
     // A node that fails to answer may have left the map (killed, failed over): look again.
-    if (absl::IsUnavailable(reply.status())) options_.topology->RequestRefresh();
+    if (absl::IsUnavailable(reply.status())) {
+      options_.topology->RequestRefresh();
+      // Any primary will do for a command without a key (health's TIME): one that is down (a
+      // killed node before its replica is promoted) must not fail it while others answer.
+      if (++attempt->tried < attempt->of && absl::Now() < attempt->deadline) {
+        Route(std::move(attempt));
+        return;
+      }
+    }
     std::move(attempt->done)(std::move(reply));
     return;
   }

@@ -8,7 +8,10 @@
 // - Routing: a script goes by the hash slot of its first key (KEYS[1]; every script's keys carry
 //   one hash tag, so every key of a call is in that slot); any other command by its first
 //   argument after the command name (ZREM, XACK: the key); a one-word command (TIME, PING) or a
-//   script without keys to any primary (CommandSlot()).
+//   script without keys to any primary (CommandSlot()): the first the map names, and when that
+//   one fails UNAVAILABLE (say it was killed and its replica is not yet promoted) the next, each
+//   at most once within the deadline, so health's TIME keeps answering while any primary does.
+//   (Redis serves a command without keys even while the cluster state is FAIL.)
 // - MOVED <slot> <node>: the command did not run. The slot map remembers the new owner, a map
 //   refresh is requested (coalesced, ClusterTopology), and the command is sent again to the named
 //   node. Counted in `moved`.
