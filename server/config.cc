@@ -86,6 +86,9 @@ ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
 ABSL_FLAG(std::string, store, "redis",
           "redis, or noop: BENCHMARKING ONLY, stores nothing and enforces no limit "
           "(tests/bench/run.sh uses it to measure the gRPC ceiling).");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (\"<time> I <message>\" lines) or json (one JSON object per line: time, level, "
+          "component, message; gRPC's own lines too) for log pipelines. Logs go to stderr.");
 
 namespace orderhold {
 namespace {
@@ -223,6 +226,8 @@ const std::vector<Setting>& Settings() {
       FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
       OneOf(FLAGS_store, &Config::store,
             {{"redis", StoreKind::kRedis}, {"noop", StoreKind::kNoop}}),
+      OneOf(FLAGS_log_format, &Config::log_format,
+            {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}),
   };
   return *settings;
 }

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/common/log.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
 #include "server/store/hold_store.h"
@@ -23,12 +24,13 @@ inline constexpr int kReaperLeaseIntervals = 3;
 enum class StoreKind { kRedis, kNoop };
 
 // How the Redis deployment is found (--redis_mode). Here rather than in store/: it selects which
-// topology App builds (store::StandaloneTopology or store::SentinelTopology); the store's own
-// types take the resolved options, not the mode.
+// topology App builds (store::StandaloneTopology, store::SentinelTopology or, for a cluster,
+// store::ClusterTopology behind a store::RedisClusterClient); the store's own types take the
+// resolved options, not the mode.
 enum class RedisMode {
   kStandalone,  // "standalone": one node at the URL's one host (DNS re-resolved on reconnect)
   kSentinel,    // "sentinel": the URL lists the sentinels; the primary is asked of them
-  kCluster,     // "cluster": refused by ValidateConfig until Redis Cluster support (issue 12)
+  kCluster,     // "cluster": the URL lists seed nodes of a Redis Cluster; routed by hash slot
 };
 
 // Upper bound of --redis_wait_replicas: far more replicas than a deployment of this service has
@@ -74,13 +76,15 @@ struct Config {
   // when --reaper_lease is not given.
   absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;
   bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
+  LogFormat log_format = LogFormat::kText;  // --log_format=text|json; main applies it
 };
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
 // redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
 // 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval) or the Redis settings
 // do not fit together:
-// - redis_mode cluster: not supported yet (Redis Cluster support comes with issue 12);
+// - redis_mode cluster with a database other than 0 in redis_url (Redis Cluster has only 0), or
+//   with any redis_sentinel_* setting;
 // - standalone with more than one host in redis_url (a host list is sentinel mode's);
 // - sentinel without redis_sentinel_master; redis_sentinel_master, _username or _password given
 //   in standalone mode (refused rather than ignored: it means --redis_mode=sentinel was

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  orderhold::SetLogFormat(config->log_format);
   orderhold::LogInfo("config: ", orderhold::DescribeConfig(*config));
   if (config->store == orderhold::StoreKind::kNoop) {
     orderhold::LogWarning("--store=noop: BENCHMARKING ONLY, nothing is stored and no limit holds");
@@ -53,15 +54,14 @@ int main(int argc, char** argv) {
   try {
     exposer = std::make_unique<prometheus::Exposer>(config->metrics_address);
   } catch (const std::exception& e) {  // civetweb throws when the port is taken
-    std::fprintf(stderr, "orderhold-server: cannot serve metrics on %s: %s\n",
-                 config->metrics_address.c_str(), e.what());
+    orderhold::LogError("cannot serve metrics on ", config->metrics_address, ": ", e.what());
     return 1;
   }
   exposer->RegisterCollectable(registry);
 
   absl::StatusOr<std::unique_ptr<orderhold::App>> app = orderhold::App::Start(*config, *registry);
   if (!app.ok()) {
-    std::fprintf(stderr, "orderhold-server: %s\n", std::string(app.status().message()).c_str());
+    orderhold::LogError(app.status().message());
     return 1;
   }
   const std::vector<int> metrics_ports = exposer->GetListeningPorts();

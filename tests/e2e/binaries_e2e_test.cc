@@ -20,7 +20,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -38,6 +41,7 @@ namespace {
 using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
 using ::orderhold::testing::Health;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -234,6 +238,36 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     EXPECT_THAT(server.log(), HasSubstr(name)) << bad.flag;
     EXPECT_THAT(server.log(), Not(HasSubstr("hunter2"))) << bad.flag;
   }
+}
+
+// Issue 14: --log_format=json (here from the environment, as a container sets it) writes one
+// JSON object per line, from the first line to the last.
+TEST_F(BinariesE2eTest, JsonLogFormatWritesOnlyJsonLines) {
+  setenv("ORDERHOLD_LOG_FORMAT", "json", 1);
+  server_.Start(ServerArgs());
+  unsetenv("ORDERHOLD_LOG_FORMAT");
+  ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  EXPECT_EQ(Cli("place alice train-1").exit_code, 0);
+  server_.Signal(SIGTERM);
+  ASSERT_EQ(server_.Wait(), 0) << server_.log();
+
+  const std::vector<std::string> lines = absl::StrSplit(server_.log(), '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 4u) << server_.log();  // config, health, serving, signal, stopped
+  bool config_seen = false;
+  for (const std::string& line : lines) {
+    google::protobuf::Struct entry;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(line, &entry).ok()) << line;
+    const auto& fields = entry.fields();
+    ASSERT_TRUE(fields.contains("time") && fields.contains("level") && fields.contains("message"))
+        << line;
+    EXPECT_THAT(fields.at("level").string_value(), AnyOf("info", "warning", "error")) << line;
+    if (fields.contains("component") && fields.at("component").string_value() == "config") {
+      config_seen = true;
+      EXPECT_THAT(fields.at("message").string_value(), HasSubstr("log_format=json"));
+    }
+  }
+  EXPECT_TRUE(config_seen) << server_.log();
+  EXPECT_THAT(lines.back(), HasSubstr("\"message\":\"stopped\""));
 }
 
 TEST_F(BinariesE2eTest, TakenPortExitsNonZero) {

@@ -124,7 +124,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
             "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
             "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-            "event_ack_timeout=30s event_retention=24h reaper_lease=3s store=redis");
+            "event_ack_timeout=30s event_retention=24h reaper_lease=3s store=redis "
+            "log_format=text");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
@@ -259,6 +260,8 @@ const std::vector<Sample>& Samples() {
       {"reaper_lease", "9s", "reaper_lease=9s",
        [](const Config& c) { return c.reaper_lease == absl::Seconds(9); }},
       {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},
+      {"log_format", "json", "log_format=json",
+       [](const Config& c) { return c.log_format == LogFormat::kJson; }},
   };
   return *samples;
 }
