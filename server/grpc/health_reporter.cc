@@ -12,12 +12,14 @@ HealthReporter::HealthReporter(store::HoldStore& store, grpc::HealthCheckService
 HealthReporter::~HealthReporter() { Stop(); }
 
 void HealthReporter::Report(bool serving) {
-  health_.SetServingStatus(serving);  // "" and every registered name
+  // By name: the overload without one would set "liveness" too.
+  health_.SetServingStatus("", serving);
   health_.SetServingStatus(kServiceName, serving);
 }
 
 void HealthReporter::Start() {
   Report(false);
+  health_.SetServingStatus(kLivenessServiceName, true);
   absl::MutexLock lock(&mu_);
   stopping_ = false;
   if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });

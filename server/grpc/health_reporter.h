@@ -2,7 +2,8 @@
 //
 // A background thread pings the store every `interval`; "" and "orderhold.v1.OrderHold" are
 // SERVING while Redis answers and NOT_SERVING while it does not, and recover by themselves when
-// it comes back. Transitions are logged once each (not every interval).
+// it comes back. Transitions are logged once each (not every interval). "liveness" is SERVING
+// throughout (kLivenessServiceName).
 //
 // Thread-safety: construct, Start() and Stop() from one owner thread.
 #ifndef ORDERHOLD_SERVER_GRPC_HEALTH_REPORTER_H_
@@ -20,6 +21,11 @@ namespace orderhold::grpc_api {
 
 // The service name reported besides "".
 inline constexpr char kServiceName[] = "orderhold.v1.OrderHold";
+// SERVING from Start() until the server shuts down, whatever Redis says: for a liveness probe
+// (Kubernetes' grpc probe `service: liveness`). A process that answers is alive; restarting it
+// cannot bring Redis back, so a Redis outage must only take it out of readiness ("" and
+// kServiceName).
+inline constexpr char kLivenessServiceName[] = "liveness";
 
 class HealthReporter {
  public:
@@ -28,7 +34,7 @@ class HealthReporter {
                  absl::Duration interval, absl::Duration timeout);
   ~HealthReporter();  // Stop()
 
-  // Reports NOT_SERVING, then starts checking (first check at once).
+  // Reports NOT_SERVING ("liveness": SERVING), then starts checking (first check at once).
   void Start();
   // Stops checking; the last status stays (main then shuts the health service down).
   void Stop();

@@ -308,6 +308,8 @@ TEST_F(ServerE2eTest, RedisDownIsUnavailableAndNotServingThenRecovers) {
     return Health(*app_, "") == HealthCheckResponse::NOT_SERVING &&
            Health(*app_, "orderhold.v1.OrderHold") == HealthCheckResponse::NOT_SERVING;
   }));
+  // Out of readiness, still alive: a liveness probe must not restart a server for Redis' outage.
+  EXPECT_EQ(Health(*app_, "liveness"), HealthCheckResponse::SERVING);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_rejected_total", {{"reason", "unavailable"}}),
             1);
 
