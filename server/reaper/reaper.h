@@ -59,11 +59,14 @@ struct ReaperOptions {
   // needs; per-tick jitter let it wait 1.1 intervals.
   double jitter = 0.1;
   // Users visited per script call: bounds the time one call blocks Redis (about 25 us of Redis
-  // time per user ending one hold, ~40 us on a loaded 2-core machine: ~0.3 ms per call).
-  int max_users_per_call = 8;
+  // time per user ending one hold, ~40 us on a loaded 2-core machine: ~0.15 ms per call). 4, not
+  // 8: with 8, 381 reap.lua calls ran over 0.5 ms and 33 over 1 ms in the open-loop phase of
+  // tests/bench/run.sh; with 4 in the next run, 40 and 3, with the same lag p99 (0.99 s) and
+  // backlog drain (85,000 holds/s: the calls are cheaper, more of them overlap).
+  int max_users_per_call = 4;
   // Calls per partition per tick; what is left waits for the next tick, which then starts at once
   // (bounds one tick: 5,000 users per partition).
-  int max_calls_per_partition = 625;
+  int max_calls_per_partition = 1250;
   // Reap calls outstanding at once (>= 1): bounds how many reaper scripts a request can find
   // queued in Redis ahead of it. 4, not fewer: with 2 the small calls queued behind one another
   // and the lag p99 reached 1.19 s (tests/bench/run.sh); more round trips overlap with 4.

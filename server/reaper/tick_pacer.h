@@ -35,7 +35,7 @@ struct PaceOptions {
   int max_in_flight = 4;
   // Calls per partition per tick, >= 1; a partition still full after them is left for the next
   // tick (left()).
-  int max_calls_per_partition = 625;
+  int max_calls_per_partition = 1250;
 };
 
 class TickPacer {
