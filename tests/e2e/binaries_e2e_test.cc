@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "server/common/status_macros.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/os_util.h"
@@ -73,6 +75,25 @@ std::string ReadFile(const std::string& path) {
   content << in.rdbuf();
   return content.str();
 }
+
+// A testing::TlsCerts set in a temporary directory of its own, removed with the object.
+struct ScopedCerts {
+  static absl::StatusOr<std::unique_ptr<ScopedCerts>> Create() {
+    ORDERHOLD_ASSIGN_OR_RETURN(std::string dir, testing::MakeTempDir("e2e-certs"));
+    absl::StatusOr<testing::TlsCerts> certs = testing::TlsCerts::Create(dir);
+    if (!certs.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+      return certs.status();
+    }
+    return std::unique_ptr<ScopedCerts>(new ScopedCerts{*std::move(certs)});
+  }
+  ~ScopedCerts() {
+    std::error_code ignored;
+    std::filesystem::remove_all(certs.dir(), ignored);
+  }
+  const testing::TlsCerts certs;
+};
 
 // orderhold-server as a child process, stderr to a log file.
 class ServerProcess {
@@ -274,15 +295,8 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
 // Issue 14: "the CLI over TLS". The server requires client certificates (--tls_client_ca_file);
 // the CLI and the bench connect with the --tls_* flags an operator would give them.
 TEST_F(BinariesE2eTest, CliAndBenchOverMutualTls) {
-  ASSERT_OK_AND_ASSIGN(const std::string dir, testing::MakeTempDir("e2e-grpc-certs"));
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove_dir{dir};
-  ASSERT_OK_AND_ASSIGN(const testing::TlsCerts certs, testing::TlsCerts::Create(dir));
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());
+  const testing::TlsCerts& certs = scoped->certs;
   std::vector<std::string> args = ServerArgs();
   args.insert(args.end(),
               {"--tls_cert_file=" + certs.server_cert(), "--tls_key_file=" + certs.server_key(),
@@ -322,15 +336,8 @@ TEST_F(BinariesE2eTest, CliAndBenchOverMutualTls) {
 // line naming the reason, health NOT_SERVING, and calls UNAVAILABLE." Mutual TLS, by name
 // (rediss://localhost: the certificate's DNS SAN), the CA given by flag; first the wrong one.
 TEST(BinariesTlsE2eTest, WrongCaIsAClearLogLineNotServingAndUnavailableRightCaServes) {
-  ASSERT_OK_AND_ASSIGN(const std::string dir, testing::MakeTempDir("e2e-certs"));
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove_dir{dir};
-  ASSERT_OK_AND_ASSIGN(const testing::TlsCerts certs, testing::TlsCerts::Create(dir));
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());
+  const testing::TlsCerts& certs = scoped->certs;
   testing::RedisServerOptions options;
   options.tls = testing::RedisTlsOptions{.cert_file = certs.server_cert(),
                                          .key_file = certs.server_key(),
