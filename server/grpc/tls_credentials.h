@@ -8,9 +8,10 @@
 // the new ones and connections already open keep theirs. This is what cert-manager (a Secret it
 // renews) and the kubelet (which updates a mounted Secret by swapping a `..data` symlink, so key
 // and certificate change together) need. Replacing the key and the certificate by two separate
-// renames can, for at most one interval, pair a new key with an old certificate, and handshakes
-// fail until the next read: swap a directory symlink instead. Likewise a file missing at a read
-// is logged by gRPC and fails handshakes until it is back (do not delete before writing).
+// renames can, for at most one interval, pair a new key with an old certificate: gRPC 1.51 loads
+// such a pair as it is and every handshake fails until the next read (checked by hand with the
+// binaries): swap a directory symlink instead. A file missing at a read is logged by gRPC (every
+// interval) and the pair loaded last stays in use.
 // The files are also checked once here at startup, so a wrong path or a key that does not belong
 // to the certificate is a startup error instead of a server that refuses every handshake.
 //
