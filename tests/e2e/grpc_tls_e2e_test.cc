@@ -206,6 +206,27 @@ TEST_F(GrpcTlsE2eTest, RotatedCertificateIsServedToNewConnectionsWithoutRestart)
   EXPECT_THAT(kept.ListHolds("alice"), IsOk());
 }
 
+// The client CAs of mutual TLS rotate the same way (a CA is replaced before the certificates it
+// signed expire). Here the one file is written beside and renamed over, as a plain file
+// replacement by a config management tool would do.
+TEST_F(GrpcTlsE2eTest, RotatedClientCaDecidesNewConnectionsWithoutRestart) {
+  const std::string client_ca = dir_ + "/client-ca.crt";
+  std::filesystem::copy_file(certs_->ca_cert(), client_ca);
+  StartApp(TlsConfig(certs_->server_cert(), certs_->server_key(), client_ca));
+  // A client of `set`: its certificate, and the server's CA (which does not change here).
+  const auto client_of = [&](const testing::TlsCerts& set) {
+    return Trusting(certs_->ca_cert(), set.client_cert(), set.client_key());
+  };
+  EXPECT_THAT(Place(client_of(*certs_), "before-1"), IsOk());
+  EXPECT_THAT(Place(client_of(*other_), "before-2"), StatusIs(kUnavailable));
+
+  std::filesystem::copy_file(other_->ca_cert(), client_ca + ".new");
+  std::filesystem::rename(client_ca + ".new", client_ca);
+  EXPECT_TRUE(Eventually([&] { return Place(client_of(*other_), "after-1").ok(); },
+                         absl::Seconds(10), absl::Milliseconds(100)));
+  EXPECT_THAT(Place(client_of(*certs_), "after-2"), StatusIs(kUnavailable));
+}
+
 // A wrong file is a startup error naming the flag and the file, before anything listens (gRPC's
 // watcher alone would log it and then refuse every handshake).
 TEST_F(GrpcTlsE2eTest, UnusableFilesStopTheStartNamingTheFlag) {
