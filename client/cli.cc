@@ -25,6 +25,8 @@ const char kCliUsage[] =
     "\n"
     "watch prints one JSON line per hold event and reconnects when the server goes away.\n"
     "Flags may come before or after the command. --ttl unset uses the server's default (30m).\n"
+    "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
+    "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
     "\"error: CODE: message\" on stderr (8 = RESOURCE_EXHAUSTED: user at max holds, 5 = "
     "NOT_FOUND,\n"

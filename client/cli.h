@@ -7,6 +7,10 @@
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
 //                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
 //
+// TLS: --tls (server verified against gRPC's default roots), --tls_ca_file (implies --tls),
+// --tls_cert_file/--tls_key_file (mutual TLS), --tls_server_name (client/tls_flags.h); flags may
+// come before or after the command.
+//
 // watch prints one JSON line (proto3 JSON of HoldEvent) per event, flushed, until interrupted or
 // --max_events were printed; with --ack each event is acked after it was printed. When the server
 // goes away (UNAVAILABLE, e.g. a restart) it reconnects every second and resumes: unacked events
@@ -23,7 +27,8 @@
 //            "error: <CODE_NAME>: <message>".
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
 //            on a command other than place, watch without --group or with a bad --outcomes or
-//            --start, non-positive --timeout. Usage text goes to stderr.
+//            --start, non-positive --timeout, a --tls_* file that cannot be read or a client
+//            certificate without its key. Usage text goes to stderr.
 //            64 because 2, the usual usage exit, is gRPC's UNKNOWN.
 // absl::ParseCommandLine itself exits with 1 (CANCELLED's number; a CLI call is never cancelled)
 // on a flag it cannot parse (unknown flag, "--timeout=abc") and after printing --help, before any

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/orderhold_client.h"
+#include "client/tls_flags.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051", "OrderHold server address (any gRPC target).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "Deadline for the call, e.g. 500ms, 5s.");
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
   // live here. Note that --help itself exits with 1 (absl's choice).
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/cli_main.cc");
+    return absl::EndsWith(file, "client/cli_main.cc") ||
+           absl::EndsWith(file, orderhold::client::kTlsFlagsFile);
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
@@ -72,8 +74,14 @@ int main(int argc, char** argv) {
     return UsageError("--timeout must be positive, got " + absl::FormatDuration(options.timeout));
   }
 
-  const std::unique_ptr<orderhold::client::OrderHoldClient> client =
-      orderhold::client::OrderHoldClient::Connect(absl::GetFlag(FLAGS_target), options);
-  return orderhold::client::RunCommand(*client, *command, absl::GetFlag(FLAGS_json), std::cout,
+  const absl::StatusOr<orderhold::client::TlsOptions> tls =
+      orderhold::client::TlsOptionsFromFlags();
+  if (!tls.ok()) return UsageError(std::string(tls.status().message()));
+
+  const absl::StatusOr<std::unique_ptr<orderhold::client::OrderHoldClient>> client =
+      orderhold::client::OrderHoldClient::Create(absl::GetFlag(FLAGS_target), *tls, options);
+  // A TLS file that cannot be read: the command line names a wrong file.
+  if (!client.ok()) return UsageError(std::string(client.status().message()));
+  return orderhold::client::RunCommand(**client, *command, absl::GetFlag(FLAGS_json), std::cout,
                                        std::cerr);
 }

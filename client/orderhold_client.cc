@@ -1,8 +1,6 @@
 #include "client/orderhold_client.h"
 
 #include <grpcpp/client_context.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 
 #include <cstdint>
 #include <utility>
@@ -66,11 +64,17 @@ OrderHoldClient::OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubI
                                  ClientOptions options)
     : stub_(std::move(stub)), options_(options) {}
 
+absl::StatusOr<std::unique_ptr<OrderHoldClient>> OrderHoldClient::Create(const std::string& target,
+                                                                         const TlsOptions& tls,
+                                                                         ClientOptions options) {
+  ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, NewChannel(target, tls));
+  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options);
+}
+
 std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& target,
                                                           ClientOptions options) {
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options);
+  // Plaintext: nothing to read, so Create cannot fail.
+  return *Create(target, TlsOptions(), options);
 }
 
 absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(

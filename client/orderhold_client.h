@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/channel.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
@@ -66,9 +67,17 @@ class OrderHoldClient {
   OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
                   ClientOptions options);
 
-  // Creates a client on a new insecure (plaintext) channel to `target`, any gRPC target string
-  // ("host:port", "dns:///host:port", "unix:/path"). The channel connects lazily, so this never
-  // fails: an unreachable server surfaces as UNAVAILABLE (or DEADLINE_EXCEEDED) on the first call.
+  // Creates a client on a new channel to `target`, any gRPC target string ("host:port",
+  // "dns:///host:port", "unix:/path"): plaintext, or TLS / mutual TLS as `tls` says (NewChannel
+  // in client/channel.h). The channel connects lazily: an unreachable server, or a TLS handshake
+  // that fails (wrong CA, a server that wants a client certificate), surfaces as UNAVAILABLE (or
+  // DEADLINE_EXCEEDED) on the first call. Errors: INVALID_ARGUMENT naming the flag when a TLS
+  // file cannot be read or a client certificate comes without its key (or the reverse).
+  static absl::StatusOr<std::unique_ptr<OrderHoldClient>> Create(const std::string& target,
+                                                                 const TlsOptions& tls,
+                                                                 ClientOptions options);
+
+  // Create on a plaintext channel, which cannot fail.
   static std::unique_ptr<OrderHoldClient> Connect(const std::string& target, ClientOptions options);
 
   // Places a hold on one of `user_id`'s slots for `order_id`, living `ttl` (unset: the server's

@@ -11,6 +11,7 @@
 #include "server/common/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/store/cluster_topology.h"
 #include "server/store/noop_hold_store.h"
 #include "server/store/redis_topology.h"
@@ -85,6 +86,9 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                 prometheus::Registry& registry) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateConfig(config));
+  // First: a certificate that cannot be loaded stops the start before anything connects.
+  ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                             grpc_api::MakeServerCredentials(config.grpc_tls));
   // Host time for deadlines, scheduling and metrics; expiry is decided on the Redis clock.
   const Clock& clock = SystemClock::Get();
   std::unique_ptr<App> app(new App());
@@ -126,8 +130,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
   // and steal half the traffic. Off, so a taken port is a startup error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(),
-                           &app->grpc_port_);
+  builder.AddListeningPort(config.grpc_address, credentials, &app->grpc_port_);
   builder.RegisterService(app->service_.get());
   app->server_ = builder.BuildAndStart();
   if (app->server_ == nullptr || app->grpc_port_ == 0) {

@@ -29,7 +29,10 @@ class App {
   // Validates `config`, starts everything and listens on config.grpc_address. Redis being down is
   // not an error (health starts NOT_SERVING and recovers by itself). Metrics are registered on
   // `registry`, which must outlive the App.
-  // Errors: INVALID_ARGUMENT (config), UNAVAILABLE (cannot listen: address taken or invalid;
+  // The gRPC port is plaintext, or TLS / mutual TLS with config.grpc_tls (health and reflection
+  // included; see grpc/tls_credentials.h).
+  // Errors: INVALID_ARGUMENT (config, or a --tls_* file that cannot be loaded: the message names
+  // the flag and the file), UNAVAILABLE (cannot listen: address taken or invalid;
   // SO_REUSEPORT is off, so a taken port is always an error).
   static absl::StatusOr<std::unique_ptr<App>> Start(const Config& config,
                                                     prometheus::Registry& registry);

@@ -25,6 +25,17 @@
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host:port).");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Prometheus /metrics listen address (host:port).");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain (leaf first) for TLS on the gRPC port, with --tls_key_file; "
+          "empty: plaintext. Health and reflection share the port and its TLS; the metrics port "
+          "stays plain HTTP. Re-read every --tls_refresh_interval: a renewed certificate is served "
+          "to new connections without a restart.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file (unencrypted).");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "Mutual TLS: PEM CAs that sign client certificates; every client must then present one "
+          "(needs --tls_cert_file). Re-read like the certificate.");
+ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
+          "How often the --tls_* files are read again for rotation (whole seconds, >= 1s).");
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
           "Redis: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]. rediss is TLS; "
           "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
@@ -196,6 +207,12 @@ const std::vector<Setting>& Settings() {
   static const auto* const settings = new std::vector<Setting>{
       Field(FLAGS_grpc_address, &Config::grpc_address),
       Field(FLAGS_metrics_address, &Config::metrics_address),
+      Field(FLAGS_tls_cert_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::cert_file),
+      Field(FLAGS_tls_key_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::key_file),
+      Field(FLAGS_tls_client_ca_file, &Config::grpc_tls,
+            &grpc_api::ServerTlsOptions::client_ca_file),
+      Field(FLAGS_tls_refresh_interval, &Config::grpc_tls,
+            &grpc_api::ServerTlsOptions::refresh_interval),
       DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
       OneOf(FLAGS_redis_mode, &Config::redis_mode,
             {{"standalone", RedisMode::kStandalone},
@@ -320,6 +337,7 @@ absl::Status ValidateRedis(const Config& config) {
 absl::Status ValidateConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
+  ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerTlsOptions(config.grpc_tls));
   ORDERHOLD_RETURN_IF_ERROR(ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));

@@ -10,6 +10,7 @@
 #include "server/common/log.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
+#include "server/grpc/tls_credentials.h"
 #include "server/store/hold_store.h"
 #include "server/store/redis_connection.h"
 
@@ -42,7 +43,8 @@ inline constexpr int kMaxRedisWaitReplicas = 16;
 // directly; main gets one from ConfigFromFlags.
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
-  std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics
+  std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics (plain HTTP, always)
+  grpc_api::ServerTlsOptions grpc_tls;           // --tls_*: TLS / mutual TLS on grpc_address
   std::string redis_url = "redis://127.0.0.1:6379";
   RedisMode redis_mode = RedisMode::kStandalone;
   // Sentinel mode only: the monitored master's name, and the sentinels' own ACL credentials
@@ -92,7 +94,10 @@ struct Config {
 // - any redis_tls_* given while redis_url is not rediss://; a client certificate without its key
 //   or a key without its certificate (the files themselves are read by store::TlsContext);
 // - redis_wait_replicas outside 0..kMaxRedisWaitReplicas; with redis_wait_replicas > 0,
-//   redis_wait_timeout below 1ms (WAIT takes whole milliseconds, and WAIT N 0 blocks forever).
+//   redis_wait_timeout below 1ms (WAIT takes whole milliseconds, and WAIT N 0 blocks forever);
+// - the gRPC port's TLS settings (grpc_tls): grpc_api::ValidateServerTlsOptions (certificate and
+//   key together, a client CA only with them, a refresh interval of whole seconds >= 1s). The
+//   files themselves are read by App::Start.
 // The message never contains a password (the URL's or the sentinels').
 absl::Status ValidateConfig(const Config& config);
 

@@ -7,7 +7,8 @@
 //   1  could not connect: a channel was not READY within 5 s. Also absl::ParseCommandLine's own
 //      exit on a flag it cannot parse (unknown flag, "--duration=abc") and after --help, before
 //      any of this code runs; its message names the flag.
-//   2  a flag value is out of range or inconsistent (message "error: --flag ..." on stderr).
+//   2  a flag value is out of range or inconsistent (message "error: --flag ..." on stderr), or a
+//      --tls_* file cannot be read.
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "client/bench/load_generator.h"
 #include "client/bench/report.h"
 #include "client/bench/workload.h"
+#include "client/tls_flags.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 
 ABSL_FLAG(std::string, target, "localhost:50051", "OrderHold server address (any gRPC target).");
@@ -72,6 +74,7 @@ constexpr char kUsage[] =
     "\n"
     "  orderhold-bench --target=host:port --concurrency=50 --duration=30s        (closed loop)\n"
     "  orderhold-bench --target=host:port --rate=2000 --mix=place=70,pay=20,list=10  (open loop)\n"
+    "  orderhold-bench --target=host:port --tls_ca_file=ca.crt ...                 (over TLS)\n"
     "\n"
     "Exit status: 0 when the run completed (whatever the calls answered), 1 when the server\n"
     "could not be reached within 5s, 2 on an invalid flag value.";
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
   // absl's --help lists only flags from a file named after the program; ours live here.
   absl::FlagsUsageConfig usage_config;
   usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "client/bench/bench_main.cc");
+    return absl::EndsWith(file, "client/bench/bench_main.cc") ||
+           absl::EndsWith(file, orderhold::client::kTlsFlagsFile);
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
@@ -126,10 +130,14 @@ int main(int argc, char** argv) {
   if (const absl::Status valid = bench::ValidateOptions(options); !valid.ok()) {
     return UsageError(valid.message());
   }
+  const absl::StatusOr<orderhold::client::TlsOptions> tls =
+      orderhold::client::TlsOptionsFromFlags();
+  if (!tls.ok()) return UsageError(tls.status().message());
   if (absl::GetFlag(FLAGS_progress)) options.progress = &std::cerr;
 
   const auto channels =
-      bench::ConnectChannels(options.target, options.connections, kConnectTimeout);
+      bench::ConnectChannels(options.target, *tls, options.connections, kConnectTimeout);
+  if (absl::IsInvalidArgument(channels.status())) return UsageError(channels.status().message());
   if (!channels.ok()) {
     std::cerr << "error: " << channels.status().message() << "\n";
     return kExitConnect;

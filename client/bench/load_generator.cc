@@ -1,8 +1,6 @@
 #include "client/bench/load_generator.h"
 
 #include <grpcpp/client_context.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/orderhold_client.h"
+#include "server/common/status_macros.h"
 
 namespace orderhold::client::bench {
 namespace {
@@ -109,7 +108,8 @@ absl::Status ValidateOptions(const LoadOptions& o) {
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
-    const std::string& target, int connections, absl::Duration connect_timeout) {
+    const std::string& target, const TlsOptions& tls, int connections,
+    absl::Duration connect_timeout) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   channels.reserve(connections);
   for (int i = 0; i < connections; ++i) {
@@ -117,7 +117,9 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     // Channels with identical arguments share one subchannel (one TCP connection) through gRPC's
     // global subchannel pool; a distinct value per channel gives each its own connection.
     args.SetInt("orderhold.bench.channel", i);
-    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
+                               NewChannel(target, tls, std::move(args)));
+    channels.push_back(std::move(channel));
   }
   const auto deadline = absl::ToChronoTime(absl::Now() + connect_timeout);
   for (int i = 0; i < connections; ++i) {

@@ -43,6 +43,7 @@
 #include "client/bench/report.h"
 #include "client/bench/stats.h"
 #include "client/bench/workload.h"
+#include "client/channel.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 
 namespace orderhold::client::bench {
@@ -91,12 +92,14 @@ struct LoadOptions {
 // "--concurrency must be at least 1, got 0". Pure.
 absl::Status ValidateOptions(const LoadOptions& options);
 
-// Opens `connections` insecure channels to `target`, each a separate HTTP/2 connection (a distinct
-// channel argument keeps gRPC from sharing one subchannel between them), and waits until all are
-// READY, at most `connect_timeout` in total. UNAVAILABLE naming the target when one is not ready
-// in time. Blocking; thread-safe.
+// Opens `connections` channels to `target`, plaintext or TLS as `tls` says (NewChannel, client/
+// channel.h), each a separate HTTP/2 connection (a distinct channel argument keeps gRPC from
+// sharing one subchannel between them), and waits until all are READY, at most `connect_timeout`
+// in total. UNAVAILABLE naming the target when one is not ready in time (a failed TLS handshake
+// included); NewChannel's INVALID_ARGUMENT when a TLS file cannot be read. Blocking; thread-safe.
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
-    const std::string& target, int connections, absl::Duration connect_timeout);
+    const std::string& target, const TlsOptions& tls, int connections,
+    absl::Duration connect_timeout);
 
 // Generates load on the given stubs (one per connection, used round-robin) and measures it.
 // Run is called once, from one thread, which becomes the pacer in open loop; the gRPC completion

@@ -25,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/openssl_files.h"
 #include "server/common/status_macros.h"
 
 namespace orderhold::store {
@@ -61,18 +62,6 @@ RedisReply Convert(const redisReply& reply) {
       out.type = RedisReply::Type::kNil;
   }
   return out;
-}
-
-// OpenSSL's error queue as one line (and emptied), or `fallback` when it is empty.
-std::string SslErrors(absl::string_view fallback) {
-  std::string out;
-  while (const unsigned long code = ERR_get_error()) {
-    char buffer[256];
-    ERR_error_string_n(code, buffer, sizeof(buffer));
-    if (!out.empty()) out.append("; ");
-    out.append(buffer);
-  }
-  return out.empty() ? std::string(fallback) : out;
 }
 
 // OpenSSL's `reason` for a failed handshake, read or write, with a hint when it shows one of the
@@ -194,26 +183,8 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Create(
         absl::StrCat("redis_tls_ca_file: cannot load ", options.ca_file, ": ", SslErrors("")));
   }
   if (!options.cert_file.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(ctx, options.cert_file.c_str()) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("redis_tls_cert_file: cannot load ",
-                                                     options.cert_file, ": ", SslErrors("")));
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, options.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      // OpenSSL 3 compares the key with the certificate while loading it: a key that loaded
-      // fine but belongs to another certificate is not "cannot load".
-      if (const unsigned long last = ERR_peek_last_error();
-          ERR_GET_LIB(last) == ERR_LIB_X509 && ERR_GET_REASON(last) == X509_R_KEY_VALUES_MISMATCH) {
-        ERR_clear_error();
-        return absl::InvalidArgumentError(absl::StrCat("redis_tls_key_file: ", options.key_file,
-                                                       " does not match redis_tls_cert_file"));
-      }
-      return absl::InvalidArgumentError(
-          absl::StrCat("redis_tls_key_file: cannot load ", options.key_file, ": ", SslErrors("")));
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-      return absl::InvalidArgumentError(
-          "redis_tls_key_file: the key does not match redis_tls_cert_file");
-    }
+    ORDERHOLD_RETURN_IF_ERROR(UseCertificateAndKey(ctx, options.cert_file, options.key_file,
+                                                   "redis_tls_cert_file", "redis_tls_key_file"));
   }
   return context;
 }

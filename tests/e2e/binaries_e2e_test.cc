@@ -1,7 +1,7 @@
 // The README Quickstart story, run with the real binaries: orderhold-server as a process (port 0
 // for gRPC and metrics), orderhold-cli for every step, /metrics over HTTP, SIGTERM at the end.
 // Also what an operator sees of the server's Redis TLS settings (rediss://): its log, its health
-// and its answers.
+// and its answers; and orderhold-cli and orderhold-bench on a gRPC port with mutual TLS.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -28,6 +29,7 @@
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "server/common/status_macros.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/os_util.h"
@@ -77,6 +79,25 @@ std::string ReadFile(const std::string& path) {
   content << in.rdbuf();
   return content.str();
 }
+
+// A testing::TlsCerts set in a temporary directory of its own, removed with the object.
+struct ScopedCerts {
+  static absl::StatusOr<std::unique_ptr<ScopedCerts>> Create() {
+    ORDERHOLD_ASSIGN_OR_RETURN(std::string dir, testing::MakeTempDir("e2e-certs"));
+    absl::StatusOr<testing::TlsCerts> certs = testing::TlsCerts::Create(dir);
+    if (!certs.ok()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+      return certs.status();
+    }
+    return std::unique_ptr<ScopedCerts>(new ScopedCerts{*std::move(certs)});
+  }
+  ~ScopedCerts() {
+    std::error_code ignored;
+    std::filesystem::remove_all(certs.dir(), ignored);
+  }
+  const testing::TlsCerts certs;
+};
 
 // orderhold-server as a child process, stderr to a log file.
 class ServerProcess {
@@ -228,7 +249,8 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
   };
   for (const Case& bad :
        {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1},
-        Case{"--redis_url=redis://default:hunter2", 2}}) {  // "@host" forgotten
+        Case{"--redis_url=redis://default:hunter2", 2},        // "@host" forgotten
+        Case{"--tls_cert_file=/etc/orderhold/tls.crt", 2}}) {  // without --tls_key_file
     ServerProcess server;
     std::vector<std::string> args = ServerArgs();
     args.push_back(bad.flag);
@@ -304,19 +326,52 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
   EXPECT_THAT(help.log(), Not(HasSubstr("hunter2")));
 }
 
+// Issue 14: "the CLI over TLS". The server requires client certificates (--tls_client_ca_file);
+// the CLI and the bench connect with the --tls_* flags an operator would give them.
+TEST_F(BinariesE2eTest, CliAndBenchOverMutualTls) {
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());
+  const testing::TlsCerts& certs = scoped->certs;
+  std::vector<std::string> args = ServerArgs();
+  args.insert(args.end(),
+              {"--tls_cert_file=" + certs.server_cert(), "--tls_key_file=" + certs.server_key(),
+               "--tls_client_ca_file=" + certs.ca_cert(), "--tls_refresh_interval=1s"});
+  server_.Start(args);
+  ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  EXPECT_THAT(server_.log(), HasSubstr("tls_client_ca_file=" + certs.ca_cert()));
+
+  const std::string identity =
+      absl::StrCat(" --tls_ca_file=", certs.ca_cert(), " --tls_cert_file=", certs.client_cert(),
+                   " --tls_key_file=", certs.client_key());
+  CommandResult plain = Cli("place alice order-1");
+  EXPECT_EQ(plain.exit_code, 14) << plain.output;  // UNAVAILABLE: no TLS
+  CommandResult anonymous = Cli(absl::StrCat("--tls_ca_file=", certs.ca_cert(), " list alice"));
+  EXPECT_EQ(anonymous.exit_code, 14) << anonymous.output;  // no client certificate
+  CommandResult placed = Cli(absl::StrCat("place alice order-1", identity));
+  EXPECT_EQ(placed.exit_code, 0) << placed.output;
+  EXPECT_THAT(placed.output, HasSubstr("placed order-1 for alice"));
+  CommandResult named = Cli(absl::StrCat("list alice --tls_server_name=localhost", identity));
+  EXPECT_EQ(named.exit_code, 0) << named.output;
+  EXPECT_THAT(named.output, HasSubstr("order-1"));
+  CommandResult half = Cli(absl::StrCat("list alice --tls_cert_file=", certs.client_cert()));
+  EXPECT_EQ(half.exit_code, 64) << half.output;  // usage error naming the missing flag
+  EXPECT_THAT(half.output, HasSubstr("--tls_key_file"));
+
+  const std::string bench =
+      absl::StrCat(ORDERHOLD_BENCH_BINARY, " --target=127.0.0.1:", server_.grpc_port(),
+                   " --connections=2 --concurrency=2 --warmup=0s --count=20 --mix=list=1 "
+                   "--users=10 --json --progress=false");
+  CommandResult measured = RunShell(bench + identity);
+  EXPECT_EQ(measured.exit_code, 0) << measured.output;
+  EXPECT_THAT(measured.output, HasSubstr("\"completed\":20,"));
+  EXPECT_THAT(measured.output, HasSubstr("\"errors\":0,"));
+}
+
 // Issue 11: "The server's certificate is always verified; a failed verification is a clear log
 // line naming the reason, health NOT_SERVING, and calls UNAVAILABLE." Mutual TLS, by name
 // (rediss://localhost: the certificate's DNS SAN), the CA given by flag; first the wrong one.
 TEST(BinariesTlsE2eTest, WrongCaIsAClearLogLineNotServingAndUnavailableRightCaServes) {
-  ASSERT_OK_AND_ASSIGN(const std::string dir, testing::MakeTempDir("e2e-certs"));
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  } remove_dir{dir};
-  ASSERT_OK_AND_ASSIGN(const testing::TlsCerts certs, testing::TlsCerts::Create(dir));
+  ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());
+  const testing::TlsCerts& certs = scoped->certs;
   testing::RedisServerOptions options;
   options.tls = testing::RedisTlsOptions{.cert_file = certs.server_cert(),
                                          .key_file = certs.server_key(),

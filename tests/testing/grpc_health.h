@@ -4,6 +4,7 @@
 #ifndef ORDERHOLD_TESTS_TESTING_GRPC_HEALTH_H_
 #define ORDERHOLD_TESTS_TESTING_GRPC_HEALTH_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -16,13 +17,13 @@
 
 namespace orderhold::testing {
 
-// The status the server on 127.0.0.1:`grpc_port` reports for `service` ("" : the whole server),
-// by one Health.Check on a new channel within `timeout`; UNKNOWN when the check itself fails
-// (unreachable, NOT_FOUND for an unknown service, deadline). Thread-safe.
+// The status the server at the other end of `channel` reports for `service` ("" : the whole
+// server), by one Health.Check within `timeout`; UNKNOWN when the check itself fails
+// (unreachable, a failed TLS handshake, NOT_FOUND for an unknown service, deadline). Thread-safe.
 inline grpc::health::v1::HealthCheckResponse::ServingStatus Health(
-    int grpc_port, const std::string& service = "", absl::Duration timeout = absl::Seconds(1)) {
-  auto stub = grpc::health::v1::Health::NewStub(grpc::CreateChannel(
-      absl::StrCat("127.0.0.1:", grpc_port), grpc::InsecureChannelCredentials()));
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& service = "",
+    absl::Duration timeout = absl::Seconds(1)) {
+  auto stub = grpc::health::v1::Health::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   grpc::health::v1::HealthCheckRequest request;
@@ -32,6 +33,14 @@ inline grpc::health::v1::HealthCheckResponse::ServingStatus Health(
     return grpc::health::v1::HealthCheckResponse::UNKNOWN;
   }
   return response.status();
+}
+
+// Health on a new plaintext channel to the server on 127.0.0.1:`grpc_port`.
+inline grpc::health::v1::HealthCheckResponse::ServingStatus Health(
+    int grpc_port, const std::string& service = "", absl::Duration timeout = absl::Seconds(1)) {
+  return Health(grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port),
+                                    grpc::InsecureChannelCredentials()),
+                service, timeout);
 }
 
 }  // namespace orderhold::testing

@@ -117,7 +117,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   auto config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(DescribeConfig(*config),
-            "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 "
+            "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 tls_cert_file= "
+            "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
             "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
             "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
             "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
@@ -179,6 +180,26 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.grpc_address == "127.0.0.1:1"; }},
       {"metrics_address", "127.0.0.1:2", "metrics_address=127.0.0.1:2",
        [](const Config& c) { return c.metrics_address == "127.0.0.1:2"; }},
+      {"tls_cert_file",
+       "/tls/c.pem",
+       "tls_cert_file=/tls/c.pem",
+       [](const Config& c) { return c.grpc_tls.cert_file == "/tls/c.pem"; },
+       {"tls_key_file=/tls/k.pem"},
+       {{"tls_key_file", "/tls/k.pem"}}},
+      {"tls_key_file",
+       "/tls/k.pem",
+       "tls_key_file=/tls/k.pem",
+       [](const Config& c) { return c.grpc_tls.key_file == "/tls/k.pem"; },
+       {"tls_cert_file=/tls/c.pem"},
+       {{"tls_cert_file", "/tls/c.pem"}}},
+      {"tls_client_ca_file",
+       "/tls/ca.pem",
+       "tls_client_ca_file=/tls/ca.pem",
+       [](const Config& c) { return c.grpc_tls.client_ca_file == "/tls/ca.pem"; },
+       {"tls_cert_file=/tls/c.pem", "tls_key_file=/tls/k.pem"},
+       {{"tls_cert_file", "/tls/c.pem"}, {"tls_key_file", "/tls/k.pem"}}},
+      {"tls_refresh_interval", "5s", "tls_refresh_interval=5s",
+       [](const Config& c) { return c.grpc_tls.refresh_interval == absl::Seconds(5); }},
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
        [](const Config& c) { return c.redis_url == "redis://u:hunter2@h:7/3"; }},
       {"redis_mode",
@@ -529,6 +550,35 @@ TEST(ConfigTest, TlsSettingsNeedARedissUrlAndCertificateAndKeyComeTogether) {
   config = SentinelConfig();
   config.redis_url = "rediss://app:hunter2@s1:26379,s2:26379";
   config.redis_tls.ca_file = "ca.pem";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+}
+
+// The gRPC port's TLS: certificate and key together, mutual TLS only on top of TLS, and a refresh
+// interval gRPC can take (whole seconds). The files are App::Start's to read.
+TEST(ConfigTest, GrpcTlsNeedsCertificateAndKeyTogetherAndTheClientCaOnlyWithThem) {
+  Config config;
+  config.grpc_tls.cert_file = "/tls/tls.crt";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("tls_cert_file: needs --tls_key_file")));
+  config.grpc_tls.key_file = "/tls/tls.key";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.grpc_tls.client_ca_file = "/tls/ca.crt";
+  EXPECT_THAT(ValidateConfig(config), IsOk());
+  config.grpc_tls.cert_file.clear();
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("tls_key_file: needs --tls_cert_file")));
+  config = Config{};
+  config.grpc_tls.client_ca_file = "/tls/ca.crt";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("tls_client_ca_file: needs --tls_cert_file")));
+  for (const absl::Duration bad : {absl::ZeroDuration(), absl::Milliseconds(500),
+                                   absl::Milliseconds(1500), -absl::Seconds(1)}) {
+    config = Config{};
+    config.grpc_tls.refresh_interval = bad;
+    EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("tls_refresh_interval")))
+        << bad;
+  }
+  config.grpc_tls.refresh_interval = absl::Seconds(1);
   EXPECT_THAT(ValidateConfig(config), IsOk());
 }
 

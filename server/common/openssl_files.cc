@@ -1,0 +1,50 @@
+#include "server/common/openssl_files.h"
+
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace orderhold {
+
+std::string SslErrors(absl::string_view fallback) {
+  std::string out;
+  while (const unsigned long code = ERR_get_error()) {
+    char buffer[256];
+    ERR_error_string_n(code, buffer, sizeof(buffer));
+    if (!out.empty()) out.append("; ");
+    out.append(buffer);
+  }
+  return out.empty() ? std::string(fallback) : out;
+}
+
+absl::Status UseCertificateAndKey(SSL_CTX* ctx, const std::string& cert_file,
+                                  const std::string& key_file, absl::string_view cert_flag,
+                                  absl::string_view key_flag) {
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cert_flag, ": cannot load ", cert_file, ": ", SslErrors("")));
+  }
+  const auto mismatch = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key_flag, ": ", key_file, " does not match ", cert_flag));
+  };
+  if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    // OpenSSL 3 compares the key with the certificate while loading it: a key that loaded fine
+    // but belongs to another certificate is not "cannot load".
+    if (const unsigned long last = ERR_peek_last_error();
+        ERR_GET_LIB(last) == ERR_LIB_X509 && ERR_GET_REASON(last) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      return mismatch();
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(key_flag, ": cannot load ", key_file, ": ", SslErrors("")));
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    ERR_clear_error();
+    return mismatch();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace orderhold
