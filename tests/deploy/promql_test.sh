@@ -65,6 +65,7 @@ wait_port "${METRICS_PORT}"
 # The Compose config with its orderhold job aimed at our server, 1 s scrapes and rule evaluation,
 # the rules from the repository; other jobs dropped.
 PROM_PORT="$(free_port)"
+# shellcheck disable=SC2016  # jq's $target and $rules, not the shell's
 yq -y --arg target "127.0.0.1:${METRICS_PORT}" --arg rules "${RULES}" '
   .global.scrape_interval = "1s" | .global.evaluation_interval = "1s" | .rule_files = [$rules]
   | .scrape_configs |= map(select(.job_name == "orderhold")
@@ -121,6 +122,7 @@ timeout 15 "${CLI}" --target "127.0.0.1:${GRPC_PORT}" watch --group inventory --
 [[ "$(wc -l <"${WORK}/events.jsonl")" == 3 ]] || { echo "promql_test: watch got no 3 events" >&2; exit 1; }
 
 # Grafana's interval variables become fixed ranges that cover the whole run (1 s scrapes).
+# shellcheck disable=SC2016  # Grafana's variables, literally
 grafana_expr() { sed -e 's/\$__rate_interval/1m/g; s/\$__interval/1s/g; s/\$__range/1m/g' <<<"$1"; }
 
 # One line per expression: kind, a name for messages, the expression (base64: one line each).
