@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                             # tests
   redis-server redis-tools curl                         # running, tests, the README story
   jq                                                    # tests/bench/run.sh
+  prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
 )
 
 missing=()
