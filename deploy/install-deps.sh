@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # install-deps.sh: installs the Debian 12 packages OrderHold needs to build, test and run, when
 # missing. Used by deploy/run.sh and tests/run.sh. Needs root only when something is missing.
+#
+#   deploy/install-deps.sh           everything: build, tests, running
+#   deploy/install-deps.sh --build   only what building the binaries needs (deploy/Dockerfile)
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   g++ cmake ninja-build pkg-config                      # toolchain
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev  # libraries
+)
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
   openssl                                               # tests: certificates for TLS to Redis
   libgtest-dev libgmock-dev                             # tests
   redis-server redis-tools curl                         # running, tests, the README story
   jq                                                    # tests/bench/run.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
+  podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)
 )
+case "${1:-}" in
+  "") ;;
+  --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "usage: install-deps.sh [--build]" >&2; exit 64 ;;
+esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# tests/deploy/image_test.sh: builds the container image from deploy/Dockerfile with podman and
+# proves it works the way a platform team runs it:
+#   1. the image builds as a user would build it (the debian:bookworm and :bookworm-slim base
+#      images are made from Debian packages with mmdebstrap + podman import when missing: no
+#      container registry is reachable here; they are kept for the next run);
+#   2. the image against a private redis-server on the host (host network, free ports): health
+#      SERVING on its gRPC port, the README story through `podman exec <ctr> orderhold-cli`,
+#      /metrics counts the expired hold, the server process is not uid 0, and SIGTERM
+#      (`podman stop -t 15`) stops it within the grace period, with exit status 0 and the drain in
+#      its log (a shell-form entrypoint would swallow SIGTERM and be killed: 137);
+#   3. deploy/compose.yaml's redis, orderhold-1 and orderhold-2 services with that image
+#      (docker-compose talking to podman's Docker API; Redis from Debian's redis-server package
+#      instead of the official image): both replicas SERVING through their published ports, a
+#      hold placed through one is listed through the other (one Redis), `down` stops them.
+# Minutes long (the image build compiles the server): .ci/run calls it after tests/run.sh.
+#
+#   tests/deploy/image_test.sh        as root (rootful podman); packages: deploy/install-deps.sh
+#
+# Podman on these machines needs runc instead of crun and explicit ulimits: a private
+# containers.conf (CONTAINERS_CONF) says so for podman and for its API service alike.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=tests/bench/lib.sh
+source "${REPO}/tests/bench/lib.sh"
+"${REPO}/deploy/install-deps.sh"
+
+IMAGE=localhost/orderhold:dev
+REDIS_IMAGE=localhost/orderhold-test-redis:7.0
+GRACE=15 # seconds podman stop waits before SIGKILL; the server drains for at most 10 s
+T0=${SECONDS}
+PASSED=0
+log() { echo "image_test: [$((SECONDS - T0)) s] $*" >&2; }
+fail() {
+  log "FAIL: $*"
+  exit 1
+}
+pass() {
+  PASSED=$((PASSED + 1))
+  log "ok: $*"
+}
+
+WORK="$(mktemp -d /tmp/orderhold-image-test.XXXXXX)"
+export CONTAINERS_CONF="${WORK}/containers.conf"
+cat >"${CONTAINERS_CONF}" <<'EOF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=4000:4000"]
+[engine]
+runtime = "runc"
+EOF
+CTR="orderhold-image-test-$$"
+PROJECT="ohimagetest$$"
+REDIS_PORT=""
+SERVICE_PID=""
+COMPOSE=(timeout 180 docker-compose -f "${REPO}/deploy/compose.yaml")
+
+# shellcheck disable=SC2317  # called from the EXIT trap
+cleanup() {
+  local status=$?
+  set +e
+  if ((status != 0)); then
+    log "logs of ${CTR}:"
+    podman logs "${CTR}" 2>&1 | tail -n 30 >&2
+    [[ -n "${SERVICE_PID}" ]] && "${COMPOSE[@]}" logs --no-color --tail 30 >&2 2>&1
+  fi
+  podman rm -f -t 0 "${CTR}" >/dev/null 2>&1
+  if [[ -n "${SERVICE_PID}" ]]; then
+    "${COMPOSE[@]}" down -v -t 0 >/dev/null 2>&1
+    kill "${SERVICE_PID}" 2>/dev/null
+    wait "${SERVICE_PID}" 2>/dev/null
+  fi
+  [[ -n "${REDIS_PORT}" ]] && timeout 5 redis-cli -p "${REDIS_PORT}" shutdown nosave >/dev/null 2>&1
+  rm -rf "${WORK}"
+}
+trap cleanup EXIT
+
+# grpc.health.v1.Health/Check of the whole server ("") at HOST:PORT, by plain HTTP/2 with curl (no
+# gRPC client needed): prints SERVING, NOT_SERVING or UNKNOWN(<answer in hex>). The request is an
+# empty message (the 5-byte gRPC frame header alone); the answer's message is field 1, the status,
+# as a varint: 08 01 = SERVING, 08 02 = NOT_SERVING.
+health() {
+  local hex
+  hex="$(printf '\0\0\0\0\0' | curl -s --max-time 2 --http2-prior-knowledge \
+    -H 'content-type: application/grpc' -H 'te: trailers' --data-binary @- \
+    "http://$1/grpc.health.v1.Health/Check" | od -An -tx1 | tr -d ' \n')" || true
+  case "${hex}" in
+    00000000020801) echo SERVING ;;
+    00000000020802) echo NOT_SERVING ;;
+    *) echo "UNKNOWN(${hex})" ;;
+  esac
+}
+
+# Waits up to 60 s for health SERVING at HOST:PORT.
+wait_serving() {
+  local deadline=$((SECONDS + 60)) state
+  while state="$(health "$1")" && [[ "${state}" != SERVING ]]; do
+    ((SECONDS < deadline)) || fail "health at $1 is ${state} after 60 s, not SERVING"
+    sleep 0.5
+  done
+}
+
+# Runs `orderhold-cli ARGS...` inside container $1 and checks its output contains $2 and its exit
+# status is $3: expect CTR WANT STATUS ARGS...
+expect() {
+  local ctr="$1" want="$2" want_status="$3" out status=0
+  shift 3
+  out="$(timeout 20 podman exec "${ctr}" orderhold-cli "$@" 2>&1)" || status=$?
+  [[ "${status}" == "${want_status}" && "${out}" == *"${want}"* ]] ||
+    fail "orderhold-cli $* in ${ctr}: exit ${status}, output '${out}'; want exit ${want_status} and '${want}'"
+  pass "orderhold-cli $* -> ${out%%$'\n'*}"
+}
+
+# --- 1. base images and the image ---------------------------------------------------------------
+# debian:bookworm (minbase) and debian:bookworm-slim (minbase without docs, man pages and locales,
+# also for packages installed later, as the official slim image), each made unless present.
+SLIM_DPKGOPTS=(
+  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright'
+  --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*'
+  --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/lintian/*'
+)
+base_images() {
+  local tag dpkgopts
+  for tag in bookworm bookworm-slim; do
+    podman image exists "docker.io/library/debian:${tag}" && continue
+    log "making debian:${tag} from Debian packages (mmdebstrap, then podman import)"
+    dpkgopts=()
+    [[ "${tag}" == bookworm-slim ]] && dpkgopts=("${SLIM_DPKGOPTS[@]}")
+    # The official images carry bookworm, its updates and the security archive: the same here.
+    mmdebstrap --quiet --variant=minbase --format=tar "${dpkgopts[@]}" bookworm "${WORK}/base.tar" \
+      "deb http://deb.debian.org/debian bookworm main" \
+      "deb http://deb.debian.org/debian bookworm-updates main" \
+      "deb http://deb.debian.org/debian-security bookworm-security main"
+    podman import --quiet --change 'CMD ["bash"]' "${WORK}/base.tar" \
+      "docker.io/library/debian:${tag}" >/dev/null
+    rm -f "${WORK}/base.tar"
+  done
+}
+base_images
+built_at=${SECONDS}
+podman build --quiet --layers -f "${REPO}/deploy/Dockerfile" -t "${IMAGE}" "${REPO}" >/dev/null
+size_mb=$(($(podman image inspect --format '{{.Size}}' "${IMAGE}") / 1000000))
+pass "built ${IMAGE} in $((SECONDS - built_at)) s (${size_mb} MB)"
+[[ "$(podman image inspect --format '{{.Config.User}}' "${IMAGE}")" == 65532:65532 ]] ||
+  fail "image user is not 65532:65532"
+
+# --- 2. the image against Redis on the host -------------------------------------------------------
+REDIS_PORT="$(free_port)"
+redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save "" --appendonly no \
+  --daemonize yes --logfile "${WORK}/redis.log" --dir "${WORK}" >/dev/null
+GRPC_PORT="$(free_port)"
+METRICS_PORT="$(free_port)"
+podman run -d --name "${CTR}" --network host \
+  -e ORDERHOLD_REDIS_URL="redis://127.0.0.1:${REDIS_PORT}" \
+  -e ORDERHOLD_GRPC_ADDRESS="127.0.0.1:${GRPC_PORT}" \
+  -e ORDERHOLD_METRICS_ADDRESS="127.0.0.1:${METRICS_PORT}" \
+  "${IMAGE}" >/dev/null
+wait_serving "127.0.0.1:${GRPC_PORT}"
+pass "health SERVING on 127.0.0.1:${GRPC_PORT}"
+
+pid="$(podman inspect --format '{{.State.Pid}}' "${CTR}")"
+uid="$(awk '/^Uid:/ {print $2}' "/proc/${pid}/status")"
+[[ "$(cat "/proc/${pid}/comm")" == orderhold-serve* ]] || fail "PID ${pid} is not the server"
+((uid == 65532)) || fail "the server runs as uid ${uid}, not 65532"
+pass "the server is PID 1 of the container and runs as uid ${uid}"
+
+# The README story (train tickets), through the CLI inside the container.
+T=(--target "127.0.0.1:${GRPC_PORT}")
+expect "${CTR}" "placed train-1 for alice: expires in 30m (1/3 active)" 0 "${T[@]}" place alice train-1
+expect "${CTR}" "(2/3 active)" 0 "${T[@]}" place alice train-2
+expect "${CTR}" "(3/3 active)" 0 "${T[@]}" place alice train-3
+expect "${CTR}" "RESOURCE_EXHAUSTED" 8 "${T[@]}" place alice train-4
+expect "${CTR}" "paid train-2 for alice" 0 "${T[@]}" pay alice train-2
+expect "${CTR}" "placed train-4 for alice" 0 "${T[@]}" place alice train-4
+expect "${CTR}" "placed concert-1 for bob: expires in 1s" 0 "${T[@]}" place bob concert-1 --ttl 1s
+deadline=$((SECONDS + 15))
+until [[ "$(timeout 20 podman exec "${CTR}" orderhold-cli "${T[@]}" list bob)" == "bob: 0/3 holds" ]]; do
+  ((SECONDS < deadline)) || fail "bob's 1s hold still listed after 15 s"
+  sleep 0.5
+done
+pass "bob's 1s hold expired"
+# ListHolds only hides it; the reaper (1 s ticks) ends it as EXPIRED and counts it.
+deadline=$((SECONDS + 15))
+until [[ "$(scrape "${METRICS_PORT}" | awk '$1 == "orderhold_holds_expired_total" {print $2}')" == 1 ]]; do
+  ((SECONDS < deadline)) || fail "orderhold_holds_expired_total is not 1 after 15 s"
+  sleep 0.5
+done
+pass "/metrics: orderhold_holds_expired_total 1"
+expect "${CTR}" "cancelled train-1 for alice" 0 "${T[@]}" cancel alice train-1
+expect "${CTR}" "FAILED_PRECONDITION" 9 "${T[@]}" pay alice train-1
+expect "${CTR}" "alice: 2/3 holds" 0 "${T[@]}" list alice
+
+stop_at=${SECONDS}
+podman stop -t "${GRACE}" "${CTR}" >/dev/null
+stop_s=$((SECONDS - stop_at))
+exit_code="$(podman inspect --format '{{.State.ExitCode}}' "${CTR}")"
+((exit_code == 0)) || fail "after SIGTERM the server exited ${exit_code} (137: killed after ${GRACE} s)"
+((stop_s < GRACE)) || fail "podman stop took ${stop_s} s (grace ${GRACE} s)"
+podman logs "${CTR}" 2>&1 | grep -q 'NOT_SERVING, finishing in-flight calls' ||
+  fail "no drain in the server's log"
+podman logs "${CTR}" 2>&1 | grep -q 'stopped' || fail "no 'stopped' in the server's log"
+pass "SIGTERM: drained and exited 0 in ${stop_s} s (grace ${GRACE} s)"
+podman rm "${CTR}" >/dev/null
+
+# --- 3. deploy/compose.yaml: redis + orderhold-1 + orderhold-2 ------------------------------------
+compose_at=${SECONDS}
+if ! podman image exists "${REDIS_IMAGE}"; then
+  # Stands in for the official redis image (no registry here): Debian's redis-server 7.0, same
+  # /data working directory, non-root like the official image's redis user.
+  mkdir "${WORK}/redis-image"
+  cat >"${WORK}/redis-image/Containerfile" <<'EOF'
+FROM docker.io/library/debian:bookworm-slim
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server \
+ && rm -rf /var/lib/apt/lists/* && mkdir /data && chown redis:redis /data
+USER redis
+WORKDIR /data
+EOF
+  podman build --quiet -t "${REDIS_IMAGE}" "${WORK}/redis-image" >/dev/null
+fi
+podman system service --time=0 "unix://${WORK}/podman.sock" &
+SERVICE_PID=$!
+export DOCKER_HOST="unix://${WORK}/podman.sock"
+deadline=$((SECONDS + 20))
+until curl -sf --unix-socket "${WORK}/podman.sock" http://podman/_ping >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || fail "podman system service did not answer in 20 s"
+  sleep 0.2
+done
+export COMPOSE_PROJECT_NAME="${PROJECT}" REDIS_IMAGE
+export ORDERHOLD_1_GRPC_PORT ORDERHOLD_1_METRICS_PORT ORDERHOLD_2_GRPC_PORT ORDERHOLD_2_METRICS_PORT
+ORDERHOLD_1_GRPC_PORT="$(free_port)"
+ORDERHOLD_1_METRICS_PORT="$(free_port)"
+ORDERHOLD_2_GRPC_PORT="$(free_port)"
+ORDERHOLD_2_METRICS_PORT="$(free_port)"
+"${COMPOSE[@]}" up -d --no-build redis orderhold-1 orderhold-2 >"${WORK}/compose-up.log" 2>&1 ||
+  fail "docker-compose up: $(tail -n 20 "${WORK}/compose-up.log")"
+wait_serving "127.0.0.1:${ORDERHOLD_1_GRPC_PORT}"
+wait_serving "127.0.0.1:${ORDERHOLD_2_GRPC_PORT}"
+pass "compose: orderhold-1 and orderhold-2 SERVING through published ports ${ORDERHOLD_1_GRPC_PORT}, ${ORDERHOLD_2_GRPC_PORT}"
+one="$("${COMPOSE[@]}" ps -q orderhold-1)"
+two="$("${COMPOSE[@]}" ps -q orderhold-2)"
+expect "${one}" "placed train-1 for carol" 0 place carol train-1
+expect "${two}" "carol: 1/3 holds" 0 list carol
+scrape "${ORDERHOLD_2_METRICS_PORT}" | grep -q '^orderhold_holds_placed_total' ||
+  fail "compose: orderhold-2's /metrics not reachable through port ${ORDERHOLD_2_METRICS_PORT}"
+pass "compose: orderhold-2's /metrics through its published port"
+"${COMPOSE[@]}" down -v -t "${GRACE}" >>"${WORK}/compose-up.log" 2>&1 || fail "docker-compose down"
+[[ -z "$(podman ps -a -q --filter "label=com.docker.compose.project=${PROJECT}")" ]] ||
+  fail "compose: containers left after down"
+pass "compose: up, cross-replica hold and down in $((SECONDS - compose_at)) s"
+
+log "${PASSED} passed, 0 failed in $((SECONDS - T0)) s"
+echo "${PASSED} passed, 0 failed"
