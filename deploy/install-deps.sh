@@ -11,7 +11,12 @@ PACKAGES=(
   libgtest-dev libgmock-dev                             # tests
   redis-server redis-tools curl                         # running, tests, the README story
   jq                                                    # tests/bench/run.sh
+  python3-yaml systemd                                  # tests/deploy/k8s_test.sh, systemd_test.sh
 )
+# kubectl (tests/deploy/k8s_test.sh: kubectl kustomize) is Debian's kubernetes-client unless one is
+# installed: Google's `kubectl` package owns the same /usr/bin/kubectl, which dpkg will not
+# overwrite.
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
