@@ -3,11 +3,11 @@
 Usage:
   k8s_check.py BASE.yaml OVERLAY.yaml REDIS_ENV ALERTS.yaml FLAGS HEALTH_SERVICE DRAIN_S
 
-BASE.yaml and OVERLAY.yaml are `kubectl kustomize` output of deploy/k8s and of deploy/k8s-example
-(with REDIS_ENV as its redis.env; an empty OVERLAY.yaml skips its checks); FLAGS is a file of the server's flag
-names, one a line; HEALTH_SERVICE the name the server's health reporter sets besides ""; DRAIN_S
-the seconds the server drains in-flight calls after SIGTERM. Prints one line per failed property
-and exits 1 if there is any.
+BASE.yaml and OVERLAY.yaml are `kubectl kustomize` output of deploy/k8s and of
+deploy/k8s-example (with REDIS_ENV as its redis.env; an empty OVERLAY.yaml skips its checks);
+FLAGS is a file of the server's flag names, one a line; HEALTH_SERVICE the name the server's
+health reporter sets besides ""; DRAIN_S the seconds the server drains in-flight calls after
+SIGTERM. Prints one line per failed property and exits 1 if there is any.
 """
 import base64
 import re
