@@ -1,13 +1,14 @@
 """Checks the rendered OrderHold Kubernetes manifests; run by tests/deploy/k8s_test.sh.
 
 Usage:
-  k8s_check.py BASE.yaml OVERLAY.yaml REDIS_ENV ALERTS.yaml FLAGS HEALTH_SERVICE DRAIN_S
+  k8s_check.py BASE.yaml OVERLAY.yaml REDIS_ENV ALERTS.yaml FLAGS HEALTH_SERVICE DRAIN_S UID
 
 BASE.yaml and OVERLAY.yaml are `kubectl kustomize` output of deploy/k8s and of
 deploy/k8s-example (with REDIS_ENV as its redis.env; an empty OVERLAY.yaml skips its checks);
 FLAGS is a file of the server's flag names, one a line; HEALTH_SERVICE the name the server's
 health reporter sets besides ""; DRAIN_S the seconds the server drains in-flight calls after
-SIGTERM. Prints one line per failed property and exits 1 if there is any.
+SIGTERM; UID the numeric user of the image (deploy/Dockerfile). Prints one line per failed
+property and exits 1 if there is any.
 """
 import base64
 import re
@@ -47,8 +48,9 @@ def selects(selector, labels, who):
 
 def main():
     (base_path, overlay_path, redis_env_path, alerts_path, flags_path, health_service,
-     drain_s) = sys.argv[1:]
+     drain_s, image_uid) = sys.argv[1:]
     drain_s = int(drain_s)
+    image_uid = int(image_uid)
     with open(flags_path) as f:
         variables = {"ORDERHOLD_" + line.strip().upper() for line in f if line.strip()}
     base = load(base_path)
@@ -82,7 +84,8 @@ def main():
     pod_sc = pod.get("securityContext", {})
     sc = {**pod_sc, **c.get("securityContext", {})}
     check(sc.get("runAsNonRoot") is True, "securityContext: runAsNonRoot true")
-    check(sc.get("runAsUser") == 65532, "securityContext: runAsUser 65532 (the image's user)")
+    check(sc.get("runAsUser") == image_uid,
+          f"securityContext: runAsUser {image_uid} (the image's user, deploy/Dockerfile)")
     check(sc.get("readOnlyRootFilesystem") is True, "securityContext: readOnlyRootFilesystem true")
     check(sc.get("allowPrivilegeEscalation") is False,
           "securityContext: allowPrivilegeEscalation false")

@@ -3,11 +3,11 @@
 # (`kubectl kustomize`, Debian's kubernetes-client; no cluster is contacted) and have the
 # properties the README promises, checked on the rendered objects by k8s_check.py: native gRPC
 # liveness/readiness probes on port 50051 for a service name the server reports; a non-root,
-# read-only, capability-less securityContext (user 65532, RuntimeDefault seccomp); resources;
-# terminationGracePeriodSeconds > preStop sleep + the server's SIGTERM drain (read from
-# server/main.cc); settings from a ConfigMap holding only real ORDERHOLD_* variables and the Redis
-# URL from a Secret; Services with ports named grpc (appProtocol grpc) and metrics; a PDB with
-# minAvailable 1; a PodMonitor scraping the metrics port of the pods under the job the alert
+# read-only, capability-less securityContext (deploy/Dockerfile's numeric USER, RuntimeDefault
+# seccomp); resources; terminationGracePeriodSeconds > preStop sleep + the server's SIGTERM drain
+# (read from server/main.cc); settings from a ConfigMap holding only real ORDERHOLD_* variables
+# and the Redis URL from a Secret; Services with ports named grpc (appProtocol grpc) and metrics;
+# a PDB with minAvailable 1; a PodMonitor scraping the pods' metrics port under the job the alert
 # rules select; a PrometheusRule whose groups equal deploy/prometheus/alerts.yaml's (regenerate
 # with deploy/k8s/sync-rules.sh). It also renders deploy/k8s-example, the example overlay (image,
 # Secret, a setting replaced), when the kubectl has kustomize >= 4 (kubectl >= 1.21; Debian 12's
@@ -50,5 +50,9 @@ fi
 server_flags "${repo}" >"${tmp}/flags"
 health_service="$(grep -oP 'kServiceName\[\] = "\K[^"]+' "${repo}/server/grpc/health_reporter.h")"
 drain_s="$(server_drain_seconds "${repo}")"
+[[ -f "${repo}/deploy/Dockerfile" ]] || fail "deploy/Dockerfile missing: runAsUser must be its USER"
+image_uid="$(grep -oP '^USER\s+\K[0-9]+' "${repo}/deploy/Dockerfile")" ||
+  fail "deploy/Dockerfile has no numeric USER"
 "${python}" "${repo}/tests/deploy/k8s_check.py" "${tmp}/base.yaml" "${tmp}/overlay.yaml" \
-  "${overlay}/redis.env" "${alerts}" "${tmp}/flags" "${health_service}" "${drain_s}"
+  "${overlay}/redis.env" "${alerts}" "${tmp}/flags" "${health_service}" "${drain_s}" \
+  "${image_uid}"
