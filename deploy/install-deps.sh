@@ -19,7 +19,12 @@ PACKAGES=(
   jq                                                    # tests/bench/run.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)
+  python3-yaml systemd                                  # tests/deploy/k8s_test.sh, systemd_test.sh
 )
+# kubectl (tests/deploy/k8s_test.sh: kubectl kustomize) is Debian's kubernetes-client unless one is
+# installed: Google's `kubectl` package owns the same /usr/bin/kubectl, which dpkg will not
+# overwrite.
+command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
   --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
