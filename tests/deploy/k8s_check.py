@@ -2,12 +2,14 @@
 
 Usage:
   k8s_check.py BASE.yaml OVERLAY.yaml REDIS_ENV ALERTS.yaml FLAGS HEALTH_SERVICE DRAIN_S UID
+               LIVENESS_SERVICE
 
 BASE.yaml and OVERLAY.yaml are `kubectl kustomize` output of deploy/k8s and of
 deploy/k8s-example (with REDIS_ENV as its redis.env; an empty OVERLAY.yaml skips its checks);
 FLAGS is a file of the server's flag names, one a line; HEALTH_SERVICE the name the server's
 health reporter sets besides ""; DRAIN_S the seconds the server drains in-flight calls after
-SIGTERM; UID the numeric user of the image (deploy/Dockerfile). Prints one line per failed
+SIGTERM; UID the numeric user of the image (deploy/Dockerfile); LIVENESS_SERVICE the health
+name that is SERVING whenever the server runs (kLivenessServiceName). Prints one line per failed
 property and exits 1 if there is any.
 """
 import base64
@@ -48,7 +50,7 @@ def selects(selector, labels, who):
 
 def main():
     (base_path, overlay_path, redis_env_path, alerts_path, flags_path, health_service,
-     drain_s, image_uid) = sys.argv[1:]
+     drain_s, image_uid, liveness_service) = sys.argv[1:]
     drain_s = int(drain_s)
     image_uid = int(image_uid)
     with open(flags_path) as f:
@@ -69,14 +71,18 @@ def main():
     check(ports == {"grpc": 50051, "metrics": 9464},
           f"container: ports grpc=50051 and metrics=9464, got {ports}")
 
-    # Probes: native gRPC health checks on the gRPC port, a service name the server reports.
-    for probe_name in ("readinessProbe", "livenessProbe"):
+    # Probes: native gRPC health checks on the gRPC port. Readiness follows Redis ("" or the
+    # service's name); liveness asks the name that stays SERVING through a Redis outage, so an
+    # outage never restarts the pods.
+    wanted_services = {"readinessProbe": ("", health_service),
+                       "livenessProbe": (liveness_service,)}
+    for probe_name, services in wanted_services.items():
         probe = c.get(probe_name, {})
         grpc = probe.get("grpc")
         if check(grpc is not None, f"{probe_name}: a grpc probe"):
             check(grpc.get("port") == 50051, f"{probe_name}: grpc port 50051")
-            check(grpc.get("service", "") in ("", health_service),
-                  f"{probe_name}: service '' or {health_service}, got {grpc.get('service')}")
+            check(grpc.get("service", "") in services,
+                  f"{probe_name}: service one of {services}, got {grpc.get('service')}")
         check(not {"httpGet", "tcpSocket", "exec"} & probe.keys(),
               f"{probe_name}: only the grpc handler")
 

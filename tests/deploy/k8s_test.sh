@@ -49,10 +49,12 @@ fi
 
 server_flags "${repo}" >"${tmp}/flags"
 health_service="$(grep -oP 'kServiceName\[\] = "\K[^"]+' "${repo}/server/grpc/health_reporter.h")"
+liveness_service="$(grep -oP 'kLivenessServiceName\[\] = "\K[^"]+' \
+  "${repo}/server/grpc/health_reporter.h")"
 drain_s="$(server_drain_seconds "${repo}")"
 [[ -f "${repo}/deploy/Dockerfile" ]] || fail "deploy/Dockerfile missing: runAsUser must be its USER"
 image_uid="$(grep -oP '^USER\s+\K[0-9]+' "${repo}/deploy/Dockerfile")" ||
   fail "deploy/Dockerfile has no numeric USER"
 "${python}" "${repo}/tests/deploy/k8s_check.py" "${tmp}/base.yaml" "${tmp}/overlay.yaml" \
   "${overlay}/redis.env" "${alerts}" "${tmp}/flags" "${health_service}" "${drain_s}" \
-  "${image_uid}"
+  "${image_uid}" "${liveness_service}"
