@@ -196,9 +196,12 @@ stop_s=$((SECONDS - stop_at))
 exit_code="$(podman inspect --format '{{.State.ExitCode}}' "${CTR}")"
 ((exit_code == 0)) || fail "after SIGTERM the server exited ${exit_code} (137: killed after ${GRACE} s)"
 ((stop_s < GRACE)) || fail "podman stop took ${stop_s} s (grace ${GRACE} s)"
-podman logs "${CTR}" 2>&1 | grep -q 'NOT_SERVING, finishing in-flight calls' ||
+# Captured first: with pipefail, `cmd | grep -q` fails when grep exits at its match while cmd is
+# still writing (SIGPIPE).
+server_log="$(podman logs "${CTR}" 2>&1)"
+grep -q 'NOT_SERVING, finishing in-flight calls' <<<"${server_log}" ||
   fail "no drain in the server's log"
-podman logs "${CTR}" 2>&1 | grep -q 'stopped' || fail "no 'stopped' in the server's log"
+grep -q 'stopped' <<<"${server_log}" || fail "no 'stopped' in the server's log"
 pass "SIGTERM: drained and exited 0 in ${stop_s} s (grace ${GRACE} s)"
 podman rm "${CTR}" >/dev/null
 
@@ -241,7 +244,7 @@ one="$("${COMPOSE[@]}" ps -q orderhold-1)"
 two="$("${COMPOSE[@]}" ps -q orderhold-2)"
 expect "${one}" "placed train-1 for carol" 0 place carol train-1
 expect "${two}" "carol: 1/3 holds" 0 list carol
-scrape "${ORDERHOLD_2_METRICS_PORT}" | grep -q '^orderhold_holds_placed_total' ||
+grep -q '^orderhold_holds_placed_total' <<<"$(scrape "${ORDERHOLD_2_METRICS_PORT}")" ||
   fail "compose: orderhold-2's /metrics not reachable through port ${ORDERHOLD_2_METRICS_PORT}"
 pass "compose: orderhold-2's /metrics through its published port"
 "${COMPOSE[@]}" down -v -t "${GRACE}" >>"${WORK}/compose-up.log" 2>&1 || fail "docker-compose down"

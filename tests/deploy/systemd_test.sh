@@ -93,7 +93,7 @@ server_pid=$!
 pids+=("${server_pid}")
 wait_port "${grpc_port}" || fail "the server did not start: $(cat "${tmp}/server.log")"
 wait_port "${metrics_port}"
-scrape "${metrics_port}" | grep -q '^orderhold_' || fail "no orderhold_ metrics"
+grep -q '^orderhold_' <<<"$(scrape "${metrics_port}")" || fail "no orderhold_ metrics"
 
 start="$(now_s)"
 kill -TERM "${server_pid}"
