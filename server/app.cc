@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                           *app->metrics_, clock);
   }
   app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, app->events_.get(),
-                                                               *app->metrics_);
+                                                               *app->metrics_, config.max_watches);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -89,6 +89,9 @@ ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
           "A hold event not acked this long after delivery is redelivered.");
 ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
+ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
+          "WatchHoldEvents streams open at once on this server; one more is refused "
+          "RESOURCE_EXHAUSTED (each idle watch polls Redis about 1,300 times a second).");
 // Optional so that "not given" is visible: the default then follows --reap_interval.
 ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
           "How long a dead replica keeps its reaping partitions before others take them over. "
@@ -239,6 +242,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
+      Field(FLAGS_max_watches, &Config::max_watches),
       // After reap_interval's row: DefaultReaperLease reads it.
       FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
       OneOf(FLAGS_store, &Config::store,
@@ -364,6 +368,9 @@ absl::Status ValidateConfig(const Config& config) {
   }
   if (config.event_retention < absl::Seconds(1)) {
     return absl::InvalidArgumentError("event_retention: must be >= 1s");
+  }
+  if (config.max_watches < 1 || config.max_watches > kMaxMaxWatches) {
+    return absl::InvalidArgumentError(absl::StrCat("max_watches: must be 1-", kMaxMaxWatches));
   }
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");

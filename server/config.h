@@ -39,6 +39,14 @@ enum class RedisMode {
 // runs out its timeout on every write.
 inline constexpr int kMaxRedisWaitReplicas = 16;
 
+// Default of --max_watches. Every open watch polls its group's 64 partition streams about every
+// 100 ms when idle (about 1,300 Redis operations per second each, measured in issue 13), so a
+// thousand are already a Redis' worth of polling: the bound keeps one client that opens watches
+// in a loop from taking Redis down for everyone.
+inline constexpr int kDefaultMaxWatches = 1000;
+// Upper bound of --max_watches.
+inline constexpr int kMaxMaxWatches = 1000000;
+
 // Every setting of orderhold-server with its default (the flags' defaults). Tests build one
 // directly; main gets one from ConfigFromFlags.
 struct Config {
@@ -74,6 +82,8 @@ struct Config {
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
   domain::EventPolicy events;           // --event_ack_timeout
   absl::Duration event_retention = absl::Hours(24);
+  // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
+  int max_watches = kDefaultMaxWatches;
   // Lease and registry ttl of a reaper replica; ConfigFromFlags derives it from reap_interval
   // when --reaper_lease is not given.
   absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;
@@ -83,7 +93,8 @@ struct Config {
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
 // redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
-// 64, 1 <= max_outcomes_per_user <= 100000, reaper_lease > reap_interval) or the Redis settings
+// 64, 1 <= max_outcomes_per_user <= 100000, 1 <= max_watches <= kMaxMaxWatches,
+// reaper_lease > reap_interval) or the Redis settings
 // do not fit together:
 // - redis_mode cluster with a database other than 0 in redis_url (Redis Cluster has only 0), or
 //   with any redis_sentinel_* setting;

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "server/grpc/conversions.h"
 
 namespace orderhold::grpc_api {
@@ -32,16 +33,23 @@ void WatchRegistry::EndAll() {
   }
 }
 
-bool WatchRegistry::Add(HoldEventWatch* watch) {
+absl::Status WatchRegistry::Add(HoldEventWatch* watch) {
   absl::MutexLock lock(&mu_);
-  if (closed_) return false;
+  if (closed_) return absl::UnavailableError("server shutting down; reconnect to resume");
+  if (static_cast<int>(watches_.size()) >= max_watches_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_watches: this server already has ", max_watches_,
+        " open WatchHoldEvents streams (--max_watches); retry later or on another replica"));
+  }
   watches_.insert(watch);
-  return true;
+  if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
+  return absl::OkStatus();
 }
 
 void WatchRegistry::Remove(HoldEventWatch* watch) {
   absl::MutexLock lock(&mu_);
   watches_.erase(watch);
+  if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
 }
 
 HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& metrics,
@@ -52,11 +60,11 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& m
       registry_(registry),
       spec_(std::move(spec)),
       idle_poll_(idle_poll) {
-  registered_ = registry_.Add(this);
+  const absl::Status added = registry_.Add(this);
+  registered_ = added.ok();
   mu_.Lock();
   if (!registered_) {
-    FinishLocked(
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "server shutting down; reconnect to resume"));
+    FinishLocked(ToGrpcStatus(added));
     Unlock(false);
     return;
   }
@@ -124,7 +132,13 @@ void HoldEventWatch::OnWriteDone(bool ok) {
   } else {
     metrics_.events_delivered().Increment();
     if (!buffer_.empty()) {
-      if (buffer_.front().delivery_count > 1) metrics_.events_redelivered().Increment();
+      const store::StoredEvent& sent = buffer_.front();
+      if (sent.delivery_count > 1) {
+        metrics_.events_redelivered().Increment();
+      } else {
+        metrics_.event_delivery_delay().Observe(
+            absl::ToDoubleSeconds(absl::Now() - sent.end.end_time));
+      }
       buffer_.pop_front();
     }
     WriteNextOrPoll();

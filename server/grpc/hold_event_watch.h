@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -36,18 +37,27 @@ namespace orderhold::grpc_api {
 
 class HoldEventWatch;
 
-// The open watches of a server. Thread-safe.
+// The open watches of a server, at most `max_watches` (--max_watches) of them. Thread-safe.
 class WatchRegistry {
  public:
+  // `open` (may be null) is kept equal to the number of open watches (orderhold_watches); it
+  // must outlive the registry. max_watches >= 1.
+  explicit WatchRegistry(int max_watches, prometheus::Gauge* open = nullptr)
+      : max_watches_(max_watches), open_(open) {}
+
   // Ends every open watch with UNAVAILABLE and refuses new ones (they end at once the same way).
   void EndAll();
 
  private:
   friend class HoldEventWatch;
-  // False when shutting down.
-  bool Add(HoldEventWatch* watch);
+  // OK, or the status a refused watch ends with: UNAVAILABLE when shutting down,
+  // RESOURCE_EXHAUSTED naming --max_watches when that many are open (AIP-193: a quota of this
+  // server; the client may retry later or on another replica).
+  absl::Status Add(HoldEventWatch* watch);
   void Remove(HoldEventWatch* watch);
 
+  const int max_watches_;
+  prometheus::Gauge* const open_;
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::set<HoldEventWatch*> watches_ ABSL_GUARDED_BY(mu_);

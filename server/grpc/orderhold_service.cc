@@ -103,8 +103,13 @@ grpc::ServerUnaryReactor* ServeUnary(const UnaryCall& call, const grpc::ByteBuff
 }  // namespace
 
 OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                                   metrics::Metrics& metrics, absl::Duration idle_poll)
-    : holds_(holds), events_(events), metrics_(metrics), idle_poll_(idle_poll) {}
+                                   metrics::Metrics& metrics, int max_watches,
+                                   absl::Duration idle_poll)
+    : holds_(holds),
+      events_(events),
+      metrics_(metrics),
+      idle_poll_(idle_poll),
+      watches_(max_watches, &metrics.watches()) {}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,

@@ -40,9 +40,12 @@ class OrderHoldService final : public RawOrderHoldService {
  public:
   // `holds`, `events` and `metrics` must outlive the service (and the grpc::Server it is
   // registered on). `events` may be null (--store=noop): the event rpcs then answer UNAVAILABLE.
-  // `idle_poll`: how long a watch waits before polling Redis again after finding nothing.
+  // `max_watches` (>= 1, --max_watches): WatchHoldEvents streams open at once on this server;
+  // one more is refused RESOURCE_EXHAUSTED. `idle_poll`: how long a watch waits before polling
+  // Redis again after finding nothing.
   OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                   metrics::Metrics& metrics, absl::Duration idle_poll = absl::Milliseconds(100));
+                   metrics::Metrics& metrics, int max_watches,
+                   absl::Duration idle_poll = absl::Milliseconds(100));
 
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }

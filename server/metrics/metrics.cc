@@ -61,6 +61,18 @@ Metrics::Metrics(prometheus::Registry& registry)
       events_trimmed_unacked_(Counter(registry, "orderhold_events_trimmed_unacked_total",
                                       "Hold events deleted by --event_retention before some "
                                       "consumer group acked them.")),
+      watches_(Gauge(registry, "orderhold_watches",
+                     "WatchHoldEvents streams open on this server (at most --max_watches).")),
+      // 1 ms .. 60 s: milliseconds when watchers are woken promptly, up to the poll interval
+      // and the reaper's lag (an expired hold's end time is its expire time) otherwise.
+      event_delivery_delay_(
+          BuildHistogram()
+              .Name("orderhold_event_delivery_delay_seconds")
+              .Help("Per first delivery of a hold event: time written to a watcher (host clock) "
+                    "minus the hold's end time (Redis clock).")
+              .Register(registry)
+              .Add({}, Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                   0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60})),
       oldest_unacked_family_(BuildGauge()
                                  .Name("orderhold_events_oldest_unacked_age_seconds")
                                  .Help("Age of the group's oldest unacked hold event, in the "

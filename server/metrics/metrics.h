@@ -79,6 +79,13 @@ class Metrics {
   // orderhold_events_trimmed_unacked_total: events deleted by --event_retention before some group
   // acked them.
   prometheus::Counter& events_trimmed_unacked() { return events_trimmed_unacked_; }
+  // orderhold_watches: WatchHoldEvents streams open on this server now (<= --max_watches).
+  prometheus::Gauge& watches() { return watches_; }
+  // orderhold_event_delivery_delay_seconds: per first delivery of an event (delivery_count 1),
+  // the time it was written to a watcher (host clock) minus the hold's end time (Redis clock):
+  // what a consumer waits to learn of an end. Redeliveries are left out (they wait for
+  // --event_ack_timeout by design).
+  prometheus::Histogram& event_delivery_delay() { return event_delivery_delay_; }
   // orderhold_events_oldest_unacked_age_seconds{group}: age of the group's oldest unacked event
   // in the partitions this replica reaps (0 when none); use max by (group) across replicas.
   void SetOldestUnackedAge(const std::string& group, double seconds);
@@ -135,6 +142,8 @@ class Metrics {
   prometheus::Counter& events_redelivered_;
   prometheus::Counter& events_acked_;
   prometheus::Counter& events_trimmed_unacked_;
+  prometheus::Gauge& watches_;
+  prometheus::Histogram& event_delivery_delay_;
   prometheus::Family<prometheus::Gauge>& oldest_unacked_family_;
   absl::Mutex groups_mu_;
   std::map<std::string, prometheus::Gauge*> oldest_unacked_ ABSL_GUARDED_BY(groups_mu_);

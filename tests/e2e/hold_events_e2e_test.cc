@@ -35,6 +35,7 @@ namespace orderhold {
 namespace {
 
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::HistogramSum;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisCluster;
@@ -254,6 +255,41 @@ TEST_P(HoldEventsE2eTest, EachOutcomeIsOneEventRetriesAddNoneAndTwoGroupsSeeEver
     EXPECT_THAT(Holds(std::vector<HoldEvent>(events.begin() + 3, events.end())),
                 UnorderedElementsAre("alice/marker", "bob/marker"));
   }
+}
+
+// --max_watches bounds the open watches of one server: one more is RESOURCE_EXHAUSTED naming the
+// flag, and a closed one makes room again; orderhold_watches follows. A first delivery is timed
+// (orderhold_event_delivery_delay_seconds: send time minus the hold's end time).
+TEST_P(HoldEventsE2eTest, MaxWatchesRefusesOneMoreAndDeliveriesAreTimed) {
+  Config config = TestConfig();
+  config.max_watches = 2;
+  Replica r = StartReplica(config);
+  ASSERT_NE(r.app, nullptr);
+  auto first = std::make_unique<Watcher>(*r.client, Watch("billing", "b1"), /*ack=*/true);
+  Watcher second(*r.client, Watch("billing", "b2"), /*ack=*/true);
+  ASSERT_TRUE(Eventually([&] { return r.Metric("orderhold_watches") == 2; }));
+
+  Watcher third(*r.client, Watch("billing", "b3"), /*ack=*/true);
+  ASSERT_TRUE(third.WaitEnded(absl::Seconds(10)));
+  EXPECT_THAT(third.status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_watches")));
+  EXPECT_EQ(r.Metric("orderhold_watches"), 2);
+
+  first.reset();  // cancels: its slot is free again
+  ASSERT_TRUE(Eventually([&] { return r.Metric("orderhold_watches") == 1; }));
+  Watcher fourth(*r.client, Watch("inventory", "i1"), /*ack=*/true);
+  ASSERT_TRUE(Eventually([&] { return r.Metric("orderhold_watches") == 2; }));
+
+  const absl::Time before = absl::Now();
+  ASSERT_THAT(r.client->PlaceHold("alice", "o1"), IsOk());
+  ASSERT_THAT(r.client->CancelHold("alice", "o1"), IsOk());
+  ASSERT_TRUE(fourth.WaitFor(1));
+  ASSERT_TRUE(second.WaitFor(1));
+  const absl::Duration waited = absl::Now() - before;
+  // One per group; each ended after `before` and arrived before `waited` had passed.
+  EXPECT_EQ(r.Metric("orderhold_event_delivery_delay_seconds"), 2);
+  EXPECT_LE(HistogramSum(*r.registry, "orderhold_event_delivery_delay_seconds"),
+            absl::ToDoubleSeconds(2 * waited));
 }
 
 TEST_P(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousandEvents) {

@@ -34,6 +34,20 @@ inline double MetricValue(const prometheus::Registry& registry, const std::strin
   return -1;
 }
 
+// The sum of the samples of the histogram `name` with exactly `labels`; -1 when there is none.
+inline double HistogramSum(const prometheus::Registry& registry, const std::string& name,
+                           const std::map<std::string, std::string>& labels = {}) {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name || family.type != prometheus::MetricType::Histogram) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      std::map<std::string, std::string> have;
+      for (const auto& label : metric.label) have[label.name] = label.value;
+      if (have == labels) return metric.histogram.sample_sum;
+    }
+  }
+  return -1;
+}
+
 }  // namespace orderhold::testing
 
 #endif  // ORDERHOLD_TESTS_TESTING_METRIC_VALUES_H_

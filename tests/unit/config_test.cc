@@ -78,6 +78,9 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config.event_retention = absl::Milliseconds(10);
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("event_retention")));
   config = Config{};
+  config.max_watches = 0;
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_watches")));
+  config = Config{};
   config.reaper_lease = config.reap_interval;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
@@ -116,17 +119,18 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(DescribeConfig(*config),
-            "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 tls_cert_file= "
-            "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
-            "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
-            "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
-            "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-            "default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
-            "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
-            "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-            "event_ack_timeout=30s event_retention=24h reaper_lease=3s store=redis "
-            "log_format=text");
+  EXPECT_EQ(
+      DescribeConfig(*config),
+      "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 tls_cert_file= "
+      "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
+      "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
+      "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
+      "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
+      "default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
+      "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
+      "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+      "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
+      "log_format=text");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
@@ -278,6 +282,7 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
       {"event_retention", "2h", "event_retention=2h",
        [](const Config& c) { return c.event_retention == absl::Hours(2); }},
+      {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
       {"reaper_lease", "9s", "reaper_lease=9s",
        [](const Config& c) { return c.reaper_lease == absl::Seconds(9); }},
       {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},
