@@ -19,11 +19,15 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
     "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
     "N]\n"
     "\n"
     "watch prints one JSON line per hold event and reconnects when the server goes away.\n"
+    "health asks grpc.health.v1 about SERVICE (\"\" when omitted: ready while Redis answers;\n"
+    "\"liveness\": up) and exits 0 only when SERVING (14 when NOT_SERVING): a probe for any\n"
+    "runtime, over TLS too.\n"
     "Flags may come before or after the command. --ttl unset uses the server's default (30m).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
@@ -105,7 +109,8 @@ int ExitCodeFor(const absl::Status& status) { return static_cast<int>(status.cod
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl) {
   if (args.empty()) {
-    return absl::InvalidArgumentError("missing command (place, pay, cancel, list or watch)");
+    return absl::InvalidArgumentError(
+        "missing command (place, pay, cancel, list, watch or health)");
   }
   const std::string& name = args[0];
   CliCommand command;
@@ -125,9 +130,19 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
   } else if (name == "watch") {
     command.kind = CliCommand::Kind::kWatch;
     want_args = 0;
+  } else if (name == "health") {
+    command.kind = CliCommand::Kind::kHealth;
+    if (args.size() > 2) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("health takes [SERVICE], got %d arguments", args.size() - 1));
+    }
+    if (args.size() == 2) command.health_service = args[1];
+    if (ttl.has_value())
+      return absl::InvalidArgumentError("--ttl applies only to place, not health");
+    return command;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command \"", name, "\" (want place, pay, cancel, list or watch)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown command \"", name, "\" (want place, pay, cancel, list, watch or health)"));
   }
   if (args.size() - 1 != want_args) {
     return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
@@ -275,6 +290,16 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       if (!response.ok()) return PrintError(response.status(), err);
       return PrintResponse(*response, json ? "" : FormatListHolds(command.user_id, *response), json,
                            out, err);
+    }
+    case CliCommand::Kind::kHealth: {
+      auto status = client.Health(command.health_service);
+      if (!status.ok()) return PrintError(status.status(), err);
+      const std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);
+      out << name << '\n';
+      if (*status == grpc::health::v1::HealthCheckResponse::SERVING) return 0;
+      return PrintError(absl::UnavailableError(
+                            absl::StrCat("health of \"", command.health_service, "\" is ", name)),
+                        err);
     }
   }
   return PrintError(absl::InternalError("unhandled command"), err);

@@ -4,6 +4,7 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
+//   orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
 //                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
 //
@@ -16,6 +17,10 @@
 // goes away (UNAVAILABLE, e.g. a restart) it reconnects every second and resumes: unacked events
 // come back (its own at once, under the same --consumer name). The default consumer name is
 // "<hostname>-<pid>".
+//
+// health asks the server's grpc.health.v1 service about SERVICE ("" when omitted; the server also
+// knows "orderhold.v1.OrderHold" and "liveness"), prints the status name (SERVING, NOT_SERVING)
+// and exits 0 only when SERVING, 14 (UNAVAILABLE) when not: an exec probe that also speaks TLS.
 //
 // Output. Human-readable lines on stdout by default (see the Format* functions), or with --json the
 // response message as one line of proto3 JSON, default-valued fields included.
@@ -99,10 +104,11 @@ int ExitCodeFor(const absl::Status& status);
 
 // A parsed command line.
 struct CliCommand {
-  enum class Kind { kPlace, kPay, kList, kCancel, kWatch };
+  enum class Kind { kPlace, kPay, kList, kCancel, kWatch, kHealth };
   Kind kind = Kind::kList;
-  std::string user_id;   // Empty for kWatch.
-  std::string order_id;  // Empty for kList and kWatch.
+  std::string user_id;         // Empty for kWatch.
+  std::string order_id;        // Empty for kList and kWatch.
+  std::string health_service;  // kHealth only: the service asked about ("" = the server).
   // kWatch only (from --group, --consumer, --ack, --outcomes, --start, --max_events; set by the
   // caller after ParseCommand, checked by ParseWatchFlags).
   orderhold::v1::WatchHoldEventsRequest watch;
@@ -115,7 +121,7 @@ struct CliCommand {
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.
 // Returns INVALID_ARGUMENT describing the mistake on a usage error (no or unknown command, wrong
-// argument count, --ttl with pay or list); the caller exits with kExitUsage.
+// argument count, --ttl with anything but place); the caller exits with kExitUsage.
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl);
 

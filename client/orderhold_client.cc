@@ -17,10 +17,10 @@ constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
 
 // One unary call of `rpc` on `stub` with a deadline of now + `timeout`: the response, or the
 // call's status as an absl::Status.
-template <typename Request, typename Response>
-absl::StatusOr<Response> CallUnary(Stub& stub,
-                                   grpc::Status (Stub::*rpc)(grpc::ClientContext*, const Request&,
-                                                             Response*),
+template <typename StubT, typename Request, typename Response>
+absl::StatusOr<Response> CallUnary(StubT& stub,
+                                   grpc::Status (StubT::*rpc)(grpc::ClientContext*, const Request&,
+                                                              Response*),
                                    const Request& request, absl::Duration timeout) {
   grpc::ClientContext context;
   // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
@@ -61,14 +61,16 @@ absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
 }
 
 OrderHoldClient::OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
-                                 ClientOptions options)
-    : stub_(std::move(stub)), options_(options) {}
+                                 ClientOptions options,
+                                 std::shared_ptr<grpc::health::v1::Health::StubInterface> health)
+    : stub_(std::move(stub)), health_(std::move(health)), options_(options) {}
 
 absl::StatusOr<std::unique_ptr<OrderHoldClient>> OrderHoldClient::Create(const std::string& target,
                                                                          const TlsOptions& tls,
                                                                          ClientOptions options) {
   ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, NewChannel(target, tls));
-  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options);
+  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options,
+                                           grpc::health::v1::Health::NewStub(channel));
 }
 
 std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& target,
@@ -140,6 +142,19 @@ absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
   orderhold::v1::ListHoldsRequest request;
   request.set_user_id(std::string(user_id));
   return CallUnary(*stub_, &Stub::ListHolds, request, options_.timeout);
+}
+
+absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldClient::Health(
+    absl::string_view service) const {
+  if (health_ == nullptr) {
+    return absl::FailedPreconditionError("this client was made from a stub: no health service");
+  }
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string(service));
+  ORDERHOLD_ASSIGN_OR_RETURN(const grpc::health::v1::HealthCheckResponse response,
+                             CallUnary(*health_, &grpc::health::v1::Health::StubInterface::Check,
+                                       request, options_.timeout));
+  return response.status();
 }
 
 }  // namespace orderhold::client

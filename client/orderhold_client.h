@@ -37,6 +37,7 @@
 #include "client/channel.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 
 namespace orderhold::client {
@@ -64,8 +65,10 @@ struct ClientOptions {
 class OrderHoldClient {
  public:
   // Wraps an existing stub. Tests inject a fake StubInterface here; `stub` must not be null.
+  // `health` (may be null: Health() then fails) is the grpc.health.v1 stub of the same server.
   OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
-                  ClientOptions options);
+                  ClientOptions options,
+                  std::shared_ptr<grpc::health::v1::Health::StubInterface> health = nullptr);
 
   // Creates a client on a new channel to `target`, any gRPC target string ("host:port",
   // "dns:///host:port", "unix:/path"): plaintext, or TLS / mutual TLS as `tls` says (NewChannel
@@ -124,8 +127,17 @@ class OrderHoldClient {
   // none. Errors: INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id) const;
 
+  // Asks the server's standard grpc.health.v1 service (Check) about `service`: "" or
+  // "orderhold.v1.OrderHold" (SERVING while Redis answers: readiness) or "liveness" (SERVING
+  // whenever the server runs). Returns the status the server reports (SERVING, NOT_SERVING).
+  // Errors: NOT_FOUND (the server knows no such service), UNAVAILABLE, DEADLINE_EXCEEDED;
+  // FAILED_PRECONDITION for a client made from a stub without `health`.
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> Health(
+      absl::string_view service) const;
+
  private:
   const std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub_;
+  const std::shared_ptr<grpc::health::v1::Health::StubInterface> health_;
   const ClientOptions options_;
 };
 

@@ -166,6 +166,7 @@ pass "the server is PID 1 of the container and runs as uid ${uid}"
 
 # The README story (train tickets), through the CLI inside the container.
 T=(--target "127.0.0.1:${GRPC_PORT}")
+expect "${CTR}" "SERVING" 0 "${T[@]}" health                # the probe inside the image
 expect "${CTR}" "placed train-1 for alice: expires in 30m (1/3 active)" 0 "${T[@]}" place alice train-1
 expect "${CTR}" "(2/3 active)" 0 "${T[@]}" place alice train-2
 expect "${CTR}" "(3/3 active)" 0 "${T[@]}" place alice train-3

@@ -242,6 +242,26 @@ TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
   EXPECT_THAT(server_.log(), HasSubstr("I stopped"));
 }
 
+// `orderhold-cli health`: a probe for any runtime. Readiness ("") follows Redis, "liveness" does
+// not; the exit status says SERVING (0) or not (14).
+TEST_F(BinariesE2eTest, CliHealthIsAProbe) {
+  server_.Start(ServerArgs());
+  ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  ASSERT_TRUE(Eventually([&] { return Cli("health").exit_code == 0; }));
+  CommandResult ready = Cli("health");
+  EXPECT_THAT(ready.output, HasSubstr("SERVING"));
+  EXPECT_EQ(Cli("health liveness").exit_code, 0);
+  EXPECT_EQ(Cli("health orderhold.v1.OrderHold").exit_code, 0);
+  CommandResult unknown = Cli("health no.such.Service");
+  EXPECT_EQ(unknown.exit_code, 5) << unknown.output;  // NOT_FOUND
+
+  ASSERT_TRUE(redis_->Stop().ok());
+  ASSERT_TRUE(Eventually([&] { return Cli("health").exit_code == 14; }));
+  CommandResult down = Cli("health");
+  EXPECT_THAT(down.output, HasSubstr("NOT_SERVING"));
+  EXPECT_EQ(Cli("health liveness").exit_code, 0);  // alive: restarting would not help
+}
+
 TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
   struct Case {
     std::string flag;

@@ -151,6 +151,18 @@ TEST(ParseCommandTest, UsageErrors) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"list", "alice"}, absl::Seconds(1)).status()));
 }
 
+TEST(ParseCommandTest, HealthTakesAnOptionalService) {
+  auto whole = ParseCommand({"health"}, std::nullopt);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->kind, CliCommand::Kind::kHealth);
+  EXPECT_EQ(whole->health_service, "");
+  auto liveness = ParseCommand({"health", "liveness"}, std::nullopt);
+  ASSERT_TRUE(liveness.ok()) << liveness.status();
+  EXPECT_EQ(liveness->health_service, "liveness");
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"health", "a", "b"}, std::nullopt).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"health"}, absl::Seconds(1)).status()));
+}
+
 TEST(ParseCommandTest, CancelAndWatch) {
   auto cancel = ParseCommand({"cancel", "alice", "order-1"}, std::nullopt);
   ASSERT_TRUE(cancel.ok());
