@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # install-deps.sh: installs the Debian 12 packages OrderHold needs to build, test and run, when
-# missing. Used by deploy/run.sh and tests/run.sh. Needs root only when something is missing.
+# missing. Used by tests/run.sh, deploy/run.sh and deploy/Dockerfile. Needs root only when
+# something is missing.
 #
-#   deploy/install-deps.sh           everything: build, tests, running
+#   deploy/install-deps.sh           everything: build, tests (podman, Prometheus, ... included)
+#   deploy/install-deps.sh --run     building the binaries and running them with a local Redis
+#                                    (deploy/run.sh): no test tools
 #   deploy/install-deps.sh --build   only what building the binaries needs (deploy/Dockerfile)
 set -euo pipefail
 
@@ -11,11 +14,14 @@ BUILD_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev  # libraries
 )
-PACKAGES=(
+RUN_PACKAGES=(
   "${BUILD_PACKAGES[@]}"
+  redis-server redis-tools curl                         # running, tests, the README story
+)
+PACKAGES=(
+  "${RUN_PACKAGES[@]}"
   openssl                                               # tests: certificates for TLS to Redis
   libgtest-dev libgmock-dev                             # tests
-  redis-server redis-tools curl                         # running, tests, the README story
   jq                                                    # tests/bench/run.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)
@@ -27,8 +33,9 @@ PACKAGES=(
 command -v kubectl >/dev/null || PACKAGES+=(kubernetes-client)
 case "${1:-}" in
   "") ;;
+  --run) PACKAGES=("${RUN_PACKAGES[@]}") ;;
   --build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
-  *) echo "usage: install-deps.sh [--build]" >&2; exit 64 ;;
+  *) echo "usage: install-deps.sh [--run | --build]" >&2; exit 64 ;;
 esac
 
 missing=()

@@ -3,7 +3,7 @@
 #
 #   deploy/run.sh [orderhold-server flags...]        e.g. deploy/run.sh --max_holds=5
 #
-# 1. Installs the Debian 12 packages that are missing (deploy/install-deps.sh: apt; needs root
+# 1. Installs the Debian 12 packages that are missing (deploy/install-deps.sh --run: apt; needs root
 #    only when something is).
 # 2. Configures (first time only) and builds Release into <repo>/build; a no-op when up to date.
 # 3. Unless --redis_url / ORDERHOLD_REDIS_URL is given, runs a private redis-server on
@@ -25,7 +25,7 @@ die() {
   exit 1
 }
 
-install_missing_packages() { "${REPO}/deploy/install-deps.sh"; }
+install_missing_packages() { "${REPO}/deploy/install-deps.sh" --run; }
 
 build() {
   # Configure only once: later runs keep whatever the tree was configured with, and ninja re-runs
