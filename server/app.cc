@@ -118,11 +118,14 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
 
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   if (app->redis_store_ != nullptr) {
-    app->events_ = std::make_unique<domain::EventService>(*app->redis_store_, config.events,
-                                                          *app->metrics_, clock);
+    app->events_ =
+        std::make_unique<domain::EventService>(*app->redis_store_, config.events, *app->metrics_);
+    app->dispatcher_ =
+        std::make_unique<domain::EventDispatcher>(*app->redis_store_, config.events, clock);
+    app->dispatcher_->Start();
   }
-  app->service_ = std::make_unique<grpc_api::OrderHoldService>(*app->holds_, app->events_.get(),
-                                                               *app->metrics_, config.max_watches);
+  app->service_ = std::make_unique<grpc_api::OrderHoldService>(
+      *app->holds_, app->events_.get(), app->dispatcher_.get(), *app->metrics_, config.max_watches);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -171,6 +174,7 @@ void App::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  if (dispatcher_ != nullptr) dispatcher_->Stop();
   if (reaper_ != nullptr) reaper_->Stop();
 }
 

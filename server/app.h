@@ -13,6 +13,7 @@
 #include "grpcpp/server.h"
 #include "prometheus/registry.h"
 #include "server/config.h"
+#include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
 #include "server/grpc/health_reporter.h"
@@ -62,6 +63,8 @@ class App {
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop
+  // Which partitions the watches read, and the safety sweep; null with --store=noop.
+  std::unique_ptr<domain::EventDispatcher> dispatcher_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_api::HealthReporter> health_;

@@ -39,10 +39,11 @@ enum class RedisMode {
 // runs out its timeout on every write.
 inline constexpr int kMaxRedisWaitReplicas = 16;
 
-// Default of --max_watches. Every open watch polls its group's 64 partition streams about every
-// 100 ms when idle (about 1,300 Redis operations per second each, measured in issue 13), so a
-// thousand are already a Redis' worth of polling: the bound keeps one client that opens watches
-// in a loop from taking Redis down for everyone.
+// Default of --max_watches. An idle watch costs Redis nothing (it is woken by nudges; the safety
+// sweep costs one call per partition per server, whatever the number of watches), but each open
+// watch holds up to EventPolicy::max_events_per_poll events in memory and its group's first read
+// covers all 64 partitions: the bound keeps one client that opens watches in a loop from taking
+// the server's memory and Redis' attention from everyone else.
 inline constexpr int kDefaultMaxWatches = 1000;
 // Upper bound of --max_watches.
 inline constexpr int kMaxMaxWatches = 1000000;

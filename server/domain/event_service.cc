@@ -59,9 +59,8 @@ absl::Status ValidateGroup(absl::string_view group) {
   return absl::OkStatus();
 }
 
-EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics,
-                           const Clock& clock)
-    : log_(log), policy_(policy), metrics_(metrics), clock_(clock) {}
+EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics)
+    : log_(log), policy_(policy), metrics_(metrics) {}
 
 void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
                              store::Callback<bool> done) {
@@ -86,34 +85,37 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
       });
 }
 
-void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallOptions options,
-                        store::Callback<std::vector<store::StoredEvent>> done) {
-  const int partitions = log_.event_partition_count();
+void EventService::Read(const WatchSpec& spec, const ReadPlan& plan, store::CallOptions options,
+                        absl::AnyInvocable<void(ReadResult) &&> done) {
   store::ReadEventsArgs args;
   args.group = spec.group;
   args.consumer = spec.consumer;
-  args.max_events = std::max(1, policy_.max_events_per_poll / partitions);
-  args.own_pending = cursor.first_poll;
-  cursor.first_poll = false;
-  const absl::Time now = clock_.Now();
-  if (now >= cursor.next_claim) {
-    args.claim_idle = policy_.ack_timeout;
-    cursor.next_claim = now + policy_.claim_interval;
-  }
+  args.max_events =
+      std::max(1, policy_.max_events_per_poll / std::max<int>(1, plan.partitions.size()));
+  args.own_pending = plan.own_pending;
+  const std::set<int> claims(plan.claims.begin(), plan.claims.end());
   FanIn<std::vector<store::StoredEvent>>(
-      static_cast<size_t>(partitions),
-      [&](size_t partition, Callback<std::vector<store::StoredEvent>> slot) {
-        log_.ReadEvents(static_cast<int>(partition), args, options, std::move(slot));
+      plan.partitions.size(),
+      [&](size_t i, Callback<std::vector<store::StoredEvent>> slot) {
+        const int partition = plan.partitions[i];
+        store::ReadEventsArgs partition_args = args;
+        if (claims.count(partition) > 0) partition_args.claim_idle = policy_.ack_timeout;
+        log_.ReadEvents(partition, std::move(partition_args), options, std::move(slot));
       },
-      [this, spec, options, done = std::move(done)](
+      [this, spec, partitions = plan.partitions, max_events = args.max_events, options,
+       done = std::move(done)](
           std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
-        std::vector<store::StoredEvent> out;
+        ReadResult out;
         std::map<int, std::vector<std::string>> filtered;  // partition -> stream ids to ack
-        for (auto& result : results) {
+        for (size_t i = 0; i < results.size(); ++i) {
+          auto& result = results[i];
+          if (result.ok() && static_cast<int>(result->size()) >= max_events) {
+            out.again.push_back(partitions[i]);
+          }
           if (!result.ok()) continue;
           for (store::StoredEvent& event : *result) {
             if (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0) {
-              out.push_back(std::move(event));
+              out.events.push_back(std::move(event));
             } else {
               filtered[event.partition].push_back(event.stream_id);
             }
@@ -127,9 +129,7 @@ void EventService::Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallO
                            if (acked.ok()) metrics_.events_acked().Increment(*acked);
                          });
         }
-        if (absl::Status error = FirstError(results); !error.ok()) {
-          return std::move(done)(error);
-        }
+        out.status = FirstError(results);
         std::move(done)(std::move(out));
       });
 }

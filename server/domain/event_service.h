@@ -1,13 +1,14 @@
 // EventService: hold events for consumers, on top of a HoldEventLog (Redis Streams consumer
-// groups), independent of gRPC. It validates what callers send, fans reads out over the event
-// partitions with a bounded budget (flow control lives in the caller: it polls again only when
-// it has sent what it got), applies a watch's outcome filter (events filtered out are acked for
-// the group, which has seen them) and records the event metrics it owns (acked).
+// groups), independent of gRPC. It validates what callers send, reads the partitions a watch was
+// given (EventDispatcher decides which: event_dispatcher.h) with a bounded budget (flow control
+// lives in the caller: it asks for more only when it has sent what it got), applies a watch's
+// outcome filter (events filtered out are acked for the group, which has seen them) and records
+// the event metrics it owns (acked).
 //
 // Errors (absl codes, = gRPC codes): INVALID_ARGUMENT naming the field (consumer_group,
 // consumer, outcomes, event_ids); UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL from the log.
 //
-// Thread-safe, except that one WatchCursor must only be used by one poll at a time.
+// Thread-safe.
 #ifndef ORDERHOLD_SERVER_DOMAIN_EVENT_SERVICE_H_
 #define ORDERHOLD_SERVER_DOMAIN_EVENT_SERVICE_H_
 
@@ -15,21 +16,25 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/common/clock.h"
 #include "server/metrics/metrics.h"
 #include "server/store/event_log.h"
 
 namespace orderhold::domain {
 
-// --event_ack_timeout and the per-watch read budget.
+// --event_ack_timeout, the per-watch read budget and the safety sweep's period.
 struct EventPolicy {
   // An event pending (sent, not acked) this long is redelivered to a connected consumer.
   absl::Duration ack_timeout = absl::Seconds(30);
-  // Max events read per poll over all partitions (bounds the memory of one watch).
+  // Max events read at once over all partitions (bounds the memory of one watch).
   int max_events_per_poll = 256;
-  // Pending events are looked for claims at most this often per watch.
+  // The safety sweep (EventDispatcher) runs every claim_interval to 2 * claim_interval,
+  // uniformly jittered: it finds what a nudge missed, events appended while this server was away,
+  // and events pending longer than ack_timeout, which it has claimed (redelivered). So a
+  // redelivery comes at most 2 * claim_interval after ack_timeout. Default 1 s: a sweep every
+  // 1-2 s.
   absl::Duration claim_interval = absl::Seconds(1);
 };
 
@@ -40,10 +45,22 @@ struct WatchSpec {
   store::GroupStart start = store::GroupStart::kEarliest;
 };
 
-// Per-watch poll state, owned by the watch.
-struct WatchCursor {
-  bool first_poll = true;  // take back the consumer's own pending events first
-  absl::Time next_claim = absl::InfinitePast();
+// What one read of a watch covers (decided by EventDispatcher::TakeWork).
+struct ReadPlan {
+  std::vector<int> partitions;  // to read, ascending; empty: nothing to read
+  std::vector<int> claims;      // those of `partitions` where pending events are claimed too
+  bool own_pending = false;     // first take back the consumer's own pending events
+  bool empty() const { return partitions.empty(); }
+};
+
+// What one Read found.
+struct ReadResult {
+  std::vector<store::StoredEvent> events;  // in partition order, only those matching the filter
+  // Partitions to read again: their read filled its share of the budget (more may be waiting).
+  // A failed partition is not among them: the safety sweep finds what is left there. In
+  // `plan.partitions` order.
+  std::vector<int> again;
+  absl::Status status;  // OK, or the first failed partition's error
 };
 
 // INVALID_ARGUMENT naming `consumer_group` unless 1-64 characters of [A-Za-z0-9_.-] (it becomes a
@@ -52,22 +69,23 @@ absl::Status ValidateGroup(absl::string_view group);
 
 class EventService {
  public:
-  // `log`, `metrics` and `clock` must outlive this object. `clock` (host time) schedules the
-  // claims of pending events (EventPolicy::claim_interval).
-  EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics,
-               const Clock& clock);
+  // `log` and `metrics` must outlive this object.
+  EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics);
 
   // Validates `spec` (group, consumer: see hold.h ValidateId) and creates the group on every
   // partition where it does not exist yet, starting at spec.start.
   void Subscribe(const WatchSpec& spec, store::CallOptions options, store::Callback<bool> done);
 
-  // The next events for spec.consumer, at most policy.max_events_per_poll, possibly none: its own
-  // pending events on the first poll, then events pending longer than ack_timeout (claimed), then
-  // new ones; only those matching spec.outcomes (the others are acked). Each returned event is
-  // pending for the consumer until acked. Fails with the first partition's error; events read
-  // from other partitions in that poll stay pending and are redelivered after ack_timeout.
-  void Poll(const WatchSpec& spec, WatchCursor& cursor, store::CallOptions options,
-            store::Callback<std::vector<store::StoredEvent>> done);
+  // Reads plan.partitions for spec.consumer, all at once, at most policy.max_events_per_poll
+  // events in all (an equal share per partition, at least 1): per partition its own pending
+  // events (plan.own_pending), then events pending longer than ack_timeout (claimed, where
+  // plan.claims says), then new ones; only those matching spec.outcomes are returned (the others
+  // are acked for the group). Each returned event is pending for the consumer until acked. With
+  // a failed partition, result.status is its error; events read from other partitions are
+  // returned all the same (the caller may drop them: they stay pending and are redelivered after
+  // ack_timeout). `done` runs once, on a store thread or inline.
+  void Read(const WatchSpec& spec, const ReadPlan& plan, store::CallOptions options,
+            absl::AnyInvocable<void(ReadResult) &&> done);
 
   // Acks `event_ids` (HoldEvent.event_id) for `group`; yields how many were pending. At most
   // kMaxAckIds ids; INVALID_ARGUMENT naming consumer_group or event_ids otherwise.
@@ -82,7 +100,6 @@ class EventService {
   store::HoldEventLog& log_;
   const EventPolicy policy_;
   metrics::Metrics& metrics_;
-  const Clock& clock_;
 };
 
 }  // namespace orderhold::domain

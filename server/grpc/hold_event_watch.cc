@@ -52,14 +52,14 @@ void WatchRegistry::Remove(HoldEventWatch* watch) {
   if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
 }
 
-HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& metrics,
-                               WatchRegistry& registry, domain::WatchSpec spec,
-                               absl::Duration idle_poll)
+HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
+                               metrics::Metrics& metrics, WatchRegistry& registry,
+                               domain::WatchSpec spec)
     : events_(events),
+      dispatcher_(dispatcher),
       metrics_(metrics),
       registry_(registry),
-      spec_(std::move(spec)),
-      idle_poll_(idle_poll) {
+      spec_(std::move(spec)) {
   const absl::Status added = registry_.Add(this);
   registered_ = added.ok();
   mu_.Lock();
@@ -74,37 +74,53 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, metrics::Metrics& m
     mu_.Lock();
     if (!created.ok()) {
       FinishLocked(ToGrpcStatus(created.status()));
-    } else {
-      want_poll_ = !finished_;
+    } else if (!finished_) {
+      // Joined under mu_, and only while not finished: OnDone (which comes after finishing)
+      // then always sees member_ and leaves.
+      member_ = dispatcher_.Join(spec_.group, [this] { Wake(); });
+      want_poll_ = true;
     }
     Unlock(true);
   });
 }
 
 void HoldEventWatch::StartPoll() {
-  events_.Poll(spec_, cursor_, StoreCallOptions(),
-               [this](absl::StatusOr<std::vector<store::StoredEvent>> events) {
-                 mu_.Lock();
-                 if (!events.ok()) {
-                   FinishLocked(ToGrpcStatus(events.status()));
-                 } else if (!finished_) {
-                   for (store::StoredEvent& event : *events) buffer_.push_back(std::move(event));
-                   if (buffer_.empty()) {
-                     want_alarm_ = true;  // nothing new: poll again after idle_poll
-                   } else {
-                     WriteNextOrPoll();
-                   }
-                 }
-                 Unlock(true);
-               });
-}
-
-void HoldEventWatch::StartAlarm() {
-  alarm_.Set(absl::ToChronoTime(absl::Now() + idle_poll_), [this](bool fired) {
+  domain::ReadPlan plan = dispatcher_.TakeWork(member_);
+  if (plan.empty()) {
+    // Parked: the dispatcher wakes us when there is work. A wake that came while we were asking
+    // found us busy; ask once more, or it would be lost.
     mu_.Lock();
-    want_poll_ = fired && !finished_;
+    reading_ = false;
+    want_poll_ = std::exchange(rewake_, false) && !finished_;
+    Unlock(true);
+    return;
+  }
+  events_.Read(spec_, plan, StoreCallOptions(), [this](domain::ReadResult result) {
+    // Partitions whose read filled its budget: another watch of the group (or this one, once its
+    // buffer is sent) reads them again.
+    if (!result.again.empty()) dispatcher_.ReadAgain(*member_, result.again);
+    mu_.Lock();
+    reading_ = false;
+    if (!result.status.ok()) {
+      FinishLocked(ToGrpcStatus(result.status));
+    } else if (!finished_) {
+      for (store::StoredEvent& event : result.events) buffer_.push_back(std::move(event));
+      WriteNextOrPoll();  // nothing read: ask the dispatcher again (it parks us when idle)
+    }
     Unlock(true);
   });
+}
+
+void HoldEventWatch::Wake() {
+  mu_.Lock();
+  if (!finished_) {
+    if (reading_ || writing_ || want_poll_ || !buffer_.empty()) {
+      rewake_ = true;
+    } else {
+      want_poll_ = true;
+    }
+  }
+  Unlock(false);
 }
 
 void HoldEventWatch::WriteNextOrPoll() {
@@ -161,10 +177,9 @@ void HoldEventWatch::End(const grpc::Status& status) {
 void HoldEventWatch::FinishLocked(const grpc::Status& status) {
   if (finished_) return;
   finished_ = true;
-  // Sent-but-unacked and unsent events stay pending in Redis. A set alarm is left to fire (at
-  // most idle_poll later).
+  // Sent-but-unacked and unsent events stay pending in Redis.
   buffer_.clear();
-  want_poll_ = want_alarm_ = false;
+  want_poll_ = false;
   metrics_.RecordRequest(metrics::Method::kWatchHoldEvents,
                          static_cast<absl::StatusCode>(status.error_code()),
                          absl::Now() - started_);
@@ -174,11 +189,13 @@ void HoldEventWatch::FinishLocked(const grpc::Status& status) {
 void HoldEventWatch::Unlock(bool op_done) {
   if (op_done) --outstanding_;
   const bool poll = std::exchange(want_poll_, false);
-  const bool alarm = std::exchange(want_alarm_, false);
   const bool write = std::exchange(want_write_, false);
   std::optional<grpc::Status> finish = std::exchange(want_finish_, std::nullopt);
-  if (poll) ++outstanding_;
-  if (alarm) ++outstanding_;
+  if (poll) {
+    ++outstanding_;
+    reading_ = true;
+    rewake_ = false;  // this poll asks the dispatcher afresh
+  }
   const bool last = done_ && outstanding_ == 0;
   mu_.Unlock();
   // A finish decided while a write is in flight waits for nothing: gRPC sends the status after the
@@ -186,12 +203,16 @@ void HoldEventWatch::Unlock(bool op_done) {
   if (write && !finish.has_value()) StartWrite(&out_);
   if (finish.has_value()) Finish(*finish);
   if (poll) StartPoll();
-  if (alarm) StartAlarm();
   if (last) delete this;
 }
 
 void HoldEventWatch::OnDone() {
   if (registered_) registry_.Remove(this);
+  mu_.Lock();
+  std::shared_ptr<domain::EventDispatcher::Member> member = member_;
+  mu_.Unlock();
+  // After Leave no wake comes; the reads still in flight are counted in outstanding_.
+  if (member != nullptr) dispatcher_.Leave(member);
   mu_.Lock();
   done_ = true;
   Unlock(false);

@@ -1,23 +1,28 @@
 // HoldEventWatch: the server side of one WatchHoldEvents stream (a gRPC callback
 // ServerWriteReactor), and WatchRegistry, which ends every open watch at shutdown.
 //
-// Flow control: the watch holds at most one poll's events (EventPolicy::max_events_per_poll),
-// sends them one StartWrite at a time and polls Redis again only after the last one was written
-// (OnWriteDone), so a slow reader slows the reads instead of growing a buffer. When a poll finds
-// nothing it waits `idle_poll` (a grpc::Alarm) before the next.
+// Reading: the watch joins its group in the server's EventDispatcher and asks it for work
+// (TakeWork) whenever it has sent everything it had; it reads what it is given (EventService::Read)
+// and, given nothing, waits to be woken (a nudge, the safety sweep, or another watch of its group
+// whose read filled its budget). An idle watch costs Redis nothing.
+//
+// Flow control: the watch holds at most one read's events (EventPolicy::max_events_per_poll),
+// sends them one StartWrite at a time and asks for more only after the last one was written
+// (OnWriteDone), so a slow reader slows the reads instead of growing a buffer.
 //
 // Ending: a client cancel (OnCancel) or a failed write ends the call at once; Redis failing ends it
 // with UNAVAILABLE; WatchRegistry::EndAll (server shutdown) ends it with UNAVAILABLE "server
 // shutting down". Events sent but not acked stay pending in their group and are redelivered, so
 // a consumer that reconnects loses nothing.
 //
-// Lifetime: the reactor deletes itself after OnDone once no store callback or alarm it started
-// is outstanding. Thread-safety: all state is guarded by one mutex; reactions and store callbacks
-// may run on any thread.
+// Lifetime: the reactor deletes itself after OnDone (which leaves the dispatcher, so no wake comes
+// after it) once no store callback it started is outstanding. Thread-safety: all state is guarded
+// by one mutex; reactions and store callbacks may run on any thread.
 #ifndef ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
 #define ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
 
 #include <deque>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,9 +32,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
+#include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
 #include "server/metrics/metrics.h"
 
@@ -65,11 +70,11 @@ class WatchRegistry {
 
 class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Starts the watch (subscribes the group, then polls). `spec` must be validated by Subscribe
-  // (done here: a bad spec ends the call with INVALID_ARGUMENT). Everything passed must outlive
-  // the call.
-  HoldEventWatch(domain::EventService& events, metrics::Metrics& metrics, WatchRegistry& registry,
-                 domain::WatchSpec spec, absl::Duration idle_poll);
+  // Starts the watch (subscribes the group, joins it in `dispatcher`, then reads). `spec` must be
+  // validated by Subscribe (done here: a bad spec ends the call with INVALID_ARGUMENT). Everything
+  // passed must outlive the call.
+  HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
+                 metrics::Metrics& metrics, WatchRegistry& registry, domain::WatchSpec spec);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -85,33 +90,37 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // back into this object is started while mu_ is held.
   void WriteNextOrPoll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases mu_, then starts the decided poll / write / finish / alarm; `op_done` ends one
-  // outstanding store call or alarm. Deletes `this` when nothing is outstanding after OnDone.
+  // Releases mu_, then starts the decided read / write / finish; `op_done` ends one outstanding
+  // store call. Deletes `this` when nothing is outstanding after OnDone.
   void Unlock(bool op_done) ABSL_UNLOCK_FUNCTION(mu_);
+  // Asks the dispatcher for work and reads it, or (given none) stays parked.
   void StartPoll();
-  void StartAlarm();
+  // The dispatcher's wake: work for this watch's group appeared.
+  void Wake();
 
   domain::EventService& events_;
+  domain::EventDispatcher& dispatcher_;
   metrics::Metrics& metrics_;
   WatchRegistry& registry_;
   const domain::WatchSpec spec_;
-  const absl::Duration idle_poll_;
   const absl::Time started_ = absl::Now();  // for orderhold_grpc_request_duration_seconds
 
   absl::Mutex mu_;
-  domain::WatchCursor cursor_;  // used by the single poll in flight only
+  // Set once joined (under mu_), read by StartPoll and OnDone after that.
+  std::shared_ptr<domain::EventDispatcher::Member> member_;
   std::deque<store::StoredEvent> buffer_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a StartPoll is under way
+  // A wake came while busy: ask the dispatcher again once idle (it may have parked us meanwhile).
+  bool rewake_ ABSL_GUARDED_BY(mu_) = false;
   // Decided under mu_, done by Unlock().
   bool want_poll_ ABSL_GUARDED_BY(mu_) = false;
-  bool want_alarm_ ABSL_GUARDED_BY(mu_) = false;
   bool want_write_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> want_finish_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
-  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // store calls and alarms in flight
-  grpc::Alarm alarm_;
+  int outstanding_ ABSL_GUARDED_BY(mu_) = 0;  // store calls in flight
   bool registered_ = false;
 };
 

@@ -103,12 +103,12 @@ grpc::ServerUnaryReactor* ServeUnary(const UnaryCall& call, const grpc::ByteBuff
 }  // namespace
 
 OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                                   metrics::Metrics& metrics, int max_watches,
-                                   absl::Duration idle_poll)
+                                   domain::EventDispatcher* dispatcher, metrics::Metrics& metrics,
+                                   int max_watches)
     : holds_(holds),
       events_(events),
+      dispatcher_(dispatcher),
       metrics_(metrics),
-      idle_poll_(idle_poll),
       watches_(max_watches, &metrics.watches()) {}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
@@ -166,7 +166,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     internal::WatchHoldEventsRequest parsed;
     ORDERHOLD_RETURN_IF_ERROR(
         ParseFromByteBuffer(*request, ApiName<internal::WatchHoldEventsRequest>(), &parsed));
-    if (events_ == nullptr) return NoEventLog();
+    if (events_ == nullptr || dispatcher_ == nullptr) return NoEventLog();
     return WatchSpecFromProto(parsed);
   }();
   if (!spec.ok()) {
@@ -179,7 +179,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     metrics_.RecordRequest(Method::kWatchHoldEvents, spec.status().code(), absl::ZeroDuration());
     return new Failed(ToGrpcStatus(spec.status()));
   }
-  return new HoldEventWatch(*events_, metrics_, watches_, *std::move(spec), idle_poll_);
+  return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec));
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,

@@ -38,14 +38,12 @@ using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_Plac
 
 class OrderHoldService final : public RawOrderHoldService {
  public:
-  // `holds`, `events` and `metrics` must outlive the service (and the grpc::Server it is
-  // registered on). `events` may be null (--store=noop): the event rpcs then answer UNAVAILABLE.
-  // `max_watches` (>= 1, --max_watches): WatchHoldEvents streams open at once on this server;
-  // one more is refused RESOURCE_EXHAUSTED. `idle_poll`: how long a watch waits before polling
-  // Redis again after finding nothing.
+  // `holds`, `events`, `dispatcher` and `metrics` must outlive the service (and the grpc::Server
+  // it is registered on). `events` and `dispatcher` are both null or both set; null
+  // (--store=noop): the event rpcs answer UNAVAILABLE. `max_watches` (>= 1, --max_watches):
+  // WatchHoldEvents streams open at once on this server; one more is refused RESOURCE_EXHAUSTED.
   OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                   metrics::Metrics& metrics, int max_watches,
-                   absl::Duration idle_poll = absl::Milliseconds(100));
+                   domain::EventDispatcher* dispatcher, metrics::Metrics& metrics, int max_watches);
 
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }
@@ -78,8 +76,8 @@ class OrderHoldService final : public RawOrderHoldService {
  private:
   domain::HoldService& holds_;
   domain::EventService* const events_;
+  domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;
-  const absl::Duration idle_poll_;
   WatchRegistry watches_;
 };
 

@@ -59,6 +59,13 @@ struct GroupBacklog {
   std::optional<absl::Time> oldest_unacked;  // id time of the oldest pending or undelivered event
 };
 
+// What CheckGroups found for one group on one partition.
+struct GroupWork {
+  std::string group;
+  bool undelivered = false;  // events never delivered to the group
+  bool claimable = false;    // events pending (delivered, not acked) for at least claim_idle
+};
+
 struct TrimEventsResult {
   int64_t trimmed = 0;               // entries deleted
   int64_t trimmed_unacked = 0;       // of them, summed over groups: pending or not yet delivered
@@ -81,6 +88,14 @@ class HoldEventLog {
   // asked), then claimed ones, then new ones. Each becomes pending for the consumer until acked.
   virtual void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                           Callback<std::vector<StoredEvent>> done) = 0;
+
+  // Which of `groups` have work on the partition (check_groups.lua): events not yet delivered to
+  // the group, and, with `claim_idle`, events pending at least that long. Only groups with work
+  // are returned; groups that do not exist on the stream are left out. One round trip whatever
+  // the number of groups: the safety sweep's question (domain/event_dispatcher.h).
+  virtual void CheckGroups(int partition, std::vector<std::string> groups,
+                           std::optional<absl::Duration> claim_idle, CallOptions options,
+                           Callback<std::vector<GroupWork>> done) = 0;
 
   // XACK: yields how many of `stream_ids` were pending for the group.
   virtual void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,

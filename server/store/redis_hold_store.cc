@@ -23,6 +23,7 @@ enum Script {
   kEnsureGroup,
   kReadEvents,
   kTrimEvents,
+  kCheckGroups,
 };
 
 absl::Status BadReply(absl::string_view what) {
@@ -120,7 +121,7 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
                             std::string(lua::kListHolds),   std::string(lua::kReap),
                             std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
                             std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
-                            std::string(lua::kTrimEvents)};
+                            std::string(lua::kTrimEvents),  std::string(lua::kCheckGroups)};
   // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches;
   // one failure log for both, so a failure both see is logged once.
   if (options.client.failure_log == nullptr) {
@@ -383,6 +384,35 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
                }
                return events;
              }));
+}
+
+void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
+                                 std::optional<absl::Duration> claim_idle, CallOptions options,
+                                 Callback<std::vector<GroupWork>> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("check_groups"));
+  if (groups.empty()) return std::move(done)(std::vector<GroupWork>{});
+  RedisCommand command{kCheckGroups,
+                       {"1", keys_.EventsKey(partition),
+                        claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}};
+  for (std::string& group : groups) command.args.push_back(std::move(group));
+  background_->Submit(
+      std::move(command), options.deadline,
+      Parsed(
+          std::move(done), [](const RedisReply& reply) -> absl::StatusOr<std::vector<GroupWork>> {
+            if (reply.type != RedisReply::Type::kArray || reply.elements.size() % 2 != 0) {
+              return BadReply("check_groups.lua");
+            }
+            std::vector<GroupWork> work;
+            for (size_t i = 0; i < reply.elements.size(); i += 2) {
+              int64_t flags = 0;
+              if (reply.elements[i].type != RedisReply::Type::kString ||
+                  !ToInt(reply.elements[i + 1], &flags) || flags < 1 || flags > 3) {
+                return BadReply("check_groups.lua");
+              }
+              work.push_back(GroupWork{reply.elements[i].str, (flags & 1) != 0, (flags & 2) != 0});
+            }
+            return work;
+          }));
 }
 
 void RedisHoldStore::AckEvents(int partition, std::string group,

@@ -74,6 +74,10 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
                    Callback<bool> done) override;
   void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                   Callback<std::vector<StoredEvent>> done) override;
+  // On the background connection, like the reaper's calls: the sweep is background work.
+  void CheckGroups(int partition, std::vector<std::string> groups,
+                   std::optional<absl::Duration> claim_idle, CallOptions options,
+                   Callback<std::vector<GroupWork>> done) override;
   void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                  CallOptions options, Callback<int64_t> done) override;
   void TrimEvents(int partition, absl::Time cutoff, CallOptions options,

@@ -6,7 +6,9 @@
 // store sees the same instants.
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -571,6 +573,60 @@ TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
                     [&](auto done) { log->TrimEvents(partition, kT0, At(kT0), std::move(done)); }),
                 invalid);
   }
+}
+
+// CheckGroups (the safety sweep's question, check_groups.lua) on a real Redis: undelivered events,
+// claimable pending ones, groups missing, and a trimmed stream; standalone, TLS and Cluster, as
+// the documented ACL user.
+TEST_P(HoldStoreContractTest, EventLogCheckGroupsReportsUndeliveredAndClaimableWork) {
+  auto* log = dynamic_cast<HoldEventLog*>(store_.get());
+  if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
+  const int p = KeySchema::PartitionOf("alice");
+  auto check = [&](std::optional<absl::Duration> claim_idle) {
+    absl::StatusOr<std::vector<GroupWork>> work = Await<std::vector<GroupWork>>([&](auto done) {
+      log->CheckGroups(p, {"g", "h", "nosuch"}, claim_idle, At(kT0), std::move(done));
+    });
+    EXPECT_THAT(work, IsOk());
+    std::map<std::string, std::pair<bool, bool>> out;
+    if (work.ok()) {
+      for (const GroupWork& w : *work) out[w.group] = {w.undelivered, w.claimable};
+    }
+    return out;
+  };
+  using Work = std::map<std::string, std::pair<bool, bool>>;
+  EXPECT_EQ(check(absl::ZeroDuration()), Work{});  // no stream yet
+  for (const auto& [group, start] :
+       {std::pair{"g", GroupStart::kEarliest}, std::pair{"h", GroupStart::kLatest}}) {
+    ASSERT_THAT(Await<bool>([&](auto done) {
+                  log->EnsureGroup(p, group, start, At(kT0), std::move(done));
+                }),
+                IsOk());
+  }
+  EXPECT_EQ(check(absl::ZeroDuration()), Work{});  // no event
+  ASSERT_THAT(Place("alice", "o1", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(End("alice", "o1", kT0), IsOk());
+  EXPECT_EQ(check(absl::Hours(1)), (Work{{"g", {true, false}}, {"h", {true, false}}}));
+
+  absl::StatusOr<std::vector<StoredEvent>> read = Await<std::vector<StoredEvent>>([&](auto done) {
+    log->ReadEvents(p, ReadEventsArgs{"g", "c", 10, std::nullopt, false}, At(kT0), std::move(done));
+  });
+  ASSERT_THAT(read, IsOk());
+  ASSERT_EQ(read->size(), 1u);
+  // g: delivered, pending; claimable only once pending at least claim_idle.
+  EXPECT_EQ(check(absl::ZeroDuration()), (Work{{"g", {false, true}}, {"h", {true, false}}}));
+  EXPECT_EQ(check(absl::Hours(1)), (Work{{"h", {true, false}}}));
+  EXPECT_EQ(check(std::nullopt), (Work{{"h", {true, false}}}));
+  ASSERT_THAT(Await<int64_t>([&](auto done) {
+                log->AckEvents(p, "g", {read->front().stream_id}, At(kT0), std::move(done));
+              }),
+              IsOk());
+  EXPECT_EQ(check(absl::ZeroDuration()), (Work{{"h", {true, false}}}));
+  // Trimmed before h read it: nothing left to read, so no work (the trim counted it unacked).
+  ASSERT_THAT(Await<TrimEventsResult>([&](auto done) {
+                log->TrimEvents(p, absl::Now() + absl::Hours(1), At(kT0), std::move(done));
+              }),
+              IsOk());
+  EXPECT_EQ(check(absl::ZeroDuration()), Work{});
 }
 
 TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {

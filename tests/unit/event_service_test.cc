@@ -1,5 +1,5 @@
-// EventService on a recording event log and a fake clock: validation, the claim schedule, how
-// acks are split by partition.
+// EventService on a recording event log: validation, what a read plan turns into (budget share,
+// claims, partitions to read again, the outcome filter), how acks are split by partition.
 #include "server/domain/event_service.h"
 
 #include <map>
@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/testing/fake_clock.h"
+#include "tests/testing/recording_event_log.h"
 #include "tests/testing/status_matchers.h"
 
 namespace orderhold::domain {
@@ -22,66 +22,21 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-// Answers at once: no events, every group new, every acked id pending. Records the calls.
-class RecordingEventLog final : public store::HoldEventLog {
- public:
-  int event_partition_count() const override { return 2; }
-  void EnsureGroup(int /*partition*/, std::string /*group*/, store::GroupStart /*start*/,
-                   store::CallOptions /*options*/, store::Callback<bool> done) override {
-    std::move(done)(true);
-  }
-  void ReadEvents(int /*partition*/, store::ReadEventsArgs args, store::CallOptions /*options*/,
-                  store::Callback<std::vector<store::StoredEvent>> done) override {
-    {
-      absl::MutexLock lock(&mu_);
-      reads_.push_back(std::move(args));
-    }
-    std::move(done)(std::vector<store::StoredEvent>{});
-  }
-  void AckEvents(int partition, std::string /*group*/, std::vector<std::string> stream_ids,
-                 store::CallOptions /*options*/, store::Callback<int64_t> done) override {
-    const auto n = static_cast<int64_t>(stream_ids.size());
-    {
-      absl::MutexLock lock(&mu_);
-      acks_[partition] = std::move(stream_ids);
-    }
-    std::move(done)(n);
-  }
-  void TrimEvents(int /*partition*/, absl::Time /*cutoff*/, store::CallOptions /*options*/,
-                  store::Callback<store::TrimEventsResult> done) override {
-    std::move(done)(store::TrimEventsResult{});
-  }
-
-  std::vector<store::ReadEventsArgs> TakeReads() {
-    absl::MutexLock lock(&mu_);
-    return std::exchange(reads_, {});
-  }
-  std::map<int, std::vector<std::string>> acks() {
-    absl::MutexLock lock(&mu_);
-    return acks_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::vector<store::ReadEventsArgs> reads_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::vector<std::string>> acks_ ABSL_GUARDED_BY(mu_);
-};
-
 class EventServiceTest : public ::testing::Test {
  protected:
-  absl::StatusOr<std::vector<store::StoredEvent>> Poll(const WatchSpec& spec, WatchCursor& cursor) {
-    return Await<std::vector<store::StoredEvent>>(
-        [&](auto done) { service_.Poll(spec, cursor, {}, std::move(done)); });
+  ReadResult Read(const WatchSpec& spec, const ReadPlan& plan) {
+    ReadResult out;
+    service_.Read(spec, plan, {}, [&](ReadResult result) { out = std::move(result); });
+    return out;  // the recording log answers inline
   }
   absl::StatusOr<int64_t> Ack(const std::string& group, const std::vector<std::string>& ids) {
     return Await<int64_t>([&](auto done) { service_.Ack(group, ids, {}, std::move(done)); });
   }
 
-  RecordingEventLog log_;
-  orderhold::testing::FakeClock clock_;
+  orderhold::testing::RecordingEventLog log_{/*partitions=*/4};
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
-  EventService service_{log_, EventPolicy{}, metrics_, clock_};
+  EventService service_{log_, EventPolicy{}, metrics_};
 };
 
 TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
@@ -98,24 +53,45 @@ TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("consumer")));
 }
 
-TEST_F(EventServiceTest, ClaimsPendingEventsAtMostOncePerClaimIntervalOnTheInjectedClock) {
+TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadAgain) {
   const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest};
-  WatchCursor cursor;
-  auto claims = [&] {
-    std::vector<store::ReadEventsArgs> reads = log_.TakeReads();
-    EXPECT_EQ(reads.size(), 2u);  // one read per partition
-    return !reads.empty() && reads[0].claim_idle.has_value();
-  };
-  ASSERT_THAT(Poll(spec, cursor), IsOk());
-  EXPECT_TRUE(claims());
-  ASSERT_THAT(Poll(spec, cursor), IsOk());
-  EXPECT_FALSE(claims());  // no time passed
-  clock_.Advance(EventPolicy{}.claim_interval - absl::Milliseconds(1));
-  ASSERT_THAT(Poll(spec, cursor), IsOk());
-  EXPECT_FALSE(claims());
-  clock_.Advance(absl::Milliseconds(1));
-  ASSERT_THAT(Poll(spec, cursor), IsOk());
-  EXPECT_TRUE(claims());
+  const int budget = EventPolicy{}.max_events_per_poll;
+  // Partition 1 has at least its share waiting, partition 3 less.
+  log_.SetEventsPerRead(1, budget / 2, store::HoldOutcome::kPaid);
+  log_.SetEventsPerRead(3, 1, store::HoldOutcome::kPaid);
+  ReadResult result = Read(spec, ReadPlan{{1, 3}, {3}, /*own_pending=*/true});
+  ASSERT_THAT(result.status, IsOk());
+  EXPECT_EQ(result.events.size(), static_cast<size_t>(budget / 2 + 1));
+  EXPECT_THAT(result.again, ElementsAre(1));  // full: more may be waiting; 3 is drained
+  EXPECT_THAT(log_.TakeReadPartitions(), ElementsAre(1, 3));
+  std::vector<store::ReadEventsArgs> reads = log_.TakeReads();
+  ASSERT_EQ(reads.size(), 2u);
+  for (const store::ReadEventsArgs& args : reads) {
+    EXPECT_EQ(args.max_events, budget / 2);  // an equal share of the budget
+    EXPECT_TRUE(args.own_pending);
+    EXPECT_EQ(args.consumer, "worker-1");
+  }
+  EXPECT_FALSE(reads[0].claim_idle.has_value());
+  EXPECT_EQ(reads[1].claim_idle, EventPolicy{}.ack_timeout);
+
+  // One partition alone gets the whole budget.
+  log_.SetEventsPerRead(1, 0, store::HoldOutcome::kPaid);
+  result = Read(spec, ReadPlan{{1}, {}, false});
+  reads = log_.TakeReads();
+  ASSERT_EQ(reads.size(), 1u);
+  EXPECT_EQ(reads[0].max_events, budget);
+  EXPECT_FALSE(reads[0].own_pending);
+  EXPECT_THAT(result.again, ::testing::IsEmpty());
+}
+
+TEST_F(EventServiceTest, ReadAcksWhatTheOutcomeFilterDrops) {
+  const WatchSpec spec{
+      "billing", "worker-1", {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest};
+  log_.SetEventsPerRead(2, 2, store::HoldOutcome::kPaid);
+  ReadResult result = Read(spec, ReadPlan{{2}, {}, false});
+  ASSERT_THAT(result.status, IsOk());
+  EXPECT_THAT(result.events, ::testing::IsEmpty());
+  EXPECT_THAT(log_.acks(), ElementsAre(Pair(2, ElementsAre("0-0", "0-1"))));
 }
 
 TEST_F(EventServiceTest, AckSplitsIdsByPartitionAndBoundsTheirNumber) {
@@ -125,7 +101,7 @@ TEST_F(EventServiceTest, AckSplitsIdsByPartitionAndBoundsTheirNumber) {
   EXPECT_THAT(log_.acks(),
               ElementsAre(Pair(0, ElementsAre("7-1")), Pair(1, ElementsAre("5-0", "6-0"))));
   EXPECT_THAT(Ack("billing", {}), IsOk());
-  EXPECT_THAT(Ack("billing", {"2/5-0"}),
+  EXPECT_THAT(Ack("billing", {"4/5-0"}),  // partitions 0-3
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("event_ids")));
   EXPECT_THAT(Ack("billing", std::vector<std::string>(EventService::kMaxAckIds + 1, "0/1-0")),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -1,0 +1,149 @@
+// EventDispatcher: decides, for one server, which partition streams its WatchHoldEvents watches
+// read and when, so that delivery costs Redis nothing while no hold ends (issue 13).
+//
+// Work is per (consumer group, partition): a flag "read this partition for this group", plus
+// "and claim its events pending longer than ack_timeout". Flags are raised by
+//   - a nudge (OnNudge): a script that ended a hold published on the partition's channel
+//     (store/event_nudges.h), or a subscription was made again (everything it may have missed);
+//   - the safety sweep (Sweep, every claim_interval to 2 * claim_interval, jittered): one
+//     HoldEventLog::CheckGroups per partition asks which of this server's groups have undelivered
+//     or claimable events there; pub/sub is lossy (a reconnect, a failover), this is what finds
+//     what a nudge missed, events appended while no watch was open, and redeliveries;
+//   - a read that filled its budget or failed (ReadAgain).
+// A watch asks for work (TakeWork) whenever it has sent everything it had: it gets every flagged
+// partition of its group and lowers the flags, so watches of one group on this server share
+// reads (one read per nudged partition, not one per watch; consumer groups hand each event to one
+// consumer anyway). A watch that gets nothing is parked; raising a flag wakes one parked watch of
+// the group (the longest parked), which then asks again. A watch's first TakeWork covers every
+// partition and its own pending events (a consumer reconnecting under its name resumes).
+//
+// Cost while idle: one CheckGroups call per partition per sweep, whatever the number of groups and
+// watches (64 calls every 1-2 s); nothing at all while no watch is open.
+//
+// Thread-safety: thread-safe. `wake` callbacks are never called under the dispatcher's lock, so
+// they may call TakeWork; after Leave returns, a member's `wake` is never called again.
+#ifndef ORDERHOLD_SERVER_DOMAIN_EVENT_DISPATCHER_H_
+#define ORDERHOLD_SERVER_DOMAIN_EVENT_DISPATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/random/random.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/common/clock.h"
+#include "server/domain/event_service.h"
+#include "server/store/event_log.h"
+
+namespace orderhold::domain {
+
+class EventDispatcher {
+ public:
+  // One watch as the dispatcher knows it (returned by Join, given back to TakeWork and Leave).
+  class Member {
+   public:
+    const std::string& group() const { return group_; }
+
+   private:
+    friend class EventDispatcher;
+    // `wake` is set here, not under wake_mu_: Join may run under a caller's lock that wake itself
+    // takes, and locking wake_mu_ there would order the two both ways.
+    Member(std::string group, absl::AnyInvocable<void()> wake)
+        : group_(std::move(group)), wake_(std::move(wake)) {}
+    const std::string group_;
+    bool first_ = true;    // guarded by the dispatcher's mu_
+    bool parked_ = false;  // guarded by the dispatcher's mu_
+    absl::Mutex wake_mu_;
+    absl::AnyInvocable<void()> wake_ ABSL_GUARDED_BY(wake_mu_);
+  };
+
+  // `log` (CheckGroups), `policy` (ack_timeout, claim_interval) and `clock` (host time: when the
+  // next sweep is due) must outlive the dispatcher. Nothing runs until Start().
+  EventDispatcher(store::HoldEventLog& log, EventPolicy policy, const Clock& clock);
+  // Stop().
+  ~EventDispatcher();
+  EventDispatcher(const EventDispatcher&) = delete;
+  EventDispatcher& operator=(const EventDispatcher&) = delete;
+
+  // Starts the sweep thread: SweepIfDue about every 100 ms of real time.
+  void Start();
+  // Stops and joins the sweep thread and waits for sweeps in flight (their store calls answer
+  // within their deadline). Idempotent. The destructor calls it: the log must still be there.
+  void Stop();
+
+  // Registers a watch of `group`. `wake` is called (on any thread, never under the dispatcher's
+  // lock, never twice at once) when the member is parked and work for its group appears; it
+  // should make the watch call TakeWork soon. The member's first TakeWork covers every partition.
+  std::shared_ptr<Member> Join(std::string group, absl::AnyInvocable<void()> wake);
+  // Unregisters `member`. When it returns, `wake` is not running and will never be called again.
+  // Must not be called from inside `wake`.
+  void Leave(const std::shared_ptr<Member>& member);
+
+  // The partitions `member` should read now, their flags lowered; empty: nothing, and the member
+  // is parked (woken when work appears). The first call for a member covers every partition with
+  // own_pending set.
+  ReadPlan TakeWork(const std::shared_ptr<Member>& member);
+  // Raises the read flag of `partitions` for `member`'s group (a read that filled its budget, or
+  // failed), waking a parked member of the group.
+  void ReadAgain(const Member& member, const std::vector<int>& partitions);
+  // `partition` may have new events (a nudge): raises its read flag for every group with a
+  // member here. Out-of-range partitions are ignored. Cheap; called on the nudge thread.
+  void OnNudge(int partition);
+
+  // Runs a sweep when one is due by `clock` (then schedules the next: claim_interval times a
+  // uniform factor in [1, 2)); returns whether it ran one.
+  bool SweepIfDue();
+  // One safety sweep now: CheckGroups on every partition for every group with a member here
+  // (claims: events pending >= ack_timeout); raises the flags it reports, and on a partition whose
+  // check failed raises the read flag for every group (a watch's read then meets the error, as a
+  // watch would by polling). `done` (may be null) runs when every partition answered. With no
+  // member, does nothing.
+  void Sweep(absl::AnyInvocable<void()> done = nullptr);
+
+  // When the next sweep is due (tests).
+  absl::Time next_sweep() const;
+
+  // Flag bits per (group, partition).
+  static constexpr uint8_t kRead = 1;
+  static constexpr uint8_t kClaim = 2;
+
+ private:
+  struct Group {
+    std::vector<uint8_t> flags;  // per partition: kRead | kClaim
+    std::deque<std::shared_ptr<Member>> parked;
+    int members = 0;
+  };
+  using WakeList = std::vector<std::shared_ptr<Member>>;
+
+  // Raises `flags` on (group, partition) and takes one parked member of the group to wake.
+  void RaiseLocked(Group& group, int partition, uint8_t flags, WakeList& wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Wake(const WakeList& members);
+  absl::Time NextSweepAfter(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SweepLoop();
+
+  store::HoldEventLog& log_;
+  const EventPolicy policy_;
+  const Clock& clock_;
+  const int partitions_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Group> groups_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_sweep_ ABSL_GUARDED_BY(mu_);
+  absl::BitGen jitter_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int sweeps_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string last_failure_ ABSL_GUARDED_BY(mu_);  // the sweep failure logged last; "": none
+  std::thread sweeper_;
+};
+
+}  // namespace orderhold::domain
+
+#endif  // ORDERHOLD_SERVER_DOMAIN_EVENT_DISPATCHER_H_

@@ -1,0 +1,131 @@
+// RecordingEventLog: a HoldEventLog for domain unit tests that answers at once, inline, and
+// records the calls. Every group is new; every acked id was pending; ReadEvents returns as many
+// events as `events_per_read` says for the partition (default none); CheckGroups returns what
+// `SetWork` scripted for the partition, or `SetCheckError`'s error. Delivery semantics are
+// Redis' own and are tested against a real redis-server, not here. Thread-safe.
+#ifndef ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
+#define ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/store/event_log.h"
+
+namespace orderhold::testing {
+
+class RecordingEventLog final : public store::HoldEventLog {
+ public:
+  // One CheckGroups call as it was made.
+  struct Check {
+    int partition;
+    std::vector<std::string> groups;
+    std::optional<absl::Duration> claim_idle;
+  };
+
+  explicit RecordingEventLog(int partitions = 2) : partitions_(partitions) {}
+
+  int event_partition_count() const override { return partitions_; }
+  void EnsureGroup(int /*partition*/, std::string /*group*/, store::GroupStart /*start*/,
+                   store::CallOptions /*options*/, store::Callback<bool> done) override {
+    std::move(done)(true);
+  }
+  void ReadEvents(int partition, store::ReadEventsArgs args, store::CallOptions /*options*/,
+                  store::Callback<std::vector<store::StoredEvent>> done) override {
+    std::vector<store::StoredEvent> events;
+    {
+      absl::MutexLock lock(&mu_);
+      for (int i = 0; i < events_per_read_[partition]; ++i) {
+        store::StoredEvent event;
+        event.partition = partition;
+        event.stream_id = absl::StrCat(reads_.size(), "-", i);
+        event.end.outcome = outcome_;
+        events.push_back(std::move(event));
+      }
+      read_partitions_.push_back(partition);
+      reads_.push_back(std::move(args));
+    }
+    std::move(done)(std::move(events));
+  }
+  void CheckGroups(int partition, std::vector<std::string> groups,
+                   std::optional<absl::Duration> claim_idle, store::CallOptions /*options*/,
+                   store::Callback<std::vector<store::GroupWork>> done) override {
+    absl::StatusOr<std::vector<store::GroupWork>> answer;
+    {
+      absl::MutexLock lock(&mu_);
+      checks_.push_back(Check{partition, groups, claim_idle});
+      if (auto it = check_errors_.find(partition); it != check_errors_.end()) {
+        answer = it->second;
+      } else {
+        answer = work_[partition];
+      }
+    }
+    std::move(done)(std::move(answer));
+  }
+  void AckEvents(int partition, std::string /*group*/, std::vector<std::string> stream_ids,
+                 store::CallOptions /*options*/, store::Callback<int64_t> done) override {
+    const auto n = static_cast<int64_t>(stream_ids.size());
+    {
+      absl::MutexLock lock(&mu_);
+      acks_[partition] = std::move(stream_ids);
+    }
+    std::move(done)(n);
+  }
+  void TrimEvents(int /*partition*/, absl::Time /*cutoff*/, store::CallOptions /*options*/,
+                  store::Callback<store::TrimEventsResult> done) override {
+    std::move(done)(store::TrimEventsResult{});
+  }
+
+  // Scripting.
+  void SetEventsPerRead(int partition, int n, store::HoldOutcome outcome) {
+    absl::MutexLock lock(&mu_);
+    events_per_read_[partition] = n;
+    outcome_ = outcome;
+  }
+  void SetWork(int partition, std::vector<store::GroupWork> work) {
+    absl::MutexLock lock(&mu_);
+    work_[partition] = std::move(work);
+  }
+  void SetCheckError(int partition, absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    check_errors_[partition] = std::move(error);
+  }
+
+  // What was called (taken: the next call starts afresh).
+  std::vector<store::ReadEventsArgs> TakeReads() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(reads_, {});
+  }
+  std::vector<int> TakeReadPartitions() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(read_partitions_, {});
+  }
+  std::vector<Check> TakeChecks() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(checks_, {});
+  }
+  std::map<int, std::vector<std::string>> acks() {
+    absl::MutexLock lock(&mu_);
+    return acks_;
+  }
+
+ private:
+  const int partitions_;
+  absl::Mutex mu_;
+  std::map<int, int> events_per_read_ ABSL_GUARDED_BY(mu_);
+  store::HoldOutcome outcome_ ABSL_GUARDED_BY(mu_) = store::HoldOutcome::kPaid;
+  std::map<int, std::vector<store::GroupWork>> work_ ABSL_GUARDED_BY(mu_);
+  std::map<int, absl::Status> check_errors_ ABSL_GUARDED_BY(mu_);
+  std::vector<store::ReadEventsArgs> reads_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> read_partitions_ ABSL_GUARDED_BY(mu_);
+  std::vector<Check> checks_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::vector<std::string>> acks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace orderhold::testing
+
+#endif  // ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_

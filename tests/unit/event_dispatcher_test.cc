@@ -1,0 +1,177 @@
+// EventDispatcher on a recording event log and a fake clock: who reads which partition when
+// (first read, nudges, shared reads, parking and waking, reads again), the safety sweep and its
+// jittered schedule, leaving. No threads, no sleeps: Sweep/SweepIfDue are called directly.
+#include "server/domain/event_dispatcher.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+#include "tests/testing/recording_event_log.h"
+
+namespace orderhold::domain {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using Member = EventDispatcher::Member;
+
+constexpr int kPartitions = 4;
+
+class EventDispatcherTest : public ::testing::Test {
+ protected:
+  // A member whose wakes are counted.
+  struct Watch {
+    std::shared_ptr<Member> member;
+    std::shared_ptr<int> wakes = std::make_shared<int>(0);
+  };
+  Watch Join(const std::string& group) {
+    Watch watch;
+    watch.member = dispatcher_.Join(group, [wakes = watch.wakes] { ++*wakes; });
+    return watch;
+  }
+  // Joins and takes the first read, so the member is parked.
+  Watch JoinParked(const std::string& group) {
+    Watch watch = Join(group);
+    EXPECT_EQ(dispatcher_.TakeWork(watch.member).partitions.size(), size_t{kPartitions});
+    EXPECT_TRUE(dispatcher_.TakeWork(watch.member).empty());
+    return watch;
+  }
+
+  orderhold::testing::RecordingEventLog log_{kPartitions};
+  orderhold::testing::FakeClock clock_;
+  EventPolicy policy_;
+  EventDispatcher dispatcher_{log_, policy_, clock_};
+};
+
+TEST_F(EventDispatcherTest, FirstReadCoversEveryPartitionAndOwnPendingThenTheMemberParks) {
+  Watch a = Join("billing");
+  ReadPlan first = dispatcher_.TakeWork(a.member);
+  EXPECT_THAT(first.partitions, ElementsAre(0, 1, 2, 3));
+  EXPECT_TRUE(first.own_pending);
+  EXPECT_THAT(first.claims, IsEmpty());
+  EXPECT_TRUE(dispatcher_.TakeWork(a.member).empty());  // parked: no Redis call while idle
+  EXPECT_TRUE(dispatcher_.TakeWork(a.member).empty());  // asking again does not park it twice
+  dispatcher_.OnNudge(2);
+  EXPECT_EQ(*a.wakes, 1);
+  ReadPlan next = dispatcher_.TakeWork(a.member);
+  EXPECT_THAT(next.partitions, ElementsAre(2));
+  EXPECT_FALSE(next.own_pending);
+}
+
+TEST_F(EventDispatcherTest, ANudgeWakesOneParkedMemberPerGroupAndTheReadIsShared) {
+  Watch a1 = JoinParked("billing");
+  Watch a2 = JoinParked("billing");
+  Watch b = JoinParked("audit");
+  dispatcher_.OnNudge(1);
+  EXPECT_EQ(*a1.wakes, 1);  // the longest parked of the group
+  EXPECT_EQ(*a2.wakes, 0);
+  EXPECT_EQ(*b.wakes, 1);  // every group reads the partition: each sees every event
+  EXPECT_THAT(dispatcher_.TakeWork(a1.member).partitions, ElementsAre(1));
+  EXPECT_TRUE(dispatcher_.TakeWork(a2.member).empty());  // already taken by a1: one read each
+  EXPECT_THAT(dispatcher_.TakeWork(b.member).partitions, ElementsAre(1));
+  // Out-of-range partitions are ignored.
+  dispatcher_.OnNudge(kPartitions);
+  dispatcher_.OnNudge(-1);
+  EXPECT_EQ(*a2.wakes, 0);
+}
+
+TEST_F(EventDispatcherTest, NudgesWhileEveryMemberIsBusyWaitForTheNextTakeWork) {
+  Watch a = Join("billing");
+  ASSERT_FALSE(dispatcher_.TakeWork(a.member).empty());  // reading: not parked
+  dispatcher_.OnNudge(3);
+  dispatcher_.OnNudge(0);
+  dispatcher_.OnNudge(3);
+  EXPECT_EQ(*a.wakes, 0);
+  EXPECT_THAT(dispatcher_.TakeWork(a.member).partitions, ElementsAre(0, 3));
+}
+
+TEST_F(EventDispatcherTest, AFullReadIsReadAgainByAnotherParkedMember) {
+  Watch a1 = Join("billing");
+  Watch a2 = JoinParked("billing");
+  ASSERT_FALSE(dispatcher_.TakeWork(a1.member).empty());
+  dispatcher_.ReadAgain(*a1.member, {2, 3});
+  EXPECT_EQ(*a2.wakes, 1);
+  EXPECT_THAT(dispatcher_.TakeWork(a2.member).partitions, ElementsAre(2, 3));
+}
+
+TEST_F(EventDispatcherTest, SweepChecksEveryPartitionOnceForAllGroupsAndRaisesWhatItFinds) {
+  dispatcher_.Sweep();
+  EXPECT_THAT(log_.TakeChecks(), IsEmpty());  // no member: nothing to ask Redis
+
+  Watch a = JoinParked("billing");
+  Watch b = JoinParked("audit");
+  log_.SetWork(1, {store::GroupWork{"billing", true, false}});
+  log_.SetWork(2,
+               {store::GroupWork{"billing", false, true}, store::GroupWork{"audit", true, true}});
+  log_.SetCheckError(3, absl::UnavailableError("redis down"));
+  bool done = false;
+  dispatcher_.Sweep([&] { done = true; });
+  EXPECT_TRUE(done);
+  std::vector<orderhold::testing::RecordingEventLog::Check> checks = log_.TakeChecks();
+  ASSERT_EQ(checks.size(), size_t{kPartitions});  // one call per partition, whatever the groups
+  for (const auto& check : checks) {
+    EXPECT_THAT(check.groups, UnorderedElementsAre("billing", "audit"));
+    EXPECT_EQ(check.claim_idle, policy_.ack_timeout);
+  }
+  EXPECT_EQ(*a.wakes, 1);
+  EXPECT_EQ(*b.wakes, 1);
+  ReadPlan billing = dispatcher_.TakeWork(a.member);
+  // 3 failed: every group reads it, and meets the error as a polling watch would.
+  EXPECT_THAT(billing.partitions, ElementsAre(1, 2, 3));
+  EXPECT_THAT(billing.claims, ElementsAre(2));
+  ReadPlan audit = dispatcher_.TakeWork(b.member);
+  EXPECT_THAT(audit.partitions, ElementsAre(2, 3));
+  EXPECT_THAT(audit.claims, ElementsAre(2));
+}
+
+TEST_F(EventDispatcherTest, SweepsComeEveryOneToTwoClaimIntervalsOnTheInjectedClock) {
+  Watch a = JoinParked("billing");
+  const absl::Time start = clock_.Now();
+  absl::Time due = dispatcher_.next_sweep();
+  EXPECT_GE(due, start + policy_.claim_interval);
+  EXPECT_LT(due, start + 2 * policy_.claim_interval);
+  clock_.Advance(due - start - absl::Milliseconds(1));
+  EXPECT_FALSE(dispatcher_.SweepIfDue());
+  EXPECT_THAT(log_.TakeChecks(), IsEmpty());
+  std::vector<absl::Duration> gaps;
+  for (int i = 0; i < 20; ++i) {
+    clock_.Advance(dispatcher_.next_sweep() - clock_.Now());
+    const absl::Time now = clock_.Now();
+    EXPECT_TRUE(dispatcher_.SweepIfDue());
+    EXPECT_EQ(log_.TakeChecks().size(), size_t{kPartitions});
+    EXPECT_FALSE(dispatcher_.SweepIfDue());  // not twice for one due time
+    gaps.push_back(dispatcher_.next_sweep() - now);
+  }
+  for (absl::Duration gap : gaps) {
+    EXPECT_GE(gap, policy_.claim_interval);
+    EXPECT_LT(gap, 2 * policy_.claim_interval);
+  }
+  // Jittered: not all the same.
+  EXPECT_NE(*std::min_element(gaps.begin(), gaps.end()),
+            *std::max_element(gaps.begin(), gaps.end()));
+}
+
+TEST_F(EventDispatcherTest, LeavingStopsWakesAndTheLastMemberTakesItsGroupAlong) {
+  Watch a1 = JoinParked("billing");
+  Watch a2 = JoinParked("billing");
+  dispatcher_.Leave(a1.member);
+  dispatcher_.OnNudge(0);
+  EXPECT_EQ(*a1.wakes, 0);  // gone: the nudge wakes the next one
+  EXPECT_EQ(*a2.wakes, 1);
+  dispatcher_.Leave(a2.member);
+  dispatcher_.OnNudge(0);
+  dispatcher_.Sweep();
+  EXPECT_THAT(log_.TakeChecks(), IsEmpty());  // no group left
+  EXPECT_EQ(*a2.wakes, 1);
+  // A member that joins later starts with a full read, as any first read.
+  Watch late = Join("billing");
+  EXPECT_THAT(dispatcher_.TakeWork(late.member).partitions, ElementsAre(0, 1, 2, 3));
+}
+
+}  // namespace
+}  // namespace orderhold::domain
