@@ -9,6 +9,13 @@
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
 //   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
 //                                        expiry)
+//   <prefix>:{<partition>}:nudge         not a key: the partition's sharded pub/sub channel
+//                                        (SPUBLISH/SSUBSCRIBE), an empty message published by
+//                                        each script call that appended to the partition's
+//                                        stream (lua/prelude.lua end_hold; event_nudges.h). The
+//                                        hash tag puts it in the partition's slot, which Redis
+//                                        Cluster requires of a channel published in a script;
+//                                        ACL: channel pattern &<prefix>:*
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 //
@@ -51,6 +58,9 @@ class KeySchema {
   std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const;
   std::string LeaseKey(int partition) const;
+  // The partition's nudge channel (see the table above), passed to the scripts that end holds
+  // in their KEYS and subscribed to by EventNudgeSubscriber.
+  std::string NudgeChannel(int partition) const;
   std::string ReplicasKey() const;
   // The prefix of every key of `partition`:
   // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id.

@@ -11,7 +11,9 @@
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
---          All five share the user's hash tag.
+-- KEYS[6]  the partition's nudge channel (not a key: a sharded pub/sub channel, see end_hold in
+--          prelude.lua), published once when this call ends an expired hold
+--          All six share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -31,7 +33,8 @@
 -- Helpers (now_ms, set_earliest, expire_due, end_hold, trim_outcomes, find_outcome): see
 -- prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           nudge = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 
