@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
 #include "server/store/cluster_slots.h"
@@ -48,8 +49,12 @@ std::pair<std::string, std::string> Push(const RedisReply& reply) {
   return {std::move(kind), reply.elements[1].str};
 }
 
+// `status` with its message as "redis event nudges: ..." (instead of "redis: ..."), so the log
+// line says which connection failed.
 absl::Status Prefixed(const absl::Status& status) {
-  return absl::Status(status.code(), absl::StrCat("redis event nudges: ", status.message()));
+  absl::string_view message = status.message();
+  absl::ConsumePrefix(&message, "redis: ");
+  return absl::Status(status.code(), absl::StrCat("redis event nudges: ", message));
 }
 
 }  // namespace

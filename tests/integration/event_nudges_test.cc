@@ -2,12 +2,14 @@
 // nudge per call on the partition's channel (lua/prelude.lua end_hold), and EventNudgeSubscriber
 // (server/store/event_nudges.h) delivers them, re-reports every partition on (re)subscription,
 // survives a Redis restart, keeps one connection per primary in a Redis Cluster and follows a
-// slot that moves. Standalone tests run as the ACL user of deploy/redis/orderhold.acl (so they
-// prove that ACL is enough); one runs as a user without the channel permission.
+// slot that moves, follows a Sentinel failover, and works over TLS. Standalone tests run as the ACL
+// user of deploy/redis/orderhold.acl (so they prove that ACL is enough); one runs as a user without
+// the channel permission.
 #include "server/store/event_nudges.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,12 +30,16 @@
 #include "server/store/cluster_topology.h"
 #include "server/store/keys.h"
 #include "server/store/redis_hold_store.h"
+#include "server/store/sentinel_topology.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/os_util.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/tls_certs.h"
 
 namespace orderhold::store {
 namespace {
@@ -299,6 +305,13 @@ TEST(EventNudgesTest, EachEndingScriptCallPublishesExactlyOneNudge) {
               IsOk());
   EXPECT_EQ(probe->NudgesSince(*redis), 0);
   EXPECT_EQ(other->NudgesSince(*redis), 0);
+  // For the record: the SPUBLISHes inside scripts (nudges) are counted with the markers.
+  ASSERT_OK_AND_ASSIGN(std::string stats, redis->Command({"INFO", "commandstats"}));
+  for (absl::string_view line : absl::StrSplit(stats, '\n')) {
+    if (absl::StartsWith(line, "cmdstat_spublish") || absl::StartsWith(line, "cmdstat_evalsha")) {
+      std::printf("%s\n", std::string(absl::StripTrailingAsciiWhitespace(line)).c_str());
+    }
+  }
 }
 
 class EventNudgeSubscriberTest : public ::testing::Test {
@@ -534,6 +547,77 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
     ASSERT_OK_AND_ASSIGN(std::string clients, cluster->Command(i, {"CLIENT", "LIST"}));
     EXPECT_EQ(ShardSubscribers(clients).size(), 1u) << "node " << i << ":\n" << clients;
   }
+}
+
+// Sentinel: one connection to the primary Sentinel names; after a failover, the subscriber follows
+// the topology to the new primary, reports every partition again, and nudges published there
+// arrive. The data nodes' app user has the rules of deploy/redis/orderhold.acl.
+TEST(EventNudgesSentinelTest, FollowsTheFailoverToTheNewPrimary) {
+  testing::SentinelGroupOptions group_options;
+  ASSERT_OK_AND_ASSIGN(group_options.app_acl_rules, testing::AppAclRulesLine());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<testing::SentinelGroup> group,
+                       testing::SentinelGroup::Start(group_options));
+  SentinelOptions sentinel_options;
+  for (int i = 0; i < group->sentinel_count(); ++i) {
+    sentinel_options.sentinels.push_back({"127.0.0.1", group->sentinel_port(i)});
+  }
+  sentinel_options.master_name = group->master_name();
+  sentinel_options.poll_interval = absl::Milliseconds(200);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<SentinelTopology> topology,
+                       SentinelTopology::Create(sentinel_options));
+  Recorder recorder;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
+                       EventNudgeSubscriber::Start(SubscriberOptions(topology, recorder)));
+  ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
+  ASSERT_OK_AND_ASSIGN(std::string clients, group->node(0).Command({"CLIENT", "LIST"}));
+  EXPECT_THAT(ShardSubscribers(clients), ::testing::ElementsAre(64)) << clients;
+
+  ASSERT_THAT(group->Failover(), IsOk());
+  ASSERT_THAT(group->WaitForPrimary(group->node(1).port(), absl::Seconds(10)), IsOk());
+  const absl::Time switched = absl::Now();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<std::string> now = group->node(1).Command({"CLIENT", "LIST"});
+        return now.ok() && ShardSubscribers(*now) == std::vector<int>{64} &&
+               subscriber->subscribed_partitions() == 64 && recorder.AllAtLeast(2);
+      },
+      absl::Seconds(10)));
+  std::printf("subscribed on the new primary %s after Sentinel named it\n",
+              absl::FormatDuration(absl::Now() - switched).c_str());
+  ASSERT_OK_AND_ASSIGN(clients, group->node(0).Command({"CLIENT", "LIST"}));
+  EXPECT_THAT(ShardSubscribers(clients), ::testing::IsEmpty()) << clients;
+  const int before = recorder.count(7);
+  ASSERT_THAT(group->node(1).Command({"SPUBLISH", KeySchema("orderhold").NudgeChannel(7), ""}),
+              IsOk());
+  EXPECT_TRUE(Eventually([&] { return recorder.count(7) > before; }, absl::Seconds(2)));
+}
+
+// Over TLS (rediss://): the subscriber's connection verifies the server and nudges arrive.
+TEST(EventNudgesTlsTest, SubscribesOverTls) {
+  ASSERT_OK_AND_ASSIGN(const std::string dir, testing::MakeTempDir("nudges-tls"));
+  ASSERT_OK_AND_ASSIGN(const testing::TlsCerts certs, testing::TlsCerts::Create(dir));
+  testing::RedisServerOptions server_options;
+  server_options.tls = testing::RedisTlsOptions{.cert_file = certs.server_cert(),
+                                                .key_file = certs.server_key(),
+                                                .ca_cert_file = certs.ca_cert(),
+                                                .auth_clients = "no"};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> redis, RedisServer::Start(server_options));
+  RedisTlsOptions tls;
+  tls.ca_file = certs.ca_cert();
+  Recorder recorder;
+  EventNudgeOptions options = SubscriberOptions(
+      std::make_shared<StandaloneTopology>(HostPort{"127.0.0.1", redis->tls_port()}), recorder);
+  options.endpoint.user.clear();
+  options.endpoint.password.clear();
+  ASSERT_OK_AND_ASSIGN(options.tls, TlsContext::Create(tls));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
+                       EventNudgeSubscriber::Start(options));
+  ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
+  const int before = recorder.count(40);
+  ASSERT_THAT(redis->Command({"SPUBLISH", KeySchema("orderhold").NudgeChannel(40), ""}), IsOk());
+  EXPECT_TRUE(Eventually([&] { return recorder.count(40) > before; }, absl::Seconds(2)));
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace
