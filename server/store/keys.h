@@ -12,10 +12,11 @@
 //   <prefix>:{<partition>}:nudge         not a key: the partition's sharded pub/sub channel
 //                                        (SPUBLISH/SSUBSCRIBE), an empty message published by
 //                                        each script call that appended to the partition's
-//                                        stream (lua/prelude.lua end_hold; event_nudges.h). The
-//                                        hash tag puts it in the partition's slot, which Redis
-//                                        Cluster requires of a channel published in a script;
-//                                        ACL: channel pattern &<prefix>:*
+//                                        stream (event_nudges.h). The scripts derive it from the
+//                                        events key ("events" -> "nudge", lua/prelude.lua
+//                                        end_hold, which says why not KEYS). The hash tag puts it
+//                                        in the partition's slot, which Redis Cluster requires of
+//                                        a channel published in a script. ACL: &<prefix>:*
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 //
@@ -58,8 +59,8 @@ class KeySchema {
   std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const;
   std::string LeaseKey(int partition) const;
-  // The partition's nudge channel (see the table above), passed to the scripts that end holds
-  // in their KEYS and subscribed to by EventNudgeSubscriber.
+  // The partition's nudge channel (see the table above): EventsKey(partition) with "events"
+  // replaced by "nudge", as the scripts derive it. Subscribed to by EventNudgeSubscriber.
   std::string NudgeChannel(int partition) const;
   std::string ReplicasKey() const;
   // The prefix of every key of `partition`:

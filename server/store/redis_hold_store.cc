@@ -166,10 +166,10 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   const int partition = KeySchema::PartitionOf(args.user_id);
   RedisCommand command{
       kPlaceHold,
-      {"6", keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.NudgeChannel(partition),
-       args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
-       NowArg(options), retention_ms_, max_outcomes_}};
+      {"5", keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), args.user_id, args.order_id,
+       absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
+       max_outcomes_}};
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
@@ -201,10 +201,9 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
   const int partition = KeySchema::PartitionOf(user_id);
   RedisCommand command{
       kEndHold,
-      {"6", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.NudgeChannel(partition),
-       std::move(user_id), std::move(order_id), absl::StrCat(static_cast<int>(outcome)),
-       NowArg(options), retention_ms_, max_outcomes_}};
+      {"5", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
+       keys_.EndedKey(user_id), keys_.EventsKey(partition), std::move(user_id), std::move(order_id),
+       absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_, max_outcomes_}};
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
@@ -258,10 +257,10 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
   }
   RedisCommand command{
       kReap,
-      {"4", keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition),
-       keys_.NudgeChannel(partition), keys_.PartitionPrefix(partition),
-       absl::StrCat(args.max_users), NowArg(options), retention_ms_, max_outcomes_,
-       std::move(args.owner), absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
+      {"3", keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition),
+       keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
+       retention_ms_, max_outcomes_, std::move(args.owner),
+       absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
   command.writes = true;
   background_->Submit(

@@ -521,6 +521,27 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
   const int slot = HashSlot(keys.NudgeChannel(moved));
   const int from = owner[moved];
   const int to = (from + 1) % cluster->primary_count();
+  // While the slot is MIGRATING, a script whose keys are all still on the source runs there and
+  // its nudge arrives (SPUBLISH is served by the source until the migration ends; a channel in
+  // KEYS would have made the script TRYAGAIN: see prelude.lua).
+  const std::string early = UserIn(moved, 1);
+  ASSERT_THAT(Place(*store, early, "a", absl::Hours(1)), IsOk());
+  ASSERT_THAT(Place(*store, early, "b", absl::Hours(1)), IsOk());
+  // "c" stays: ending a user's last hold while the slot migrates deletes the holds key, and Redis
+  // refuses end_hold.lua's next read of it (set_earliest) as a non-local key.
+  ASSERT_THAT(Place(*store, early, "c", absl::Hours(1)), IsOk());
+  ASSERT_THAT(End(*store, early, "a", HoldOutcome::kPaid), IsOk());  // creates its outcome keys
+  ASSERT_THAT(cluster->SetImporting(slot, to, from), IsOk());
+  ASSERT_THAT(cluster->SetMigrating(slot, from, to), IsOk());
+  const int before_migrating = recorder.count(moved);
+  ASSERT_OK_AND_ASSIGN(EndHoldResult while_migrating,
+                       End(*store, early, "b", HoldOutcome::kCancelled));
+  EXPECT_EQ(while_migrating.result, EndHoldResult::Result::kEnded);
+  EXPECT_TRUE(
+      Eventually([&] { return recorder.count(moved) > before_migrating; }, absl::Seconds(2)));
+  ASSERT_THAT(cluster->SetStable(slot, from), IsOk());
+  ASSERT_THAT(cluster->SetStable(slot, to), IsOk());
+
   const int reported = recorder.count(moved);
   ASSERT_THAT(cluster->MigrateSlot(slot, from, to), IsOk());
   const absl::Time migrated = absl::Now();

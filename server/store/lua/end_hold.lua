@@ -4,9 +4,8 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..6]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
---             records (hash) and ended orders (sorted set), the partition's event stream, the
---             partition's nudge channel (published once when this call appends an event)
+-- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+--             records (hash) and ended orders (sorted set), the partition's event stream
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
@@ -22,10 +21,11 @@
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 --                  (lazy cleanup, each with its event; the order itself may be one of them, so
 --                  the answer is the same before and after the reaper has run)
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           nudge = KEYS[6]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 

@@ -11,9 +11,7 @@
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
--- KEYS[6]  the partition's nudge channel (not a key: a sharded pub/sub channel, see end_hold in
---          prelude.lua), published once when this call ends an expired hold
---          All six share the user's hash tag.
+--          All five share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -29,12 +27,13 @@
 --          now     the instant used, Unix ms
 --          active  live holds after the call
 --          removed holds found no longer live and ended as EXPIRED (each with its event)
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, set_earliest, expire_due, end_hold, trim_outcomes, find_outcome): see
 -- prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           nudge = KEYS[6]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 

@@ -28,8 +28,6 @@
 --          earliest expire time (Unix ms)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
--- KEYS[4]  the partition's nudge channel (a sharded pub/sub channel, see end_hold in prelude.lua),
---          published once when this call ends at least one hold
 -- ARGV[1]  the key prefix of that partition; a user's holds are ARGV[1] .. "u:" .. user_id, its
 --          outcome records ARGV[1] .. "x:" .. user_id and ended orders ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
@@ -45,6 +43,8 @@
 --          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
 --          the index was empty or another replica holds the lease (the index is not read then:
 --          -1 does not mean "nothing due").
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 
@@ -70,7 +70,7 @@ if #users == limit then
 end
 for _, user in ipairs(users) do
   local k = {holds = ARGV[1] .. 'u:' .. user, due = KEYS[1], outcomes = ARGV[1] .. 'x:' .. user,
-             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2], nudge = KEYS[4]}
+             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
   -- Reads first (see the cluster note): every key of the user, and its earliest live hold.
   redis.call('EXISTS', k.holds, k.outcomes, k.ended)
   local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
