@@ -235,7 +235,7 @@ class EventNudgeSubscriber::Node {
       options_.on_nudge(asked);
     }
     if (sent_.empty() && subscribed_.size() == wanted_copy_.size()) {
-      log_.Transition(absl::OkStatus(), address_.ToString(), "event nudges subscribed at");
+      log_.Transition(absl::OkStatus(), address_.ToString(), "redis event nudges: subscribed at");
     }
     return absl::OkStatus();
   }

@@ -5,8 +5,9 @@
 //
 // Why sharded pub/sub (SSUBSCRIBE, Redis >= 7.0): in Redis Cluster a sharded message stays on the
 // shard that serves the channel's slot, where the script runs, instead of being broadcast over
-// the cluster bus to every node; and a script may only publish a channel of its own slot. In
-// standalone and Sentinel mode it behaves as plain pub/sub on the one primary.
+// the cluster bus to every node, and a script may publish it (Redis 7.0.15 refuses, inside a
+// script, a channel of a slot its node does not serve: "non local key"). In standalone and
+// Sentinel mode it behaves as plain pub/sub on the one primary.
 //
 // Shape: ONE connection per primary node, whatever the number of watchers: for standalone and
 // Sentinel the 64 channels on the primary; for Cluster each channel on the primary that serves
@@ -29,9 +30,9 @@
 //
 // Failures are never errors of the caller: Redis down at start, refused connects, AUTH errors and
 // NOPERM answers (an ACL without `&<prefix>:*` or +ssubscribe) are logged once when they appear
-// (a NOPERM as one warning saying deliveries fall back to the safety sweep) and "event nudges
-// subscribed at <node>" when they are over, and retried: connects after `retry_backoff`, doubling
-// up to `max_retry_backoff`; a refused SSUBSCRIBE after `refused_retry`.
+// (a NOPERM as one warning per node saying deliveries fall back to the safety sweep) and "redis
+// event nudges: subscribed at <node>" when they are over, and retried: connects after
+// `retry_backoff`, doubling up to `max_retry_backoff`; a refused SSUBSCRIBE after `refused_retry`.
 //
 // Threads: one manager thread plus one per primary node with partitions (one in standalone and
 // Sentinel mode; in Cluster mode as many as primaries, at most 64). on_nudge runs on the node

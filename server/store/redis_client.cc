@@ -241,7 +241,7 @@ void RedisFailureLog::Transition(const absl::Status& status, absl::string_view n
     logged_ = key;
   }
   if (status.ok()) {
-    LogInfo("redis: ", recovered, " ", node);
+    LogInfo(recovered, " ", node);
   } else {
     LogWarning(status.message());
   }
