@@ -410,6 +410,32 @@ TEST_F(EventNudgeSubscriberTest, ResubscribesAfterRedisRestarts) {
   EXPECT_LT(latency.back(), absl::Seconds(1));
 }
 
+// Idle, the subscriber costs Redis one PING per keepalive_interval on its one connection and
+// nothing else (INFO commandstats over one second, with the interval shortened to 200 ms).
+TEST_F(EventNudgeSubscriberTest, IdleItSendsOnlyAKeepalivePing) {
+  EventNudgeOptions options = Options();
+  options.keepalive_interval = absl::Milliseconds(200);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
+                       EventNudgeSubscriber::Start(options));
+  ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
+  ASSERT_THAT(redis_->Command({"CONFIG", "RESETSTAT"}), IsOk());
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(std::string stats, redis_->Command({"INFO", "commandstats"}));
+  int pings = 0;
+  for (absl::string_view line : absl::StrSplit(stats, '\n', absl::SkipEmpty())) {
+    if (!absl::StartsWith(line, "cmdstat_")) continue;
+    if (absl::ConsumePrefix(&line, "cmdstat_ping:calls=")) {
+      ASSERT_TRUE(absl::SimpleAtoi(line.substr(0, line.find(',')), &pings)) << line;
+      continue;
+    }
+    // The fixture's own commands (its AUTH, CONFIG RESETSTAT) only.
+    EXPECT_TRUE(absl::StartsWith(line, "cmdstat_auth:") || absl::StartsWith(line, "cmdstat_config"))
+        << line;
+  }
+  EXPECT_GE(pings, 3);
+  EXPECT_LE(pings, 6);
+}
+
 // Starting with Redis down is not an error: it subscribes once Redis is up.
 TEST_F(EventNudgeSubscriberTest, RedisDownAtStartIsNotAnError) {
   ASSERT_THAT(redis_->Stop(), IsOk());
