@@ -94,6 +94,12 @@ Metrics::Metrics(prometheus::Registry& registry)
                                         "Redis Cluster slot map fetches attempted (at start, "
                                         "every 5 s, and on MOVED or a node failure, at most one "
                                         "per 100 ms).")),
+      event_nudges_(Counter(registry, "orderhold_event_nudges_total",
+                            "Event nudges received from Redis (one per script call that ended "
+                            "holds in a partition).")),
+      event_nudge_subscriptions_(Counter(registry, "orderhold_event_nudge_subscriptions_total",
+                                         "Event nudge channel subscriptions made (each partition "
+                                         "at start, after a reconnect or a slot move).")),
       // 1 ms .. 60 s, fine around one second: the lag objective is p99 <= 1.2 s.
       reaper_lag_(
           BuildHistogram()

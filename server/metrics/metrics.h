@@ -105,6 +105,13 @@ class Metrics {
   prometheus::Counter& redis_failovers() { return redis_failovers_; }
   // orderhold_redis_topology_refreshes_total: Redis Cluster slot map fetches attempted.
   prometheus::Counter& redis_topology_refreshes() { return redis_topology_refreshes_; }
+  // orderhold_event_nudges_total: nudges received from Redis (one per script call that ended
+  // holds in a partition this server subscribes; store/event_nudges.h).
+  prometheus::Counter& event_nudges() { return event_nudges_; }
+  // orderhold_event_nudge_subscriptions_total: nudge channel subscriptions made (one per partition
+  // at start, again for a node's partitions after a reconnect, and for a partition whose slot
+  // moved). Growing steadily: the subscriptions keep being lost.
+  prometheus::Counter& event_nudge_subscriptions() { return event_nudge_subscriptions_; }
   // orderhold_redis_redirects_total{kind="moved"|"ask"}: Redis Cluster redirects followed.
   prometheus::Counter& redis_redirects_moved() { return *redis_redirects_moved_; }
   prometheus::Counter& redis_redirects_ask() { return *redis_redirects_ask_; }
@@ -152,6 +159,8 @@ class Metrics {
   prometheus::Counter& redis_errors_;
   prometheus::Counter& redis_failovers_;
   prometheus::Counter& redis_topology_refreshes_;
+  prometheus::Counter& event_nudges_;
+  prometheus::Counter& event_nudge_subscriptions_;
   prometheus::Counter* redis_redirects_moved_ = nullptr;
   prometheus::Counter* redis_redirects_ask_ = nullptr;
   prometheus::Histogram& reaper_lag_;

@@ -245,23 +245,8 @@ absl::StatusOr<SlotMap> ClusterTopology::AskNode(const HostPort& node) {
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> ClusterTopology::ConnectNode(const HostPort& node,
                                                                               absl::Time deadline) {
-  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
-                             RedisConnection::Connect(node, options_.tls.get(), deadline));
-  const std::vector<std::string> auth =
-      sentinel_internal::AuthCommand(options_.user, options_.password);
-  if (!auth.empty()) connection->Append(auth);
-  connection->Append({"CLIENT", "SETNAME", absl::StrCat(options_.client_name, "-topology")});
-  ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
-  if (!auth.empty()) {
-    ORDERHOLD_ASSIGN_OR_RETURN(const RedisReply reply, connection->Read(deadline));
-    if (reply.type == RedisReply::Type::kError) {
-      // The error line only (WRONGPASS...): never the credentials.
-      return absl::UnavailableError(
-          absl::StrCat("node ", node.ToString(), " refused AUTH: ", reply.str));
-    }
-  }
-  ORDERHOLD_RETURN_IF_ERROR(connection->Read(deadline).status());  // an error reply is fine
-  return connection;
+  return ConnectAuthenticated(node, options_.tls.get(), options_.user, options_.password,
+                              absl::StrCat(options_.client_name, "-topology"), "node", deadline);
 }
 
 void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_view why) {

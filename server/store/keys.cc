@@ -41,6 +41,10 @@ std::string KeySchema::LeaseKey(int partition) const {
   return absl::StrCat(PartitionPrefix(partition), "lease");
 }
 
+std::string KeySchema::NudgeChannel(int partition) const {
+  return absl::StrCat(PartitionPrefix(partition), "nudge");
+}
+
 std::string KeySchema::ReplicasKey() const { return absl::StrCat(prefix_, ":replicas"); }
 
 }  // namespace orderhold::store

@@ -9,6 +9,14 @@
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
 //   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
 //                                        expiry)
+//   <prefix>:{<partition>}:nudge         not a key: the partition's sharded pub/sub channel
+//                                        (SPUBLISH/SSUBSCRIBE), an empty message published by
+//                                        each script call that appended to the partition's
+//                                        stream (event_nudges.h). The scripts derive it from the
+//                                        events key ("events" -> "nudge", lua/prelude.lua
+//                                        end_hold, which says why not KEYS). The hash tag puts it
+//                                        in the partition's slot, which Redis Cluster requires of
+//                                        a channel published in a script. ACL: &<prefix>:*
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 //
@@ -51,6 +59,9 @@ class KeySchema {
   std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const;
   std::string LeaseKey(int partition) const;
+  // The partition's nudge channel (see the table above): EventsKey(partition) with "events"
+  // replaced by "nudge", as the scripts derive it. Subscribed to by EventNudgeSubscriber.
+  std::string NudgeChannel(int partition) const;
   std::string ReplicasKey() const;
   // The prefix of every key of `partition`:
   // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id.

@@ -232,7 +232,8 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
   std::move(done)(std::move(refusal));
 }
 
-void RedisFailureLog::Transition(const absl::Status& status, absl::string_view node) {
+void RedisFailureLog::Transition(const absl::Status& status, absl::string_view node,
+                                 absl::string_view recovered) {
   {
     absl::MutexLock lock(&mu_);
     const std::string key = status.ok() ? std::string() : std::string(status.message());
@@ -240,7 +241,7 @@ void RedisFailureLog::Transition(const absl::Status& status, absl::string_view n
     logged_ = key;
   }
   if (status.ok()) {
-    LogInfo("redis: connected to ", node);
+    LogInfo(recovered, " ", node);
   } else {
     LogWarning(status.message());
   }

@@ -123,8 +123,9 @@ enum class ReconnectReason {
 class RedisFailureLog {
  public:
   // Logs `status` (a warning with its message) if it differs from the last one logged; an OK
-  // status after a failure logs "redis: connected to <node>" once.
-  void Transition(const absl::Status& status, absl::string_view node);
+  // status after a failure logs "<recovered> <node>" ("redis: connected to <node>") once.
+  void Transition(const absl::Status& status, absl::string_view node,
+                  absl::string_view recovered = "redis: connected to");
 
  private:
   absl::Mutex mu_;

@@ -232,20 +232,28 @@ absl::Status RedisConnection::Fail(absl::Status status) {
   return status;
 }
 
-absl::Status RedisConnection::WaitFor(bool want_write, absl::Time deadline) {
+absl::StatusOr<bool> RedisConnection::Poll(bool want_write, absl::Time deadline) {
   while (true) {
     pollfd pfd{fd_, static_cast<short>(want_write ? POLLOUT : POLLIN), 0};
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
-      return Fail(absl::DeadlineExceededError(
-          absl::StrCat("redis: ", address_.ToString(), " did not answer in time")));
-    }
+    const absl::Duration left = std::max(deadline - absl::Now(), absl::ZeroDuration());
     const int ready = poll(&pfd, 1, static_cast<int>(std::ceil(absl::ToDoubleMilliseconds(left))));
-    if (ready > 0) return absl::OkStatus();  // ready, or an error the next call reports
+    if (ready > 0) return true;  // ready, or an error the next call reports
+    if (ready == 0 && left <= absl::ZeroDuration()) return false;
     if (ready < 0 && errno != EINTR) {
       return Fail(absl::UnavailableError(absl::StrCat("redis: poll: ", strerror(errno))));
     }
   }
+}
+
+absl::Status RedisConnection::WaitFor(bool want_write, absl::Time deadline) {
+  if (deadline <= absl::Now()) {
+    return Fail(absl::DeadlineExceededError(
+        absl::StrCat("redis: ", address_.ToString(), " did not answer in time")));
+  }
+  ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, Poll(want_write, deadline));
+  if (ready) return absl::OkStatus();
+  return Fail(absl::DeadlineExceededError(
+      absl::StrCat("redis: ", address_.ToString(), " did not answer in time")));
 }
 
 absl::Status RedisConnection::Handshake(const TlsContext& tls, absl::Time deadline) {
@@ -372,18 +380,29 @@ absl::Status RedisConnection::Flush(absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::Status RedisConnection::Fill(absl::Time deadline) {
+absl::StatusOr<bool> RedisConnection::Fill(absl::Time deadline, bool soft_deadline) {
   char buffer[kReadChunk];
+  const auto wait = [&](bool want_write) -> absl::StatusOr<bool> {
+    if (!soft_deadline) {
+      ORDERHOLD_RETURN_IF_ERROR(WaitFor(want_write, deadline));
+      return true;
+    }
+    return Poll(want_write, deadline);
+  };
   while (true) {
     if (ssl_ == nullptr) {
       // Replies are rarely there the moment a batch is written: wait first, then read once.
-      ORDERHOLD_RETURN_IF_ERROR(WaitFor(/*want_write=*/false, deadline));
+      ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, wait(/*want_write=*/false));
+      if (!ready) return false;
       const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
       if (n > 0) {
         redisReaderFeed(reader_, buffer, static_cast<size_t>(n));
-        return absl::OkStatus();
+        return true;
       }
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (soft_deadline && deadline <= absl::Now()) return false;
+        continue;
+      }
       return Fail(absl::UnavailableError(
           n == 0 ? absl::StrCat("redis: connection closed by ", address_.ToString())
                  : absl::StrCat("redis: read from ", address_.ToString(), ": ", strerror(errno))));
@@ -392,11 +411,13 @@ absl::Status RedisConnection::Fill(absl::Time deadline) {
     const int n = SSL_read(ssl_, buffer, sizeof(buffer));
     if (n > 0) {
       redisReaderFeed(reader_, buffer, static_cast<size_t>(n));
-      return absl::OkStatus();
+      return true;
     }
     const int error = SSL_get_error(ssl_, n);
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
-      ORDERHOLD_RETURN_IF_ERROR(WaitFor(error == SSL_ERROR_WANT_WRITE, deadline));
+      // Also after a record without data (a TLS 1.3 session ticket): wait for the next one.
+      ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, wait(error == SSL_ERROR_WANT_WRITE));
+      if (!ready) return false;
       continue;
     }
     if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)) {
@@ -409,22 +430,36 @@ absl::Status RedisConnection::Fill(absl::Time deadline) {
   }
 }
 
+absl::StatusOr<std::optional<RedisReply>> RedisConnection::Buffered() {
+  void* raw = nullptr;
+  if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+    return Fail(absl::UnavailableError(
+        absl::StrCat("redis: protocol error from ", address_.ToString(), ": ", reader_->errstr,
+                     ssl_ == nullptr ? " (if the port speaks TLS, use rediss://)" : "")));
+  }
+  if (raw == nullptr) return std::nullopt;
+  redisReply* reply = static_cast<redisReply*>(raw);
+  RedisReply out = Convert(*reply);
+  freeReplyObject(reply);
+  return out;
+}
+
 absl::StatusOr<RedisReply> RedisConnection::Read(absl::Time deadline) {
   if (broken_) return absl::UnavailableError("redis: connection lost");
   while (true) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-      return Fail(absl::UnavailableError(
-          absl::StrCat("redis: protocol error from ", address_.ToString(), ": ", reader_->errstr,
-                       ssl_ == nullptr ? " (if the port speaks TLS, use rediss://)" : "")));
-    }
-    if (raw != nullptr) {
-      redisReply* reply = static_cast<redisReply*>(raw);
-      RedisReply out = Convert(*reply);
-      freeReplyObject(reply);
-      return out;
-    }
-    ORDERHOLD_RETURN_IF_ERROR(Fill(deadline));
+    ORDERHOLD_ASSIGN_OR_RETURN(std::optional<RedisReply> reply, Buffered());
+    if (reply.has_value()) return *std::move(reply);
+    ORDERHOLD_RETURN_IF_ERROR(Fill(deadline, /*soft_deadline=*/false).status());
+  }
+}
+
+absl::StatusOr<std::optional<RedisReply>> RedisConnection::TryRead(absl::Time deadline) {
+  if (broken_) return absl::UnavailableError("redis: connection lost");
+  while (true) {
+    ORDERHOLD_ASSIGN_OR_RETURN(std::optional<RedisReply> reply, Buffered());
+    if (reply.has_value()) return reply;
+    ORDERHOLD_ASSIGN_OR_RETURN(const bool filled, Fill(deadline, /*soft_deadline=*/true));
+    if (!filled) return std::nullopt;
   }
 }
 
@@ -457,6 +492,36 @@ bool RedisConnection::PeerClosed() {
   ERR_clear_error();
   broken_ = true;
   return true;
+}
+
+std::vector<std::string> RedisAuthCommand(const std::string& user, const std::string& password) {
+  if (password.empty()) return {};
+  if (user.empty()) return {"AUTH", password};
+  return {"AUTH", user, password};
+}
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
+    const HostPort& address, const TlsContext* tls, const std::string& user,
+    const std::string& password, const std::string& client_name, absl::string_view what,
+    absl::Time deadline) {
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
+                             RedisConnection::Connect(address, tls, deadline));
+  const std::vector<std::string> auth = RedisAuthCommand(user, password);
+  if (!auth.empty()) connection->Append(auth);
+  if (!client_name.empty()) connection->Append({"CLIENT", "SETNAME", client_name});
+  ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
+  if (!auth.empty()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(const RedisReply reply, connection->Read(deadline));
+    if (reply.type == RedisReply::Type::kError) {
+      // The error line only (WRONGPASS...): never the credentials.
+      return absl::UnavailableError(
+          absl::StrCat(what, " ", address.ToString(), " refused AUTH: ", reply.str));
+    }
+  }
+  if (!client_name.empty()) {
+    ORDERHOLD_RETURN_IF_ERROR(connection->Read(deadline).status());  // an error reply is fine
+  }
+  return connection;
 }
 
 }  // namespace orderhold::store

@@ -23,10 +23,12 @@
 #define ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/store/redis_reply.h"
 #include "server/store/redis_url.h"
@@ -97,6 +99,13 @@ class RedisConnection {
   // EOF, an I/O or protocol error; DEADLINE_EXCEEDED when `deadline` passes. After a failure the
   // connection is broken.
   absl::StatusOr<RedisReply> Read(absl::Time deadline);
+  // Read for a connection that waits for what Redis pushes (pub/sub messages): the next reply,
+  // or nullopt when none is complete by `deadline`. Unlike Read, a deadline that passes leaves
+  // the connection usable (bytes of a partial reply are kept for the next call), so a subscriber
+  // can wait in slices and do other work (keepalive, stopping) between them. An already-past
+  // deadline only returns what is buffered or can be read without blocking. UNAVAILABLE on EOF,
+  // an I/O or protocol error: then the connection is broken.
+  absl::StatusOr<std::optional<RedisReply>> TryRead(absl::Time deadline);
   // Append + Flush + Read: one command, one round trip.
   absl::StatusOr<RedisReply> Run(const std::vector<std::string>& args, absl::Time deadline);
 
@@ -112,11 +121,17 @@ class RedisConnection {
  private:
   RedisConnection(HostPort address, int fd);
   absl::Status Fail(absl::Status status);
-  // Waits until the socket is readable (`want_write` false) or writable, or `deadline`.
+  // Waits until the socket is readable (`want_write` false) or writable: true; false when
+  // `deadline` passes first. Never marks the connection broken.
+  absl::StatusOr<bool> Poll(bool want_write, absl::Time deadline);
+  // Poll, with a deadline that passes being DEADLINE_EXCEEDED and the connection broken.
   absl::Status WaitFor(bool want_write, absl::Time deadline);
   absl::Status Handshake(const TlsContext& tls, absl::Time deadline);
-  // Reads what the socket has (>= 1 byte) into the reader. UNAVAILABLE on EOF.
-  absl::Status Fill(absl::Time deadline);
+  // Reads what the socket has (>= 1 byte) into the reader: true. UNAVAILABLE on EOF. When
+  // `deadline` passes first: DEADLINE_EXCEEDED (broken), or false with `soft_deadline`.
+  absl::StatusOr<bool> Fill(absl::Time deadline, bool soft_deadline);
+  // The next complete reply in the reader, if any. UNAVAILABLE (broken) on a protocol error.
+  absl::StatusOr<std::optional<RedisReply>> Buffered();
 
   HostPort address_;
   int fd_ = -1;
@@ -125,6 +140,21 @@ class RedisConnection {
   std::string out_;
   bool broken_ = false;
 };
+
+// The AUTH command for a connection: {"AUTH", user, password}, {"AUTH", password} with no user,
+// or empty with no password (no AUTH). Thread-safe.
+std::vector<std::string> RedisAuthCommand(const std::string& user, const std::string& password);
+
+// RedisConnection::Connect, then in one round trip AUTH (RedisAuthCommand: skipped without a
+// password) and CLIENT SETNAME `client_name` (skipped when empty; an error answer to it, such as
+// an ACL without +client|setname, is ignored). For the connections that are not a RedisClient's
+// pool (the cluster map's, the sentinels', the nudge subscriber's). Errors: Connect's, Flush's
+// and Read's; UNAVAILABLE "<what> <address> refused AUTH: <Redis' error line>" (never the
+// credentials) when AUTH is answered with an error. Thread-safe.
+absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
+    const HostPort& address, const TlsContext* tls, const std::string& user,
+    const std::string& password, const std::string& client_name, absl::string_view what,
+    absl::Time deadline);
 
 }  // namespace orderhold::store
 

@@ -81,12 +81,6 @@ bool IsSubscribedPong(const RedisReply& reply) {
          IsString(reply.elements[0]) && absl::EqualsIgnoreCase(reply.elements[0].str, "pong");
 }
 
-std::vector<std::string> AuthCommand(const std::string& username, const std::string& password) {
-  if (password.empty()) return {};
-  if (username.empty()) return {"AUTH", password};
-  return {"AUTH", username, password};
-}
-
 absl::Status DiscoveryError(absl::string_view master_name, const std::vector<Attempt>& attempts) {
   std::vector<std::string> unknown;
   std::vector<std::string> failed;
@@ -320,23 +314,8 @@ absl::StatusOr<std::optional<HostPort>> SentinelTopology::AskSentinel(const Host
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> SentinelTopology::ConnectSentinel(
     const HostPort& sentinel, absl::Time deadline, const std::string& client_name) {
-  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
-                             RedisConnection::Connect(sentinel, options_.tls.get(), deadline));
-  const std::vector<std::string> auth =
-      sentinel_internal::AuthCommand(options_.username, options_.password);
-  if (!auth.empty()) connection->Append(auth);
-  connection->Append({"CLIENT", "SETNAME", client_name});
-  ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));
-  if (!auth.empty()) {
-    ORDERHOLD_ASSIGN_OR_RETURN(const RedisReply reply, connection->Read(deadline));
-    if (reply.type == RedisReply::Type::kError) {
-      // The error line only (WRONGPASS...): never the credentials.
-      return absl::UnavailableError(
-          absl::StrCat("sentinel ", sentinel.ToString(), " refused AUTH: ", reply.str));
-    }
-  }
-  ORDERHOLD_RETURN_IF_ERROR(connection->Read(deadline).status());  // an error reply is fine
-  return connection;
+  return ConnectAuthenticated(sentinel, options_.tls.get(), options_.username, options_.password,
+                              client_name, "sentinel", deadline);
 }
 
 absl::Status SentinelTopology::Subscribe() {

@@ -175,10 +175,6 @@ std::optional<MasterSwitch> ParseSwitchMaster(const RedisReply& message,
 // True for the answer to PING on a subscribed connection (["pong", ""] in RESP2).
 bool IsSubscribedPong(const RedisReply& reply);
 
-// The AUTH command for a sentinel: {"AUTH", username, password}, {"AUTH", password} with no
-// username, or empty with no password (no AUTH).
-std::vector<std::string> AuthCommand(const std::string& username, const std::string& password);
-
 // What one sentinel said to a resolution that found no address: OK when it answered that it does
 // not know the master, else why it could not be asked.
 struct Attempt {

@@ -1,8 +1,15 @@
 // RedisConnection over plain TCP against a real redis-server: replies of every shape, pipelining,
-// deadlines against a hung Redis, and the idle-close check. (TLS: redis_tls_test.cc.)
+// deadlines against a hung Redis, the idle-close check, and TryRead for subscribers (a deadline
+// that passes leaves the connection usable). (TLS: redis_tls_test.cc.)
 #include "server/store/redis_connection.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,6 +118,75 @@ TEST_F(RedisConnectionTest, RedisGoneIsUnavailableNamingTheAddress) {
                                        In(absl::Seconds(1)))
                   .status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot resolve")));
+}
+
+// TryRead, for a subscriber: a deadline that passes with nothing to read is not an error and the
+// connection stays usable; a pushed message is read; EOF is UNAVAILABLE.
+TEST_F(RedisConnectionTest, TryReadWaitsForPushedMessagesWithoutBreaking) {
+  ASSERT_OK_AND_ASSIGN(RedisReply subscribed,
+                       connection_->Run({"SSUBSCRIBE", "ch"}, In(absl::Seconds(2))));
+  ASSERT_EQ(subscribed.type, Type::kArray);
+  const absl::Time start = absl::Now();
+  ASSERT_OK_AND_ASSIGN(std::optional<RedisReply> nothing,
+                       connection_->TryRead(In(absl::Milliseconds(50))));
+  EXPECT_FALSE(nothing.has_value());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(45));
+  EXPECT_FALSE(connection_->broken());
+  // A deadline already past only looks.
+  ASSERT_OK_AND_ASSIGN(nothing, connection_->TryRead(absl::InfinitePast()));
+  EXPECT_FALSE(nothing.has_value());
+  // Two messages in one read: the second is served from the buffer, even with a past deadline.
+  ASSERT_TRUE(redis_->Command({"SPUBLISH", "ch", "one"}).ok());
+  ASSERT_TRUE(redis_->Command({"SPUBLISH", "ch", "two"}).ok());
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::optional<RedisReply>> got = connection_->TryRead(In(absl::Seconds(1)));
+    return got.ok() && got->has_value() && (**got).elements.size() == 3 &&
+           (**got).elements[2].str == "one";
+  }));
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::optional<RedisReply>> got = connection_->TryRead(absl::InfinitePast());
+    return got.ok() && got->has_value() && (**got).elements[2].str == "two";
+  }));
+  // Still a working connection.
+  ASSERT_OK_AND_ASSIGN(RedisReply pong, connection_->Run({"PING"}, In(absl::Seconds(2))));
+  EXPECT_EQ(pong.type, Type::kArray);  // RESP2 answers PING in subscribed mode with {"pong", ""}
+  ASSERT_TRUE(redis_->Command({"CLIENT", "KILL", "TYPE", "pubsub"}).ok());
+  EXPECT_THAT(connection_->TryRead(In(absl::Seconds(2))).status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("closed")));
+  EXPECT_TRUE(connection_->broken());
+}
+
+// Bytes of a reply that is not complete at the deadline are kept for the next TryRead (a fake
+// server that sends a reply in two parts).
+TEST(RedisConnectionTryReadTest, KeepsAPartialReplyAcrossDeadlines) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 1), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> connection,
+                       RedisConnection::Connect(HostPort{"127.0.0.1", ntohs(address.sin_port)},
+                                                nullptr, In(absl::Seconds(2))));
+  const int peer = accept(listener, nullptr, nullptr);
+  ASSERT_GE(peer, 0);
+  const std::string first = "*3\r\n$8\r\nsmessage\r\n$2\r\nch\r\n$3\r\nab";
+  const std::string rest = "c\r\n";
+  ASSERT_EQ(write(peer, first.data(), first.size()), static_cast<ssize_t>(first.size()));
+  ASSERT_OK_AND_ASSIGN(std::optional<RedisReply> partial,
+                       connection->TryRead(In(absl::Milliseconds(50))));
+  EXPECT_FALSE(partial.has_value());
+  EXPECT_FALSE(connection->broken());
+  ASSERT_EQ(write(peer, rest.data(), rest.size()), static_cast<ssize_t>(rest.size()));
+  ASSERT_OK_AND_ASSIGN(std::optional<RedisReply> whole, connection->TryRead(In(absl::Seconds(2))));
+  ASSERT_TRUE(whole.has_value());
+  ASSERT_EQ(whole->elements.size(), 3u);
+  EXPECT_EQ(whole->elements[2].str, "abc");
+  close(peer);
+  close(listener);
 }
 
 TEST(HostPortTest, RendersIpv6InBrackets) {

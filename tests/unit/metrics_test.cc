@@ -70,5 +70,17 @@ TEST(MetricsTest, RedisFailoverFamiliesHaveHelpAndOnlyTheReasonLabel) {
   EXPECT_EQ(seen.size(), 2u);
 }
 
+// The event nudge counters are exported from the start, at 0, and count what they are given.
+TEST(MetricsTest, EventNudgeCountersStartAtZero) {
+  prometheus::Registry registry;
+  Metrics metrics(registry);
+  EXPECT_EQ(MetricValue(registry, "orderhold_event_nudges_total"), 0);
+  EXPECT_EQ(MetricValue(registry, "orderhold_event_nudge_subscriptions_total"), 0);
+  metrics.event_nudges().Increment();
+  metrics.event_nudge_subscriptions().Increment(64);
+  EXPECT_EQ(MetricValue(registry, "orderhold_event_nudges_total"), 1);
+  EXPECT_EQ(MetricValue(registry, "orderhold_event_nudge_subscriptions_total"), 64);
+}
+
 }  // namespace
 }  // namespace orderhold::metrics

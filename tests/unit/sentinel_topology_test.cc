@@ -110,9 +110,9 @@ TEST(SentinelPongTest, OnlyThePongArray) {
 }
 
 TEST(SentinelAuthTest, UserAndPasswordPasswordOnlyOrNone) {
-  EXPECT_THAT(sentinel_internal::AuthCommand("u", "p"), ElementsAre("AUTH", "u", "p"));
-  EXPECT_THAT(sentinel_internal::AuthCommand("", "p"), ElementsAre("AUTH", "p"));
-  EXPECT_THAT(sentinel_internal::AuthCommand("", ""), IsEmpty());
+  EXPECT_THAT(RedisAuthCommand("u", "p"), ElementsAre("AUTH", "u", "p"));
+  EXPECT_THAT(RedisAuthCommand("", "p"), ElementsAre("AUTH", "p"));
+  EXPECT_THAT(RedisAuthCommand("", ""), IsEmpty());
 }
 
 // One sentinel's answer; built one by one (GCC 12 sees a false maybe-uninitialized in nested

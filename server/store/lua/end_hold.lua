@@ -21,6 +21,8 @@
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 --                  (lazy cleanup, each with its event; the order itself may be one of them, so
 --                  the answer is the same before and after the reaper has run)
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}

@@ -27,6 +27,8 @@
 --          now     the instant used, Unix ms
 --          active  live holds after the call
 --          removed holds found no longer live and ended as EXPIRED (each with its event)
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, set_earliest, expire_due, end_hold, trim_outcomes, find_outcome): see
 -- prelude.lua, prepended when the script is embedded.

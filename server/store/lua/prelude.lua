@@ -26,6 +26,9 @@ end
 -- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
 local PAID, CANCELLED, EXPIRED = 1, 2, 3
 
+-- Whether this script execution already published its nudge (see end_hold).
+local nudged = false
+
 -- Ends one hold (already removed from, or about to be removed from, the user's holds by the
 -- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
 -- script, so there is never an end without an event nor an event without an end.
@@ -35,10 +38,31 @@ local PAID, CANCELLED, EXPIRED = 1, 2, 3
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
 -- set) order -> end_ms, which trim_outcomes uses to drop old records.
 -- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms}, id = Redis server time.
+-- Nudge: the first end of a script execution also publishes an empty message on the partition's
+-- nudge channel (sharded pub/sub, SPUBLISH), so the servers subscribed to it read the stream now
+-- instead of at their next safety sweep (server/store/event_nudges.h). One per execution, not
+-- per event: a reader reads the whole stream anyway, and subscribers see the message only once
+-- the script has finished (Redis writes to other clients after the command), so every event of
+-- the script is there to read.
+--   The channel is the events key with its last word "events" replaced by "nudge"
+--   (<prefix>:{<partition>}:events -> <prefix>:{<partition>}:nudge, KeySchema::NudgeChannel in
+--   keys.h): derived here rather than passed in KEYS, because Redis Cluster counts every KEYS
+--   entry as a key that must exist while the slot migrates, and a channel never exists as a key:
+--   each script would be answered TRYAGAIN for the whole of a reshard (measured on 7.0.15,
+--   tests/integration/reap_migration_test.cc). A channel of the script's own slot, which the
+--   shared hash tag guarantees, is what Redis Cluster lets a script publish; SPUBLISH itself is
+--   served by the slot's owner until the migration ends.
+--   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
+--   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
+--   of a hold; watchers then rely on the safety sweep.
 local function end_hold(k, user, order, outcome, expire, end_ms)
   redis.call('HSET', k.outcomes, order, outcome .. ':' .. end_ms .. ':' .. expire)
   redis.call('ZADD', k.ended, end_ms, order)
   redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't', end_ms)
+  if not nudged then
+    nudged = true
+    redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
+  end
 end
 
 -- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now).

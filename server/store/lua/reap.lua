@@ -43,6 +43,8 @@
 --          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
 --          the index was empty or another replica holds the lease (the index is not read then:
 --          -1 does not mean "nothing due").
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 
