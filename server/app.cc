@@ -13,6 +13,7 @@
 #include "server/common/status_macros.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/store/cluster_topology.h"
+#include "server/store/event_nudges.h"
 #include "server/store/noop_hold_store.h"
 #include "server/store/redis_topology.h"
 #include "server/store/sentinel_topology.h"
@@ -94,6 +95,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
 
+  store::EventNudgeOptions nudge_options;
   if (config.store == StoreKind::kNoop) {
     app->store_ = std::make_unique<store::NoopHoldStore>();
   } else {
@@ -110,6 +112,18 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     store_options.client.errors = &app->metrics_->redis_errors();
     store_options.key_prefix = config.key_prefix;
     store_options.outcomes = config.outcomes;
+    // The nudge subscriber talks to the same primaries as the store, as the same user.
+    nudge_options.topology = store_options.cluster != nullptr
+                                 ? std::shared_ptr<store::RedisTopology>(store_options.cluster)
+                                 : store_options.client.topology;
+    nudge_options.endpoint = store_options.client.endpoint;
+    nudge_options.tls = store_options.client.tls;
+    nudge_options.key_prefix = config.key_prefix;
+    nudge_options.connect_timeout = store_options.client.connect_timeout;
+    store_options.client.failure_log = std::make_shared<store::RedisFailureLog>();
+    nudge_options.connect_failure_log = store_options.client.failure_log;
+    nudge_options.nudges = &app->metrics_->event_nudges();
+    nudge_options.resubscribes = &app->metrics_->event_nudge_subscriptions();
     ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
                                store::RedisHoldStore::Create(std::move(store_options)));
     app->redis_store_ = store.get();
@@ -123,6 +137,13 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     app->dispatcher_ =
         std::make_unique<domain::EventDispatcher>(*app->redis_store_, config.events, clock);
     app->dispatcher_->Start();
+    // Scripts that end holds publish a nudge on their partition's channel: watches are woken by
+    // Redis instead of polling; the dispatcher's sweep covers what pub/sub loses.
+    nudge_options.on_nudge = [dispatcher = app->dispatcher_.get()](int partition) {
+      dispatcher->OnNudge(partition);
+    };
+    ORDERHOLD_ASSIGN_OR_RETURN(app->nudges_,
+                               store::EventNudgeSubscriber::Start(std::move(nudge_options)));
   }
   app->service_ = std::make_unique<grpc_api::OrderHoldService>(
       *app->holds_, app->events_.get(), app->dispatcher_.get(), *app->metrics_, config.max_watches);
@@ -174,6 +195,7 @@ void App::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  nudges_.reset();
   if (dispatcher_ != nullptr) dispatcher_->Stop();
   if (reaper_ != nullptr) reaper_->Stop();
 }

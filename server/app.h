@@ -1,5 +1,5 @@
 // App: one running OrderHold server, wired from a Config: Redis store (or, for benchmarks only,
-// the no-op store), domain service, gRPC
+// the no-op store), domain services, the event dispatcher and Redis' nudges to it, gRPC
 // server (OrderHold + reflection + standard health), health reporter and reaper. main() and the
 // end-to-end tests build it the same way; only main adds flags, signals and the /metrics exposer.
 //
@@ -20,6 +20,7 @@
 #include "server/grpc/orderhold_service.h"
 #include "server/metrics/metrics.h"
 #include "server/reaper/reaper.h"
+#include "server/store/event_nudges.h"
 #include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
 
@@ -65,6 +66,8 @@ class App {
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop
   // Which partitions the watches read, and the safety sweep; null with --store=noop.
   std::unique_ptr<domain::EventDispatcher> dispatcher_;
+  // Redis' nudges to dispatcher_ (destroyed first: it calls into dispatcher_); null with noop.
+  std::unique_ptr<store::EventNudgeSubscriber> nudges_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_api::HealthReporter> health_;

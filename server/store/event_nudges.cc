@@ -101,7 +101,11 @@ class EventNudgeSubscriber::Node {
           continue;
         }
         if (absl::Status status = Connect(); !status.ok()) {
-          log_.Transition(Prefixed(status), "");
+          if (options_.connect_failure_log != nullptr) {
+            options_.connect_failure_log->Transition(status, "");
+          } else {
+            log_.Transition(Prefixed(status), "");
+          }
           retry_at = absl::Now() + backoff;
           backoff = std::min(backoff * 2, options_.max_retry_backoff);
           parent_.RequestRecheck();

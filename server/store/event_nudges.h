@@ -60,6 +60,7 @@
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "server/store/keys.h"
+#include "server/store/redis_client.h"
 #include "server/store/redis_connection.h"
 #include "server/store/redis_topology.h"
 #include "server/store/redis_url.h"
@@ -101,6 +102,11 @@ struct EventNudgeOptions {
   // NOPERM (an ACL does not change by itself: don't knock often), subscribe_retry otherwise.
   absl::Duration subscribe_retry = absl::Seconds(1);
   absl::Duration refused_retry = absl::Seconds(30);
+  // Where a failure to connect (refused, TLS, AUTH) is logged, unprefixed: the store's
+  // RedisClientOptions::failure_log, so a failure both see (a wrong CA, a wrong password) is one
+  // log line, not one per component. Null: each node logs its own, prefixed "redis event
+  // nudges:". Failures of a subscription itself are always logged with that prefix.
+  std::shared_ptr<RedisFailureLog> connect_failure_log;
   // orderhold_event_nudges_total: nudge messages received; null: not counted.
   prometheus::Counter* nudges = nullptr;
   // orderhold_event_nudge_subscriptions_total: channel subscriptions made (SSUBSCRIBE confirmed,

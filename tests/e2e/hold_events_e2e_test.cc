@@ -16,7 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "client/orderhold_client.h"
@@ -290,6 +294,81 @@ TEST_P(HoldEventsE2eTest, MaxWatchesRefusesOneMoreAndDeliveriesAreTimed) {
   EXPECT_EQ(r.Metric("orderhold_event_delivery_delay_seconds"), 2);
   EXPECT_LE(HistogramSum(*r.registry, "orderhold_event_delivery_delay_seconds"),
             absl::ToDoubleSeconds(2 * waited));
+}
+
+// Issue 13: idle watches cost Redis (almost) nothing, and an end reaches every group at once,
+// woken by the script's nudge, long before any safety sweep could have found it.
+TEST_P(HoldEventsE2eTest, IdleWatchesCostRedisNothingAndANudgeDeliversBeforeAnySweep) {
+  Config config = TestConfig(/*run_reaper=*/false);  // the reaper's calls would blur the count
+  config.health_check_interval = absl::Seconds(5);
+  config.events.claim_interval = absl::Minutes(5);  // no sweep during the case
+  Replica r = StartReplica(config);
+  ASSERT_NE(r.app, nullptr);
+  constexpr int kGroups = 2;
+  constexpr int kPerGroup = 10;
+  std::vector<std::unique_ptr<Watcher>> watchers;
+  for (int g = 0; g < kGroups; ++g) {
+    for (int c = 0; c < kPerGroup; ++c) {
+      watchers.push_back(std::make_unique<Watcher>(
+          *r.client, Watch(absl::StrCat("g", g), absl::StrCat("c", c)), /*ack=*/true));
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return r.Metric("orderhold_watches") == kGroups * kPerGroup; }));
+  // Every partition subscribed (one nudge each at subscription), every watch through its first
+  // read (64 partitions each): then nothing more should reach Redis.
+  ASSERT_TRUE(Eventually([&] {
+    return r.Metric("orderhold_event_nudge_subscriptions_total") >=
+           store::KeySchema::kPartitionCount;
+  }));
+  absl::SleepFor(absl::Milliseconds(300));
+  auto commands = [&]() -> int64_t {
+    int64_t total = 0;
+    std::vector<std::string> infos;
+    if (redis_ != nullptr) {
+      infos.push_back(redis_->Command({"INFO", "stats"}).value_or(""));
+    } else {
+      for (int i = 0; i < cluster_->node_count(); ++i) {
+        infos.push_back(cluster_->Command(i, {"INFO", "stats"}).value_or(""));
+      }
+    }
+    for (const std::string& info : infos) {
+      for (absl::string_view line : absl::StrSplit(info, '\n')) {
+        int64_t n = 0;
+        if (absl::ConsumePrefix(&line, "total_commands_processed:") &&
+            absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &n)) {
+          total += n;
+        }
+      }
+    }
+    return total;
+  };
+  const int64_t before = commands();
+  absl::SleepFor(absl::Seconds(1));
+  const int64_t idle = commands() - before - (redis_ != nullptr ? 2 : 2 * cluster_->node_count());
+  // Polling watches would make ~1,300 per watch (26,000 here); what is left is keepalive PINGs,
+  // health, and in cluster mode the slot map refresh.
+  EXPECT_LT(idle, 50) << "Redis commands in 1 s with " << watchers.size() << " idle watches";
+
+  const absl::Time start = absl::Now();
+  ASSERT_THAT(r.client->PlaceHold("alice", "o1"), IsOk());
+  ASSERT_THAT(r.client->Pay("alice", "o1"), IsOk());
+  int delivered = 0;
+  for (int g = 0; g < kGroups; ++g) {
+    // One watch of each group gets it: wait on the group as a whole.
+    EXPECT_TRUE(Eventually(
+        [&] {
+          int n = 0;
+          for (int c = 0; c < kPerGroup; ++c) n += watchers[g * kPerGroup + c]->events().size();
+          return n == 1;
+        },
+        absl::Seconds(10)))
+        << "group g" << g;
+  }
+  for (const auto& watcher : watchers) delivered += watcher->events().size();
+  EXPECT_EQ(delivered, kGroups);
+  // Well before the first sweep (5 min away): the nudge did it.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_GE(r.Metric("orderhold_event_nudges_total"), 1);
 }
 
 TEST_P(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousandEvents) {
