@@ -129,6 +129,25 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
   return absl::ToChronoTime(absl::Now() + d);
 }
 
+// One unary call in flight: what gRPC needs until its callback, which deletes it.
+template <typename Request, typename Response>
+struct UnaryCall {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+// A new call on hold (`user`, `order`) with kCallDeadline. An async caller releases it and deletes
+// it in the callback.
+template <typename Request, typename Response>
+std::unique_ptr<UnaryCall<Request, Response>> NewHoldCall(std::string user, std::string order) {
+  auto call = std::make_unique<UnaryCall<Request, Response>>();
+  call->request.set_user_id(std::move(user));
+  call->request.set_order_id(std::move(order));
+  call->context.set_deadline(DeadlineIn(kCallDeadline));
+  return call;
+}
+
 // What one consumer group received. Thread-safe (one mutex; every watcher of the group writes).
 class GroupState {
  public:
@@ -210,11 +229,10 @@ class GroupState {
   bool probe_seen_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-// Counts of watchers that ended, and AckHoldEvents calls. Thread-safe.
+// What the watchers did: those that ended before Stop (by status), events read, AckHoldEvents
+// calls. Thread-safe.
 struct Tally {
   absl::Mutex mu;
-  CodeCounts ended_codes ABSL_GUARDED_BY(mu){};
-  int64_t ended ABSL_GUARDED_BY(mu) = 0;
   int64_t ended_before_stop ABSL_GUARDED_BY(mu) = 0;
   CodeCounts ended_before_stop_codes ABSL_GUARDED_BY(mu){};
   std::atomic<bool> stopping{false};
@@ -257,8 +275,6 @@ class Watcher final : public grpc::ClientReadReactor<HoldEvent> {
     const int code = std::clamp(static_cast<int>(status.error_code()), 0, kNumStatusCodes - 1);
     {
       absl::MutexLock lock(&tally_->mu);
-      ++tally_->ended;
-      ++tally_->ended_codes[code];
       if (!tally_->stopping.load()) {
         ++tally_->ended_before_stop;
         ++tally_->ended_before_stop_codes[code];
@@ -274,11 +290,8 @@ class Watcher final : public grpc::ClientReadReactor<HoldEvent> {
 
   // Acks what was read since the last Flush, in one AckHoldEvents call (none when nothing was).
   void Flush() {
-    struct AckCall {
-      grpc::ClientContext context;
-      orderhold::v1::AckHoldEventsRequest request;
-      orderhold::v1::AckHoldEventsResponse response;
-    };
+    using AckCall =
+        UnaryCall<orderhold::v1::AckHoldEventsRequest, orderhold::v1::AckHoldEventsResponse>;
     auto call = std::make_unique<AckCall>();
     {
       absl::MutexLock lock(&mu_);
@@ -528,16 +541,12 @@ class EventBench {
     const int64_t holds = static_cast<int64_t>(ended_.size());
     const int window = absl::GetFlag(FLAGS_place_in_flight);
     const std::string prefix = absl::GetFlag(FLAGS_user_prefix);
+    const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
     // Members, not locals: the last callback may still be inside Unlock when the wait below
     // returns.
     absl::Mutex& mu = place_mu_;
     int& outstanding = place_outstanding_;
     std::atomic<int64_t> created{0}, failed{0};
-    struct PlaceCall {
-      grpc::ClientContext context;
-      orderhold::v1::PlaceHoldRequest request;
-      orderhold::v1::PlaceHoldResponse response;
-    };
     for (int64_t i = 0; i < holds; ++i) {
       {
         absl::MutexLock lock(&mu);
@@ -545,11 +554,10 @@ class EventBench {
         mu.Await(absl::Condition(&room, &decltype(room)::operator()));
         ++outstanding;
       }
-      auto* call = new PlaceCall;
-      call->request.set_user_id(absl::StrCat(prefix, i));
-      call->request.set_order_id(absl::StrCat("o", i));
-      *call->request.mutable_ttl() = ToProtoDuration(absl::GetFlag(FLAGS_ttl));
-      call->context.set_deadline(DeadlineIn(kCallDeadline));
+      auto* call = NewHoldCall<orderhold::v1::PlaceHoldRequest, orderhold::v1::PlaceHoldResponse>(
+                       absl::StrCat(prefix, i), absl::StrCat("o", i))
+                       .release();
+      *call->request.mutable_ttl() = ToProtoDuration(ttl);
       NextStub()->async()->PlaceHold(&call->context, &call->request, &call->response,
                                      [&, call](grpc::Status status) {
                                        if (status.ok() && call->response.created()) {
@@ -572,22 +580,15 @@ class EventBench {
 
   bool PlaceAndCancelProbe() {
     const std::string user = absl::StrCat(absl::GetFlag(FLAGS_user_prefix), kProbeOrder);
-    grpc::ClientContext place_context;
-    place_context.set_deadline(DeadlineIn(kCallDeadline));
-    orderhold::v1::PlaceHoldRequest place;
-    place.set_user_id(user);
-    place.set_order_id(kProbeOrder);
-    *place.mutable_ttl() = ToProtoDuration(absl::GetFlag(FLAGS_ttl));
-    orderhold::v1::PlaceHoldResponse placed;
-    grpc::Status status = NextStub()->PlaceHold(&place_context, place, &placed);
+    auto place = NewHoldCall<orderhold::v1::PlaceHoldRequest, orderhold::v1::PlaceHoldResponse>(
+        user, kProbeOrder);
+    *place->request.mutable_ttl() = ToProtoDuration(absl::GetFlag(FLAGS_ttl));
+    grpc::Status status = NextStub()->PlaceHold(&place->context, place->request, &place->response);
     if (status.ok()) {
-      grpc::ClientContext cancel_context;
-      cancel_context.set_deadline(DeadlineIn(kCallDeadline));
-      orderhold::v1::CancelHoldRequest cancel;
-      cancel.set_user_id(user);
-      cancel.set_order_id(kProbeOrder);
-      orderhold::v1::CancelHoldResponse cancelled;
-      status = NextStub()->CancelHold(&cancel_context, cancel, &cancelled);
+      auto cancel =
+          NewHoldCall<orderhold::v1::CancelHoldRequest, orderhold::v1::CancelHoldResponse>(
+              user, kProbeOrder);
+      status = NextStub()->CancelHold(&cancel->context, cancel->request, &cancel->response);
     }
     if (!status.ok()) {
       std::fprintf(stderr, "event-bench: probe hold: %s %s\n",
@@ -608,8 +609,8 @@ class EventBench {
 
   // Ends hold i (CancelHold for even i, Pay for odd i); latency from `intended_ns`.
   void EndHold(int64_t i, int64_t intended_ns) {
-    const std::string user = absl::StrCat(absl::GetFlag(FLAGS_user_prefix), i);
-    const std::string order = absl::StrCat("o", i);
+    std::string user = absl::StrCat(absl::GetFlag(FLAGS_user_prefix), i);
+    std::string order = absl::StrCat("o", i);
     ends_in_flight_.fetch_add(1);
     auto done = [this, i, intended_ns](Method method, const grpc::Status& status, bool ended) {
       recorder_.Record(method, static_cast<int>(status.error_code()), SteadyNs() - intended_ns);
@@ -617,30 +618,18 @@ class EventBench {
       ends_in_flight_.fetch_sub(1);
     };
     if (i % 2 == 0) {
-      struct Call {
-        grpc::ClientContext context;
-        orderhold::v1::CancelHoldRequest request;
-        orderhold::v1::CancelHoldResponse response;
-      };
-      auto* call = new Call;
-      call->request.set_user_id(user);
-      call->request.set_order_id(order);
-      call->context.set_deadline(DeadlineIn(kCallDeadline));
+      auto* call = NewHoldCall<orderhold::v1::CancelHoldRequest, orderhold::v1::CancelHoldResponse>(
+                       std::move(user), std::move(order))
+                       .release();
       NextStub()->async()->CancelHold(
           &call->context, &call->request, &call->response, [call, done](grpc::Status status) {
             done(Method::kCancelHold, status, !call->response.already_cancelled());
             delete call;
           });
     } else {
-      struct Call {
-        grpc::ClientContext context;
-        orderhold::v1::PayRequest request;
-        orderhold::v1::PayResponse response;
-      };
-      auto* call = new Call;
-      call->request.set_user_id(user);
-      call->request.set_order_id(order);
-      call->context.set_deadline(DeadlineIn(kCallDeadline));
+      auto* call = NewHoldCall<orderhold::v1::PayRequest, orderhold::v1::PayResponse>(
+                       std::move(user), std::move(order))
+                       .release();
       NextStub()->async()->Pay(&call->context, &call->request, &call->response,
                                [call, done](grpc::Status status) {
                                  done(Method::kPay, status, !call->response.already_paid());
