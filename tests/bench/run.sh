@@ -56,7 +56,8 @@
 #              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
 #   7 events   (issue 13; last) the three event phases, each once on standalone Redis (the same
 #              redis-server) and once on a 3-primary Redis Cluster (start_cluster, as phase 6's
-#              cluster variant), a fresh server (--max_watches=1000) and an empty Redis per phase;
+#              cluster variant), a fresh server (--max_watches=1000) and an empty Redis per phase
+#              (per watcher count in idle);
 #              the watchers and the ends come from orderhold-event-bench (tests/bench/event_bench.cc):
 #                idle     0, 100 and 1,000 idle WatchHoldEvents streams on one server, no hold
 #                         ending: Redis commands/s (INFO stats total_commands_processed, summed
@@ -276,32 +277,33 @@ wait_watches() {  # n: waits until the gauge shows n open watches, at most EVENT
     "(now $(open_watches))" >&2
   return 1
 }
-start_watchers() {  # name, watchers, groups -> WATCHERS_PID; idle watchers until stop_watchers
+start_watchers() {  # name, watchers, groups -> WATCHERS_PID; idle watchers until SIGTERM (stop_pids)
   "${EVENT_BENCH}" --target="${TARGET}" --mode=watch --watchers="$2" --groups="$3" \
     --group_prefix="$1" >"${WORK}/$1-watch.json" 2>"${WORK}/$1-watch.log" &
   WATCHERS_PID=$!
   PIDS+=("${WATCHERS_PID}")
 }
-stop_watchers() {  # waits for the client to close them, then for the server to see them gone
-  stop_pids "${WATCHERS_PID}"
-  wait_watches 0 || true
-}
 ev_idle_step() {  # mode, watchers: appends one line to events-<mode>-idle.jsonl
   local mode="$1" n="$2" groups=0 name="idle-$1-$2" settled=true t0 t1 ops0 ops1 cpu0 cpu1
   local rcpu0 rcpu1 open0 open1 started=${SECONDS}
   echo "bench: events ${mode}: ${n} idle watchers" >&2
+  # Each count on its own empty Redis and fresh server, so no group of an earlier count is left.
+  ev_flush
+  ev_server "${name}"
   if ((n > 0)); then
     groups="${EVENT_IDLE_GROUPS}"
     start_watchers "${name}" "${n}" "${groups}"
     wait_watches "${n}" || settled=false
-    sleep "${EVENT_SETTLE}"
   fi
+  # Also with no watcher: the server's start-up (first reaper ticks, leases) stays out of the window.
+  sleep "${EVENT_SETTLE}"
   open0="$(open_watches)"
   t0="$(now_s)" ops0="$(ev_redis_ops)" cpu0="$(proc_cpu_s "${SERVER_PID}")" rcpu0="$(ev_redis_cpu)"
   sleep "${EVENT_WINDOW}"
   t1="$(now_s)" ops1="$(ev_redis_ops)" cpu1="$(proc_cpu_s "${SERVER_PID}")" rcpu1="$(ev_redis_cpu)"
   open1="$(open_watches)"
-  ((n > 0)) && stop_watchers
+  ((n > 0)) && stop_pids "${WATCHERS_PID}"
+  stop_server KILL
   [[ -s "${WORK}/${name}-watch.json" ]] || echo null >"${WORK}/${name}-watch.json"
   jq -cn --argjson watchers "${n}" --argjson groups "${groups}" --argjson settled "${settled}" \
     --argjson open0 "${open0}" --argjson open1 "${open1}" --argjson t0 "${t0}" --argjson t1 "${t1}" \
@@ -331,7 +333,7 @@ ev_place_pair() {  # mode: open-loop PlaceHold without, then with EVENT_PLACE_WA
   bench "${name}-watchers" --rate="${HALF_RATE}" --mix=place=100 --ttl=10m \
     --duration="${EVENT_PLACE_DURATION}s"
   open1="$(open_watches)"
-  stop_watchers
+  stop_pids "${WATCHERS_PID}"
   stop_server KILL
   [[ -s "${WORK}/${name}-watch.json" ]] || echo null >"${WORK}/${name}-watch.json"
   jq -n --argjson rate "${HALF_RATE}" --argjson settled "${settled}" --argjson open0 "${open0}" \
@@ -386,10 +388,7 @@ events_phases() {  # -> ${WORK}/events.json
       EV_NODES=("${CLUSTER_PORTS[@]}") EV_URL="${CLUSTER_URL}" EV_FLAGS=(--redis_mode=cluster)
     fi
     : >"${WORK}/events-${mode}-idle.jsonl"
-    ev_flush
-    ev_server "idle-${mode}"
     for n in "${EVENT_IDLE_COUNTS[@]}"; do ev_idle_step "${mode}" "${n}"; done
-    stop_server KILL
     echo "bench: events ${mode}: PlaceHold at ${HALF_RATE}/s without and with" \
       "${EVENT_PLACE_WATCHERS} idle watchers" >&2
     ev_place_pair "${mode}"
@@ -436,7 +435,7 @@ events_markdown() {  # results.json -> the events section of results.md, on stdo
     | "",
     "## Events (issue 13): idle watchers, PlaceHold beside them, delivery",
     "",
-    "Each mode on a fresh server (--max_watches=1000) and an empty Redis per phase; standalone = one redis-server, cluster = 3 primaries, no replicas (--redis_mode=cluster). Watchers come from orderhold-event-bench, round-robin over consumer groups, 10 HTTP/2 connections.",
+    "Each mode on a fresh server (--max_watches=1000) and an empty Redis per phase (per watcher count in idle); standalone = one redis-server, cluster = 3 primaries, no replicas (--redis_mode=cluster). Watchers come from orderhold-event-bench, round-robin over consumer groups, 10 HTTP/2 connections.",
     "",
     "Idle: N watchers over \($c.idle_groups) groups, no hold ending; Redis commands/s (INFO stats total_commands_processed, all primaries) over \($c.idle_window_s) s, starting \($c.idle_settle_s) s after the server showed every watch open; per idle watcher = (ops/s with N - ops/s with 0) / N:",
     "",
