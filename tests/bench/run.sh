@@ -423,6 +423,10 @@ events_phases() {  # -> ${WORK}/events.json
               deliver_groups: $groups},
      modes: (map({key: .mode, value: .}) | from_entries)}' \
     "${WORK}/events-modes.jsonl" >"${WORK}/events.json"
+  # Kept: a watch that ended early says why only in these (WORK is removed on exit).
+  mkdir -p "${OUT}/events-logs"
+  cp "${WORK}"/server-{idle,place,deliver}-*.log "${WORK}"/{idle,place}-*-watch.log \
+    "${WORK}"/deliver-*.log "${OUT}/events-logs/"
 }
 events_markdown() {  # results.json -> the events section of results.md, on stdout
   jq -r '
@@ -450,7 +454,7 @@ events_markdown() {  # results.json -> the events section of results.md, on stdo
     "|---|---:|---|---:|---:|---:|---:|---:|---|",
     ($e.modes[] | .mode as $m | .place as $p
      | (["none", $p.none, "0"],
-        ["watchers", $p.watchers, "\($p.watchers.idle_watchers.open_at_start) / \($p.watchers.idle_watchers.open_at_end)"])
+        ["watchers", $p.watchers, "\($p.watchers.idle_watchers | "\(.open_at_start) / \(.open_at_end)\(if .all_open then "" else " (not all opened)" end)\(if (.client.watchers_ended_early // 0) > 0 then ", \(.client.watchers_ended_early) ended before the stop: \([.client.watcher_end_codes | to_entries[] | "\(.key) \(.value)"] | join(", "))" else "" end)")"])
      | "| \($m) | \($p.rate) | \(.[2]) | \(.[1].throughput | f0) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \(.[1] | codes) |"),
     "",
     "Delivery: \($c.deliver_rate) holds/s ended by CancelHold/Pay (alternating) in open loop for \($c.deliver_duration_s) s, \($c.deliver_watchers) watchers over \($c.deliver_groups) groups acking every 200 ms. Delay = receive time - end_time (client; end_time has ms precision) and the server'"'"'s orderhold_event_delivery_delay_seconds (write time - end_time, histogram-interpolated). Per group: expected = ends answered OK; missing after the drain; twice = received - distinct event_ids:",
@@ -467,6 +471,8 @@ events_markdown() {  # results.json -> the events section of results.md, on stdo
     "| delivery delay p99 <= 50 ms (client) | \([$e.modes[] | "\(.deliver.delay_ms.p99 | f1) ms: \(.targets.delivery_p99_le_50ms)"] | join(" | ")) |",
     "| no event missing (after dedup on event_id) | \([$e.modes[] | "\(.deliver.totals.missing): \(.targets.none_missing)"] | join(" | ")) |",
     "| none delivered twice to one group | \([$e.modes[] | "\(.deliver.totals.duplicates): \(.targets.none_twice)"] | join(" | ")) |",
+    "",
+    "Logs of the event phases (servers, watcher and delivery clients): events-logs/ beside results.json.",
     "",
     "Phase times (s): \([$e.modes[] | "\(.mode): idle \([.idle[].phase_s] | add), place \(.place.phase_s), deliver \(.deliver.phase_s), total \(.phase_s)"] | join("; "))."
   ' "$1"
