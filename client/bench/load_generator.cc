@@ -19,26 +19,11 @@
 namespace orderhold::client::bench {
 namespace {
 
-// The pacer sleeps until this close to a call's intended time, then spins: sleeps overshoot by
-// tens of microseconds (timer slack), which at high rates would be a visible schedule error.
+// SleepUntilSteadyNs sleeps until this close to the target time, then spins.
 constexpr int64_t kSpinNs = 100'000;
 
 std::chrono::steady_clock::time_point SteadyTime(int64_t ns) {
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(ns));
-}
-
-void SleepUntilNs(int64_t target_ns) {
-  for (;;) {
-    const int64_t remaining = target_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                              std::chrono::steady_clock::now().time_since_epoch())
-                                              .count();
-    if (remaining <= 0) return;
-    if (remaining > kSpinNs) {
-      absl::SleepFor(absl::Nanoseconds(remaining - kSpinNs));
-    } else {
-      std::this_thread::yield();
-    }
-  }
 }
 
 const char* ConnectivityName(grpc_connectivity_state state) {
@@ -58,6 +43,20 @@ const char* ConnectivityName(grpc_connectivity_state state) {
 }
 
 }  // namespace
+
+void SleepUntilSteadyNs(int64_t target_ns) {
+  for (;;) {
+    const int64_t remaining = target_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now().time_since_epoch())
+                                              .count();
+    if (remaining <= 0) return;
+    if (remaining > kSpinNs) {
+      absl::SleepFor(absl::Nanoseconds(remaining - kSpinNs));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
 
 absl::Status ValidateOptions(const LoadOptions& o) {
   auto invalid = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
@@ -331,7 +330,7 @@ int64_t LoadGenerator::RunOpenLoop() {
     }
     // When behind schedule this returns at once: the call goes out late, and its latency still
     // counts from intended_ns.
-    SleepUntilNs(intended_ns);
+    SleepUntilSteadyNs(intended_ns);
     max_send_lag_ns_ = std::max(max_send_lag_ns_, NowNs() - intended_ns);
     // in_flight_ includes Run's own reference.
     if (in_flight_.load(std::memory_order_relaxed) - 1 >= options_.max_in_flight) {

@@ -101,6 +101,13 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     const std::string& target, const TlsOptions& tls, int connections,
     absl::Duration connect_timeout);
 
+// Blocks until std::chrono::steady_clock reaches `target_ns` (nanoseconds since its epoch): sleeps
+// until 100 µs before, then yields in a loop, because sleeps overshoot by tens of microseconds
+// (timer slack), which at high rates would be a visible schedule error. Returns at once when the
+// time has passed. The open-loop pacer of LoadGenerator, also used by tests/bench/event_bench.cc.
+// Thread-safe.
+void SleepUntilSteadyNs(int64_t target_ns);
+
 // Generates load on the given stubs (one per connection, used round-robin) and measures it.
 // Run is called once, from one thread, which becomes the pacer in open loop; the gRPC completion
 // callbacks run on gRPC's threads. The object must outlive Run (which returns only after every

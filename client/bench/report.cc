@@ -29,6 +29,22 @@ std::string JsonNumber(double value, int decimals) {
 
 std::string Ms(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6); }
 
+std::string CodesText(const CodeCounts& codes) {
+  std::string out;
+  for (int code = 0; code < kNumStatusCodes; ++code) {
+    if (codes[code] == 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : " ", StatusCodeName(code), "=", codes[code]);
+  }
+  return out.empty() ? "-" : out;
+}
+
+// Methods shown in a report: those in the mix, plus any that somehow completed calls.
+bool ShowMethod(const RunReport& report, int m) {
+  return report.mix.weights[m] > 0 || report.methods[m].completed > 0;
+}
+
+}  // namespace
+
 void AppendLatencyJson(const LatencyPercentiles& latency, std::string* out) {
   absl::StrAppend(out, "{\"p50\":", Ms(latency.p50_ns), ",\"p90\":", Ms(latency.p90_ns),
                   ",\"p99\":", Ms(latency.p99_ns), ",\"p999\":", Ms(latency.p999_ns),
@@ -45,22 +61,6 @@ void AppendCodesJson(const CodeCounts& codes, std::string* out) {
   }
   out->push_back('}');
 }
-
-std::string CodesText(const CodeCounts& codes) {
-  std::string out;
-  for (int code = 0; code < kNumStatusCodes; ++code) {
-    if (codes[code] == 0) continue;
-    absl::StrAppend(&out, out.empty() ? "" : " ", StatusCodeName(code), "=", codes[code]);
-  }
-  return out.empty() ? "-" : out;
-}
-
-// Methods shown in a report: those in the mix, plus any that somehow completed calls.
-bool ShowMethod(const RunReport& report, int m) {
-  return report.mix.weights[m] > 0 || report.methods[m].completed > 0;
-}
-
-}  // namespace
 
 void Summarize(Recorder::Merged merged, RunReport* report) {
   MethodReport all;

@@ -80,6 +80,14 @@ void Summarize(Recorder::Merged merged, RunReport* report);
 // Pure.
 std::string JsonQuote(absl::string_view s);
 
+// Appends `latency` as a JSON object {"p50":..,"p90":..,"p99":..,"p999":..,"max":..} to `out`:
+// milliseconds with microsecond resolution, as in FormatJsonReport (which uses it). Pure.
+void AppendLatencyJson(const LatencyPercentiles& latency, std::string* out);
+
+// Appends `codes` as a JSON object {"OK":..,"NOT_FOUND":..} to `out`: the codes with a non-zero
+// count, by StatusCodeName, in numeric order, as in FormatJsonReport (which uses it). Pure.
+void AppendCodesJson(const CodeCounts& codes, std::string* out);
+
 // The report as ONE JSON object, one line, no trailing newline:
 //   {"mode":"closed"|"open","target":..,"concurrency":..,"rate":..,"max_in_flight":..,
 //    "duration_s":..,"warmup_s":..,"count":..,"deadline_s":..,"connections":..,"users":..,

@@ -3,7 +3,7 @@
 #   free_port         prints a TCP port nothing listens on (127.0.0.1), below the ephemeral range
 #   wait_port PORT    waits until something listens on PORT (10 s), else fails
 #   now_s             Unix time in seconds with nanoseconds
-#   scrape PORT       prints the server's /metrics (Prometheus text) from 127.0.0.1:PORT
+#   scrape PORT       prints the server's /metrics (Prometheus text) from 127.0.0.1:PORT (10 s max)
 #   hist_stats A B M  histogram M between two scrape files A (earlier) and B (later):
 #                     "count p50 p99 p99.9 max_le" (quantiles in the metric's unit, interpolated
 #                     within buckets as PromQL's histogram_quantile does; "-" when empty)
@@ -46,7 +46,8 @@ wait_port() {
 
 now_s() { date +%s.%N; }
 
-scrape() { curl -sf "http://127.0.0.1:$1/metrics"; }
+# Bounded: a server saturated by a phase may answer slowly, but a scrape must not hang the run.
+scrape() { curl -sf --max-time 10 "http://127.0.0.1:$1/metrics"; }
 
 hist_stats() {
   awk -v m="$3" '

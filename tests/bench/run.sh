@@ -3,8 +3,8 @@
 # load generator (orderhold-bench), so the ratios compare like with like. Not part of the test
 # suite; CI runs only `--smoke` (a few seconds, checks the pipeline and that figures come out).
 #
-#   tests/bench/run.sh [--smoke] [--duration 15] [--concurrency 64] [--rounds 3] [--out DIR]
-#                      [--baseline-server PATH]
+#   tests/bench/run.sh [--smoke] [--events-only] [--duration 15] [--concurrency 64] [--rounds 3]
+#                      [--out DIR] [--baseline-server PATH]
 #
 # Phases (each starts from an empty Redis; servers and Redis are private, on free ports):
 #   1 ceiling  orderhold-server --store=noop (same binary and proto, Redis replaced by a no-op
@@ -54,6 +54,32 @@
 #              Also CPU µs per call of the server, Redis (all primaries of a cluster) and the replica (user + system CPU over
 #              each process' life / the calls the server answered, from /proc, INFO cpu and
 #              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
+#   7 events   (issue 13; last) the three event phases, each once on standalone Redis (the same
+#              redis-server) and once on a 3-primary Redis Cluster (start_cluster, as phase 6's
+#              cluster variant), a fresh server (--max_watches=1000) and an empty Redis per phase
+#              (per watcher count in idle);
+#              the watchers and the ends come from orderhold-event-bench (tests/bench/event_bench.cc):
+#                idle     0, 100 and 1,000 idle WatchHoldEvents streams on one server, no hold
+#                         ending: Redis commands/s (INFO stats total_commands_processed, summed
+#                         over the primaries) over a 10 s window, the server's and Redis' CPU %
+#                         over it, and per idle watcher (ops_N - ops_0) / N. Watchers go
+#                         round-robin over 10 groups (100 = 10 groups x 10 consumers, 1,000 =
+#                         10 x 100); the window starts 2 s after the server's orderhold_watches
+#                         gauge shows them all open (waited for at most 30 s; the phase records how
+#                         many were open if they never all were).
+#                place    phase 4's open-loop PlaceHold at half of phase 2's maximum, 10 s after a
+#                         2 s warmup, with no watcher, then with 1,000 idle watchers (10 groups x
+#                         100); ttl=10m so no hold ends and the watchers stay idle. p99 ratio.
+#                deliver  rate x duration holds placed (1 per user, ttl=10m), then ended by
+#                         CancelHold/Pay in open loop at 1,000/s for 10 s, 100 watchers over 5
+#                         groups (20 consumers each) acking what they get every 200 ms; delivery
+#                         delay (receive time - end_time) p50/p99 at the client and from the
+#                         server's orderhold_event_delivery_delay_seconds; per group the events
+#                         expected, received, distinct, missing after a drain wait (<= 10 s) and
+#                         duplicated.
+#
+# --events-only: phase 2's closed-loop PlaceHold (for the maximum that "half of max" means) and
+# phase 7 only (about 4 minutes); results.json then holds just `place` and `events`.
 #
 # --baseline-server PATH: the issue-11 bar is "plain PlaceHold with the new transport (own socket,
 # hiredis only for formatting and parsing) within 5% of the old client (hiredis' blocking
@@ -69,7 +95,8 @@
 # Output: a table on stdout, and <out>/results.json + <out>/results.md (default <repo>/build/bench).
 # Needs the Release build of tests/run.sh (it builds it if missing).
 # Smoke: tiny sizes, and the open phases use ttl=1s (1 s warmup) so the reaper has work; their
-# figures (the SLOWLOG may be empty) mean nothing.
+# figures (the SLOWLOG may be empty) mean nothing. Phase 7 with 0/10/50 idle watchers, 50 beside
+# PlaceHold, 200 ends/s for 1 s to 10 watchers, 1 s windows.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -78,20 +105,22 @@ CONCURRENCY=64
 USERS=100000
 MEMORY_HOLDS=1000000
 SMOKE=0
+EVENTS_ONLY=0
 ROUNDS=""
 BASELINE_SERVER=""
 OUT="${REPO}/build/bench"
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
+    --events-only) EVENTS_ONLY=1 ;;
     --duration) DURATION="$2"; shift ;;
     --concurrency) CONCURRENCY="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
     --baseline-server) BASELINE_SERVER="$2"; shift ;;
     *)
-      echo "usage: $0 [--smoke] [--duration SECONDS] [--concurrency N] [--rounds N] [--out DIR]" \
-        "[--baseline-server PATH]" >&2
+      echo "usage: $0 [--smoke] [--events-only] [--duration SECONDS] [--concurrency N]" \
+        "[--rounds N] [--out DIR] [--baseline-server PATH]" >&2
       exit 64
       ;;
   esac
@@ -99,9 +128,28 @@ while (($#)); do
 done
 WARMUP=2
 OPEN_TTL=10
+# Phase 7 (events): idle watcher counts and their groups, the idle window and the settle after the
+# watches are open (s), the watchers beside open-loop PlaceHold and its measured time (s), the
+# delivery run (ends/s, s, watchers, groups, max drain s), and the bound on every wait for the
+# orderhold_watches gauge (s).
+EVENT_IDLE_COUNTS=(0 100 1000)
+EVENT_IDLE_GROUPS=10
+EVENT_WINDOW=10
+EVENT_SETTLE=2
+EVENT_PLACE_WATCHERS=1000
+EVENT_PLACE_DURATION=10
+EVENT_RATE=1000
+EVENT_DURATION=10
+EVENT_WATCHERS=100
+EVENT_GROUPS=5
+EVENT_DRAIN=10
+EVENT_WATCH_WAIT=30
 if ((SMOKE)); then
   DURATION=1 WARMUP=0 MEMORY_HOLDS=30000 USERS=1000 CONCURRENCY=16 OPEN_TTL=1
   ROUNDS="${ROUNDS:-1}"
+  EVENT_IDLE_COUNTS=(0 10 50) EVENT_IDLE_GROUPS=5 EVENT_WINDOW=1 EVENT_SETTLE=0.5
+  EVENT_PLACE_WATCHERS=50 EVENT_PLACE_DURATION=1 EVENT_RATE=200 EVENT_DURATION=1
+  EVENT_WATCHERS=10 EVENT_DRAIN=5 EVENT_WATCH_WAIT=15
 fi
 ROUNDS="${ROUNDS:-3}"
 [[ "${ROUNDS}" =~ ^[1-9][0-9]*$ ]] || { echo "bench: --rounds must be a positive number" >&2; exit 64; }
@@ -118,14 +166,16 @@ OPEN_WARMUP=$((OPEN_TTL + 1))
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
-if [[ ! -x "${BUILD}/client/orderhold-bench" || ! -x "${BUILD}/tests/bench/orderhold-seed" ]]; then
+if [[ ! -x "${BUILD}/client/orderhold-bench" || ! -x "${BUILD}/tests/bench/orderhold-seed" ||
+  ! -x "${BUILD}/tests/bench/orderhold-event-bench" ]]; then
   cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
 fi
-cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-seed -j "$(nproc)" \
-  >/dev/null
+cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-seed \
+  orderhold-event-bench -j "$(nproc)" >/dev/null
 SERVER="${BUILD}/server/orderhold-server"
 BENCH="${BUILD}/client/orderhold-bench"
 SEED="${BUILD}/tests/bench/orderhold-seed"
+EVENT_BENCH="${BUILD}/tests/bench/orderhold-event-bench"
 
 mkdir -p "${OUT}"
 WORK="$(mktemp -d)"
@@ -173,6 +223,22 @@ stop_server() {  # [signal]: TERM (default), or KILL to skip the ~1 s graceful s
   fi
 }
 
+redis_start() {  # name, redis-server flags... -> STARTED_PID (also in PIDS)
+  mkdir -p "${WORK}/redis-$1"
+  redis-server --bind 127.0.0.1 --save '' --appendonly no --dir "${WORK}/redis-$1" \
+    --logfile "${WORK}/redis-$1.log" "${@:2}" &
+  STARTED_PID=$!
+  PIDS+=("${STARTED_PID}")
+}
+stop_pids() {  # pids...: SIGTERM, wait for each, and drop them from PIDS
+  local pid keep=()
+  for pid in "$@"; do
+    kill "${pid}" 2>/dev/null || true
+    wait "${pid}" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do [[ " $* " == *" ${pid} "* ]] || keep+=("${pid}"); done
+  PIDS=("${keep[@]}")
+}
 bench() {  # name, extra flags... (a later --warmup overrides the default)
   local name="$1"
   shift
@@ -182,16 +248,289 @@ bench() {  # name, extra flags... (a later --warmup overrides the default)
 }
 value() { jq -r "$2" "${WORK}/$1.json"; }
 
+# 7. Events (issue 13): functions here, run last (or right after phase 2 with --events-only).
+# EV_NODES (the primaries' ports), EV_URL and EV_FLAGS say which Redis the current mode uses.
+ev_flush() { local p; for p in "${EV_NODES[@]}"; do redis-cli -p "${p}" FLUSHALL >/dev/null; done; }
+ev_redis_ops() {  # commands processed so far, summed over the primaries
+  local p
+  for p in "${EV_NODES[@]}"; do redis-cli -p "${p}" INFO stats; done | tr -d '\r' |
+    awk -F: '$1 == "total_commands_processed" { n += $2 } END { printf "%d\n", n }'
+}
+ev_redis_cpu() {  # CPU seconds so far, summed over the primaries
+  local p
+  for p in "${EV_NODES[@]}"; do redis_cpu_s -p "${p}"; done | awk '{ s += $1 } END { printf "%.3f\n", s }'
+}
+ev_server() {  # log name: a fresh server on the current mode's Redis
+  start_server_of "${SERVER}" "${EV_URL}" "$1" redis --max_watches=1000 "${EV_FLAGS[@]}"
+}
+open_watches() {  # the server's orderhold_watches gauge (-1 when /metrics does not answer)
+  { scrape "${METRICS_PORT}" || true; } | awk '$1 == "orderhold_watches" { printf "%d", $2; f = 1 }
+    END { if (!f) printf "-1" }'
+}
+wait_watches() {  # n: waits until the gauge shows n open watches, at most EVENT_WATCH_WAIT s
+  local deadline=$((SECONDS + EVENT_WATCH_WAIT))
+  while ((SECONDS < deadline)); do
+    [[ "$(open_watches)" == "$1" ]] && return 0
+    sleep 0.1
+  done
+  echo "bench: the server did not show $1 open watches within ${EVENT_WATCH_WAIT} s" \
+    "(now $(open_watches))" >&2
+  return 1
+}
+start_watchers() {  # name, watchers, groups -> WATCHERS_PID; idle watchers until SIGTERM (stop_pids)
+  "${EVENT_BENCH}" --target="${TARGET}" --mode=watch --watchers="$2" --groups="$3" \
+    --group_prefix="$1" >"${WORK}/$1-watch.json" 2>"${WORK}/$1-watch.log" &
+  WATCHERS_PID=$!
+  PIDS+=("${WATCHERS_PID}")
+}
+ev_idle_step() {  # mode, watchers: appends one line to events-<mode>-idle.jsonl
+  local mode="$1" n="$2" groups=0 name="idle-$1-$2" settled=true t0 t1 ops0 ops1 cpu0 cpu1
+  local rcpu0 rcpu1 open0 open1 started=${SECONDS}
+  echo "bench: events ${mode}: ${n} idle watchers" >&2
+  # Each count on its own empty Redis and fresh server, so no group of an earlier count is left.
+  ev_flush
+  ev_server "${name}"
+  if ((n > 0)); then
+    groups="${EVENT_IDLE_GROUPS}"
+    start_watchers "${name}" "${n}" "${groups}"
+    wait_watches "${n}" || settled=false
+  fi
+  # Also with no watcher: the server's start-up (first reaper ticks, leases) stays out of the window.
+  sleep "${EVENT_SETTLE}"
+  open0="$(open_watches)"
+  t0="$(now_s)" ops0="$(ev_redis_ops)" cpu0="$(proc_cpu_s "${SERVER_PID}")" rcpu0="$(ev_redis_cpu)"
+  sleep "${EVENT_WINDOW}"
+  t1="$(now_s)" ops1="$(ev_redis_ops)" cpu1="$(proc_cpu_s "${SERVER_PID}")" rcpu1="$(ev_redis_cpu)"
+  open1="$(open_watches)"
+  ((n > 0)) && stop_pids "${WATCHERS_PID}"
+  stop_server KILL
+  [[ -s "${WORK}/${name}-watch.json" ]] || echo null >"${WORK}/${name}-watch.json"
+  jq -cn --argjson watchers "${n}" --argjson groups "${groups}" --argjson settled "${settled}" \
+    --argjson open0 "${open0}" --argjson open1 "${open1}" --argjson t0 "${t0}" --argjson t1 "${t1}" \
+    --argjson ops0 "${ops0}" --argjson ops1 "${ops1}" --argjson cpu0 "${cpu0}" \
+    --argjson cpu1 "${cpu1}" --argjson rcpu0 "${rcpu0}" --argjson rcpu1 "${rcpu1}" \
+    --argjson elapsed "$((SECONDS - started))" --slurpfile client "${WORK}/${name}-watch.json" '
+    ($t1 - $t0) as $w
+    | {watchers: $watchers, groups: $groups,
+       consumers_per_group: (if $groups > 0 then $watchers / $groups else 0 end),
+       all_open: $settled, open_at_start: $open0, open_at_end: $open1, window_s: $w,
+       redis_ops_per_s: (($ops1 - $ops0) / $w), server_cpu_pct: (($cpu1 - $cpu0) * 100 / $w),
+       redis_cpu_pct: (($rcpu1 - $rcpu0) * 100 / $w), phase_s: $elapsed, client: $client[0]}' \
+    >>"${WORK}/events-${mode}-idle.jsonl"
+}
+ev_place_pair() {  # mode: open-loop PlaceHold without, then with EVENT_PLACE_WATCHERS idle watchers
+  local mode="$1" name="place-$1" settled=true open0 open1 started=${SECONDS}
+  ev_flush
+  ev_server "${name}"
+  # ttl=10m: no hold ends during the run, so the watchers stay idle.
+  bench "${name}-none" --rate="${HALF_RATE}" --mix=place=100 --ttl=10m \
+    --duration="${EVENT_PLACE_DURATION}s"
+  ev_flush
+  start_watchers "${name}" "${EVENT_PLACE_WATCHERS}" "${EVENT_IDLE_GROUPS}"
+  wait_watches "${EVENT_PLACE_WATCHERS}" || settled=false
+  sleep "${EVENT_SETTLE}"
+  open0="$(open_watches)"
+  bench "${name}-watchers" --rate="${HALF_RATE}" --mix=place=100 --ttl=10m \
+    --duration="${EVENT_PLACE_DURATION}s"
+  open1="$(open_watches)"
+  stop_pids "${WATCHERS_PID}"
+  stop_server KILL
+  [[ -s "${WORK}/${name}-watch.json" ]] || echo null >"${WORK}/${name}-watch.json"
+  jq -n --argjson rate "${HALF_RATE}" --argjson settled "${settled}" --argjson open0 "${open0}" \
+    --argjson open1 "${open1}" --argjson groups "${EVENT_IDLE_GROUPS}" \
+    --argjson elapsed "$((SECONDS - started))" --slurpfile none "${WORK}/${name}-none.json" \
+    --slurpfile with "${WORK}/${name}-watchers.json" \
+    --slurpfile client "${WORK}/${name}-watch.json" '
+    {rate: $rate, none: $none[0],
+     watchers: ($with[0] + {idle_watchers: {groups: $groups, all_open: $settled,
+                                             open_at_start: $open0, open_at_end: $open1,
+                                             client: $client[0]}}),
+     p99_ratio: (if $none[0].latency_ms.p99 > 0
+                 then $with[0].latency_ms.p99 / $none[0].latency_ms.p99 else null end),
+     phase_s: $elapsed}' >"${WORK}/events-${mode}-place.json"
+}
+ev_deliver() {  # mode: holds ended at EVENT_RATE/s to EVENT_WATCHERS acking watchers
+  local mode="$1" name="deliver-$1" started=${SECONDS} n p50 p99 p999 maxle
+  echo "bench: events ${mode}: delivery, ${EVENT_RATE} ends/s for ${EVENT_DURATION} s" >&2
+  ev_flush
+  ev_server "${name}"
+  scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics-a.txt"
+  "${EVENT_BENCH}" --target="${TARGET}" --mode=deliver --watchers="${EVENT_WATCHERS}" \
+    --groups="${EVENT_GROUPS}" --rate="${EVENT_RATE}" --duration="${EVENT_DURATION}s" \
+    --drain="${EVENT_DRAIN}s" --group_prefix=deliver >"${WORK}/${name}.json" \
+    2>"${WORK}/${name}.log" || {
+    echo "bench: orderhold-event-bench --mode=deliver failed:" >&2
+    tail -5 "${WORK}/${name}.log" >&2
+    exit 1
+  }
+  scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics-b.txt"
+  stop_server KILL
+  read -r n p50 p99 p999 maxle < <(hist_stats "${WORK}/${name}-metrics-a.txt" \
+    "${WORK}/${name}-metrics-b.txt" orderhold_event_delivery_delay_seconds)
+  jq --arg n "${n}" --arg p50 "${p50}" --arg p99 "${p99}" --arg p999 "${p999}" \
+    --arg maxle "${maxle}" --argjson elapsed "$((SECONDS - started))" '
+    def num: if test("^[0-9.]+$") then tonumber else . end;
+    . + {server_delay_s: {deliveries: ($n | tonumber), p50: ($p50 | num), p99: ($p99 | num),
+                          p999: ($p999 | num), max_le: ($maxle | num)},
+         phase_s: $elapsed}' "${WORK}/${name}.json" >"${WORK}/events-${mode}-deliver.json"
+}
+events_phases() {  # -> ${WORK}/events.json
+  local mode n started
+  : >"${WORK}/events-modes.jsonl"
+  for mode in standalone cluster; do
+    started=${SECONDS}
+    EV_FLAGS=()
+    if [[ "${mode}" == standalone ]]; then
+      EV_NODES=("${REDIS_PORT}") EV_URL="redis://127.0.0.1:${REDIS_PORT}"
+    else
+      start_cluster "${WORK}/events-cluster" 3
+      PIDS+=("${CLUSTER_PIDS[@]}")
+      EV_NODES=("${CLUSTER_PORTS[@]}") EV_URL="${CLUSTER_URL}" EV_FLAGS=(--redis_mode=cluster)
+    fi
+    : >"${WORK}/events-${mode}-idle.jsonl"
+    for n in "${EVENT_IDLE_COUNTS[@]}"; do ev_idle_step "${mode}" "${n}"; done
+    echo "bench: events ${mode}: PlaceHold at ${HALF_RATE}/s without and with" \
+      "${EVENT_PLACE_WATCHERS} idle watchers" >&2
+    ev_place_pair "${mode}"
+    ev_deliver "${mode}"
+    [[ "${mode}" == cluster ]] && stop_pids "${CLUSTER_PIDS[@]}"
+    jq -cn --arg mode "${mode}" --argjson primaries "${#EV_NODES[@]}" \
+      --argjson elapsed "$((SECONDS - started))" \
+      --slurpfile idle "${WORK}/events-${mode}-idle.jsonl" \
+      --slurpfile place "${WORK}/events-${mode}-place.json" \
+      --slurpfile deliver "${WORK}/events-${mode}-deliver.json" '
+      ($idle | map(select(.watchers == 0)) | .[0].redis_ops_per_s) as $base
+      | {mode: $mode, primaries: $primaries, phase_s: $elapsed,
+         idle: ($idle | map(. + {per_watcher_ops_per_s: (if .watchers > 0
+                                   then (.redis_ops_per_s - $base) / .watchers else null end)})),
+         place: $place[0], deliver: $deliver[0]}
+      | . + {targets: {
+          idle_per_watcher_le_5: ([.idle[] | select(.watchers > 0) | .per_watcher_ops_per_s <= 5]
+                                  | all),
+          place_p99_with_watchers_le_1_2x: (.place.p99_ratio != null and .place.p99_ratio <= 1.2),
+          delivery_p99_le_50ms: (.deliver.delay_samples > 0 and .deliver.delay_ms.p99 <= 50),
+          none_missing: (.deliver.totals.expected > 0 and .deliver.totals.missing == 0),
+          none_twice: (.deliver.totals.duplicates == 0)}}' >>"${WORK}/events-modes.jsonl"
+  done
+  jq -s --argjson window "${EVENT_WINDOW}" --argjson settle "${EVENT_SETTLE}" \
+    --argjson place_watchers "${EVENT_PLACE_WATCHERS}" \
+    --argjson place_duration "${EVENT_PLACE_DURATION}" --argjson rate "${EVENT_RATE}" \
+    --argjson duration "${EVENT_DURATION}" --argjson watchers "${EVENT_WATCHERS}" \
+    --argjson groups "${EVENT_GROUPS}" --argjson idle_groups "${EVENT_IDLE_GROUPS}" '
+    {config: {idle_window_s: $window, idle_settle_s: $settle, idle_groups: $idle_groups,
+              place_watchers: $place_watchers, place_duration_s: $place_duration,
+              deliver_rate: $rate, deliver_duration_s: $duration, deliver_watchers: $watchers,
+              deliver_groups: $groups},
+     modes: (map({key: .mode, value: .}) | from_entries)}' \
+    "${WORK}/events-modes.jsonl" >"${WORK}/events.json"
+  # Kept: a watch that ended early says why only in these (WORK is removed on exit).
+  mkdir -p "${OUT}/events-logs"
+  cp "${WORK}"/server-{idle,place,deliver}-*.log "${WORK}"/{idle,place}-*-watch.log \
+    "${WORK}"/deliver-*.log "${OUT}/events-logs/"
+}
+events_markdown() {  # results.json -> the events section of results.md, on stdout
+  jq -r '
+    def f0: . * 1 | round | tostring;
+    def f1: if . == null then "-" else (. * 10 | round / 10) | tostring end;
+    def f2: if . == null then "-" else (. * 100 | round / 100) | tostring end;
+    def ms: if type == "number" then (. * 1000 | f1) else tostring end;
+    def codes: [.codes | to_entries[] | "\(.key) \(.value)"] | join(", ");
+    .events as $e | $e.config as $c
+    | "",
+    "## Events (issue 13): idle watchers, PlaceHold beside them, delivery",
+    "",
+    "Each mode on a fresh server (--max_watches=1000) and an empty Redis per phase (per watcher count in idle); standalone = one redis-server, cluster = 3 primaries, no replicas (--redis_mode=cluster). Watchers come from orderhold-event-bench, round-robin over consumer groups, 10 HTTP/2 connections.",
+    "",
+    "Idle: N watchers over \($c.idle_groups) groups, no hold ending; Redis commands/s (INFO stats total_commands_processed, all primaries) over \($c.idle_window_s) s, starting \($c.idle_settle_s) s after the server showed every watch open; per idle watcher = (ops/s with N - ops/s with 0) / N:",
+    "",
+    "| mode | idle watchers (groups x consumers) | open at start / end | Redis ops/s | per idle watcher | server CPU % | Redis CPU % |",
+    "|---|---:|---|---:|---:|---:|---:|",
+    ($e.modes[] | .mode as $m | .idle[]
+     | "| \($m) | \(.watchers)\(if .watchers > 0 then " (\(.groups) x \(.consumers_per_group | f0))" else "" end) | \(.open_at_start) / \(.open_at_end)\(if .all_open then "" else " (not all opened)" end)\(if (.client.watchers_ended_early // 0) > 0 then ", \(.client.watchers_ended_early) ended early" else "" end) | \(.redis_ops_per_s | f0) | \(.per_watcher_ops_per_s | f1) | \(.server_cpu_pct | f1) | \(.redis_cpu_pct | f1) |"),
+    "",
+    "PlaceHold open loop at half of phase 2'"'"'s maximum, \($c.place_duration_s) s after the warmup, ttl=10m (no hold ends: the watchers stay idle), without and with \($c.place_watchers) idle watchers (\($c.idle_groups) groups), same server:",
+    "",
+    "| mode | rate /s | watchers open (start / end) | calls/s | p50 ms | p99 ms | p99.9 ms | max ms | status codes |",
+    "|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ($e.modes[] | .mode as $m | .place as $p
+     | (["none", $p.none, "0"],
+        ["watchers", $p.watchers, "\($p.watchers.idle_watchers | "\(.open_at_start) / \(.open_at_end)\(if .all_open then "" else " (not all opened)" end)\(if (.client.watchers_ended_early // 0) > 0 then ", \(.client.watchers_ended_early) ended before the stop: \([.client.watcher_end_codes | to_entries[] | "\(.key) \(.value)"] | join(", "))" else "" end)")"])
+     | "| \($m) | \($p.rate) | \(.[2]) | \(.[1].throughput | f0) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \(.[1] | codes) |"),
+    "",
+    "Delivery: \($c.deliver_rate) holds/s ended by CancelHold/Pay (alternating) in open loop for \($c.deliver_duration_s) s, \($c.deliver_watchers) watchers over \($c.deliver_groups) groups acking every 200 ms. Delay = receive time - end_time (client; end_time has ms precision) and the server'"'"'s orderhold_event_delivery_delay_seconds (write time - end_time, histogram-interpolated). Per group: expected = ends answered OK; missing after the drain; twice = received - distinct event_ids:",
+    "",
+    "| mode | ends sent/s (OK) | end call p99 ms | delay p50 / p99 / p99.9 / max ms, client | server p50 / p99 ms | expected per group | received / distinct (all groups) | missing | twice | unexpected | drained in s |",
+    "|---|---|---:|---|---|---:|---|---:|---:|---:|---:|",
+    ($e.modes[] | .mode as $m | .deliver
+     | "| \($m) | \(.ends.send_rate | f0) (\(.ends.ok)) | \(.ends.latency_ms.p99 | f2) | \(.delay_ms | "\(.p50 | f1) / \(.p99 | f1) / \(.p999 | f1) / \(.max | f1)") | \(.server_delay_s | "\(.p50 | ms) / \(.p99 | ms)") | \(.per_group | map(.expected) | unique | map(tostring) | join("/")) | \(.totals.received) / \(.totals.distinct) | \(.totals.missing) | \(.totals.duplicates) | \(.totals.unexpected) | \(.drain_s | f2)\(if .drained then "" else " (not drained)" end) |"),
+    "",
+    "| event target | \([$e.modes[] | .mode] | join(" | ")) |",
+    "|---|\([$e.modes[] | "---:"] | join("|"))|",
+    "| per idle watcher <= 5 Redis ops/s (\([$e.modes | to_entries[0].value.idle[] | select(.watchers > 0) | .watchers | tostring] | join(", ")) watchers) | \([$e.modes[] | "\([.idle[] | select(.watchers > 0) | .per_watcher_ops_per_s | f1] | join(", ")): \(.targets.idle_per_watcher_le_5)"] | join(" | ")) |",
+    "| PlaceHold p99 with \($c.place_watchers) idle watchers / none <= 1.2 | \([$e.modes[] | "\(.place.p99_ratio | f2): \(.targets.place_p99_with_watchers_le_1_2x)"] | join(" | ")) |",
+    "| delivery delay p99 <= 50 ms (client) | \([$e.modes[] | "\(.deliver.delay_ms.p99 | f1) ms: \(.targets.delivery_p99_le_50ms)"] | join(" | ")) |",
+    "| no event missing (after dedup on event_id) | \([$e.modes[] | "\(.deliver.totals.missing): \(.targets.none_missing)"] | join(" | ")) |",
+    "| none delivered twice to one group | \([$e.modes[] | "\(.deliver.totals.duplicates): \(.targets.none_twice)"] | join(" | ")) |",
+    "",
+    "Logs of the event phases (servers, watcher and delivery clients): events-logs/ beside results.json.",
+    "",
+    "Phase times (s): \([$e.modes[] | "\(.mode): idle \([.idle[].phase_s] | add), place \(.place.phase_s), deliver \(.deliver.phase_s), total \(.phase_s)"] | join("; "))."
+  ' "$1"
+}
+events_check() {  # results.json: what the CI smoke checks of phase 7
+  jq -e '.events.modes | length == 2 and all(.[];
+           (.idle | all(.redis_ops_per_s > 0 and .all_open
+                        and (.client == null or .client.watchers_ended_early == 0)))
+           and .place.none.completed > 0 and .place.watchers.completed > 0
+           and .place.watchers.idle_watchers.all_open
+           and .deliver.watchers_ended_early == 0 and .deliver.totals.expected > 0
+           and (.deliver.per_group | all(.received > 0 and .missing == 0)))' "$1" >/dev/null || {
+    echo "bench: an event phase opened fewer watches than asked, saw a watch end early, or lost" \
+      "events (missing > 0); see events in $1" >&2
+    exit 1
+  }
+}
+
+MACHINE="$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
+
 # 1. gRPC ceiling: the same server with the no-op store.
-rcli FLUSHALL >/dev/null
-start_server noop noop
-bench ceiling --concurrency="${CONCURRENCY}" --mix=place=100
+if ((!EVENTS_ONLY)); then
+  rcli FLUSHALL >/dev/null
+  start_server noop noop
+  bench ceiling --concurrency="${CONCURRENCY}" --mix=place=100
+fi
 
 # 2. The real thing, PlaceHold only, then the mix. A 10 s ttl keeps most PlaceHolds creating (each
 # user is hit every few seconds); refusals at the limit are reported, not hidden.
 rcli FLUSHALL >/dev/null
 start_server redis redis
 bench place --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
+# Half of the maximum: the rate of the open-loop phases (4, and 7's PlaceHold beside watchers).
+PLACE_TPUT="$(value place .throughput)"
+HALF_RATE="$(awk -v t="${PLACE_TPUT}" 'BEGIN { printf "%d", t / 2 }')"
+if ((EVENTS_ONLY)); then
+  stop_server
+  events_phases
+  jq -n --arg machine "${MACHINE}" --argjson smoke "${SMOKE}" --argjson duration "${DURATION}" \
+    --argjson concurrency "${CONCURRENCY}" --argjson users "${USERS}" \
+    --slurpfile place "${WORK}/place.json" --slurpfile events "${WORK}/events.json" \
+    '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), events_only: true,
+      duration_s: $duration, concurrency: $concurrency, users: $users, place: $place[0],
+      events: $events[0]}' >"${OUT}/results.json"
+  {
+    jq -r '"# OrderHold benchmark, event phases only (\(.date))", "",
+      "Machine: \(.machine). Maximum (phase 2, closed-loop PlaceHold, \(.concurrency) concurrent, \(.duration_s) s, \(.users) users): \(.place.throughput | round) calls/s." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end)' \
+      "${OUT}/results.json"
+    events_markdown "${OUT}/results.json"
+  } | tee "${OUT}/results.md"
+  jq -e '.place.completed > 0 and .place.errors == 0' "${OUT}/results.json" >/dev/null || {
+    echo "bench: phase 2 completed no calls or had service errors" >&2
+    exit 1
+  }
+  events_check "${OUT}/results.json"
+  echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
+  exit 0
+fi
 rcli FLUSHALL >/dev/null
 bench mix --concurrency="${CONCURRENCY}" --mix=place=70,pay=20,list=10 --ttl=10s
 stop_server
@@ -202,22 +541,6 @@ TRANSPORTS=(plain)
 TRANSPORTS+=(tls replica wait cluster)
 TLS_DIR="${WORK}/tls"
 make_tls_certs "${TLS_DIR}"
-redis_start() {  # name, redis-server flags... -> STARTED_PID (also in PIDS)
-  mkdir -p "${WORK}/redis-$1"
-  redis-server --bind 127.0.0.1 --save '' --appendonly no --dir "${WORK}/redis-$1" \
-    --logfile "${WORK}/redis-$1.log" "${@:2}" &
-  STARTED_PID=$!
-  PIDS+=("${STARTED_PID}")
-}
-redis_stop() {  # pids...
-  local pid keep=()
-  for pid in "$@"; do
-    kill "${pid}" 2>/dev/null || true
-    wait "${pid}" 2>/dev/null || true
-  done
-  for pid in "${PIDS[@]}"; do [[ " $* " == *" ${pid} "* ]] || keep+=("${pid}"); done
-  PIDS=("${keep[@]}")
-}
 command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO commandstats
   redis-cli "$@" INFO commandstats | tr -d '\r' | awk -F'[:=,]' '
     $1 == "cmdstat_evalsha" { e = $3 } $1 == "cmdstat_wait" { w = $3 }
@@ -301,7 +624,7 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
     redis_cpu="$(redis_cpu_s "${cli[@]}")"
   fi
   [[ -n "${replica_port}" ]] && replica_cpu="$(redis_cpu_s -p "${replica_port}")"
-  redis_stop "${pids[@]}"
+  stop_pids "${pids[@]}"
   jq -c --arg variant "${variant}" --argjson round "${round}" --argjson evalsha "${evalsha}" \
     --argjson waits "${waits}" --argjson calls "${calls}" --argjson server_cpu "${server_cpu}" \
     --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" \
@@ -369,9 +692,7 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
                       | ratio($v.plain.throughputs[$i]; $v.baseline.throughputs[$i])] end)}}' \
   "${WORK}/transport-runs.jsonl" >"${WORK}/transport.json"
 
-# 4. Open loop at half of the PlaceHold maximum, reaper off then on.
-PLACE_TPUT="$(value place .throughput)"
-HALF_RATE="$(awk -v t="${PLACE_TPUT}" 'BEGIN { printf "%d", t / 2 }')"
+# 4. Open loop at half of the PlaceHold maximum (HALF_RATE, from phase 2), reaper off then on.
 # SHA1 of every embedded script (prelude.lua + <name>.lua, byte for byte as server/CMakeLists.txt
 # embeds them), to attribute SLOWLOG entries: "sha name" lines.
 LUA="${REPO}/server/store/lua"
@@ -483,9 +804,12 @@ memory_per_hold() {  # users, holds per user
 MEM3="$(memory_per_hold "$(((MEMORY_HOLDS + 2) / 3))" 3)"
 MEM1="$(memory_per_hold "${MEMORY_HOLDS}" 1)"
 
+# 7. Events: idle watchers, PlaceHold beside them, delivery; standalone and cluster.
+events_phases
+
 # The table.
 jq -n \
-  --arg machine "$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
+  --arg machine "${MACHINE}" \
   --argjson smoke "${SMOKE}" --argjson duration "${DURATION}" --argjson concurrency "${CONCURRENCY}" \
   --argjson users "${USERS}" \
   --slurpfile ceiling "${WORK}/ceiling.json" --slurpfile place "${WORK}/place.json" \
@@ -495,7 +819,7 @@ jq -n \
   --slurpfile on_reaper "${WORK}/open-reaper-on-reaper.json" --argjson open_ttl "${OPEN_TTL}" \
   --argjson redis_rps "${REDIS_RPS}" --argjson redis_p99 "${REDIS_P99:-0}" \
   --argjson mem3 "${MEM3}" --argjson mem1 "${MEM1}" --argjson memory_holds "${MEMORY_HOLDS}" \
-  --slurpfile transport "${WORK}/transport.json" \
+  --slurpfile transport "${WORK}/transport.json" --slurpfile events "${WORK}/events.json" \
   '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), duration_s: $duration,
     concurrency: $concurrency, users: $users,
     ceiling: $ceiling[0], place: $place[0], mix: $mix[0],
@@ -506,6 +830,7 @@ jq -n \
     memory: {holds: $memory_holds, bytes_per_hold_3_per_user: $mem3,
              bytes_per_hold_1_per_user: $mem1},
     transport: $transport[0],
+    events: $events[0],
     ratios: {place_vs_ceiling: ($place[0].throughput / $ceiling[0].throughput),
              mix_vs_ceiling: ($mix[0].throughput / $ceiling[0].throughput),
              place_vs_redis_evalsha: ($place[0].throughput / $redis_rps),
@@ -596,6 +921,7 @@ jq -r '
   (.transport.variants.cluster.cluster
    | "Cluster: EVALSHA calls per primary over its runs \(.evalsha_by_primary | map(tostring) | join(" / ")) (shares \((.evalsha_by_primary | add) as $t | .evalsha_by_primary | map(. * 100 / $t | round | tostring + "%") | join(" / ")); 21/22/21 of the 64 partition tags = 33/34/33%), MOVED/ASK redirects counted by the server: \(.redirects) (0 expected).")
 ' "${OUT}/results.json" | tee "${OUT}/results.md"
+events_markdown "${OUT}/results.json" | tee -a "${OUT}/results.md"
 
 # Sanity (what the CI smoke checks): every phase produced calls and no service errors.
 jq -e '[.ceiling, .place, .mix, .open_reaper_off, .open_reaper_on]
@@ -621,4 +947,5 @@ jq -e --argjson rounds "${ROUNDS}" '.transport.variants
     "(only) by the wait variant; see transport in ${OUT}/results.json" >&2
   exit 1
 }
+events_check "${OUT}/results.json"
 echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
