@@ -578,7 +578,7 @@ TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
 // CheckGroups (the safety sweep's question, check_groups.lua) on a real Redis: undelivered events,
 // claimable pending ones, groups missing, and a trimmed stream; standalone, TLS and Cluster, as
 // the documented ACL user.
-TEST_P(HoldStoreContractTest, EventLogCheckGroupsReportsUndeliveredAndClaimableWork) {
+TEST_P(HoldStoreContractTest, EventLogCheckGroupsAndTrimBacklogReportUndeliveredAndPendingWork) {
   auto* log = dynamic_cast<HoldEventLog*>(store_.get());
   if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
   const int p = KeySchema::PartitionOf("alice");
@@ -616,16 +616,35 @@ TEST_P(HoldStoreContractTest, EventLogCheckGroupsReportsUndeliveredAndClaimableW
   EXPECT_EQ(check(absl::ZeroDuration()), (Work{{"g", {false, true}}, {"h", {true, false}}}));
   EXPECT_EQ(check(absl::Hours(1)), (Work{{"h", {true, false}}}));
   EXPECT_EQ(check(std::nullopt), (Work{{"h", {true, false}}}));
+  // TrimEvents with nothing old enough to trim skips its per-group passes but still reports each
+  // group's backlog: g's pending event, h's undelivered one; after g acks, g has none.
+  auto backlog = [&]() {
+    std::map<std::string, bool> out;  // group -> has an oldest unacked event
+    absl::StatusOr<TrimEventsResult> trim = Await<TrimEventsResult>(
+        [&](auto done) { log->TrimEvents(p, absl::FromUnixMillis(1), At(kT0), std::move(done)); });
+    EXPECT_THAT(trim, IsOk());
+    if (!trim.ok()) return out;
+    EXPECT_EQ(trim->trimmed, 0);
+    for (const GroupBacklog& group : trim->groups) {
+      out[group.group] = group.oldest_unacked.has_value();
+    }
+    return out;
+  };
+  EXPECT_EQ(backlog(), (std::map<std::string, bool>{{"g", true}, {"h", true}}));
   ASSERT_THAT(Await<int64_t>([&](auto done) {
                 log->AckEvents(p, "g", {read->front().stream_id}, At(kT0), std::move(done));
               }),
               IsOk());
   EXPECT_EQ(check(absl::ZeroDuration()), (Work{{"h", {true, false}}}));
+  EXPECT_EQ(backlog(), (std::map<std::string, bool>{{"g", false}, {"h", true}}));
   // Trimmed before h read it: nothing left to read, so no work (the trim counted it unacked).
-  ASSERT_THAT(Await<TrimEventsResult>([&](auto done) {
-                log->TrimEvents(p, absl::Now() + absl::Hours(1), At(kT0), std::move(done));
-              }),
-              IsOk());
+  absl::StatusOr<TrimEventsResult> all = Await<TrimEventsResult>([&](auto done) {
+    log->TrimEvents(p, absl::Now() + absl::Hours(1), At(kT0), std::move(done));
+  });
+  ASSERT_THAT(all, IsOk());
+  EXPECT_EQ(all->trimmed, 1);
+  EXPECT_EQ(all->trimmed_unacked, 1);  // h never got it
+  for (const GroupBacklog& group : all->groups) EXPECT_FALSE(group.oldest_unacked.has_value());
   EXPECT_EQ(check(absl::ZeroDuration()), Work{});
 }
 
