@@ -55,7 +55,7 @@ void EventDispatcher::SweepLoop() {
 }
 
 std::shared_ptr<EventDispatcher::Member> EventDispatcher::Join(std::string group,
-                                                               absl::AnyInvocable<void()> wake) {
+                                                               absl::AnyInvocable<bool()> wake) {
   std::shared_ptr<Member> member(new Member(std::move(group), std::move(wake)));
   absl::MutexLock lock(&mu_);
   Group& g = groups_[member->group()];
@@ -111,10 +111,24 @@ void EventDispatcher::RaiseLocked(Group& group, int partition, uint8_t flags, Wa
   wake.push_back(std::move(member));
 }
 
-void EventDispatcher::Wake(const WakeList& members) {
-  for (const std::shared_ptr<Member>& member : members) {
-    absl::MutexLock lock(&member->wake_mu_);
-    if (member->wake_) member->wake_();
+void EventDispatcher::Wake(WakeList members) {
+  while (!members.empty()) {
+    std::shared_ptr<Member> member = std::move(members.back());
+    members.pop_back();
+    bool took = false;
+    {
+      absl::MutexLock lock(&member->wake_mu_);
+      if (member->wake_) took = member->wake_();
+    }
+    if (took) continue;
+    // Ending (or left): its flags must not wait for the next nudge; wake the next one instead.
+    absl::MutexLock lock(&mu_);
+    auto it = groups_.find(member->group());
+    if (it == groups_.end() || it->second.parked.empty()) continue;
+    std::shared_ptr<Member> next = std::move(it->second.parked.front());
+    it->second.parked.pop_front();
+    next->parked_ = false;
+    members.push_back(std::move(next));
   }
 }
 
@@ -128,7 +142,7 @@ void EventDispatcher::ReadAgain(const Member& member, const std::vector<int>& pa
       if (p >= 0 && p < partitions_) RaiseLocked(it->second, p, kRead, wake);
     }
   }
-  Wake(wake);
+  Wake(std::move(wake));
 }
 
 void EventDispatcher::OnNudge(int partition) {
@@ -138,7 +152,7 @@ void EventDispatcher::OnNudge(int partition) {
     absl::MutexLock lock(&mu_);
     for (auto& [name, group] : groups_) RaiseLocked(group, partition, kRead, wake);
   }
-  Wake(wake);
+  Wake(std::move(wake));
 }
 
 absl::Time EventDispatcher::NextSweepAfter(absl::Time now) {
@@ -200,7 +214,7 @@ void EventDispatcher::Sweep(absl::AnyInvocable<void()> done) {
             }
           }
         }
-        Wake(wake);
+        Wake(std::move(wake));
         // Logged when it changes, not every sweep: an outage is one line (and the watches end
         // with its error); a sweep that cannot run (an ACL without a command check_groups.lua
         // needs) is one clear line, not silence.

@@ -55,13 +55,13 @@ class EventDispatcher {
     friend class EventDispatcher;
     // `wake` is set here, not under wake_mu_: Join may run under a caller's lock that wake itself
     // takes, and locking wake_mu_ there would order the two both ways.
-    Member(std::string group, absl::AnyInvocable<void()> wake)
+    Member(std::string group, absl::AnyInvocable<bool()> wake)
         : group_(std::move(group)), wake_(std::move(wake)) {}
     const std::string group_;
     bool first_ = true;    // guarded by the dispatcher's mu_
     bool parked_ = false;  // guarded by the dispatcher's mu_
     absl::Mutex wake_mu_;
-    absl::AnyInvocable<void()> wake_ ABSL_GUARDED_BY(wake_mu_);
+    absl::AnyInvocable<bool()> wake_ ABSL_GUARDED_BY(wake_mu_);
   };
 
   // `log` (CheckGroups), `policy` (ack_timeout, claim_interval) and `clock` (host time: when the
@@ -80,8 +80,10 @@ class EventDispatcher {
 
   // Registers a watch of `group`. `wake` is called (on any thread, never under the dispatcher's
   // lock, never twice at once) when the member is parked and work for its group appears; it
-  // should make the watch call TakeWork soon. The member's first TakeWork covers every partition.
-  std::shared_ptr<Member> Join(std::string group, absl::AnyInvocable<void()> wake);
+  // should make the watch call TakeWork soon and return true, or return false when the watch is
+  // ending (then the next parked member of the group is woken instead). The member's first
+  // TakeWork covers every partition.
+  std::shared_ptr<Member> Join(std::string group, absl::AnyInvocable<bool()> wake);
   // Unregisters `member`. When it returns, `wake` is not running and will never be called again.
   // Must not be called from inside `wake`.
   void Leave(const std::shared_ptr<Member>& member);
@@ -125,7 +127,8 @@ class EventDispatcher {
   // Raises `flags` on (group, partition) and takes one parked member of the group to wake.
   void RaiseLocked(Group& group, int partition, uint8_t flags, WakeList& wake)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static void Wake(const WakeList& members);
+  // Wakes `members`; for each that declines (ending), the next parked member of its group.
+  void Wake(WakeList members);
   absl::Time NextSweepAfter(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SweepLoop();
 

@@ -77,7 +77,7 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispat
     } else if (!finished_) {
       // Joined under mu_, and only while not finished: OnDone (which comes after finishing)
       // then always sees member_ and leaves.
-      member_ = dispatcher_.Join(spec_.group, [this] { Wake(); });
+      member_ = dispatcher_.Join(spec_.group, [this] { return Wake(); });
       want_poll_ = true;
     }
     Unlock(true);
@@ -111,9 +111,10 @@ void HoldEventWatch::StartPoll() {
   });
 }
 
-void HoldEventWatch::Wake() {
+bool HoldEventWatch::Wake() {
   mu_.Lock();
-  if (!finished_) {
+  const bool took = !finished_;
+  if (took) {
     if (reading_ || writing_ || want_poll_ || !buffer_.empty()) {
       rewake_ = true;
     } else {
@@ -121,6 +122,7 @@ void HoldEventWatch::Wake() {
     }
   }
   Unlock(false);
+  return took;
 }
 
 void HoldEventWatch::WriteNextOrPoll() {

@@ -95,8 +95,9 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void Unlock(bool op_done) ABSL_UNLOCK_FUNCTION(mu_);
   // Asks the dispatcher for work and reads it, or (given none) stays parked.
   void StartPoll();
-  // The dispatcher's wake: work for this watch's group appeared.
-  void Wake();
+  // The dispatcher's wake: work for this watch's group appeared. False when the watch is ending
+  // (the dispatcher then wakes another watch of the group).
+  bool Wake();
 
   domain::EventService& events_;
   domain::EventDispatcher& dispatcher_;

@@ -28,10 +28,14 @@ class EventDispatcherTest : public ::testing::Test {
   struct Watch {
     std::shared_ptr<Member> member;
     std::shared_ptr<int> wakes = std::make_shared<int>(0);
+    std::shared_ptr<bool> ending = std::make_shared<bool>(false);  // declines wakes
   };
   Watch Join(const std::string& group) {
     Watch watch;
-    watch.member = dispatcher_.Join(group, [wakes = watch.wakes] { ++*wakes; });
+    watch.member = dispatcher_.Join(group, [wakes = watch.wakes, ending = watch.ending] {
+      ++*wakes;
+      return !*ending;
+    });
     return watch;
   }
   // Joins and takes the first read, so the member is parked.
@@ -78,6 +82,18 @@ TEST_F(EventDispatcherTest, ANudgeWakesOneParkedMemberPerGroupAndTheReadIsShared
   dispatcher_.OnNudge(kPartitions);
   dispatcher_.OnNudge(-1);
   EXPECT_EQ(*a2.wakes, 0);
+}
+
+TEST_F(EventDispatcherTest, AWakeDeclinedByAnEndingWatchGoesToTheNextParkedMember) {
+  Watch a1 = JoinParked("billing");
+  Watch a2 = JoinParked("billing");
+  Watch a3 = JoinParked("billing");
+  *a1.ending = true;  // finished, OnDone (Leave) not yet run
+  dispatcher_.OnNudge(1);
+  EXPECT_EQ(*a1.wakes, 1);
+  EXPECT_EQ(*a2.wakes, 1);  // the flag did not wait for the next nudge
+  EXPECT_EQ(*a3.wakes, 0);
+  EXPECT_THAT(dispatcher_.TakeWork(a2.member).partitions, ElementsAre(1));
 }
 
 TEST_F(EventDispatcherTest, NudgesWhileEveryMemberIsBusyWaitForTheNextTakeWork) {
