@@ -78,9 +78,10 @@ std::string HoldKey(absl::string_view user, absl::string_view order) {
   return absl::StrCat(user, "/", order);
 }
 
-// One consumer of a group, resumed under the same name whenever its watch ends: a poll that fails
+// One consumer of a group, resumed under the same name whenever its watch ends: a read that fails
 // while a slot migrates (TRYAGAIN past the retry window, a refused script) ends the stream, and
-// the new watch takes back this consumer's pending events first (EventService::Poll).
+// the new watch takes back this consumer's pending events first (its first read,
+// EventDispatcher::TakeWork).
 class ResumingConsumer {
  public:
   ResumingConsumer(const client::OrderHoldClient& client, std::string group)
