@@ -20,14 +20,6 @@
 local stream = KEYS[1]
 local claim_ms = ARGV[1]
 
--- "<ms>-<seq>" as two numbers, compared in order.
-local function id_after(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am > bm or (am == bm and as > bs)
-end
-
 local infos = redis.pcall('XINFO', 'GROUPS', stream)
 if type(infos) ~= 'table' or infos.err then
   return {}  -- no stream yet: no group, nothing to read
@@ -47,7 +39,7 @@ for _, info in ipairs(infos) do
   end
   if wanted[g['name']] then
     local flags = 0
-    if last_id and id_after(last_id, g['last-delivered-id']) then
+    if last_id and stream_id_after(last_id, g['last-delivered-id']) then
       flags = flags + 1
     end
     if claim_ms ~= '' and tonumber(g['pending']) > 0 then

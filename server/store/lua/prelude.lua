@@ -23,6 +23,14 @@ local function set_earliest(holds_key, due_key, user)
 end
 
 
+-- Whether stream id a ("<ms>-<seq>") comes after stream id b, comparing both parts as numbers.
+local function stream_id_after(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am > bm or (am == bm and as > bs)
+end
+
 -- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
 local PAID, CANCELLED, EXPIRED = 1, 2, 3
 

@@ -44,12 +44,6 @@ end
 local function ms(id)
   return tonumber(string.match(id, '^(%d+)-'))
 end
-local function after(a, b)  -- stream id a > stream id b
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am > bm or (am == bm and as > bs)
-end
 local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
 local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 
@@ -61,13 +55,8 @@ if cutoff > 0 and first and ms(first[1]) < cutoff then
     if #pending == bound then
       trim_to = pending[bound][1]
     end
-    if #undelivered == bound then
-      local id = undelivered[bound][1]
-      local a, b = string.match(id, '^(%d+)-(%d+)$')
-      local c, d = string.match(trim_to, '^(%d+)-(%d+)$')
-      if tonumber(a) < tonumber(c) or (tonumber(a) == tonumber(c) and tonumber(b) < tonumber(d)) then
-        trim_to = id
-      end
+    if #undelivered == bound and stream_id_after(trim_to, undelivered[bound][1]) then
+      trim_to = undelivered[bound][1]
     end
   end
   -- Pass 2: count (and ack, so they stop being claimable) what this call trims.
@@ -98,7 +87,7 @@ for _, g in ipairs(groups) do
       oldest = ms(summary[2])
     end
   end
-  if last and after(last[1], g['last-delivered-id']) then
+  if last and stream_id_after(last[1], g['last-delivered-id']) then
     local next = redis.call('XRANGE', stream, '(' .. g['last-delivered-id'], '+', 'COUNT', 1)
     if #next > 0 and (oldest < 0 or ms(next[1][1]) < oldest) then
       oldest = ms(next[1][1])
