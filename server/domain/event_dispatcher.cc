@@ -92,7 +92,7 @@ ReadPlan EventDispatcher::TakeWork(const std::shared_ptr<Member>& member) {
   plan.own_pending = first;
   for (int p = 0; p < partitions_; ++p) {
     const uint8_t flags = std::exchange(g.flags[p], 0);
-    if (first || (flags & kRead) != 0 || (flags & kClaim) != 0) plan.partitions.push_back(p);
+    if (first || flags != 0) plan.partitions.push_back(p);
     if ((flags & kClaim) != 0) plan.claims.push_back(p);
   }
   if (plan.empty() && !member->parked_) {
@@ -102,13 +102,18 @@ ReadPlan EventDispatcher::TakeWork(const std::shared_ptr<Member>& member) {
   return plan;
 }
 
-void EventDispatcher::RaiseLocked(Group& group, int partition, uint8_t flags, WakeList& wake) {
-  group.flags[partition] |= flags;
-  if (group.parked.empty()) return;  // every member is busy: one of them takes it next
+std::shared_ptr<EventDispatcher::Member> EventDispatcher::UnparkLocked(Group& group) {
+  if (group.parked.empty()) return nullptr;
   std::shared_ptr<Member> member = std::move(group.parked.front());
   group.parked.pop_front();
   member->parked_ = false;
-  wake.push_back(std::move(member));
+  return member;
+}
+
+void EventDispatcher::RaiseLocked(Group& group, int partition, uint8_t flags, WakeList& wake) {
+  group.flags[partition] |= flags;
+  // None parked: every member is busy, and one of them takes it at its next TakeWork.
+  if (std::shared_ptr<Member> member = UnparkLocked(group)) wake.push_back(std::move(member));
 }
 
 void EventDispatcher::Wake(WakeList members) {
@@ -124,11 +129,8 @@ void EventDispatcher::Wake(WakeList members) {
     // Ending (or left): its flags must not wait for the next nudge; wake the next one instead.
     absl::MutexLock lock(&mu_);
     auto it = groups_.find(member->group());
-    if (it == groups_.end() || it->second.parked.empty()) continue;
-    std::shared_ptr<Member> next = std::move(it->second.parked.front());
-    it->second.parked.pop_front();
-    next->parked_ = false;
-    members.push_back(std::move(next));
+    if (it == groups_.end()) continue;
+    if (std::shared_ptr<Member> next = UnparkLocked(it->second)) members.push_back(std::move(next));
   }
 }
 

@@ -124,6 +124,8 @@ class EventDispatcher {
   };
   using WakeList = std::vector<std::shared_ptr<Member>>;
 
+  // The longest parked member of `group`, no longer parked; null when none is.
+  std::shared_ptr<Member> UnparkLocked(Group& group) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Raises `flags` on (group, partition) and takes one parked member of the group to wake.
   void RaiseLocked(Group& group, int partition, uint8_t flags, WakeList& wake)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
