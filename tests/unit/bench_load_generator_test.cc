@@ -1,9 +1,12 @@
-// Unit tests of orderhold-bench's generator options (client/bench/load_generator.h):
-// ValidateOptions accepts the defaults and the valid variants, and names the offending flag for
-// each value out of range. No server, no clock.
+// Unit tests of orderhold-bench's generator (client/bench/load_generator.h): ValidateOptions
+// accepts the defaults and the valid variants, and names the offending flag for each value out of
+// range (no server, no clock); the open-loop pacer's SleepUntilSteadyNs never returns before its
+// target (one 2 ms sleep on the real clock: what it sleeps on is the point).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <limits>
 #include <string>
 
@@ -17,6 +20,27 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+
+// ---------------------------------------------------------------------------------------------
+// SleepUntilSteadyNs
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+TEST(SleepUntilSteadyNsTest, NeverReturnsBeforeItsTargetAndAtOnceWhenThatHasPassed) {
+  for (int i = 0; i < 3; ++i) {
+    const int64_t target = SteadyNowNs() + 2'000'000;
+    SleepUntilSteadyNs(target);
+    EXPECT_GE(SteadyNowNs(), target);
+  }
+  // Targets in the past return at once (a sleep on another clock, or one that misread the target,
+  // would hang here until ctest's timeout fails the test).
+  SleepUntilSteadyNs(SteadyNowNs() - int64_t{3'600} * 1'000'000'000);
+  SleepUntilSteadyNs(0);
+}
 
 // ---------------------------------------------------------------------------------------------
 // ValidateOptions
