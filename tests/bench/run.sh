@@ -794,52 +794,37 @@ PLACE_TPUT="$(value place .throughput)"
 HALF_RATE="$(awk -v t="${PLACE_TPUT}" 'BEGIN { printf "%d", t / 2 }')"
 # --open-rate: that rate instead (see the header).
 [[ -n "${OPEN_RATE}" ]] && HALF_RATE="${OPEN_RATE}"
-if ((OPEN_ONLY)); then
+# --open-only / --events-only: phase 4 or phase 7 alone after phase 2; results.json holds `place`
+# and that phase's figures.
+only_phases() {  # open | events
+  local kind="$1"
   stop_server
-  open_phases
+  "${kind}_phases"
   jq -n --arg machine "${MACHINE}" --argjson smoke "${SMOKE}" --argjson duration "${DURATION}" \
-    --argjson concurrency "${CONCURRENCY}" --argjson users "${USERS}" \
-    --slurpfile place "${WORK}/place.json" --slurpfile open "${WORK}/open.json" \
-    '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), open_only: true,
+    --argjson concurrency "${CONCURRENCY}" --argjson users "${USERS}" --arg kind "${kind}" \
+    --slurpfile place "${WORK}/place.json" --slurpfile part "${WORK}/${kind}.json" \
+    '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), ($kind + "_only"): true,
       duration_s: $duration, concurrency: $concurrency, users: $users, place: $place[0]}
-     + $open[0]' >"${OUT}/results.json"
+     + (if $kind == "open" then $part[0] else {events: $part[0]} end)' >"${OUT}/results.json"
   {
-    jq -r '"# OrderHold benchmark, open-loop phases only (\(.date))", "",
-      "Machine: \(.machine). Maximum (phase 2, closed-loop PlaceHold, \(.concurrency) concurrent, \(.duration_s) s, \(.users) users): \(.place.throughput | round) calls/s." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end), ""' \
+    jq -r --arg what "$([[ "${kind}" == open ]] && echo open-loop || echo event)" \
+      '"# OrderHold benchmark, \($what) phases only (\(.date))", "",
+      "Machine: \(.machine). Maximum (phase 2, closed-loop PlaceHold, \(.concurrency) concurrent, \(.duration_s) s, \(.users) users): \(.place.throughput | round) calls/s." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end)' \
       "${OUT}/results.json"
-    open_markdown "${OUT}/results.json"
+    [[ "${kind}" == open ]] && echo
+    "${kind}_markdown" "${OUT}/results.json"
   } | tee "${OUT}/results.md"
-  jq -e '[.place, .open_reaper_off, .open_reaper_on] | all(.completed > 0 and .errors == 0)' \
-    "${OUT}/results.json" >/dev/null || {
+  jq -e '[.place, .open_reaper_off // .place, .open_reaper_on // .place]
+         | all(.completed > 0 and .errors == 0)' "${OUT}/results.json" >/dev/null || {
     echo "bench: a phase completed no calls or had service errors" >&2
     exit 1
   }
+  [[ "${kind}" == events ]] && events_check "${OUT}/results.json"
   echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
   exit 0
-fi
-if ((EVENTS_ONLY)); then
-  stop_server
-  events_phases
-  jq -n --arg machine "${MACHINE}" --argjson smoke "${SMOKE}" --argjson duration "${DURATION}" \
-    --argjson concurrency "${CONCURRENCY}" --argjson users "${USERS}" \
-    --slurpfile place "${WORK}/place.json" --slurpfile events "${WORK}/events.json" \
-    '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), events_only: true,
-      duration_s: $duration, concurrency: $concurrency, users: $users, place: $place[0],
-      events: $events[0]}' >"${OUT}/results.json"
-  {
-    jq -r '"# OrderHold benchmark, event phases only (\(.date))", "",
-      "Machine: \(.machine). Maximum (phase 2, closed-loop PlaceHold, \(.concurrency) concurrent, \(.duration_s) s, \(.users) users): \(.place.throughput | round) calls/s." + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end)' \
-      "${OUT}/results.json"
-    events_markdown "${OUT}/results.json"
-  } | tee "${OUT}/results.md"
-  jq -e '.place.completed > 0 and .place.errors == 0' "${OUT}/results.json" >/dev/null || {
-    echo "bench: phase 2 completed no calls or had service errors" >&2
-    exit 1
-  }
-  events_check "${OUT}/results.json"
-  echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
-  exit 0
-fi
+}
+((OPEN_ONLY)) && only_phases open
+((EVENTS_ONLY)) && only_phases events
 rcli FLUSHALL >/dev/null
 bench mix --concurrency="${CONCURRENCY}" --mix=place=70,pay=20,list=10 --ttl=10s
 stop_server
