@@ -21,8 +21,11 @@
 #              gives the reaper lag percentiles (orderhold_reaper_lag_seconds, interpolated within
 #              buckets as PromQL's histogram_quantile does), the mean tick time
 #              (orderhold_reaper_tick_duration_seconds: mostly pacing), the mean Redis time per
-#              tick (orderhold_reaper_tick_redis_seconds) and holds reaped per second; the backlog
-#              gauge is sampled every second (max reported).
+#              tick (orderhold_reaper_tick_redis_seconds: the sum of its calls' round trips, which
+#              includes queueing and the server's threads on a busy machine), Redis' own script
+#              time per tick (INFO commandstats EVALSHA µs over the window / its ticks: no request
+#              load runs, so the reaper's calls, heartbeats and trims) and holds reaped per second;
+#              the backlog gauge is sampled every second (max reported).
 # Then, on the 1,000,000-user Redis (still expiring --rate holds per second):
 #   3 replicas two more servers join: each replica's share of the reaping over a window shows the
 #              work is divided, not tripled; then two replicas are stopped with SIGTERM (graceful:
@@ -32,7 +35,7 @@
 #              --reaper_lease (3s) while standby reaping (partitions 1.5 intervals overdue) covers
 #              the dead replicas' partitions; then the same with three fresh replicas at
 #              --reap_interval=400ms (lease kept at 3s, as published).
-# The Redis-time-per-tick ratio (1,000,000 users / 100,000 users, same expiry rate) shows the
+# The Redis-time-per-tick ratios (1,000,000 users / 100,000 users, same expiry rate) show the
 # reaper's cost grows with the due holds, not with the users.
 # Then, on a fresh redis-server:
 #   4 drain    a backlog as after an outage: with no server running, --rate holds per second
@@ -134,6 +137,13 @@ redis_memory() {
   for port in "${REDIS_PORTS[@]}"; do redis-cli -p "${port}" INFO memory; done | tr -d '\r' |
     awk -F: '$1 == "used_memory" { s += $2 } END { printf "%.2fM\n", s / 1048576 }'
 }
+# EVALSHA execution time so far (µs), summed over the nodes (INFO commandstats: Redis' own time in
+# the scripts, without the network, the queue or the server's threads).
+redis_evalsha_us() {
+  local port
+  for port in "${REDIS_PORTS[@]}"; do redis-cli -p "${port}" INFO commandstats; done |
+    tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_evalsha" { s += $5 } END { printf "%d\n", s }'
+}
 start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   local port name="$1" attempt
   shift
@@ -152,7 +162,7 @@ start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
 }
 
 ROWS=()
-declare -A TICK LAG_P99
+declare -A TICK LAG_P99 EXEC
 SMALLEST="${ALL_SIZES[0]}"
 # Phases 1 and 2 for USERS users on the Redis started last (start_redis or start_redis_cluster):
 # seeds, starts one server (ONE_PID, ONE_METRICS), measures one window and adds a row (LABEL).
@@ -188,6 +198,8 @@ seed_and_measure() {
   sleep_until "$(awk -v t="${T0}" -v f="${FIRST}" 'BEGIN { printf "%.3f", t + f + 3 }')"
   scrape "${ONE_METRICS}" >"${WORK}/a-${FILES}.txt"
   TA="$(now_s)"
+  local evalsha_a
+  evalsha_a="$(redis_evalsha_us)"
   BACKLOG=0
   for _ in $(seq "${WINDOW}"); do
     sleep 1
@@ -196,8 +208,14 @@ seed_and_measure() {
   done
   scrape "${ONE_METRICS}" >"${WORK}/b-${FILES}.txt"
   TB="$(now_s)"
+  local evalsha_b
+  evalsha_b="$(redis_evalsha_us)"
   read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_lag_seconds)
-  read -r TICK_MEAN _ < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_duration_seconds)
+  read -r TICK_MEAN TICKS < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_duration_seconds)
+  # Redis' own script time per tick: every EVALSHA of the window (no request load runs here, so
+  # the reaper's calls, its heartbeats and event trims) / the ticks in it.
+  EXEC[${LABEL}]="$(awk -v a="${evalsha_a}" -v b="${evalsha_b}" -v n="${TICKS}" \
+    'BEGIN { if (n > 0) printf "%.4f", (b - a) / n / 1e6; else print "-" }')"
   # What a tick costs Redis (sum of its reap calls' round trips); the tick's wall time is mostly
   # pacing now. "-" with a server that predates the metric.
   read -r REDIS_MEAN _ < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_redis_seconds)
@@ -205,7 +223,7 @@ seed_and_measure() {
   [[ "${REDIS_MEAN}" == "-" ]] && TICK[${LABEL}]="${TICK_MEAN}"
   LAG_P99[${LABEL}]="${P99}"
   RPS="$(awk -v n="${N}" -v a="${TA}" -v b="${TB}" 'BEGIN { printf "%.0f", n / (b - a) }')"
-  ROWS+=("| ${LABEL} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${REDIS_MEAN} | ${BACKLOG} |")
+  ROWS+=("| ${LABEL} | ${HOLDS} | ${MEM} | ${RPS} | ${P50} | ${P99} | ${P999} | ≤ ${MAXLE} | ${TICK_MEAN} | ${REDIS_MEAN} | ${EXEC[${LABEL}]} | ${BACKLOG} |")
 }
 
 for USERS in "${SIZES[@]}"; do
@@ -282,6 +300,13 @@ if ((CLUSTER)); then
   wait 2>/dev/null || true
   PIDS=()
 fi
+# The per-size table: mean Redis time per tick = the sum of its reap calls' round trips
+# (orderhold_reaper_tick_redis_seconds); Redis script time per tick = Redis' own EVALSHA time.
+rows_md() {
+  echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | mean Redis time per tick s | Redis script time per tick s | max backlog s |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${ROWS[@]}"
+}
 cluster_md() {
   echo "Reaper lag p99 at ${LARGEST} users: single Redis ${LAG_P99[${LARGEST}]:--} s, Redis Cluster of 3 primaries (no replicas, same machine) ${LAG_P99[${CLUSTER_LABEL}]} s; Redis time per tick ${TICK[${LARGEST}]:--} s vs ${TICK[${CLUSTER_LABEL}]} s (the cluster's 64 reap calls per tick go to 3 nodes); MOVED/ASK redirects counted by the cluster's server: ${CLUSTER_REDIRECTS}."
 }
@@ -289,9 +314,7 @@ if ((CLUSTER_ONLY)); then
   {
     echo "## Reaper benchmark on a Redis Cluster ($(nproc) cores, $(date -u +%Y-%m-%d), ${RATE} holds expiring per second, ${WINDOW} s window)"
     echo
-    echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | mean Redis time per tick s | max backlog s |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
-    printf '%s\n' "${ROWS[@]}"
+    rows_md
     echo
     cluster_md
   } | tee "${OUT}/reaper-cluster.md"
@@ -367,14 +390,13 @@ if ((DRAIN_ONLY)); then
 fi
 SMALL="${SIZES[0]}" LARGE="${SIZES[-1]}"
 RATIO="$(awk -v a="${TICK[${SMALL}]}" -v b="${TICK[${LARGE}]}" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
+EXEC_RATIO="$(awk -v a="${EXEC[${SMALL}]}" -v b="${EXEC[${LARGE}]}" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "-" }')"
 {
   echo "## Reaper benchmark ($(nproc) cores, $(date -u +%Y-%m-%d), ${RATE} holds expiring per second, ${WINDOW} s windows)"
   echo
-  echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | mean Redis time per tick s | max backlog s |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|"
-  printf '%s\n' "${ROWS[@]}"
+  rows_md
   echo
-  echo "Redis time per tick ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO} (the tick's wall time where the server has no orderhold_reaper_tick_redis_seconds)"
+  echo "Redis time per tick ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO} (the tick's wall time where the server has no orderhold_reaper_tick_redis_seconds); Redis' own script time per tick (INFO commandstats EVALSHA): ${EXEC_RATIO}"
   echo
   if ((CLUSTER)); then
     cluster_md
