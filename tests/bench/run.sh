@@ -666,7 +666,7 @@ open_phases() {  # phase 4 -> ${WORK}/open.json
   # server and an empty Redis: on 2 shared cores the p99 of the same 15 s run swings 1.5-3x from
   # one run to the next (the reaper-off p99 alone: 2.5-8.0 ms), so each side's figures are medians
   # over the rounds (each percentile and reaper figure separately), as in phases 6 and 7; every
-  # round's figures are kept (rounds) and printed.
+  # round's figures are kept (round_figures) and printed.
   rcli CONFIG SET slowlog-log-slower-than 500 >/dev/null
   rcli CONFIG SET slowlog-max-len 1000000 >/dev/null
   local r side
