@@ -87,7 +87,7 @@
 #
 # --events-only: phase 2's closed-loop PlaceHold (for the maximum that "half of max" means) and
 # phase 7 only (about 4 minutes); results.json then holds just `place` and `events`.
-# --open-only: phase 2 and phase 4 only (about 1 minute per round); results.json holds `place`,
+# --open-only: phase 2 and phase 4 only (about 1.5 minutes per round); results.json holds `place`,
 # the two open phases, their ratios and targets.
 # --server PATH --lua DIR: another build's orderhold-server (and the Lua scripts it embeds, for the
 # SLOWLOG attribution) instead of this tree's, with --open-only: the before run of a before/after
@@ -210,6 +210,7 @@ cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-see
   orderhold-event-bench -j "$(nproc)" >/dev/null
 SERVER="${BUILD}/server/orderhold-server"
 if [[ -n "${SERVER_OVERRIDE}" ]]; then
+  ((OPEN_ONLY)) || { echo "bench: --server is for --open-only runs" >&2; exit 64; }
   [[ -x "${SERVER_OVERRIDE}" && -d "${LUA_OVERRIDE}" ]] || {
     echo "bench: --server needs an executable and --lua the directory of its Lua scripts" >&2
     exit 64
