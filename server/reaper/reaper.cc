@@ -133,7 +133,14 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
           for (absl::Time expire_time : result.reaped_expire_times) {
             metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));
           }
-          stats.reaped += static_cast<int>(result.reaped_expire_times.size());
+          // Counted as each call ends, not with the tick: a replica killed part-way through a
+          // tick has ended these holds in Redis, each with its event, already.
+          const int reaped = static_cast<int>(result.reaped_expire_times.size());
+          if (reaped > 0) {
+            metrics_.holds_expired().Increment(reaped);
+            metrics_.events_appended().Increment(reaped);
+          }
+          stats.reaped += reaped;
           more = result.more;
         }
       }
@@ -144,10 +151,6 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   metrics_.reaper_calls_in_flight().Set(0);
   metrics_.reaper_tick_redis_time().Observe(absl::ToDoubleSeconds(stats.redis_time));
   stats.backlog_left = !pacer.left().empty();
-  if (stats.reaped > 0) {
-    metrics_.holds_expired().Increment(stats.reaped);
-    metrics_.events_appended().Increment(stats.reaped);
-  }
   metrics_.reaper_backlog().Set(absl::ToDoubleSeconds(backlog));
 
   if (trimmer_.has_value() && store_now.has_value() && !owned_now.empty()) {

@@ -117,7 +117,9 @@ class Reaper {
   Reaper& operator=(const Reaper&) = delete;
 
   // One tick: reaps every partition (calls paced, see the file comment; with a pace_window the
-  // tick lasts about that long), records orderhold_holds_expired_total,
+  // tick lasts about that long), records orderhold_holds_expired_total and
+  // orderhold_events_appended_total (as each call ends, so a tick cut short still counts what it
+  // ended),
   // orderhold_reaper_lag_seconds (store clock), orderhold_reaper_tick_duration_seconds,
   // orderhold_reaper_tick_redis_seconds and orderhold_reaper_calls_in_flight; on full success sets
   // orderhold_reaper_last_success_timestamp_seconds. `now` overrides the store clock (tests).

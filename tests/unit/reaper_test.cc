@@ -2,6 +2,7 @@
 #include "server/reaper/reaper.h"
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -93,6 +94,33 @@ TEST_F(ReaperTest, SmallCallsOneAtATimeDrainABacklogInOneTickAndReportTheirCost)
   EXPECT_GT(stats->calls, orderhold::testing::FakeHoldStore::kPartitions);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_tick_redis_seconds"), 1);  // one tick seen
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_calls_in_flight"), 0);
+}
+
+// A replica killed (kill -9) part-way through a tick has already ended holds in Redis, each with
+// its event: they must be in the counters scraped before the kill, so every call's holds are
+// counted when the call ends, not when the tick does. Here a tick stalls after its first calls
+// (the fake clock does not reach the next call's slot) while the counters are read.
+TEST_F(ReaperTest, EachCallsHoldsAreCountedWhenTheCallEndsNotAtTheEndOfTheTick) {
+  ReaperOptions options;
+  options.pace_window = absl::Seconds(1);
+  options.max_in_flight = 1;
+  options.max_users_per_call = 1;
+  Reaper reaper(store_, metrics_, options, clock_);
+  PlaceDueHolds(40);
+  absl::StatusOr<ReapStats> stats;
+  std::thread tick([&] { stats = reaper.RunOnce(); });
+  ASSERT_TRUE(
+      Eventually([&] { return MetricValue(registry_, "orderhold_reaper_lag_seconds") >= 1; }));
+  const double lag_samples = MetricValue(registry_, "orderhold_reaper_lag_seconds");
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), lag_samples);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_events_appended_total"), lag_samples);
+  clock_.Advance(absl::Seconds(1));  // every slot of the tick has come
+  tick.join();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->reaped, 40);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 40);  // none twice
+  EXPECT_EQ(MetricValue(registry_, "orderhold_events_appended_total"), 40);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 40);
 }
 
 TEST_F(ReaperTest, BacklogBeyondBoundIsLeftForNextTick) {
