@@ -5,7 +5,6 @@
 // Time is passed explicitly (CallOptions::now), so expiry is decided without sleeping and every
 // store sees the same instants.
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,7 +12,6 @@
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/store/cluster_topology.h"
@@ -22,6 +20,7 @@
 #include "server/store/redis_connection.h"
 #include "server/store/redis_hold_store.h"
 #include "server/store/redis_url.h"
+#include "tests/testing/app_acl.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
 #include "tests/testing/os_util.h"
@@ -57,23 +56,14 @@ class FakeFactory : public StoreFactory {
   orderhold::testing::FakeClock clock_;
 };
 
-// Creates the app user of deploy/redis/orderhold.acl (README "Redis settings"), with its key
-// pattern widened to the suite's prefixes ("contract1:...") and the password "contract-pw".
+// Creates the app user of deploy/redis/orderhold.acl (README "Redis settings"), with its key and
+// channel patterns widened to the suite's prefixes ("contract1:...") and the password
+// "contract-pw".
 absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {
-  std::ifstream file(ORDERHOLD_APP_ACL_FILE);
-  std::string line;
-  if (!std::getline(file, line)) return absl::NotFoundError(ORDERHOLD_APP_ACL_FILE);
-  std::vector<std::string> args = {"ACL", "SETUSER"};
-  bool first = true;
-  for (absl::string_view rule : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
-    if (first && rule == "user") {
-      first = false;
-      continue;
-    }
-    if (rule == ">CHANGE-ME") rule = ">contract-pw";
-    if (rule == "~orderhold:*") rule = "~contract*";
-    args.emplace_back(rule);
-  }
+  absl::StatusOr<std::vector<std::string>> rules = orderhold::testing::AppAclRules("contract");
+  if (!rules.ok()) return rules.status();
+  std::vector<std::string> args = {"ACL", "SETUSER", "orderhold", "on", ">contract-pw"};
+  args.insert(args.end(), rules->begin(), rules->end());
   return redis.Command(args).status();
 }
 

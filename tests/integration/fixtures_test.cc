@@ -158,6 +158,28 @@ TEST(RedisServerFixtureTest, AclUserAndCrashRestartFromAof) {
   EXPECT_EQ(redis->CommandAs("app", "apppw", {"GET", "orderhold:a"}).value_or(""), "1");
 }
 
+// Tests that run OrderHold with another --key_prefix widen both of the app ACL's patterns: its
+// keys, and the channels its scripts publish nudges on (<prefix>:{p}:nudge). With only the key
+// pattern widened, every SPUBLISH was refused (scripts ignore that: redis.pcall), so those tests
+// ran without nudges.
+TEST(RedisServerFixtureTest, AppAclForAnotherKeyPrefixCoversItsKeysAndNudgeChannels) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> redis, RedisServer::Start());
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> rules, AppAclRules("contract"));
+  std::vector<std::string> setuser = {"ACL", "SETUSER", "app", "on", ">apppw"};
+  setuser.insert(setuser.end(), rules.begin(), rules.end());
+  ASSERT_THAT(redis->Command(setuser), IsOk());
+  const auto dry_run = [&](std::vector<std::string> command) {
+    command.insert(command.begin(), {"ACL", "DRYRUN", "app"});
+    return redis->Command(command);
+  };
+  EXPECT_EQ(dry_run({"ZADD", "contract7:{3}:u:alice", "1", "o"}).value_or("?"), "OK");
+  EXPECT_EQ(dry_run({"SPUBLISH", "contract7:{3}:nudge", ""}).value_or("?"), "OK");
+  EXPECT_THAT(dry_run({"SPUBLISH", "other:{3}:nudge", ""}).value_or("?"),
+              HasSubstr("no permissions"));
+  EXPECT_THAT(dry_run({"ZADD", "orderhold:{3}:u:alice", "1", "o"}).value_or("?"),
+              HasSubstr("no permissions"));
+}
+
 TEST(RedisServerFixtureTest, RejectsBadTopologyOptions) {
   EXPECT_THAT(RedisServer::Start({.replicaof = "no-port"}),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -8,7 +8,7 @@
 
 namespace orderhold::testing {
 
-absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_pattern) {
+absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_prefix) {
   std::ifstream file(ORDERHOLD_APP_ACL_FILE);
   std::string line;
   if (!std::getline(file, line)) return absl::NotFoundError(ORDERHOLD_APP_ACL_FILE);
@@ -18,16 +18,17 @@ absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_patte
         absl::StrCat(ORDERHOLD_APP_ACL_FILE, ": expected `user <name> on ><password> <rules>`"));
   }
   std::vector<std::string> rules(words.begin() + 4, words.end());
-  if (!key_pattern.empty()) {
+  if (!key_prefix.empty()) {
     for (std::string& rule : rules) {
-      if (rule == "~orderhold:*") rule = std::string(key_pattern);
+      if (rule == "~orderhold:*") rule = absl::StrCat("~", key_prefix, "*");
+      if (rule == "&orderhold:*") rule = absl::StrCat("&", key_prefix, "*");
     }
   }
   return rules;
 }
 
-absl::StatusOr<std::string> AppAclRulesLine(absl::string_view key_pattern) {
-  absl::StatusOr<std::vector<std::string>> rules = AppAclRules(key_pattern);
+absl::StatusOr<std::string> AppAclRulesLine(absl::string_view key_prefix) {
+  absl::StatusOr<std::vector<std::string>> rules = AppAclRules(key_prefix);
   if (!rules.ok()) return rules.status();
   return absl::StrJoin(*rules, " ");
 }

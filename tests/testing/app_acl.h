@@ -12,13 +12,15 @@
 namespace orderhold::testing {
 
 // The file's rules after `user <name> on ><password>` ("resetkeys", "~orderhold:*", "-@all",
-// "+eval", ...), with the key pattern "~orderhold:*" replaced by `key_pattern` when that is not
-// empty (tests that use another --key_prefix). NOT_FOUND when the file cannot be read,
-// INVALID_ARGUMENT when its first line is not such a `user` line. Thread-safe.
-absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_pattern = "");
+// "+eval", ...). With `key_prefix` not empty (tests that use another --key_prefix), its key and
+// channel patterns "~orderhold:*" and "&orderhold:*" become "~<key_prefix>*" and
+// "&<key_prefix>*", so the app user may use that prefix's keys and publish its nudges. NOT_FOUND
+// when the file cannot be read, INVALID_ARGUMENT when its first line is not such a `user` line.
+// Thread-safe.
+absl::StatusOr<std::vector<std::string>> AppAclRules(absl::string_view key_prefix = "");
 
 // The same rules joined by spaces (SentinelGroupOptions::app_acl_rules).
-absl::StatusOr<std::string> AppAclRulesLine(absl::string_view key_pattern = "");
+absl::StatusOr<std::string> AppAclRulesLine(absl::string_view key_prefix = "");
 
 }  // namespace orderhold::testing
 
