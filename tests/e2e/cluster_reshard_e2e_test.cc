@@ -5,7 +5,7 @@
 // partition's due index, event stream, lease and every key of its users, so the reshard migrates
 // (MIGRATE, key by key) exactly what reap.lua reads and writes. reap.lua names each user's keys
 // itself (not in KEYS) and is made per-user idempotent under migration (see its header and
-// tests/integration/reap_migration_test.cc); this is the proof at App level. So that reap.lua
+// tests/integration/script_migration_test.cc); this is the proof at App level. So that reap.lua
 // surely runs while those slots migrate (the Apps tick every 100 ms; one slot migrates in a few
 // ms), a third reaper in standby mode reaps the moving partitions back to back during the
 // reshards, racing the owners; the test prints how often Redis stopped it part-way ("non local

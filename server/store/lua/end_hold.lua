@@ -29,21 +29,33 @@ local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], 
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
-local score = redis.call('ZSCORE', KEYS[1], order)
+-- Every read before the first write (see "Slot migrations" in prelude.lua).
+local score = redis.call('ZSCORE', k.holds, order)
 if score and tonumber(score) > now then
-  redis.call('ZREM', KEYS[1], order)
+  -- The user's earliest hold once this one is gone, read before the ZREM may delete the key.
+  local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
+  local earliest = first[2]
+  if first[1] == order then
+    earliest = first[4]
+  end
+  redis.call('ZREM', k.holds, order)
   end_hold(k, user, order, outcome, score, now)
   trim_outcomes(k, now, retention, max_records)
-  set_earliest(KEYS[1], KEYS[2], user)
+  set_due(k.due, user, earliest)
   return {1, now, tonumber(score), 0, outcome, now}
 end
 
-local removed = #expire_due(k, user, now) / 2
+local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
+                             0, 1)
+local record = redis.call('HGET', k.outcomes, order)
+local removed = #due / 2
 if removed > 0 then
+  expire_due(k, user, now, due)
   trim_outcomes(k, now, retention, max_records)
-  set_earliest(KEYS[1], KEYS[2], user)
+  set_due(k.due, user, next_live[2])
 end
-local ended, end_ms, expire = find_outcome(k, order, now, retention)
+local ended, end_ms, expire = outcome_of(order, due, record, now, retention)
 if ended then
   return {2, now, expire, removed, ended, end_ms}
 end

@@ -30,39 +30,53 @@
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
--- Helpers (now_ms, set_earliest, expire_due, end_hold, trim_outcomes, find_outcome): see
--- prelude.lua, prepended when the script is embedded.
+-- Helpers (now_ms, set_due, expire_due, end_hold, trim_outcomes, outcome_of): see prelude.lua,
+-- prepended when the script is embedded.
 local now = now_ms(ARGV[5])
 local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 
-local removed = #expire_due(k, user, now) / 2
-if removed > 0 then
-  trim_outcomes(k, now, retention, max_records)
+-- Every read before the first write (see "Slot migrations" in prelude.lua).
+local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+local removed = #due / 2
+local active = redis.call('ZCARD', k.holds) - removed
+local existing = redis.call('ZSCORE', k.holds, order)
+local first_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
+                              0, 1)
+local record = redis.call('HGET', k.outcomes, order)
+if existing and tonumber(existing) <= now then
+  existing = nil  -- in `due`: ended as EXPIRED below
 end
-local active = redis.call('ZCARD', KEYS[1])
-local existing = redis.call('ZSCORE', KEYS[1], order)
+
 local result, expire
 local ended_outcome, ended_at = 0, 0
 if existing then
   result, expire = 0, tonumber(existing)
 else
-  local outcome, end_ms, ended_expire = find_outcome(k, order, now, retention)
+  local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
   elseif active >= tonumber(ARGV[4]) then
-    result = -1
-    expire = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+    result, expire = -1, tonumber(first_live[2])
   else
     result, expire = 1, now + tonumber(ARGV[3])
-    redis.call('ZADD', KEYS[1], expire, order)
+    -- Before the expired holds are removed, so the holds key is never emptied on the way.
+    redis.call('ZADD', k.holds, expire, order)
     active = active + 1
   end
 end
 
+if removed > 0 then
+  expire_due(k, user, now, due)
+  trim_outcomes(k, now, retention, max_records)
+end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then
-  set_earliest(KEYS[1], KEYS[2], user)
+  local earliest = first_live[2]
+  if result == 1 and (not earliest or expire < tonumber(earliest)) then
+    earliest = expire
+  end
+  set_due(k.due, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at}

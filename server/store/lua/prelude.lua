@@ -11,17 +11,25 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Keeps `user`'s score in the due index `due_key` at the earliest expiry in `holds_key`, or
--- removes the user from the index when no holds remain. The reaper relies on this index.
-local function set_earliest(holds_key, due_key, user)
-  local first = redis.call('ZRANGE', holds_key, 0, 0, 'WITHSCORES')
-  if first[2] then
-    redis.call('ZADD', due_key, first[2], user)
+-- Slot migrations (Redis Cluster resharding). While a script's slot is MIGRATING, Redis refuses,
+-- part-way through the script, any access to a key of that slot that is not on this node: one that
+-- moved, one that never existed, and one that this very script emptied (Redis deletes an empty
+-- key). It keeps the writes made before the refusal ("non local key"; cluster-spec.md, measured on
+-- 7.0.15). Redis only starts a script on such a node when every key in KEYS exists there (else
+-- TRYAGAIN or ASK). So every script reads all it needs before its first write, and never touches
+-- a key again after a write that may have emptied it: a refusal can then only come before the
+-- first write, and nothing is half done (tests/integration/script_migration_test.cc).
+
+-- Sets `user`'s score in the due index `due_key` to `earliest` (the earliest expiry among its
+-- holds, as read before the call's writes), or removes the user when `earliest` is nil (no holds
+-- left). The reaper relies on this index.
+local function set_due(due_key, user, earliest)
+  if earliest then
+    redis.call('ZADD', due_key, earliest, user)
   else
     redis.call('ZREM', due_key, user)
   end
 end
-
 
 -- Whether stream id a ("<ms>-<seq>") comes after stream id b, comparing both parts as numbers.
 local function stream_id_after(a, b)
@@ -57,7 +65,7 @@ local nudged = false
 --   keys.h): derived here rather than passed in KEYS, because Redis Cluster counts every KEYS
 --   entry as a key that must exist while the slot migrates, and a channel never exists as a key:
 --   each script would be answered TRYAGAIN for the whole of a reshard (measured on 7.0.15,
---   tests/integration/reap_migration_test.cc). A channel of the script's own slot, which the
+--   tests/integration/script_migration_test.cc). A channel of the script's own slot, which the
 --   shared hash tag guarantees, is what Redis Cluster lets a script publish; SPUBLISH itself is
 --   served by the slot's owner until the migration ends.
 --   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
@@ -73,31 +81,37 @@ local function end_hold(k, user, order, outcome, expire, end_ms)
   end
 end
 
--- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now).
--- Returns the flat array {order_1, expire_1, ...} of the holds it ended.
-local function expire_due(k, user, now)
-  local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+-- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now): `due` is the
+-- flat array {order_1, expire_1, ...} that ZRANGEBYSCORE holds -inf now WITHSCORES returned,
+-- read by the caller before its first write. The holds key may be emptied (deleted) by this:
+-- the caller must not touch it afterwards (see "Slot migrations").
+local function expire_due(k, user, now, due)
   if #due > 0 then
     for i = 1, #due, 2 do
       end_hold(k, user, due[i], EXPIRED, due[i + 1], due[i + 1])
     end
     redis.call('ZREMRANGEBYSCORE', k.holds, '-inf', now)
   end
-  return due
 end
 
 -- Bounds the user's outcome records after end_hold: drops records that ended at or before
 -- now - retention_ms, then the oldest beyond max_records; both keys expire retention_ms after
--- the last end, so a user who never comes back leaves nothing behind.
+-- the last end, so a user who never comes back leaves nothing behind. When every record is past
+-- the retention (a hold that expired longer than that ago, ended only now), both keys are deleted
+-- and not touched again (see "Slot migrations").
 local function trim_outcomes(k, now, retention_ms, max_records)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
+  local left = redis.call('ZCARD', k.ended) - #old
+  if left == 0 then
+    redis.call('DEL', k.outcomes, k.ended)
+    return
+  end
   if #old > 0 then
     redis.call('HDEL', k.outcomes, unpack(old))
     redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
   end
-  local excess = redis.call('ZCARD', k.ended) - max_records
-  if excess > 0 then
-    local popped = redis.call('ZPOPMIN', k.ended, excess)
+  if left > max_records then
+    local popped = redis.call('ZPOPMIN', k.ended, left - max_records)
     for i = 1, #popped, 2 do
       redis.call('HDEL', k.outcomes, popped[i])
     end
@@ -106,10 +120,17 @@ local function trim_outcomes(k, now, retention_ms, max_records)
   redis.call('PEXPIRE', k.ended, retention_ms)
 end
 
--- The remembered end of `order`: outcome, end_ms, expire (numbers), or nil when unknown or older
--- than the retention (a record not trimmed yet is ignored the same way).
-local function find_outcome(k, order, now, retention_ms)
-  local record = redis.call('HGET', k.outcomes, order)
+-- How `order` ended, as a script sees it once expire_due(k, user, now, due) has run: EXPIRED at
+-- its expire time when it is in `due`, else its outcome record `record` (HGET of k.outcomes, read
+-- before the script's first write: see "Slot migrations"). Returns outcome, end_ms, expire
+-- (numbers), or nil when unknown or ended at or before now - retention_ms (a record not trimmed
+-- yet is ignored the same way).
+local function outcome_of(order, due, record, now, retention_ms)
+  for i = 1, #due, 2 do
+    if due[i] == order then
+      record = EXPIRED .. ':' .. due[i + 1] .. ':' .. due[i + 1]
+    end
+  end
   if not record then
     return nil
   end

@@ -20,7 +20,7 @@
 -- read before any of them is written, and the user's next expiry is read before its holds key is
 -- emptied (an emptied key is deleted, and then refused): a refusal comes before the user's first
 -- write, each user is reaped whole or not at all, and the next call after the migration reaps the
--- rest, one event per hold (tests/integration/reap_migration_test.cc). A user without outcome
+-- rest, one event per hold (tests/integration/script_migration_test.cc). A user without outcome
 -- records is refused too while the slot migrates, so the partition's reaping waits for the
 -- migration to end.
 --
@@ -75,7 +75,8 @@ for _, user in ipairs(users) do
   redis.call('EXISTS', k.holds, k.outcomes, k.ended)
   local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
                                0, 1)
-  local due = expire_due(k, user, now)
+  local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+  expire_due(k, user, now, due)
   if #due > 0 then
     for i = 2, #due, 2 do
       out[#out + 1] = tonumber(due[i])
