@@ -135,8 +135,12 @@ class RedisClient::Connection {
       return absl::UnavailableError(absl::StrCat("redis: the primary moved from ", node, " to ",
                                                  now_primary.ToString(), " while connecting"));
     }
+    // Standalone: a connection that reached another address (the DNS name moved) drops every
+    // one made before it; one made across a failover is refused (StandaloneTopology).
+    uint64_t accepted = generation;
+    ORDERHOLD_RETURN_IF_ERROR(topology.AcceptConnection(primary, connection->peer(), &accepted));
     connection_ = std::move(connection);
-    generation_ = generation;
+    generation_ = accepted;
     return absl::OkStatus();
   }
 

@@ -31,7 +31,9 @@
 // the old primary; idle connections are dropped within ~100 ms of the change. A READONLY or
 // MASTERDOWN reply (the node was demoted, e.g. by hand or by a failover nobody announced) drops
 // the connection and asks the topology to re-resolve (the #1191 bug of envoy ratelimit: keeping
-// such a connection fails every write forever).
+// such a connection fails every write forever); in standalone mode that also drops every other
+// pooled connection, and so does a new connection that reached another address than the pool's
+// (the DNS name moved), since a demoted node goes on serving reads (StandaloneTopology).
 //
 // Acknowledged means replicated (`wait_replicas` > 0): every batch holding a command with
 // `writes` set is followed on the same connection by `WAIT wait_replicas wait_timeout`; when fewer

@@ -118,6 +118,25 @@ class SigpipeGuard {
 };
 
 // Connects a non-blocking socket to one resolved address by `deadline`.
+// The address `fd` is connected to, "ip:port" ("[ip]:port" for IPv6), or "" if unknown.
+std::string PeerAddress(int fd) {
+  sockaddr_storage peer{};
+  socklen_t len = sizeof(peer);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return "";
+  char host[INET6_ADDRSTRLEN] = {};
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)) == nullptr) return "";
+    return absl::StrCat(host, ":", ntohs(in->sin_port));
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)) == nullptr) return "";
+    return absl::StrCat("[", host, "]:", ntohs(in6->sin6_port));
+  }
+  return "";
+}
+
 absl::StatusOr<int> ConnectOne(const addrinfo& ai, absl::Time deadline, const HostPort& address) {
   const int fd = socket(ai.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("redis: socket: ", strerror(errno)));
@@ -214,6 +233,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> RedisConnection::Connect(const 
   freeaddrinfo(resolved);
   if (!fd.ok()) return fd.status();
   std::unique_ptr<RedisConnection> connection(new RedisConnection(address, *fd));
+  connection->peer_ = PeerAddress(*fd);
   if (tls != nullptr) ORDERHOLD_RETURN_IF_ERROR(connection->Handshake(*tls, deadline));
   return connection;
 }

@@ -116,6 +116,10 @@ class RedisConnection {
   // True after any failed Flush/Read: the stream is out of step and the connection must go.
   bool broken() const { return broken_; }
   const HostPort& address() const { return address_; }
+  // The address the name resolved to and this connection reached, "ip:port" ("[ip]:port" for
+  // IPv6); "" if the socket could not say. A managed Redis fails over by moving its DNS name, so
+  // two connections to one address() may reach two nodes.
+  const std::string& peer() const { return peer_; }
   bool tls() const { return ssl_ != nullptr; }
 
  private:
@@ -134,6 +138,7 @@ class RedisConnection {
   absl::StatusOr<std::optional<RedisReply>> Buffered();
 
   HostPort address_;
+  std::string peer_;
   int fd_ = -1;
   ssl_st* ssl_ = nullptr;
   redisReader* reader_ = nullptr;

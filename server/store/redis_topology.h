@@ -13,8 +13,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/store/redis_connection.h"
 
@@ -51,6 +56,19 @@ class RedisTopology {
   // "slave" at connect): re-resolve soon. The caller drops that connection itself.
   virtual void ReportNotPrimary(const HostPort& address) = 0;
 
+  // Whether a new connection to `node` (as NodeFor named it), set up at `*generation` (read
+  // before NodeFor) and connected to `peer` (RedisConnection::peer: the address the name resolved
+  // to), may be used; on OK `*generation` is the generation it counts as made at. UNAVAILABLE
+  // (the caller drops it) when the topology cannot vouch for it. Default: OK, unchanged (a
+  // topology with discovery vouches through Refresh). Thread-safe.
+  virtual absl::Status AcceptConnection(const HostPort& node, absl::string_view peer,
+                                        uint64_t* generation) {
+    (void)node;
+    (void)peer;
+    (void)generation;
+    return absl::OkStatus();
+  }
+
   // Whether new connections must check ROLE is "master" before use (the Sentinel client guide's
   // step 3); a node that is not gets ReportNotPrimary and the connect fails UNAVAILABLE.
   virtual bool verify_role() const { return true; }
@@ -63,16 +81,45 @@ class RedisTopology {
 };
 
 // One fixed address (--redis_mode=standalone). The name is resolved again on every connect
-// (RedisConnection::Connect), which is how a DNS-based failover (managed Redis) is followed;
-// ReportNotPrimary has nothing to re-resolve beyond that, so it does nothing.
+// (RedisConnection::Connect), which is how a DNS-based failover (managed Redis) is followed. A
+// demoted primary keeps serving reads on its pooled connections (only a write gets READONLY),
+// possibly behind the new primary, so a read must never go to a node not known to be the primary:
+// - once any connection learns the node is not the primary (READONLY or MASTERDOWN on a call,
+//   ROLE at connect: ReportNotPrimary), the generation goes up, so every pooled connection is
+//   dropped and made again, resolving the name afresh;
+// - a new connection that reached another address than the last one did (the name moved) does
+//   the same before it is used (AcceptConnection), so no connection to the old address serves
+//   anything once a write may have been acknowledged at the new one;
+// - a new connection during which the generation went up is refused: it may have reached the old
+//   node, which must not become the pool's address again.
+// A name with several addresses that connects alternate between would reconnect the pool at each
+// switch: a standalone primary's name is expected to have one.
 class StandaloneTopology final : public RedisTopology {
  public:
   explicit StandaloneTopology(HostPort address) : address_(std::move(address)) {}
   absl::StatusOr<HostPort> NodeFor(int) override { return address_; }
-  void ReportNotPrimary(const HostPort&) override {}
+  void ReportNotPrimary(const HostPort&) override {
+    absl::MutexLock lock(&mu_);
+    BumpGeneration();
+  }
+  absl::Status AcceptConnection(const HostPort& node, absl::string_view peer,
+                                uint64_t* generation) override {
+    absl::MutexLock lock(&mu_);
+    if (*generation != this->generation()) {
+      return absl::UnavailableError(
+          absl::StrCat("redis: ", node.ToString(), " failed over while connecting; reconnecting"));
+    }
+    if (peer.empty() || peer == peer_) return absl::OkStatus();
+    if (!peer_.empty()) BumpGeneration();  // the name moved: drop the connections to the old one
+    peer_ = std::string(peer);
+    *generation = this->generation();
+    return absl::OkStatus();
+  }
 
  private:
   const HostPort address_;
+  absl::Mutex mu_;                         // orders generation changes with peer_
+  std::string peer_ ABSL_GUARDED_BY(mu_);  // the address the last accepted connection reached
 };
 
 }  // namespace orderhold::store

@@ -2,14 +2,18 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -131,6 +135,47 @@ absl::StatusOr<std::string> MakeTempDir(absl::string_view prefix) {
     return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, ": ", std::strerror(errno)));
   }
   return tmpl;
+}
+
+absl::StatusOr<std::unique_ptr<PrivateHostsFile>> PrivateHostsFile::Create(
+    absl::string_view name, absl::string_view address) {
+  absl::StatusOr<std::string> dir = MakeTempDir("hosts");
+  if (!dir.ok()) return dir.status();
+  std::unique_ptr<PrivateHostsFile> hosts(new PrivateHostsFile(*dir, std::string(name)));
+  const std::string path = *dir + "/hosts";
+  if (absl::Status written = hosts->Move(address); !written.ok()) return written;
+  if (::unshare(CLONE_NEWNS) != 0) {
+    return absl::InternalError(
+        absl::StrCat("unshare(CLONE_NEWNS): ", std::strerror(errno),
+                     " (needs root, and no thread may have started yet in this process)"));
+  }
+  // Private propagation first, or the bind mount below would reach the host's namespace.
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("mount --make-rprivate /: ", std::strerror(errno)));
+  }
+  if (::mount(path.c_str(), "/etc/hosts", nullptr, MS_BIND, nullptr) != 0) {
+    return absl::InternalError(
+        absl::StrCat("mount --bind ", path, " /etc/hosts: ", std::strerror(errno)));
+  }
+  return hosts;
+}
+
+PrivateHostsFile::PrivateHostsFile(std::string dir, std::string name)
+    : dir_(std::move(dir)), name_(std::move(name)) {}
+
+PrivateHostsFile::~PrivateHostsFile() {
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+absl::Status PrivateHostsFile::Move(absl::string_view address) {
+  const std::string path = dir_ + "/hosts";
+  // In place (O_TRUNC on the same inode): the bind mount names the inode, not the path.
+  std::ofstream out(path, std::ios::out | std::ios::trunc);
+  out << "127.0.0.1 localhost\n" << address << " " << name_ << "\n";
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
 }
 
 }  // namespace orderhold::testing

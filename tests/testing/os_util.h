@@ -3,6 +3,7 @@
 #ifndef ORDERHOLD_TESTS_TESTING_OS_UTIL_H_
 #define ORDERHOLD_TESTS_TESTING_OS_UTIL_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,36 @@ absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,
 // in parallel (other ctest jobs, other checkouts) never share one. The caller removes it.
 // INTERNAL if mkdtemp fails. Thread-safe.
 absl::StatusOr<std::string> MakeTempDir(absl::string_view prefix);
+
+// A DNS name the test moves, as a managed Redis moves its name to the promoted replica at a
+// failover: the calling process gets its own mount namespace (unshare(CLONE_NEWNS), so nothing
+// outside this process sees it) in which /etc/hosts is a bind mount of a private file that maps
+// `name` to an address. glibc's files backend reads /etc/hosts on every getaddrinfo, so the code
+// under test resolves the name exactly as in production and sees each Move() at its next lookup.
+// Needs root (CAP_SYS_ADMIN) and a process that is still single-threaded (unshare of a mount
+// namespace is refused to a process whose threads share its filesystem attributes): create it
+// first thing in a test, before any thread starts. Each ctest case is its own process, so the
+// namespace dies with the test. Not thread-safe; Move() may run while other threads resolve.
+class PrivateHostsFile {
+ public:
+  // INTERNAL naming the step (unshare, mount, the file) when one fails.
+  static absl::StatusOr<std::unique_ptr<PrivateHostsFile>> Create(absl::string_view name,
+                                                                  absl::string_view address);
+  // Leaves the bind mount in place (the namespace ends with the process) and removes the file's
+  // directory.
+  ~PrivateHostsFile();
+  PrivateHostsFile(const PrivateHostsFile&) = delete;
+  PrivateHostsFile& operator=(const PrivateHostsFile&) = delete;
+
+  // Maps the name to `address` from the next lookup on, rewriting the file in place (a new file
+  // would be a new inode, which the bind mount does not follow). INTERNAL if it cannot be written.
+  absl::Status Move(absl::string_view address);
+
+ private:
+  PrivateHostsFile(std::string dir, std::string name);
+  std::string dir_;
+  std::string name_;
+};
 
 }  // namespace orderhold::testing
 

@@ -31,7 +31,6 @@
 namespace orderhold::testing {
 namespace {
 
-constexpr char kHost[] = "127.0.0.1";
 constexpr int kMaxStartAttempts = 5;
 constexpr absl::Duration kPollInterval = absl::Milliseconds(10);
 // Graceful shutdown of a test-sized Redis takes milliseconds; this only bounds a wedged one.
@@ -49,34 +48,48 @@ std::string DescribeWaitStatus(int status) {
   return absl::StrCat("wait status ", status);
 }
 
-// Binds 127.0.0.1:0 and returns the port the kernel chose. The port is free again when this
-// returns, so another process may take it before redis-server binds: Start() retries for that.
-absl::StatusOr<int> PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return ErrnoError("socket", errno);
+// `host` (an IPv4 literal) as a socket address with `port`; INVALID_ARGUMENT if it is no IPv4
+// literal.
+absl::StatusOr<sockaddr_in> Ipv4(const std::string& host, int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("RedisServerOptions::host: not an IPv4 address: ", host));
+  }
+  return addr;
+}
+
+// Binds host:0 and returns the port the kernel chose. The port is free again when this
+// returns, so another process may take it before redis-server binds: Start() retries for that.
+absl::StatusOr<int> PickFreePort(const std::string& host) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return ErrnoError("socket", errno);
+  absl::StatusOr<sockaddr_in> bound = Ipv4(host, 0);
+  if (!bound.ok()) {
+    ::close(fd);
+    return bound.status();
+  }
+  sockaddr_in addr = *bound;
   socklen_t len = sizeof(addr);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     int err = errno;
     ::close(fd);
-    return ErrnoError("bind 127.0.0.1:0", err);
+    return ErrnoError(absl::StrCat("bind ", host, ":0"), err);
   }
   ::close(fd);
   return ntohs(addr.sin_port);
 }
 
-// True once a TCP connect to 127.0.0.1:port is refused (nothing listens any more).
-bool ConnectRefused(int port) {
+// True once a TCP connect to host:port is refused (nothing listens any more).
+bool ConnectRefused(const std::string& host, int port) {
+  absl::StatusOr<sockaddr_in> target = Ipv4(host, port);
+  if (!target.ok()) return false;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
+  sockaddr_in addr = *target;
   bool refused =
       ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
   ::close(fd);
@@ -148,11 +161,12 @@ absl::StatusOr<std::string> RunCommand(redisContext* c, const std::vector<std::s
   return out;
 }
 
-// Connects to 127.0.0.1:port with `timeout` for the connect and every later command, then sends
+// Connects to host:port with `timeout` for the connect and every later command, then sends
 // AUTH [user] password unless `password` is empty.
-absl::StatusOr<ContextPtr> Connect(int port, absl::string_view user, absl::string_view password,
-                                   absl::Duration timeout, absl::string_view what) {
-  ContextPtr c(redisConnectWithTimeout(kHost, port, absl::ToTimeval(timeout)));
+absl::StatusOr<ContextPtr> Connect(const std::string& host, int port, absl::string_view user,
+                                   absl::string_view password, absl::Duration timeout,
+                                   absl::string_view what) {
+  ContextPtr c(redisConnectWithTimeout(host.c_str(), port, absl::ToTimeval(timeout)));
   if (c == nullptr) return absl::ResourceExhaustedError("hiredis: cannot allocate context");
   if (c->err != 0) return ContextError(c.get(), errno, absl::StrCat(what, ": connect"));
   if (redisSetTimeout(c.get(), absl::ToTimeval(timeout)) != REDIS_OK) {
@@ -167,8 +181,8 @@ absl::StatusOr<ContextPtr> Connect(int port, absl::string_view user, absl::strin
   return c;
 }
 
-bool Ping(int port, absl::string_view password) {
-  absl::StatusOr<ContextPtr> c = Connect(port, "", password, absl::Milliseconds(500), "PING");
+bool Ping(const std::string& host, int port, absl::string_view password) {
+  absl::StatusOr<ContextPtr> c = Connect(host, port, "", password, absl::Milliseconds(500), "PING");
   // While loading the AOF Redis answers "-LOADING ...": not ready yet.
   return c.ok() && RunCommand(c->get(), {"PING"}, "PING").value_or("") == "PONG";
 }
@@ -260,15 +274,20 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
   }
   absl::Status status;
   for (int attempt = 0; attempt < kMaxStartAttempts; ++attempt) {
-    ORDERHOLD_ASSIGN_OR_RETURN(server->port_, PickFreePort());
+    const std::string& host = server->opts_.host;
+    if (server->opts_.port != 0) {
+      server->port_ = server->opts_.port;
+    } else {
+      ORDERHOLD_ASSIGN_OR_RETURN(server->port_, PickFreePort(host));
+    }
     if (server->opts_.tls.has_value()) {
       do {
-        ORDERHOLD_ASSIGN_OR_RETURN(server->tls_port_, PickFreePort());
+        ORDERHOLD_ASSIGN_OR_RETURN(server->tls_port_, PickFreePort(host));
       } while (server->tls_port_ == server->port_);
     }
     if (server->opts_.cluster && !server->opts_.sentinel) {
       do {
-        ORDERHOLD_ASSIGN_OR_RETURN(server->cluster_port_, PickFreePort());
+        ORDERHOLD_ASSIGN_OR_RETURN(server->cluster_port_, PickFreePort(host));
       } while (server->cluster_port_ == server->port_ ||
                server->cluster_port_ == server->tls_port_);
     }
@@ -276,7 +295,8 @@ absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptio
     if (status.ok()) return server;
     // Only a lost race for the port is worth another try; anything else (bad extra_config,
     // timeout) would fail the same way again.
-    if (!absl::IsUnavailable(status) ||
+    // A fixed port would only be taken again.
+    if (server->opts_.port != 0 || !absl::IsUnavailable(status) ||
         !absl::StrContains(status.message(), "Address already in use")) {
       break;
     }
@@ -291,10 +311,10 @@ RedisServer::~RedisServer() {
   std::filesystem::remove_all(dir_, ignored);
 }
 
-std::string RedisServer::url() const { return absl::StrCat("redis://", kHost, ":", port_); }
+std::string RedisServer::url() const { return absl::StrCat("redis://", opts_.host, ":", port_); }
 
 std::string RedisServer::tls_url() const {
-  return tls_port_ == 0 ? "" : absl::StrCat("rediss://", kHost, ":", tls_port_);
+  return tls_port_ == 0 ? "" : absl::StrCat("rediss://", opts_.host, ":", tls_port_);
 }
 
 std::string RedisServer::config_path() const { return absl::StrCat(dir_, "/redis.conf"); }
@@ -315,7 +335,7 @@ absl::Status RedisServer::Launch() {
   if (cluster_port_ != 0) {
     args.insert(args.end(), {"--cluster-port", absl::StrCat(cluster_port_)});
   }
-  args.insert(args.end(), {"--bind", kHost, "--dir", dir_});
+  args.insert(args.end(), {"--bind", opts_.host, "--dir", dir_});
   if (!opts_.sentinel) {
     args.insert(args.end(), {"--save", "", "--appendonly", opts_.appendonly ? "yes" : "no"});
   }
@@ -383,7 +403,7 @@ absl::Status RedisServer::WaitUntilReady() {
           absl::StrCat("redis-server on port ", port_, " exited (", DescribeWaitStatus(status),
                        ") before answering PING; its log:\n", LogSinceLaunch()));
     }
-    if (Ping(port_, opts_.admin_password)) return absl::OkStatus();
+    if (Ping(opts_.host, port_, opts_.admin_password)) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       Kill();
       return absl::DeadlineExceededError(absl::StrCat(
@@ -442,10 +462,10 @@ absl::Status RedisServer::WaitPortsClosed() {
   const absl::Time deadline = absl::Now() + kPortCloseTimeout;
   for (int port : {port_, tls_port_, cluster_port_}) {
     if (port == 0) continue;
-    while (!ConnectRefused(port)) {
+    while (!ConnectRefused(opts_.host, port)) {
       if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("redis-server exited but 127.0.0.1:", port, " still accepts connections"));
+        return absl::DeadlineExceededError(absl::StrCat("redis-server exited but ", opts_.host, ":",
+                                                        port, " still accepts connections"));
       }
       absl::SleepFor(kPollInterval);
     }
@@ -499,8 +519,8 @@ absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>&
   const std::string what = absl::StrCat("redis ", port_, " ", args[0]);
   if (conn_ == nullptr || conn_->err != 0) {
     conn_.reset();
-    ORDERHOLD_ASSIGN_OR_RETURN(
-        ContextPtr c, Connect(port_, "", opts_.admin_password, opts_.command_timeout, what));
+    ORDERHOLD_ASSIGN_OR_RETURN(ContextPtr c, Connect(opts_.host, port_, "", opts_.admin_password,
+                                                     opts_.command_timeout, what));
     conn_.reset(c.release());
   }
   absl::StatusOr<std::string> reply = RunCommand(conn_.get(), args, what);
@@ -515,8 +535,8 @@ absl::StatusOr<std::string> RedisServer::CommandAs(absl::string_view user,
   if (args.empty()) return absl::InvalidArgumentError("CommandAs(): no arguments");
   if (pid_ <= 0) return absl::FailedPreconditionError("CommandAs(): redis-server is not running");
   const std::string what = absl::StrCat("redis ", port_, " ", args[0]);
-  ORDERHOLD_ASSIGN_OR_RETURN(ContextPtr c,
-                             Connect(port_, user, password, opts_.command_timeout, what));
+  ORDERHOLD_ASSIGN_OR_RETURN(
+      ContextPtr c, Connect(opts_.host, port_, user, password, opts_.command_timeout, what));
   return RunCommand(c.get(), args, what);
 }
 

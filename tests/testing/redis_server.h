@@ -1,11 +1,11 @@
 // RedisServer: a private, throwaway redis-server for tests.
 //
-// Each instance runs its own redis-server as a foreground child process, bound to 127.0.0.1 on a
-// free port, with its own temporary data directory. Tests therefore never share keys with each
-// other or with a Redis the developer happens to run, and never depend on a fixed port. Fault tests
-// use Stop()/Restart() (Redis goes away — connects are refused — and comes back on the same port,
-// with its data when appendonly is on) and Pause()/Resume() (Redis hangs: connects succeed,
-// commands get no answer).
+// Each instance runs its own redis-server as a foreground child process, bound to 127.0.0.1 (or
+// RedisServerOptions::host) on a free port, with its own temporary data directory. Tests therefore
+// never share keys with each other or with a Redis the developer happens to run, and never depend
+// on a fixed port. Fault tests use Stop()/Restart() (Redis goes away — connects are refused — and
+// comes back on the same port, with its data when appendonly is on) and Pause()/Resume() (Redis
+// hangs: connects succeed, commands get no answer).
 //
 //   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
 //   ASSERT_TRUE(redis.ok()) << redis.status();
@@ -97,6 +97,12 @@ struct RedisTlsOptions {
 };
 
 struct RedisServerOptions {
+  // The loopback address Redis binds (`bind`), an IPv4 literal: any of 127.0.0.0/8 on Linux, so
+  // two servers can share one port on two addresses, as two hosts behind one DNS name would.
+  std::string host = "127.0.0.1";
+  // The port; 0 (default): a free one picked at Start(). A fixed port that is taken fails Start()
+  // with UNAVAILABLE ("Address already in use"); no other port is tried.
+  int port = 0;
   // Enable the append-only file (Redis' default appendfsync everysec). Stop() is a graceful
   // shutdown that flushes and fsyncs it, so data written before Stop() is back after Restart().
   // Off (default): no persistence at all (`save ""` too), data dies with the process.
@@ -145,9 +151,10 @@ struct RedisServerOptions {
 
 class RedisServer {
  public:
-  // Starts redis-server on a free 127.0.0.1 port with a fresh data directory (mkdtemp under
-  // $TMPDIR, else /tmp) and returns once PING answers PONG. If another process grabs the chosen
-  // port between picking and binding, retries with a new port (a few times).
+  // Starts redis-server on a free port of RedisServerOptions::host (or its fixed port) with a fresh
+  // data directory (mkdtemp under $TMPDIR, else /tmp) and returns once PING answers PONG. If
+  // another process grabs the chosen port between picking and binding, retries with a new port (a
+  // few times).
   static absl::StatusOr<std::unique_ptr<RedisServer>> Start(RedisServerOptions opts = {});
 
   // SIGKILLs the child if it still runs (no graceful shutdown: the data dir goes anyway), reaps it,
@@ -157,16 +164,18 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // The TCP port on 127.0.0.1; fixed for the lifetime of the object (Restart() reuses it).
+  // The TCP port on host(); fixed for the lifetime of the object (Restart() reuses it).
   int port() const { return port_; }
-  // The TLS port on 127.0.0.1 when RedisServerOptions::tls is set, else 0. Fixed like port().
+  // The TLS port on host() when RedisServerOptions::tls is set, else 0. Fixed like port().
   int tls_port() const { return tls_port_; }
-  // The cluster bus port on 127.0.0.1 when RedisServerOptions::cluster is set, else 0. Fixed like
+  // The cluster bus port on host() when RedisServerOptions::cluster is set, else 0. Fixed like
   // port().
   int cluster_port() const { return cluster_port_; }
-  // "redis://127.0.0.1:<port>" (no credentials).
+  // RedisServerOptions::host, where every port of this server listens.
+  const std::string& host() const { return opts_.host; }
+  // "redis://<host>:<port>" (no credentials).
   std::string url() const;
-  // "rediss://127.0.0.1:<tls_port>" (no credentials), or "" without TLS. TlsCerts' server
+  // "rediss://<host>:<tls_port>" (no credentials), or "" without TLS. TlsCerts' server
   // certificate names both IP:127.0.0.1 and DNS:localhost; a client that checks only DNS names
   // needs its server name set to "localhost".
   std::string tls_url() const;
