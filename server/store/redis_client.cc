@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -167,6 +168,21 @@ class RedisClient::Connection {
   std::vector<std::string> shas_;
 };
 
+namespace {
+// absl::Status payload marking a NotSentError.
+constexpr char kNotSentPayload[] = "type.orderhold.dev/redis.NotSent";
+}  // namespace
+
+absl::Status NotSentError(absl::string_view message) {
+  absl::Status status = absl::UnavailableError(message);
+  status.SetPayload(kNotSentPayload, absl::Cord());
+  return status;
+}
+
+bool IsNotSent(const absl::Status& status) {
+  return absl::IsUnavailable(status) && status.GetPayload(kNotSentPayload).has_value();
+}
+
 absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOptions options) {
   if (options.connections < 1 || options.max_pipeline < 1 || options.max_queue < 1) {
     return absl::InvalidArgumentError(
@@ -208,7 +224,7 @@ RedisClient::~RedisClient() {
     abandoned.swap(queue_);
   }
   for (Pending& pending : abandoned) {
-    std::move(pending.done)(absl::UnavailableError("redis client shutting down"));
+    std::move(pending.done)(NotSentError("redis client shutting down"));
   }
   for (std::thread& thread : threads_) thread.join();
 }
@@ -222,7 +238,7 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) {
-      refusal = absl::UnavailableError("redis client shutting down");
+      refusal = NotSentError("redis client shutting down");
     } else if (absl::Now() < down_until_) {
       refusal = down_status_;
     } else if (queue_.size() >= options_.max_queue) {

@@ -70,6 +70,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
@@ -112,6 +113,14 @@ class RedisCaller {
   // blocks on I/O. Thread-safe.
   virtual absl::Status CheckRouting() { return absl::OkStatus(); }
 };
+
+// The UNAVAILABLE a RedisClient answers for a command it never wrote to any connection because
+// it is shutting down (still queued in ~RedisClient, or submitted after it began): it did not
+// run, so sending it elsewhere is safe (RedisClusterClient sends a closed pool's queue to the
+// slot's new primary). Thread-safe.
+absl::Status NotSentError(absl::string_view message);
+// Whether `status` is a NotSentError. Thread-safe.
+bool IsNotSent(const absl::Status& status);
 
 // Why a connection was dropped to be made again (orderhold_redis_reconnects_total{reason}).
 enum class ReconnectReason {
@@ -180,7 +189,7 @@ class RedisClient final : public RedisCaller {
   // this succeeds whether or not Redis is up. INVALID_ARGUMENT for nonsensical options.
   static absl::StatusOr<std::unique_ptr<RedisClient>> Create(RedisClientOptions options);
 
-  // Fails queued commands with UNAVAILABLE, stops and joins the I/O threads.
+  // Fails queued commands with UNAVAILABLE (NotSentError), stops and joins the I/O threads.
   ~RedisClient() override;
   RedisClient(const RedisClient&) = delete;
   RedisClient& operator=(const RedisClient&) = delete;

@@ -208,6 +208,16 @@ void RedisClusterClient::Route(std::shared_ptr<Attempt> attempt) {
 
 void RedisClusterClient::OnReply(std::shared_ptr<Attempt> attempt,
                                  absl::StatusOr<RedisReply> reply) {
+  // A pool closed (its node no longer a primary) with this command still queued: it never left,
+  // so it goes to the slot's primary as the map now names it, within its deadline and the
+  // redirect limit (once stopping_, PoolFor fails it).
+  if (!reply.ok() && IsNotSent(reply.status()) && absl::Now() < attempt->deadline &&
+      attempt->redirects < options_.max_redirects) {
+    ++attempt->redirects;
+    attempt->target.reset();
+    Route(std::move(attempt));
+    return;
+  }
   if (!reply.ok()) {
     // A node that fails to answer may have left the map (killed, failed over): look again.
     if (absl::IsUnavailable(reply.status())) {

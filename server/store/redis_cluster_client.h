@@ -29,8 +29,9 @@
 //   close) or READONLY/MASTERDOWN from it requests a map refresh; the command itself fails
 //   UNAVAILABLE as in RedisClient (it may have run), and callers retry (every write of the store
 //   is idempotent by order id).
-// - Node pools are made on first use and closed (their queued commands fail UNAVAILABLE) within
-//   ~100 ms of the map no longer naming their node as a primary.
+// - Node pools are made on first use and closed within ~100 ms of the map no longer naming their
+//   node as a primary. What a closed pool still had queued was never sent: it goes to its slot's
+//   primary as the new map names it (counted against max_redirects), not back to the caller.
 //
 // `--redis_wait_replicas` applies per node: each node pool follows its writing batches with WAIT.
 //

@@ -5,6 +5,7 @@
 // the redirect limit, and health's routing check. Slot moves are undone by each test.
 #include "server/store/redis_cluster_client.h"
 
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <string>
@@ -280,6 +281,62 @@ TEST_F(RedisClusterClientTest, NoMapIsUnavailableForHealthAndCommands) {
   EXPECT_THAT(Call(*client, Get("orderhold:{x}:k")),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no primary known for slot")));
   EXPECT_THAT(client_->CheckRouting(), IsOk());
+}
+
+// A primary that hangs and is replaced: its node pool is closed with commands still queued behind
+// the one in flight. Those never left, so they go to the promoted replica instead of failing
+// UNAVAILABLE ("redis client shutting down"); only the one in flight may fail (it may have run).
+TEST(RedisClusterClientFailoverTest, QueuedCommandsOfAClosedPoolGoToTheNewPrimary) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster,
+                       RedisCluster::Start({.replicas_per_primary = 1}));
+  ClusterTopologyOptions topology_options;
+  topology_options.seeds = {HostPort{"127.0.0.1", cluster->node(0).port()}};
+  topology_options.user = cluster->options().app_user;
+  topology_options.password = cluster->options().app_password;
+  topology_options.refresh_interval = absl::Hours(1);  // refreshed when asked (below)
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ClusterTopology> topology,
+                       ClusterTopology::Create(std::move(topology_options)));
+  RedisClusterClientOptions options;
+  options.node.endpoint.user = cluster->options().app_user;
+  options.node.endpoint.password = cluster->options().app_password;
+  options.node.connections = 1;  // one command in flight, the rest queued
+  options.node.max_pipeline = 1;
+  options.node.command_timeout = absl::Seconds(4);  // the hung primary is replaced before
+  options.node.scripts = {kSetScript, kPairScript};
+  options.topology = topology;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisClusterClient> client,
+                       RedisClusterClient::Create(std::move(options)));
+
+  const std::string key = "orderhold:{closing}:k";
+  ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(key));
+  ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
+  const int replica = cluster->InitialReplica(owner);
+  ASSERT_THAT(Call(*client, Set(key, "first")), IsOk());  // the owner's pool is up
+
+  ASSERT_THAT(cluster->node(owner).Pause(), IsOk());
+  constexpr int kCommands = 20;
+  std::vector<std::future<absl::StatusOr<RedisReply>>> replies;
+  for (int i = 0; i < kCommands; ++i) {
+    auto promise = std::make_shared<std::promise<absl::StatusOr<RedisReply>>>();
+    replies.push_back(promise->get_future());
+    client->Submit(
+        Set(key, absl::StrCat("v", i)), absl::Now() + absl::Seconds(20),
+        [promise](absl::StatusOr<RedisReply> reply) { promise->set_value(std::move(reply)); });
+  }
+  ASSERT_THAT(cluster->Failover(replica, "TAKEOVER"), IsOk());
+  ASSERT_THAT(cluster->WaitForPrimary(slot, replica, absl::Seconds(10)), IsOk());
+  topology->RequestRefresh();  // the map no longer names the hung node: its pool is closed
+
+  int ok = 0;
+  for (auto& reply : replies) {
+    absl::StatusOr<RedisReply> result = reply.get();
+    if (result.ok())
+      ++ok;
+    else
+      std::printf("[closed pool] %s\n", result.status().ToString().c_str());
+  }
+  EXPECT_GE(ok, kCommands - 1) << "only the command in flight may fail";
+  ASSERT_THAT(cluster->node(owner).Resume(), IsOk());
 }
 
 }  // namespace
