@@ -430,11 +430,13 @@ TEST(BinariesTlsE2eTest, WrongCaIsAClearLogLineNotServingAndUnavailableRightCaSe
     const std::string log = wrong.log();
     // The line names the address, the reason and what was checked against. It is logged when
     // the failure first appears, not per call: once by the store (its two Redis clients share one
-    // failure log) and once in health's NOT_SERVING transition.
+    // failure log), once in health's NOT_SERVING transition, and once by the reaper when its
+    // first tick (jittered within the 1 s interval) has failed by now: on a slow build (ASan,
+    // where these five CLI runs take ~2 s) it has.
     EXPECT_THAT(log, HasSubstr(absl::StrCat("TLS handshake with localhost:", redis->tls_port(),
                                             " failed: certificate verify failed: ")));
     EXPECT_THAT(log, HasSubstr(absl::StrCat("redis_tls_ca_file ", certs.other_ca_cert())));
-    EXPECT_LE(CountLines(log, kReason), 2) << log;
+    EXPECT_LE(CountLines(log, kReason), 3) << log;
     EXPECT_EQ(redis->Command({"DBSIZE"}).value_or("?"), "0");  // nothing granted
   }
   ServerProcess right;
