@@ -88,8 +88,8 @@ class UserScriptMigrationTest : public ::testing::Test {
   }
   // The outcome field ("x") of every event of the partition's stream, in order.
   std::vector<std::string> Outcomes() {
-    std::vector<std::string> fields = absl::StrSplit(
-        Owner({"XRANGE", keys_.EventsKey(kPartition), "-", "+"}), '\n');
+    std::vector<std::string> fields =
+        absl::StrSplit(Owner({"XRANGE", keys_.EventsKey(kPartition), "-", "+"}), '\n');
     std::vector<std::string> out;
     for (size_t i = 0; i + 1 < fields.size(); ++i) {
       if (fields[i] == "x") out.push_back(fields[i + 1]);
@@ -159,7 +159,8 @@ TEST_F(UserScriptMigrationTest, PlaceHoldThatExpiresTheLastHoldOnTheWayCreatesTh
   EXPECT_EQ(placed.active_holds, 1);
   // The same order placed again once it expired is reported as ended, not created.
   ASSERT_THAT(Place("o3", absl::Minutes(1), later), IsOk());
-  ASSERT_OK_AND_ASSIGN(PlaceHoldResult again, Place("o3", absl::Minutes(1), later + absl::Hours(1)));
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult again,
+                       Place("o3", absl::Minutes(1), later + absl::Hours(1)));
   EXPECT_EQ(again.outcome, PlaceHoldResult::Outcome::kEnded);
   EXPECT_EQ(again.ended.outcome, HoldOutcome::kExpired);
   StopMigration();
