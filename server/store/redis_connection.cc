@@ -117,7 +117,6 @@ class SigpipeGuard {
   sigset_t old_;
 };
 
-// Connects a non-blocking socket to one resolved address by `deadline`.
 // The address `fd` is connected to, "ip:port" ("[ip]:port" for IPv6), or "" if unknown.
 std::string PeerAddress(int fd) {
   sockaddr_storage peer{};
@@ -137,6 +136,7 @@ std::string PeerAddress(int fd) {
   return "";
 }
 
+// Connects a non-blocking socket to one resolved address by `deadline`.
 absl::StatusOr<int> ConnectOne(const addrinfo& ai, absl::Time deadline, const HostPort& address) {
   const int fd = socket(ai.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("redis: socket: ", strerror(errno)));

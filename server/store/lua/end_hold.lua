@@ -45,9 +45,8 @@ if score and tonumber(score) > now then
   return {1, now, tonumber(score), 0, outcome, now}
 end
 
-local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
-local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
-                             0, 1)
+local due = due_holds(k.holds, now)
+local next_live = first_live(k.holds, now)
 local record = redis.call('HGET', k.outcomes, order)
 local removed = #due / 2
 if removed > 0 then

@@ -30,24 +30,23 @@
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
--- Helpers (now_ms, set_due, expire_due, end_hold, trim_outcomes, outcome_of): see prelude.lua,
--- prepended when the script is embedded.
+-- Helpers (now_ms, due_holds, first_live, set_due, expire_due, end_hold, trim_outcomes,
+-- outcome_of): see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
 local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
-local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+local due = due_holds(k.holds, now)
 local removed = #due / 2
 local active = redis.call('ZCARD', k.holds) - removed
 local existing = redis.call('ZSCORE', k.holds, order)
-local first_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
-                              0, 1)
-local record = redis.call('HGET', k.outcomes, order)
+local live = first_live(k.holds, now)
 if existing and tonumber(existing) <= now then
   existing = nil  -- in `due`: ended as EXPIRED below
 end
+local record = not existing and redis.call('HGET', k.outcomes, order)
 
 local result, expire
 local ended_outcome, ended_at = 0, 0
@@ -58,7 +57,7 @@ else
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
   elseif active >= tonumber(ARGV[4]) then
-    result, expire = -1, tonumber(first_live[2])
+    result, expire = -1, tonumber(live[2])
   else
     result, expire = 1, now + tonumber(ARGV[3])
     -- Before the expired holds are removed, so the holds key is never emptied on the way.
@@ -73,7 +72,7 @@ if removed > 0 then
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then
-  local earliest = first_live[2]
+  local earliest = live[2]
   if result == 1 and (not earliest or expire < tonumber(earliest)) then
     earliest = expire
   end

@@ -81,10 +81,20 @@ local function end_hold(k, user, order, outcome, expire, end_ms)
   end
 end
 
--- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now): `due` is the
--- flat array {order_1, expire_1, ...} that ZRANGEBYSCORE holds -inf now WITHSCORES returned,
--- read by the caller before its first write. The holds key may be emptied (deleted) by this:
--- the caller must not touch it afterwards (see "Slot migrations").
+-- The holds in `holds_key` that are no longer live (score <= now): the flat array
+-- {order_1, expire_1, ...}, earliest first.
+local function due_holds(holds_key, now)
+  return redis.call('ZRANGEBYSCORE', holds_key, '-inf', now, 'WITHSCORES')
+end
+
+-- The earliest live hold in `holds_key` (score > now): {order, expire}, or {} when none.
+local function first_live(holds_key, now)
+  return redis.call('ZRANGEBYSCORE', holds_key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+end
+
+-- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now): `due` is
+-- due_holds(k.holds, now), read by the caller before its first write. The holds key may be
+-- emptied (deleted) by this: the caller must not touch it afterwards (see "Slot migrations").
 local function expire_due(k, user, now, due)
   if #due > 0 then
     for i = 1, #due, 2 do

@@ -73,9 +73,8 @@ for _, user in ipairs(users) do
              ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
   -- Reads first (see the cluster note): every key of the user, and its earliest live hold.
   redis.call('EXISTS', k.holds, k.outcomes, k.ended)
-  local next_live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT',
-                               0, 1)
-  local due = redis.call('ZRANGEBYSCORE', k.holds, '-inf', now, 'WITHSCORES')
+  local next_live = first_live(k.holds, now)
+  local due = due_holds(k.holds, now)
   expire_due(k, user, now, due)
   if #due > 0 then
     for i = 2, #due, 2 do
