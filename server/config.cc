@@ -91,7 +91,8 @@ ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
 ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
-          "RESOURCE_EXHAUSTED (each idle watch polls Redis about 1,300 times a second).");
+          "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 256 "
+          "events in memory).");
 // Optional so that "not given" is visible: the default then follows --reap_interval.
 ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
           "How long a dead replica keeps its reaping partitions before others take them over. "

@@ -12,7 +12,6 @@
 #include "absl/time/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
-#include "server/store/sentinel_topology.h"
 
 namespace orderhold::store {
 namespace {

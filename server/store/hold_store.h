@@ -1,7 +1,8 @@
 // HoldStore: where holds live, how they ended, and who reaps them. The interface the domain talks
-// to; two implementations: RedisHoldStore (production, server/store/redis_hold_store.h) and
+// to; three implementations: RedisHoldStore (production, server/store/redis_hold_store.h),
+// NoopHoldStore (--store=noop, the benchmarks' ceiling: server/store/noop_hold_store.h) and
 // FakeHoldStore (tests, in tests/testing/). One contract suite (tests/contract/) runs the same
-// cases against both.
+// cases against the fake and the Redis store (plain, TLS, Cluster).
 //
 // Every operation is asynchronous: it returns at once and calls `done` exactly once, possibly on
 // another thread (a Redis I/O thread) or inline (the fake, or an immediate failure). This is what

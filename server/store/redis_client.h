@@ -96,7 +96,8 @@ struct RedisCommand {
 };
 
 // Where commands are submitted: one node's pool (RedisClient) or a Redis Cluster
-// (RedisClusterClient, redis_cluster_client.h). The store depends on this only.
+// (RedisClusterClient, redis_cluster_client.h). The store sends its commands through this
+// interface (it still builds its clients in RedisHoldStore::Create).
 class RedisCaller {
  public:
   using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
