@@ -675,7 +675,7 @@ open_phases() {  # phase 4 -> ${WORK}/open.json
   # the server and the load generator, Redis is preempted in the middle of scripts, and most
   # reap.lua SLOWLOG entries over 0.5 ms are those preemptions, not the scripts' length (150 at
   # nice 0, 4 at -20, back to back); but a Redis that always wins the CPU starves the server and
-  # the generator at high rates, and the latency then measures that (see the README). Both sides
+  # the generator at high rates, and the latency then measures that (see tests/bench/README.md). Both sides
   # of every round run alike; redis_nice in results.json says what was applied (null: renice was
   # refused, e.g. without CAP_SYS_NICE).
   OPEN_REDIS_NICE=null

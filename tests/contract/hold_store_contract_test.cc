@@ -56,7 +56,7 @@ class FakeFactory : public StoreFactory {
   orderhold::testing::FakeClock clock_;
 };
 
-// Creates the app user of deploy/redis/orderhold.acl (README "Redis settings"), with its key and
+// Creates the app user of deploy/redis/orderhold.acl (deploy/README.md "Redis settings for a deployment"), with its key and
 // channel patterns widened to the suite's prefixes ("contract1:...") and the password
 // "contract-pw".
 absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {

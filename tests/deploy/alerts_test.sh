@@ -5,8 +5,8 @@
 #   - alerts_test.yaml passes promtool test rules: each alert fires on series that should fire it
 #     and stays quiet on series that should not, labels and rendered annotations exact;
 #   - every alert has such a test (one case expecting it, one expecting silence), a severity of
-#     warning or critical, a summary, a description, and a `runbook` pointing at the README
-#     heading "#### <AlertName>" that exists.
+#     warning or critical, a summary, a description, and a `runbook` pointing at the heading
+#     "### <AlertName>" of deploy/README.md, which exists.
 # Run: bash tests/deploy/alerts_test.sh (ctest -L deploy). Needs promtool (Debian package
 # prometheus) and yq (Debian package yq), both installed by deploy/install-deps.sh.
 set -euo pipefail
@@ -50,10 +50,10 @@ while IFS= read -r alert; do
     [[ "$(jq -r ".${field} // \"\"" <<<"${alert}")" != "" ]] || fail "${name}: no ${field}"
   done
   anchor="$(tr '[:upper:]' '[:lower:]' <<<"${name}")"
-  [[ "$(jq -r .runbook <<<"${alert}")" == "README.md#${anchor}" ]] ||
-    fail "${name}: runbook is not README.md#${anchor}"
-  grep -qx "#### ${name}" "${ROOT}/README.md" ||
-    fail "${name}: README.md has no runbook heading '#### ${name}'"
+  [[ "$(jq -r .runbook <<<"${alert}")" == "deploy/README.md#${anchor}" ]] ||
+    fail "${name}: runbook is not deploy/README.md#${anchor}"
+  grep -qx "### ${name}" "${ROOT}/deploy/README.md" ||
+    fail "${name}: deploy/README.md has no runbook heading '### ${name}'"
   grep -qx "${name}" <<<"${fired}" || fail "${name}: no test case in which it fires"
   grep -qx "${name}" <<<"${quiet}" || fail "${name}: no test case in which it stays quiet"
 done <<<"${alerts}"

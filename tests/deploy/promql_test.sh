@@ -98,7 +98,7 @@ done
   exit 1
 }
 
-# The load. Exit statuses are the gRPC codes (README, "Client library and CLI").
+# The load. Exit statuses are the gRPC codes (client/README.md, "Client library and CLI").
 cli() { "${CLI}" --target "127.0.0.1:${GRPC_PORT}" --timeout 5s "$@" >/dev/null; }
 expect_exit() {
   local want="$1" got=0

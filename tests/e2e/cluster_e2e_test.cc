@@ -7,7 +7,7 @@
 // The oracle of every case: each PlaceHold answered created=true is afterwards on the primary
 // that serves its slot — read with ZSCORE straight from the cluster, not through the code under
 // test — (none lost), and no user was ever answered created more than max_holds times (no
-// over-grant). Each case prints its measured times; the README's recovery table comes from them.
+// over-grant). Each case prints its measured times; deploy/README.md's recovery table comes from them.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

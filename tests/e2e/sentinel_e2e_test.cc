@@ -7,7 +7,7 @@
 // The sentinels run with short info/publish periods (SENTINEL DEBUG, see SentinelGroupOptions::
 // sentinel_debug), so a replaced primary is demoted in ~3 s instead of ~10 s and the suite stays
 // short; ORDERHOLD_SENTINEL_REAL_TIMING=1 runs the same cases with Redis' real periods, which is
-// how the README's failover times were measured. Each case prints its measured times.
+// how the failover times in deploy/README.md were measured. Each case prints its measured times.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
