@@ -12,24 +12,24 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/grpc/tls_credentials.h"
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis/sentinel_topology.h"
 #include "server/store/event_nudges.h"
 #include "server/store/noop_hold_store.h"
-#include "server/store/redis_topology.h"
-#include "server/store/sentinel_topology.h"
 
 namespace orderhold {
 namespace {
 
-metrics::RedisReconnectReason ToMetric(store::ReconnectReason reason) {
+metrics::RedisReconnectReason ToMetric(redis::ReconnectReason reason) {
   switch (reason) {
-    case store::ReconnectReason::kIoError:
+    case redis::ReconnectReason::kIoError:
       return metrics::RedisReconnectReason::kIoError;
-    case store::ReconnectReason::kPeerClosed:
+    case redis::ReconnectReason::kPeerClosed:
       return metrics::RedisReconnectReason::kPeerClosed;
-    case store::ReconnectReason::kNotPrimary:
+    case redis::ReconnectReason::kNotPrimary:
       return metrics::RedisReconnectReason::kNotPrimary;
-    case store::ReconnectReason::kFailover:
+    case redis::ReconnectReason::kFailover:
       return metrics::RedisReconnectReason::kFailover;
   }
   return metrics::RedisReconnectReason::kIoError;
@@ -40,17 +40,17 @@ metrics::RedisReconnectReason ToMetric(store::ReconnectReason reason) {
 // hosts are seeds, and the slot map goes to `*cluster_topology` instead), WAIT, and the
 // reconnect and failover metrics. `client.endpoint` is the parsed --redis_url.
 absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
-                          store::RedisClientOptions& client,
-                          std::shared_ptr<store::ClusterTopology>* cluster_topology) {
+                          redis::RedisClientOptions& client,
+                          std::shared_ptr<redis::ClusterTopology>* cluster_topology) {
   if (client.endpoint.tls) {
-    ORDERHOLD_ASSIGN_OR_RETURN(client.tls, store::TlsContext::Create(config.redis_tls));
+    ORDERHOLD_ASSIGN_OR_RETURN(client.tls, redis::TlsContext::Create(config.redis_tls));
   }
   switch (config.redis_mode) {
     case RedisMode::kStandalone:
-      client.topology = std::make_shared<store::StandaloneTopology>(client.endpoint.hosts.front());
+      client.topology = std::make_shared<redis::StandaloneTopology>(client.endpoint.hosts.front());
       break;
     case RedisMode::kSentinel: {
-      store::SentinelOptions sentinel;
+      redis::SentinelOptions sentinel;
       sentinel.sentinels = client.endpoint.hosts;
       sentinel.master_name = config.redis_sentinel_master;
       sentinel.username = config.redis_sentinel_username;
@@ -58,11 +58,11 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
       sentinel.tls = client.tls;
       sentinel.failovers = &metrics.redis_failovers();
       ORDERHOLD_ASSIGN_OR_RETURN(client.topology,
-                                 store::SentinelTopology::Create(std::move(sentinel)));
+                                 redis::SentinelTopology::Create(std::move(sentinel)));
       break;
     }
     case RedisMode::kCluster: {
-      store::ClusterTopologyOptions cluster;
+      redis::ClusterTopologyOptions cluster;
       cluster.seeds = client.endpoint.hosts;
       cluster.user = client.endpoint.user;
       cluster.password = client.endpoint.password;
@@ -70,13 +70,13 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
       cluster.failovers = &metrics.redis_failovers();
       cluster.refreshes = &metrics.redis_topology_refreshes();
       ORDERHOLD_ASSIGN_OR_RETURN(*cluster_topology,
-                                 store::ClusterTopology::Create(std::move(cluster)));
+                                 redis::ClusterTopology::Create(std::move(cluster)));
       break;
     }
   }
   client.wait_replicas = config.redis_wait_replicas;
   client.wait_timeout = config.redis_wait_timeout;
-  client.on_reconnect = [&metrics](store::ReconnectReason reason) {
+  client.on_reconnect = [&metrics](redis::ReconnectReason reason) {
     metrics.redis_reconnects(ToMetric(reason)).Increment();
   };
   return absl::OkStatus();
@@ -101,7 +101,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   } else {
     store::RedisHoldStoreOptions store_options;
     ORDERHOLD_ASSIGN_OR_RETURN(store_options.client.endpoint,
-                               store::ParseRedisUrl(config.redis_url));
+                               redis::ParseRedisUrl(config.redis_url));
     ORDERHOLD_RETURN_IF_ERROR(
         ConnectRedis(config, *app->metrics_, store_options.client, &store_options.cluster));
     store_options.moved_redirects = &app->metrics_->redis_redirects_moved();
@@ -114,13 +114,13 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     store_options.outcomes = config.outcomes;
     // The nudge subscriber talks to the same primaries as the store, as the same user.
     nudge_options.topology = store_options.cluster != nullptr
-                                 ? std::shared_ptr<store::RedisTopology>(store_options.cluster)
+                                 ? std::shared_ptr<redis::RedisTopology>(store_options.cluster)
                                  : store_options.client.topology;
     nudge_options.endpoint = store_options.client.endpoint;
     nudge_options.tls = store_options.client.tls;
     nudge_options.key_prefix = config.key_prefix;
     nudge_options.connect_timeout = store_options.client.connect_timeout;
-    store_options.client.failure_log = std::make_shared<store::RedisFailureLog>();
+    store_options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
     nudge_options.connect_failure_log = store_options.client.failure_log;
     nudge_options.nudges = &app->metrics_->event_nudges();
     nudge_options.resubscribes = &app->metrics_->event_nudge_subscriptions();

@@ -17,8 +17,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
+#include "server/redis/redis_url.h"
 #include "server/store/redis_hold_store.h"
-#include "server/store/redis_url.h"
 
 // The flags, in the order DescribeConfig lists them. Each one is also a row of Settings() below
 // (the tests fail for a flag of this file without one).
@@ -193,7 +193,7 @@ Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
 
 // The password never leaves the process: MaskedUrl, or "(invalid)" for a URL that does not parse.
 std::string DescribeRedisUrl(const std::string& url) {
-  auto endpoint = store::ParseRedisUrl(url);
+  auto endpoint = redis::ParseRedisUrl(url);
   return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
 }
 
@@ -225,10 +225,10 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_sentinel_master, &Config::redis_sentinel_master),
       Field(FLAGS_redis_sentinel_username, &Config::redis_sentinel_username),
       DescribedField(FLAGS_redis_sentinel_password, &MaskSecret, &Config::redis_sentinel_password),
-      Field(FLAGS_redis_tls_ca_file, &Config::redis_tls, &store::RedisTlsOptions::ca_file),
-      Field(FLAGS_redis_tls_cert_file, &Config::redis_tls, &store::RedisTlsOptions::cert_file),
-      Field(FLAGS_redis_tls_key_file, &Config::redis_tls, &store::RedisTlsOptions::key_file),
-      Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &store::RedisTlsOptions::server_name),
+      Field(FLAGS_redis_tls_ca_file, &Config::redis_tls, &redis::RedisTlsOptions::ca_file),
+      Field(FLAGS_redis_tls_cert_file, &Config::redis_tls, &redis::RedisTlsOptions::cert_file),
+      Field(FLAGS_redis_tls_key_file, &Config::redis_tls, &redis::RedisTlsOptions::key_file),
+      Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &redis::RedisTlsOptions::server_name),
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
@@ -277,8 +277,8 @@ absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint
 // The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
 // a value: the URL and the sentinel password are secrets, and the rest is no help there.
 absl::Status ValidateRedis(const Config& config) {
-  ORDERHOLD_ASSIGN_OR_RETURN(const store::RedisEndpoint endpoint,
-                             store::ParseRedisUrl(config.redis_url));
+  ORDERHOLD_ASSIGN_OR_RETURN(const redis::RedisEndpoint endpoint,
+                             redis::ParseRedisUrl(config.redis_url));
   switch (config.redis_mode) {
     case RedisMode::kCluster:
       if (endpoint.db != 0) {
@@ -309,7 +309,7 @@ absl::Status ValidateRedis(const Config& config) {
     return absl::InvalidArgumentError(
         "redis_sentinel_username: needs --redis_sentinel_password (AUTH takes both)");
   }
-  const store::RedisTlsOptions& tls = config.redis_tls;
+  const redis::RedisTlsOptions& tls = config.redis_tls;
   if (!endpoint.tls) {
     ORDERHOLD_RETURN_IF_ERROR(RefuseIfGiven({{"redis_tls_ca_file", &tls.ca_file},
                                              {"redis_tls_cert_file", &tls.cert_file},

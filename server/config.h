@@ -11,8 +11,8 @@
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
 #include "server/grpc/tls_credentials.h"
+#include "server/redis/redis_connection.h"
 #include "server/store/hold_store.h"
-#include "server/store/redis_connection.h"
 
 namespace orderhold {
 
@@ -61,7 +61,7 @@ struct Config {
   std::string redis_sentinel_master;
   std::string redis_sentinel_username;
   std::string redis_sentinel_password;  // shown as **** by DescribeConfig
-  store::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
+  redis::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
   domain::HoldPolicy policy;            // --max_holds, --default_ttl, --max_ttl
   absl::Duration reap_interval = absl::Seconds(1);
   std::string key_prefix = "orderhold";

@@ -1,5 +1,5 @@
 // Loading PEM files into an OpenSSL context with errors that name the flag the file came from:
-// shared by the Redis client's TLS (store/redis_connection.cc, --redis_tls_*) and the startup
+// shared by the Redis client's TLS (redis/redis_connection.cc, --redis_tls_*) and the startup
 // check of the gRPC port's certificate (grpc/tls_credentials.cc, --tls_*).
 #ifndef ORDERHOLD_SERVER_COMMON_OPENSSL_FILES_H_
 #define ORDERHOLD_SERVER_COMMON_OPENSSL_FILES_H_

@@ -14,10 +14,10 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
-#include "server/store/cluster_slots.h"
-#include "server/store/redis_client.h"
+#include "server/redis/cluster_slots.h"
+#include "server/redis/redis_client.h"
+#include "server/redis/redis_reply.h"
 #include "server/store/redis_hold_store.h"
-#include "server/store/redis_reply.h"
 
 namespace orderhold::store {
 namespace {
@@ -29,18 +29,19 @@ constexpr absl::Duration kSlice = absl::Milliseconds(100);
 // In-flight marker of a PING among the partitions whose SSUBSCRIBE awaits its answer.
 constexpr int kPing = -1;
 
-bool IsString(const RedisReply& reply) {
-  return reply.type == RedisReply::Type::kString || reply.type == RedisReply::Type::kStatus;
+bool IsString(const redis::RedisReply& reply) {
+  return reply.type == redis::RedisReply::Type::kString ||
+         reply.type == redis::RedisReply::Type::kStatus;
 }
 
 // A pushed pub/sub message or subscription answer: {kind, channel, ...}; empty kind otherwise.
 // RESP2 answers PING in subscribed mode with {"pong", ""}, and with +PONG when the connection has
 // no subscription (every SSUBSCRIBE refused).
-std::pair<std::string, std::string> Push(const RedisReply& reply) {
-  if (reply.type == RedisReply::Type::kStatus && absl::EqualsIgnoreCase(reply.str, "pong")) {
+std::pair<std::string, std::string> Push(const redis::RedisReply& reply) {
+  if (reply.type == redis::RedisReply::Type::kStatus && absl::EqualsIgnoreCase(reply.str, "pong")) {
     return {"pong", ""};
   }
-  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 2 ||
+  if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < 2 ||
       !IsString(reply.elements[0]) || !IsString(reply.elements[1])) {
     return {};
   }
@@ -62,7 +63,7 @@ absl::Status Prefixed(const absl::Status& status) {
 // One primary node's connection and thread: subscribes the partitions the manager assigns it.
 class EventNudgeSubscriber::Node {
  public:
-  Node(EventNudgeSubscriber& parent, HostPort address)
+  Node(EventNudgeSubscriber& parent, redis::HostPort address)
       : parent_(parent), options_(parent.options_), address_(std::move(address)) {
     thread_ = std::thread([this] { Run(); });
   }
@@ -127,9 +128,10 @@ class EventNudgeSubscriber::Node {
 
   absl::Status Connect() {
     ORDERHOLD_ASSIGN_OR_RETURN(
-        connection_, ConnectAuthenticated(address_, options_.tls.get(), options_.endpoint.user,
-                                          options_.endpoint.password, options_.client_name, "node",
-                                          absl::Now() + options_.connect_timeout));
+        connection_,
+        redis::ConnectAuthenticated(address_, options_.tls.get(), options_.endpoint.user,
+                                    options_.endpoint.password, options_.client_name, "node",
+                                    absl::Now() + options_.connect_timeout));
     last_heard_ = absl::Now();
     subscribe_at_ = absl::InfinitePast();
     return absl::OkStatus();
@@ -191,14 +193,14 @@ class EventNudgeSubscriber::Node {
     }
     const absl::Time wake = ping_outstanding_ ? ping_sent_ + options_.keepalive_timeout
                                               : last_heard_ + options_.keepalive_interval;
-    ORDERHOLD_ASSIGN_OR_RETURN(std::optional<RedisReply> reply,
+    ORDERHOLD_ASSIGN_OR_RETURN(std::optional<redis::RedisReply> reply,
                                connection_->TryRead(std::min(now + kSlice, wake)));
     if (!reply.has_value()) return absl::OkStatus();
     last_heard_ = absl::Now();
     return Handle(*reply);
   }
 
-  absl::Status Handle(const RedisReply& reply) {
+  absl::Status Handle(const redis::RedisReply& reply) {
     const auto [kind, channel] = Push(reply);
     const auto found = parent_.partition_of_.find(channel);
     const int partition = found == parent_.partition_of_.end() ? -1 : found->second;
@@ -216,7 +218,7 @@ class EventNudgeSubscriber::Node {
       parent_.RequestRecheck();
       return absl::OkStatus();
     }
-    if (kind != "ssubscribe" && kind != "pong" && reply.type != RedisReply::Type::kError) {
+    if (kind != "ssubscribe" && kind != "pong" && reply.type != redis::RedisReply::Type::kError) {
       return absl::OkStatus();  // nothing we asked for (a message of another kind)
     }
     // An answer to the oldest command in flight.
@@ -231,7 +233,7 @@ class EventNudgeSubscriber::Node {
       return absl::OkStatus();
     }
     sent_.erase(asked);
-    if (reply.type == RedisReply::Type::kError) return Refused(reply.str);
+    if (reply.type == redis::RedisReply::Type::kError) return Refused(reply.str);
     if (subscribed_.insert(asked).second) {
       parent_.subscribed_.fetch_add(1, std::memory_order_acq_rel);
       if (options_.resubscribes != nullptr) options_.resubscribes->Increment();
@@ -247,8 +249,8 @@ class EventNudgeSubscriber::Node {
   // An SSUBSCRIBE was answered with `error`: try again later; not a reason to drop the
   // connection.
   absl::Status Refused(const std::string& error) {
-    const RedisErrorKind kind = ClassifyRedisError(error);
-    if (kind == RedisErrorKind::kMoved || kind == RedisErrorKind::kAsk) {
+    const redis::RedisErrorKind kind = redis::ClassifyRedisError(error);
+    if (kind == redis::RedisErrorKind::kMoved || kind == redis::RedisErrorKind::kAsk) {
       // The slot is served elsewhere and the topology does not know yet.
       subscribe_at_ = absl::Now() + options_.subscribe_retry;
       parent_.RequestRecheck();
@@ -271,9 +273,9 @@ class EventNudgeSubscriber::Node {
 
   EventNudgeSubscriber& parent_;
   const EventNudgeOptions& options_;
-  const HostPort address_;
+  const redis::HostPort address_;
   std::atomic<bool> stop_{false};
-  RedisFailureLog log_;
+  redis::RedisFailureLog log_;
 
   absl::Mutex mu_;
   std::set<int> wanted_ ABSL_GUARDED_BY(mu_);
@@ -282,7 +284,7 @@ class EventNudgeSubscriber::Node {
   // The node thread's own state.
   uint64_t seen_version_ = 0;
   std::set<int> wanted_copy_;
-  std::unique_ptr<RedisConnection> connection_;
+  std::unique_ptr<redis::RedisConnection> connection_;
   std::set<int> subscribed_;   // SSUBSCRIBE confirmed
   std::set<int> sent_;         // SSUBSCRIBE sent, not answered yet
   std::deque<int> in_flight_;  // partitions (kPing for a PING) in the order their answers come
@@ -308,7 +310,7 @@ absl::StatusOr<std::unique_ptr<EventNudgeSubscriber>> EventNudgeSubscriber::Star
     }
   }
   if (options.endpoint.tls && options.tls == nullptr) {
-    ORDERHOLD_ASSIGN_OR_RETURN(options.tls, TlsContext::Create(RedisTlsOptions{}));
+    ORDERHOLD_ASSIGN_OR_RETURN(options.tls, redis::TlsContext::Create(redis::RedisTlsOptions{}));
   }
   std::unique_ptr<EventNudgeSubscriber> subscriber(new EventNudgeSubscriber(std::move(options)));
   subscriber->manager_ = std::thread([raw = subscriber.get()] { raw->Run(); });
@@ -319,7 +321,7 @@ EventNudgeSubscriber::EventNudgeSubscriber(EventNudgeOptions options)
     : options_(std::move(options)), keys_(options_.key_prefix) {
   for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
     channels_.push_back(keys_.NudgeChannel(p));
-    slots_.push_back(HashSlot(channels_.back()));
+    slots_.push_back(redis::HashSlot(channels_.back()));
     partition_of_[channels_.back()] = p;
   }
 }
@@ -356,7 +358,7 @@ void EventNudgeSubscriber::Run() {
     }
     if (refresh) {
       // Ask the source of truth rather than the map that sent us to the wrong node.
-      (void)options_.topology->Refresh(RedisTopology::kAnySlot,
+      (void)options_.topology->Refresh(redis::RedisTopology::kAnySlot,
                                        absl::Now() + options_.connect_timeout);
     }
     const uint64_t now_generation = options_.topology->generation();
@@ -369,18 +371,18 @@ void EventNudgeSubscriber::Run() {
 }
 
 void EventNudgeSubscriber::Assign() {
-  std::map<std::string, std::pair<HostPort, std::set<int>>> wanted;
+  std::map<std::string, std::pair<redis::HostPort, std::set<int>>> wanted;
   for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
-    absl::StatusOr<HostPort> node = options_.topology->NodeFor(slots_[p]);
+    absl::StatusOr<redis::HostPort> node = options_.topology->NodeFor(slots_[p]);
     if (!node.ok()) {
       // No answer for now (no map, no sentinel): keep the partition where it is.
       if (!assigned_[p].has_value()) continue;
-      std::pair<HostPort, std::set<int>>& entry = wanted[assigned_[p]->ToString()];
+      std::pair<redis::HostPort, std::set<int>>& entry = wanted[assigned_[p]->ToString()];
       entry.first = *assigned_[p];
       entry.second.insert(p);
       continue;
     }
-    std::pair<HostPort, std::set<int>>& entry = wanted[node->ToString()];
+    std::pair<redis::HostPort, std::set<int>>& entry = wanted[node->ToString()];
     entry.first = *node;
     entry.second.insert(p);
     assigned_[p] = *node;

@@ -59,21 +59,21 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
+#include "server/redis/redis_client.h"
+#include "server/redis/redis_connection.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis/redis_url.h"
 #include "server/store/keys.h"
-#include "server/store/redis_client.h"
-#include "server/store/redis_connection.h"
-#include "server/store/redis_topology.h"
-#include "server/store/redis_url.h"
 
 namespace orderhold::store {
 
 struct EventNudgeOptions {
   // Which node serves a slot: StandaloneTopology, SentinelTopology or ClusterTopology. Required.
-  std::shared_ptr<RedisTopology> topology;
+  std::shared_ptr<redis::RedisTopology> topology;
   // user/password for AUTH (hosts and db unused: pub/sub ignores the database).
-  RedisEndpoint endpoint;
+  redis::RedisEndpoint endpoint;
   // TLS for every connection; null: plain TCP (or, with endpoint.tls, TLS with the system's CAs).
-  std::shared_ptr<const TlsContext> tls;
+  std::shared_ptr<const redis::TlsContext> tls;
   // Channels = KeySchema(key_prefix).NudgeChannel(p), p in [0, KeySchema::kPartitionCount).
   // Validated as --key_prefix (ValidateKeyPrefix).
   std::string key_prefix = "orderhold";
@@ -106,7 +106,7 @@ struct EventNudgeOptions {
   // RedisClientOptions::failure_log, so a failure both see (a wrong CA, a wrong password) is one
   // log line, not one per component. Null: each node logs its own, prefixed "redis event
   // nudges:". Failures of a subscription itself are always logged with that prefix.
-  std::shared_ptr<RedisFailureLog> connect_failure_log;
+  std::shared_ptr<redis::RedisFailureLog> connect_failure_log;
   // orderhold_event_nudges_total: nudge messages received; null: not counted.
   prometheus::Counter* nudges = nullptr;
   // orderhold_event_nudge_subscriptions_total: channel subscriptions made (SSUBSCRIBE confirmed,
@@ -158,7 +158,7 @@ class EventNudgeSubscriber {
   // Manager thread only: one per node address with partitions, and where each partition went
   // last (kept while the topology has no answer for it).
   std::map<std::string, std::unique_ptr<Node>> nodes_;
-  std::array<std::optional<HostPort>, KeySchema::kPartitionCount> assigned_;
+  std::array<std::optional<redis::HostPort>, KeySchema::kPartitionCount> assigned_;
 };
 
 }  // namespace orderhold::store

@@ -6,8 +6,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/redis/redis_cluster_client.h"
 #include "server/store/lua_scripts.h"
-#include "server/store/redis_cluster_client.h"
 
 namespace orderhold::store {
 namespace {
@@ -31,12 +31,12 @@ absl::Status BadReply(absl::string_view what) {
 }
 
 // A script's integer (Lua numbers come back as integers) or a score string ("1732000000000").
-bool ToInt(const RedisReply& reply, int64_t* out) {
-  if (reply.type == RedisReply::Type::kInteger) {
+bool ToInt(const redis::RedisReply& reply, int64_t* out) {
+  if (reply.type == redis::RedisReply::Type::kInteger) {
     *out = reply.integer;
     return true;
   }
-  if (reply.type != RedisReply::Type::kString) return false;
+  if (reply.type != redis::RedisReply::Type::kString) return false;
   if (absl::SimpleAtoi(reply.str, out)) return true;
   double value = 0;
   if (!absl::SimpleAtod(reply.str, &value)) return false;
@@ -51,8 +51,9 @@ std::string NowArg(const CallOptions& options) {
 }
 
 // Parses the reply as an array of at least `min_size` integers.
-bool IntArray(const RedisReply& reply, size_t min_size, std::vector<int64_t>* out) {
-  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < min_size) return false;
+bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64_t>* out) {
+  if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < min_size)
+    return false;
   out->resize(reply.elements.size());
   for (size_t i = 0; i < reply.elements.size(); ++i) {
     if (!ToInt(reply.elements[i], &(*out)[i])) return false;
@@ -62,8 +63,8 @@ bool IntArray(const RedisReply& reply, size_t min_size, std::vector<int64_t>* ou
 
 // Adapts a typed callback to a reply callback through `parse` (reply -> StatusOr<T>).
 template <typename T, typename Parse>
-RedisCaller::ReplyCallback Parsed(Callback<T> done, Parse parse) {
-  return [done = std::move(done), parse](absl::StatusOr<RedisReply> reply) mutable {
+redis::RedisCaller::ReplyCallback Parsed(Callback<T> done, Parse parse) {
+  return [done = std::move(done), parse](absl::StatusOr<redis::RedisReply> reply) mutable {
     if (!reply.ok()) {
       std::move(done)(reply.status());
       return;
@@ -125,28 +126,29 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches;
   // one failure log for both, so a failure both see is logged once.
   if (options.client.failure_log == nullptr) {
-    options.client.failure_log = std::make_shared<RedisFailureLog>();
+    options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
   }
-  RedisClientOptions background_options = options.client;
+  redis::RedisClientOptions background_options = options.client;
   background_options.connections = 1;
   background_options.max_pipeline = kBackgroundMaxPipeline;
-  std::unique_ptr<RedisCaller> client;
-  std::unique_ptr<RedisCaller> background;
+  std::unique_ptr<redis::RedisCaller> client;
+  std::unique_ptr<redis::RedisCaller> background;
   if (options.cluster != nullptr) {
     const auto cluster_client =
-        [&](RedisClientOptions node) -> absl::StatusOr<std::unique_ptr<RedisCaller>> {
-      RedisClusterClientOptions cluster;
+        [&](redis::RedisClientOptions node) -> absl::StatusOr<std::unique_ptr<redis::RedisCaller>> {
+      redis::RedisClusterClientOptions cluster;
       cluster.node = std::move(node);
       cluster.topology = options.cluster;
       cluster.moved = options.moved_redirects;
       cluster.ask = options.ask_redirects;
-      return RedisClusterClient::Create(std::move(cluster));
+      return redis::RedisClusterClient::Create(std::move(cluster));
     };
     ORDERHOLD_ASSIGN_OR_RETURN(client, cluster_client(std::move(options.client)));
     ORDERHOLD_ASSIGN_OR_RETURN(background, cluster_client(std::move(background_options)));
   } else {
-    ORDERHOLD_ASSIGN_OR_RETURN(client, RedisClient::Create(std::move(options.client)));
-    ORDERHOLD_ASSIGN_OR_RETURN(background, RedisClient::Create(std::move(background_options)));
+    ORDERHOLD_ASSIGN_OR_RETURN(client, redis::RedisClient::Create(std::move(options.client)));
+    ORDERHOLD_ASSIGN_OR_RETURN(background,
+                               redis::RedisClient::Create(std::move(background_options)));
   }
   return std::unique_ptr<RedisHoldStore>(
       new RedisHoldStore(KeySchema(std::move(options.key_prefix)), options.outcomes,
@@ -154,8 +156,8 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
-                               std::unique_ptr<RedisCaller> client,
-                               std::unique_ptr<RedisCaller> background)
+                               std::unique_ptr<redis::RedisCaller> client,
+                               std::unique_ptr<redis::RedisCaller> background)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
@@ -165,42 +167,43 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
   const int partition = KeySchema::PartitionOf(args.user_id);
-  RedisCommand command{
+  redis::RedisCommand command{
       kPlaceHold,
       {"5", keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
        keys_.EndedKey(args.user_id), keys_.EventsKey(partition), args.user_id, args.order_id,
        absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
        max_outcomes_}};
   command.writes = true;
-  client_->Submit(
-      std::move(command), options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
-        std::vector<int64_t> v;
-        if (!IntArray(reply, 7, &v) || v[0] < -2 || v[0] > 1) {
-          return BadReply("place_hold.lua");
-        }
-        PlaceHoldResult result;
-        result.outcome = v[0] == 1    ? PlaceHoldResult::Outcome::kCreated
-                         : v[0] == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
-                         : v[0] == -1 ? PlaceHoldResult::Outcome::kLimitReached
-                                      : PlaceHoldResult::Outcome::kEnded;
-        if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
-          if (!ToOutcome(v[5], &result.ended.outcome)) return BadReply("place_hold.lua");
-          result.ended.end_time = FromMillis(v[6]);
-          result.ended.expire_time = FromMillis(v[2]);
-        }
-        result.now = FromMillis(v[1]);
-        result.expire_time = FromMillis(v[2]);
-        result.active_holds = static_cast<int>(v[3]);
-        result.expired_removed = static_cast<int>(v[4]);
-        return result;
-      }));
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done),
+                         [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
+                           std::vector<int64_t> v;
+                           if (!IntArray(reply, 7, &v) || v[0] < -2 || v[0] > 1) {
+                             return BadReply("place_hold.lua");
+                           }
+                           PlaceHoldResult result;
+                           result.outcome = v[0] == 1    ? PlaceHoldResult::Outcome::kCreated
+                                            : v[0] == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
+                                            : v[0] == -1 ? PlaceHoldResult::Outcome::kLimitReached
+                                                         : PlaceHoldResult::Outcome::kEnded;
+                           if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
+                             if (!ToOutcome(v[5], &result.ended.outcome))
+                               return BadReply("place_hold.lua");
+                             result.ended.end_time = FromMillis(v[6]);
+                             result.ended.expire_time = FromMillis(v[2]);
+                           }
+                           result.now = FromMillis(v[1]);
+                           result.expire_time = FromMillis(v[2]);
+                           result.active_holds = static_cast<int>(v[3]);
+                           result.expired_removed = static_cast<int>(v[4]);
+                           return result;
+                         }));
 }
 
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
   const int partition = KeySchema::PartitionOf(user_id);
-  RedisCommand command{
+  redis::RedisCommand command{
       kEndHold,
       {"5", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
        keys_.EndedKey(user_id), keys_.EventsKey(partition), std::move(user_id), std::move(order_id),
@@ -208,7 +211,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
         std::vector<int64_t> v;
         if (!IntArray(reply, 6, &v) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
         EndHoldResult result;
@@ -226,28 +229,30 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
-  RedisCommand command{kListHolds, {"1", keys_.UserKey(user_id), NowArg(options)}};
-  client_->Submit(
-      std::move(command), options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
-        int64_t now = 0;
-        if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2 ||
-            !ToInt(reply.elements[0], &now) || reply.elements[1].type != RedisReply::Type::kArray ||
-            reply.elements[1].elements.size() % 2 != 0) {
-          return BadReply("list_holds.lua");
-        }
-        ListHoldsResult result;
-        result.now = FromMillis(now);
-        const auto& pairs = reply.elements[1].elements;
-        for (size_t i = 0; i < pairs.size(); i += 2) {
-          int64_t expire = 0;
-          if (pairs[i].type != RedisReply::Type::kString || !ToInt(pairs[i + 1], &expire)) {
-            return BadReply("list_holds.lua");
-          }
-          result.holds.push_back(StoredHold{pairs[i].str, FromMillis(expire)});
-        }
-        return result;
-      }));
+  redis::RedisCommand command{kListHolds, {"1", keys_.UserKey(user_id), NowArg(options)}};
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done),
+                         [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
+                           int64_t now = 0;
+                           if (reply.type != redis::RedisReply::Type::kArray ||
+                               reply.elements.size() != 2 || !ToInt(reply.elements[0], &now) ||
+                               reply.elements[1].type != redis::RedisReply::Type::kArray ||
+                               reply.elements[1].elements.size() % 2 != 0) {
+                             return BadReply("list_holds.lua");
+                           }
+                           ListHoldsResult result;
+                           result.now = FromMillis(now);
+                           const auto& pairs = reply.elements[1].elements;
+                           for (size_t i = 0; i < pairs.size(); i += 2) {
+                             int64_t expire = 0;
+                             if (pairs[i].type != redis::RedisReply::Type::kString ||
+                                 !ToInt(pairs[i + 1], &expire)) {
+                               return BadReply("list_holds.lua");
+                             }
+                             result.holds.push_back(StoredHold{pairs[i].str, FromMillis(expire)});
+                           }
+                           return result;
+                         }));
 }
 
 void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
@@ -256,7 +261,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
     std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }
-  RedisCommand command{
+  redis::RedisCommand command{
       kReap,
       {"3", keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition),
        keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
@@ -266,7 +271,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<ReapResult> {
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
         std::vector<int64_t> v;
         if (!IntArray(reply, 3, &v)) return BadReply("reap.lua");
         ReapResult result;
@@ -284,20 +289,20 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
 
 void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                                Callback<std::vector<std::string>> done) {
-  RedisCommand command{kHeartbeat,
-                       {"1", keys_.ReplicasKey(), std::move(replica_id),
-                        absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
+  redis::RedisCommand command{kHeartbeat,
+                              {"1", keys_.ReplicasKey(), std::move(replica_id),
+                               absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
-             [](const RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
-               if (reply.type != RedisReply::Type::kArray || reply.elements.empty()) {
+             [](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
+               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.empty()) {
                  return BadReply("heartbeat.lua");
                }
                std::vector<std::string> ids;
                for (size_t i = 1; i < reply.elements.size(); ++i) {
-                 if (reply.elements[i].type != RedisReply::Type::kString) {
+                 if (reply.elements[i].type != redis::RedisReply::Type::kString) {
                    return BadReply("heartbeat.lua");
                  }
                  ids.push_back(reply.elements[i].str);
@@ -309,81 +314,88 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
 void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
-  RedisCommand command{kReleaseLease, {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
+  redis::RedisCommand command{kReleaseLease,
+                              {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
   command.writes = true;
-  background_->Submit(std::move(command), options.deadline,
-                      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
-                        int64_t n = 0;
-                        if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
-                        return n > 0;
-                      }));
+  background_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
+        int64_t n = 0;
+        if (!ToInt(reply, &n)) return BadReply("release_lease.lua");
+        return n > 0;
+      }));
 }
 
 void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
-  RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
+  redis::RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
   command.writes = true;
-  background_->Submit(std::move(command), options.deadline,
-                      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
-                        int64_t n = 0;
-                        if (!ToInt(reply, &n)) return BadReply("ZREM");
-                        return n > 0;
-                      }));
+  background_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
+        int64_t n = 0;
+        if (!ToInt(reply, &n)) return BadReply("ZREM");
+        return n > 0;
+      }));
 }
 
 void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart start,
                                  CallOptions options, Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("ensure_group"));
-  RedisCommand command{kEnsureGroup,
-                       {"1", keys_.EventsKey(partition), std::move(group),
-                        start == GroupStart::kEarliest ? "0" : "$"}};
+  redis::RedisCommand command{kEnsureGroup,
+                              {"1", keys_.EventsKey(partition), std::move(group),
+                               start == GroupStart::kEarliest ? "0" : "$"}};
   command.writes = true;
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<bool> {
-                    int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("ensure_group.lua");
-                    return n == 1;
-                  }));
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
+        int64_t n = 0;
+        if (!ToInt(reply, &n)) return BadReply("ensure_group.lua");
+        return n == 1;
+      }));
 }
 
 void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                                 Callback<std::vector<StoredEvent>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
-  RedisCommand command{kReadEvents,
-                       {"1", keys_.EventsKey(partition), std::move(args.group),
-                        std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
-                        args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
-                        args.own_pending ? "1" : "0"}};
+  redis::RedisCommand command{
+      kReadEvents,
+      {"1", keys_.EventsKey(partition), std::move(args.group), std::move(args.consumer),
+       absl::StrCat(std::max(1, args.max_events)),
+       args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
+       args.own_pending ? "1" : "0"}};
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done),
-             [partition](const RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
-               constexpr size_t kFields = 7;
-               if (reply.type != RedisReply::Type::kArray || reply.elements.size() % kFields != 0) {
-                 return BadReply("read_events.lua");
-               }
-               std::vector<StoredEvent> events;
-               const auto& e = reply.elements;
-               for (size_t i = 0; i < e.size(); i += kFields) {
-                 StoredEvent event;
-                 event.partition = partition;
-                 int64_t count = 0, outcome = 0, expire = 0, end = 0;
-                 if (e[i].type != RedisReply::Type::kString || !ToInt(e[i + 1], &count) ||
-                     e[i + 2].type != RedisReply::Type::kString ||
-                     e[i + 3].type != RedisReply::Type::kString || !ToInt(e[i + 4], &outcome) ||
-                     !ToOutcome(outcome, &event.end.outcome) || !ToInt(e[i + 5], &expire) ||
-                     !ToInt(e[i + 6], &end)) {
-                   return BadReply("read_events.lua");
-                 }
-                 event.stream_id = e[i].str;
-                 event.delivery_count = static_cast<int>(count);
-                 event.user_id = e[i + 2].str;
-                 event.order_id = e[i + 3].str;
-                 event.end.expire_time = FromMillis(expire);
-                 event.end.end_time = FromMillis(end);
-                 events.push_back(std::move(event));
-               }
-               return events;
-             }));
+      Parsed(
+          std::move(done),
+          [partition](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
+            constexpr size_t kFields = 7;
+            if (reply.type != redis::RedisReply::Type::kArray ||
+                reply.elements.size() % kFields != 0) {
+              return BadReply("read_events.lua");
+            }
+            std::vector<StoredEvent> events;
+            const auto& e = reply.elements;
+            for (size_t i = 0; i < e.size(); i += kFields) {
+              StoredEvent event;
+              event.partition = partition;
+              int64_t count = 0, outcome = 0, expire = 0, end = 0;
+              if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &count) ||
+                  e[i + 2].type != redis::RedisReply::Type::kString ||
+                  e[i + 3].type != redis::RedisReply::Type::kString || !ToInt(e[i + 4], &outcome) ||
+                  !ToOutcome(outcome, &event.end.outcome) || !ToInt(e[i + 5], &expire) ||
+                  !ToInt(e[i + 6], &end)) {
+                return BadReply("read_events.lua");
+              }
+              event.stream_id = e[i].str;
+              event.delivery_count = static_cast<int>(count);
+              event.user_id = e[i + 2].str;
+              event.order_id = e[i + 3].str;
+              event.end.expire_time = FromMillis(expire);
+              event.end.end_time = FromMillis(end);
+              events.push_back(std::move(event));
+            }
+            return events;
+          }));
 }
 
 void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
@@ -391,21 +403,22 @@ void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
                                  Callback<std::vector<GroupWork>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("check_groups"));
   if (groups.empty()) return std::move(done)(std::vector<GroupWork>{});
-  RedisCommand command{kCheckGroups,
-                       {"1", keys_.EventsKey(partition),
-                        claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}};
+  redis::RedisCommand command{kCheckGroups,
+                              {"1", keys_.EventsKey(partition),
+                               claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}};
   for (std::string& group : groups) command.args.push_back(std::move(group));
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(
-          std::move(done), [](const RedisReply& reply) -> absl::StatusOr<std::vector<GroupWork>> {
-            if (reply.type != RedisReply::Type::kArray || reply.elements.size() % 2 != 0) {
+          std::move(done),
+          [](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<GroupWork>> {
+            if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() % 2 != 0) {
               return BadReply("check_groups.lua");
             }
             std::vector<GroupWork> work;
             for (size_t i = 0; i < reply.elements.size(); i += 2) {
               int64_t flags = 0;
-              if (reply.elements[i].type != RedisReply::Type::kString ||
+              if (reply.elements[i].type != redis::RedisReply::Type::kString ||
                   !ToInt(reply.elements[i + 1], &flags) || flags < 1 || flags > 3) {
                 return BadReply("check_groups.lua");
               }
@@ -423,45 +436,48 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
     std::move(done)(int64_t{0});
     return;
   }
-  RedisCommand command{-1, {"XACK", keys_.EventsKey(partition), std::move(group)}};
+  redis::RedisCommand command{-1, {"XACK", keys_.EventsKey(partition), std::move(group)}};
   command.writes = true;
   for (std::string& id : stream_ids) command.args.push_back(std::move(id));
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<int64_t> {
-                    int64_t n = 0;
-                    if (!ToInt(reply, &n)) return BadReply("XACK");
-                    return n;
-                  }));
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<int64_t> {
+        int64_t n = 0;
+        if (!ToInt(reply, &n)) return BadReply("XACK");
+        return n;
+      }));
 }
 
 void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                                 Callback<TrimEventsResult> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
-  RedisCommand command{kTrimEvents,
-                       {"1", keys_.EventsKey(partition),
-                        absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
-                        absl::StrCat(kMaxTrimIdsPerGroup)}};
+  redis::RedisCommand command{kTrimEvents,
+                              {"1", keys_.EventsKey(partition),
+                               absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
+                               absl::StrCat(kMaxTrimIdsPerGroup)}};
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
-        TrimEventsResult result;
-        const auto& e = reply.elements;
-        if (reply.type != RedisReply::Type::kArray || e.size() < 2 || e.size() % 2 != 0 ||
-            !ToInt(e[0], &result.trimmed) || !ToInt(e[1], &result.trimmed_unacked)) {
-          return BadReply("trim_events.lua");
-        }
-        for (size_t i = 2; i < e.size(); i += 2) {
-          int64_t oldest = 0;
-          if (e[i].type != RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
-            return BadReply("trim_events.lua");
-          }
-          GroupBacklog group{e[i].str, std::nullopt};
-          if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
-          result.groups.push_back(std::move(group));
-        }
-        return result;
-      }));
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
+               TrimEventsResult result;
+               const auto& e = reply.elements;
+               if (reply.type != redis::RedisReply::Type::kArray || e.size() < 2 ||
+                   e.size() % 2 != 0 || !ToInt(e[0], &result.trimmed) ||
+                   !ToInt(e[1], &result.trimmed_unacked)) {
+                 return BadReply("trim_events.lua");
+               }
+               for (size_t i = 2; i < e.size(); i += 2) {
+                 int64_t oldest = 0;
+                 if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
+                   return BadReply("trim_events.lua");
+                 }
+                 GroupBacklog group{e[i].str, std::nullopt};
+                 if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
+                 result.groups.push_back(std::move(group));
+               }
+               return result;
+             }));
 }
 
 void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {
@@ -471,10 +487,10 @@ void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {
     return;
   }
   client_->Submit(
-      RedisCommand{-1, {"TIME"}}, options.deadline,
-      Parsed(std::move(done), [](const RedisReply& reply) -> absl::StatusOr<absl::Time> {
+      redis::RedisCommand{-1, {"TIME"}}, options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<absl::Time> {
         int64_t seconds = 0, micros = 0;
-        if (reply.type != RedisReply::Type::kArray || reply.elements.size() != 2 ||
+        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 2 ||
             !ToInt(reply.elements[0], &seconds) || !ToInt(reply.elements[1], &micros)) {
           return BadReply("TIME");
         }

@@ -23,17 +23,17 @@
 
 #include "absl/status/statusor.h"
 #include "prometheus/counter.h"
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/redis_client.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
-#include "server/store/redis_client.h"
 
 namespace orderhold::store {
 
 struct RedisHoldStoreOptions {
   // Connection pool settings; `scripts` is filled in by the store.
-  RedisClientOptions client;
+  redis::RedisClientOptions client;
   // Prefix of every key (see keys.h). Non-empty, no `{`, `}`, whitespace or control characters.
   std::string key_prefix = "orderhold";
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
@@ -41,7 +41,7 @@ struct RedisHoldStoreOptions {
   // Redis Cluster mode when set (--redis_mode=cluster): both clients are RedisClusterClients on
   // this slot map, with `client` as every node pool's options (client.topology is ignored;
   // client.endpoint.db must be 0).
-  std::shared_ptr<ClusterTopology> cluster;
+  std::shared_ptr<redis::ClusterTopology> cluster;
   // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.
   prometheus::Counter* moved_redirects = nullptr;
   prometheus::Counter* ask_redirects = nullptr;
@@ -86,14 +86,14 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   const KeySchema& keys() const { return keys_; }
 
  private:
-  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<RedisCaller> client,
-                 std::unique_ptr<RedisCaller> background);
+  RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
+                 std::unique_ptr<redis::RedisCaller> background);
 
   const KeySchema keys_;
-  const std::string retention_ms_;           // outcome retention, ms, as a script argument
-  const std::string max_outcomes_;           // max outcome records per user, as a script argument
-  std::unique_ptr<RedisCaller> client_;      // requests
-  std::unique_ptr<RedisCaller> background_;  // the reaper's calls: one connection of its own
+  const std::string retention_ms_;  // outcome retention, ms, as a script argument
+  const std::string max_outcomes_;  // max outcome records per user, as a script argument
+  std::unique_ptr<redis::RedisCaller> client_;      // requests
+  std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 
 // Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than

@@ -25,9 +25,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/redis_url.h"
 #include "server/store/redis_hold_store.h"
-#include "server/store/redis_url.h"
 
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379", "Redis to fill.");
 ABSL_FLAG(std::string, redis_mode, "standalone",
@@ -64,7 +64,7 @@ int Run() {
     return 2;
   }
   RedisHoldStoreOptions options;
-  auto endpoint = ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
+  auto endpoint = redis::ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
   if (!endpoint.ok()) {
     std::fprintf(stderr, "%s\n", endpoint.status().ToString().c_str());
     return 2;
@@ -72,11 +72,11 @@ int Run() {
   options.client.endpoint = *endpoint;
   const std::string mode = absl::GetFlag(FLAGS_redis_mode);
   if (mode == "cluster") {
-    ClusterTopologyOptions cluster;
+    redis::ClusterTopologyOptions cluster;
     cluster.seeds = endpoint->hosts;
     cluster.user = endpoint->user;
     cluster.password = endpoint->password;
-    auto topology = ClusterTopology::Create(std::move(cluster));
+    auto topology = redis::ClusterTopology::Create(std::move(cluster));
     if (!topology.ok()) {
       std::fprintf(stderr, "%s\n", topology.status().ToString().c_str());
       return 2;

@@ -14,12 +14,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/redis_connection.h"
+#include "server/redis/redis_url.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
-#include "server/store/redis_connection.h"
 #include "server/store/redis_hold_store.h"
-#include "server/store/redis_url.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
@@ -56,9 +56,9 @@ class FakeFactory : public StoreFactory {
   orderhold::testing::FakeClock clock_;
 };
 
-// Creates the app user of deploy/redis/orderhold.acl (deploy/README.md "Redis settings for a deployment"), with its key and
-// channel patterns widened to the suite's prefixes ("contract1:...") and the password
-// "contract-pw".
+// Creates the app user of deploy/redis/orderhold.acl (deploy/README.md "Redis settings for a
+// deployment"), with its key and channel patterns widened to the suite's prefixes ("contract1:...")
+// and the password "contract-pw".
 absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {
   absl::StatusOr<std::vector<std::string>> rules = orderhold::testing::AppAclRules("contract");
   if (!rules.ok()) return rules.status();
@@ -109,11 +109,11 @@ class RedisFactory : public StoreFactory {
                                                               .key_file = certs->server_key(),
                                                               .ca_cert_file = certs->ca_cert(),
                                                               .auth_clients = "yes"};
-      RedisTlsOptions client_tls;
+      redis::RedisTlsOptions client_tls;
       client_tls.ca_file = certs->ca_cert();
       client_tls.cert_file = certs->client_cert();
       client_tls.key_file = certs->client_key();
-      auto context = TlsContext::Create(client_tls);
+      auto context = redis::TlsContext::Create(client_tls);
       EXPECT_TRUE(context.ok()) << context.status();
       if (!context.ok()) return false;
       tls_context_ = *std::move(context);
@@ -129,7 +129,7 @@ class RedisFactory : public StoreFactory {
 
   const bool tls_;
   std::string certs_dir_;  // TLS: the certificates, removed with the factory
-  std::shared_ptr<const TlsContext> tls_context_;
+  std::shared_ptr<const redis::TlsContext> tls_context_;
   std::unique_ptr<orderhold::testing::RedisServer> redis_;
   int tests_ = 0;
 };
@@ -151,15 +151,15 @@ class RedisClusterFactory : public StoreFactory {
       cluster_ = std::move(*cluster);
     }
     RedisHoldStoreOptions options;
-    auto endpoint = ParseRedisUrl(cluster_->SeedUrl());
+    auto endpoint = redis::ParseRedisUrl(cluster_->SeedUrl());
     EXPECT_TRUE(endpoint.ok()) << endpoint.status();
     if (!endpoint.ok()) return nullptr;
     options.client.endpoint = *std::move(endpoint);
-    ClusterTopologyOptions topology_options;
+    redis::ClusterTopologyOptions topology_options;
     topology_options.seeds = options.client.endpoint.hosts;
     topology_options.user = options.client.endpoint.user;
     topology_options.password = options.client.endpoint.password;
-    auto topology = ClusterTopology::Create(std::move(topology_options));
+    auto topology = redis::ClusterTopology::Create(std::move(topology_options));
     EXPECT_TRUE(topology.ok()) << topology.status();
     if (!topology.ok()) return nullptr;
     options.cluster = *std::move(topology);

@@ -7,7 +7,8 @@
 // The oracle of every case: each PlaceHold answered created=true is afterwards on the primary
 // that serves its slot — read with ZSCORE straight from the cluster, not through the code under
 // test — (none lost), and no user was ever answered created more than max_holds times (no
-// over-grant). Each case prints its measured times; deploy/README.md's recovery table comes from them.
+// over-grant). Each case prints its measured times; deploy/README.md's recovery table comes from
+// them.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,7 +29,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "server/app.h"
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/failover_app.h"
 #include "tests/testing/grpc_health.h"
@@ -216,7 +217,7 @@ class ClusterE2eTest : public ::testing::Test {
     client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
                                                client::ClientOptions{kCallTimeout});
     for (int user = 0; user < kUsers; ++user) {
-      user_slots_.push_back(store::HashSlot(app_->redis_store()->keys().UserKey(UserId(user))));
+      user_slots_.push_back(redis::HashSlot(app_->redis_store()->keys().UserKey(UserId(user))));
     }
   }
 

@@ -3,7 +3,7 @@
 // random binary keys; and the node's own CLUSTER SHARDS and CLUSTER SLOTS replies, over plain TCP
 // and TLS, parse into a SlotMap that routes every slot to it. One node holds all 16384 slots
 // (CLUSTER ADDSLOTSRANGE 0 16383): enough for the pure parts; redirects need several nodes.
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 
 #include <filesystem>
 #include <memory>
@@ -17,8 +17,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/redis/redis_connection.h"
 #include "server/store/keys.h"
-#include "server/store/redis_connection.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<RedisServer>> StartClusterNode(RedisServerOptions
 }
 
 // Runs `args` on `connection` and returns the reply (an error reply is a reply).
-absl::StatusOr<RedisReply> Ask(RedisConnection& connection, std::vector<std::string> args) {
+absl::StatusOr<redis::RedisReply> Ask(redis::RedisConnection& connection,
+                                      std::vector<std::string> args) {
   return connection.Run(args, In(absl::Seconds(5)));
 }
 
@@ -92,19 +93,19 @@ std::vector<std::string> KeysToCheck() {
 TEST(ClusterSlotsLiveTest, HashSlotEqualsClusterKeyslot) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> node, StartClusterNode({}));
   ASSERT_OK_AND_ASSIGN(
-      std::unique_ptr<RedisConnection> connection,
-      RedisConnection::Connect({"127.0.0.1", node->port()}, nullptr, In(absl::Seconds(5))));
+      std::unique_ptr<redis::RedisConnection> connection,
+      redis::RedisConnection::Connect({"127.0.0.1", node->port()}, nullptr, In(absl::Seconds(5))));
   const std::vector<std::string> keys = KeysToCheck();
   ASSERT_GT(keys.size(), 4000u);
   for (const std::string& key : keys) connection->Append({"CLUSTER", "KEYSLOT", key});
   ASSERT_THAT(connection->Flush(In(absl::Seconds(10))), IsOk());
   int mismatches = 0;
   for (const std::string& key : keys) {
-    ASSERT_OK_AND_ASSIGN(const RedisReply reply, connection->Read(In(absl::Seconds(10))));
-    ASSERT_EQ(reply.type, RedisReply::Type::kInteger) << reply.str;
-    if (reply.integer != HashSlot(key) && ++mismatches <= 10) {
+    ASSERT_OK_AND_ASSIGN(const redis::RedisReply reply, connection->Read(In(absl::Seconds(10))));
+    ASSERT_EQ(reply.type, redis::RedisReply::Type::kInteger) << reply.str;
+    if (reply.integer != redis::HashSlot(key) && ++mismatches <= 10) {
       ADD_FAILURE() << "key \"" << absl::CEscape(key) << "\": CLUSTER KEYSLOT " << reply.integer
-                    << ", HashSlot " << HashSlot(key);
+                    << ", HashSlot " << redis::HashSlot(key);
     }
   }
   EXPECT_EQ(mismatches, 0);
@@ -140,21 +141,24 @@ TEST(ClusterSlotsLiveTest, OrderHoldPartitionsAreSixtyFourDistinctSlots) {
 TEST(ClusterSlotsLiveTest, LiveShardsAndSlotsRouteEverySlotToTheNode) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> node, StartClusterNode({}));
   ASSERT_OK_AND_ASSIGN(const std::string id, node->Command({"CLUSTER", "MYID"}));
-  const HostPort address{"127.0.0.1", node->port()};
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> connection,
-                       RedisConnection::Connect(address, nullptr, In(absl::Seconds(5))));
+  const redis::HostPort address{"127.0.0.1", node->port()};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<redis::RedisConnection> connection,
+                       redis::RedisConnection::Connect(address, nullptr, In(absl::Seconds(5))));
 
-  ASSERT_OK_AND_ASSIGN(const RedisReply shards_reply, Ask(*connection, {"CLUSTER", "SHARDS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap shards,
-                       ParseClusterShards(shards_reply, address.host, /*tls=*/false));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply shards_reply,
+                       Ask(*connection, {"CLUSTER", "SHARDS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap shards,
+                       redis::ParseClusterShards(shards_reply, address.host, /*tls=*/false));
   EXPECT_THAT(shards.CheckCoverage(), IsOk());
   EXPECT_THAT(shards.Primaries(), ElementsAre(address));
-  EXPECT_THAT(shards.nodes(), ElementsAre(ClusterNode{address, id, true}));
+  EXPECT_THAT(shards.nodes(), ElementsAre(redis::ClusterNode{address, id, true}));
   EXPECT_THAT(shards.warnings(), IsEmpty());
-  for (int slot = 0; slot < kClusterSlotCount; ++slot) ASSERT_EQ(shards.NodeFor(slot), address);
+  for (int slot = 0; slot < redis::kClusterSlotCount; ++slot)
+    ASSERT_EQ(shards.NodeFor(slot), address);
 
-  ASSERT_OK_AND_ASSIGN(const RedisReply slots_reply, Ask(*connection, {"CLUSTER", "SLOTS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap slots, ParseClusterSlots(slots_reply, address.host));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply slots_reply, Ask(*connection, {"CLUSTER", "SLOTS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap slots,
+                       redis::ParseClusterSlots(slots_reply, address.host));
   EXPECT_THAT(slots.CheckCoverage(), IsOk());
   EXPECT_TRUE(slots == shards);
 }
@@ -162,14 +166,17 @@ TEST(ClusterSlotsLiveTest, LiveShardsAndSlotsRouteEverySlotToTheNode) {
 TEST(ClusterSlotsLiveTest, SlotsTheNodeDoesNotServeAreUnassigned) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> node, StartClusterNode({}));
   ASSERT_THAT(node->Command({"CLUSTER", "DELSLOTS", "5", "100", "101"}), IsOk());
-  const HostPort address{"127.0.0.1", node->port()};
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> connection,
-                       RedisConnection::Connect(address, nullptr, In(absl::Seconds(5))));
-  ASSERT_OK_AND_ASSIGN(const RedisReply shards_reply, Ask(*connection, {"CLUSTER", "SHARDS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap shards, ParseClusterShards(shards_reply, "127.0.0.1", false));
-  ASSERT_OK_AND_ASSIGN(const RedisReply slots_reply, Ask(*connection, {"CLUSTER", "SLOTS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap slots, ParseClusterSlots(slots_reply, "127.0.0.1"));
-  for (const SlotMap* map : {&shards, &slots}) {
+  const redis::HostPort address{"127.0.0.1", node->port()};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<redis::RedisConnection> connection,
+                       redis::RedisConnection::Connect(address, nullptr, In(absl::Seconds(5))));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply shards_reply,
+                       Ask(*connection, {"CLUSTER", "SHARDS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap shards,
+                       redis::ParseClusterShards(shards_reply, "127.0.0.1", false));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply slots_reply, Ask(*connection, {"CLUSTER", "SLOTS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap slots,
+                       redis::ParseClusterSlots(slots_reply, "127.0.0.1"));
+  for (const redis::SlotMap* map : {&shards, &slots}) {
     EXPECT_THAT(map->CheckCoverage(),
                 StatusIs(absl::StatusCode::kUnavailable,
                          HasSubstr("slots 5, 100-101 (16381 of 16384 slots covered)")));
@@ -180,10 +187,11 @@ TEST(ClusterSlotsLiveTest, SlotsTheNodeDoesNotServeAreUnassigned) {
   EXPECT_TRUE(shards == slots);
 
   ASSERT_THAT(node->Command({"CLUSTER", "ADDSLOTS", "5", "100", "101"}), IsOk());
-  ASSERT_OK_AND_ASSIGN(const RedisReply again, Ask(*connection, {"CLUSTER", "SHARDS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap full, ParseClusterShards(again, "127.0.0.1", false));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply again, Ask(*connection, {"CLUSTER", "SHARDS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap full,
+                       redis::ParseClusterShards(again, "127.0.0.1", false));
   EXPECT_THAT(full.CheckCoverage(), IsOk());
-  const SlotMapDiff diff = DiffSlotMaps(shards, full);
+  const redis::SlotMapDiff diff = redis::DiffSlotMaps(shards, full);
   EXPECT_EQ(diff.slots_moved, 3);
   EXPECT_THAT(diff.primaries_left, IsEmpty());
   EXPECT_THAT(diff.primaries_joined, IsEmpty());
@@ -200,38 +208,45 @@ TEST(ClusterSlotsLiveTest, TlsClusterNamesTlsPorts) {
                                                     .ca_cert_file = certs.ca_cert()};
   options.extra_config = "tls-cluster yes";
   absl::StatusOr<std::unique_ptr<RedisServer>> node = StartClusterNode(options);
-  RedisTlsOptions client_tls;
+  redis::RedisTlsOptions client_tls;
   client_tls.ca_file = certs.ca_cert();
-  absl::StatusOr<std::shared_ptr<const TlsContext>> tls = TlsContext::Create(client_tls);
+  absl::StatusOr<std::shared_ptr<const redis::TlsContext>> tls =
+      redis::TlsContext::Create(client_tls);
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);  // both have read the files
   ASSERT_TRUE(node.ok()) << node.status();
   ASSERT_TRUE(tls.ok()) << tls.status();
-  const HostPort plain{"127.0.0.1", (*node)->port()};
-  const HostPort secure{"127.0.0.1", (*node)->tls_port()};
+  const redis::HostPort plain{"127.0.0.1", (*node)->port()};
+  const redis::HostPort secure{"127.0.0.1", (*node)->tls_port()};
 
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> plain_connection,
-                       RedisConnection::Connect(plain, nullptr, In(absl::Seconds(5))));
-  ASSERT_OK_AND_ASSIGN(const RedisReply shards_reply,
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<redis::RedisConnection> plain_connection,
+                       redis::RedisConnection::Connect(plain, nullptr, In(absl::Seconds(5))));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply shards_reply,
                        Ask(*plain_connection, {"CLUSTER", "SHARDS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap for_tls, ParseClusterShards(shards_reply, "127.0.0.1", true));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap for_tls,
+                       redis::ParseClusterShards(shards_reply, "127.0.0.1", true));
   EXPECT_THAT(for_tls.Primaries(), ElementsAre(secure));
-  ASSERT_OK_AND_ASSIGN(const SlotMap for_plain,
-                       ParseClusterShards(shards_reply, "127.0.0.1", false));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap for_plain,
+                       redis::ParseClusterShards(shards_reply, "127.0.0.1", false));
   EXPECT_THAT(for_plain.Primaries(), ElementsAre(plain));
 
-  ASSERT_OK_AND_ASSIGN(const RedisReply plain_slots, Ask(*plain_connection, {"CLUSTER", "SLOTS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap plain_map, ParseClusterSlots(plain_slots, "127.0.0.1"));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply plain_slots,
+                       Ask(*plain_connection, {"CLUSTER", "SLOTS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap plain_map,
+                       redis::ParseClusterSlots(plain_slots, "127.0.0.1"));
   EXPECT_TRUE(plain_map == for_plain);
 
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> tls_connection,
-                       RedisConnection::Connect(secure, tls->get(), In(absl::Seconds(5))));
-  ASSERT_OK_AND_ASSIGN(const RedisReply tls_slots, Ask(*tls_connection, {"CLUSTER", "SLOTS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap tls_map, ParseClusterSlots(tls_slots, "127.0.0.1"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<redis::RedisConnection> tls_connection,
+                       redis::RedisConnection::Connect(secure, tls->get(), In(absl::Seconds(5))));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply tls_slots,
+                       Ask(*tls_connection, {"CLUSTER", "SLOTS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap tls_map,
+                       redis::ParseClusterSlots(tls_slots, "127.0.0.1"));
   EXPECT_TRUE(tls_map == for_tls);
-  ASSERT_OK_AND_ASSIGN(const RedisReply tls_shards, Ask(*tls_connection, {"CLUSTER", "SHARDS"}));
-  ASSERT_OK_AND_ASSIGN(const SlotMap tls_shards_map,
-                       ParseClusterShards(tls_shards, "127.0.0.1", true));
+  ASSERT_OK_AND_ASSIGN(const redis::RedisReply tls_shards,
+                       Ask(*tls_connection, {"CLUSTER", "SHARDS"}));
+  ASSERT_OK_AND_ASSIGN(const redis::SlotMap tls_shards_map,
+                       redis::ParseClusterShards(tls_shards, "127.0.0.1", true));
   EXPECT_TRUE(tls_shards_map == for_tls);
 }
 

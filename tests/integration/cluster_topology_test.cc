@@ -3,7 +3,7 @@
 // agreeing with the cluster's own view, a graceful failover followed through Refresh() with the
 // generation and failover counter, and a seed that is down at start then comes back (found
 // through NodeFor() or through CheckCoverage() alone).
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
 
 #include <algorithm>
 #include <memory>
@@ -16,12 +16,12 @@
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::Eventually;
@@ -30,11 +30,11 @@ using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::StatusIs;
 using ::testing::HasSubstr;
 
-HostPort Node(RedisCluster& cluster, int i) {
+redis::HostPort Node(RedisCluster& cluster, int i) {
   return HostPort{"127.0.0.1", cluster.node(i).port()};
 }
 
-ClusterTopologyOptions Options(RedisCluster& cluster, std::vector<int> seeds) {
+redis::ClusterTopologyOptions Options(RedisCluster& cluster, std::vector<int> seeds) {
   ClusterTopologyOptions options;
   for (int i : seeds) options.seeds.push_back(Node(cluster, i));
   options.user = cluster.options().app_user;
@@ -169,4 +169,4 @@ TEST_F(ClusterTopologyTest, CoverageCheckAloneRefreshesOnceTheSeedIsBack) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -26,11 +26,11 @@
 #include "gtest/gtest.h"
 #include "prometheus/registry.h"
 #include "server/metrics/metrics.h"
-#include "server/store/cluster_slots.h"
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_slots.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/sentinel_topology.h"
 #include "server/store/keys.h"
 #include "server/store/redis_hold_store.h"
-#include "server/store/sentinel_topology.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
@@ -122,14 +122,15 @@ class ChannelProbe {
  public:
   static absl::StatusOr<std::unique_ptr<ChannelProbe>> Open(int port, std::string channel) {
     auto probe = std::unique_ptr<ChannelProbe>(new ChannelProbe(std::move(channel)));
-    absl::StatusOr<std::unique_ptr<RedisConnection>> connection = ConnectAuthenticated(
-        HostPort{"127.0.0.1", port}, nullptr, kUser, kPassword, "", "node", In(absl::Seconds(2)));
+    absl::StatusOr<std::unique_ptr<redis::RedisConnection>> connection =
+        redis::ConnectAuthenticated(redis::HostPort{"127.0.0.1", port}, nullptr, kUser, kPassword,
+                                    "", "node", In(absl::Seconds(2)));
     if (!connection.ok()) return connection.status();
     probe->connection_ = std::move(*connection);
-    absl::StatusOr<RedisReply> reply =
+    absl::StatusOr<redis::RedisReply> reply =
         probe->connection_->Run({"SSUBSCRIBE", probe->channel_}, In(absl::Seconds(2)));
     if (!reply.ok()) return reply.status();
-    if (reply->type != RedisReply::Type::kArray) return absl::InternalError(reply->str);
+    if (reply->type != redis::RedisReply::Type::kArray) return absl::InternalError(reply->str);
     return probe;
   }
 
@@ -144,12 +145,12 @@ class ChannelProbe {
     }
     int nudges = 0;
     while (true) {
-      absl::StatusOr<RedisReply> reply = connection_->Read(In(absl::Seconds(2)));
+      absl::StatusOr<redis::RedisReply> reply = connection_->Read(In(absl::Seconds(2)));
       if (!reply.ok()) {
         ADD_FAILURE() << reply.status();
         return -1;
       }
-      if (reply->type != RedisReply::Type::kArray || reply->elements.size() != 3) continue;
+      if (reply->type != redis::RedisReply::Type::kArray || reply->elements.size() != 3) continue;
       if (reply->elements[2].str == marker) return nudges;
       if (reply->elements[2].str.empty()) ++nudges;
     }
@@ -159,7 +160,7 @@ class ChannelProbe {
   explicit ChannelProbe(std::string channel) : channel_(std::move(channel)) {}
   std::string channel_;
   int markers_ = 0;
-  std::unique_ptr<RedisConnection> connection_;
+  std::unique_ptr<redis::RedisConnection> connection_;
 };
 
 // A standalone Redis with the app ACL user (deploy/redis/orderhold.acl, or `rules`).
@@ -174,7 +175,7 @@ absl::StatusOr<std::unique_ptr<RedisServer>> StartRedis(std::string rules = "") 
 }
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> StoreFor(
-    int port, std::shared_ptr<ClusterTopology> cluster = nullptr) {
+    int port, std::shared_ptr<redis::ClusterTopology> cluster = nullptr) {
   RedisHoldStoreOptions options;
   options.client.endpoint.hosts = {{"127.0.0.1", port}};
   options.client.endpoint.user = kUser;
@@ -184,7 +185,8 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> StoreFor(
   return RedisHoldStore::Create(std::move(options));
 }
 
-EventNudgeOptions SubscriberOptions(std::shared_ptr<RedisTopology> topology, Recorder& recorder) {
+EventNudgeOptions SubscriberOptions(std::shared_ptr<redis::RedisTopology> topology,
+                                    Recorder& recorder) {
   EventNudgeOptions options;
   options.topology = std::move(topology);
   options.endpoint.user = kUser;
@@ -319,7 +321,8 @@ class EventNudgeSubscriberTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(redis_, StartRedis());
     ASSERT_OK_AND_ASSIGN(store_, StoreFor(redis_->port()));
-    topology_ = std::make_shared<StandaloneTopology>(HostPort{"127.0.0.1", redis_->port()});
+    topology_ =
+        std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   }
 
   EventNudgeOptions Options() {
@@ -347,7 +350,7 @@ class EventNudgeSubscriberTest : public ::testing::Test {
 
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<RedisHoldStore> store_;
-  std::shared_ptr<StandaloneTopology> topology_;
+  std::shared_ptr<redis::StandaloneTopology> topology_;
   Recorder recorder_;
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
@@ -477,7 +480,8 @@ TEST(EventNudgesAclTest, WithoutChannelPermissionHoldsStillEndAndTheSubscriberRe
   const int64_t errors_before = ErrorReplies(*redis);
   Recorder recorder;
   EventNudgeOptions options = SubscriberOptions(
-      std::make_shared<StandaloneTopology>(HostPort{"127.0.0.1", redis->port()}), recorder);
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis->port()}),
+      recorder);
   options.refused_retry = absl::Milliseconds(200);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
@@ -498,14 +502,14 @@ TEST(EventNudgesAclTest, WithoutChannelPermissionHoldsStillEndAndTheSubscriberRe
 TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster,
                        RedisCluster::Start({.replicas_per_primary = 0}));
-  ClusterTopologyOptions topology_options;
+  redis::ClusterTopologyOptions topology_options;
   for (int i = 0; i < cluster->primary_count(); ++i) {
-    topology_options.seeds.push_back(HostPort{"127.0.0.1", cluster->node(i).port()});
+    topology_options.seeds.push_back(redis::HostPort{"127.0.0.1", cluster->node(i).port()});
   }
   topology_options.user = kUser;
   topology_options.password = kPassword;
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<ClusterTopology> topology,
-                       ClusterTopology::Create(topology_options));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<redis::ClusterTopology> topology,
+                       redis::ClusterTopology::Create(topology_options));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
                        StoreFor(cluster->node(0).port(), topology));
   Recorder recorder;
@@ -521,7 +525,7 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
   std::vector<int> owner(KeySchema::kPartitionCount);
   std::vector<int> per_node(cluster->primary_count(), 0);
   for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
-    ASSERT_OK_AND_ASSIGN(owner[p], cluster->PrimaryFor(HashSlot(keys.NudgeChannel(p))));
+    ASSERT_OK_AND_ASSIGN(owner[p], cluster->PrimaryFor(redis::HashSlot(keys.NudgeChannel(p))));
     ++per_node[owner[p]];
   }
   for (int i = 0; i < cluster->primary_count(); ++i) {
@@ -544,7 +548,7 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
 
   // Move partition 0's slot (with its keys) to another primary.
   const int moved = 0;
-  const int slot = HashSlot(keys.NudgeChannel(moved));
+  const int slot = redis::HashSlot(keys.NudgeChannel(moved));
   const int from = owner[moved];
   const int to = (from + 1) % cluster->primary_count();
   // While the slot is MIGRATING, a script whose keys are all still on the source runs there and
@@ -604,14 +608,14 @@ TEST(EventNudgesSentinelTest, FollowsTheFailoverToTheNewPrimary) {
   ASSERT_OK_AND_ASSIGN(group_options.app_acl_rules, testing::AppAclRulesLine());
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<testing::SentinelGroup> group,
                        testing::SentinelGroup::Start(group_options));
-  SentinelOptions sentinel_options;
+  redis::SentinelOptions sentinel_options;
   for (int i = 0; i < group->sentinel_count(); ++i) {
     sentinel_options.sentinels.push_back({"127.0.0.1", group->sentinel_port(i)});
   }
   sentinel_options.master_name = group->master_name();
   sentinel_options.poll_interval = absl::Milliseconds(200);
-  ASSERT_OK_AND_ASSIGN(std::shared_ptr<SentinelTopology> topology,
-                       SentinelTopology::Create(sentinel_options));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<redis::SentinelTopology> topology,
+                       redis::SentinelTopology::Create(sentinel_options));
   Recorder recorder;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(SubscriberOptions(topology, recorder)));
@@ -649,14 +653,15 @@ TEST(EventNudgesTlsTest, SubscribesOverTls) {
                                                 .ca_cert_file = certs.ca_cert(),
                                                 .auth_clients = "no"};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisServer> redis, RedisServer::Start(server_options));
-  RedisTlsOptions tls;
+  redis::RedisTlsOptions tls;
   tls.ca_file = certs.ca_cert();
   Recorder recorder;
   EventNudgeOptions options = SubscriberOptions(
-      std::make_shared<StandaloneTopology>(HostPort{"127.0.0.1", redis->tls_port()}), recorder);
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis->tls_port()}),
+      recorder);
   options.endpoint.user.clear();
   options.endpoint.password.clear();
-  ASSERT_OK_AND_ASSIGN(options.tls, TlsContext::Create(tls));
+  ASSERT_OK_AND_ASSIGN(options.tls, redis::TlsContext::Create(tls));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
   ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));

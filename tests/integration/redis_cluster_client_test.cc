@@ -3,7 +3,7 @@
 // steady state, a MOVED after a slot moved behind the client's back, the ASK path (ASKING on the
 // same connection) and TRYAGAIN while a slot is MIGRATING/IMPORTING by hand (issue 12 test 5),
 // the redirect limit, and health's routing check. Slot moves are undone by each test.
-#include "server/store/redis_cluster_client.h"
+#include "server/redis/redis_cluster_client.h"
 
 #include <cstdio>
 #include <future>
@@ -19,11 +19,11 @@
 #include "gtest/gtest.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::IsOk;
@@ -50,8 +50,8 @@ absl::StatusOr<RedisReply> Call(RedisCaller& client, RedisCommand command,
   return promise.get_future().get();
 }
 
-RedisCommand Get(std::string key) { return RedisCommand{-1, {"GET", std::move(key)}}; }
-RedisCommand Set(std::string key, std::string value) {
+redis::RedisCommand Get(std::string key) { return RedisCommand{-1, {"GET", std::move(key)}}; }
+redis::RedisCommand Set(std::string key, std::string value) {
   RedisCommand command{0, {"1", std::move(key), std::move(value)}};
   command.writes = true;
   return command;
@@ -340,4 +340,4 @@ TEST(RedisClusterClientFailoverTest, QueuedCommandsOfAClosedPoolGoToTheNewPrimar
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

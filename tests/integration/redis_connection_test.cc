@@ -1,7 +1,7 @@
 // RedisConnection over plain TCP against a real redis-server: replies of every shape, pipelining,
 // deadlines against a hung Redis, the idle-close check, and TryRead for subscribers (a deadline
 // that passes leaves the connection usable). (TLS: redis_tls_test.cc.)
-#include "server/store/redis_connection.h"
+#include "server/redis/redis_connection.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -20,7 +20,7 @@
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::Eventually;
@@ -195,4 +195,4 @@ TEST(HostPortTest, RendersIpv6InBrackets) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -36,15 +36,15 @@ using ::testing::HasSubstr;
 
 // A name whose address the test moves, as a managed Redis moves its DNS name at a failover.
 // Like DNS, a move does not announce itself (no generation change): only a reconnect sees it.
-class MovableTopology final : public RedisTopology {
+class MovableTopology final : public redis::RedisTopology {
  public:
-  explicit MovableTopology(HostPort address) : address_(std::move(address)) {}
-  absl::StatusOr<HostPort> NodeFor(int) override {
+  explicit MovableTopology(redis::HostPort address) : address_(std::move(address)) {}
+  absl::StatusOr<redis::HostPort> NodeFor(int) override {
     absl::MutexLock lock(&mu_);
     return address_;
   }
-  void ReportNotPrimary(const HostPort&) override { ++not_primary_reports; }
-  void Move(HostPort address) {
+  void ReportNotPrimary(const redis::HostPort&) override { ++not_primary_reports; }
+  void Move(redis::HostPort address) {
     absl::MutexLock lock(&mu_);
     address_ = std::move(address);
   }
@@ -52,7 +52,7 @@ class MovableTopology final : public RedisTopology {
 
  private:
   absl::Mutex mu_;
-  HostPort address_ ABSL_GUARDED_BY(mu_);
+  redis::HostPort address_ ABSL_GUARDED_BY(mu_);
 };
 
 // Makes `replica` a replica of `primary` and waits until its link is up. The primary syncs at
@@ -73,7 +73,7 @@ class RedisFailoverTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(a_, RedisServer::Start());
     ASSERT_OK_AND_ASSIGN(b_, RedisServer::Start());
-    topology_ = std::make_shared<MovableTopology>(HostPort{"127.0.0.1", a_->port()});
+    topology_ = std::make_shared<MovableTopology>(redis::HostPort{"127.0.0.1", a_->port()});
   }
 
   void CreateStore(int wait_replicas = 0) {
@@ -84,8 +84,8 @@ class RedisFailoverTest : public ::testing::Test {
     options.client.retry_backoff = absl::Milliseconds(50);
     options.client.wait_replicas = wait_replicas;
     options.client.wait_timeout = absl::Milliseconds(200);
-    options.client.on_reconnect = [this](ReconnectReason reason) {
-      if (reason == ReconnectReason::kNotPrimary) ++not_primary_drops_;
+    options.client.on_reconnect = [this](redis::ReconnectReason reason) {
+      if (reason == redis::ReconnectReason::kNotPrimary) ++not_primary_drops_;
     };
     ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
   }
@@ -130,7 +130,7 @@ TEST_F(RedisFailoverTest, PrimaryDemotedByHandIsDroppedAndCallsRecoverOnTheNewPr
   }
   EXPECT_GE(not_primary_drops_.load() + topology_->not_primary_reports.load(), 1);
 
-  topology_->Move(HostPort{"127.0.0.1", b_->port()});  // the DNS name follows the failover
+  topology_->Move(redis::HostPort{"127.0.0.1", b_->port()});  // the DNS name follows the failover
   ASSERT_TRUE(Eventually([&] { return Place("carol", "after").ok(); }, absl::Seconds(5)));
   EXPECT_TRUE(HasHold(*b_, "carol", "after"));
   EXPECT_TRUE(HasHold(*b_, "alice", "before"));  // replicated before the failover
@@ -208,7 +208,7 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
   Replicate(*b, *a);
 
   RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {HostPort{kName, a->port()}};  // StandaloneTopology
+  options.client.endpoint.hosts = {redis::HostPort{kName, a->port()}};  // StandaloneTopology
   options.client.endpoint.password = kPassword;
   options.client.retry_backoff = absl::Milliseconds(20);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,

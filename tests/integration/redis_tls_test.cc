@@ -14,7 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/store/redis_connection.h"
+#include "server/redis/redis_connection.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
@@ -69,26 +69,26 @@ class RedisTlsTest : public ::testing::Test {
   }
 
   // The store's TLS settings (the --redis_tls_* flags); empty means not given.
-  static RedisTlsOptions Tls(std::string ca_file, std::string cert_file = "",
-                             std::string key_file = "") {
-    RedisTlsOptions tls;
+  static redis::RedisTlsOptions Tls(std::string ca_file, std::string cert_file = "",
+                                    std::string key_file = "") {
+    redis::RedisTlsOptions tls;
     tls.ca_file = std::move(ca_file);
     tls.cert_file = std::move(cert_file);
     tls.key_file = std::move(key_file);
     return tls;
   }
   // TLS settings that verify the fixture's server certificate.
-  static RedisTlsOptions GoodTls() { return Tls(certs_->ca_cert()); }
+  static redis::RedisTlsOptions GoodTls() { return Tls(certs_->ca_cert()); }
 
   // A store talking to `address`, over TLS with `tls` unless it is nullopt. Short timeouts: the
   // failures here are immediate, and a mistaken hang shows as DEADLINE_EXCEEDED soon.
   absl::StatusOr<std::unique_ptr<RedisHoldStore>> MakeStore(
-      const HostPort& address, const std::optional<RedisTlsOptions>& tls) {
+      const redis::HostPort& address, const std::optional<redis::RedisTlsOptions>& tls) {
     RedisHoldStoreOptions options;
     options.client.endpoint.hosts = {address};
     options.client.endpoint.tls = tls.has_value();
     if (tls.has_value()) {
-      ORDERHOLD_ASSIGN_OR_RETURN(options.client.tls, TlsContext::Create(*tls));
+      ORDERHOLD_ASSIGN_OR_RETURN(options.client.tls, redis::TlsContext::Create(*tls));
     }
     options.client.connections = 1;
     options.client.connect_timeout = absl::Milliseconds(500);
@@ -99,8 +99,8 @@ class RedisTlsTest : public ::testing::Test {
   }
 
   // One PlaceHold through a store built as MakeStore does.
-  absl::StatusOr<PlaceHoldResult> PlaceVia(const HostPort& address,
-                                           const std::optional<RedisTlsOptions>& tls) {
+  absl::StatusOr<PlaceHoldResult> PlaceVia(const redis::HostPort& address,
+                                           const std::optional<redis::RedisTlsOptions>& tls) {
     ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisHoldStore> store, MakeStore(address, tls));
     return Await<PlaceHoldResult>([&](auto done) {
       store->PlaceHold(PlaceHoldArgs{"alice", "o1", absl::Minutes(1), 3},
@@ -108,10 +108,10 @@ class RedisTlsTest : public ::testing::Test {
     });
   }
 
-  HostPort TlsPort(const std::string& host = "127.0.0.1") const {
-    return HostPort{host, redis_->tls_port()};
+  redis::HostPort TlsPort(const std::string& host = "127.0.0.1") const {
+    return redis::HostPort{host, redis_->tls_port()};
   }
-  HostPort PlainPort() const { return HostPort{"127.0.0.1", redis_->port()}; }
+  redis::HostPort PlainPort() const { return redis::HostPort{"127.0.0.1", redis_->port()}; }
 
   // Keys in the database, read over the fixture's plain connection: "0" means nothing granted.
   std::string Keys() { return redis_->Command({"DBSIZE"}).value_or("(error)"); }
@@ -136,13 +136,13 @@ TEST_F(RedisTlsTest, VerifiedByTheDnsSanWhenConnectingByName) {
 
 TEST_F(RedisTlsTest, ServerNameOverridesTheHost) {
   // By IP, verified for the certificate's DNS name instead.
-  RedisTlsOptions tls = GoodTls();
+  redis::RedisTlsOptions tls = GoodTls();
   tls.server_name = "localhost";
   EXPECT_THAT(PlaceVia(TlsPort("127.0.0.1"), tls), IsOk());
 }
 
 TEST_F(RedisTlsTest, WrongCaIsAClearErrorAndGrantsNothing) {
-  const RedisTlsOptions tls = Tls(certs_->other_ca_cert());
+  const redis::RedisTlsOptions tls = Tls(certs_->other_ca_cert());
   EXPECT_THAT(PlaceVia(TlsPort(), tls),
               StatusIs(absl::StatusCode::kUnavailable,
                        AllOf(HasSubstr("certificate verify failed"),
@@ -153,7 +153,7 @@ TEST_F(RedisTlsTest, WrongCaIsAClearErrorAndGrantsNothing) {
 
 TEST_F(RedisTlsTest, WithoutCaFileTheSystemCasVerifyAndRefuseATestCa) {
   // Verification is never off: no --redis_tls_ca_file means the system's CAs.
-  EXPECT_THAT(PlaceVia(TlsPort(), RedisTlsOptions{}),
+  EXPECT_THAT(PlaceVia(TlsPort(), redis::RedisTlsOptions{}),
               StatusIs(absl::StatusCode::kUnavailable,
                        AllOf(HasSubstr("certificate verify failed"),
                              HasSubstr("the system's CAs (no redis_tls_ca_file)"))));
@@ -165,7 +165,7 @@ TEST_F(RedisTlsTest, WrongServerNameIsAClearErrorNamingTheName) {
   // not skipped.
   for (const char* name : {"wrong.example", "127.0.0.2"}) {
     SCOPED_TRACE(name);
-    RedisTlsOptions tls = GoodTls();
+    redis::RedisTlsOptions tls = GoodTls();
     tls.server_name = name;
     EXPECT_THAT(PlaceVia(TlsPort(), tls),
                 StatusIs(absl::StatusCode::kUnavailable,
@@ -201,7 +201,7 @@ TEST_F(RedisTlsTest, MutualTlsWithoutAClientCertificateIsAClearError) {
 
 TEST_F(RedisTlsTest, MutualTlsWithTheClientCertificateWorks) {
   ASSERT_OK_AND_ASSIGN(redis_, StartRedis("yes"));
-  RedisTlsOptions tls = GoodTls();
+  redis::RedisTlsOptions tls = GoodTls();
   tls.cert_file = certs_->client_cert();
   tls.key_file = certs_->client_key();
   auto placed = PlaceVia(TlsPort(), tls);
@@ -212,7 +212,9 @@ TEST_F(RedisTlsTest, MutualTlsWithTheClientCertificateWorks) {
 
 TEST_F(RedisTlsTest, BadTlsFilesAreInvalidArgumentNamingTheFlag) {
   const std::string missing = *dir_ + "/missing.pem";
-  const auto create = [](const RedisTlsOptions& tls) { return TlsContext::Create(tls).status(); };
+  const auto create = [](const redis::RedisTlsOptions& tls) {
+    return redis::TlsContext::Create(tls).status();
+  };
   EXPECT_THAT(create(Tls(missing)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("redis_tls_ca_file"), HasSubstr(missing))));

@@ -3,7 +3,7 @@
 // down at start, every way a failover is seen (+switch-master, poll, resubscription after the
 // sentinel dropped the subscription, ReportNotPrimary), and sentinel AUTH. Each failover path
 // prints how long it took ("[ MEASURED ]" lines).
-#include "server/store/sentinel_topology.h"
+#include "server/redis/sentinel_topology.h"
 
 #include <iostream>
 #include <memory>
@@ -21,7 +21,7 @@
 #include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::Eventually;
@@ -46,7 +46,8 @@ std::unique_ptr<SentinelGroup> StartGroup(SentinelGroupOptions options = {}) {
 }
 
 // Options for `group`'s sentinels, in the order of `sentinel_indices`.
-SentinelOptions OptionsFor(SentinelGroup& group, std::vector<int> sentinel_indices = {0, 1, 2}) {
+redis::SentinelOptions OptionsFor(SentinelGroup& group,
+                                  std::vector<int> sentinel_indices = {0, 1, 2}) {
   SentinelOptions options;
   for (int i : sentinel_indices) options.sentinels.push_back({"127.0.0.1", group.sentinel_port(i)});
   options.master_name = group.master_name();
@@ -307,4 +308,4 @@ TEST(SentinelTopologyTest, AuthenticatesToSentinels) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

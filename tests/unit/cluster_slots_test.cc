@@ -4,7 +4,7 @@
 // tls-cluster yes, read over plain TCP and over TLS; the same with a hostname and a "?" endpoint
 // and a failed replica; a lone node that never met another). The parity with CLUSTER KEYSLOT and
 // the live replies themselves are checked in tests/integration/cluster_slots_test.cc.
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 
 #include <ostream>
 #include <random>
@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // Readable failure messages (found by argument-dependent lookup, hence outside the anonymous
 // namespace).
@@ -39,32 +39,32 @@ using Type = RedisReply::Type;
 
 // ---- Reply builders -----------------------------------------------------------------------------
 
-RedisReply Str(std::string s) {
+redis::RedisReply Str(std::string s) {
   RedisReply r;
   r.type = Type::kString;
   r.str = std::move(s);
   return r;
 }
-RedisReply Int(long long v) {
+redis::RedisReply Int(long long v) {
   RedisReply r;
   r.type = Type::kInteger;
   r.integer = v;
   return r;
 }
-RedisReply Nil() { return RedisReply{}; }
-RedisReply Err(std::string s) {
+redis::RedisReply Nil() { return RedisReply{}; }
+redis::RedisReply Err(std::string s) {
   RedisReply r = Str(std::move(s));
   r.type = Type::kError;
   return r;
 }
-RedisReply Arr(std::vector<RedisReply> elements) {
+redis::RedisReply Arr(std::vector<RedisReply> elements) {
   RedisReply r;
   r.type = Type::kArray;
   r.elements = std::move(elements);
   return r;
 }
 // A RESP2 flat map, fields in the order given.
-RedisReply Map(std::vector<std::pair<std::string, RedisReply>> fields) {
+redis::RedisReply Map(std::vector<std::pair<std::string, RedisReply>> fields) {
   std::vector<RedisReply> flat;
   for (auto& [name, value] : fields) {
     flat.push_back(Str(name));
@@ -72,16 +72,16 @@ RedisReply Map(std::vector<std::pair<std::string, RedisReply>> fields) {
   }
   return Arr(std::move(flat));
 }
-RedisReply Ints(std::vector<long long> values) {
+redis::RedisReply Ints(std::vector<long long> values) {
   std::vector<RedisReply> elements;
   for (long long v : values) elements.push_back(Int(v));
   return Arr(std::move(elements));
 }
 
 // A CLUSTER SHARDS node map with redis 7.0.15's fields in its order ("hostname" only when set).
-RedisReply ShardNodeMap(std::string id, int port, int tls_port, std::string endpoint,
-                        std::string role, long long offset, std::string health,
-                        std::string hostname = "") {
+redis::RedisReply ShardNodeMap(std::string id, int port, int tls_port, std::string endpoint,
+                               std::string role, long long offset, std::string health,
+                               std::string hostname = "") {
   std::vector<std::pair<std::string, RedisReply>> fields = {{"id", Str(std::move(id))}};
   if (port != 0) fields.emplace_back("port", Int(port));
   if (tls_port != 0) fields.emplace_back("tls-port", Int(tls_port));
@@ -93,12 +93,12 @@ RedisReply ShardNodeMap(std::string id, int port, int tls_port, std::string endp
   fields.emplace_back("health", Str(std::move(health)));
   return Map(std::move(fields));
 }
-RedisReply Shard(std::vector<long long> slots, std::vector<RedisReply> nodes) {
+redis::RedisReply Shard(std::vector<long long> slots, std::vector<RedisReply> nodes) {
   return Map({{"slots", Ints(std::move(slots))}, {"nodes", Arr(std::move(nodes))}});
 }
 // A CLUSTER SLOTS node: endpoint, port, id, metadata map.
-RedisReply SlotsNode(RedisReply endpoint, int port, std::string id,
-                     std::vector<std::pair<std::string, RedisReply>> metadata = {}) {
+redis::RedisReply SlotsNode(RedisReply endpoint, int port, std::string id,
+                            std::vector<std::pair<std::string, RedisReply>> metadata = {}) {
   return Arr({std::move(endpoint), Int(port), Str(std::move(id)), Map(std::move(metadata))});
 }
 
@@ -114,7 +114,7 @@ constexpr int kPortB = 54917, kTlsPortB = 39991;
 constexpr int kPortR = 59271, kTlsPortR = 54163;
 
 // CLUSTER SHARDS, the same over plain TCP and TLS.
-RedisReply LiveShards() {
+redis::RedisReply LiveShards() {
   return Arr({
       Shard({8001, 9999, 10011, 16383},
             {ShardNodeMap(kIdB, kPortB, kTlsPortB, "127.0.0.1", "master", 0, "online")}),
@@ -125,7 +125,7 @@ RedisReply LiveShards() {
 }
 
 // CLUSTER SLOTS: the ports are those of the connection's transport.
-RedisReply LiveSlots(bool tls) {
+redis::RedisReply LiveSlots(bool tls) {
   const RedisReply a = SlotsNode(Str("127.0.0.1"), tls ? kTlsPortA : kPortA, kIdA);
   const RedisReply r = SlotsNode(Str("127.0.0.1"), tls ? kTlsPortR : kPortR, kIdR);
   const RedisReply b = SlotsNode(Str("127.0.0.1"), tls ? kTlsPortB : kPortB, kIdB);
@@ -139,7 +139,7 @@ RedisReply LiveSlots(bool tls) {
 
 // The same cluster after `cluster-announce-hostname node2.example.com` on B and
 // `cluster-preferred-endpoint-type hostname` on the node asked (A), and a `kill -9` of R.
-RedisReply LiveShardsHostnames() {
+redis::RedisReply LiveShardsHostnames() {
   return Arr({
       Shard({8001, 9999, 10011, 16383}, {ShardNodeMap(kIdB, kPortB, kTlsPortB, "node2.example.com",
                                                       "master", 0, "online", "node2.example.com")}),
@@ -148,7 +148,7 @@ RedisReply LiveShardsHostnames() {
              ShardNodeMap(kIdR, kPortR, kTlsPortR, "?", "replica", 14, "fail")}),
   });
 }
-RedisReply LiveSlotsHostnames() {
+redis::RedisReply LiveSlotsHostnames() {
   const RedisReply a = SlotsNode(Str("?"), kPortA, kIdA, {{"ip", Str("127.0.0.1")}});
   const RedisReply b =
       SlotsNode(Str("node2.example.com"), kPortB, kIdB, {{"ip", Str("127.0.0.1")}});
@@ -162,16 +162,16 @@ RedisReply LiveSlotsHostnames() {
 
 // A lone node given all slots by CLUSTER ADDSLOTSRANGE 0 16383: it never learnt its own IP.
 constexpr char kIdLone[] = "883a70e084f722d79b258e660a39ae772879ae6d";
-RedisReply LiveLoneShards() {
+redis::RedisReply LiveLoneShards() {
   return Arr({Shard({0, 16383}, {ShardNodeMap(kIdLone, 44813, 0, "", "master", 0, "online")})});
 }
-RedisReply LiveLoneSlots() {
+redis::RedisReply LiveLoneSlots() {
   return Arr({Arr({Int(0), Int(16383), SlotsNode(Str(""), 44813, kIdLone)})});
 }
 
-HostPort Local(int port) { return HostPort{"127.0.0.1", port}; }
+redis::HostPort Local(int port) { return HostPort{"127.0.0.1", port}; }
 
-ClusterNode Node(std::string host, int port, std::string id, bool primary) {
+redis::ClusterNode Node(std::string host, int port, std::string id, bool primary) {
   ClusterNode node;
   node.address.host = std::move(host);
   node.address.port = port;
@@ -670,4 +670,4 @@ TEST(ParseRedirectTest, AgreesWithTheErrorClassifier) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

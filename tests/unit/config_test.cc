@@ -525,11 +525,11 @@ TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSetting
 }
 
 TEST(ConfigTest, TlsSettingsNeedARedissUrlAndCertificateAndKeyComeTogether) {
-  const std::vector<std::pair<std::string, std::string store::RedisTlsOptions::*>> fields = {
-      {"redis_tls_ca_file", &store::RedisTlsOptions::ca_file},
-      {"redis_tls_cert_file", &store::RedisTlsOptions::cert_file},
-      {"redis_tls_key_file", &store::RedisTlsOptions::key_file},
-      {"redis_tls_server_name", &store::RedisTlsOptions::server_name}};
+  const std::vector<std::pair<std::string, std::string redis::RedisTlsOptions::*>> fields = {
+      {"redis_tls_ca_file", &redis::RedisTlsOptions::ca_file},
+      {"redis_tls_cert_file", &redis::RedisTlsOptions::cert_file},
+      {"redis_tls_key_file", &redis::RedisTlsOptions::key_file},
+      {"redis_tls_server_name", &redis::RedisTlsOptions::server_name}};
   for (const auto& [flag, field] : fields) {
     Config config;
     config.redis_tls.*field = std::string("x");  // not = "x": GCC 12 -Wrestrict false alarm

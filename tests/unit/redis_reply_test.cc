@@ -1,10 +1,10 @@
 // ClassifyRedisError: every error code the connection layer acts on, by Redis' own error lines.
-#include "server/store/redis_reply.h"
+#include "server/redis/redis_reply.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 TEST(RedisReplyTest, ClassifiesEveryErrorTheClientActsOn) {
@@ -41,4 +41,4 @@ TEST(RedisReplyTest, EveryErrorReplyIsUnavailableWithRedisOwnMessage) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

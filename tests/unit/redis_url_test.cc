@@ -1,6 +1,6 @@
 // ParseRedisUrl and MaskedUrl: what parses, what is refused, and that no error or masked URL ever
 // carries the password.
-#include "server/store/redis_url.h"
+#include "server/redis/redis_url.h"
 
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::IsOk;
@@ -175,4 +175,4 @@ TEST(RedisUrlTest, NoErrorCarriesThePassword) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

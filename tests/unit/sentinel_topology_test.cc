@@ -1,7 +1,7 @@
 // SentinelTopology's pure parts (sentinel_internal): the replies of get-master-addr-by-name,
 // +switch-master messages, AUTH, the discovery errors; and Create's validation. The topology
 // against real sentinels is in tests/integration/sentinel_topology_test.cc.
-#include "server/store/sentinel_topology.h"
+#include "server/redis/sentinel_topology.h"
 
 #include <string>
 #include <vector>
@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::IsOk;
@@ -169,4 +169,4 @@ TEST(SentinelTopologyCreateTest, RefusesIncompleteOptionsNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -37,8 +37,8 @@
 //
 // Thread-safety: Submit() and CheckRouting() are thread-safe. Callbacks run on the node pools'
 // I/O threads, on this client's retry thread, or inline in Submit().
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_CLUSTER_CLIENT_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_CLUSTER_CLIENT_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_CLUSTER_CLIENT_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_CLUSTER_CLIENT_H_
 
 #include <map>
 #include <memory>
@@ -52,10 +52,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
-#include "server/store/cluster_topology.h"
-#include "server/store/redis_client.h"
+#include "server/redis/cluster_topology.h"
+#include "server/redis/redis_client.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // The hash slot a command is routed by (see the file comment), or RedisTopology::kAnySlot.
 int CommandSlot(const RedisCommand& command);
@@ -127,6 +127,6 @@ class RedisClusterClient final : public RedisCaller {
   std::thread thread_;
 };
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_CLUSTER_CLIENT_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_CLUSTER_CLIENT_H_

@@ -10,8 +10,8 @@
 //
 // Thread-safety: the functions are thread-safe; a SlotMap is a value (thread-compatible: const
 // methods may run concurrently, a mutation needs exclusive access).
-#ifndef ORDERHOLD_SERVER_STORE_CLUSTER_SLOTS_H_
-#define ORDERHOLD_SERVER_STORE_CLUSTER_SLOTS_H_
+#ifndef ORDERHOLD_SERVER_REDIS_CLUSTER_SLOTS_H_
+#define ORDERHOLD_SERVER_REDIS_CLUSTER_SLOTS_H_
 
 #include <cstdint>
 #include <optional>
@@ -21,10 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/store/redis_reply.h"
-#include "server/store/redis_url.h"
+#include "server/redis/redis_reply.h"
+#include "server/redis/redis_url.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // Number of hash slots of a Redis Cluster; slots are 0 .. kClusterSlotCount - 1.
 inline constexpr int kClusterSlotCount = 16384;
@@ -213,6 +213,6 @@ struct Redirect {
 // Thread-safe.
 absl::StatusOr<Redirect> ParseRedirect(absl::string_view error, absl::string_view answering_host);
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_CLUSTER_SLOTS_H_
+#endif  // ORDERHOLD_SERVER_REDIS_CLUSTER_SLOTS_H_

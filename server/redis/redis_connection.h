@@ -19,8 +19,8 @@
 //
 // Thread-safety: a RedisConnection is used by one thread at a time; TlsContext is immutable and
 // shared by all connections.
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
 
 #include <memory>
 #include <optional>
@@ -30,14 +30,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "server/store/redis_reply.h"
-#include "server/store/redis_url.h"
+#include "server/redis/redis_reply.h"
+#include "server/redis/redis_url.h"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX; kept out of this header.
 struct ssl_st;      // SSL
 struct redisReader;
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // TLS settings (the --redis_tls_* flags). File paths are PEM files; empty means not given.
 struct RedisTlsOptions {
@@ -161,6 +161,6 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
     const std::string& password, const std::string& client_name, absl::string_view what,
     absl::Time deadline);
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_CONNECTION_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_

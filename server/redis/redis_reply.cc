@@ -1,8 +1,8 @@
-#include "server/store/redis_reply.h"
+#include "server/redis/redis_reply.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 RedisErrorKind ClassifyRedisError(absl::string_view error) {
   const absl::string_view code = error.substr(0, error.find(' '));
@@ -21,4 +21,4 @@ absl::Status RedisErrorStatus(absl::string_view error) {
   return absl::UnavailableError(absl::StrCat("redis: ", error));
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

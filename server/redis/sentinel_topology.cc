@@ -1,4 +1,4 @@
-#include "server/store/sentinel_topology.h"
+#include "server/redis/sentinel_topology.h"
 
 #include <pthread.h>
 
@@ -15,7 +15,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 // How often the subscription is PINGed, which bounds how long a +switch-master waits in the
@@ -451,4 +451,4 @@ void SentinelTopology::SetError(absl::Status error) {
   }
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -5,8 +5,8 @@
 // literal is written in brackets, as in any URL (RFC 3986 section 3.2.2): "[::1]:6380". User and
 // password (the data nodes' ACL credentials) may be percent-encoded; a lone credential before the
 // "@" ("redis://secret@host") is the password, as Redis' own clients read it.
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_URL_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_URL_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_URL_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_URL_H_
 
 #include <string>
 #include <vector>
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // A node's address. `host` is a DNS name or an IP literal (IPv6 without brackets).
 struct HostPort {
@@ -49,6 +49,6 @@ struct RedisEndpoint {
 // holds. Thread-safe.
 absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url);
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_URL_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_URL_H_

@@ -1,4 +1,4 @@
-#include "server/store/redis_connection.h"
+#include "server/redis/redis_connection.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 #include "server/common/openssl_files.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;
@@ -544,4 +544,4 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
   return connection;
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -1,4 +1,4 @@
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 // The spec's Appendix A table, computed: entry i is the CRC of the byte i followed by a zero byte,
@@ -527,4 +527,4 @@ absl::StatusOr<Redirect> ParseRedirect(absl::string_view error, absl::string_vie
   return redirect;
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

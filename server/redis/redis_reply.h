@@ -9,8 +9,8 @@
 // (docs/reference/cluster-spec.md: MOVED, ASK, TRYAGAIN, CLUSTERDOWN) and scripting
 // (docs/interact/programmability/eval-intro.md: NOSCRIPT), and the error strings of redis 7.0
 // (src/server.c, src/cluster.c, src/replication.c).
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_REPLY_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_REPLY_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_REPLY_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_REPLY_H_
 
 #include <string>
 #include <vector>
@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // A Redis reply, owned. RESP2 shapes.
 struct RedisReply {
@@ -64,6 +64,6 @@ RedisErrorKind ClassifyRedisError(absl::string_view error);
 // elsewhere; INTERNAL would blame a bug of ours.
 absl::Status RedisErrorStatus(absl::string_view error);
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_REPLY_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_REPLY_H_

@@ -20,8 +20,8 @@
 //   once they come up.
 //
 // Thread-safety: thread-safe.
-#ifndef ORDERHOLD_SERVER_STORE_SENTINEL_TOPOLOGY_H_
-#define ORDERHOLD_SERVER_STORE_SENTINEL_TOPOLOGY_H_
+#ifndef ORDERHOLD_SERVER_REDIS_SENTINEL_TOPOLOGY_H_
+#define ORDERHOLD_SERVER_REDIS_SENTINEL_TOPOLOGY_H_
 
 #include <memory>
 #include <optional>
@@ -36,11 +36,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
-#include "server/store/redis_connection.h"
-#include "server/store/redis_reply.h"
-#include "server/store/redis_topology.h"
+#include "server/redis/redis_connection.h"
+#include "server/redis/redis_reply.h"
+#include "server/redis/redis_topology.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 struct SentinelOptions {
   // The sentinels, in the order to try them first (the URL's host list). Non-empty.
@@ -187,6 +187,6 @@ struct Attempt {
 absl::Status DiscoveryError(absl::string_view master_name, const std::vector<Attempt>& attempts);
 
 }  // namespace sentinel_internal
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_SENTINEL_TOPOLOGY_H_
+#endif  // ORDERHOLD_SERVER_REDIS_SENTINEL_TOPOLOGY_H_

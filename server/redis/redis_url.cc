@@ -1,4 +1,4 @@
-#include "server/store/redis_url.h"
+#include "server/redis/redis_url.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,7 +17,7 @@
 #include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 // Decodes %XX escapes of the URL's `part` ("user" or "password"). The error names the part, never
@@ -180,4 +180,4 @@ absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
   return endpoint;
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -1,4 +1,4 @@
-#include "server/store/cluster_topology.h"
+#include "server/redis/cluster_topology.h"
 
 #include <pthread.h>
 
@@ -13,7 +13,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 void AddUnique(std::vector<HostPort>& list, const HostPort& node) {
@@ -295,4 +295,4 @@ void ClusterTopology::SetError(absl::Status error) {
   }
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -1,4 +1,4 @@
-#include "server/store/redis_cluster_client.h"
+#include "server/redis/redis_cluster_client.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/common/status_macros.h"
-#include "server/store/cluster_slots.h"
+#include "server/redis/cluster_slots.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 constexpr absl::Duration kFirstBackoff = absl::Milliseconds(10);
@@ -336,4 +336,4 @@ void RedisClusterClient::ClosePoolsOfFormerPrimaries() {
   }
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

@@ -1,4 +1,4 @@
-#include "server/store/redis_client.h"
+#include "server/redis/redis_client.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 namespace {
 
 // How often an idle I/O thread looks whether the topology changed, to close a connection to the
@@ -436,4 +436,4 @@ void RedisClient::IoLoop() {
   }
 }
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis

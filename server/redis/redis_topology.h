@@ -8,8 +8,8 @@
 // Sentinel serve every slot from their one primary.
 //
 // Thread-safety: every method is thread-safe.
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_TOPOLOGY_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_TOPOLOGY_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_TOPOLOGY_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_TOPOLOGY_H_
 
 #include <atomic>
 #include <cstdint>
@@ -21,9 +21,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/store/redis_connection.h"
+#include "server/redis/redis_connection.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 class RedisTopology {
  public:
@@ -122,6 +122,6 @@ class StandaloneTopology final : public RedisTopology {
   std::string peer_ ABSL_GUARDED_BY(mu_);  // the address the last accepted connection reached
 };
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_TOPOLOGY_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_TOPOLOGY_H_

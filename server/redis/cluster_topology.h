@@ -1,8 +1,8 @@
 // Where each hash slot of a Redis Cluster is served: a RedisTopology that keeps the slot -> primary
 // map (SlotMap) fresh by asking the cluster's nodes CLUSTER SHARDS (CLUSTER SLOTS on servers that
 // refuse it), on start, periodically, and when asked (a MOVED, a dead connection).
-#ifndef ORDERHOLD_SERVER_STORE_CLUSTER_TOPOLOGY_H_
-#define ORDERHOLD_SERVER_STORE_CLUSTER_TOPOLOGY_H_
+#ifndef ORDERHOLD_SERVER_REDIS_CLUSTER_TOPOLOGY_H_
+#define ORDERHOLD_SERVER_REDIS_CLUSTER_TOPOLOGY_H_
 
 #include <memory>
 #include <optional>
@@ -17,11 +17,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
-#include "server/store/cluster_slots.h"
-#include "server/store/redis_connection.h"
-#include "server/store/redis_topology.h"
+#include "server/redis/cluster_slots.h"
+#include "server/redis/redis_connection.h"
+#include "server/redis/redis_topology.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // Options of ClusterTopology::Create().
 struct ClusterTopologyOptions {
@@ -128,6 +128,6 @@ class ClusterTopology final : public RedisTopology {
   std::thread thread_;
 };
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_CLUSTER_TOPOLOGY_H_
+#endif  // ORDERHOLD_SERVER_REDIS_CLUSTER_TOPOLOGY_H_

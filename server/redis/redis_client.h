@@ -57,8 +57,8 @@
 //
 // Thread-safety: Submit() is thread-safe. Callbacks run on the I/O threads (or inline in
 // Submit() when the queue is full or the client is shutting down) and must not block.
-#ifndef ORDERHOLD_SERVER_STORE_REDIS_CLIENT_H_
-#define ORDERHOLD_SERVER_STORE_REDIS_CLIENT_H_
+#ifndef ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
+#define ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
 
 #include <deque>
 #include <functional>
@@ -74,12 +74,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
-#include "server/store/redis_connection.h"
-#include "server/store/redis_reply.h"
-#include "server/store/redis_topology.h"
-#include "server/store/redis_url.h"
+#include "server/redis/redis_connection.h"
+#include "server/redis/redis_reply.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis/redis_url.h"
 
-namespace orderhold::store {
+namespace orderhold::redis {
 
 // One command. With `script` >= 0 it is sent as EVALSHA <sha of scripts[script]> <args...>, so
 // args start with numkeys; otherwise args is the whole command ("PING").
@@ -223,6 +223,6 @@ class RedisClient final : public RedisCaller {
   std::vector<std::thread> threads_;
 };
 
-}  // namespace orderhold::store
+}  // namespace orderhold::redis
 
-#endif  // ORDERHOLD_SERVER_STORE_REDIS_CLIENT_H_
+#endif  // ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
