@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/status_macros.h"
 
 namespace orderhold::client {
 namespace {
@@ -47,14 +46,20 @@ absl::Status ValidateTlsOptions(const TlsOptions& tls) {
 absl::StatusOr<std::shared_ptr<grpc::Channel>> NewChannel(const std::string& target,
                                                           const TlsOptions& tls,
                                                           grpc::ChannelArguments args) {
-  ORDERHOLD_RETURN_IF_ERROR(ValidateTlsOptions(tls));
+  if (absl::Status valid = ValidateTlsOptions(tls); !valid.ok()) return valid;
   if (!tls.Effective()) {
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   }
   grpc::SslCredentialsOptions ssl;
-  ORDERHOLD_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(tls.ca_file, "tls_ca_file"));
-  ORDERHOLD_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem(tls.cert_file, "tls_cert_file"));
-  ORDERHOLD_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(tls.key_file, "tls_key_file"));
+  absl::StatusOr<std::string> ca = ReadPem(tls.ca_file, "tls_ca_file");
+  if (!ca.ok()) return ca.status();
+  absl::StatusOr<std::string> cert = ReadPem(tls.cert_file, "tls_cert_file");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(tls.key_file, "tls_key_file");
+  if (!key.ok()) return key.status();
+  ssl.pem_root_certs = *std::move(ca);
+  ssl.pem_cert_chain = *std::move(cert);
+  ssl.pem_private_key = *std::move(key);
   if (!tls.server_name.empty()) args.SetSslTargetNameOverride(tls.server_name);
   return grpc::CreateCustomChannel(target, grpc::SslCredentials(ssl), args);
 }

@@ -5,8 +5,6 @@
 #include <cstdint>
 #include <utility>
 
-#include "server/common/status_macros.h"
-
 namespace orderhold::client {
 namespace {
 
@@ -26,7 +24,10 @@ absl::StatusOr<Response> CallUnary(StubT& stub,
   // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
   Response response;
-  ORDERHOLD_RETURN_IF_ERROR(FromGrpcStatus((stub.*rpc)(&context, request, &response)));
+  if (absl::Status status = FromGrpcStatus((stub.*rpc)(&context, request, &response));
+      !status.ok()) {
+    return status;
+  }
   return response;
 }
 
@@ -68,9 +69,10 @@ OrderHoldClient::OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubI
 absl::StatusOr<std::unique_ptr<OrderHoldClient>> OrderHoldClient::Create(const std::string& target,
                                                                          const TlsOptions& tls,
                                                                          ClientOptions options) {
-  ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel, NewChannel(target, tls));
-  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(channel), options,
-                                           grpc::health::v1::Health::NewStub(channel));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = NewChannel(target, tls);
+  if (!channel.ok()) return channel.status();
+  return std::make_unique<OrderHoldClient>(orderhold::v1::OrderHold::NewStub(*channel), options,
+                                           grpc::health::v1::Health::NewStub(*channel));
 }
 
 std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& target,
@@ -151,10 +153,10 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldCl
   }
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
-  ORDERHOLD_ASSIGN_OR_RETURN(const grpc::health::v1::HealthCheckResponse response,
-                             CallUnary(*health_, &grpc::health::v1::Health::StubInterface::Check,
-                                       request, options_.timeout));
-  return response.status();
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response = CallUnary(
+      *health_, &grpc::health::v1::Health::StubInterface::Check, request, options_.timeout);
+  if (!response.ok()) return response.status();
+  return response->status();
 }
 
 }  // namespace orderhold::client

@@ -3,7 +3,6 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "server/common/status_macros.h"
 
 ABSL_FLAG(bool, tls, false,
           "Connect with TLS (implied by any other --tls_* flag). The server's certificate is "
@@ -27,7 +26,7 @@ absl::StatusOr<TlsOptions> TlsOptionsFromFlags() {
   tls.key_file = absl::GetFlag(FLAGS_tls_key_file);
   tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
   tls.enabled = tls.Effective();
-  ORDERHOLD_RETURN_IF_ERROR(ValidateTlsOptions(tls));
+  if (absl::Status valid = ValidateTlsOptions(tls); !valid.ok()) return valid;
   return tls;
 }
 

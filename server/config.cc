@@ -18,7 +18,8 @@
 #include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
 #include "server/redis/redis_url.h"
-#include "server/store/redis_hold_store.h"
+#include "server/store/hold_store.h"
+#include "server/store/keys.h"
 
 // The flags, in the order DescribeConfig lists them. Each one is also a row of Settings() below
 // (the tests fail for a flag of this file without one).

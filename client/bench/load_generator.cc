@@ -17,7 +17,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/orderhold_client.h"
-#include "server/common/status_macros.h"
 
 namespace orderhold::client::bench {
 namespace {
@@ -117,9 +116,10 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     // Channels with identical arguments share one subchannel (one TCP connection) through gRPC's
     // global subchannel pool; a distinct value per channel gives each its own connection.
     args.SetInt("orderhold.bench.channel", i);
-    ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::Channel> channel,
-                               NewChannel(target, tls, std::move(args)));
-    channels.push_back(std::move(channel));
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        NewChannel(target, tls, std::move(args));
+    if (!channel.ok()) return channel.status();
+    channels.push_back(*std::move(channel));
   }
   const auto deadline = absl::ToChronoTime(absl::Now() + connect_timeout);
   for (int i = 0; i < connections; ++i) {

@@ -7,7 +7,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -167,21 +166,6 @@ class RedisClient::Connection {
   uint64_t generation_ = 0;
   std::vector<std::string> shas_;
 };
-
-namespace {
-// absl::Status payload marking a NotSentError.
-constexpr char kNotSentPayload[] = "type.orderhold.dev/redis.NotSent";
-}  // namespace
-
-absl::Status NotSentError(absl::string_view message) {
-  absl::Status status = absl::UnavailableError(message);
-  status.SetPayload(kNotSentPayload, absl::Cord());
-  return status;
-}
-
-bool IsNotSent(const absl::Status& status) {
-  return absl::IsUnavailable(status) && status.GetPayload(kNotSentPayload).has_value();
-}
 
 absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOptions options) {
   if (options.connections < 1 || options.max_pipeline < 1 || options.max_queue < 1) {

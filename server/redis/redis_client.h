@@ -74,54 +74,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
+#include "server/redis/redis_caller.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_reply.h"
 #include "server/redis/redis_topology.h"
 #include "server/redis/redis_url.h"
 
 namespace orderhold::redis {
-
-// One command. With `script` >= 0 it is sent as EVALSHA <sha of scripts[script]> <args...>, so
-// args start with numkeys; otherwise args is the whole command ("PING").
-struct RedisCommand {
-  int script = -1;
-  std::vector<std::string> args;
-  // The command may write: with RedisClientOptions::wait_replicas > 0 it is answered OK only
-  // once that many replicas acknowledged its batch (WAIT).
-  bool writes = false;
-  // Redis Cluster's ASK redirection (cluster-spec.md "ASK redirection"): send ASKING right before
-  // the command on the same connection, so a node importing the slot serves it once. Set by
-  // RedisClusterClient only. An error answer to ASKING becomes the command's answer.
-  bool asking = false;
-};
-
-// Where commands are submitted: one node's pool (RedisClient) or a Redis Cluster
-// (RedisClusterClient, redis_cluster_client.h). The store sends its commands through this
-// interface (it still builds its clients in RedisHoldStore::Create).
-class RedisCaller {
- public:
-  using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
-
-  virtual ~RedisCaller() = default;
-
-  // Queues `command`; `done` is called exactly once with the reply, UNAVAILABLE or
-  // DEADLINE_EXCEEDED (see the implementations' file comments), on an I/O thread or inline.
-  // Never blocks on I/O. Thread-safe.
-  virtual void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) = 0;
-
-  // Whether the store can serve every key right now as far as routing knows, for health: OK for
-  // one node; for a cluster, UNAVAILABLE naming the slots that have no known primary. Never
-  // blocks on I/O. Thread-safe.
-  virtual absl::Status CheckRouting() { return absl::OkStatus(); }
-};
-
-// The UNAVAILABLE a RedisClient answers for a command it never wrote to any connection because
-// it is shutting down (still queued in ~RedisClient, or submitted after it began): it did not
-// run, so sending it elsewhere is safe (RedisClusterClient sends a closed pool's queue to the
-// slot's new primary). Thread-safe.
-absl::Status NotSentError(absl::string_view message);
-// Whether `status` is a NotSentError. Thread-safe.
-bool IsNotSent(const absl::Status& status);
 
 // Why a connection was dropped to be made again (orderhold_redis_reconnects_total{reason}).
 enum class ReconnectReason {

@@ -17,8 +17,8 @@
 // and drained around the write, as libcurl does), so a peer that went away is an error, not a
 // dead process.
 //
-// Thread-safety: a RedisConnection is used by one thread at a time; TlsContext is immutable and
-// shared by all connections.
+// Thread-safety: a RedisConnection is used by one thread at a time; TlsContext (tls_context.h) is
+// immutable and shared by all connections.
 #ifndef ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
 #define ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
 
@@ -32,44 +32,12 @@
 #include "absl/time/time.h"
 #include "server/redis/redis_reply.h"
 #include "server/redis/redis_url.h"
+#include "server/redis/tls_context.h"
 
-struct ssl_ctx_st;  // OpenSSL's SSL_CTX; kept out of this header.
-struct ssl_st;      // SSL
+struct ssl_st;  // SSL
 struct redisReader;
 
 namespace orderhold::redis {
-
-// TLS settings (the --redis_tls_* flags). File paths are PEM files; empty means not given.
-struct RedisTlsOptions {
-  std::string ca_file;      // CAs to verify the server with; empty: the system's default CAs
-  std::string cert_file;    // client certificate (mutual TLS); needs key_file
-  std::string key_file;     // its private key
-  std::string server_name;  // name to verify (and send as SNI); empty: the host connected to
-};
-
-// An OpenSSL client context built once from RedisTlsOptions and shared by every connection.
-class TlsContext {
- public:
-  // INVALID_ARGUMENT naming the flag (redis_tls_ca_file, redis_tls_cert_file, redis_tls_key_file)
-  // when a file cannot be read or parsed, or the key does not match the certificate, or only one
-  // of cert/key is given.
-  static absl::StatusOr<std::shared_ptr<const TlsContext>> Create(const RedisTlsOptions& options);
-  ~TlsContext();
-  TlsContext(const TlsContext&) = delete;
-  TlsContext& operator=(const TlsContext&) = delete;
-
-  ssl_ctx_st* ctx() const { return ctx_; }
-  const std::string& server_name() const { return server_name_; }
-  // The CAs the server is verified against, for error messages: "redis_tls_ca_file <path>", or
-  // "the system's CAs (no redis_tls_ca_file)".
-  const std::string& trusted() const { return trusted_; }
-
- private:
-  TlsContext(ssl_ctx_st* ctx, std::string server_name, std::string trusted);
-  ssl_ctx_st* ctx_;
-  std::string server_name_;
-  std::string trusted_;
-};
 
 class RedisConnection {
  public:

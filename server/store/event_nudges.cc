@@ -17,7 +17,7 @@
 #include "server/redis/cluster_slots.h"
 #include "server/redis/redis_client.h"
 #include "server/redis/redis_reply.h"
-#include "server/store/redis_hold_store.h"
+#include "server/store/keys.h"
 
 namespace orderhold::store {
 namespace {

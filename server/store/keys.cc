@@ -47,4 +47,17 @@ std::string KeySchema::NudgeChannel(int partition) const {
 
 std::string KeySchema::ReplicasKey() const { return absl::StrCat(prefix_, ":replicas"); }
 
+absl::Status ValidateKeyPrefix(absl::string_view prefix) {
+  if (prefix.empty() || prefix.size() > 64) {
+    return absl::InvalidArgumentError("key_prefix: must be 1-64 bytes");
+  }
+  for (unsigned char c : prefix) {
+    if (c <= 0x20 || c == 0x7f || c == '{' || c == '}') {
+      return absl::InvalidArgumentError(
+          "key_prefix: must not contain '{', '}', spaces or control characters");
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace orderhold::store

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace orderhold::store {
@@ -72,6 +73,11 @@ class KeySchema {
  private:
   std::string prefix_;
 };
+
+// Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than
+// 64 bytes, or has `{`, `}`, whitespace or control characters (which would break the hash tags).
+// Thread-safe.
+absl::Status ValidateKeyPrefix(absl::string_view prefix);
 
 }  // namespace orderhold::store
 

@@ -98,19 +98,6 @@ constexpr int kBackgroundMaxPipeline = 8;
 
 }  // namespace
 
-absl::Status ValidateKeyPrefix(absl::string_view prefix) {
-  if (prefix.empty() || prefix.size() > 64) {
-    return absl::InvalidArgumentError("key_prefix: must be 1-64 bytes");
-  }
-  for (unsigned char c : prefix) {
-    if (c <= 0x20 || c == 0x7f || c == '{' || c == '}') {
-      return absl::InvalidArgumentError(
-          "key_prefix: must not contain '{', '}', spaces or control characters");
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     RedisHoldStoreOptions options) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(options.key_prefix));

@@ -96,10 +96,6 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 
-// Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than
-// 64 bytes, or has `{`, `}`, whitespace or control characters (which would break the hash tags).
-absl::Status ValidateKeyPrefix(absl::string_view prefix);
-
 }  // namespace orderhold::store
 
 #endif  // ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
