@@ -105,6 +105,9 @@ ABSL_FLAG(std::string, store, "redis",
 ABSL_FLAG(std::string, log_format, "text",
           "text (\"<time> I <message>\" lines) or json (one JSON object per line: time, level, "
           "component, message; gRPC's own lines too) for log pipelines. Logs go to stderr.");
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(10),
+          "On SIGTERM/SIGINT: how long in-flight calls may take to finish after health turns "
+          "NOT_SERVING; then the server cancels what is left and exits.");
 
 namespace orderhold {
 namespace {
@@ -251,6 +254,7 @@ const std::vector<Setting>& Settings() {
             {{"redis", StoreKind::kRedis}, {"noop", StoreKind::kNoop}}),
       OneOf(FLAGS_log_format, &Config::log_format,
             {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}),
+      Field(FLAGS_shutdown_grace, &Config::shutdown_grace),
   };
   return *settings;
 }
@@ -355,6 +359,9 @@ absl::Status ValidateConfig(const Config& config) {
   }
   if (config.health_check_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("health_check_interval: must be > 0");
+  }
+  if (config.shutdown_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("shutdown_grace: must be >= 0");
   }
   if (config.redis_connections < 1 || config.redis_connections > 64) {
     return absl::InvalidArgumentError("redis_connections: must be 1-64");

@@ -41,7 +41,7 @@ inline constexpr int kMaxRedisWaitReplicas = 16;
 
 // Default of --max_watches. An idle watch costs Redis nothing (it is woken by nudges; the safety
 // sweep costs one call per partition per server, whatever the number of watches), but each open
-// watch holds up to EventPolicy::max_events_per_poll events in memory and its group's first read
+// watch holds up to EventPolicy::max_events_per_read events in memory and its group's first read
 // covers all 64 partitions: the bound keeps one client that opens watches in a loop from taking
 // the server's memory and Redis' attention from everyone else.
 inline constexpr int kDefaultMaxWatches = 1000;
@@ -90,6 +90,9 @@ struct Config {
   absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;
   bool run_reaper = true;  // tests stop the background reaper and drive RunOnce() themselves
   LogFormat log_format = LogFormat::kText;  // --log_format=text|json; main applies it
+  // --shutdown_grace: on SIGTERM/SIGINT, how long in-flight calls may finish (main passes it to
+  // App::Shutdown).
+  absl::Duration shutdown_grace = absl::Seconds(10);
 };
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,

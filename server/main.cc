@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   orderhold::LogInfo("signal ", signal_number, ": NOT_SERVING, finishing in-flight calls");
-  (*app)->Shutdown(absl::Seconds(10));
+  (*app)->Shutdown(config->shutdown_grace);
   orderhold::LogInfo("stopped");
   return 0;
 }

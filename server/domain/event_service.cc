@@ -91,7 +91,7 @@ void EventService::Read(const WatchSpec& spec, const ReadPlan& plan, store::Call
   args.group = spec.group;
   args.consumer = spec.consumer;
   args.max_events =
-      std::max(1, policy_.max_events_per_poll / std::max<int>(1, plan.partitions.size()));
+      std::max(1, policy_.max_events_per_read / std::max<int>(1, plan.partitions.size()));
   args.own_pending = plan.own_pending;
   const std::set<int> claims(plan.claims.begin(), plan.claims.end());
   FanIn<std::vector<store::StoredEvent>>(

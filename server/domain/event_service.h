@@ -29,7 +29,7 @@ struct EventPolicy {
   // An event pending (sent, not acked) this long is redelivered to a connected consumer.
   absl::Duration ack_timeout = absl::Seconds(30);
   // Max events read at once over all partitions (bounds the memory of one watch).
-  int max_events_per_poll = 256;
+  int max_events_per_read = 256;
   // The safety sweep (EventDispatcher) runs every claim_interval to 2 * claim_interval,
   // uniformly jittered: it finds what a nudge missed, events appended while this server was away,
   // and events pending longer than ack_timeout, which it has claimed (redelivered). So a
@@ -76,7 +76,7 @@ class EventService {
   // partition where it does not exist yet, starting at spec.start.
   void Subscribe(const WatchSpec& spec, store::CallOptions options, store::Callback<bool> done);
 
-  // Reads plan.partitions for spec.consumer, all at once, at most policy.max_events_per_poll
+  // Reads plan.partitions for spec.consumer, all at once, at most policy.max_events_per_read
   // events in all (an equal share per partition, at least 1): per partition its own pending
   // events (plan.own_pending), then events pending longer than ack_timeout (claimed, where
   // plan.claims says), then new ones; only those matching spec.outcomes are returned (the others

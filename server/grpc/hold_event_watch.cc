@@ -8,12 +8,12 @@
 namespace orderhold::grpc_api {
 namespace {
 
-// The deadline of each store call a watch makes (the subscribe, or one poll over every
+// The deadline of each store call a watch makes (the subscribe, or one read over every
 // partition). The watch itself has no deadline (it is long-lived and clients set none), so its
 // calls need one of their own: it bounds how long they wait for Redis (queued behind other calls
 // or a reconnect, then the round trips) before the stream ends with that error and the client
 // reconnects, instead of staying open with nothing arriving. 5 s: the client library's default
-// call timeout (ClientOptions::timeout), far above a healthy poll (milliseconds).
+// call timeout (ClientOptions::timeout), far above a healthy read (milliseconds).
 constexpr absl::Duration kStoreCallTimeout = absl::Seconds(5);
 
 store::CallOptions StoreCallOptions() {
@@ -78,20 +78,20 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispat
       // Joined under mu_, and only while not finished: OnDone (which comes after finishing)
       // then always sees member_ and leaves.
       member_ = dispatcher_.Join(spec_.group, [this] { return Wake(); });
-      want_poll_ = true;
+      want_read_ = true;
     }
     Unlock(true);
   });
 }
 
-void HoldEventWatch::StartPoll() {
+void HoldEventWatch::StartRead() {
   domain::ReadPlan plan = dispatcher_.TakeWork(member_);
   if (plan.empty()) {
     // Parked: the dispatcher wakes us when there is work. A wake that came while we were asking
     // found us busy; ask once more, or it would be lost.
     mu_.Lock();
     reading_ = false;
-    want_poll_ = std::exchange(rewake_, false) && !finished_;
+    want_read_ = std::exchange(rewake_, false) && !finished_;
     Unlock(true);
     return;
   }
@@ -105,7 +105,7 @@ void HoldEventWatch::StartPoll() {
       FinishLocked(ToGrpcStatus(result.status));
     } else if (!finished_) {
       for (store::StoredEvent& event : result.events) buffer_.push_back(std::move(event));
-      WriteNextOrPoll();  // nothing read: ask the dispatcher again (it parks us when idle)
+      WriteNextOrRead();  // nothing read: ask the dispatcher again (it parks us when idle)
     }
     Unlock(true);
   });
@@ -115,20 +115,20 @@ bool HoldEventWatch::Wake() {
   mu_.Lock();
   const bool took = !finished_;
   if (took) {
-    if (reading_ || writing_ || want_poll_ || !buffer_.empty()) {
+    if (reading_ || writing_ || want_read_ || !buffer_.empty()) {
       rewake_ = true;
     } else {
-      want_poll_ = true;
+      want_read_ = true;
     }
   }
   Unlock(false);
   return took;
 }
 
-void HoldEventWatch::WriteNextOrPoll() {
+void HoldEventWatch::WriteNextOrRead() {
   if (finished_ || writing_) return;
   if (buffer_.empty()) {
-    want_poll_ = true;
+    want_read_ = true;
     return;
   }
   orderhold::v1::HoldEvent event;
@@ -159,7 +159,7 @@ void HoldEventWatch::OnWriteDone(bool ok) {
       }
       buffer_.pop_front();
     }
-    WriteNextOrPoll();
+    WriteNextOrRead();
   }
   Unlock(false);
 }
@@ -181,7 +181,7 @@ void HoldEventWatch::FinishLocked(const grpc::Status& status) {
   finished_ = true;
   // Sent-but-unacked and unsent events stay pending in Redis.
   buffer_.clear();
-  want_poll_ = false;
+  want_read_ = false;
   metrics_.RecordRequest(metrics::Method::kWatchHoldEvents,
                          static_cast<absl::StatusCode>(status.error_code()),
                          absl::Now() - started_);
@@ -190,13 +190,13 @@ void HoldEventWatch::FinishLocked(const grpc::Status& status) {
 
 void HoldEventWatch::Unlock(bool op_done) {
   if (op_done) --outstanding_;
-  const bool poll = std::exchange(want_poll_, false);
+  const bool read = std::exchange(want_read_, false);
   const bool write = std::exchange(want_write_, false);
   std::optional<grpc::Status> finish = std::exchange(want_finish_, std::nullopt);
-  if (poll) {
+  if (read) {
     ++outstanding_;
     reading_ = true;
-    rewake_ = false;  // this poll asks the dispatcher afresh
+    rewake_ = false;  // this read asks the dispatcher afresh
   }
   const bool last = done_ && outstanding_ == 0;
   mu_.Unlock();
@@ -204,7 +204,7 @@ void HoldEventWatch::Unlock(bool op_done) {
   // message.
   if (write && !finish.has_value()) StartWrite(&out_);
   if (finish.has_value()) Finish(*finish);
-  if (poll) StartPoll();
+  if (read) StartRead();
   if (last) delete this;
 }
 

@@ -6,7 +6,7 @@
 // and, given nothing, waits to be woken (a nudge, the safety sweep, or another watch of its group
 // whose read filled its budget). An idle watch costs Redis nothing.
 //
-// Flow control: the watch holds at most one read's events (EventPolicy::max_events_per_poll),
+// Flow control: the watch holds at most one read's events (EventPolicy::max_events_per_read),
 // sends them one StartWrite at a time and asks for more only after the last one was written
 // (OnWriteDone), so a slow reader slows the reads instead of growing a buffer.
 //
@@ -88,13 +88,13 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Under mu_ these only decide what to do; Unlock() does it after releasing mu_, because a store
   // call may run its callback inline and gRPC may run reactions inline: nothing that can call
   // back into this object is started while mu_ is held.
-  void WriteNextOrPoll() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteNextOrRead() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases mu_, then starts the decided read / write / finish; `op_done` ends one outstanding
   // store call. Deletes `this` when nothing is outstanding after OnDone.
   void Unlock(bool op_done) ABSL_UNLOCK_FUNCTION(mu_);
   // Asks the dispatcher for work and reads it, or (given none) stays parked.
-  void StartPoll();
+  void StartRead();
   // The dispatcher's wake: work for this watch's group appeared. False when the watch is ending
   // (the dispatcher then wakes another watch of the group).
   bool Wake();
@@ -107,16 +107,16 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   const absl::Time started_ = absl::Now();  // for orderhold_grpc_request_duration_seconds
 
   absl::Mutex mu_;
-  // Set once joined (under mu_), read by StartPoll and OnDone after that.
+  // Set once joined (under mu_), read by StartRead and OnDone after that.
   std::shared_ptr<domain::EventDispatcher::Member> member_;
   std::deque<store::StoredEvent> buffer_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a StartPoll is under way
+  bool reading_ ABSL_GUARDED_BY(mu_) = false;  // a StartRead is under way
   // A wake came while busy: ask the dispatcher again once idle (it may have parked us meanwhile).
   bool rewake_ ABSL_GUARDED_BY(mu_) = false;
   // Decided under mu_, done by Unlock().
-  bool want_poll_ ABSL_GUARDED_BY(mu_) = false;
+  bool want_read_ ABSL_GUARDED_BY(mu_) = false;
   bool want_write_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> want_finish_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -130,7 +130,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
-      "log_format=text");
+      "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
@@ -288,6 +288,8 @@ const std::vector<Sample>& Samples() {
       {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},
       {"log_format", "json", "log_format=json",
        [](const Config& c) { return c.log_format == LogFormat::kJson; }},
+      {"shutdown_grace", "3s", "shutdown_grace=3s",
+       [](const Config& c) { return c.shutdown_grace == absl::Seconds(3); }},
   };
   return *samples;
 }

@@ -55,7 +55,7 @@ TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
 
 TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadAgain) {
   const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest};
-  const int budget = EventPolicy{}.max_events_per_poll;
+  const int budget = EventPolicy{}.max_events_per_read;
   // Partition 1 has at least its share waiting, partition 3 less.
   log_.SetEventsPerRead(1, budget / 2, store::HoldOutcome::kPaid);
   log_.SetEventsPerRead(3, 1, store::HoldOutcome::kPaid);
