@@ -18,7 +18,8 @@
 // no Pay was tried). Holds live 1-3 s. A watch whose poll fails mid-migration ends (that is the
 // service's contract: the consumer reconnects); the test's consumers resume under the same name.
 //
-// Prints what moved and the counts. Every wait is bounded; about 15 s on 2 cores, 30-35 s under ASan.
+// Prints what moved and the counts. Every wait is bounded; about 15 s on 2 cores, 30-35 s under
+// ASan.
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -60,7 +61,7 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
-using ::orderhold::testing::Watcher;
+using ::orderhold::testing::ResumingWatcher;
 using ::orderhold::v1::HoldEvent;
 using ::orderhold::v1::HoldOutcome;
 
@@ -79,87 +80,6 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 std::string HoldKey(absl::string_view user, absl::string_view order) {
   return absl::StrCat(user, "/", order);
 }
-
-// One consumer of a group, resumed under the same name whenever its watch ends: a read that fails
-// while a slot migrates (TRYAGAIN past the retry window, a refused script) ends the stream, and
-// the new watch takes back this consumer's pending events first (its first read,
-// EventDispatcher::TakeWork). It acks as a real consumer does: what arrived, in one
-// AckHoldEvents call every kAckEvery, not one call per event. One call per event made this
-// single-threaded consumer the bottleneck on a loaded machine (ASan, two tests at once): it fell
-// 30-55 s behind, events pending past ack_timeout were claimed and delivered again (a third more
-// work), and the markers came after the test had stopped waiting.
-class ResumingConsumer {
- public:
-  static constexpr absl::Duration kAckEvery = absl::Milliseconds(50);
-
-  ResumingConsumer(const client::OrderHoldClient& client, std::string group)
-      : client_(client), group_(std::move(group)) {
-    thread_ = std::thread([this] {
-      while (!stop_.load()) {
-        v1::WatchHoldEventsRequest request;
-        request.set_consumer_group(group_);
-        request.set_consumer("c1");
-        auto watcher = std::make_unique<Watcher>(client_, request, /*ack=*/false);
-        Watcher* const current = watcher.get();
-        {
-          absl::MutexLock lock(&mu_);
-          current_ = std::move(watcher);
-        }
-        size_t acked = 0;  // events of `current` acked so far
-        bool ended = false;
-        while (!stop_.load() && !ended) {
-          ended = current->WaitEnded(kAckEvery);
-          AckNew(*current, &acked);
-        }
-        current->Stop();
-        AckNew(*current, &acked);
-        absl::MutexLock lock(&mu_);
-        if (!stop_.load()) ends_.push_back(current->status().ToString());
-        for (HoldEvent& event : current->events()) events_.push_back(std::move(event));
-        current_.reset();
-      }
-    });
-  }
-  ~ResumingConsumer() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-  }
-  // Every event received so far, by all of this consumer's watches.
-  std::vector<HoldEvent> events() {
-    absl::MutexLock lock(&mu_);
-    std::vector<HoldEvent> out = events_;
-    if (current_ != nullptr) {
-      for (HoldEvent& event : current_->events()) out.push_back(std::move(event));
-    }
-    return out;
-  }
-  // Why each watch that ended before Stop() ended.
-  std::vector<std::string> ends() {
-    absl::MutexLock lock(&mu_);
-    return ends_;
-  }
-
- private:
-  // Acks the events `watcher` received since the first `*acked`. A failed ack (the server busy
-  // or going away) is not retried: the events stay pending and come back, claimed.
-  void AckNew(Watcher& watcher, size_t* acked) {
-    const std::vector<HoldEvent> events = watcher.events();
-    std::vector<std::string> ids;
-    for (size_t i = *acked; i < events.size(); ++i) ids.push_back(events[i].event_id());
-    *acked = events.size();
-    if (!ids.empty()) (void)client_.AckHoldEvents(group_, ids);
-  }
-
-  const client::OrderHoldClient& client_;
-  const std::string group_;
-  std::atomic<bool> stop_{false};
-  absl::Mutex mu_;
-  std::unique_ptr<Watcher> current_ ABSL_GUARDED_BY(mu_);
-  std::vector<HoldEvent> events_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> ends_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
-};
 
 // A hold answered created=true, and what became of the Pay tried on it.
 struct Acked {
@@ -324,9 +244,15 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
     return MetricValue(registries[0], name, labels) + MetricValue(registries[1], name, labels);
   };
 
-  std::vector<std::unique_ptr<ResumingConsumer>> consumers;
+  // Each group's consumer resumes under its name when a watch ends mid-migration, and acks in
+  // batches (a consumer acking each event in its own call fell 30-55 s behind under ASan with
+  // other tests running: events past ack_timeout were claimed and sent again).
+  std::vector<std::unique_ptr<ResumingWatcher>> consumers;
   for (const char* group : kGroups) {
-    consumers.push_back(std::make_unique<ResumingConsumer>(*clients[1], group));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group(group);
+    request.set_consumer("c1");
+    consumers.push_back(std::make_unique<ResumingWatcher>(*clients[1], request));
   }
 
   Load load({clients[0].get(), clients[1].get()}, users);
