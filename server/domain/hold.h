@@ -1,5 +1,5 @@
 // Domain vocabulary: a hold, the policy limiting holds, and the validation of what callers send.
-// No gRPC or hiredis types here.
+// No gRPC or Redis client types here.
 #ifndef ORDERHOLD_SERVER_DOMAIN_HOLD_H_
 #define ORDERHOLD_SERVER_DOMAIN_HOLD_H_
 

@@ -1,38 +1,15 @@
 #include "server/grpc/tls_credentials.h"
 
-#include <openssl/ssl.h>
-
 #include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
-#include "server/common/openssl_files.h"
 #include "server/common/status_macros.h"
+#include "server/redis/pem_files.h"
 
 namespace orderhold::grpc_api {
-namespace {
-
-// The files as gRPC will read them, checked once with OpenSSL: gRPC itself only logs a file it
-// cannot use and then fails every handshake, which would make a typo look like a network
-// problem.
-absl::Status CheckFiles(const ServerTlsOptions& options) {
-  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
-                                                        &SSL_CTX_free);
-  if (ctx == nullptr) return absl::InternalError(SslErrors("SSL_CTX_new failed"));
-  ORDERHOLD_RETURN_IF_ERROR(UseCertificateAndKey(ctx.get(), options.cert_file, options.key_file,
-                                                 "tls_cert_file", "tls_key_file"));
-  if (!options.client_ca_file.empty() &&
-      SSL_CTX_load_verify_locations(ctx.get(), options.client_ca_file.c_str(), nullptr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("tls_client_ca_file: cannot load ",
-                                                   options.client_ca_file, ": ", SslErrors("")));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status ValidateServerTlsOptions(const ServerTlsOptions& options) {
   if (!options.cert_file.empty() && options.key_file.empty()) {
     return absl::InvalidArgumentError(
@@ -58,7 +35,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const ServerTlsOptions& options) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateServerTlsOptions(options));
   if (!options.enabled()) return grpc::InsecureServerCredentials();
-  ORDERHOLD_RETURN_IF_ERROR(CheckFiles(options));
+  // The files as gRPC will read them, checked once first (with OpenSSL, which the redis room
+  // links): gRPC itself only logs a file it cannot use and then fails every handshake, which
+  // would make a typo look like a network problem.
+  ORDERHOLD_RETURN_IF_ERROR(
+      redis::CheckServerPemFiles({options.cert_file, options.key_file, options.client_ca_file,
+                                  "tls_cert_file", "tls_key_file", "tls_client_ca_file"}));
   // An empty root path: no client CAs watched (server-only TLS).
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       options.key_file, options.cert_file, options.client_ca_file,

@@ -1,11 +1,13 @@
-#include "server/common/openssl_files.h"
+#include "server/redis/pem_files.h"
 
 #include <openssl/err.h>
 #include <openssl/x509.h>
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 
-namespace orderhold {
+namespace orderhold::redis {
 
 std::string SslErrors(absl::string_view fallback) {
   std::string out;
@@ -47,4 +49,21 @@ absl::Status UseCertificateAndKey(SSL_CTX* ctx, const std::string& cert_file,
   return absl::OkStatus();
 }
 
-}  // namespace orderhold
+absl::Status CheckServerPemFiles(const ServerPemFiles& files) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()),
+                                                        &SSL_CTX_free);
+  if (ctx == nullptr) return absl::InternalError(SslErrors("SSL_CTX_new failed"));
+  if (absl::Status loaded = UseCertificateAndKey(ctx.get(), files.cert_file, files.key_file,
+                                                 files.cert_flag, files.key_flag);
+      !loaded.ok()) {
+    return loaded;
+  }
+  if (!files.ca_file.empty() &&
+      SSL_CTX_load_verify_locations(ctx.get(), files.ca_file.c_str(), nullptr) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(files.ca_flag, ": cannot load ", files.ca_file, ": ", SslErrors("")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace orderhold::redis

@@ -1,8 +1,9 @@
-// Loading PEM files into an OpenSSL context with errors that name the flag the file came from:
-// shared by the Redis client's TLS (redis/redis_connection.cc, --redis_tls_*) and the startup
-// check of the gRPC port's certificate (grpc/tls_credentials.cc, --tls_*).
-#ifndef ORDERHOLD_SERVER_COMMON_OPENSSL_FILES_H_
-#define ORDERHOLD_SERVER_COMMON_OPENSSL_FILES_H_
+// Loading PEM files into an OpenSSL context with errors that name the flag the file came from.
+// This room is the one that links OpenSSL, so it serves both TLS users: the Redis client's own TLS
+// (tls_context.cc, redis_connection.cc: --redis_tls_*) and the startup check of the gRPC port's
+// files (App::Start: --tls_*), which gRPC reads itself but would only log when unusable.
+#ifndef ORDERHOLD_SERVER_REDIS_PEM_FILES_H_
+#define ORDERHOLD_SERVER_REDIS_PEM_FILES_H_
 
 #include <openssl/ssl.h>
 
@@ -11,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
-namespace orderhold {
+namespace orderhold::redis {
 
 // OpenSSL's error queue of this thread as one line ("error:...; error:..."), emptying it, or
 // `fallback` when it is empty.
@@ -26,6 +27,19 @@ absl::Status UseCertificateAndKey(SSL_CTX* ctx, const std::string& cert_file,
                                   const std::string& key_file, absl::string_view cert_flag,
                                   absl::string_view key_flag);
 
-}  // namespace orderhold
+// The files a TLS server is configured with, and the flags they came from (for errors).
+struct ServerPemFiles {
+  std::string cert_file;  // PEM certificate chain, leaf first
+  std::string key_file;   // its unencrypted PEM private key
+  std::string ca_file;    // PEM CAs that verify client certificates; empty: none
+  std::string cert_flag, key_flag, ca_flag;
+};
 
-#endif  // ORDERHOLD_SERVER_COMMON_OPENSSL_FILES_H_
+// Loads `files` into a scratch TLS server context, as a server would at its first handshake, and
+// drops it. UseCertificateAndKey's errors, or INVALID_ARGUMENT "<ca_flag>: cannot load <file>:
+// <OpenSSL's reasons>"; INTERNAL when OpenSSL cannot make a context. Thread-safe.
+absl::Status CheckServerPemFiles(const ServerPemFiles& files);
+
+}  // namespace orderhold::redis
+
+#endif  // ORDERHOLD_SERVER_REDIS_PEM_FILES_H_

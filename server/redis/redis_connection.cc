@@ -25,7 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/common/openssl_files.h"
+#include "server/redis/pem_files.h"
 #include "server/common/status_macros.h"
 
 namespace orderhold::redis {

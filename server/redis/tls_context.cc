@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/common/openssl_files.h"
+#include "server/redis/pem_files.h"
 #include "server/common/status_macros.h"
 
 namespace orderhold::redis {
