@@ -1,5 +1,6 @@
 #include "server/app.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,10 @@
 #include "server/grpc/tls_credentials.h"
 #include "server/redis/cluster_topology.h"
 #include "server/redis/redis_topology.h"
+#include "server/redis/redis_url.h"
 #include "server/redis/sentinel_topology.h"
+#include "server/redis/tls_context.h"
+#include "server/redis_store.h"
 #include "server/store/event_nudges.h"
 #include "server/store/noop_hold_store.h"
 
@@ -35,27 +39,33 @@ metrics::RedisReconnectReason ToMetric(redis::ReconnectReason reason) {
   return metrics::RedisReconnectReason::kIoError;
 }
 
-// Fills in how `client` finds and talks to Redis: TLS for rediss://, the topology of
-// --redis_mode (standalone: the URL's host; sentinel: its hosts are the sentinels; cluster: its
-// hosts are seeds, and the slot map goes to `*cluster_topology` instead), WAIT, and the
-// reconnect and failover metrics. `client.endpoint` is the parsed --redis_url.
+// Fills in how `client` finds and talks to Redis from --redis_url and --redis_mode: credentials,
+// TLS for rediss://, the database, the topology (standalone: the URL's host; sentinel: its hosts
+// are the sentinels; cluster: its hosts are seeds, and the slot map goes to `*cluster_topology`
+// instead), WAIT, and the reconnect and failover metrics.
 absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
                           redis::RedisClientOptions& client,
                           std::shared_ptr<redis::ClusterTopology>* cluster_topology) {
-  if (client.endpoint.tls) {
-    ORDERHOLD_ASSIGN_OR_RETURN(client.tls, redis::TlsContext::Create(config.redis_tls));
+  ORDERHOLD_ASSIGN_OR_RETURN(const redis::RedisEndpoint endpoint,
+                             redis::ParseRedisUrl(config.redis_url));
+  client.node.user = endpoint.user;
+  client.node.password = endpoint.password;
+  if (endpoint.tls) {
+    ORDERHOLD_ASSIGN_OR_RETURN(client.node.tls, redis::TlsContext::Create(config.redis_tls));
   }
+  client.node.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
+  client.db = endpoint.db;
   switch (config.redis_mode) {
     case RedisMode::kStandalone:
-      client.topology = std::make_shared<redis::StandaloneTopology>(client.endpoint.hosts.front());
+      client.topology = std::make_shared<redis::StandaloneTopology>(endpoint.hosts.front());
       break;
     case RedisMode::kSentinel: {
       redis::SentinelOptions sentinel;
-      sentinel.sentinels = client.endpoint.hosts;
+      sentinel.sentinels = endpoint.hosts;
       sentinel.master_name = config.redis_sentinel_master;
-      sentinel.username = config.redis_sentinel_username;
-      sentinel.password = config.redis_sentinel_password;
-      sentinel.tls = client.tls;
+      sentinel.node.user = config.redis_sentinel_username;
+      sentinel.node.password = config.redis_sentinel_password;
+      sentinel.node.tls = client.node.tls;
       sentinel.failovers = &metrics.redis_failovers();
       ORDERHOLD_ASSIGN_OR_RETURN(client.topology,
                                  redis::SentinelTopology::Create(std::move(sentinel)));
@@ -63,10 +73,10 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
     }
     case RedisMode::kCluster: {
       redis::ClusterTopologyOptions cluster;
-      cluster.seeds = client.endpoint.hosts;
-      cluster.user = client.endpoint.user;
-      cluster.password = client.endpoint.password;
-      cluster.tls = client.tls;
+      cluster.seeds = endpoint.hosts;
+      cluster.node.user = client.node.user;
+      cluster.node.password = client.node.password;
+      cluster.node.tls = client.node.tls;
       cluster.failovers = &metrics.redis_failovers();
       cluster.refreshes = &metrics.redis_topology_refreshes();
       ORDERHOLD_ASSIGN_OR_RETURN(*cluster_topology,
@@ -99,33 +109,28 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   if (config.store == StoreKind::kNoop) {
     app->store_ = std::make_unique<store::NoopHoldStore>();
   } else {
-    store::RedisHoldStoreOptions store_options;
-    ORDERHOLD_ASSIGN_OR_RETURN(store_options.client.endpoint,
-                               redis::ParseRedisUrl(config.redis_url));
+    RedisStoreOptions store_options;
     ORDERHOLD_RETURN_IF_ERROR(
         ConnectRedis(config, *app->metrics_, store_options.client, &store_options.cluster));
     store_options.moved_redirects = &app->metrics_->redis_redirects_moved();
     store_options.ask_redirects = &app->metrics_->redis_redirects_ask();
     store_options.client.connections = config.redis_connections;
     store_options.client.command_timeout = config.redis_timeout;
-    store_options.client.connect_timeout = std::min(config.redis_timeout, absl::Milliseconds(500));
     store_options.client.errors = &app->metrics_->redis_errors();
+    store_options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
     store_options.key_prefix = config.key_prefix;
     store_options.outcomes = config.outcomes;
     // The nudge subscriber talks to the same primaries as the store, as the same user.
     nudge_options.topology = store_options.cluster != nullptr
                                  ? std::shared_ptr<redis::RedisTopology>(store_options.cluster)
                                  : store_options.client.topology;
-    nudge_options.endpoint = store_options.client.endpoint;
-    nudge_options.tls = store_options.client.tls;
+    nudge_options.node = store_options.client.node;
     nudge_options.key_prefix = config.key_prefix;
-    nudge_options.connect_timeout = store_options.client.connect_timeout;
-    store_options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
     nudge_options.connect_failure_log = store_options.client.failure_log;
     nudge_options.nudges = &app->metrics_->event_nudges();
     nudge_options.resubscribes = &app->metrics_->event_nudge_subscriptions();
     ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
-                               store::RedisHoldStore::Create(std::move(store_options)));
+                               ConnectRedisStore(std::move(store_options)));
     app->redis_store_ = store.get();
     app->store_ = std::move(store);
   }

@@ -33,17 +33,11 @@ absl::StatusOr<std::unique_ptr<ClusterTopology>> ClusterTopology::Create(
   if (options.seeds.empty()) {
     return absl::InvalidArgumentError("redis_url: cluster mode needs at least one seed host:port");
   }
-  if (!options.user.empty() && options.password.empty()) {
-    return absl::InvalidArgumentError("redis cluster: a user is given without a password");
-  }
-  if (options.node_timeout <= absl::ZeroDuration() ||
-      options.refresh_interval <= absl::ZeroDuration() ||
+  ORDERHOLD_RETURN_IF_ERROR(ValidateNodeOptions(options.node, "redis cluster"));
+  if (options.refresh_interval <= absl::ZeroDuration() ||
       options.min_refresh_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "redis cluster: node_timeout and refresh_interval must be > 0, min_refresh_interval >= 0");
-  }
-  if (options.client_name.empty() || absl::StrContains(options.client_name, ' ')) {
-    return absl::InvalidArgumentError("redis cluster: client_name must be one word");
+        "redis cluster: refresh_interval must be > 0, min_refresh_interval >= 0");
   }
   std::unique_ptr<ClusterTopology> topology(new ClusterTopology(std::move(options)));
   // One refresh before returning, so a server whose cluster is up routes from its first request.
@@ -217,7 +211,7 @@ void ClusterTopology::DoRefresh(absl::string_view why) {
 }
 
 absl::StatusOr<SlotMap> ClusterTopology::AskNode(const HostPort& node) {
-  const absl::Time deadline = absl::Now() + options_.node_timeout;
+  const absl::Time deadline = absl::Now() + options_.node.connect_timeout;
   std::unique_ptr<RedisConnection> connection = std::move(connection_);
   if (connection == nullptr || connection->address() != node || connection->broken() ||
       connection->PeerClosed()) {
@@ -232,7 +226,7 @@ absl::StatusOr<SlotMap> ClusterTopology::AskNode(const HostPort& node) {
                                connection->Run({"CLUSTER", "SLOTS"}, deadline));
     map = ParseClusterSlots(slots, node.host);
   } else {
-    map = ParseClusterShards(shards, node.host, options_.tls != nullptr);
+    map = ParseClusterShards(shards, node.host, options_.node.tls != nullptr);
   }
   if (!map.ok()) {
     return absl::UnavailableError(
@@ -244,8 +238,7 @@ absl::StatusOr<SlotMap> ClusterTopology::AskNode(const HostPort& node) {
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> ClusterTopology::ConnectNode(const HostPort& node,
                                                                               absl::Time deadline) {
-  return ConnectAuthenticated(node, options_.tls.get(), options_.user, options_.password,
-                              absl::StrCat(options_.client_name, "-topology"), "node", deadline);
+  return ConnectAuthenticated(node, options_.node, "-topology", "node", deadline);
 }
 
 void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_view why) {

@@ -27,21 +27,16 @@ namespace orderhold::redis {
 struct ClusterTopologyOptions {
   // Nodes asked first for the slot map (any node of the cluster: primary or replica). Not empty.
   std::vector<HostPort> seeds;
-  // The data nodes' ACL user and password (AUTH [user] password on each connection). A user
-  // without a password is INVALID_ARGUMENT; both empty: no AUTH.
-  std::string user;
-  std::string password;
-  // TLS to the nodes (and CLUSTER SHARDS' tls-port is used); null: plain TCP.
-  std::shared_ptr<const TlsContext> tls;
-  // Bound on connecting to one node, AUTH and the CLUSTER SHARDS/SLOTS round trip. > 0.
-  absl::Duration node_timeout = absl::Milliseconds(300);
+  // How to reach the nodes: the data nodes' ACL user and password (AUTH [user] password on each
+  // connection; both empty: no AUTH), TLS (and CLUSTER SHARDS' tls-port is used; null: plain
+  // TCP), the bound on connecting to one node, AUTH and the CLUSTER SHARDS/SLOTS round trip, and
+  // CLIENT SETNAME of the topology's connection (suffixed "-topology").
+  NodeOptions node = TopologyNodeOptions();
   // How often the map is fetched again with no one asking. > 0.
   absl::Duration refresh_interval = absl::Seconds(5);
   // Requested refreshes (RequestRefresh, ReportNotPrimary, Refresh, an unassigned slot) closer
   // than this to the previous one are coalesced into one refresh at its end. >= 0.
   absl::Duration min_refresh_interval = absl::Milliseconds(100);
-  // CLIENT SETNAME of the topology's connection (suffixed "-topology"); one word.
-  std::string client_name = "orderhold";
   // Incremented once per refresh whose new map moved a slot away from a primary to a new one
   // (failover: primaries left and joined); null: not counted.
   prometheus::Counter* failovers = nullptr;
@@ -58,12 +53,13 @@ struct ClusterTopologyOptions {
 // slot differently bumps generation() (redis-py/Lettuce-style "topology changed" signal) and is
 // logged; options.failovers counts those where a primary was replaced.
 //
-// Thread-safe. The destructor stops the thread within about node_timeout (the refresh under way).
+// Thread-safe. The destructor stops the thread within about node.connect_timeout (the refresh under
+// way).
 class ClusterTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT: no seeds, user without password, a duration out of
-  // range, a client_name with a space), fetches the map once (bounded by node_timeout per node
-  // asked; failing is not an error: NodeFor() says UNAVAILABLE until a refresh succeeds), and
+  // range, a client_name with a space), fetches the map once (bounded by node.connect_timeout per
+  // node asked; failing is not an error: NodeFor() says UNAVAILABLE until a refresh succeeds), and
   // starts the refresh thread.
   static absl::StatusOr<std::unique_ptr<ClusterTopology>> Create(ClusterTopologyOptions options);
   ~ClusterTopology() override;

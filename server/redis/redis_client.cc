@@ -55,19 +55,18 @@ class RedisClient::Connection {
     RedisTopology& topology = *options_.topology;
     const uint64_t generation = topology.generation();
     ORDERHOLD_ASSIGN_OR_RETURN(HostPort primary, topology.NodeFor(RedisTopology::kAnySlot));
-    ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
-                               RedisConnection::Connect(primary, options_.tls.get(), deadline));
-    const RedisEndpoint& endpoint = options_.endpoint;
-    const bool auth = !endpoint.password.empty();
-    const bool select = endpoint.db != 0;
+    ORDERHOLD_ASSIGN_OR_RETURN(
+        std::unique_ptr<RedisConnection> connection,
+        RedisConnection::Connect(primary, options_.node.tls.get(), deadline));
+    const NodeOptions& node_options = options_.node;
+    const std::vector<std::string> auth =
+        RedisAuthCommand(node_options.user, node_options.password);
+    const bool select = options_.db != 0;
+    const bool name = !node_options.client_name.empty();
     const bool role = topology.verify_role();
-    if (auth) {
-      std::vector<std::string> args = {"AUTH"};
-      if (!endpoint.user.empty()) args.push_back(endpoint.user);
-      args.push_back(endpoint.password);
-      connection->Append(args);
-    }
-    if (select) connection->Append({"SELECT", absl::StrCat(endpoint.db)});
+    if (!auth.empty()) connection->Append(auth);
+    if (select) connection->Append({"SELECT", absl::StrCat(options_.db)});
+    if (name) connection->Append({"CLIENT", "SETNAME", node_options.client_name});
     if (role) connection->Append({"ROLE"});
     for (const std::string& script : options_.scripts)
       connection->Append({"SCRIPT", "LOAD", script});
@@ -76,7 +75,7 @@ class RedisClient::Connection {
     // step knows the connection is fresh and nothing was answered yet, so the hint lives here.
     bool answered = false;
     const auto hint = [&](absl::Status status) {
-      if (answered || options_.tls != nullptr || !absl::IsUnavailable(status) ||
+      if (answered || options_.node.tls != nullptr || !absl::IsUnavailable(status) ||
           absl::StrContains(status.message(), "rediss://")) {
         return status;
       }
@@ -93,20 +92,24 @@ class RedisClient::Connection {
     };
     ORDERHOLD_RETURN_IF_ERROR(hint(connection->Flush(deadline)));
     const std::string node = primary.ToString();
-    if (auth) {
+    if (!auth.empty()) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
-            absl::StrCat("redis: AUTH", endpoint.user.empty() ? "" : " as ", endpoint.user, " at ",
-                         node, " failed: ", reply.str));
+            absl::StrCat("redis: AUTH", node_options.user.empty() ? "" : " as ", node_options.user,
+                         " at ", node, " failed: ", reply.str));
       }
     }
     if (select) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
-            absl::StrCat("redis: SELECT ", endpoint.db, " at ", node, " failed: ", reply.str));
+            absl::StrCat("redis: SELECT ", options_.db, " at ", node, " failed: ", reply.str));
       }
+    }
+    if (name) {
+      // An error (an ACL without +client|setname) does not matter: the name is for CLIENT LIST.
+      ORDERHOLD_RETURN_IF_ERROR(read().status());
     }
     if (role) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
@@ -172,8 +175,8 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
     return absl::InvalidArgumentError(
         "redis client: connections, max_pipeline and max_queue must be >= 1");
   }
-  if (options.command_timeout <= absl::ZeroDuration() ||
-      options.connect_timeout <= absl::ZeroDuration()) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateNodeOptions(options.node, "redis client"));
+  if (options.command_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis client: timeouts must be > 0");
   }
   if (options.wait_replicas < 0 ||
@@ -181,16 +184,11 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
     return absl::InvalidArgumentError(
         "redis client: wait_replicas must be >= 0, with wait_timeout > 0");
   }
-  if (options.endpoint.hosts.empty() && options.topology == nullptr) {
-    return absl::InvalidArgumentError("redis client: no host and no topology");
-  }
-  if (options.failure_log == nullptr) options.failure_log = std::make_shared<RedisFailureLog>();
   if (options.topology == nullptr) {
-    options.topology = std::make_shared<StandaloneTopology>(options.endpoint.hosts.front());
+    return absl::InvalidArgumentError("redis client: no topology");
   }
-  if (options.endpoint.tls && options.tls == nullptr) {
-    ORDERHOLD_ASSIGN_OR_RETURN(options.tls, TlsContext::Create(RedisTlsOptions{}));
-  }
+  if (options.db < 0) return absl::InvalidArgumentError("redis client: db must be >= 0");
+  if (options.failure_log == nullptr) options.failure_log = std::make_shared<RedisFailureLog>();
   std::unique_ptr<RedisClient> client(new RedisClient(std::move(options)));
   for (int i = 0; i < client->options_.connections; ++i) {
     client->threads_.emplace_back([raw = client.get()] { raw->IoLoop(); });
@@ -381,7 +379,7 @@ void RedisClient::IoLoop() {
     }
     if (!live.empty() && !connection.connected()) {
       // Never wait on a connect past every caller's deadline.
-      status = connection.Connect(std::min(latest_deadline, now + options_.connect_timeout));
+      status = connection.Connect(std::min(latest_deadline, now + options_.node.connect_timeout));
       if (status.ok())
         options_.failure_log->Transition(status, connection.get().address().ToString());
     }

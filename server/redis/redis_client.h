@@ -104,14 +104,14 @@ class RedisFailureLog {
 };
 
 struct RedisClientOptions {
-  // Credentials (user, password: the data nodes' ACL) and database. Its hosts are used only
-  // when `topology` is null (then: a StandaloneTopology of hosts.front()).
-  RedisEndpoint endpoint;
-  // Which node is the primary; shared by the clients of one store. Null: standalone.
+  // Credentials, TLS, connect timeout (bound on connecting and loading the scripts) and client
+  // name of every connection (NodeOptions; CLIENT SETNAME is sent when client_name is set).
+  NodeOptions node;
+  // The database to SELECT after AUTH; 0: no SELECT (a Redis Cluster has only database 0).
+  int db = 0;
+  // Which node is the primary (StandaloneTopology, SentinelTopology, or a cluster node's
+  // NodeTopology); shared by the clients of one store. Required.
   std::shared_ptr<RedisTopology> topology;
-  // TLS for every connection, or null for plain TCP. Null with endpoint.tls set: TLS with the
-  // system's CAs and default verification.
-  std::shared_ptr<const TlsContext> tls;
   // WAIT after each batch holding a write: replicas that must acknowledge (0: no WAIT), and
   // how long Redis waits for them.
   int wait_replicas = 0;
@@ -122,8 +122,6 @@ struct RedisClientOptions {
   int max_pipeline = 128;
   // Max queued commands; beyond it Submit answers UNAVAILABLE at once (load shedding).
   size_t max_queue = 100000;
-  // Bound on connecting (and loading scripts) to Redis.
-  absl::Duration connect_timeout = absl::Milliseconds(500);
   // Bound on one round trip, whatever the callers' deadlines (which can only shorten it).
   absl::Duration command_timeout = absl::Seconds(1);
   // After a connection failure, fail fast for this long before trying Redis again.

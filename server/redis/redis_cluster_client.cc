@@ -69,11 +69,11 @@ absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Create(
   if (options.topology == nullptr) {
     return absl::InvalidArgumentError("redis cluster client: no topology");
   }
-  if (options.node.endpoint.db != 0) {
+  if (options.pool.db != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "redis_url: database ", options.node.endpoint.db,
+        "redis_url: database ", options.pool.db,
         " is not possible in cluster mode: Redis Cluster has only database 0 (drop the /",
-        options.node.endpoint.db, " from the URL)"));
+        options.pool.db, " from the URL)"));
   }
   if (options.max_redirects < 0 || options.retry_window < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -81,19 +81,19 @@ absl::StatusOr<std::unique_ptr<RedisClusterClient>> RedisClusterClient::Create(
   }
   // Check the node options once, as RedisClient would for every pool.
   {
-    RedisClientOptions probe = options.node;
+    RedisClientOptions probe = options.pool;
     probe.connections = 1;
     probe.topology = std::make_shared<StandaloneTopology>(HostPort{});
     ORDERHOLD_RETURN_IF_ERROR(RedisClient::Create(std::move(probe)).status());
   }
-  if (options.node.failure_log == nullptr) {
-    options.node.failure_log = std::make_shared<RedisFailureLog>();
+  if (options.pool.failure_log == nullptr) {
+    options.pool.failure_log = std::make_shared<RedisFailureLog>();
   }
-  options.node.cluster_replies = true;
+  options.pool.cluster_replies = true;
   // A node's connection failing (killed, partitioned) most likely means the map changed.
-  options.node.on_reconnect = [topology = options.topology,
+  options.pool.on_reconnect = [topology = options.topology,
                                inner =
-                                   std::move(options.node.on_reconnect)](ReconnectReason reason) {
+                                   std::move(options.pool.on_reconnect)](ReconnectReason reason) {
     if (inner) inner(reason);
     if (reason == ReconnectReason::kIoError || reason == ReconnectReason::kPeerClosed) {
       topology->RequestRefresh();
@@ -156,7 +156,7 @@ std::shared_ptr<RedisClient> RedisClusterClient::PoolFor(const HostPort& node,
   }
   auto it = pools_.find(key);
   if (it != pools_.end()) return it->second;
-  RedisClientOptions options = options_.node;
+  RedisClientOptions options = options_.pool;
   options.topology = std::make_shared<NodeTopology>(node, options_.topology);
   absl::StatusOr<std::unique_ptr<RedisClient>> pool = RedisClient::Create(std::move(options));
   if (!pool.ok()) {  // Create() checked these options already: not expected

@@ -61,10 +61,10 @@ namespace orderhold::redis {
 int CommandSlot(const RedisCommand& command);
 
 struct RedisClusterClientOptions {
-  // Options of every node's pool: credentials, TLS, connections per node, pipeline, timeouts,
-  // scripts, WAIT, errors, failure log, on_reconnect. `node.endpoint.db` must be 0 and
-  // `node.topology` is ignored (each pool talks to its one node).
-  RedisClientOptions node;
+  // Options of every node's pool: credentials and TLS (pool.node), connections per node,
+  // pipeline, timeouts, scripts, WAIT, errors, failure log, on_reconnect. `pool.db` must be 0 and
+  // `pool.topology` is ignored (each pool talks to its one node).
+  RedisClientOptions pool;
   // The slot map. Not null; shared with whoever else reads it (health, tests).
   std::shared_ptr<ClusterTopology> topology;
   // MOVED/ASK redirects followed per command before giving up. >= 0.

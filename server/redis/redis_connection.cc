@@ -25,8 +25,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/redis/pem_files.h"
 #include "server/common/status_macros.h"
+#include "server/redis/pem_files.h"
 
 namespace orderhold::redis {
 namespace {
@@ -484,13 +484,29 @@ std::vector<std::string> RedisAuthCommand(const std::string& user, const std::st
   return {"AUTH", user, password};
 }
 
-absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
-    const HostPort& address, const TlsContext* tls, const std::string& user,
-    const std::string& password, const std::string& client_name, absl::string_view what,
-    absl::Time deadline) {
+absl::Status ValidateNodeOptions(const NodeOptions& options, absl::string_view what) {
+  if (!options.user.empty() && options.password.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a user is given without a password"));
+  }
+  if (options.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": connect_timeout must be > 0"));
+  }
+  if (absl::StrContains(options.client_name, ' ')) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": client_name must be one word"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(const HostPort& address,
+                                                                      const NodeOptions& node,
+                                                                      absl::string_view name_suffix,
+                                                                      absl::string_view what,
+                                                                      absl::Time deadline) {
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
-                             RedisConnection::Connect(address, tls, deadline));
-  const std::vector<std::string> auth = RedisAuthCommand(user, password);
+                             RedisConnection::Connect(address, node.tls.get(), deadline));
+  const std::vector<std::string> auth = RedisAuthCommand(node.user, node.password);
+  const std::string client_name =
+      node.client_name.empty() ? "" : absl::StrCat(node.client_name, name_suffix);
   if (!auth.empty()) connection->Append(auth);
   if (!client_name.empty()) connection->Append({"CLIENT", "SETNAME", client_name});
   ORDERHOLD_RETURN_IF_ERROR(connection->Flush(deadline));

@@ -114,20 +114,57 @@ class RedisConnection {
   bool broken_ = false;
 };
 
+// How to open and log in to a connection to one Redis server (a data node or a sentinel): the one
+// shape every connection kind takes (RedisClientOptions::node for the pool,
+// ClusterTopologyOptions::node for the slot map's, SentinelOptions::node for the sentinels',
+// ShardedSubscriberOptions::node for pub/sub), so credentials, TLS and timeouts are set once.
+struct NodeOptions {
+  // ACL credentials: `AUTH <user> <password>`, `AUTH <password>` with no user (the default user),
+  // no AUTH without a password. A user without a password is INVALID_ARGUMENT.
+  std::string user;
+  std::string password;
+  // TLS (rediss://) for every connection, or null for plain TCP.
+  std::shared_ptr<const TlsContext> tls;
+  // CLIENT SETNAME of each connection, so that CLIENT LIST shows who it is (a connection kind may
+  // add a suffix: "-topology", "-poll", "-subscription"); empty: none is sent (the app ACL of
+  // deploy/redis/orderhold.acl has no +client|setname, and a refused SETNAME leaves an entry in
+  // ACL LOG). One word.
+  std::string client_name;
+  // Bound on connecting, the TLS handshake, AUTH and CLIENT SETNAME (for the topologies' own
+  // connections: and on each of their answers). > 0.
+  absl::Duration connect_timeout = absl::Milliseconds(500);
+};
+
+// The defaults of a topology's own connections (the slot map's, the sentinels'): named "orderhold"
+// (plus the kind's suffix) and bounded by 300 ms, a few hundreds of milliseconds as Sentinel's
+// client guide asks.
+inline NodeOptions TopologyNodeOptions() {
+  NodeOptions node;
+  node.client_name = "orderhold";
+  node.connect_timeout = absl::Milliseconds(300);
+  return node;
+}
+
+// OK, or INVALID_ARGUMENT "<what>: ..." for a user without a password, a connect_timeout <= 0, or
+// a client_name with a space.
+absl::Status ValidateNodeOptions(const NodeOptions& options, absl::string_view what);
+
 // The AUTH command for a connection: {"AUTH", user, password}, {"AUTH", password} with no user,
 // or empty with no password (no AUTH). Thread-safe.
 std::vector<std::string> RedisAuthCommand(const std::string& user, const std::string& password);
 
-// RedisConnection::Connect, then in one round trip AUTH (RedisAuthCommand: skipped without a
-// password) and CLIENT SETNAME `client_name` (skipped when empty; an error answer to it, such as
-// an ACL without +client|setname, is ignored). For the connections that are not a RedisClient's
-// pool (the cluster map's, the sentinels', the nudge subscriber's). Errors: Connect's, Flush's
-// and Read's; UNAVAILABLE "<what> <address> refused AUTH: <Redis' error line>" (never the
-// credentials) when AUTH is answered with an error. Thread-safe.
-absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(
-    const HostPort& address, const TlsContext* tls, const std::string& user,
-    const std::string& password, const std::string& client_name, absl::string_view what,
-    absl::Time deadline);
+// RedisConnection::Connect (with node.tls), then in one round trip AUTH (RedisAuthCommand: skipped
+// without a password) and CLIENT SETNAME node.client_name + `name_suffix` (skipped when
+// client_name is empty; an error answer to it, such as an ACL without +client|setname, is
+// ignored). For the connections that are not a RedisClient's pool (the cluster map's, the
+// sentinels', the sharded subscriber's). Errors: Connect's, Flush's and Read's; UNAVAILABLE
+// "<what> <address> refused AUTH: <Redis' error line>" (never the credentials) when AUTH is
+// answered with an error. Thread-safe.
+absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(const HostPort& address,
+                                                                      const NodeOptions& node,
+                                                                      absl::string_view name_suffix,
+                                                                      absl::string_view what,
+                                                                      absl::Time deadline);
 
 }  // namespace orderhold::redis
 

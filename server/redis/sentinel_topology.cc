@@ -114,22 +114,14 @@ absl::StatusOr<std::unique_ptr<SentinelTopology>> SentinelTopology::Create(
     return absl::InvalidArgumentError(
         "redis_sentinel_master: sentinel mode needs the monitored master's name");
   }
-  if (!options.username.empty() && options.password.empty()) {
-    return absl::InvalidArgumentError(
-        "redis_sentinel_username: given without redis_sentinel_password");
-  }
-  if (options.sentinel_timeout <= absl::ZeroDuration() ||
-      options.poll_interval <= absl::ZeroDuration() ||
+  ORDERHOLD_RETURN_IF_ERROR(ValidateNodeOptions(options.node, "redis sentinel"));
+  if (options.poll_interval <= absl::ZeroDuration() ||
       options.min_reresolve_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "redis sentinel: sentinel_timeout and poll_interval must be > 0, min_reresolve_interval "
-        ">= 0");
-  }
-  if (options.client_name.empty() || absl::StrContains(options.client_name, ' ')) {
-    return absl::InvalidArgumentError("redis sentinel: client_name must be one word");
+        "redis sentinel: poll_interval must be > 0, min_reresolve_interval >= 0");
   }
   std::unique_ptr<SentinelTopology> topology(new SentinelTopology(std::move(options)));
-  // One resolution before returning (bounded by sentinel_timeout per sentinel), so a server
+  // One resolution before returning (bounded by node.connect_timeout per sentinel), so a server
   // whose sentinels are up serves from its first health check instead of starting NOT_SERVING.
   topology->Resolve("start");
   topology->thread_ = std::thread([raw = topology.get()] { raw->Run(); });
@@ -291,15 +283,13 @@ void SentinelTopology::Resolve(absl::string_view why) {
 }
 
 absl::StatusOr<std::optional<HostPort>> SentinelTopology::AskSentinel(const HostPort& sentinel) {
-  const absl::Time deadline = absl::Now() + options_.sentinel_timeout;
+  const absl::Time deadline = absl::Now() + options_.node.connect_timeout;
   std::unique_ptr<RedisConnection> connection;
   if (poll_connection_ != nullptr && poll_connection_->address() == sentinel &&
       !poll_connection_->PeerClosed()) {
     connection = std::move(poll_connection_);
   } else {
-    ORDERHOLD_ASSIGN_OR_RETURN(
-        connection,
-        ConnectSentinel(sentinel, deadline, absl::StrCat(options_.client_name, "-poll")));
+    ORDERHOLD_ASSIGN_OR_RETURN(connection, ConnectSentinel(sentinel, deadline, "-poll"));
   }
   poll_connection_.reset();
   ORDERHOLD_ASSIGN_OR_RETURN(
@@ -313,9 +303,8 @@ absl::StatusOr<std::optional<HostPort>> SentinelTopology::AskSentinel(const Host
 }
 
 absl::StatusOr<std::unique_ptr<RedisConnection>> SentinelTopology::ConnectSentinel(
-    const HostPort& sentinel, absl::Time deadline, const std::string& client_name) {
-  return ConnectAuthenticated(sentinel, options_.tls.get(), options_.username, options_.password,
-                              client_name, "sentinel", deadline);
+    const HostPort& sentinel, absl::Time deadline, absl::string_view name_suffix) {
+  return ConnectAuthenticated(sentinel, options_.node, name_suffix, "sentinel", deadline);
 }
 
 absl::Status SentinelTopology::Subscribe() {
@@ -328,9 +317,9 @@ absl::Status SentinelTopology::Subscribe() {
   bool refused = false;  // a sentinel answered SUBSCRIBE with an error (ACL)
   for (const HostPort& sentinel : order) {
     if (stopping()) return absl::CancelledError("stopping");
-    const absl::Time deadline = absl::Now() + options_.sentinel_timeout;
+    const absl::Time deadline = absl::Now() + options_.node.connect_timeout;
     absl::StatusOr<std::unique_ptr<RedisConnection>> connection =
-        ConnectSentinel(sentinel, deadline, absl::StrCat(options_.client_name, "-subscription"));
+        ConnectSentinel(sentinel, deadline, "-subscription");
     if (!connection.ok()) {
       errors.emplace_back(connection.status().message());
       continue;
@@ -373,7 +362,7 @@ absl::Duration SentinelTopology::SubscribeRetry(const absl::Status& failure) con
 }
 
 bool SentinelTopology::PumpSubscription() {
-  const absl::Time deadline = absl::Now() + options_.sentinel_timeout;
+  const absl::Time deadline = absl::Now() + options_.node.connect_timeout;
   subscription_->Append({"PING"});
   absl::Status status = subscription_->Flush(deadline);
   while (status.ok()) {

@@ -12,8 +12,8 @@
 //   (rate-limited) when a data connection reports the node is not a primary (READONLY,
 //   MASTERDOWN, ROLE not master). The subscription is PINGed every 100 ms (as redis-py's
 //   health_check_interval does for pub/sub): a message is seen within that, and a dead or hung
-//   subscription within that plus sentinel_timeout; it is then made again, on the first sentinel
-//   that accepts, and the address polled at once to cover the gap.
+//   subscription within that plus node.connect_timeout; it is then made again, on the first
+//   sentinel that accepts, and the address polled at once to cover the gap.
 // - All of it runs on one background thread; NodeFor never blocks. While no primary is known
 //   NodeFor answers UNAVAILABLE with the last discovery error, so health is NOT_SERVING and calls
 //   fail fast; the thread keeps trying, so a server started while every sentinel is down serves
@@ -47,16 +47,12 @@ struct SentinelOptions {
   std::vector<HostPort> sentinels;
   // The monitored master's name (--redis_sentinel_master). Non-empty.
   std::string master_name;
-  // The sentinels' own ACL credentials (--redis_sentinel_username/password); empty: no AUTH.
-  // A username needs a password: `AUTH <username> <password>`; a password alone: `AUTH <password>`.
-  std::string username;
-  std::string password;
-  // TLS to the sentinels (rediss://: Redis' tls-replication governs the sentinel port too), or
-  // null for plain TCP.
-  std::shared_ptr<const TlsContext> tls;
-  // Bound on connecting to one sentinel and on each of its answers ("a few hundreds of
-  // milliseconds", says the guide). > 0.
-  absl::Duration sentinel_timeout = absl::Milliseconds(300);
+  // How to reach the sentinels: their own ACL credentials (--redis_sentinel_username/password;
+  // empty: no AUTH), TLS (rediss://: Redis' tls-replication governs the sentinel port too; null:
+  // plain TCP), the bound on connecting to one sentinel and on each of its answers ("a few
+  // hundreds of milliseconds", says the guide), and CLIENT SETNAME, suffixed so that CLIENT LIST
+  // on a sentinel shows who they are: "<client_name>-poll" and "<client_name>-subscription".
+  NodeOptions node = TopologyNodeOptions();
   // How often the address is asked again whatever pub/sub says. > 0.
   absl::Duration poll_interval = absl::Seconds(1);
   // Least time between two re-resolutions asked for by ReportNotPrimary. >= 0.
@@ -65,9 +61,6 @@ struct SentinelOptions {
   // ACL grants no SUBSCRIBE, as the guide's minimal client ACL, and for tests of the poll). When
   // the sentinels refuse SUBSCRIBE the topology polls anyway and asks again every 30 s.
   bool subscribe = true;
-  // CLIENT SETNAME of the connections to the sentinels, so that CLIENT LIST on a sentinel shows
-  // who they are: "<client_name>-poll" and "<client_name>-subscription". No spaces.
-  std::string client_name = "orderhold";
   // orderhold_redis_failovers_total (primary address changes seen), or null.
   prometheus::Counter* failovers = nullptr;
 };
@@ -76,12 +69,12 @@ class SentinelTopology final : public RedisTopology {
  public:
   // Validates `options` (INVALID_ARGUMENT naming the flag: no sentinel, empty master name, a
   // username without a password, a non-positive timeout or interval, a client_name that is not
-  // one word), asks the sentinels once (at most sentinel_timeout per sentinel: a server whose
+  // one word), asks the sentinels once (at most node.connect_timeout per sentinel: a server whose
   // sentinels are up knows its primary from the start), and starts the background thread. An
   // unreachable deployment at start is not an error (NodeFor says UNAVAILABLE until it is found).
   static absl::StatusOr<std::unique_ptr<SentinelTopology>> Create(SentinelOptions options);
   // Stops and joins the background thread: at once when it is idle, else once the sentinel it is
-  // waiting for answers or times out (at most one sentinel_timeout).
+  // waiting for answers or times out (at most one node.connect_timeout).
   ~SentinelTopology() override;
 
   // The current primary, or UNAVAILABLE: "redis sentinel: no sentinel reachable (tried N: ...)"
@@ -108,11 +101,12 @@ class SentinelTopology final : public RedisTopology {
   void SetPrimary(const HostPort& primary, absl::string_view why);
   // Records a failed resolution (logged when the message changes).
   void SetError(absl::Status error);
-  // Connects to a sentinel, AUTHs and names the connection `client_name` (CLIENT SETNAME, in the
-  // same round trip; a refusal, e.g. by an ACL, is ignored), by `deadline`.
+  // Connects to a sentinel, AUTHs and names the connection node.client_name + `name_suffix`
+  // (CLIENT SETNAME, in the same round trip; a refusal, e.g. by an ACL, is ignored), by
+  // `deadline`.
   absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectSentinel(const HostPort& sentinel,
                                                                    absl::Time deadline,
-                                                                   const std::string& client_name);
+                                                                   absl::string_view name_suffix);
   // Asks one sentinel for the master's address: the address, nullopt when it does not know the
   // name, or the error (reusing poll_connection_ when it is to this sentinel).
   absl::StatusOr<std::optional<HostPort>> AskSentinel(const HostPort& sentinel);

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/redis/pem_files.h"
 #include "server/common/status_macros.h"
+#include "server/redis/pem_files.h"
 
 namespace orderhold::redis {
 

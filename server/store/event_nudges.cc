@@ -1,299 +1,11 @@
 #include "server/store/event_nudges.h"
 
-#include <pthread.h>
-#include <signal.h>
-
-#include <algorithm>
-#include <cctype>
-#include <deque>
-#include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "server/common/status_macros.h"
-#include "server/redis/cluster_slots.h"
-#include "server/redis/redis_client.h"
-#include "server/redis/redis_reply.h"
 #include "server/store/keys.h"
 
 namespace orderhold::store {
-namespace {
-
-// How long a thread waits at most before it looks at its stop flag and its assignment again: the
-// bound on stopping and on picking up a new assignment.
-constexpr absl::Duration kSlice = absl::Milliseconds(100);
-
-// In-flight marker of a PING among the partitions whose SSUBSCRIBE awaits its answer.
-constexpr int kPing = -1;
-
-bool IsString(const redis::RedisReply& reply) {
-  return reply.type == redis::RedisReply::Type::kString ||
-         reply.type == redis::RedisReply::Type::kStatus;
-}
-
-// A pushed pub/sub message or subscription answer: {kind, channel, ...}; empty kind otherwise.
-// RESP2 answers PING in subscribed mode with {"pong", ""}, and with +PONG when the connection has
-// no subscription (every SSUBSCRIBE refused).
-std::pair<std::string, std::string> Push(const redis::RedisReply& reply) {
-  if (reply.type == redis::RedisReply::Type::kStatus && absl::EqualsIgnoreCase(reply.str, "pong")) {
-    return {"pong", ""};
-  }
-  if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < 2 ||
-      !IsString(reply.elements[0]) || !IsString(reply.elements[1])) {
-    return {};
-  }
-  std::string kind = reply.elements[0].str;
-  for (char& c : kind) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return {std::move(kind), reply.elements[1].str};
-}
-
-// `status` with its message as "redis event nudges: ..." (instead of "redis: ..."), so the log
-// line says which connection failed.
-absl::Status Prefixed(const absl::Status& status) {
-  absl::string_view message = status.message();
-  absl::ConsumePrefix(&message, "redis: ");
-  return absl::Status(status.code(), absl::StrCat("redis event nudges: ", message));
-}
-
-}  // namespace
-
-// One primary node's connection and thread: subscribes the partitions the manager assigns it.
-class EventNudgeSubscriber::Node {
- public:
-  Node(EventNudgeSubscriber& parent, redis::HostPort address)
-      : parent_(parent), options_(parent.options_), address_(std::move(address)) {
-    thread_ = std::thread([this] { Run(); });
-  }
-  ~Node() {
-    stop_.store(true, std::memory_order_release);
-    thread_.join();
-  }
-
-  void SetWanted(std::set<int> partitions) {
-    absl::MutexLock lock(&mu_);
-    if (partitions == wanted_) return;
-    wanted_ = std::move(partitions);
-    ++wanted_version_;
-  }
-
- private:
-  bool stopping() const {
-    return stop_.load(std::memory_order_acquire) ||
-           parent_.stopping_.load(std::memory_order_acquire);
-  }
-
-  void Run() {
-    // A write to a socket Redis closed must come back as EPIPE, not kill the process.
-    sigset_t sigpipe;
-    sigemptyset(&sigpipe);
-    sigaddset(&sigpipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
-
-    absl::Duration backoff = options_.retry_backoff;
-    absl::Time retry_at = absl::InfinitePast();
-    while (!stopping()) {
-      if (connection_ == nullptr) {
-        const absl::Time now = absl::Now();
-        if (now < retry_at) {
-          absl::SleepFor(std::min(retry_at - now, kSlice));
-          continue;
-        }
-        if (absl::Status status = Connect(); !status.ok()) {
-          if (options_.connect_failure_log != nullptr) {
-            options_.connect_failure_log->Transition(status, "");
-          } else {
-            log_.Transition(Prefixed(status), "");
-          }
-          retry_at = absl::Now() + backoff;
-          backoff = std::min(backoff * 2, options_.max_retry_backoff);
-          parent_.RequestRecheck();
-          continue;
-        }
-        backoff = options_.retry_backoff;
-      }
-      absl::Status status = Step();
-      if (!status.ok()) {
-        log_.Transition(Prefixed(status), "");
-        Drop();
-        retry_at = absl::Now() + backoff;
-        backoff = std::min(backoff * 2, options_.max_retry_backoff);
-        parent_.RequestRecheck();
-      }
-    }
-    Drop();
-  }
-
-  absl::Status Connect() {
-    ORDERHOLD_ASSIGN_OR_RETURN(
-        connection_,
-        redis::ConnectAuthenticated(address_, options_.tls.get(), options_.endpoint.user,
-                                    options_.endpoint.password, options_.client_name, "node",
-                                    absl::Now() + options_.connect_timeout));
-    last_heard_ = absl::Now();
-    subscribe_at_ = absl::InfinitePast();
-    return absl::OkStatus();
-  }
-
-  // Forgets the connection and everything subscribed on it.
-  void Drop() {
-    connection_.reset();
-    parent_.subscribed_.fetch_sub(static_cast<int>(subscribed_.size()), std::memory_order_acq_rel);
-    subscribed_.clear();
-    sent_.clear();
-    in_flight_.clear();
-    ping_outstanding_ = false;
-  }
-
-  // One turn: subscribes what is missing, keeps the connection alive, handles what Redis sent
-  // within one slice. An error: the connection must go.
-  absl::Status Step() {
-    {
-      absl::MutexLock lock(&mu_);
-      if (seen_version_ != wanted_version_) {
-        wanted_copy_ = wanted_;
-        seen_version_ = wanted_version_;
-      }
-    }
-    for (int partition : subscribed_) {
-      if (wanted_copy_.count(partition) == 0) {
-        // Leaving a node that still serves it: connect again without it (no SUNSUBSCRIBE, so the
-        // app ACL needs no permission for it; this happens only when the topology moved). One
-        // merely sent is left to its answer: usually a MOVED, else it is subscribed and lands
-        // here.
-        Drop();
-        return absl::OkStatus();
-      }
-    }
-    absl::Time now = absl::Now();
-    bool appended = false;
-    if (now >= subscribe_at_) {
-      for (int partition : wanted_copy_) {
-        if (subscribed_.count(partition) > 0 || sent_.count(partition) > 0) continue;
-        // One channel per SSUBSCRIBE: Redis Cluster refuses channels of two slots in one.
-        connection_->Append({"SSUBSCRIBE", parent_.channels_[partition]});
-        sent_.insert(partition);
-        in_flight_.push_back(partition);
-        appended = true;
-      }
-    }
-    if (!ping_outstanding_ && now - last_heard_ >= options_.keepalive_interval) {
-      connection_->Append({"PING"});
-      in_flight_.push_back(kPing);
-      ping_outstanding_ = true;
-      ping_sent_ = now;
-      appended = true;
-    }
-    if (appended) ORDERHOLD_RETURN_IF_ERROR(connection_->Flush(now + options_.connect_timeout));
-    if (ping_outstanding_ && now - ping_sent_ >= options_.keepalive_timeout) {
-      return absl::UnavailableError(absl::StrCat(address_.ToString(), " did not answer PING in ",
-                                                 absl::FormatDuration(options_.keepalive_timeout)));
-    }
-    const absl::Time wake = ping_outstanding_ ? ping_sent_ + options_.keepalive_timeout
-                                              : last_heard_ + options_.keepalive_interval;
-    ORDERHOLD_ASSIGN_OR_RETURN(std::optional<redis::RedisReply> reply,
-                               connection_->TryRead(std::min(now + kSlice, wake)));
-    if (!reply.has_value()) return absl::OkStatus();
-    last_heard_ = absl::Now();
-    return Handle(*reply);
-  }
-
-  absl::Status Handle(const redis::RedisReply& reply) {
-    const auto [kind, channel] = Push(reply);
-    const auto found = parent_.partition_of_.find(channel);
-    const int partition = found == parent_.partition_of_.end() ? -1 : found->second;
-    if (kind == "smessage") {
-      if (partition < 0) return absl::OkStatus();
-      if (options_.nudges != nullptr) options_.nudges->Increment();
-      options_.on_nudge(partition);
-      return absl::OkStatus();
-    }
-    if (kind == "sunsubscribe") {
-      // Unsolicited (we never send SUNSUBSCRIBE): the channel's slot left this node.
-      if (partition >= 0 && subscribed_.erase(partition) > 0) {
-        parent_.subscribed_.fetch_sub(1, std::memory_order_acq_rel);
-      }
-      parent_.RequestRecheck();
-      return absl::OkStatus();
-    }
-    if (kind != "ssubscribe" && kind != "pong" && reply.type != redis::RedisReply::Type::kError) {
-      return absl::OkStatus();  // nothing we asked for (a message of another kind)
-    }
-    // An answer to the oldest command in flight.
-    if (in_flight_.empty()) {
-      return absl::UnavailableError(absl::StrCat(
-          address_.ToString(), " answered ", kind.empty() ? reply.str : kind, " to nothing asked"));
-    }
-    const int asked = in_flight_.front();
-    in_flight_.pop_front();
-    if (asked == kPing) {
-      ping_outstanding_ = false;  // an error (no +ping in the ACL) shows the connection lives too
-      return absl::OkStatus();
-    }
-    sent_.erase(asked);
-    if (reply.type == redis::RedisReply::Type::kError) return Refused(reply.str);
-    if (subscribed_.insert(asked).second) {
-      parent_.subscribed_.fetch_add(1, std::memory_order_acq_rel);
-      if (options_.resubscribes != nullptr) options_.resubscribes->Increment();
-      // Whatever was published while it was not subscribed is lost: read it once now.
-      options_.on_nudge(asked);
-    }
-    if (sent_.empty() && subscribed_.size() == wanted_copy_.size()) {
-      log_.Transition(absl::OkStatus(), address_.ToString(), "redis event nudges: subscribed at");
-    }
-    return absl::OkStatus();
-  }
-
-  // An SSUBSCRIBE was answered with `error`: try again later; not a reason to drop the
-  // connection.
-  absl::Status Refused(const std::string& error) {
-    const redis::RedisErrorKind kind = redis::ClassifyRedisError(error);
-    if (kind == redis::RedisErrorKind::kMoved || kind == redis::RedisErrorKind::kAsk) {
-      // The slot is served elsewhere and the topology does not know yet.
-      subscribe_at_ = absl::Now() + options_.subscribe_retry;
-      parent_.RequestRecheck();
-      return absl::OkStatus();
-    }
-    const bool refused = absl::StartsWith(error, "NOPERM");
-    const absl::Duration retry = refused ? options_.refused_retry : options_.subscribe_retry;
-    subscribe_at_ = absl::Now() + retry;
-    // One line per node, whatever the partition: the channel is left out of the message.
-    log_.Transition(
-        absl::PermissionDeniedError(absl::StrCat(
-            "redis event nudges: SSUBSCRIBE refused at ", address_.ToString(), ": ", error,
-            refused ? " (the app user needs the channel pattern &<key_prefix>:* and +ssubscribe)"
-                    : "",
-            "; event deliveries fall back to the safety sweep; retrying every ",
-            absl::FormatDuration(retry))),
-        "");
-    return absl::OkStatus();
-  }
-
-  EventNudgeSubscriber& parent_;
-  const EventNudgeOptions& options_;
-  const redis::HostPort address_;
-  std::atomic<bool> stop_{false};
-  redis::RedisFailureLog log_;
-
-  absl::Mutex mu_;
-  std::set<int> wanted_ ABSL_GUARDED_BY(mu_);
-  uint64_t wanted_version_ ABSL_GUARDED_BY(mu_) = 0;
-
-  // The node thread's own state.
-  uint64_t seen_version_ = 0;
-  std::set<int> wanted_copy_;
-  std::unique_ptr<redis::RedisConnection> connection_;
-  std::set<int> subscribed_;   // SSUBSCRIBE confirmed
-  std::set<int> sent_;         // SSUBSCRIBE sent, not answered yet
-  std::deque<int> in_flight_;  // partitions (kPing for a PING) in the order their answers come
-  absl::Time subscribe_at_ = absl::InfinitePast();  // no SSUBSCRIBE before (after a refusal)
-  absl::Time last_heard_;
-  bool ping_outstanding_ = false;
-  absl::Time ping_sent_;
-  std::thread thread_;
-};
 
 absl::StatusOr<std::unique_ptr<EventNudgeSubscriber>> EventNudgeSubscriber::Start(
     EventNudgeOptions options) {
@@ -301,100 +13,35 @@ absl::StatusOr<std::unique_ptr<EventNudgeSubscriber>> EventNudgeSubscriber::Star
     return absl::InvalidArgumentError("event nudges: topology and on_nudge are required");
   }
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(options.key_prefix));
-  for (const absl::Duration d :
-       {options.connect_timeout, options.keepalive_interval, options.keepalive_timeout,
-        options.recheck_interval, options.retry_backoff, options.max_retry_backoff,
-        options.subscribe_retry, options.refused_retry}) {
-    if (d <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError("event nudges: every duration must be > 0");
-    }
-  }
-  if (options.endpoint.tls && options.tls == nullptr) {
-    ORDERHOLD_ASSIGN_OR_RETURN(options.tls, redis::TlsContext::Create(redis::RedisTlsOptions{}));
-  }
-  std::unique_ptr<EventNudgeSubscriber> subscriber(new EventNudgeSubscriber(std::move(options)));
-  subscriber->manager_ = std::thread([raw = subscriber.get()] { raw->Run(); });
-  return subscriber;
-}
-
-EventNudgeSubscriber::EventNudgeSubscriber(EventNudgeOptions options)
-    : options_(std::move(options)), keys_(options_.key_prefix) {
+  redis::ShardedSubscriberOptions subscriber;
+  subscriber.topology = std::move(options.topology);
+  subscriber.node = std::move(options.node);
+  const KeySchema keys(options.key_prefix);
   for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
-    channels_.push_back(keys_.NudgeChannel(p));
-    slots_.push_back(redis::HashSlot(channels_.back()));
-    partition_of_[channels_.back()] = p;
+    subscriber.channels.push_back(keys.NudgeChannel(p));  // channel index == partition
   }
-}
-
-EventNudgeSubscriber::~EventNudgeSubscriber() {
-  {
-    absl::MutexLock lock(&mu_);  // wakes the manager's wait
-    stopping_.store(true, std::memory_order_release);
-  }
-  manager_.join();
-  nodes_.clear();  // joins every node thread
-}
-
-void EventNudgeSubscriber::RequestRecheck() {
-  absl::MutexLock lock(&mu_);
-  recheck_ = true;
-}
-
-void EventNudgeSubscriber::Run() {
-  absl::Time next_assign = absl::InfinitePast();
-  uint64_t generation = options_.topology->generation();
-  while (true) {
-    bool refresh = false;
-    {
-      absl::MutexLock lock(&mu_);
-      const auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return recheck_ || stopping_.load(std::memory_order_acquire);
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&woken),
-                           std::clamp(next_assign - absl::Now(), absl::ZeroDuration(), kSlice));
-      if (stopping_.load(std::memory_order_acquire)) return;
-      refresh = recheck_;
-      recheck_ = false;
-    }
-    if (refresh) {
-      // Ask the source of truth rather than the map that sent us to the wrong node.
-      (void)options_.topology->Refresh(redis::RedisTopology::kAnySlot,
-                                       absl::Now() + options_.connect_timeout);
-    }
-    const uint64_t now_generation = options_.topology->generation();
-    if (refresh || now_generation != generation || absl::Now() >= next_assign) {
-      generation = now_generation;
-      Assign();
-      next_assign = absl::Now() + options_.recheck_interval;
-    }
-  }
-}
-
-void EventNudgeSubscriber::Assign() {
-  std::map<std::string, std::pair<redis::HostPort, std::set<int>>> wanted;
-  for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
-    absl::StatusOr<redis::HostPort> node = options_.topology->NodeFor(slots_[p]);
-    if (!node.ok()) {
-      // No answer for now (no map, no sentinel): keep the partition where it is.
-      if (!assigned_[p].has_value()) continue;
-      std::pair<redis::HostPort, std::set<int>>& entry = wanted[assigned_[p]->ToString()];
-      entry.first = *assigned_[p];
-      entry.second.insert(p);
-      continue;
-    }
-    std::pair<redis::HostPort, std::set<int>>& entry = wanted[node->ToString()];
-    entry.first = *node;
-    entry.second.insert(p);
-    assigned_[p] = *node;
-  }
-  for (auto it = nodes_.begin(); it != nodes_.end();) {
-    it = wanted.count(it->first) == 0 ? nodes_.erase(it) : std::next(it);
-  }
-  for (auto& [key, entry] : wanted) {
-    std::unique_ptr<Node>& node = nodes_[key];
-    if (node == nullptr) node = std::make_unique<Node>(*this, entry.first);
-    node->SetWanted(std::move(entry.second));
-  }
+  // A nudge and a new subscription mean the same: read that partition once.
+  subscriber.on_message = [on_nudge = options.on_nudge](int partition, const std::string&) {
+    on_nudge(partition);
+  };
+  subscriber.on_subscribed = std::move(options.on_nudge);
+  subscriber.name = "redis event nudges";
+  subscriber.keepalive_interval = options.keepalive_interval;
+  subscriber.keepalive_timeout = options.keepalive_timeout;
+  subscriber.recheck_interval = options.recheck_interval;
+  subscriber.retry_backoff = options.retry_backoff;
+  subscriber.max_retry_backoff = options.max_retry_backoff;
+  subscriber.subscribe_retry = options.subscribe_retry;
+  subscriber.refused_retry = options.refused_retry;
+  subscriber.refused_hint =
+      "the app user needs the channel pattern &<key_prefix>:* and +ssubscribe; event deliveries "
+      "fall back to the safety sweep";
+  subscriber.connect_failure_log = std::move(options.connect_failure_log);
+  subscriber.messages = options.nudges;
+  subscriber.subscriptions = options.resubscribes;
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::ShardedSubscriber> started,
+                             redis::ShardedSubscriber::Start(std::move(subscriber)));
+  return std::unique_ptr<EventNudgeSubscriber>(new EventNudgeSubscriber(std::move(started)));
 }
 
 }  // namespace orderhold::store

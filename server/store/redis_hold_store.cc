@@ -6,7 +6,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
-#include "server/redis/redis_cluster_client.h"
 #include "server/store/lua_scripts.h"
 
 namespace orderhold::store {
@@ -92,54 +91,29 @@ absl::Status OutOfRange(absl::string_view what) {
 // Bounds how long one call blocks Redis; a larger unacked backlog is trimmed over several calls.
 constexpr int kMaxTrimIdsPerGroup = 100000;
 
-// Max commands per round trip on the reaper's connection: the reaper keeps only a few calls in
-// flight, so a batch never holds more than a handful of its scripts.
-constexpr int kBackgroundMaxPipeline = 8;
-
 }  // namespace
 
+std::vector<std::string> RedisHoldStore::Scripts() {
+  return {std::string(lua::kPlaceHold),   std::string(lua::kEndHold),
+          std::string(lua::kListHolds),   std::string(lua::kReap),
+          std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
+          std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
+          std::string(lua::kTrimEvents),  std::string(lua::kCheckGroups)};
+}
+
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
-    RedisHoldStoreOptions options) {
-  ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(options.key_prefix));
-  if (options.outcomes.retention < absl::Milliseconds(1) || options.outcomes.max_per_user < 1) {
+    std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
+    std::unique_ptr<redis::RedisCaller> background) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(key_prefix));
+  if (outcomes.retention < absl::Milliseconds(1) || outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
         "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
   }
-  options.client.scripts = {std::string(lua::kPlaceHold),   std::string(lua::kEndHold),
-                            std::string(lua::kListHolds),   std::string(lua::kReap),
-                            std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
-                            std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
-                            std::string(lua::kTrimEvents),  std::string(lua::kCheckGroups)};
-  // The reaper's own connection: same Redis, scripts and timeouts, one connection, small batches;
-  // one failure log for both, so a failure both see is logged once.
-  if (options.client.failure_log == nullptr) {
-    options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
+  if (client == nullptr || background == nullptr) {
+    return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
-  redis::RedisClientOptions background_options = options.client;
-  background_options.connections = 1;
-  background_options.max_pipeline = kBackgroundMaxPipeline;
-  std::unique_ptr<redis::RedisCaller> client;
-  std::unique_ptr<redis::RedisCaller> background;
-  if (options.cluster != nullptr) {
-    const auto cluster_client =
-        [&](redis::RedisClientOptions node) -> absl::StatusOr<std::unique_ptr<redis::RedisCaller>> {
-      redis::RedisClusterClientOptions cluster;
-      cluster.node = std::move(node);
-      cluster.topology = options.cluster;
-      cluster.moved = options.moved_redirects;
-      cluster.ask = options.ask_redirects;
-      return redis::RedisClusterClient::Create(std::move(cluster));
-    };
-    ORDERHOLD_ASSIGN_OR_RETURN(client, cluster_client(std::move(options.client)));
-    ORDERHOLD_ASSIGN_OR_RETURN(background, cluster_client(std::move(background_options)));
-  } else {
-    ORDERHOLD_ASSIGN_OR_RETURN(client, redis::RedisClient::Create(std::move(options.client)));
-    ORDERHOLD_ASSIGN_OR_RETURN(background,
-                               redis::RedisClient::Create(std::move(background_options)));
-  }
-  return std::unique_ptr<RedisHoldStore>(
-      new RedisHoldStore(KeySchema(std::move(options.key_prefix)), options.outcomes,
-                         std::move(client), std::move(background)));
+  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
+      KeySchema(std::move(key_prefix)), outcomes, std::move(client), std::move(background)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,

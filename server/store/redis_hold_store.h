@@ -1,12 +1,13 @@
 // RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (one primary, found
 // directly or by Sentinel, or a Redis Cluster: every script's keys share one hash tag, see
 // keys.h). Every operation is one EVALSHA of a script in server/store/lua/, sent through a
-// pipelining RedisClient (RedisClusterClient in cluster mode: one such pool per primary); "now"
-// is Redis server TIME unless CallOptions::now is set.
+// redis::RedisCaller the app built (a pipelining RedisClient, or a RedisClusterClient in cluster
+// mode: one such pool per primary; see ConnectRedisStore in server/redis_store.h); "now" is
+// Redis server TIME unless CallOptions::now is set. The store builds no client.
 //
-// Two clients: requests (PlaceHold, EndHold, ListHolds, the event log's reads and acks, Ping) go
+// Two callers: requests (PlaceHold, EndHold, ListHolds, the event log's reads and acks, Ping) go
 // through the pool of `client.connections`; the reaper's calls (Reap, Heartbeat, ReleaseLease,
-// Unregister, TrimEvents) through a second client of one connection. So a request is never
+// Unregister, TrimEvents) through a second caller of one connection. So a request is never
 // written in the same pipelined batch as a reaper script, and never waits for one that happened
 // to be queued with it. A separate connection rather than a priority queue on the shared ones:
 // a priority queue still lets a reaper script into a batch that requests then wait behind, and
@@ -20,39 +21,33 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "prometheus/counter.h"
-#include "server/redis/cluster_topology.h"
-#include "server/redis/redis_client.h"
+#include "server/redis/redis_caller.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
 
 namespace orderhold::store {
 
-struct RedisHoldStoreOptions {
-  // Connection pool settings; `scripts` is filled in by the store.
-  redis::RedisClientOptions client;
-  // Prefix of every key (see keys.h). Non-empty, no `{`, `}`, whitespace or control characters.
-  std::string key_prefix = "orderhold";
-  // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
-  OutcomePolicy outcomes;
-  // Redis Cluster mode when set (--redis_mode=cluster): both clients are RedisClusterClients on
-  // this slot map, with `client` as every node pool's options (client.topology is ignored;
-  // client.endpoint.db must be 0).
-  std::shared_ptr<redis::ClusterTopology> cluster;
-  // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.
-  prometheus::Counter* moved_redirects = nullptr;
-  prometheus::Counter* ask_redirects = nullptr;
-};
-
 class RedisHoldStore final : public HoldStore, public HoldEventLog {
  public:
-  // Starts the connection pool (without connecting: Redis may be down at start).
-  // INVALID_ARGUMENT for a bad key_prefix, outcome policy or pool options (cluster mode: a
-  // database other than 0).
-  static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(RedisHoldStoreOptions options);
+  // The Lua bodies both callers must load, by index (redis::RedisClientOptions::scripts): the
+  // store's commands name a script by its index in this list.
+  static std::vector<std::string> Scripts();
+  // Max commands per round trip advised for the background caller: the reaper keeps only a few
+  // calls in flight, so a batch never holds more than a handful of its scripts.
+  static constexpr int kBackgroundMaxPipeline = 8;
+
+  // A store under `key_prefix` (see keys.h: non-empty, no `{`, `}`, whitespace or control
+  // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),
+  // sending requests through `client` and the reaper's calls through `background` (one
+  // connection of its own; see the file comment). Both callers must have been built with
+  // Scripts(). INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.
+  static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(
+      std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
+      std::unique_ptr<redis::RedisCaller> background);
 
   // HoldStore.
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;

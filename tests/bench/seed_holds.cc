@@ -26,7 +26,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/redis/cluster_topology.h"
+#include "server/redis/redis_topology.h"
 #include "server/redis/redis_url.h"
+#include "server/redis_store.h"
 #include "server/store/redis_hold_store.h"
 
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379", "Redis to fill.");
@@ -63,34 +65,38 @@ int Run() {
                  "unless --first_expiry is set\n");
     return 2;
   }
-  RedisHoldStoreOptions options;
+  RedisStoreOptions options;
   auto endpoint = redis::ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
   if (!endpoint.ok()) {
     std::fprintf(stderr, "%s\n", endpoint.status().ToString().c_str());
     return 2;
   }
-  options.client.endpoint = *endpoint;
+  options.client.node.user = endpoint->user;
+  options.client.node.password = endpoint->password;
+  options.client.db = endpoint->db;
   const std::string mode = absl::GetFlag(FLAGS_redis_mode);
   if (mode == "cluster") {
     redis::ClusterTopologyOptions cluster;
     cluster.seeds = endpoint->hosts;
-    cluster.user = endpoint->user;
-    cluster.password = endpoint->password;
+    cluster.node.user = endpoint->user;
+    cluster.node.password = endpoint->password;
     auto topology = redis::ClusterTopology::Create(std::move(cluster));
     if (!topology.ok()) {
       std::fprintf(stderr, "%s\n", topology.status().ToString().c_str());
       return 2;
     }
     options.cluster = *std::move(topology);
-  } else if (mode != "standalone") {
+  } else if (mode == "standalone") {
+    options.client.topology = std::make_shared<redis::StandaloneTopology>(endpoint->hosts.front());
+  } else {
     std::fprintf(stderr, "--redis_mode must be standalone or cluster\n");
     return 2;
   }
   options.client.connections = absl::GetFlag(FLAGS_connections);
   options.client.command_timeout = absl::Seconds(10);
-  options.client.connect_timeout = absl::Seconds(2);
+  options.client.node.connect_timeout = absl::Seconds(2);
   options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
-  auto store = RedisHoldStore::Create(std::move(options));
+  auto store = ConnectRedisStore(std::move(options));
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
     return 2;

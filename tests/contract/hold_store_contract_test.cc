@@ -16,7 +16,9 @@
 #include "gtest/gtest.h"
 #include "server/redis/cluster_topology.h"
 #include "server/redis/redis_connection.h"
+#include "server/redis/redis_topology.h"
 #include "server/redis/redis_url.h"
+#include "server/redis_store.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
@@ -80,16 +82,16 @@ class RedisFactory : public StoreFactory {
 
   std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
     if (redis_ == nullptr && !StartRedis()) return nullptr;
-    RedisHoldStoreOptions options;
-    options.client.endpoint.hosts = {{"127.0.0.1", tls_ ? redis_->tls_port() : redis_->port()}};
-    options.client.endpoint.tls = tls_;
-    options.client.tls = tls_context_;
+    RedisStoreOptions options;
+    options.client.topology = std::make_shared<redis::StandaloneTopology>(
+        redis::HostPort{"127.0.0.1", tls_ ? redis_->tls_port() : redis_->port()});
+    options.client.node.tls = tls_context_;
     // As the app user of deploy/redis/orderhold.acl: the suite proves that ACL is enough.
-    options.client.endpoint.user = "orderhold";
-    options.client.endpoint.password = "contract-pw";
+    options.client.node.user = "orderhold";
+    options.client.node.password = "contract-pw";
     options.key_prefix = absl::StrCat("contract", ++tests_);  // isolates tests sharing the server
     options.outcomes = outcomes;
-    auto store = RedisHoldStore::Create(std::move(options));
+    auto store = ConnectRedisStore(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? std::move(*store) : nullptr;
   }
@@ -150,22 +152,23 @@ class RedisClusterFactory : public StoreFactory {
       if (!cluster.ok()) return nullptr;
       cluster_ = std::move(*cluster);
     }
-    RedisHoldStoreOptions options;
+    RedisStoreOptions options;
     auto endpoint = redis::ParseRedisUrl(cluster_->SeedUrl());
     EXPECT_TRUE(endpoint.ok()) << endpoint.status();
     if (!endpoint.ok()) return nullptr;
-    options.client.endpoint = *std::move(endpoint);
+    options.client.node.user = endpoint->user;
+    options.client.node.password = endpoint->password;
     redis::ClusterTopologyOptions topology_options;
-    topology_options.seeds = options.client.endpoint.hosts;
-    topology_options.user = options.client.endpoint.user;
-    topology_options.password = options.client.endpoint.password;
+    topology_options.seeds = endpoint->hosts;
+    topology_options.node.user = options.client.node.user;
+    topology_options.node.password = options.client.node.password;
     auto topology = redis::ClusterTopology::Create(std::move(topology_options));
     EXPECT_TRUE(topology.ok()) << topology.status();
     if (!topology.ok()) return nullptr;
     options.cluster = *std::move(topology);
     options.key_prefix = absl::StrCat("orderhold:contract", ++tests_);
     options.outcomes = outcomes;
-    auto store = RedisHoldStore::Create(std::move(options));
+    auto store = ConnectRedisStore(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? std::move(*store) : nullptr;
   }

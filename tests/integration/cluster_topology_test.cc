@@ -37,8 +37,8 @@ redis::HostPort Node(RedisCluster& cluster, int i) {
 redis::ClusterTopologyOptions Options(RedisCluster& cluster, std::vector<int> seeds) {
   ClusterTopologyOptions options;
   for (int i : seeds) options.seeds.push_back(Node(cluster, i));
-  options.user = cluster.options().app_user;
-  options.password = cluster.options().app_password;
+  options.node.user = cluster.options().app_user;
+  options.node.password = cluster.options().app_password;
   return options;
 }
 
@@ -75,10 +75,10 @@ RedisCluster* ClusterTopologyTest::cluster_ = nullptr;
 TEST_F(ClusterTopologyTest, CreateValidatesOptions) {
   EXPECT_THAT(ClusterTopology::Create({}), StatusIs(absl::StatusCode::kInvalidArgument));
   ClusterTopologyOptions options = Options(*cluster_, {0});
-  options.password.clear();
+  options.node.password.clear();
   EXPECT_THAT(ClusterTopology::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
   options = Options(*cluster_, {0});
-  options.node_timeout = absl::ZeroDuration();
+  options.node.connect_timeout = absl::ZeroDuration();
   EXPECT_THAT(ClusterTopology::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

@@ -28,7 +28,9 @@
 #include "server/metrics/metrics.h"
 #include "server/redis/cluster_slots.h"
 #include "server/redis/cluster_topology.h"
+#include "server/redis/redis_topology.h"
 #include "server/redis/sentinel_topology.h"
+#include "server/redis_store.h"
 #include "server/store/keys.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/app_acl.h"
@@ -115,6 +117,14 @@ std::vector<int> ShardSubscribers(absl::string_view client_list) {
   return out;
 }
 
+// The test user's credentials, as every connection kind takes them.
+redis::NodeOptions Credentials() {
+  redis::NodeOptions node;
+  node.user = kUser;
+  node.password = kPassword;
+  return node;
+}
+
 // A raw SSUBSCRIBE connection to one channel, counting the nudges a step publishes: the step runs,
 // then a marker is published on the same channel (pub/sub keeps one channel's messages in publish
 // order), and the empty messages before the marker are the step's nudges.
@@ -123,8 +133,8 @@ class ChannelProbe {
   static absl::StatusOr<std::unique_ptr<ChannelProbe>> Open(int port, std::string channel) {
     auto probe = std::unique_ptr<ChannelProbe>(new ChannelProbe(std::move(channel)));
     absl::StatusOr<std::unique_ptr<redis::RedisConnection>> connection =
-        redis::ConnectAuthenticated(redis::HostPort{"127.0.0.1", port}, nullptr, kUser, kPassword,
-                                    "", "node", In(absl::Seconds(2)));
+        redis::ConnectAuthenticated(redis::HostPort{"127.0.0.1", port}, Credentials(), "", "node",
+                                    In(absl::Seconds(2)));
     if (!connection.ok()) return connection.status();
     probe->connection_ = std::move(*connection);
     absl::StatusOr<redis::RedisReply> reply =
@@ -176,21 +186,22 @@ absl::StatusOr<std::unique_ptr<RedisServer>> StartRedis(std::string rules = "") 
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> StoreFor(
     int port, std::shared_ptr<redis::ClusterTopology> cluster = nullptr) {
-  RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {{"127.0.0.1", port}};
-  options.client.endpoint.user = kUser;
-  options.client.endpoint.password = kPassword;
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", port});
+  options.client.node.user = kUser;
+  options.client.node.password = kPassword;
   options.client.connections = 1;
   options.cluster = std::move(cluster);
-  return RedisHoldStore::Create(std::move(options));
+  return ConnectRedisStore(std::move(options));
 }
 
 EventNudgeOptions SubscriberOptions(std::shared_ptr<redis::RedisTopology> topology,
                                     Recorder& recorder) {
   EventNudgeOptions options;
   options.topology = std::move(topology);
-  options.endpoint.user = kUser;
-  options.endpoint.password = kPassword;
+  options.node.user = kUser;
+  options.node.password = kPassword;
   options.on_nudge = [&recorder](int partition) { recorder.On(partition); };
   options.retry_backoff = absl::Milliseconds(50);
   options.max_retry_backoff = absl::Milliseconds(200);
@@ -506,15 +517,15 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
   for (int i = 0; i < cluster->primary_count(); ++i) {
     topology_options.seeds.push_back(redis::HostPort{"127.0.0.1", cluster->node(i).port()});
   }
-  topology_options.user = kUser;
-  topology_options.password = kPassword;
+  topology_options.node.user = kUser;
+  topology_options.node.password = kPassword;
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<redis::ClusterTopology> topology,
                        redis::ClusterTopology::Create(topology_options));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
                        StoreFor(cluster->node(0).port(), topology));
   Recorder recorder;
   EventNudgeOptions options = SubscriberOptions(topology, recorder);
-  options.client_name = "orderhold-nudges";  // the cluster fixture's ACL has +client|setname
+  options.node.client_name = "orderhold-nudges";  // the cluster fixture's ACL has +client|setname
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
   ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
@@ -659,9 +670,9 @@ TEST(EventNudgesTlsTest, SubscribesOverTls) {
   EventNudgeOptions options = SubscriberOptions(
       std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis->tls_port()}),
       recorder);
-  options.endpoint.user.clear();
-  options.endpoint.password.clear();
-  ASSERT_OK_AND_ASSIGN(options.tls, redis::TlsContext::Create(tls));
+  options.node.user.clear();
+  options.node.password.clear();
+  ASSERT_OK_AND_ASSIGN(options.node.tls, redis::TlsContext::Create(tls));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
   ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));

@@ -75,8 +75,8 @@ class RedisClusterClientTest : public ::testing::Test {
   void SetUp() override {
     ClusterTopologyOptions topology;
     topology.seeds = {HostPort{"127.0.0.1", cluster_->node(0).port()}};
-    topology.user = cluster_->options().app_user;
-    topology.password = cluster_->options().app_password;
+    topology.node.user = cluster_->options().app_user;
+    topology.node.password = cluster_->options().app_password;
     topology.refresh_interval = absl::Hours(1);
     topology.refreshes = &refreshes_;
     ASSERT_OK_AND_ASSIGN(topology_, ClusterTopology::Create(std::move(topology)));
@@ -86,10 +86,10 @@ class RedisClusterClientTest : public ::testing::Test {
   std::unique_ptr<RedisClusterClient> MakeClient(int max_redirects,
                                                  absl::Duration retry_window = absl::Seconds(3)) {
     RedisClusterClientOptions options;
-    options.node.endpoint.user = cluster_->options().app_user;
-    options.node.endpoint.password = cluster_->options().app_password;
-    options.node.connections = 2;
-    options.node.scripts = {kSetScript, kPairScript};
+    options.pool.node.user = cluster_->options().app_user;
+    options.pool.node.password = cluster_->options().app_password;
+    options.pool.connections = 2;
+    options.pool.scripts = {kSetScript, kPairScript};
     options.topology = topology_;
     options.max_redirects = max_redirects;
     options.retry_window = retry_window;
@@ -148,10 +148,10 @@ TEST(CommandSlotTest, ScriptsGoByTheirFirstKeyOtherCommandsByTheirFirstArgument)
 TEST_F(RedisClusterClientTest, CreateRefusesADatabaseOtherThanZeroAndNoTopology) {
   RedisClusterClientOptions options;
   options.topology = topology_;
-  options.node.endpoint.db = 2;
+  options.pool.db = 2;
   EXPECT_THAT(RedisClusterClient::Create(options),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("only database 0")));
-  options.node.endpoint.db = 0;
+  options.pool.db = 0;
   options.topology = nullptr;
   EXPECT_THAT(RedisClusterClient::Create(options), StatusIs(absl::StatusCode::kInvalidArgument));
 }
@@ -269,7 +269,7 @@ TEST_F(RedisClusterClientTest, TryAgainPastTheRetryWindowIsUnavailable) {
 TEST_F(RedisClusterClientTest, NoMapIsUnavailableForHealthAndCommands) {
   ClusterTopologyOptions options;
   options.seeds = {HostPort{"127.0.0.1", 1}};
-  options.node_timeout = absl::Milliseconds(100);
+  options.node.connect_timeout = absl::Milliseconds(100);
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ClusterTopology> nowhere,
                        ClusterTopology::Create(std::move(options)));
   RedisClusterClientOptions client_options;
@@ -291,18 +291,18 @@ TEST(RedisClusterClientFailoverTest, QueuedCommandsOfAClosedPoolGoToTheNewPrimar
                        RedisCluster::Start({.replicas_per_primary = 1}));
   ClusterTopologyOptions topology_options;
   topology_options.seeds = {HostPort{"127.0.0.1", cluster->node(0).port()}};
-  topology_options.user = cluster->options().app_user;
-  topology_options.password = cluster->options().app_password;
+  topology_options.node.user = cluster->options().app_user;
+  topology_options.node.password = cluster->options().app_password;
   topology_options.refresh_interval = absl::Hours(1);  // refreshed when asked (below)
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<ClusterTopology> topology,
                        ClusterTopology::Create(std::move(topology_options)));
   RedisClusterClientOptions options;
-  options.node.endpoint.user = cluster->options().app_user;
-  options.node.endpoint.password = cluster->options().app_password;
-  options.node.connections = 1;  // one command in flight, the rest queued
-  options.node.max_pipeline = 1;
-  options.node.command_timeout = absl::Seconds(4);  // the hung primary is replaced before
-  options.node.scripts = {kSetScript, kPairScript};
+  options.pool.node.user = cluster->options().app_user;
+  options.pool.node.password = cluster->options().app_password;
+  options.pool.connections = 1;  // one command in flight, the rest queued
+  options.pool.max_pipeline = 1;
+  options.pool.command_timeout = absl::Seconds(4);  // the hung primary is replaced before
+  options.pool.scripts = {kSetScript, kPairScript};
   options.topology = topology;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisClusterClient> client,
                        RedisClusterClient::Create(std::move(options)));

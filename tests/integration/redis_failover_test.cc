@@ -17,6 +17,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/fan_in.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/os_util.h"
@@ -77,17 +79,17 @@ class RedisFailoverTest : public ::testing::Test {
   }
 
   void CreateStore(int wait_replicas = 0) {
-    RedisHoldStoreOptions options;
+    RedisStoreOptions options;
     options.client.topology = topology_;
     options.client.command_timeout = absl::Seconds(1);
-    options.client.connect_timeout = absl::Milliseconds(500);
+    options.client.node.connect_timeout = absl::Milliseconds(500);
     options.client.retry_backoff = absl::Milliseconds(50);
     options.client.wait_replicas = wait_replicas;
     options.client.wait_timeout = absl::Milliseconds(200);
     options.client.on_reconnect = [this](redis::ReconnectReason reason) {
       if (reason == redis::ReconnectReason::kNotPrimary) ++not_primary_drops_;
     };
-    ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+    ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   }
 
   absl::StatusOr<PlaceHoldResult> Place(const std::string& user, const std::string& order) {
@@ -207,12 +209,13 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
       RedisServer::Start({.host = "127.0.0.3", .port = a->port(), .admin_password = kPassword}));
   Replicate(*b, *a);
 
-  RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {redis::HostPort{kName, a->port()}};  // StandaloneTopology
-  options.client.endpoint.password = kPassword;
+  RedisStoreOptions options;
+  options.client.topology = std::make_shared<redis::StandaloneTopology>(
+      redis::HostPort{kName, a->port()});  // StandaloneTopology
+  options.client.node.password = kPassword;
   options.client.retry_backoff = absl::Milliseconds(20);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
-                       RedisHoldStore::Create(std::move(options)));
+                       ConnectRedisStore(std::move(options)));
 
   // Writers place a hold and list it (the pairs); readers keep listing the newest acknowledged
   // hold, as a checkout page polls: reads outnumber writes, as in most deployments, so pooled

@@ -1,5 +1,7 @@
 // RedisHoldStore against a real redis-server: what only a real Redis can show (script cache
 // loss, Redis down or hung, concurrency through the pipelined pool, the data left behind).
+#include "server/redis_store.h"
+
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/reaper/reaper.h"
+#include "server/redis/redis_topology.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
@@ -36,13 +39,14 @@ class RedisStoreTest : public ::testing::Test {
 
   void SetUp() override {
     ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start());
-    RedisHoldStoreOptions options;
-    options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+    RedisStoreOptions options;
+    options.client.topology =
+        std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
     options.client.command_timeout = kTimeout;
-    options.client.connect_timeout = kTimeout;
+    options.client.node.connect_timeout = kTimeout;
     options.client.retry_backoff = kTimeout;
     options.client.errors = &metrics_.redis_errors();
-    ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+    ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   }
 
   absl::StatusOr<PlaceHoldResult> Place(const std::string& user, const std::string& order,
@@ -79,11 +83,12 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
 
 TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   // One connection, so the call after the flush reuses the connection whose SHAs went stale.
-  RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   options.client.connections = 1;
   options.client.errors = &metrics_.redis_errors();
-  ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
   auto second = Place("alice", "o2");
@@ -126,13 +131,14 @@ TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
 TEST_F(RedisStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWithoutAnError) {
   // One command per round trip, so a burst of concurrent calls spreads over the pool.
   constexpr int kConnections = 4;
-  RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   options.client.connections = kConnections;
   options.client.max_pipeline = 1;
   options.client.retry_backoff = kTimeout;
   options.client.errors = &metrics_.redis_errors();
-  ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   std::atomic<int> failed{0};
   auto burst = [&] {  // 2 calls per connection at once; counts the failed ones
     constexpr int kCalls = 2 * kConnections;
@@ -173,13 +179,14 @@ TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
   // stands apart from "ended by a timeout" by seconds, which a loaded machine cannot blur; and a
   // short fail-fast window, so the recovery below does not wait a second for it.
   constexpr absl::Duration kLongTimeout = absl::Seconds(10);
-  RedisHoldStoreOptions options;
-  options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   options.client.command_timeout = kLongTimeout;
-  options.client.connect_timeout = kLongTimeout;
+  options.client.node.connect_timeout = kLongTimeout;
   options.client.retry_backoff = absl::Milliseconds(100);
   options.client.errors = &metrics_.redis_errors();
-  ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(options)));
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   ASSERT_THAT(redis_->Pause(), IsOk());
   const absl::Time start = absl::Now();
   auto result = Place("alice", "o1", absl::Minutes(1), absl::Milliseconds(150));
@@ -312,10 +319,11 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
 }
 
 TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
-  RedisHoldStoreOptions other_options;
-  other_options.client.endpoint.hosts = {{"127.0.0.1", redis_->port()}};
+  RedisStoreOptions other_options;
+  other_options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   other_options.key_prefix = "other";
-  ASSERT_OK_AND_ASSIGN(auto other, RedisHoldStore::Create(std::move(other_options)));
+  ASSERT_OK_AND_ASSIGN(auto other, ConnectRedisStore(std::move(other_options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   auto list = Await<ListHoldsResult>([&](auto done) {
     other->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
@@ -323,9 +331,9 @@ TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
   });
   ASSERT_THAT(list, IsOk());
   EXPECT_TRUE(list->holds.empty());
-  RedisHoldStoreOptions bad_prefix;
+  RedisStoreOptions bad_prefix;
   bad_prefix.key_prefix = "bad{prefix}";
-  EXPECT_THAT(RedisHoldStore::Create(std::move(bad_prefix)),
+  EXPECT_THAT(ConnectRedisStore(std::move(bad_prefix)),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 

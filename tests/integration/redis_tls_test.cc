@@ -15,6 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/redis/redis_connection.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
@@ -84,18 +86,17 @@ class RedisTlsTest : public ::testing::Test {
   // failures here are immediate, and a mistaken hang shows as DEADLINE_EXCEEDED soon.
   absl::StatusOr<std::unique_ptr<RedisHoldStore>> MakeStore(
       const redis::HostPort& address, const std::optional<redis::RedisTlsOptions>& tls) {
-    RedisHoldStoreOptions options;
-    options.client.endpoint.hosts = {address};
-    options.client.endpoint.tls = tls.has_value();
+    RedisStoreOptions options;
+    options.client.topology = std::make_shared<redis::StandaloneTopology>(address);
     if (tls.has_value()) {
-      ORDERHOLD_ASSIGN_OR_RETURN(options.client.tls, redis::TlsContext::Create(*tls));
+      ORDERHOLD_ASSIGN_OR_RETURN(options.client.node.tls, redis::TlsContext::Create(*tls));
     }
     options.client.connections = 1;
-    options.client.connect_timeout = absl::Milliseconds(500);
+    options.client.node.connect_timeout = absl::Milliseconds(500);
     options.client.command_timeout = absl::Seconds(1);
     options.client.retry_backoff = absl::Milliseconds(50);
     options.key_prefix = "tls";
-    return RedisHoldStore::Create(std::move(options));
+    return ConnectRedisStore(std::move(options));
   }
 
   // One PlaceHold through a store built as MakeStore does.

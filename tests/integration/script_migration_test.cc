@@ -20,6 +20,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/common/fan_in.h"
+#include "server/redis/redis_topology.h"
+#include "server/redis_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -46,11 +48,12 @@ class UserScriptMigrationTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(cluster_, RedisCluster::Start(options));
     ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.DueKey(kPartition)));
     ASSERT_OK_AND_ASSIGN(owner_, cluster_->PrimaryFor(slot_));
-    RedisHoldStoreOptions store_options;
-    store_options.client.endpoint.hosts = {{"127.0.0.1", cluster_->node(owner_).port()}};
-    store_options.client.endpoint.user = options.app_user;
-    store_options.client.endpoint.password = options.app_password;
-    ASSERT_OK_AND_ASSIGN(store_, RedisHoldStore::Create(std::move(store_options)));
+    RedisStoreOptions store_options;
+    store_options.client.topology = std::make_shared<redis::StandaloneTopology>(
+        redis::HostPort{"127.0.0.1", cluster_->node(owner_).port()});
+    store_options.client.node.user = options.app_user;
+    store_options.client.node.password = options.app_password;
+    ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(store_options)));
     for (int i = 0; user_.empty(); ++i) {
       if (KeySchema::PartitionOf(absl::StrCat("user-", i)) == kPartition) {
         user_ = absl::StrCat("user-", i);
@@ -179,12 +182,13 @@ TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
   ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
   const int target = 1 - owner;
 
-  RedisHoldStoreOptions store_options;
-  store_options.client.endpoint.hosts = {{"127.0.0.1", cluster->node(owner).port()}};
-  store_options.client.endpoint.user = options.app_user;
-  store_options.client.endpoint.password = options.app_password;
+  RedisStoreOptions store_options;
+  store_options.client.topology = std::make_shared<redis::StandaloneTopology>(
+      redis::HostPort{"127.0.0.1", cluster->node(owner).port()});
+  store_options.client.node.user = options.app_user;
+  store_options.client.node.password = options.app_password;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
-                       RedisHoldStore::Create(std::move(store_options)));
+                       ConnectRedisStore(std::move(store_options)));
   const auto call = [] { return CallOptions{absl::Now() + absl::Seconds(5), std::nullopt}; };
 
   // Three users of the partition, each with a paid hold (an outcome record) and a due one; due in

@@ -193,7 +193,7 @@ TEST(SentinelTopologyTest, FailoverIsSeenThroughEveryPath) {
     SentinelOptions options = OptionsFor(*group, std::move(order));
     options.subscribe = subscribe;
     options.poll_interval = poll;
-    options.client_name = absl::StrCat("orderhold-", watcher->name);
+    options.node.client_name = absl::StrCat("orderhold-", watcher->name);
     options.failovers = &watcher->failovers;
     watcher->topology = CreateTopology(std::move(options));
     return watcher;
@@ -278,8 +278,8 @@ TEST(SentinelTopologyTest, AuthenticatesToSentinels) {
 
   auto with = [&](std::string username, std::string password) {
     SentinelOptions topology_options = OptionsFor(*group);
-    topology_options.username = std::move(username);
-    topology_options.password = std::move(password);
+    topology_options.node.user = std::move(username);
+    topology_options.node.password = std::move(password);
     return CreateTopology(std::move(topology_options));
   };
   std::unique_ptr<SentinelTopology> none = with("", "");

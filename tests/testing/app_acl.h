@@ -1,5 +1,6 @@
-// The app user's ACL of deploy/redis/orderhold.acl (deploy/README.md "Redis settings for a deployment"), for tests that run
-// OrderHold as that user and so prove the documented ACL is enough.
+// The app user's ACL of deploy/redis/orderhold.acl (deploy/README.md "Redis settings for a
+// deployment"), for tests that run OrderHold as that user and so prove the documented ACL is
+// enough.
 #ifndef ORDERHOLD_TESTS_TESTING_APP_ACL_H_
 #define ORDERHOLD_TESTS_TESTING_APP_ACL_H_
 

@@ -9,7 +9,8 @@
 //
 //   absl::StatusOr<std::unique_ptr<RedisServer>> redis = RedisServer::Start();
 //   ASSERT_TRUE(redis.ok()) << redis.status();
-//   store_options.client.endpoint.hosts = {{"127.0.0.1", (*redis)->port()}};
+//   store_options.client.topology =
+//   std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", (*redis)->port()});
 //   config.redis_url = (*redis)->url();                     // "redis://127.0.0.1:41234"
 //   EXPECT_EQ((*redis)->Command({"SET", "k", "v"}).value(), "OK");
 //   ASSERT_TRUE((*redis)->Stop().ok());                     // now connects are refused
