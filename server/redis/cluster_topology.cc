@@ -48,13 +48,14 @@ absl::StatusOr<std::unique_ptr<ClusterTopology>> ClusterTopology::Create(
 
 ClusterTopology::ClusterTopology(ClusterTopologyOptions options)
     : options_(std::move(options)),
-      error_(absl::UnavailableError("redis cluster: slot map not fetched yet")) {}
+      error_(absl::UnavailableError("redis cluster: slot map not fetched yet")),
+      // Create() refreshes once before the thread starts: the first periodic one is an interval
+      // after that.
+      schedule_(options_.refresh_interval, options_.min_refresh_interval,
+                absl::Now() + options_.refresh_interval, "requested", "periodic") {}
 
 ClusterTopology::~ClusterTopology() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  schedule_.Stop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -72,29 +73,26 @@ absl::StatusOr<HostPort> ClusterTopology::NodeFor(int slot) {
     }
   }
   // Unassigned (or no map): an error only after one re-fetch, so ask for it now.
-  refresh_requested_ = true;
+  schedule_.Request();
   std::string message = absl::StrCat("redis cluster: no primary known for slot ", slot);
   if (!error_.ok()) absl::StrAppend(&message, " (", error_.message(), ")");
   return absl::UnavailableError(message);
 }
 
-void ClusterTopology::RequestRefresh() {
-  absl::MutexLock lock(&mu_);
-  refresh_requested_ = true;
-}
+void ClusterTopology::RequestRefresh() { schedule_.Request(); }
 
 void ClusterTopology::ReportNotPrimary(const HostPort&) { RequestRefresh(); }
 
 void ClusterTopology::ReportMoved(int slot, const HostPort& node) {
   absl::MutexLock lock(&mu_);
   if (map_.has_value()) map_->Update(slot, node);
-  refresh_requested_ = true;
+  schedule_.Request();
 }
 
 absl::Status ClusterTopology::CheckCoverage() {
   absl::MutexLock lock(&mu_);
   absl::Status coverage = map_.has_value() ? map_->CheckCoverage() : error_;
-  if (!coverage.ok()) refresh_requested_ = true;
+  if (!coverage.ok()) schedule_.Request();
   return coverage;
 }
 
@@ -110,16 +108,8 @@ std::optional<SlotMap> ClusterTopology::slot_map() {
 }
 
 absl::StatusOr<HostPort> ClusterTopology::Refresh(int slot, absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    const uint64_t target = refreshes_started_ + 1;
-    refresh_requested_ = true;
-    const auto answered = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || refreshes_done_ >= target;
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&answered), deadline)) {
-      return absl::UnavailableError("redis cluster: slot map not refreshed in time");
-    }
+  if (!schedule_.RequestAndWait(deadline)) {
+    return absl::UnavailableError("redis cluster: slot map not refreshed in time");
   }
   return NodeFor(slot);
 }
@@ -131,72 +121,33 @@ void ClusterTopology::Run() {
   sigaddset(&sigpipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
 
-  absl::Time next_poll = absl::Now() + options_.refresh_interval;  // Create() just refreshed
-  absl::Time last_refresh = absl::Now();
-  while (true) {
-    bool refresh = false;
-    absl::string_view why = "periodic";
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-      const absl::Time now = absl::Now();
-      const bool requested =
-          refresh_requested_ && now >= last_refresh + options_.min_refresh_interval;
-      if (requested || now >= next_poll) {
-        refresh = true;
-        if (requested) why = "requested";
-        refresh_requested_ = false;  // any refresh answers the request
-      }
-    }
-    if (refresh) {
-      last_refresh = absl::Now();
-      DoRefresh(why);
-      next_poll = absl::Now() + options_.refresh_interval;
-    }
-    absl::MutexLock lock(&mu_);
-    if (refresh_requested_) {
-      // Requested but rate-limited: wake when it is allowed, or to stop.
-      mu_.AwaitWithDeadline(absl::Condition(&stopping_),
-                            std::min(next_poll, last_refresh + options_.min_refresh_interval));
-    } else {
-      mu_.AwaitWithDeadline(
-          absl::Condition(
-              +[](ClusterTopology* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
-                return self->stopping_ || self->refresh_requested_;
-              },
-              this),
-          next_poll);
-    }
+  std::string why;
+  while (schedule_.Next(absl::InfiniteFuture(), &why) == RefreshSchedule::Turn::kRefresh) {
+    DoRefresh(why);
   }
   connection_.reset();
 }
 
 void ClusterTopology::DoRefresh(absl::string_view why) {
+  schedule_.Begin();
   std::vector<HostPort> order;
   {
     absl::MutexLock lock(&mu_);
-    ++refreshes_started_;
     if (last_answered_.has_value()) order.push_back(*last_answered_);
     for (const HostPort& seed : options_.seeds) AddUnique(order, seed);
     if (map_.has_value()) {
       for (const HostPort& primary : map_->Primaries()) AddUnique(order, primary);
     }
   }
-  // Every way out counts the refresh as done (Refresh() waits on it).
+  // Every way out ends the refresh (Refresh() waits on it).
   struct Done {
-    ClusterTopology* self;
-    ~Done() {
-      absl::MutexLock lock(&self->mu_);
-      ++self->refreshes_done_;
-    }
-  } done{this};
+    RefreshSchedule& schedule;
+    ~Done() { schedule.End(); }
+  } done{schedule_};
   if (options_.refreshes != nullptr) options_.refreshes->Increment();
   std::vector<std::string> failures;
   for (const HostPort& node : order) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-    }
+    if (schedule_.stopping()) return;
     absl::StatusOr<SlotMap> map = AskNode(node);
     if (!map.ok()) {
       failures.emplace_back(map.status().message());
@@ -280,12 +231,7 @@ void ClusterTopology::SetError(absl::Status error) {
     known = map_.has_value();
     error_ = error;
   }
-  if (!changed) return;
-  if (known) {
-    LogWarning(error.message(), "; keeping the last slot map");
-  } else {
-    LogWarning(error.message());
-  }
+  if (changed) LogRefreshFailure(error, known, "the last slot map");
 }
 
 }  // namespace orderhold::redis

@@ -20,6 +20,7 @@
 #include "server/redis/cluster_slots.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_topology.h"
+#include "server/redis/refresh_schedule.h"
 
 namespace orderhold::redis {
 
@@ -116,10 +117,8 @@ class ClusterTopology final : public RedisTopology {
   std::optional<SlotMap> map_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the last refresh's error; OK after a success
   std::optional<HostPort> last_answered_ ABSL_GUARDED_BY(mu_);
-  bool refresh_requested_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t refreshes_started_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t refreshes_done_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When to refresh: every refresh_interval, and on request (min_refresh_interval apart).
+  RefreshSchedule schedule_;
   std::unique_ptr<RedisConnection> connection_;  // refresh thread only: to the last answering node
   std::thread thread_;
 };

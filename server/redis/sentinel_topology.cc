@@ -131,13 +131,13 @@ absl::StatusOr<std::unique_ptr<SentinelTopology>> SentinelTopology::Create(
 SentinelTopology::SentinelTopology(SentinelOptions options)
     : options_(std::move(options)),
       order_(options_.sentinels),
-      error_(absl::UnavailableError("redis sentinel: primary not resolved yet")) {}
+      error_(absl::UnavailableError("redis sentinel: primary not resolved yet")),
+      schedule_(options_.poll_interval, options_.min_reresolve_interval,
+                absl::Now(),  // the thread resolves at once
+                "ReportNotPrimary", "poll") {}
 
 SentinelTopology::~SentinelTopology() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  schedule_.Stop();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -149,7 +149,7 @@ absl::StatusOr<HostPort> SentinelTopology::NodeFor(int) {
 
 void SentinelTopology::ReportNotPrimary(const HostPort& address) {
   absl::MutexLock lock(&mu_);
-  if (primary_.has_value() && *primary_ == address) reresolve_ = true;
+  if (primary_.has_value() && *primary_ == address) schedule_.Request();
 }
 
 void SentinelTopology::Run() {
@@ -159,32 +159,15 @@ void SentinelTopology::Run() {
   sigaddset(&sigpipe, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
 
-  absl::Time next_poll = absl::Now();  // resolve at once
-  absl::Time last_resolve = absl::InfinitePast();
   absl::Time next_subscribe = absl::Now();
   absl::Time next_ping = absl::InfinitePast();
   bool subscribed_before = false;
-  absl::string_view poll_reason = "poll";
+  absl::Time wake = absl::Now();
+  std::string why;
   while (true) {
-    bool resolve = false;
-    absl::string_view why = "poll";
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) break;
-      const absl::Time now = absl::Now();
-      const bool reported = reresolve_ && now >= last_resolve + options_.min_reresolve_interval;
-      if (reported || now >= next_poll) {
-        resolve = true;
-        why = reported ? "ReportNotPrimary" : poll_reason;
-        reresolve_ = false;  // any resolution answers the report
-      }
-    }
-    if (resolve) {
-      last_resolve = absl::Now();
-      Resolve(why);
-      poll_reason = "poll";
-      next_poll = absl::Now() + options_.poll_interval;
-    }
+    const RefreshSchedule::Turn turn = schedule_.Next(wake, &why);
+    if (turn == RefreshSchedule::Turn::kStop) break;
+    if (turn == RefreshSchedule::Turn::kRefresh) Resolve(why);
     if (subscription_ != nullptr) {
       if (absl::Now() >= next_ping) {
         if (!PumpSubscription()) next_subscribe = absl::Now();  // make it again at once
@@ -193,72 +176,41 @@ void SentinelTopology::Run() {
     } else if (options_.subscribe && absl::Now() >= next_subscribe && !stopping()) {
       if (const absl::Status subscribed = Subscribe(); subscribed.ok()) {
         // Events may have been missed while there was no subscription: ask now.
-        if (subscribed_before) {
-          next_poll = absl::Now();
-          poll_reason = "poll after resubscribing";
-        }
+        if (subscribed_before) schedule_.DueNow("poll after resubscribing");
         subscribed_before = true;
         next_ping = absl::Now() + kSubscriptionSlice;
       } else {
         next_subscribe = absl::Now() + SubscribeRetry(subscribed);
       }
     }
-
-    absl::Time wake = next_poll;
-    if (subscription_ != nullptr) {
-      wake = std::min(wake, next_ping);
-    } else if (options_.subscribe) {
-      wake = std::min(wake, next_subscribe);
-    }
-    absl::MutexLock lock(&mu_);
-    if (reresolve_) {
-      // Already asked for but rate-limited: wake when it is allowed, or to stop.
-      wake = std::min(wake, last_resolve + options_.min_reresolve_interval);
-      mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
-    } else {
-      mu_.AwaitWithDeadline(absl::Condition(
-                                +[](SentinelTopology* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(
-                                     self->mu_) { return self->stopping_ || self->reresolve_; },
-                                this),
-                            wake);
-    }
+    wake = subscription_ != nullptr ? next_ping
+           : options_.subscribe     ? next_subscribe
+                                    : absl::InfiniteFuture();
   }
   subscription_.reset();
   poll_connection_.reset();
 }
 
 absl::StatusOr<HostPort> SentinelTopology::Refresh(int slot, absl::Time deadline) {
-  {
-    absl::MutexLock lock(&mu_);
-    const uint64_t target = resolutions_started_ + 1;
-    reresolve_ = true;
-    const auto answered = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || resolutions_done_ >= target;
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&answered), deadline)) {
-      return absl::UnavailableError(
-          absl::StrCat("redis sentinel: no answer in time from the sentinels about '",
-                       options_.master_name, "'"));
-    }
+  if (!schedule_.RequestAndWait(deadline)) {
+    return absl::UnavailableError(absl::StrCat(
+        "redis sentinel: no answer in time from the sentinels about '", options_.master_name, "'"));
   }
   return NodeFor(slot);
 }
 
 void SentinelTopology::Resolve(absl::string_view why) {
+  schedule_.Begin();
   std::vector<HostPort> order;
   {
     absl::MutexLock lock(&mu_);
     order = order_;
-    ++resolutions_started_;
   }
-  // Every way out counts the resolution as done (Refresh waits on it).
+  // Every way out ends the resolution (Refresh waits on it).
   struct Done {
-    SentinelTopology* self;
-    ~Done() {
-      absl::MutexLock lock(&self->mu_);
-      ++self->resolutions_done_;
-    }
-  } done{this};
+    RefreshSchedule& schedule;
+    ~Done() { schedule.End(); }
+  } done{schedule_};
   std::vector<sentinel_internal::Attempt> attempts;
   for (const HostPort& sentinel : order) {
     if (stopping()) return;
@@ -393,7 +345,7 @@ void SentinelTopology::OnSwitchMaster(const HostPort& from, const HostPort& to) 
     absl::MutexLock lock(&mu_);
     if (primary_.has_value() && *primary_ != from) {
       // Not a switch from what we know (an old event, or we missed one): ask the sentinels.
-      if (*primary_ != to) reresolve_ = true;
+      if (*primary_ != to) schedule_.Request();
       return;
     }
   }
@@ -432,12 +384,7 @@ void SentinelTopology::SetError(absl::Status error) {
     known = primary_.has_value();
     error_ = error;
   }
-  if (!changed) return;
-  if (known) {
-    LogWarning(error.message(), "; keeping the last known primary");
-  } else {
-    LogWarning(error.message());
-  }
+  if (changed) LogRefreshFailure(error, known, "the last known primary");
 }
 
 }  // namespace orderhold::redis

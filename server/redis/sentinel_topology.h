@@ -39,6 +39,7 @@
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_reply.h"
 #include "server/redis/redis_topology.h"
+#include "server/redis/refresh_schedule.h"
 
 namespace orderhold::redis {
 
@@ -123,21 +124,16 @@ class SentinelTopology final : public RedisTopology {
   // A +switch-master for our master: followed when it starts from the primary we know (or none is
   // known yet); else (an old event, or one was missed) the sentinels are asked again.
   void OnSwitchMaster(const HostPort& from, const HostPort& to);
-  bool stopping() {
-    absl::MutexLock lock(&mu_);
-    return stopping_;
-  }
+  bool stopping() const { return schedule_.stopping(); }
 
   const SentinelOptions options_;
   absl::Mutex mu_;
   std::vector<HostPort> order_ ABSL_GUARDED_BY(mu_);  // sentinels, the last that answered first
   std::optional<HostPort> primary_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the last discovery error; OK after a success
-  bool reresolve_ ABSL_GUARDED_BY(mu_) = false;
-  // Resolutions started and finished so far (Refresh waits for one started after its call).
-  uint64_t resolutions_started_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t resolutions_done_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // When to resolve: every poll_interval, and when asked (ReportNotPrimary, a switch that does
+  // not start from what we know), min_reresolve_interval apart.
+  RefreshSchedule schedule_;
   // Used by the background thread only.
   std::unique_ptr<RedisConnection> poll_connection_;  // to the sentinel that last answered
   std::unique_ptr<RedisConnection> subscription_;     // SUBSCRIBEd to +switch-master

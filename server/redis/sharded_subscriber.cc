@@ -90,7 +90,7 @@ class ShardedSubscriber::Node {
     sigaddset(&sigpipe, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
 
-    absl::Duration backoff = options_.retry_backoff;
+    absl::Duration backoff = options_.timings.retry_backoff;
     absl::Time retry_at = absl::InfinitePast();
     while (!stopping()) {
       if (connection_ == nullptr) {
@@ -106,18 +106,18 @@ class ShardedSubscriber::Node {
             log_.Transition(Prefixed(options_.name, status), "");
           }
           retry_at = absl::Now() + backoff;
-          backoff = std::min(backoff * 2, options_.max_retry_backoff);
+          backoff = std::min(backoff * 2, options_.timings.max_retry_backoff);
           parent_.RequestRecheck();
           continue;
         }
-        backoff = options_.retry_backoff;
+        backoff = options_.timings.retry_backoff;
       }
       absl::Status status = Step();
       if (!status.ok()) {
         log_.Transition(Prefixed(options_.name, status), "");
         Drop();
         retry_at = absl::Now() + backoff;
-        backoff = std::min(backoff * 2, options_.max_retry_backoff);
+        backoff = std::min(backoff * 2, options_.timings.max_retry_backoff);
         parent_.RequestRecheck();
       }
     }
@@ -175,7 +175,7 @@ class ShardedSubscriber::Node {
         appended = true;
       }
     }
-    if (!ping_outstanding_ && now - last_heard_ >= options_.keepalive_interval) {
+    if (!ping_outstanding_ && now - last_heard_ >= options_.timings.keepalive_interval) {
       connection_->Append({"PING"});
       in_flight_.push_back(kPing);
       ping_outstanding_ = true;
@@ -184,12 +184,13 @@ class ShardedSubscriber::Node {
     }
     if (appended)
       ORDERHOLD_RETURN_IF_ERROR(connection_->Flush(now + options_.node.connect_timeout));
-    if (ping_outstanding_ && now - ping_sent_ >= options_.keepalive_timeout) {
-      return absl::UnavailableError(absl::StrCat(address_.ToString(), " did not answer PING in ",
-                                                 absl::FormatDuration(options_.keepalive_timeout)));
+    if (ping_outstanding_ && now - ping_sent_ >= options_.timings.keepalive_timeout) {
+      return absl::UnavailableError(
+          absl::StrCat(address_.ToString(), " did not answer PING in ",
+                       absl::FormatDuration(options_.timings.keepalive_timeout)));
     }
-    const absl::Time wake = ping_outstanding_ ? ping_sent_ + options_.keepalive_timeout
-                                              : last_heard_ + options_.keepalive_interval;
+    const absl::Time wake = ping_outstanding_ ? ping_sent_ + options_.timings.keepalive_timeout
+                                              : last_heard_ + options_.timings.keepalive_interval;
     ORDERHOLD_ASSIGN_OR_RETURN(std::optional<RedisReply> reply,
                                connection_->TryRead(std::min(now + kSlice, wake)));
     if (!reply.has_value()) return absl::OkStatus();
@@ -251,12 +252,13 @@ class ShardedSubscriber::Node {
     const RedisErrorKind kind = ClassifyRedisError(error);
     if (kind == RedisErrorKind::kMoved || kind == RedisErrorKind::kAsk) {
       // The slot is served elsewhere and the topology does not know yet.
-      subscribe_at_ = absl::Now() + options_.subscribe_retry;
+      subscribe_at_ = absl::Now() + options_.timings.subscribe_retry;
       parent_.RequestRecheck();
       return absl::OkStatus();
     }
     const bool refused = absl::StartsWith(error, "NOPERM");
-    const absl::Duration retry = refused ? options_.refused_retry : options_.subscribe_retry;
+    const absl::Duration retry =
+        refused ? options_.timings.refused_retry : options_.timings.subscribe_retry;
     subscribe_at_ = absl::Now() + retry;
     // One line per node, whatever the channel: the channel is left out of the message.
     log_.Transition(absl::PermissionDeniedError(absl::StrCat(
@@ -301,9 +303,10 @@ absl::StatusOr<std::unique_ptr<ShardedSubscriber>> ShardedSubscriber::Start(
   }
   ORDERHOLD_RETURN_IF_ERROR(ValidateNodeOptions(options.node, options.name));
   for (const absl::Duration d :
-       {options.keepalive_interval, options.keepalive_timeout, options.recheck_interval,
-        options.retry_backoff, options.max_retry_backoff, options.subscribe_retry,
-        options.refused_retry}) {
+       {options.timings.keepalive_interval, options.timings.keepalive_timeout,
+        options.timings.recheck_interval, options.timings.retry_backoff,
+        options.timings.max_retry_backoff, options.timings.subscribe_retry,
+        options.timings.refused_retry}) {
     if (d <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(absl::StrCat(options.name, ": every duration must be > 0"));
     }
@@ -364,7 +367,7 @@ void ShardedSubscriber::Run() {
     if (refresh || now_generation != generation || absl::Now() >= next_assign) {
       generation = now_generation;
       Assign();
-      next_assign = absl::Now() + options_.recheck_interval;
+      next_assign = absl::Now() + options_.timings.recheck_interval;
     }
   }
 }

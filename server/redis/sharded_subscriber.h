@@ -64,6 +64,25 @@
 
 namespace orderhold::redis {
 
+// How a ShardedSubscriber paces its keepalive, reassignment and retries. Every duration > 0.
+struct SubscriberTimings {
+  // A PING is sent on a connection that received nothing for this long ...
+  absl::Duration keepalive_interval = absl::Seconds(1);
+  // ... and the connection is dropped when nothing answers for this long after it.
+  absl::Duration keepalive_timeout = absl::Seconds(2);
+  // How often the channel -> node assignment is computed again with no reason to.
+  absl::Duration recheck_interval = absl::Seconds(1);
+  // After a failed connect or a lost connection: wait this long, doubling per failure up to
+  // max_retry_backoff, before connecting again.
+  absl::Duration retry_backoff = absl::Milliseconds(100);
+  absl::Duration max_retry_backoff = absl::Seconds(2);
+  // After an SSUBSCRIBE answered with an error (NOPERM, or MOVED with the map not yet updated):
+  // how long before that node's unsubscribed channels are tried again: refused_retry after a
+  // NOPERM (an ACL does not change by itself: don't knock often), subscribe_retry otherwise.
+  absl::Duration subscribe_retry = absl::Seconds(1);
+  absl::Duration refused_retry = absl::Seconds(30);
+};
+
 struct ShardedSubscriberOptions {
   // Which node serves a slot: StandaloneTopology, SentinelTopology or ClusterTopology. Required.
   std::shared_ptr<RedisTopology> topology;
@@ -80,21 +99,7 @@ struct ShardedSubscriberOptions {
   std::function<void(int channel)> on_subscribed;
   // Log prefix of this subscriber's lines ("<name>: subscribed at ...").
   std::string name = "redis sharded subscriber";
-  // A PING is sent on a connection that received nothing for this long ...
-  absl::Duration keepalive_interval = absl::Seconds(1);
-  // ... and the connection is dropped when nothing answers for this long after it.
-  absl::Duration keepalive_timeout = absl::Seconds(2);
-  // How often the channel -> node assignment is computed again with no reason to.
-  absl::Duration recheck_interval = absl::Seconds(1);
-  // After a failed connect or a lost connection: wait this long, doubling per failure up to
-  // max_retry_backoff, before connecting again.
-  absl::Duration retry_backoff = absl::Milliseconds(100);
-  absl::Duration max_retry_backoff = absl::Seconds(2);
-  // After an SSUBSCRIBE answered with an error (NOPERM, or MOVED with the map not yet updated):
-  // how long before that node's unsubscribed channels are tried again: refused_retry after a
-  // NOPERM (an ACL does not change by itself: don't knock often), subscribe_retry otherwise.
-  absl::Duration subscribe_retry = absl::Seconds(1);
-  absl::Duration refused_retry = absl::Seconds(30);
+  SubscriberTimings timings;
   // Added to the warning when an SSUBSCRIBE is refused with NOPERM: what the user's ACL lacks and
   // what that costs (for nudges: "the app user needs the channel pattern &<key_prefix>:* and
   // +ssubscribe; event deliveries fall back to the safety sweep"). Empty: nothing added.

@@ -26,13 +26,7 @@ absl::StatusOr<std::unique_ptr<EventNudgeSubscriber>> EventNudgeSubscriber::Star
   };
   subscriber.on_subscribed = std::move(options.on_nudge);
   subscriber.name = "redis event nudges";
-  subscriber.keepalive_interval = options.keepalive_interval;
-  subscriber.keepalive_timeout = options.keepalive_timeout;
-  subscriber.recheck_interval = options.recheck_interval;
-  subscriber.retry_backoff = options.retry_backoff;
-  subscriber.max_retry_backoff = options.max_retry_backoff;
-  subscriber.subscribe_retry = options.subscribe_retry;
-  subscriber.refused_retry = options.refused_retry;
+  subscriber.timings = options.timings;
   subscriber.refused_hint =
       "the app user needs the channel pattern &<key_prefix>:* and +ssubscribe; event deliveries "
       "fall back to the safety sweep";

@@ -48,14 +48,8 @@ struct EventNudgeOptions {
   // received, and for every partition each time its subscription is (re)established. Must not
   // block. Required.
   std::function<void(int partition)> on_nudge;
-  // redis::ShardedSubscriberOptions' timings (see there).
-  absl::Duration keepalive_interval = absl::Seconds(1);
-  absl::Duration keepalive_timeout = absl::Seconds(2);
-  absl::Duration recheck_interval = absl::Seconds(1);
-  absl::Duration retry_backoff = absl::Milliseconds(100);
-  absl::Duration max_retry_backoff = absl::Seconds(2);
-  absl::Duration subscribe_retry = absl::Seconds(1);
-  absl::Duration refused_retry = absl::Seconds(30);
+  // Keepalive, reassignment and retry pacing (redis::SubscriberTimings).
+  redis::SubscriberTimings timings;
   // Where a failure to connect is logged: the store's RedisClientOptions::failure_log, so a
   // failure both see is one log line. Null: logged prefixed "redis event nudges:".
   std::shared_ptr<redis::RedisFailureLog> connect_failure_log;

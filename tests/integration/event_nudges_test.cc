@@ -203,8 +203,8 @@ EventNudgeOptions SubscriberOptions(std::shared_ptr<redis::RedisTopology> topolo
   options.node.user = kUser;
   options.node.password = kPassword;
   options.on_nudge = [&recorder](int partition) { recorder.On(partition); };
-  options.retry_backoff = absl::Milliseconds(50);
-  options.max_retry_backoff = absl::Milliseconds(200);
+  options.timings.retry_backoff = absl::Milliseconds(50);
+  options.timings.max_retry_backoff = absl::Milliseconds(200);
   return options;
 }
 
@@ -428,7 +428,7 @@ TEST_F(EventNudgeSubscriberTest, ResubscribesAfterRedisRestarts) {
 // nothing else (INFO commandstats over one second, with the interval shortened to 200 ms).
 TEST_F(EventNudgeSubscriberTest, IdleItSendsOnlyAKeepalivePing) {
   EventNudgeOptions options = Options();
-  options.keepalive_interval = absl::Milliseconds(200);
+  options.timings.keepalive_interval = absl::Milliseconds(200);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
   ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
@@ -469,7 +469,7 @@ TEST_F(EventNudgeSubscriberTest, StartValidatesOptions) {
   options.key_prefix = "bad{prefix}";
   EXPECT_FALSE(EventNudgeSubscriber::Start(options).ok());
   options = Options();
-  options.keepalive_interval = absl::ZeroDuration();
+  options.timings.keepalive_interval = absl::ZeroDuration();
   EXPECT_FALSE(EventNudgeSubscriber::Start(options).ok());
 }
 
@@ -493,7 +493,7 @@ TEST(EventNudgesAclTest, WithoutChannelPermissionHoldsStillEndAndTheSubscriberRe
   EventNudgeOptions options = SubscriberOptions(
       std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis->port()}),
       recorder);
-  options.refused_retry = absl::Milliseconds(200);
+  options.timings.refused_retry = absl::Milliseconds(200);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
                        EventNudgeSubscriber::Start(options));
   // Refused again and again (INFO's total_error_replies counts the 64 NOPERMs of each try; 7.0
