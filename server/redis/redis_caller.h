@@ -36,7 +36,7 @@ struct RedisCommand {
 
 // Where commands are submitted: one node's pool (RedisClient) or a Redis Cluster
 // (RedisClusterClient, redis_cluster_client.h). The store sends its commands through this
-// interface (it still builds its clients in RedisHoldStore::Create).
+// interface; the app builds the callers (server/redis_store.h).
 class RedisCaller {
  public:
   using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<RedisReply>) &&>;
