@@ -23,7 +23,9 @@ namespace orderhold::redis {
 // One command. With `script` >= 0 it is sent as EVALSHA <sha of scripts[script]> <args...>, so
 // args start with numkeys; otherwise args is the whole command ("PING").
 struct RedisCommand {
-  int script = -1;
+  // `script` of a plain command.
+  static constexpr int kNoScript = -1;
+  int script = kNoScript;
   std::vector<std::string> args;
   // The command may write: with RedisClientOptions::wait_replicas > 0 it is answered OK only
   // once that many replicas acknowledged its batch (WAIT).

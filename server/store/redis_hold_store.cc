@@ -1,6 +1,7 @@
 #include "server/store/redis_hold_store.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -11,19 +12,43 @@
 namespace orderhold::store {
 namespace {
 
-// Index of each script in RedisClientOptions::scripts.
-enum Script {
-  kPlaceHold = 0,
-  kEndHold,
-  kListHolds,
-  kReap,
-  kHeartbeat,
-  kReleaseLease,
-  kEnsureGroup,
-  kReadEvents,
-  kTrimEvents,
-  kCheckGroups,
+using lua::Script;
+
+// One KEYS or ARGV element of Eval. Not default-constructible, so that an Eval call with fewer
+// elements than store/lua/scripts.txt says does not compile (std::array would default the rest).
+struct Arg {
+  Arg(std::string s) : value(std::move(s)) {}  // NOLINT: implicit, as a string
+  Arg(const char* s) : value(s) {}             // NOLINT: implicit, as a string
+  std::string value;
 };
+
+// The command calling `kScript` (EVALSHA of its index in Scripts()) with its KEYS and ARGV. The
+// counts are store/lua/scripts.txt's, checked by the compiler (array sizes, neither more nor
+// fewer). The two arrays are function arguments, built in an unspecified order: an element of
+// one must not move from what the other reads. `more` is the variable ARGV tail of a script listed
+// there as "N+" (check_groups), and stays empty for the others.
+template <Script kScript>
+redis::RedisCommand Eval(std::array<Arg, lua::Spec(kScript).keys> keys,
+                         std::array<Arg, lua::Spec(kScript).argv> argv,
+                         std::vector<std::string> more = {}) {
+  static_assert(lua::Spec(kScript).keys >= 1, "every script names its keys (Redis Cluster)");
+  redis::RedisCommand command;
+  command.script = static_cast<int>(kScript);
+  command.args.reserve(1 + keys.size() + argv.size() + more.size());
+  command.args.push_back(absl::StrCat(keys.size()));  // numkeys
+  for (Arg& key : keys) command.args.push_back(std::move(key.value));
+  for (Arg& arg : argv) command.args.push_back(std::move(arg.value));
+  for (std::string& arg : more) command.args.push_back(std::move(arg));
+  return command;
+}
+
+// A plain command (no script).
+redis::RedisCommand Plain(std::vector<std::string> args) {
+  redis::RedisCommand command;
+  command.script = redis::RedisCommand::kNoScript;
+  command.args = std::move(args);
+  return command;
+}
 
 absl::Status BadReply(absl::string_view what) {
   return absl::InternalError(absl::StrCat("unexpected Redis reply to ", what));
@@ -94,11 +119,9 @@ constexpr int kMaxTrimIdsPerGroup = 100000;
 }  // namespace
 
 std::vector<std::string> RedisHoldStore::Scripts() {
-  return {std::string(lua::kPlaceHold),   std::string(lua::kEndHold),
-          std::string(lua::kListHolds),   std::string(lua::kReap),
-          std::string(lua::kHeartbeat),   std::string(lua::kReleaseLease),
-          std::string(lua::kEnsureGroup), std::string(lua::kReadEvents),
-          std::string(lua::kTrimEvents),  std::string(lua::kCheckGroups)};
+  std::vector<std::string> bodies;
+  for (const lua::ScriptSpec& spec : lua::kScripts) bodies.emplace_back(spec.body);
+  return bodies;
 }
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
@@ -128,12 +151,11 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
   const int partition = KeySchema::PartitionOf(args.user_id);
-  redis::RedisCommand command{
-      kPlaceHold,
-      {"5", keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), args.user_id, args.order_id,
-       absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds), NowArg(options), retention_ms_,
-       max_outcomes_}};
+  redis::RedisCommand command = Eval<Script::kPlaceHold>(
+      {keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition)},
+      {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
+       NowArg(options), retention_ms_, max_outcomes_});
   command.writes = true;
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
@@ -164,11 +186,13 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
   const int partition = KeySchema::PartitionOf(user_id);
-  redis::RedisCommand command{
-      kEndHold,
-      {"5", keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), std::move(user_id), std::move(order_id),
-       absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_, max_outcomes_}};
+  redis::RedisCommand command = Eval<Script::kEndHold>(
+      {keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
+       keys_.EndedKey(user_id), keys_.EventsKey(partition)},
+      // Copies, not moves: the two arrays are built in an unspecified order, and the keys read
+      // user_id.
+      {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
+       max_outcomes_});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
@@ -190,7 +214,8 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
-  redis::RedisCommand command{kListHolds, {"1", keys_.UserKey(user_id), NowArg(options)}};
+  redis::RedisCommand command =
+      Eval<Script::kListHolds>({keys_.UserKey(user_id)}, {NowArg(options)});
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
                          [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
@@ -222,13 +247,12 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
     std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }
-  redis::RedisCommand command{
-      kReap,
-      {"3", keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition),
-       keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
+  redis::RedisCommand command = Eval<Script::kReap>(
+      {keys_.DueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition)},
+      {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
        retention_ms_, max_outcomes_, std::move(args.owner),
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
-       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()}};
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -250,9 +274,9 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
 
 void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                                Callback<std::vector<std::string>> done) {
-  redis::RedisCommand command{kHeartbeat,
-                              {"1", keys_.ReplicasKey(), std::move(replica_id),
-                               absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)}};
+  redis::RedisCommand command = Eval<Script::kHeartbeat>(
+      {keys_.ReplicasKey()},
+      {std::move(replica_id), absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -275,8 +299,8 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
 void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOptions options,
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
-  redis::RedisCommand command{kReleaseLease,
-                              {"1", keys_.LeaseKey(partition), std::move(replica_id)}};
+  redis::RedisCommand command =
+      Eval<Script::kReleaseLease>({keys_.LeaseKey(partition)}, {std::move(replica_id)});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -288,7 +312,7 @@ void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOpt
 }
 
 void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
-  redis::RedisCommand command{-1, {"ZREM", keys_.ReplicasKey(), std::move(replica_id)}};
+  redis::RedisCommand command = Plain({"ZREM", keys_.ReplicasKey(), std::move(replica_id)});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -302,9 +326,8 @@ void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Cal
 void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart start,
                                  CallOptions options, Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("ensure_group"));
-  redis::RedisCommand command{kEnsureGroup,
-                              {"1", keys_.EventsKey(partition), std::move(group),
-                               start == GroupStart::kEarliest ? "0" : "$"}};
+  redis::RedisCommand command = Eval<Script::kEnsureGroup>(
+      {keys_.EventsKey(partition)}, {std::move(group), start == GroupStart::kEarliest ? "0" : "$"});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
@@ -318,12 +341,11 @@ void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart st
 void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                                 Callback<std::vector<StoredEvent>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
-  redis::RedisCommand command{
-      kReadEvents,
-      {"1", keys_.EventsKey(partition), std::move(args.group), std::move(args.consumer),
-       absl::StrCat(std::max(1, args.max_events)),
+  redis::RedisCommand command = Eval<Script::kReadEvents>(
+      {keys_.EventsKey(partition)},
+      {std::move(args.group), std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
        args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
-       args.own_pending ? "1" : "0"}};
+       args.own_pending ? "1" : "0"});
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(
@@ -364,10 +386,9 @@ void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
                                  Callback<std::vector<GroupWork>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("check_groups"));
   if (groups.empty()) return std::move(done)(std::vector<GroupWork>{});
-  redis::RedisCommand command{kCheckGroups,
-                              {"1", keys_.EventsKey(partition),
-                               claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}};
-  for (std::string& group : groups) command.args.push_back(std::move(group));
+  redis::RedisCommand command = Eval<Script::kCheckGroups>(
+      {keys_.EventsKey(partition)},
+      {claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}, std::move(groups));
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(
@@ -397,7 +418,7 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
     std::move(done)(int64_t{0});
     return;
   }
-  redis::RedisCommand command{-1, {"XACK", keys_.EventsKey(partition), std::move(group)}};
+  redis::RedisCommand command = Plain({"XACK", keys_.EventsKey(partition), std::move(group)});
   command.writes = true;
   for (std::string& id : stream_ids) command.args.push_back(std::move(id));
   client_->Submit(
@@ -412,10 +433,9 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
 void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                                 Callback<TrimEventsResult> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
-  redis::RedisCommand command{kTrimEvents,
-                              {"1", keys_.EventsKey(partition),
-                               absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
-                               absl::StrCat(kMaxTrimIdsPerGroup)}};
+  redis::RedisCommand command = Eval<Script::kTrimEvents>(
+      {keys_.EventsKey(partition)}, {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
+                                     absl::StrCat(kMaxTrimIdsPerGroup)});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -448,7 +468,7 @@ void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {
     return;
   }
   client_->Submit(
-      redis::RedisCommand{-1, {"TIME"}}, options.deadline,
+      Plain({"TIME"}), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<absl::Time> {
         int64_t seconds = 0, micros = 0;
         if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 2 ||

@@ -272,7 +272,7 @@ class RedisCallerContractTest : public ::testing::TestWithParam<Kind> {
     command.writes = true;
     return command;
   }
-  static RedisCommand Get() { return RedisCommand{-1, {"GET", kKey}}; }
+  static RedisCommand Get() { return RedisCommand{RedisCommand::kNoScript, {"GET", kKey}}; }
 
   static inline std::unique_ptr<Backend> backend_;
 };

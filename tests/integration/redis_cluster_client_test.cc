@@ -50,7 +50,9 @@ absl::StatusOr<RedisReply> Call(RedisCaller& client, RedisCommand command,
   return promise.get_future().get();
 }
 
-redis::RedisCommand Get(std::string key) { return RedisCommand{-1, {"GET", std::move(key)}}; }
+redis::RedisCommand Get(std::string key) {
+  return RedisCommand{RedisCommand::kNoScript, {"GET", std::move(key)}};
+}
 redis::RedisCommand Set(std::string key, std::string value) {
   RedisCommand command{0, {"1", std::move(key), std::move(value)}};
   command.writes = true;
@@ -141,8 +143,10 @@ RedisCluster* RedisClusterClientTest::cluster_ = nullptr;
 TEST(CommandSlotTest, ScriptsGoByTheirFirstKeyOtherCommandsByTheirFirstArgument) {
   EXPECT_EQ(CommandSlot(RedisCommand{0, {"2", "{user1}a", "{user2}b", "arg"}}), HashSlot("user1"));
   EXPECT_EQ(CommandSlot(RedisCommand{0, {"0", "arg"}}), RedisTopology::kAnySlot);
-  EXPECT_EQ(CommandSlot(RedisCommand{-1, {"XACK", "p:{7}:events", "group", "1-0"}}), HashSlot("7"));
-  EXPECT_EQ(CommandSlot(RedisCommand{-1, {"TIME"}}), RedisTopology::kAnySlot);
+  EXPECT_EQ(
+      CommandSlot(RedisCommand{RedisCommand::kNoScript, {"XACK", "p:{7}:events", "group", "1-0"}}),
+      HashSlot("7"));
+  EXPECT_EQ(CommandSlot(RedisCommand{RedisCommand::kNoScript, {"TIME"}}), RedisTopology::kAnySlot);
 }
 
 TEST_F(RedisClusterClientTest, CreateRefusesADatabaseOtherThanZeroAndNoTopology) {
@@ -168,7 +172,8 @@ TEST_F(RedisClusterClientTest, RoutesEveryTagToItsPrimaryWithoutRedirects) {
     EXPECT_EQ(reply.str, absl::StrCat("v", tag));
   }
   EXPECT_THAT(per_primary, ::testing::Each(::testing::Gt(0)));
-  ASSERT_OK_AND_ASSIGN(RedisReply time, Call(*client_, RedisCommand{-1, {"TIME"}}));
+  ASSERT_OK_AND_ASSIGN(RedisReply time,
+                       Call(*client_, RedisCommand{RedisCommand::kNoScript, {"TIME"}}));
   EXPECT_EQ(time.elements.size(), 2u);
   EXPECT_EQ(moved_.Value(), 0);
   EXPECT_EQ(ask_.Value(), 0);
