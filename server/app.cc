@@ -39,15 +39,14 @@ metrics::RedisReconnectReason ToMetric(redis::ReconnectReason reason) {
   return metrics::RedisReconnectReason::kIoError;
 }
 
-// Fills in how `client` finds and talks to Redis from --redis_url and --redis_mode: credentials,
+// Fills in how `client` finds and talks to Redis from --redis_url (`endpoint`, parsed by
+// CheckConfig) and --redis_mode: credentials,
 // TLS for rediss://, the database, the topology (standalone: the URL's host; sentinel: its hosts
 // are the sentinels; cluster: its hosts are seeds, and the slot map goes to `*cluster_topology`
 // instead), WAIT, and the reconnect and failover metrics.
-absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
-                          redis::RedisClientOptions& client,
+absl::Status ConnectRedis(const Config& config, const redis::RedisEndpoint& endpoint,
+                          metrics::Metrics& metrics, redis::RedisClientOptions& client,
                           std::shared_ptr<redis::ClusterTopology>* cluster_topology) {
-  ORDERHOLD_ASSIGN_OR_RETURN(const redis::RedisEndpoint endpoint,
-                             redis::ParseRedisUrl(config.redis_url));
   client.node.user = endpoint.user;
   client.node.password = endpoint.password;
   if (endpoint.tls) {
@@ -96,7 +95,7 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
 
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                 prometheus::Registry& registry) {
-  ORDERHOLD_RETURN_IF_ERROR(ValidateConfig(config));
+  ORDERHOLD_ASSIGN_OR_RETURN(const ValidConfig valid, CheckConfig(config));
   // First: a certificate that cannot be loaded stops the start before anything connects.
   ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                              grpc_api::MakeServerCredentials(config.grpc_tls));
@@ -104,88 +103,100 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   const Clock& clock = SystemClock::Get();
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
-
-  store::EventNudgeOptions nudge_options;
-  if (config.store == StoreKind::kNoop) {
-    app->store_ = std::make_unique<store::NoopHoldStore>();
-  } else {
-    RedisStoreOptions store_options;
-    ORDERHOLD_RETURN_IF_ERROR(
-        ConnectRedis(config, *app->metrics_, store_options.client, &store_options.cluster));
-    store_options.moved_redirects = &app->metrics_->redis_redirects_moved();
-    store_options.ask_redirects = &app->metrics_->redis_redirects_ask();
-    store_options.client.connections = config.redis_connections;
-    store_options.client.command_timeout = config.redis_timeout;
-    store_options.client.errors = &app->metrics_->redis_errors();
-    store_options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
-    store_options.key_prefix = config.key_prefix;
-    store_options.outcomes = config.outcomes;
-    // The nudge subscriber talks to the same primaries as the store, as the same user.
-    nudge_options.topology = store_options.cluster != nullptr
-                                 ? std::shared_ptr<redis::RedisTopology>(store_options.cluster)
-                                 : store_options.client.topology;
-    nudge_options.node = store_options.client.node;
-    nudge_options.key_prefix = config.key_prefix;
-    nudge_options.connect_failure_log = store_options.client.failure_log;
-    nudge_options.nudges = &app->metrics_->event_nudges();
-    nudge_options.resubscribes = &app->metrics_->event_nudge_subscriptions();
-    ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
-                               ConnectRedisStore(std::move(store_options)));
-    app->redis_store_ = store.get();
-    app->store_ = std::move(store);
-  }
-
+  store::EventNudgeOptions nudges;
+  ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, valid, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
-  if (app->redis_store_ != nullptr) {
-    app->events_ =
-        std::make_unique<domain::EventService>(*app->redis_store_, config.events, *app->metrics_);
-    app->dispatcher_ =
-        std::make_unique<domain::EventDispatcher>(*app->redis_store_, config.events, clock);
-    app->dispatcher_->Start();
-    // Scripts that end holds publish a nudge on their partition's channel: watches are woken by
-    // Redis instead of polling; the dispatcher's sweep covers what pub/sub loses.
-    nudge_options.on_nudge = [dispatcher = app->dispatcher_.get()](int partition) {
-      dispatcher->OnNudge(partition);
-    };
-    ORDERHOLD_ASSIGN_OR_RETURN(app->nudges_,
-                               store::EventNudgeSubscriber::Start(std::move(nudge_options)));
-  }
-  app->service_ = std::make_unique<grpc_api::OrderHoldService>(
-      *app->holds_, app->events_.get(), app->dispatcher_.get(), *app->metrics_, config.max_watches);
+  ORDERHOLD_RETURN_IF_ERROR(app->StartEvents(config, clock, std::move(nudges)));
+  ORDERHOLD_RETURN_IF_ERROR(app->Listen(config, std::move(credentials)));
+  app->StartReaper(config, clock);
+  return app;
+}
 
+absl::Status App::StartStore(const Config& config, const ValidConfig& valid,
+                             store::EventNudgeOptions& nudges) {
+  if (config.store == StoreKind::kNoop) {
+    store_ = std::make_unique<store::NoopHoldStore>();
+    return absl::OkStatus();
+  }
+  RedisStoreOptions options;
+  ORDERHOLD_RETURN_IF_ERROR(
+      ConnectRedis(config, valid.redis, *metrics_, options.client, &options.cluster));
+  options.moved_redirects = &metrics_->redis_redirects_moved();
+  options.ask_redirects = &metrics_->redis_redirects_ask();
+  options.client.connections = config.redis_connections;
+  options.client.command_timeout = config.redis_timeout;
+  options.client.errors = &metrics_->redis_errors();
+  options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
+  options.key_prefix = config.key_prefix;
+  options.outcomes = config.outcomes;
+  // The nudge subscriber talks to the same primaries as the store, as the same user.
+  nudges.topology = options.cluster != nullptr
+                        ? std::shared_ptr<redis::RedisTopology>(options.cluster)
+                        : options.client.topology;
+  nudges.node = options.client.node;
+  nudges.key_prefix = config.key_prefix;
+  nudges.connect_failure_log = options.client.failure_log;
+  nudges.nudges = &metrics_->event_nudges();
+  nudges.resubscribes = &metrics_->event_nudge_subscriptions();
+  ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
+                             ConnectRedisStore(std::move(options)));
+  redis_store_ = store.get();
+  store_ = std::move(store);
+  return absl::OkStatus();
+}
+
+absl::Status App::StartEvents(const Config& config, const Clock& clock,
+                              store::EventNudgeOptions nudges) {
+  if (redis_store_ == nullptr) return absl::OkStatus();  // --store=noop: no events
+  events_ = std::make_unique<domain::EventService>(*redis_store_, config.events, *metrics_);
+  dispatcher_ = std::make_unique<domain::EventDispatcher>(*redis_store_, config.events, clock);
+  dispatcher_->Start();
+  // Scripts that end holds publish a nudge on their partition's channel: watches are woken by
+  // Redis instead of polling; the dispatcher's sweep covers what pub/sub loses.
+  nudges.on_nudge = [dispatcher = dispatcher_.get()](int partition) {
+    dispatcher->OnNudge(partition);
+  };
+  ORDERHOLD_ASSIGN_OR_RETURN(nudges_, store::EventNudgeSubscriber::Start(std::move(nudges)));
+  return absl::OkStatus();
+}
+
+absl::Status App::Listen(const Config& config,
+                         std::shared_ptr<grpc::ServerCredentials> credentials) {
+  service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, events_.get(), dispatcher_.get(),
+                                                          *metrics_, config.max_watches);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
   // and steal half the traffic. Off, so a taken port is a startup error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(config.grpc_address, credentials, &app->grpc_port_);
-  builder.RegisterService(app->service_.get());
-  app->server_ = builder.BuildAndStart();
-  if (app->server_ == nullptr || app->grpc_port_ == 0) {
-    app->server_.reset();
+  builder.AddListeningPort(config.grpc_address, std::move(credentials), &grpc_port_);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || grpc_port_ == 0) {
+    server_.reset();
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.grpc_address, " (address in use or invalid)"));
   }
+  health_ = std::make_unique<grpc_api::HealthReporter>(*store_, *server_->GetHealthCheckService(),
+                                                       config.health_check_interval,
+                                                       config.redis_timeout);
+  health_->Start();
+  return absl::OkStatus();
+}
 
-  app->health_ = std::make_unique<grpc_api::HealthReporter>(
-      *app->store_, *app->server_->GetHealthCheckService(), config.health_check_interval,
-      config.redis_timeout);
-  app->health_->Start();
-
-  reaper::ReaperOptions reaper_options;
-  reaper_options.interval = config.reap_interval;
-  reaper_options.call_timeout = config.redis_timeout * 2;
-  reaper_options.replica_id = reaper::MakeReplicaId();
-  reaper_options.membership_ttl = config.reaper_lease;
-  reaper_options.lease = config.reaper_lease;
-  reaper_options.standby_after = config.reap_interval * 3 / 2;
-  reaper_options.pace_window = config.reap_interval * 3 / 5;
-  reaper_options.event_retention = config.event_retention;
-  app->reaper_ = std::make_unique<reaper::Reaper>(*app->store_, *app->metrics_, reaper_options,
-                                                  clock, app->redis_store_);
-  if (config.run_reaper) app->reaper_->Start();
-  return app;
+void App::StartReaper(const Config& config, const Clock& clock) {
+  reaper::ReaperOptions options;
+  options.interval = config.reap_interval;
+  options.call_timeout = config.redis_timeout * 2;
+  options.replica_id = reaper::MakeReplicaId();
+  options.membership_ttl = config.reaper_lease;
+  options.lease = config.reaper_lease;
+  options.standby_after = config.reap_interval * 3 / 2;
+  options.pace_window = config.reap_interval * 3 / 5;
+  options.event_retention = config.event_retention;
+  reaper_ = std::make_unique<reaper::Reaper>(*store_, *metrics_, options, clock, redis_store_);
+  if (config.run_reaper) reaper_->Start();
 }
 
 App::~App() { Shutdown(absl::Seconds(10)); }

@@ -10,8 +10,10 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "prometheus/registry.h"
+#include "server/common/clock.h"
 #include "server/config.h"
 #include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
@@ -58,6 +60,17 @@ class App {
 
  private:
   App() = default;
+  // The steps of Start, in order. The store (Redis or no-op) and, for Redis, the nudge
+  // subscriber's connection options in `nudges`.
+  absl::Status StartStore(const Config& config, const ValidConfig& valid,
+                          store::EventNudgeOptions& nudges);
+  // Event reads, the dispatcher and the nudge subscriber (nothing with --store=noop).
+  absl::Status StartEvents(const Config& config, const Clock& clock,
+                           store::EventNudgeOptions nudges);
+  // The gRPC server on config.grpc_address, and health.
+  absl::Status Listen(const Config& config, std::shared_ptr<grpc::ServerCredentials> credentials);
+  // The reaper (started only with config.run_reaper).
+  void StartReaper(const Config& config, const Clock& clock);
 
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<store::HoldStore> store_;

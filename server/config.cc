@@ -281,9 +281,8 @@ absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint
 
 // The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
 // a value: the URL and the sentinel password are secrets, and the rest is no help there.
-absl::Status ValidateRedis(const Config& config) {
-  ORDERHOLD_ASSIGN_OR_RETURN(const redis::RedisEndpoint endpoint,
-                             redis::ParseRedisUrl(config.redis_url));
+absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
+  ORDERHOLD_ASSIGN_OR_RETURN(redis::RedisEndpoint endpoint, redis::ParseRedisUrl(config.redis_url));
   switch (config.redis_mode) {
     case RedisMode::kCluster:
       if (endpoint.db != 0) {
@@ -339,16 +338,19 @@ absl::Status ValidateRedis(const Config& config) {
     return absl::InvalidArgumentError(
         "redis_wait_timeout: must be >= 1ms when redis_wait_replicas > 0");
   }
-  return absl::OkStatus();
+  return endpoint;
 }
 
 }  // namespace
 
-absl::Status ValidateConfig(const Config& config) {
+absl::Status ValidateConfig(const Config& config) { return CheckConfig(config).status(); }
+
+absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
   ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerTlsOptions(config.grpc_tls));
-  ORDERHOLD_RETURN_IF_ERROR(ValidateRedis(config));
+  ValidConfig valid;
+  ORDERHOLD_ASSIGN_OR_RETURN(valid.redis, ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {
@@ -384,7 +386,7 @@ absl::Status ValidateConfig(const Config& config) {
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");
   }
-  return absl::OkStatus();
+  return valid;
 }
 
 absl::Status ApplyEnvironmentFallbacks() {

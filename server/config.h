@@ -12,6 +12,7 @@
 #include "server/domain/hold.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/redis/redis_connection.h"
+#include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
 
 namespace orderhold {
@@ -115,6 +116,14 @@ struct Config {
 //   files themselves are read by App::Start.
 // The message never contains a password (the URL's or the sentinels').
 absl::Status ValidateConfig(const Config& config);
+
+// What validating a Config parsed, handed to the app as typed values so that nothing is parsed
+// twice (App::Start wires these; it does not read redis_url again).
+struct ValidConfig {
+  redis::RedisEndpoint redis;  // --redis_url: hosts, credentials, database, rediss://
+};
+// ValidateConfig's checks and errors, returning what they parsed.
+absl::StatusOr<ValidConfig> CheckConfig(const Config& config);
 
 // Sets every flag of the server whose environment variable ORDERHOLD_<NAME> is set (e.g.
 // ORDERHOLD_MAX_HOLDS=5). Call before absl::ParseCommandLine so the command line wins.
