@@ -58,18 +58,50 @@ class RedisClient::Connection {
     ORDERHOLD_ASSIGN_OR_RETURN(
         std::unique_ptr<RedisConnection> connection,
         RedisConnection::Connect(primary, options_.node.tls.get(), deadline));
+    ORDERHOLD_RETURN_IF_ERROR(Handshake(*connection, primary, deadline));
+    ORDERHOLD_ASSIGN_OR_RETURN(const uint64_t accepted,
+                               Confirm(*connection, primary, generation, deadline));
+    connection_ = std::move(connection);
+    generation_ = accepted;
+    return absl::OkStatus();
+  }
+
+  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
+  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
+  // otherwise.
+  void Append(const RedisCommand& command, bool with_body) {
+    if (command.asking) connection_->Append({"ASKING"});
+    if (command.script < 0) {
+      connection_->Append(command.args);
+      return;
+    }
+    std::vector<std::string> args;
+    args.reserve(command.args.size() + 2);
+    args.push_back(with_body ? "EVAL" : "EVALSHA");
+    args.push_back(with_body ? options_.scripts[command.script] : shas_[command.script]);
+    args.insert(args.end(), command.args.begin(), command.args.end());
+    connection_->Append(args);
+  }
+
+ private:
+  // On a new connection to `primary`, in one round trip: AUTH, SELECT, CLIENT SETNAME, ROLE (when
+  // the topology asks for it) and SCRIPT LOAD of every script (their SHAs into shas_), all by
+  // `deadline`. UNAVAILABLE naming the step Redis refused, or the I/O error (with a hint to use
+  // rediss:// when a plain connection was dropped before any answer).
+  absl::Status Handshake(RedisConnection& connection, const HostPort& primary,
+                         absl::Time deadline) {
     const NodeOptions& node_options = options_.node;
     const std::vector<std::string> auth =
         RedisAuthCommand(node_options.user, node_options.password);
     const bool select = options_.db != 0;
     const bool name = !node_options.client_name.empty();
-    const bool role = topology.verify_role();
-    if (!auth.empty()) connection->Append(auth);
-    if (select) connection->Append({"SELECT", absl::StrCat(options_.db)});
-    if (name) connection->Append({"CLIENT", "SETNAME", node_options.client_name});
-    if (role) connection->Append({"ROLE"});
+    const bool role = options_.topology->verify_role();
+    if (!auth.empty()) connection.Append(auth);
+    if (select) connection.Append({"SELECT", absl::StrCat(options_.db)});
+    if (name) connection.Append({"CLIENT", "SETNAME", node_options.client_name});
+    if (role) connection.Append({"ROLE"});
     for (const std::string& script : options_.scripts)
-      connection->Append({"SCRIPT", "LOAD", script});
+      connection.Append({"SCRIPT", "LOAD", script});
     // Redis drops a plain client on its TLS port without a word: the first bytes are no TLS
     // hello, so it closes the connection (reset by peer) before answering anything. Only this
     // step knows the connection is fresh and nothing was answered yet, so the hint lives here.
@@ -85,12 +117,12 @@ class RedisClient::Connection {
                        "rediss://)"));
     };
     const auto read = [&]() -> absl::StatusOr<RedisReply> {
-      absl::StatusOr<RedisReply> reply = connection->Read(deadline);
+      absl::StatusOr<RedisReply> reply = connection.Read(deadline);
       if (!reply.ok()) return hint(reply.status());
       answered = true;
       return reply;
     };
-    ORDERHOLD_RETURN_IF_ERROR(hint(connection->Flush(deadline)));
+    ORDERHOLD_RETURN_IF_ERROR(hint(connection.Flush(deadline)));
     const std::string node = primary.ToString();
     if (!auth.empty()) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
@@ -116,7 +148,7 @@ class RedisClient::Connection {
       // An error (an ACL without +role) skips the check: READONLY still catches a replica.
       if (reply.type == RedisReply::Type::kArray && !reply.elements.empty() &&
           reply.elements[0].str != "master") {
-        topology.ReportNotPrimary(primary);
+        options_.topology->ReportNotPrimary(primary);
         return absl::UnavailableError(absl::StrCat("redis: ", node, " is not the primary (ROLE ",
                                                    reply.elements[0].str, "); re-resolving"));
       }
@@ -130,10 +162,19 @@ class RedisClient::Connection {
       }
       sha = std::move(reply.str);
     }
+    return absl::OkStatus();
+  }
+
+  // Asks the topology again once the node answered, and lets it accept the connection; returns
+  // the generation the connection counts as made at. UNAVAILABLE when the primary moved while
+  // connecting, or the topology refuses the connection (StandaloneTopology::AcceptConnection).
+  absl::StatusOr<uint64_t> Confirm(RedisConnection& connection, const HostPort& primary,
+                                   uint64_t generation, absl::Time deadline) {
+    const std::string node = primary.ToString();
     // Re-resolve now that the node answered: a connect that started before a failover can
     // complete after it (a hung primary that resumes answers as master for seconds).
     ORDERHOLD_ASSIGN_OR_RETURN(const HostPort now_primary,
-                               topology.Refresh(RedisTopology::kAnySlot, deadline));
+                               options_.topology->Refresh(RedisTopology::kAnySlot, deadline));
     if (now_primary != primary) {
       return absl::UnavailableError(absl::StrCat("redis: the primary moved from ", node, " to ",
                                                  now_primary.ToString(), " while connecting"));
@@ -141,29 +182,11 @@ class RedisClient::Connection {
     // Standalone: a connection that reached another address (the DNS name moved) drops every
     // one made before it; one made across a failover is refused (StandaloneTopology).
     uint64_t accepted = generation;
-    ORDERHOLD_RETURN_IF_ERROR(topology.AcceptConnection(primary, connection->peer(), &accepted));
-    connection_ = std::move(connection);
-    generation_ = accepted;
-    return absl::OkStatus();
+    ORDERHOLD_RETURN_IF_ERROR(
+        options_.topology->AcceptConnection(primary, connection.peer(), &accepted));
+    return accepted;
   }
 
-  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
-  // otherwise.
-  void Append(const RedisCommand& command, bool with_body) {
-    if (command.asking) connection_->Append({"ASKING"});
-    if (command.script < 0) {
-      connection_->Append(command.args);
-      return;
-    }
-    std::vector<std::string> args;
-    args.reserve(command.args.size() + 2);
-    args.push_back(with_body ? "EVAL" : "EVALSHA");
-    args.push_back(with_body ? options_.scripts[command.script] : shas_[command.script]);
-    args.insert(args.end(), command.args.begin(), command.args.end());
-    connection_->Append(args);
-  }
-
- private:
   const RedisClientOptions& options_;
   std::unique_ptr<RedisConnection> connection_;
   uint64_t generation_ = 0;
@@ -267,123 +290,86 @@ void RedisClient::MarkDown(const absl::Status& failure) {
   }
 }
 
-void RedisClient::IoLoop() {
-  // A write to a socket Redis closed must come back as EPIPE, not kill the process.
-  sigset_t sigpipe;
-  sigemptyset(&sigpipe);
-  sigaddset(&sigpipe, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
+// One I/O thread's loop and state: its connection and the batch under way. The steps of a turn:
+// TakeBatch (wait for commands), Split (expired ones answer DEADLINE_EXCEEDED), Send (connect if
+// needed, then Exchange: write, read, NOSCRIPT retry, WAIT), Answer (every callback once).
+class RedisClient::IoThread {
+ public:
+  explicit IoThread(RedisClient& client)
+      : client_(client), options_(client.options_), connection_(client.options_) {}
 
-  Connection connection(options_);
-  std::vector<Pending> batch;
-  std::vector<std::optional<absl::StatusOr<RedisReply>>> results;
-  const auto drop = [&](ReconnectReason reason) {
-    connection.Drop();
-    if (options_.on_reconnect) options_.on_reconnect(reason);
-  };
-  // Writes the commands `indices` of the batch (EVAL with the body when `with_body`, plus WAIT
-  // when one of them writes), then reads their replies into `results`. Commands that got
-  // NOSCRIPT are left without a result and returned in `noscript`. A failed write or read
-  // returns its status (the commands without a result then failed with it).
-  const auto exchange = [&](const std::vector<size_t>& indices, bool with_body, absl::Time deadline,
-                            std::vector<size_t>* noscript) -> absl::Status {
-    bool wait = false;
-    for (size_t i : indices) {
-      connection.Append(batch[i].command, with_body);
-      wait = wait || (options_.wait_replicas > 0 && batch[i].command.writes);
+  void Run() {
+    // A write to a socket Redis closed must come back as EPIPE, not kill the process.
+    sigset_t sigpipe;
+    sigemptyset(&sigpipe);
+    sigaddset(&sigpipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &sigpipe, nullptr);
+    while (TakeBatch()) {
+      // The primary changed: nothing more goes to the old one.
+      if (connection_.connected() && connection_.Stale()) Drop(ReconnectReason::kFailover);
+      if (batch_.empty()) continue;
+      absl::Time latest_deadline;
+      const std::vector<size_t> live = Split(&latest_deadline);
+      Answer(live.empty() ? absl::OkStatus() : Send(live, latest_deadline));
     }
-    if (wait) {
-      connection.get().Append({"WAIT", absl::StrCat(options_.wait_replicas),
-                               absl::StrCat(absl::ToInt64Milliseconds(options_.wait_timeout))});
-    }
-    ORDERHOLD_RETURN_IF_ERROR(connection.get().Flush(deadline));
-    bool not_primary = false;
-    for (size_t i : indices) {
-      std::optional<RedisReply> asking_error;
-      if (batch[i].command.asking) {
-        ORDERHOLD_ASSIGN_OR_RETURN(RedisReply asking, connection.get().Read(deadline));
-        if (asking.type == RedisReply::Type::kError) asking_error = std::move(asking);
-      }
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));
-      // Without ASKING's effect the command's own answer (a MOVED) would mislead.
-      if (asking_error.has_value()) reply = *std::move(asking_error);
-      if (reply.type == RedisReply::Type::kError) {
-        const RedisErrorKind kind = ClassifyRedisError(reply.str);
-        if (kind == RedisErrorKind::kNoScript && batch[i].command.script >= 0 && !with_body) {
-          noscript->push_back(i);
-          continue;
-        }
-        not_primary = not_primary || kind == RedisErrorKind::kNotPrimary;
-      }
-      results[i] = ReplyOrError(std::move(reply), options_.cluster_replies);
-    }
-    if (wait) {
-      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection.get().Read(deadline));
-      if (reply.type != RedisReply::Type::kInteger || reply.integer < options_.wait_replicas) {
-        const absl::Status unreplicated = absl::UnavailableError(absl::StrCat(
-            "redis: the write is not yet replicated (WAIT ", options_.wait_replicas, " ",
-            absl::FormatDuration(options_.wait_timeout), ": ",
-            reply.type == RedisReply::Type::kInteger ? absl::StrCat(reply.integer, " acknowledged")
-                                                     : reply.str,
-            "); retry the same call"));
-        for (size_t i : indices) {
-          if (batch[i].command.writes && results[i].has_value() && results[i]->ok()) {
-            results[i] = unreplicated;
-          }
-        }
-      }
-    }
-    if (not_primary) {
-      options_.topology->ReportNotPrimary(connection.get().address());
-      drop(ReconnectReason::kNotPrimary);
-    }
-    return absl::OkStatus();
-  };
+  }
 
-  while (true) {
-    batch.clear();
-    {
-      absl::MutexLock lock(&mu_);
-      const auto ready = [this, &connection]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty() || (connection.connected() && connection.Stale());
-      };
-      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), kIdleCheck)) {
-      }
-      if (stopping_) return;  // the destructor fails what is queued
-      while (!queue_.empty() && batch.size() < static_cast<size_t>(options_.max_pipeline)) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+ private:
+  // Waits for queued commands (or a stale connection to drop) and takes up to max_pipeline of
+  // them into batch_. False once the client is stopping (its destructor fails what is queued).
+  bool TakeBatch() {
+    batch_.clear();
+    absl::MutexLock lock(&client_.mu_);
+    const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(client_.mu_) {
+      return client_.stopping_ || !client_.queue_.empty() ||
+             (connection_.connected() && connection_.Stale());
+    };
+    while (!client_.mu_.AwaitWithTimeout(absl::Condition(&ready), kIdleCheck)) {
     }
-    // The primary changed: nothing more goes to the old one.
-    if (connection.connected() && connection.Stale()) drop(ReconnectReason::kFailover);
-    if (batch.empty()) continue;
+    if (client_.stopping_) return false;
+    while (!client_.queue_.empty() && batch_.size() < static_cast<size_t>(options_.max_pipeline)) {
+      batch_.push_back(std::move(client_.queue_.front()));
+      client_.queue_.pop_front();
+    }
+    return true;
+  }
 
-    results.assign(batch.size(), std::nullopt);
+  // Answers the commands whose deadline already passed (they are never sent) and returns the
+  // others' indices, with the latest of their deadlines.
+  std::vector<size_t> Split(absl::Time* latest_deadline) {
+    results_.assign(batch_.size(), std::nullopt);
     const absl::Time now = absl::Now();
-    absl::Time latest_deadline = now;
+    *latest_deadline = now;
     std::vector<size_t> live;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].deadline <= now) {
-        results[i] = absl::DeadlineExceededError("deadline passed before the Redis call was sent");
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      if (batch_[i].deadline <= now) {
+        results_[i] = absl::DeadlineExceededError("deadline passed before the Redis call was sent");
       } else {
-        latest_deadline = std::max(latest_deadline, batch[i].deadline);
+        *latest_deadline = std::max(*latest_deadline, batch_[i].deadline);
         live.push_back(i);
       }
     }
+    return live;
+  }
+
+  // Connects when needed and exchanges the `live` commands. A failure is returned as UNAVAILABLE
+  // after opening the fail-fast window (MarkDown).
+  absl::Status Send(const std::vector<size_t>& live, absl::Time latest_deadline) {
+    const absl::Time now = absl::Now();
     absl::Status status = absl::OkStatus();
     // A connection Redis closed while it sat idle (a restart) is replaced before anything is
     // written to it, instead of failing this batch and opening the fail-fast window.
-    if (connection.connected() && connection.get().PeerClosed()) {
-      drop(ReconnectReason::kPeerClosed);
+    if (connection_.connected() && connection_.get().PeerClosed()) {
+      Drop(ReconnectReason::kPeerClosed);
     }
-    if (!live.empty() && !connection.connected()) {
+    if (!connection_.connected()) {
       // Never wait on a connect past every caller's deadline.
-      status = connection.Connect(std::min(latest_deadline, now + options_.node.connect_timeout));
-      if (status.ok())
-        options_.failure_log->Transition(status, connection.get().address().ToString());
+      status = connection_.Connect(std::min(latest_deadline, now + options_.node.connect_timeout));
+      if (status.ok()) {
+        options_.failure_log->Transition(status, connection_.get().address().ToString());
+      }
     }
-    if (status.ok() && !live.empty()) {
+    if (status.ok()) {
       const absl::Duration round_trip =
           options_.command_timeout +
           (options_.wait_replicas > 0 ? options_.wait_timeout : absl::ZeroDuration());
@@ -393,29 +379,112 @@ void RedisClient::IoLoop() {
       // reloads the script into the cache (same SHA) and runs it in one command, so another
       // flush cannot slip between a SCRIPT LOAD and the retry.
       std::vector<size_t> noscript;
-      status = exchange(live, /*with_body=*/false, deadline, &noscript);
-      if (status.ok() && !noscript.empty() && connection.connected()) {
+      status = Exchange(live, /*with_body=*/false, deadline, &noscript);
+      if (status.ok() && !noscript.empty() && connection_.connected()) {
         std::vector<size_t> unused;
-        status = exchange(noscript, /*with_body=*/true, deadline, &unused);
+        status = Exchange(noscript, /*with_body=*/true, deadline, &unused);
       }
-      if (!status.ok()) drop(ReconnectReason::kIoError);
+      if (!status.ok()) Drop(ReconnectReason::kIoError);
     }
-    if (!status.ok()) {
-      // Redis failed to answer within the round trip's bound: the caller's deadline decides
-      // below whether that is DEADLINE_EXCEEDED; otherwise Redis is unavailable.
-      if (!absl::IsUnavailable(status)) status = absl::UnavailableError(status.message());
-      MarkDown(status);
+    if (status.ok()) return status;
+    // Redis failed to answer within the round trip's bound: the caller's deadline decides in
+    // Answer whether that is DEADLINE_EXCEEDED; otherwise Redis is unavailable.
+    if (!absl::IsUnavailable(status)) status = absl::UnavailableError(status.message());
+    client_.MarkDown(status);
+    return status;
+  }
+
+  // Writes the commands `indices` of the batch (EVAL with the body when `with_body`, plus WAIT
+  // when one of them writes), then reads their replies into results_. Commands that got NOSCRIPT
+  // are left without a result and returned in `noscript`. A failed write or read returns its
+  // status (the commands without a result then fail with it).
+  absl::Status Exchange(const std::vector<size_t>& indices, bool with_body, absl::Time deadline,
+                        std::vector<size_t>* noscript) {
+    bool wait = false;
+    for (size_t i : indices) {
+      connection_.Append(batch_[i].command, with_body);
+      wait = wait || (options_.wait_replicas > 0 && batch_[i].command.writes);
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (!results[i].has_value()) {
-        const bool late = absl::Now() >= batch[i].deadline;
-        results[i] = late ? absl::DeadlineExceededError("deadline passed before Redis answered")
-                          : (status.ok() ? absl::UnavailableError("redis: no reply") : status);
+    if (wait) {
+      connection_.get().Append({"WAIT", absl::StrCat(options_.wait_replicas),
+                                absl::StrCat(absl::ToInt64Milliseconds(options_.wait_timeout))});
+    }
+    ORDERHOLD_RETURN_IF_ERROR(connection_.get().Flush(deadline));
+    bool not_primary = false;
+    for (size_t i : indices) {
+      std::optional<RedisReply> asking_error;
+      if (batch_[i].command.asking) {
+        ORDERHOLD_ASSIGN_OR_RETURN(RedisReply asking, connection_.get().Read(deadline));
+        if (asking.type == RedisReply::Type::kError) asking_error = std::move(asking);
       }
-      if (!results[i]->ok()) CountError();
-      std::move(batch[i].done)(std::move(*results[i]));
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection_.get().Read(deadline));
+      // Without ASKING's effect the command's own answer (a MOVED) would mislead.
+      if (asking_error.has_value()) reply = *std::move(asking_error);
+      if (reply.type == RedisReply::Type::kError) {
+        const RedisErrorKind kind = ClassifyRedisError(reply.str);
+        if (kind == RedisErrorKind::kNoScript && batch_[i].command.script >= 0 && !with_body) {
+          noscript->push_back(i);
+          continue;
+        }
+        not_primary = not_primary || kind == RedisErrorKind::kNotPrimary;
+      }
+      results_[i] = ReplyOrError(std::move(reply), options_.cluster_replies);
+    }
+    if (wait) ORDERHOLD_RETURN_IF_ERROR(ReadWait(indices, deadline));
+    if (not_primary) {
+      options_.topology->ReportNotPrimary(connection_.get().address());
+      Drop(ReconnectReason::kNotPrimary);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads WAIT's answer: fewer replicas than wait_replicas turn each successful write of
+  // `indices` into UNAVAILABLE "not yet replicated" (it ran: the caller's retry finds it done).
+  absl::Status ReadWait(const std::vector<size_t>& indices, absl::Time deadline) {
+    ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection_.get().Read(deadline));
+    if (reply.type == RedisReply::Type::kInteger && reply.integer >= options_.wait_replicas) {
+      return absl::OkStatus();
+    }
+    const absl::Status unreplicated = absl::UnavailableError(absl::StrCat(
+        "redis: the write is not yet replicated (WAIT ", options_.wait_replicas, " ",
+        absl::FormatDuration(options_.wait_timeout), ": ",
+        reply.type == RedisReply::Type::kInteger ? absl::StrCat(reply.integer, " acknowledged")
+                                                 : reply.str,
+        "); retry the same call"));
+    for (size_t i : indices) {
+      if (batch_[i].command.writes && results_[i].has_value() && results_[i]->ok()) {
+        results_[i] = unreplicated;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Calls every callback of the batch once: its reply or error; a command left without one gets
+  // DEADLINE_EXCEEDED past its deadline, else `failure` (or "no reply").
+  void Answer(const absl::Status& failure) {
+    for (size_t i = 0; i < batch_.size(); ++i) {
+      if (!results_[i].has_value()) {
+        const bool late = absl::Now() >= batch_[i].deadline;
+        results_[i] = late ? absl::DeadlineExceededError("deadline passed before Redis answered")
+                           : (failure.ok() ? absl::UnavailableError("redis: no reply") : failure);
+      }
+      if (!results_[i]->ok()) client_.CountError();
+      std::move(batch_[i].done)(std::move(*results_[i]));
     }
   }
-}
+
+  void Drop(ReconnectReason reason) {
+    connection_.Drop();
+    if (options_.on_reconnect) options_.on_reconnect(reason);
+  }
+
+  RedisClient& client_;
+  const RedisClientOptions& options_;
+  Connection connection_;
+  std::vector<Pending> batch_;
+  std::vector<std::optional<absl::StatusOr<RedisReply>>> results_;
+};
+
+void RedisClient::IoLoop() { IoThread(*this).Run(); }
 
 }  // namespace orderhold::redis

@@ -163,8 +163,10 @@ class RedisClient final : public RedisCaller {
     ReplyCallback done;
   };
   class Connection;
+  class IoThread;
 
   explicit RedisClient(RedisClientOptions options);
+  // One I/O thread: IoThread::Run.
   void IoLoop();
   void CountError();
   // Records a connection failure: fails everything queued and opens the fail-fast window.
