@@ -31,31 +31,56 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
 
 Reaper::~Reaper() { Stop(); }
 
+struct Reaper::Tick {
+  ReapStats stats;
+  absl::Status first_error;
+  std::vector<int> owned;     // owned by this replica this tick
+  std::vector<bool> standby;  // per partition: reaped in standby (owned by another replica)
+  absl::Duration backlog = absl::ZeroDuration();
+  std::optional<absl::Time> store_now;  // Redis' clock, from the last answer
+};
+
 absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   const absl::Time started = clock_.Now();
-  ReapStats stats;
-  absl::Status first_error = absl::OkStatus();
+  Tick tick;
+  std::vector<int> partitions = PlanTick(now, tick);
+  RunCalls(std::move(partitions), now, tick);
+  metrics_.reaper_tick_redis_time().Observe(absl::ToDoubleSeconds(tick.stats.redis_time));
+  metrics_.reaper_backlog().Set(absl::ToDoubleSeconds(tick.backlog));
+  if (trimmer_.has_value() && tick.store_now.has_value() && !tick.owned.empty()) {
+    trimmer_->MaybeTrim(tick.owned, *tick.store_now);
+  }
+  metrics_.reaper_tick_duration().Observe(absl::ToDoubleSeconds(clock_.Now() - started));
+  if (!tick.first_error.ok()) return tick.first_error;
+  metrics_.reaper_last_success().Set(absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));
+  return tick.stats;
+}
 
+std::vector<int> Reaper::PlanTick(std::optional<absl::Time> now, Tick& tick) {
   absl::StatusOr<std::vector<int>> claimed = ownership_.Claim(now);
-  if (!claimed.ok()) first_error = claimed.status();
+  if (!claimed.ok()) tick.first_error = claimed.status();
   // Without a fresh view keep the last one: the leases still fence any overlap.
-  std::vector<int> partitions = claimed.ok() ? *claimed : ownership_.owned();
-  const std::vector<int> owned_now = partitions;
-  stats.owned = static_cast<int>(partitions.size());
-  metrics_.reaper_owned_partitions().Set(stats.owned);
+  tick.owned = claimed.ok() ? *claimed : ownership_.owned();
+  std::vector<int> partitions = tick.owned;
+  tick.stats.owned = static_cast<int>(partitions.size());
+  metrics_.reaper_owned_partitions().Set(tick.stats.owned);
   // Standby: the partitions this replica does not own, reaped only when overdue.
-  std::vector<bool> standby(store_.partition_count(), false);
+  tick.standby.assign(store_.partition_count(), false);
   if (!options_.replica_id.empty() && options_.standby_after > absl::ZeroDuration()) {
     std::vector<bool> mine(store_.partition_count(), false);
-    for (int partition : owned_now) mine[partition] = true;
+    for (int partition : tick.owned) mine[partition] = true;
     for (int partition = 0; partition < store_.partition_count(); ++partition) {
       if (!mine[partition]) {
-        standby[partition] = true;
+        tick.standby[partition] = true;
         partitions.push_back(partition);
       }
     }
   }
+  std::sort(partitions.begin(), partitions.end());  // owned and standby interleaved over the window
+  return partitions;
+}
 
+void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick) {
   // The calls, paced (tick_pacer.h): started from this thread when the pacer lets them, their
   // results handed back by the store's callbacks through `inbox`.
   struct Finished {
@@ -73,21 +98,18 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
                                    std::nullopt};
   const store::ReapArgs standby_args{options_.max_users_per_call, "", options_.lease,
                                      options_.standby_after};
-  std::sort(partitions.begin(), partitions.end());  // owned and standby interleaved over the window
   TickPacer pacer(
       partitions, clock_.Now(),
       PaceOptions{options_.pace_window, options_.max_in_flight, options_.max_calls_per_partition});
-  absl::Duration backlog = absl::ZeroDuration();
-  std::optional<absl::Time> store_now;
   while (!pacer.finished()) {
     if (stop_requested_.load()) pacer.Abandon();
     const absl::Time host_now = clock_.Now();
     while (std::optional<int> partition = pacer.Next(host_now)) {
       metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
-      ++stats.calls;
+      ++tick.stats.calls;
       // Deadlines are host time (what the store compares them with), one budget per call.
       const store::CallOptions call{absl::Now() + options_.call_timeout, now};
-      store_.Reap(*partition, standby[*partition] ? standby_args : owner_args, call,
+      store_.Reap(*partition, tick.standby[*partition] ? standby_args : owner_args, call,
                   [clock = &clock_, inbox, partition = *partition,
                    sent = clock_.Now()](absl::StatusOr<store::ReapResult> result) {
                     const absl::Duration round_trip = clock->Now() - sent;
@@ -110,57 +132,47 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
       ended.swap(inbox->done);
     }
     for (Finished& finished : ended) {
-      const int partition = finished.partition;
-      const bool first = pacer.first_call(partition);
-      stats.redis_time += finished.round_trip;
-      bool more = false;
-      if (!finished.result.ok()) {
-        if (first_error.ok()) first_error = finished.result.status();
-      } else {
-        const store::ReapResult& result = *finished.result;
-        store_now = result.now;
-        // Backlog over every partition this replica saw (owned or standby): a dead owner's
-        // partitions show up here too.
-        if (first && result.oldest_due.has_value() && *result.oldest_due <= result.now) {
-          backlog = std::max(backlog, result.now - *result.oldest_due);
-        }
-        if (result.not_owner) {
-          if (!standby[partition]) ++stats.not_owner;
-        } else {
-          if (standby[partition]) {
-            stats.standby_reaped += static_cast<int>(result.reaped_expire_times.size());
-          }
-          for (absl::Time expire_time : result.reaped_expire_times) {
-            metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result.now - expire_time));
-          }
-          // Counted as each call ends, not with the tick: a replica killed part-way through a
-          // tick has ended these holds in Redis, each with its event, already.
-          const int reaped = static_cast<int>(result.reaped_expire_times.size());
-          if (reaped > 0) {
-            metrics_.holds_expired().Increment(reaped);
-            metrics_.events_appended().Increment(reaped);
-          }
-          stats.reaped += reaped;
-          more = result.more;
-        }
-      }
-      pacer.Done(partition, more);
+      const bool first = pacer.first_call(finished.partition);
+      const bool more =
+          Account(finished.partition, first, finished.result, finished.round_trip, tick);
+      pacer.Done(finished.partition, more);
     }
     metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
   }
   metrics_.reaper_calls_in_flight().Set(0);
-  metrics_.reaper_tick_redis_time().Observe(absl::ToDoubleSeconds(stats.redis_time));
-  stats.backlog_left = !pacer.left().empty();
-  metrics_.reaper_backlog().Set(absl::ToDoubleSeconds(backlog));
+  tick.stats.backlog_left = !pacer.left().empty();
+}
 
-  if (trimmer_.has_value() && store_now.has_value() && !owned_now.empty()) {
-    trimmer_->MaybeTrim(owned_now, *store_now);
+bool Reaper::Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
+                     absl::Duration round_trip, Tick& tick) {
+  tick.stats.redis_time += round_trip;
+  if (!result.ok()) {
+    if (tick.first_error.ok()) tick.first_error = result.status();
+    return false;
   }
-
-  metrics_.reaper_tick_duration().Observe(absl::ToDoubleSeconds(clock_.Now() - started));
-  if (!first_error.ok()) return first_error;
-  metrics_.reaper_last_success().Set(absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));
-  return stats;
+  tick.store_now = result->now;
+  // Backlog over every partition this replica saw (owned or standby): a dead owner's partitions
+  // show up here too.
+  if (first && result->oldest_due.has_value() && *result->oldest_due <= result->now) {
+    tick.backlog = std::max(tick.backlog, result->now - *result->oldest_due);
+  }
+  if (result->not_owner) {
+    if (!tick.standby[partition]) ++tick.stats.not_owner;
+    return false;
+  }
+  const int reaped = static_cast<int>(result->reaped_expire_times.size());
+  if (tick.standby[partition]) tick.stats.standby_reaped += reaped;
+  for (absl::Time expire_time : result->reaped_expire_times) {
+    metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result->now - expire_time));
+  }
+  // Counted as each call ends, not with the tick: a replica killed part-way through a tick has
+  // ended these holds in Redis, each with its event, already.
+  if (reaped > 0) {
+    metrics_.holds_expired().Increment(reaped);
+    metrics_.events_appended().Increment(reaped);
+  }
+  tick.stats.reaped += reaped;
+  return result->more;
 }
 
 void Reaper::Start() {

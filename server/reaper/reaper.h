@@ -137,7 +137,17 @@ class Reaper {
   std::vector<int> owned() const { return ownership_.owned(); }
 
  private:
+  // What one RunOnce accumulates (defined in reaper.cc).
+  struct Tick;
   void Loop();
+  // The partitions this tick calls: the owned ones (a fresh claim, or the last view when the claim
+  // failed) and, with standby reaping, every other one marked standby in `tick`.
+  std::vector<int> PlanTick(std::optional<absl::Time> now, Tick& tick);
+  // Makes the paced reap calls over `partitions` until each is done or the tick is abandoned.
+  void RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick);
+  // Counts one ended call into `tick` and the metrics; returns whether its partition has more due.
+  bool Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
+               absl::Duration round_trip, Tick& tick);
 
   store::HoldStore& store_;
   metrics::Metrics& metrics_;
