@@ -1,6 +1,11 @@
-// The time source, injected wherever host time is read (Envoy's TimeSource idea): tests pass a
-// fake. Host time is used only for deadlines, scheduling and metrics timestamps; expiry decisions
-// use the Redis server clock (see server/store/lua/*.lua).
+// The time source for scheduling (Envoy's TimeSource idea): when a reaper tick, an event sweep or a
+// trim is due, and the durations they report; tests pass a fake to step it. Two kinds of time are
+// deliberately NOT read through it:
+// - deadlines of Redis calls (store::CallOptions::deadline) and gRPC waits are real time,
+//   absl::Now(): the Redis client and gRPC measure them against the real clock, so a fake clock
+//   must neither expire nor stretch a network call (8 places: the reaper, ownership, trimmer,
+//   dispatcher sweep, health, watch reads, App shutdown, request latencies);
+// - expiry decisions use the Redis server clock (see server/store/lua/*.lua).
 #ifndef ORDERHOLD_SERVER_COMMON_CLOCK_H_
 #define ORDERHOLD_SERVER_COMMON_CLOCK_H_
 

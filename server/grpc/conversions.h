@@ -1,7 +1,7 @@
 // Conversions between the gRPC/protobuf side of the OrderHold API and the domain: status codes,
 // request bytes, times, requests into domain commands and domain replies into responses. Pure
 // functions without I/O or gRPC calls, so the adapter's mapping is unit-tested on its own
-// (tests/unit/grpc_conversions_test.cc); OrderHoldService and HoldEventWatch only wire them up.
+// (tests/unit/conversions_test.cc); OrderHoldService and HoldEventWatch only wire them up.
 //
 // Requests arrive as the lenient mirrors of lenient_requests.proto (ids as bytes; the domain
 // validates them). Every error is INVALID_ARGUMENT with a message naming the field (AIP-193), or

@@ -71,6 +71,9 @@ cleanup() {
     wait "${SERVICE_PID}" 2>/dev/null
   fi
   [[ -n "${REDIS_PORT}" ]] && timeout 5 redis-cli -p "${REDIS_PORT}" shutdown nosave >/dev/null 2>&1
+  # Each run re-tags ${IMAGE}: the builds it replaced are left untagged. Remove those (ours only,
+  # by label), so runs do not pile up images; the tagged image and the layer cache stay.
+  podman image prune -f --filter label=orderhold.test=image_test >/dev/null 2>&1
   rm -rf "${WORK}"
 }
 trap cleanup EXIT
@@ -138,7 +141,8 @@ base_images() {
 }
 base_images
 built_at=${SECONDS}
-podman build --quiet --layers -f "${REPO}/deploy/Dockerfile" -t "${IMAGE}" "${REPO}" >/dev/null
+podman build --quiet --layers --label orderhold.test=image_test -f "${REPO}/deploy/Dockerfile" \
+  -t "${IMAGE}" "${REPO}" >/dev/null
 size_mb=$(($(podman image inspect --format '{{.Size}}' "${IMAGE}") / 1000000))
 pass "built ${IMAGE} in $((SECONDS - built_at)) s (${size_mb} MB)"
 [[ "$(podman image inspect --format '{{.Config.User}}' "${IMAGE}")" == 65532:65532 ]] ||

@@ -32,7 +32,7 @@ using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::StatusIs;
 using ::testing::AnyOf;
 
-class RedisStoreTest : public ::testing::Test {
+class RedisHoldStoreTest : public ::testing::Test {
  protected:
   // store_'s command and connect timeouts, and its fail-fast window (retry_backoff).
   static constexpr absl::Duration kTimeout = absl::Seconds(1);
@@ -64,7 +64,7 @@ class RedisStoreTest : public ::testing::Test {
   std::unique_ptr<RedisHoldStore> store_;
 };
 
-TEST_F(RedisStoreTest, UsesRedisServerClock) {
+TEST_F(RedisHoldStoreTest, UsesRedisServerClock) {
   auto result = Place("alice", "o1", absl::Milliseconds(200));
   ASSERT_THAT(result, IsOk());
   ASSERT_OK_AND_ASSIGN(std::string time, redis_->Command({"TIME"}));
@@ -81,7 +81,7 @@ TEST_F(RedisStoreTest, UsesRedisServerClock) {
   EXPECT_EQ(due, score);
 }
 
-TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
+TEST_F(RedisHoldStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   // One connection, so the call after the flush reuses the connection whose SHAs went stale.
   RedisStoreOptions options;
   options.client.topology =
@@ -107,7 +107,7 @@ TEST_F(RedisStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
-TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
+TEST_F(RedisHoldStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   ASSERT_THAT(redis_->Stop(), IsOk());
   // Refused by the closed port, not by waiting out the call's deadline (that would be
@@ -128,7 +128,7 @@ TEST_F(RedisStoreTest, RedisDownIsUnavailableWithinDeadlineThenRecovers) {
   EXPECT_EQ(after->outcome, PlaceHoldResult::Outcome::kCreated);
 }
 
-TEST_F(RedisStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWithoutAnError) {
+TEST_F(RedisHoldStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWithoutAnError) {
   // One command per round trip, so a burst of concurrent calls spreads over the pool.
   constexpr int kConnections = 4;
   RedisStoreOptions options;
@@ -174,7 +174,7 @@ TEST_F(RedisStoreTest, ConnectionsIdleThroughARedisRestartServeTheNextCallsWitho
   EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
-TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
+TEST_F(RedisHoldStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
   // Command and connect timeouts far above the call's 150 ms deadline, so "ended by the deadline"
   // stands apart from "ended by a timeout" by seconds, which a loaded machine cannot blur; and a
   // short fail-fast window, so the recovery below does not wait a second for it.
@@ -200,7 +200,7 @@ TEST_F(RedisStoreTest, HungRedisFailsByTheDeadlineAndNothingIsGranted) {
   EXPECT_TRUE(Eventually([&] { return Place("bob", "o1").ok(); }));
 }
 
-TEST_F(RedisStoreTest, FailsFastWhileRedisIsKnownDown) {
+TEST_F(RedisHoldStoreTest, FailsFastWhileRedisIsKnownDown) {
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   ASSERT_THAT(redis_->Pause(), IsOk());
   // The first call finds out (it waits for the 1 s command timeout)...
@@ -229,7 +229,7 @@ TEST_F(RedisStoreTest, FailsFastWhileRedisIsKnownDown) {
                                        ::testing::UnorderedElementsAre("o1", "o2", "o3")));
 }
 
-TEST_F(RedisStoreTest, ScriptFlushWhileCallsAreInFlight) {
+TEST_F(RedisHoldStoreTest, ScriptFlushWhileCallsAreInFlight) {
   constexpr int kCalls = 2000;
   std::atomic<int> failed{0};
   absl::BlockingCounter pending(kCalls);
@@ -258,7 +258,7 @@ TEST_F(RedisStoreTest, ScriptFlushWhileCallsAreInFlight) {
   EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
-TEST_F(RedisStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
+TEST_F(RedisHoldStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
   constexpr int kCalls = 200;
   std::atomic<int> created{0}, refused{0}, failed{0};
   absl::BlockingCounter pending(kCalls);
@@ -285,7 +285,7 @@ TEST_F(RedisStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
   EXPECT_EQ(count, "3");
 }
 
-TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
+TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   reaper::Reaper reaper(*store_, metrics_, reaper::ReaperOptions{});
   absl::Time last_expiry = absl::InfinitePast();
   for (int i = 0; i < 10; ++i) {
@@ -318,7 +318,7 @@ TEST_F(RedisStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(exists, "0");
 }
 
-TEST_F(RedisStoreTest, KeyPrefixSeparatesDeployments) {
+TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
   RedisStoreOptions other_options;
   other_options.client.topology =
       std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
