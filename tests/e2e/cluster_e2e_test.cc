@@ -33,6 +33,7 @@
 #include "tests/testing/eventually.h"
 #include "tests/testing/failover_app.h"
 #include "tests/testing/grpc_health.h"
+#include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -42,7 +43,10 @@ namespace {
 
 using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::HoldLoad;
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::LoadCall;
+using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
@@ -112,65 +116,30 @@ int Failures(const std::vector<Call>& calls, const CallFilter& where, absl::Time
   }));
 }
 
-// PlaceHold from `workers` threads through one client until Stop(): random users among kUsers,
-// fresh order ids, ttl 10 min (nothing expires during a case). Records every answer.
+// PlaceHold from `workers` threads through one client until Stop() (testing::HoldLoad): random
+// users among kUsers, fresh order ids, ttl 10 min (nothing expires during a case), a 10 ms
+// back-off after a failed call. Its calls are read as Calls, with the slot of each user.
 class Load {
  public:
   // `user_slots[i]`: the hash slot of UserId(i)'s keys.
   Load(const client::OrderHoldClient& client, std::vector<int> user_slots, int workers)
-      : client_(client), user_slots_(std::move(user_slots)) {
-    for (int w = 0; w < workers; ++w) {
-      threads_.emplace_back([this, w] {
-        absl::BitGen random;
-        for (int seq = 0; !stop_.load(); ++seq) {
-          Call call;
-          call.user = absl::Uniform(random, 0, kUsers);
-          call.order = absl::StrCat("w", w, "-", seq);
-          call.slot = user_slots_[call.user];
-          call.start = absl::Now();
-          absl::StatusOr<v1::PlaceHoldResponse> placed =
-              client_.PlaceHold(UserId(call.user), call.order, absl::Minutes(10));
-          call.end = absl::Now();
-          call.code = placed.status().code();
-          call.created = placed.ok() && placed->created();
-          const bool failed = !call.served();
-          {
-            absl::MutexLock lock(&mu_);
-            calls_.push_back(std::move(call));
-          }
-          if (failed) absl::SleepFor(absl::Milliseconds(10));  // a caller backs off
-        }
-      });
-    }
-  }
-  ~Load() { Stop(); }
+      : user_slots_(std::move(user_slots)),
+        load_(LoadOptions{.clients = {&client}, .users = Users(), .workers = workers}) {}
 
-  void Stop() {
-    stop_ = true;
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
+  void Stop() { load_.Stop(); }
 
   std::vector<Call> calls() {
-    absl::MutexLock lock(&mu_);
-    return calls_;
+    std::vector<Call> out;
+    for (const LoadCall& call : load_.calls()) out.push_back(ToCall(call));
+    return out;
   }
 
   // Blocks until `n` calls matching `where` that started at or after `since` were served (true),
   // or `timeout` passes (false).
   bool Served(int n, const CallFilter& where, absl::Time since,
               absl::Duration timeout = absl::Seconds(30)) {
-    return Eventually(
-        [&] {
-          absl::MutexLock lock(&mu_);
-          int served = 0;
-          for (auto it = calls_.rbegin(); it != calls_.rend() && served < n; ++it) {
-            if (it->start >= since && it->served() && where(*it)) ++served;
-          }
-          return served >= n;
-        },
-        timeout, absl::Milliseconds(50));
+    return load_.Served(
+        n, [&](const LoadCall& call) { return where(ToCall(call)); }, since, timeout);
   }
   // The same on every slot.
   bool Served(int n, absl::Time since = absl::Now()) {
@@ -179,12 +148,18 @@ class Load {
   }
 
  private:
-  const client::OrderHoldClient& client_;
+  static std::vector<std::string> Users() {
+    std::vector<std::string> users;
+    for (int i = 0; i < kUsers; ++i) users.push_back(UserId(i));
+    return users;
+  }
+  Call ToCall(const LoadCall& call) const {
+    return Call{call.user, call.order,  user_slots_[call.user], call.start, call.end,
+                call.code, call.created};
+  }
+
   const std::vector<int> user_slots_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+  HoldLoad load_;
 };
 
 // The oracle's findings.

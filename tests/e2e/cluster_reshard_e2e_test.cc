@@ -49,6 +49,7 @@
 #include "server/store/keys.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/hold_event_watcher.h"
+#include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
@@ -57,7 +58,10 @@ namespace orderhold {
 namespace {
 
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::HoldLoad;
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::LoadCall;
+using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
@@ -85,83 +89,7 @@ std::string HoldKey(absl::string_view user, absl::string_view order) {
 struct Acked {
   std::string user, order;
   absl::Time expire;
-  enum class Pay { kNotTried, kPaid, kUnknown } pay = Pay::kNotTried;
-};
-
-// PlaceHold (ttl 1-3 s) from kWorkers threads over `clients` in turn, for random users, each
-// created hold paid at once one time in kPayOneIn. Records every acknowledged hold.
-class Load {
- public:
-  Load(std::vector<const client::OrderHoldClient*> clients, std::vector<std::string> users)
-      : clients_(std::move(clients)), users_(std::move(users)) {
-    for (int w = 0; w < kWorkers; ++w) {
-      threads_.emplace_back([this, w] {
-        absl::BitGen random;
-        const client::OrderHoldClient& client = *clients_[w % clients_.size()];
-        for (int seq = 0; !stop_.load(); ++seq) {
-          Acked hold;
-          hold.user = users_[absl::Uniform<size_t>(random, 0, users_.size())];
-          hold.order = absl::StrCat("w", w, "-", seq);
-          const absl::Duration ttl = absl::Milliseconds(absl::Uniform(random, 1000, 3000));
-          absl::StatusOr<v1::PlaceHoldResponse> placed =
-              client.PlaceHold(hold.user, hold.order, ttl);
-          const absl::StatusCode code = placed.status().code();
-          if (placed.ok() && placed->created()) {
-            hold.expire = absl::FromUnixSeconds(placed->hold().expire_time().seconds()) +
-                          absl::Nanoseconds(placed->hold().expire_time().nanos());
-            if (absl::Uniform(random, 0, kPayOneIn) == 0) {
-              absl::StatusOr<v1::PayResponse> paid = client.Pay(hold.user, hold.order);
-              hold.pay =
-                  paid.ok() && !paid->already_paid() ? Acked::Pay::kPaid : Acked::Pay::kUnknown;
-            }
-          }
-          absl::MutexLock lock(&mu_);
-          ++answers_[absl::StatusCodeToString(code)];
-          if (code == absl::StatusCode::kOk || code == absl::StatusCode::kResourceExhausted) {
-            ++served_;
-          }
-          if (placed.ok() && placed->created()) acked_.push_back(std::move(hold));
-        }
-      });
-    }
-  }
-  ~Load() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  // Blocks until `n` more PlaceHolds were served (OK or RESOURCE_EXHAUSTED) or `timeout` passed.
-  bool ServeMore(int64_t n, absl::Duration timeout = absl::Seconds(20)) {
-    int64_t target;
-    {
-      absl::MutexLock lock(&mu_);
-      target = served_ + n;
-    }
-    absl::MutexLock lock(&mu_);
-    auto enough = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return served_ >= target; };
-    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
-  }
-  std::vector<Acked> acked() {
-    absl::MutexLock lock(&mu_);
-    return acked_;
-  }
-  // PlaceHold answers by status code.
-  std::string Answers() {
-    absl::MutexLock lock(&mu_);
-    return absl::StrJoin(answers_, ", ", absl::PairFormatter(" "));
-  }
-
- private:
-  const std::vector<const client::OrderHoldClient*> clients_;
-  const std::vector<std::string> users_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  std::vector<Acked> acked_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> answers_ ABSL_GUARDED_BY(mu_);
-  int64_t served_ ABSL_GUARDED_BY(mu_) = 0;
+  LoadCall::Pay pay = LoadCall::Pay::kNotTried;
 };
 
 // Per hold ("user/order"), the distinct event ids a group received and their outcomes.
@@ -255,7 +183,14 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
     consumers.push_back(std::make_unique<ResumingWatcher>(*clients[1], request));
   }
 
-  Load load({clients[0].get(), clients[1].get()}, users);
+  // PlaceHold (ttl 1-3 s) from kWorkers threads over both Apps, for random users, each created
+  // hold paid at once one time in kPayOneIn.
+  HoldLoad load(LoadOptions{.clients = {clients[0].get(), clients[1].get()},
+                            .users = users,
+                            .workers = kWorkers,
+                            .min_ttl = absl::Seconds(1),
+                            .max_ttl = absl::Seconds(3),
+                            .pay_one_in = kPayOneIn});
   ASSERT_TRUE(load.ServeMore(1000));
   // Reshard the moving tags' slots to node 1 and back, under load, each with holds expiring.
   int64_t keys_moving = 0;  // in the moving tags' slots as the reshard begins
@@ -312,7 +247,10 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   }
   ASSERT_TRUE(load.ServeMore(500));
   load.Stop();
-  const std::vector<Acked> acked = load.acked();
+  std::vector<Acked> acked;
+  for (const LoadCall& call : load.calls()) {
+    if (call.created) acked.push_back({load.user(call), call.order, call.expire, call.pay});
+  }
 
   // Listed now, from whichever node serves its slot after the reshards: every acknowledged hold
   // on which no Pay was tried and that has more than 200 ms left when its user is listed.
@@ -326,7 +264,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   }
   int checked_live = 0, missing_live = 0;
   for (const Acked& hold : acked) {
-    if (hold.pay != Acked::Pay::kNotTried ||
+    if (hold.pay != LoadCall::Pay::kNotTried ||
         hold.expire < listed_at[hold.user] + absl::Milliseconds(200)) {
       continue;
     }
@@ -425,8 +363,8 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
         continue;
       }
       const HoldOutcome outcome = it->second.begin()->second;
-      if ((hold.pay == Acked::Pay::kPaid && outcome != v1::PAID) ||
-          (hold.pay == Acked::Pay::kNotTried && outcome != v1::EXPIRED)) {
+      if ((hold.pay == LoadCall::Pay::kPaid && outcome != v1::PAID) ||
+          (hold.pay == LoadCall::Pay::kNotTried && outcome != v1::EXPIRED)) {
         if (++wrong_outcome[g] <= kFailuresShown) {
           ADD_FAILURE() << "group " << kGroups[g] << ": " << HoldKey(hold.user, hold.order)
                         << " ended " << v1::HoldOutcome_Name(outcome);
@@ -435,7 +373,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
     }
   }
   int paid = 0;
-  for (const Acked& hold : acked) paid += hold.pay == Acked::Pay::kPaid ? 1 : 0;
+  for (const Acked& hold : acked) paid += hold.pay == LoadCall::Pay::kPaid ? 1 : 0;
 
   std::vector<std::string> moved_desc;
   for (int partition : moving) {

@@ -34,6 +34,7 @@
 #include "tests/testing/failover_app.h"
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/hold_event_watcher.h"
+#include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
@@ -42,7 +43,10 @@ namespace orderhold {
 namespace {
 
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::HoldLoad;
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::LoadCall;
+using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
 using ::orderhold::testing::SentinelGroup;
 using ::orderhold::testing::SentinelGroupOptions;
@@ -66,96 +70,60 @@ bool RealTiming() {
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-// PlaceHold from `workers` threads through one client until Stop(): random users among kUsers,
-// fresh order ids, ttl 10 min (nothing expires during a case). Records every answer.
+// PlaceHold from `workers` threads through one client until Stop() (testing::HoldLoad): random
+// users among kUsers, fresh order ids, ttl 10 min (nothing expires during a case), a 10 ms
+// back-off after a failed call; read as this file's checks want it.
 class Load {
  public:
   struct Acked {
     std::string user, order;
-    absl::Time at;
+    absl::Time at;  // when the caller got the answer
   };
 
-  Load(const client::OrderHoldClient& client, int workers) : client_(client) {
-    for (int w = 0; w < workers; ++w) {
-      threads_.emplace_back([this, w] {
-        absl::BitGen random;
-        bool backoff = false;
-        for (int seq = 0; !stop_.load(); ++seq) {
-          const std::string user = absl::StrCat("u", absl::Uniform(random, 0, kUsers));
-          const std::string order = absl::StrCat("w", w, "-", seq);
-          const absl::Time start = absl::Now();
-          absl::StatusOr<v1::PlaceHoldResponse> placed =
-              client_.PlaceHold(user, order, absl::Minutes(10));
-          const absl::Time end = absl::Now();
-          {
-            absl::MutexLock lock(&mu_);
-            const absl::StatusCode code = placed.status().code();
-            // RESOURCE_EXHAUSTED (at the limit) is the service working; these are not.
-            if (code != absl::StatusCode::kOk && code != absl::StatusCode::kResourceExhausted) {
-              failures_.push_back({start, end});
-              max_failed_call_ = std::max(max_failed_call_, end - start);
-              backoff = true;
-            } else {
-              ++served_;
-            }
-            if (placed.ok() && placed->created()) acked_.push_back({user, order, end});
-          }
-          if (backoff) {
-            backoff = false;
-            absl::SleepFor(absl::Milliseconds(10));  // a caller backs off after a failure
-          }
-        }
-      });
-    }
-  }
-  ~Load() { Stop(); }
-  void Stop() {
-    stop_ = true;
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-  // Served answers so far (OK or RESOURCE_EXHAUSTED).
-  int64_t served() {
-    absl::MutexLock lock(&mu_);
-    return served_;
-  }
+  Load(const client::OrderHoldClient& client, int workers)
+      : load_(LoadOptions{.clients = {&client}, .users = Users(), .workers = workers}) {}
+  void Stop() { load_.Stop(); }
   // Blocks until `n` more answers were served after now (or `timeout`).
   bool ServeMore(int64_t n, absl::Duration timeout = absl::Seconds(30)) {
-    const int64_t target = served() + n;
-    return Eventually([&] { return served() >= target; }, timeout, absl::Milliseconds(20));
+    return load_.ServeMore(n, timeout);
   }
   std::vector<Acked> acked() {
-    absl::MutexLock lock(&mu_);
-    return acked_;
+    std::vector<Acked> out;
+    for (const LoadCall& call : load_.calls()) {
+      if (call.created) out.push_back({load_.user(call), call.order, call.end});
+    }
+    return out;
   }
   // The end of the last failed call that started after `since`: when calls were served again.
   std::optional<absl::Time> LastFailureAfter(absl::Time since) {
-    absl::MutexLock lock(&mu_);
     std::optional<absl::Time> last;
-    for (const auto& [start, end] : failures_) {
-      if (start >= since && (!last.has_value() || end > *last)) last = end;
+    for (const LoadCall& call : load_.calls()) {
+      if (!call.served() && call.start >= since && (!last.has_value() || call.end > *last)) {
+        last = call.end;
+      }
     }
     return last;
   }
   int failures() {
-    absl::MutexLock lock(&mu_);
-    return static_cast<int>(failures_.size());
+    int failed = 0;
+    for (const LoadCall& call : load_.calls()) failed += call.served() ? 0 : 1;
+    return failed;
   }
   absl::Duration max_failed_call() {
-    absl::MutexLock lock(&mu_);
-    return max_failed_call_;
+    absl::Duration longest;
+    for (const LoadCall& call : load_.calls()) {
+      if (!call.served()) longest = std::max(longest, call.end - call.start);
+    }
+    return longest;
   }
 
  private:
-  const client::OrderHoldClient& client_;
-  std::atomic<bool> stop_{false};
-  std::vector<std::thread> threads_;
-  absl::Mutex mu_;
-  std::vector<Acked> acked_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::pair<absl::Time, absl::Time>> failures_ ABSL_GUARDED_BY(mu_);
-  int64_t served_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration max_failed_call_ ABSL_GUARDED_BY(mu_);
+  static std::vector<std::string> Users() {
+    std::vector<std::string> users;
+    for (int i = 0; i < kUsers; ++i) users.push_back(absl::StrCat("u", i));
+    return users;
+  }
+  HoldLoad load_;
 };
 
 class SentinelE2eTest : public ::testing::Test {
