@@ -1,6 +1,6 @@
 // RedisHoldStore against a real redis-server: what only a real Redis can show (script cache
 // loss, Redis down or hung, concurrency through the pipelined pool, the data left behind).
-#include "server/redis_store.h"
+#include "server/store/redis_hold_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "server/reaper/reaper.h"
 #include "server/redis/redis_topology.h"
-#include "server/store/redis_hold_store.h"
+#include "server/redis_store.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"

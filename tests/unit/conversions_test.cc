@@ -1,6 +1,8 @@
 // The gRPC adapter's conversions (server/grpc/conversions.h) on their own: status codes and
 // messages, request bytes, times, requests -> domain (ttl, outcomes, start position) and domain
 // replies -> responses, edge cases included.
+#include "server/grpc/conversions.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -9,7 +11,6 @@
 #include "client/orderhold_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/grpc/conversions.h"
 #include "tests/testing/status_matchers.h"
 
 namespace orderhold::grpc_api {
