@@ -67,6 +67,14 @@ class Watcher {
     absl::MutexLock lock(&mu_);
     return events_;
   }
+  // The ids of the events received from the `from`-th on (for acking what is new without
+  // copying everything received so far).
+  std::vector<std::string> EventIdsFrom(size_t from) {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> ids;
+    for (size_t i = from; i < events_.size(); ++i) ids.push_back(events_[i].event_id());
+    return ids;
+  }
   absl::Status status() {
     absl::MutexLock lock(&mu_);
     return status_;
@@ -158,10 +166,8 @@ class ResumingWatcher {
  private:
   // Acks the events `watcher` received since the first `*acked`.
   void AckNew(Watcher& watcher, size_t* acked) {
-    const std::vector<orderhold::v1::HoldEvent> events = watcher.events();
-    std::vector<std::string> ids;
-    for (size_t i = *acked; i < events.size(); ++i) ids.push_back(events[i].event_id());
-    *acked = events.size();
+    const std::vector<std::string> ids = watcher.EventIdsFrom(*acked);
+    *acked += ids.size();
     if (!ids.empty()) (void)client_.AckHoldEvents(request_.consumer_group(), ids);
   }
 
