@@ -13,6 +13,7 @@
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/grpc/tls_credentials.h"
+#include "server/limits_file.h"
 #include "server/redis/cluster_topology.h"
 #include "server/redis/redis_topology.h"
 #include "server/redis/redis_url.h"
@@ -106,10 +107,27 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   store::EventNudgeOptions nudges;
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, valid, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
+  app->holds_->SetScopeRules(valid.scope_rules);
+  app->scope_limits_file_ = config.scope_limits_file;
   ORDERHOLD_RETURN_IF_ERROR(app->StartEvents(config, clock, std::move(nudges)));
   ORDERHOLD_RETURN_IF_ERROR(app->Listen(config, std::move(credentials)));
   app->StartReaper(config, clock);
   return app;
+}
+
+absl::Status App::ReloadScopeLimits() {
+  if (scope_limits_file_.empty()) return absl::OkStatus();
+  absl::StatusOr<domain::ScopeRules> rules = LoadLimitsFile(scope_limits_file_);
+  if (!rules.ok()) {
+    metrics_->limits_reload_errors().Increment();
+    LogError("scope_limits: reload failed, the previous rules stay in force: ",
+             rules.status().message());
+    return rules.status();
+  }
+  const size_t count = rules->rules().size();
+  holds_->SetScopeRules(*std::move(rules));
+  LogInfo("scope_limits: reloaded ", scope_limits_file_, " (", count, " rules)");
+  return absl::OkStatus();
 }
 
 absl::Status App::StartStore(const Config& config, const ValidConfig& valid,

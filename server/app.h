@@ -51,6 +51,13 @@ class App {
   // after `grace`), then the reaper stops and hands its partitions over. Idempotent.
   void Shutdown(absl::Duration grace);
 
+  // Re-reads the --scope_limits file (main calls it on SIGHUP). A valid file replaces the rules
+  // at once (live holds are never ended by lowered limits: new PlaceHolds are checked against the
+  // new rules); an invalid or unreadable one keeps the old rules, is logged with its error and
+  // counted in orderhold_limits_reload_errors_total. Returns that error, OK otherwise, and OK
+  // doing nothing without --scope_limits. Thread-safe.
+  absl::Status ReloadScopeLimits();
+
   // The bound gRPC port (useful with port 0).
   int grpc_port() const { return grpc_port_; }
   metrics::Metrics& metrics() { return *metrics_; }
@@ -87,6 +94,7 @@ class App {
   std::unique_ptr<reaper::Reaper> reaper_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
+  std::string scope_limits_file_;  // --scope_limits; empty: none
 };
 
 }  // namespace orderhold

@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
+#include "server/limits_file.h"
 #include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
@@ -64,6 +65,13 @@ ABSL_FLAG(std::string, redis_tls_server_name, "",
           "rediss://: the name Redis' certificate must carry (and SNI); empty: the host "
           "connected to.");
 ABSL_FLAG(int, max_holds, 3, "Max live (unpaid, unexpired) holds per user.");
+ABSL_FLAG(int64_t, max_units, 0,
+          "Max units (sum of PlaceHoldRequest.quantity, e.g. tickets) of a user's live holds; 0 = "
+          "no limit.");
+ABSL_FLAG(std::string, scope_limits, "",
+          "File of per-scope limits (JSON or YAML: a default and prefix rules, see "
+          "deploy/limits.example.yaml), applied when a PlaceHold carries no scope_limits; re-read "
+          "on SIGHUP. Empty: scopes have no limits of their own.");
 ABSL_FLAG(absl::Duration, default_ttl, absl::Minutes(30),
           "Hold lifetime when a request gives none.");
 ABSL_FLAG(absl::Duration, max_ttl, absl::Hours(24), "Longest ttl a request may ask for.");
@@ -234,6 +242,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_tls_key_file, &Config::redis_tls, &redis::RedisTlsOptions::key_file),
       Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &redis::RedisTlsOptions::server_name),
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
+      Field(FLAGS_max_units, &Config::policy, &domain::HoldPolicy::max_units),
+      Field(FLAGS_scope_limits, &Config::scope_limits_file),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
       Field(FLAGS_reap_interval, &Config::reap_interval),
@@ -352,6 +362,13 @@ absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
   ValidConfig valid;
   ORDERHOLD_ASSIGN_OR_RETURN(valid.redis, ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
+  if (!config.scope_limits_file.empty()) {
+    absl::StatusOr<domain::ScopeRules> rules = LoadLimitsFile(config.scope_limits_file);
+    if (!rules.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("scope_limits: ", rules.status().message()));
+    }
+    valid.scope_rules = *std::move(rules);
+  }
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reap_interval: must be > 0");

@@ -10,6 +10,7 @@
 #include "server/common/log.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
+#include "server/domain/scope_limits.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
@@ -63,7 +64,9 @@ struct Config {
   std::string redis_sentinel_username;
   std::string redis_sentinel_password;  // shown as **** by DescribeConfig
   redis::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
-  domain::HoldPolicy policy;            // --max_holds, --default_ttl, --max_ttl
+  domain::HoldPolicy policy;            // --max_holds, --max_units, --default_ttl, --max_ttl
+  // --scope_limits: the file of per-scope limits (limits_file.h); empty: none. Re-read on SIGHUP.
+  std::string scope_limits_file;
   absl::Duration reap_interval = absl::Seconds(1);
   std::string key_prefix = "orderhold";
   int redis_connections = 4;                        // pool size, one I/O thread each
@@ -120,7 +123,8 @@ absl::Status ValidateConfig(const Config& config);
 // What validating a Config parsed, handed to the app as typed values so that nothing is parsed
 // twice (App::Start wires these; it does not read redis_url again).
 struct ValidConfig {
-  redis::RedisEndpoint redis;  // --redis_url: hosts, credentials, database, rediss://
+  redis::RedisEndpoint redis;      // --redis_url: hosts, credentials, database, rediss://
+  domain::ScopeRules scope_rules;  // --scope_limits, read and checked (no file: no rules)
 };
 // ValidateConfig's checks and errors, returning what they parsed.
 absl::StatusOr<ValidConfig> CheckConfig(const Config& config);

@@ -1,4 +1,5 @@
-// orderhold-server: flags -> config -> App + /metrics exposer -> wait for SIGTERM/SIGINT.
+// orderhold-server: flags -> config -> App + /metrics exposer -> wait for SIGTERM/SIGINT
+// (SIGHUP: re-read the --scope_limits file).
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // re-read --scope_limits
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
                      metrics_ports.empty() ? 0 : metrics_ports.front(), " (/metrics)");
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    (void)(*app)->ReloadScopeLimits();  // logs and counts its own failure
+  }
   orderhold::LogInfo("signal ", signal_number, ": NOT_SERVING, finishing in-flight calls");
   (*app)->Shutdown(config->shutdown_grace);
   orderhold::LogInfo("stopped");

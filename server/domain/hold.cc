@@ -2,7 +2,9 @@
 
 #include <cstdint>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/domain/scope_limits.h"
 
 namespace orderhold::domain {
 namespace {
@@ -43,6 +45,10 @@ absl::Status ValidatePolicy(const HoldPolicy& policy) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_holds: must be 1-", kMaxHoldsLimit, " (got ", policy.max_holds, ")"));
   }
+  if (policy.max_units < 0 || policy.max_units > kMaxUnits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_units: must be 0-", kMaxUnits, " (got ", policy.max_units, ")"));
+  }
   if (policy.max_ttl < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("max_ttl: must be at least 1ms");
   }
@@ -71,6 +77,53 @@ absl::Status ValidateId(absl::string_view field, absl::string_view value) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateScope(absl::string_view scope) {
+  return scope.empty() ? absl::OkStatus() : ValidateId("scope", scope);
+}
+
+absl::StatusOr<store::Labels> ValidateLabels(
+    std::vector<std::pair<std::string, std::string>> labels) {
+  store::Labels out;
+  for (auto& [key, value] : labels) out[std::move(key)] = std::move(value);
+  if (out.size() > kMaxLabels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels: at most ", kMaxLabels, " entries (got ", out.size(), ")"));
+  }
+  size_t total = 0;
+  for (const auto& [key, value] : out) {
+    if (key.empty() || key.size() > kMaxLabelKeyBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("labels: keys must be 1-", kMaxLabelKeyBytes,
+                                                     " bytes (got ", key.size(), ")"));
+    }
+    for (char c : key) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("labels: key \"", absl::CHexEscape(key),
+                         "\" must be of [a-z0-9_.-] (lower case letters, digits, _ . -)"));
+      }
+    }
+    if (value.size() > kMaxLabelValueBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("labels: the value of \"", key,
+                                                     "\" must be at most ", kMaxLabelValueBytes,
+                                                     " bytes (got ", value.size(), ")"));
+    }
+    for (size_t i = 0; i < value.size();) {
+      uint32_t cp = 0;
+      if (!NextCodePoint(value, &i, &cp)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("labels: the value of \"", key, "\" must be valid UTF-8"));
+      }
+    }
+    total += key.size() + value.size();
+  }
+  if (total > kMaxLabelsBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("labels: keys and values must be at most ",
+                                                   kMaxLabelsBytes, " bytes in total (got ", total,
+                                                   ")"));
+  }
+  return out;
 }
 
 absl::StatusOr<absl::Duration> ResolveTtl(std::optional<absl::Duration> requested,

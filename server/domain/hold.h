@@ -5,11 +5,14 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/store/hold_store.h"
 
 namespace orderhold::domain {
 
@@ -19,13 +22,15 @@ struct Hold {
   std::string user_id;
   std::string order_id;
   absl::Time expire_time;
+  store::HoldDetails details;  // scope, quantity, labels, scope limits, place time
 };
 
-// The limits in force (server flags --max_holds, --default_ttl, --max_ttl).
+// The limits in force (server flags --max_holds, --max_units, --default_ttl, --max_ttl).
 struct HoldPolicy {
   int max_holds = 3;                               // live holds per user, >= 1
   absl::Duration default_ttl = absl::Minutes(30);  // when a request gives no ttl
   absl::Duration max_ttl = absl::Hours(24);        // longest ttl a request may ask for
+  int64_t max_units = 0;                           // live units per user; 0 = no limit
 };
 
 // Max length of user_id and order_id, in bytes.
@@ -40,6 +45,22 @@ absl::Status ValidatePolicy(const HoldPolicy& policy);
 // INVALID_ARGUMENT naming `field` unless `value` is 1-128 bytes of valid UTF-8 without control
 // characters (C0, DEL, C1). Every other character is allowed and stored verbatim.
 absl::Status ValidateId(absl::string_view field, absl::string_view value);
+
+// Labels a request may carry (PlaceHoldRequest.labels): at most kMaxLabels entries, keys of
+// 1-kMaxLabelKeyBytes bytes of [a-z0-9_.-], values of at most kMaxLabelValueBytes bytes of UTF-8,
+// keys and values at most kMaxLabelsBytes bytes in total.
+inline constexpr size_t kMaxLabels = 16;
+inline constexpr size_t kMaxLabelKeyBytes = 63;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr size_t kMaxLabelsBytes = 2048;
+
+// INVALID_ARGUMENT naming `scope` unless it is "" (unscoped) or passes ValidateId.
+absl::Status ValidateScope(absl::string_view scope);
+
+// The labels of a request, as sent (a key sent twice: the last value wins, as in a protobuf map),
+// validated. INVALID_ARGUMENT naming `labels` (and the key) when a rule above is broken.
+absl::StatusOr<store::Labels> ValidateLabels(
+    std::vector<std::pair<std::string, std::string>> labels);
 
 // The ttl to use: `requested`, or policy.default_ttl when unset; truncated to whole milliseconds.
 // INVALID_ARGUMENT naming `ttl` when it is under 1 ms (zero, negative) or above policy.max_ttl.

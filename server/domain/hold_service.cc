@@ -1,8 +1,14 @@
 #include "server/domain/hold_service.h"
 
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/rpc/error_details.pb.h"
 #include "server/common/status_macros.h"
 
 namespace orderhold::domain {
@@ -37,32 +43,199 @@ absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) 
   return ValidateId("order_id", order_id);
 }
 
-// The hold's ttl, once the command is valid: INVALID_ARGUMENT naming user_id, order_id or ttl.
-absl::StatusOr<absl::Duration> ValidatedTtl(const PlaceHoldCommand& command,
-                                            const HoldPolicy& policy) {
-  ORDERHOLD_RETURN_IF_ERROR(ValidateIds(command.user_id, command.order_id));
-  return ResolveTtl(command.ttl, policy);
+std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+// INVALID_ARGUMENT naming scope_limits unless both are within their bounds.
+absl::Status ValidateScopeLimits(const ScopeLimits& limits) {
+  if (limits.max_holds > kMaxScopeHolds || limits.max_units > kMaxUnits) {
+    return absl::InvalidArgumentError(absl::StrCat("scope_limits: max_holds must be 0-",
+                                                   kMaxScopeHolds, " and max_units 0-", kMaxUnits));
+  }
+  return absl::OkStatus();
+}
+
+// The exceeded levels of a refusal, in the order of their reasons.
+struct Level {
+  int bit;
+  const char* reason;  // google.rpc.ErrorInfo.reason
+  metrics::RejectReason metric;
+};
+constexpr Level kLevels[] = {
+    {store::kUserHoldLimit, "USER_HOLD_LIMIT", metrics::RejectReason::kQuotaExceeded},
+    {store::kUserUnitLimit, "USER_UNIT_LIMIT", metrics::RejectReason::kUserUnitLimit},
+    {store::kScopeHoldLimit, "SCOPE_HOLD_LIMIT", metrics::RejectReason::kScopeHoldLimit},
+    {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
+};
+
+template <typename Message>
+void AttachDetail(const Message& message, absl::Status* status) {
+  status->SetPayload(absl::StrCat(kDetailTypeUrlPrefix, Message::descriptor()->full_name()),
+                     absl::Cord(message.SerializeAsString()));
 }
 
 }  // namespace
+
+absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
+  google::rpc::QuotaFailure quota;
+  std::vector<std::string> parts;
+  const std::string scope_subject = absl::StrCat("user/scope:", a.scope);
+  for (const Level& level : kLevels) {
+    if ((r.violations & level.bit) == 0) continue;
+    std::string description;
+    switch (level.bit) {
+      case store::kUserHoldLimit:
+        description = absl::StrCat("user_id already has ", r.active_holds,
+                                   " unpaid holds (max_holds ", a.user_limits.max_holds, ")");
+        break;
+      case store::kUserUnitLimit:
+        description = absl::StrCat("user_id holds ", r.user_units, " units; ", a.quantity,
+                                   " more would exceed max_units ", a.user_limits.max_units);
+        break;
+      case store::kScopeHoldLimit:
+        description =
+            absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
+                         a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
+        break;
+      default:
+        description =
+            absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
+                         a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
+        break;
+    }
+    google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+    v->set_subject(level.bit <= store::kUserUnitLimit ? "user" : scope_subject);
+    v->set_description(description);
+    parts.push_back(std::move(description));
+  }
+  const absl::Duration wait = std::max(absl::ZeroDuration(), r.expire_time - r.now);
+  const std::string when =
+      absl::StrCat(FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")");
+  // The user's hold limit alone keeps the message it has always had.
+  absl::Status status = absl::ResourceExhaustedError(
+      r.violations == store::kUserHoldLimit
+          ? absl::StrCat(parts[0], "; the earliest expires at ", when)
+          : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
+  const Level* first = nullptr;
+  for (const Level& level : kLevels) {
+    if ((r.violations & level.bit) != 0 && first == nullptr) first = &level;
+  }
+  google::rpc::ErrorInfo info;
+  info.set_reason(first != nullptr ? first->reason : "USER_HOLD_LIMIT");
+  info.set_domain("orderhold.v1");
+  if (!a.scope.empty()) (*info.mutable_metadata())["scope"] = std::string(a.scope);
+  google::rpc::RetryInfo retry;
+  const int64_t ms = absl::ToInt64Milliseconds(wait);
+  retry.mutable_retry_delay()->set_seconds(ms / 1000);
+  retry.mutable_retry_delay()->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
+  AttachDetail(retry, &status);
+  return status;
+}
+
+metrics::RejectReason RejectReasonForViolations(int violations) {
+  for (const Level& level : kLevels) {
+    if ((violations & level.bit) != 0) return level.metric;
+  }
+  return metrics::RejectReason::kQuotaExceeded;
+}
+
+absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
+                              const store::HoldDetails& requested) {
+  std::string what;
+  if (existing.scope != requested.scope) {
+    what = absl::StrCat("scope \"", existing.scope, "\" (this request: \"", requested.scope, "\")");
+  } else if (existing.quantity != requested.quantity) {
+    what =
+        absl::StrCat("quantity ", existing.quantity, " (this request: ", requested.quantity, ")");
+  } else if (existing.labels != requested.labels) {
+    what = "other labels";
+  } else {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat("order_id \"", order_id, "\" already has a live hold with ", what,
+                   "; a retry must repeat the scope, quantity and labels it was placed with"));
+}
 
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
     : store_(store), policy_(policy), metrics_(metrics) {}
 
 void HoldService::Reject(metrics::RejectReason reason) { metrics_.RecordRejected(reason); }
 
+void HoldService::SetScopeRules(ScopeRules rules) {
+  absl::MutexLock lock(&rules_mu_);
+  rules_ = std::move(rules);
+}
+
+ScopeLimits HoldService::RulesFor(absl::string_view scope) const {
+  absl::ReaderMutexLock lock(&rules_mu_);
+  return rules_.Resolve(scope);
+}
+
+absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand& command) const {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateIds(command.user_id, command.order_id));
+  ORDERHOLD_ASSIGN_OR_RETURN(absl::Duration ttl, ResolveTtl(command.ttl, policy_));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateScope(command.scope));
+  store::PlaceHoldArgs args;
+  args.ttl = ttl;
+  args.max_holds = policy_.max_holds;
+  args.max_units = policy_.max_units;
+  store::HoldDetails& details = args.details;
+  details.quantity = command.quantity == 0 ? 1 : command.quantity;
+  if (details.quantity > kMaxUnits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantity: must be at most ", kMaxUnits, " (got ", details.quantity, ")"));
+  }
+  ORDERHOLD_ASSIGN_OR_RETURN(details.labels, ValidateLabels(std::move(command.labels)));
+  if (command.scope_limits.has_value()) {
+    if (command.scope.empty()) {
+      return absl::InvalidArgumentError("scope_limits: only with a scope");
+    }
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(*command.scope_limits));
+  }
+  if (!command.scope.empty()) {
+    details.scope_limits =
+        command.scope_limits.has_value() ? *command.scope_limits : RulesFor(command.scope);
+  }
+  // A quantity no hold can ever have: refused as malformed rather than as "retry later".
+  if (policy_.max_units > 0 && details.quantity > policy_.max_units) {
+    return absl::InvalidArgumentError(absl::StrCat("quantity: ", details.quantity,
+                                                   " exceeds the user's max_units ",
+                                                   policy_.max_units, "; it can never be granted"));
+  }
+  if (details.scope_limits.max_units > 0 && details.quantity > details.scope_limits.max_units) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantity: ", details.quantity, " exceeds max_units ", details.scope_limits.max_units,
+        " of scope \"", command.scope, "\"; it can never be granted"));
+  }
+  details.scope = std::move(command.scope);
+  args.user_id = std::move(command.user_id);
+  args.order_id = std::move(command.order_id);
+  return args;
+}
+
 void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options,
                             store::Callback<PlaceHoldReply> done) {
-  absl::StatusOr<absl::Duration> ttl = ValidatedTtl(command, policy_);
-  if (!ttl.ok()) {
+  absl::StatusOr<store::PlaceHoldArgs> args = ValidatedArgs(command);
+  if (!args.ok()) {
     Reject(metrics::RejectReason::kInvalidArgument);
-    std::move(done)(ttl.status());
+    std::move(done)(args.status());
     return;
   }
-  store::PlaceHoldArgs args{command.user_id, command.order_id, *ttl, policy_.max_holds};
+  // What the answer needs besides the store's result (the args are moved into the store).
+  struct Asked {
+    std::string user_id, order_id;
+    store::HoldDetails details;
+    store::LevelLimits user_limits;
+  };
+  Asked asked{args->user_id, args->order_id, args->details,
+              store::LevelLimits{args->max_holds, args->max_units}};
   store_.PlaceHold(
-      std::move(args), options,
-      [this, user_id = std::move(command.user_id), order_id = std::move(command.order_id),
+      *std::move(args), options,
+      [this, asked = std::move(asked),
        done = std::move(done)](absl::StatusOr<store::PlaceHoldResult> result) mutable {
         if (!result.ok()) {
           Reject(RejectReasonFor(result.status().code()));
@@ -73,24 +246,42 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         using Outcome = store::PlaceHoldResult::Outcome;
         if (result->outcome == Outcome::kEnded) {
           Reject(metrics::RejectReason::kAlreadyEnded);
-          std::move(done)(EndedError(order_id, result->ended,
+          std::move(done)(EndedError(asked.order_id, result->ended,
                                      "; an order is held at most once (place a new order_id)"));
           return;
         }
         if (result->outcome == Outcome::kLimitReached) {
-          Reject(metrics::RejectReason::kQuotaExceeded);
-          std::move(done)(absl::ResourceExhaustedError(absl::StrCat(
-              "user_id already has ", result->active_holds, " unpaid holds (max_holds ",
-              policy_.max_holds, "); the earliest expires at ",
-              absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", result->expire_time, absl::UTCTimeZone()),
-              " (in ", absl::FormatDuration(result->expire_time - result->now), ")")));
+          Reject(RejectReasonForViolations(result->violations));
+          std::move(done)(
+              LimitError(PlaceHoldArgsView{asked.details.scope, asked.details.quantity,
+                                           asked.user_limits, asked.details.scope_limits},
+                         *result));
           return;
+        }
+        if (result->outcome == Outcome::kAlreadyHeld) {
+          if (absl::Status differs =
+                  FingerprintError(asked.order_id, result->details, asked.details);
+              !differs.ok()) {
+            Reject(metrics::RejectReason::kAlreadyExists);
+            std::move(done)(std::move(differs));
+            return;
+          }
         }
         const bool created = result->outcome == Outcome::kCreated;
         if (created) metrics_.holds_placed().Increment();
-        std::move(done)(
-            PlaceHoldReply{Hold{std::move(user_id), std::move(order_id), result->expire_time},
-                           result->now, created, result->active_holds, policy_.max_holds});
+        PlaceHoldReply reply;
+        reply.hold = Hold{std::move(asked.user_id), std::move(asked.order_id), result->expire_time,
+                          std::move(result->details)};
+        reply.now = result->now;
+        reply.created = created;
+        reply.active_holds = result->active_holds;
+        reply.max_holds = policy_.max_holds;
+        reply.user_usage = LevelUsage{result->active_holds, result->user_units, asked.user_limits};
+        if (!asked.details.scope.empty()) {
+          reply.scope_usage =
+              LevelUsage{result->scope_holds, result->scope_units, asked.details.scope_limits};
+        }
+        std::move(done)(std::move(reply));
       });
 }
 
@@ -136,9 +327,9 @@ void HoldService::End(std::string user_id, std::string order_id, store::HoldOutc
                          .Increment();
                      metrics_.events_appended().Increment();
                    }
-                   std::move(done)(
-                       Ended{Hold{std::move(user_id), std::move(order_id), result->end.expire_time},
-                             repeated ? result->end.end_time : result->now, repeated});
+                   std::move(done)(Ended{Hold{std::move(user_id), std::move(order_id),
+                                              result->end.expire_time, std::move(result->details)},
+                                         repeated ? result->end.end_time : result->now, repeated});
                  });
 }
 
@@ -160,27 +351,42 @@ void HoldService::Cancel(std::string user_id, std::string order_id, store::CallO
       });
 }
 
-void HoldService::ListHolds(std::string user_id, store::CallOptions options,
+void HoldService::ListHolds(std::string user_id, std::string scope, store::CallOptions options,
                             store::Callback<ListHoldsReply> done) {
   if (absl::Status status = ValidateId("user_id", user_id); !status.ok()) {
     std::move(done)(status);
     return;
   }
-  store_.ListHolds(
-      user_id, options,
-      [this, user_id,
-       done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
-        if (!result.ok()) {
-          std::move(done)(result.status());
-          return;
-        }
-        ListHoldsReply reply{{}, result->now, policy_.max_holds};
-        reply.holds.reserve(result->holds.size());
-        for (store::StoredHold& hold : result->holds) {
-          reply.holds.push_back(Hold{user_id, std::move(hold.order_id), hold.expire_time});
-        }
-        std::move(done)(std::move(reply));
-      });
+  if (absl::Status status = ValidateScope(scope); !status.ok()) {
+    std::move(done)(status);
+    return;
+  }
+  store_.ListHolds(user_id, options,
+                   [this, user_id, scope = std::move(scope),
+                    done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
+                     if (!result.ok()) {
+                       std::move(done)(result.status());
+                       return;
+                     }
+                     ListHoldsReply reply;
+                     reply.now = result->now;
+                     reply.max_holds = policy_.max_holds;
+                     reply.user_usage.limits = ScopeLimits{policy_.max_holds, policy_.max_units};
+                     if (!scope.empty()) reply.scope_usage = LevelUsage{0, 0, RulesFor(scope)};
+                     reply.holds.reserve(result->holds.size());
+                     for (store::StoredHold& hold : result->holds) {
+                       ++reply.user_usage.holds;
+                       reply.user_usage.units += hold.details.quantity;
+                       if (!scope.empty()) {
+                         if (hold.details.scope != scope) continue;
+                         ++reply.scope_usage->holds;
+                         reply.scope_usage->units += hold.details.quantity;
+                       }
+                       reply.holds.push_back(Hold{user_id, std::move(hold.order_id),
+                                                  hold.expire_time, std::move(hold.details)});
+                     }
+                     std::move(done)(std::move(reply));
+                   });
 }
 
 }  // namespace orderhold::domain

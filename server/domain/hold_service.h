@@ -4,10 +4,23 @@
 // store's outcomes into statuses and records the hold metrics. All decisions about time are taken
 // by the store, on its clock (Redis TIME in production), so replicas agree.
 //
+// Limits. PlaceHold checks, in one store call, the user's holds (policy.max_holds) and units
+// (policy.max_units) and, for a scoped hold, the scope's: the request's scope_limits when it
+// carries them, else the server's ScopeRules (SetScopeRules; none: no scope limit).
+//
 // Errors (absl codes, = gRPC codes):
-//   INVALID_ARGUMENT    user_id / order_id / ttl malformed (see hold.h).
-//   RESOURCE_EXHAUSTED  PlaceHold: max_holds live holds; the message names the limit and when the
-//                       earliest hold expires (absl: "perhaps a per-user quota").
+//   INVALID_ARGUMENT    user_id / order_id / ttl / scope / quantity / labels / scope_limits
+//                       malformed (see hold.h), or a quantity above an applicable max_units.
+//   RESOURCE_EXHAUSTED  PlaceHold: a limit would be exceeded; the message names the limits and
+//                       when the earliest hold expires (absl: "perhaps a per-user quota"). The
+//                       status carries payloads (absl::Status::SetPayload) keyed by the type URLs
+//                       of google.rpc.QuotaFailure (one violation per exceeded level), ErrorInfo
+//                       (reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or
+//                       SCOPE_UNIT_LIMIT, domain "orderhold.v1") and RetryInfo, with the
+//                       serialized messages as values: the gRPC layer sends them as the status
+//                       details (https://cloud.google.com/apis/design/errors#error_details).
+//   ALREADY_EXISTS      PlaceHold: a live hold for the order_id has another scope, quantity or
+//                       labels than the request (named in the message).
 //   FAILED_PRECONDITION the order's hold already ended in a way that forbids the call: PlaceHold
 //                       of any ended order, Pay of a CANCELLED or EXPIRED one, Cancel of a PAID
 //                       or EXPIRED one. The message names the outcome and its time (AIP-193: the
@@ -24,7 +37,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "server/domain/hold.h"
+#include "server/domain/scope_limits.h"
 #include "server/metrics/metrics.h"
 #include "server/store/hold_store.h"
 
@@ -34,6 +50,20 @@ struct PlaceHoldCommand {
   std::string user_id;
   std::string order_id;
   std::optional<absl::Duration> ttl;  // unset: policy.default_ttl
+  std::string scope;                  // "" = unscoped
+  uint32_t quantity = 0;              // units; 0 means 1
+  // As sent, in order (a key sent twice: the last wins); validated by ValidateLabels.
+  std::vector<std::pair<std::string, std::string>> labels;
+  // The scope's limits carried by the request (with a scope only); unset: the server's rules.
+  std::optional<ScopeLimits> scope_limits;
+};
+
+// One level's usage and limits (orderhold.v1.LimitUsage): live holds and units counted there.
+struct LevelUsage {
+  int64_t holds = 0;
+  int64_t units = 0;
+  ScopeLimits limits;  // 0 = no limit in that unit
+  friend bool operator==(const LevelUsage&, const LevelUsage&) = default;
 };
 
 struct PlaceHoldReply {
@@ -42,6 +72,8 @@ struct PlaceHoldReply {
   bool created = false;  // false: the live hold already existed (idempotent retry)
   int active_holds = 0;  // live holds after the call
   int max_holds = 0;
+  LevelUsage user_usage;                  // after the call
+  std::optional<LevelUsage> scope_usage;  // after the call; unset when unscoped
 };
 
 struct PayReply {
@@ -57,18 +89,22 @@ struct CancelReply {
 };
 
 struct ListHoldsReply {
-  std::vector<Hold> holds;  // live holds, earliest expire_time first
+  std::vector<Hold> holds;  // live holds (of the scope, when one was given), earliest first
   absl::Time now;           // store clock at the call
   int max_holds = 0;
+  LevelUsage user_usage;                  // all the user's live holds
+  std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the rules' limits for it
 };
 
 class HoldService {
  public:
-  // `store` and `metrics` must outlive this object. `policy` must pass ValidatePolicy.
+  // `store` and `metrics` must outlive this object. `policy` must pass ValidatePolicy. Scope rules:
+  // none (scopes unlimited) until SetScopeRules.
   HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics);
 
   // See the OrderHold.PlaceHold rpc. Counts orderhold_holds_placed_total /
-  // orderhold_holds_rejected_total{reason} / orderhold_holds_expired_total (lazy cleanup).
+  // orderhold_holds_rejected_total{reason} (a refusal: the first exceeded level) /
+  // orderhold_holds_expired_total (lazy cleanup).
   void PlaceHold(PlaceHoldCommand command, store::CallOptions options,
                  store::Callback<PlaceHoldReply> done);
 
@@ -82,14 +118,29 @@ class HoldService {
   void Cancel(std::string user_id, std::string order_id, store::CallOptions options,
               store::Callback<CancelReply> done);
 
-  // See the OrderHold.ListHolds rpc.
-  void ListHolds(std::string user_id, store::CallOptions options,
+  // See the OrderHold.ListHolds rpc: the user's live holds, or those of `scope` ("" = all).
+  // INVALID_ARGUMENT naming user_id or scope.
+  void ListHolds(std::string user_id, std::string scope, store::CallOptions options,
                  store::Callback<ListHoldsReply> done);
+  void ListHolds(std::string user_id, store::CallOptions options,
+                 store::Callback<ListHoldsReply> done) {
+    ListHolds(std::move(user_id), "", options, std::move(done));
+  }
+
+  // Replaces the server's scope rules (the --scope_limits file, re-read on SIGHUP). Holds already
+  // placed keep the limits they were placed under in their details; the new rules apply to the
+  // next PlaceHold. Thread-safe: calls in flight use the old or the new rules, whole.
+  void SetScopeRules(ScopeRules rules);
+  // The scope limits a PlaceHold of `scope` without limits of its own is checked against now.
+  ScopeLimits RulesFor(absl::string_view scope) const;
 
   const HoldPolicy& policy() const { return policy_; }
 
  private:
   void Reject(metrics::RejectReason reason);
+  // The store's arguments for `command` (its strings moved out), or INVALID_ARGUMENT naming the
+  // field: ids, ttl, scope, quantity (also above an applicable max_units), labels, scope_limits.
+  absl::StatusOr<store::PlaceHoldArgs> ValidatedArgs(PlaceHoldCommand& command) const;
   // Validates ids, ends the hold with `outcome` and calls `done` with (the hold, now, whether it
   // had already ended that way) or the error for any other end.
   struct Ended {
@@ -105,10 +156,39 @@ class HoldService {
   store::HoldStore& store_;
   const HoldPolicy policy_;
   metrics::Metrics& metrics_;
+  mutable absl::Mutex rules_mu_;
+  ScopeRules rules_ ABSL_GUARDED_BY(rules_mu_);
 };
 
 // The reject reason recorded for a failed PlaceHold with this status code.
 metrics::RejectReason RejectReasonFor(absl::StatusCode code);
+
+// The key prefix of the type URLs under which error details are attached to a status
+// (absl::Status::SetPayload), as google.protobuf.Any names them.
+inline constexpr char kDetailTypeUrlPrefix[] = "type.googleapis.com/";
+
+// What a PlaceHold asked for, as LimitError reports it.
+struct PlaceHoldArgsView {
+  absl::string_view scope;
+  int64_t quantity = 1;
+  store::LevelLimits user_limits;
+  store::LevelLimits scope_limits;
+};
+
+// The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the
+// google.rpc QuotaFailure, ErrorInfo and RetryInfo payloads described in the file comment. The
+// message of the user's hold limit alone is the one OrderHold has always sent: `user_id already
+// has 3 unpaid holds (max_holds 3); the earliest expires at <time> (in 29m)`.
+absl::Status LimitError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
+
+// The reject reason of a refusal: its first exceeded level.
+metrics::RejectReason RejectReasonForViolations(int violations);
+
+// OK when `requested` has the scope, quantity and labels of `existing` (place_time and scope
+// limits are not compared: limits may come from rules that changed); else ALREADY_EXISTS naming
+// the first that differs, in that order.
+absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
+                              const store::HoldDetails& requested);
 
 // FAILED_PRECONDITION: `order_id "o-1" already ended: EXPIRED at 2026-11-21T10:00:00.000Z`, plus
 // `what` (e.g. "; it cannot be paid"). The same text whoever ended the hold.

@@ -3,7 +3,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
@@ -20,7 +22,21 @@ constexpr int32_t kNanosPerSecond = 1'000'000'000;
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+  google::rpc::Status details;
+  status.ForEachPayload([&](absl::string_view type_url, const absl::Cord& value) {
+    if (!absl::StartsWith(type_url, domain::kDetailTypeUrlPrefix)) return;
+    google::protobuf::Any* any = details.add_details();
+    any->set_type_url(std::string(type_url));
+    any->set_value(std::string(value));
+  });
+  if (details.details_size() == 0) {
+    return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                        std::string(status.message()));
+  }
+  details.set_code(static_cast<int32_t>(status.code()));
+  details.set_message(std::string(status.message()));
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      details.SerializeAsString());
 }
 
 absl::Status ParseFromByteBuffer(const grpc::ByteBuffer& bytes, absl::string_view type,
@@ -69,10 +85,21 @@ absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& tt
 
 absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
     internal::PlaceHoldRequest& request) {
-  domain::PlaceHoldCommand command{std::move(*request.mutable_user_id()),
-                                   std::move(*request.mutable_order_id()), std::nullopt};
+  domain::PlaceHoldCommand command;
+  command.user_id = std::move(*request.mutable_user_id());
+  command.order_id = std::move(*request.mutable_order_id());
   if (request.has_ttl()) {
     ORDERHOLD_ASSIGN_OR_RETURN(command.ttl, TtlFromProto(request.ttl()));
+  }
+  command.scope = std::move(*request.mutable_scope());
+  command.quantity = request.quantity();
+  command.labels.reserve(request.labels_size());
+  for (auto& label : *request.mutable_labels()) {
+    command.labels.emplace_back(std::move(*label.mutable_key()), std::move(*label.mutable_value()));
+  }
+  if (request.has_scope_limits()) {
+    command.scope_limits =
+        domain::ScopeLimits{request.scope_limits().max_holds(), request.scope_limits().max_units()};
   }
   return command;
 }
@@ -116,11 +143,34 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
   return spec;
 }
 
+void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
+  out->set_scope(details.scope);
+  out->set_quantity(static_cast<uint32_t>(details.quantity));
+  for (const auto& [key, value] : details.labels) (*out->mutable_labels())[key] = value;
+  if (details.place_time.has_value()) {
+    TimestampToProto(*details.place_time, out->mutable_place_time());
+  }
+  if (!details.scope.empty()) {
+    out->mutable_scope_limits()->set_max_holds(
+        static_cast<uint32_t>(details.scope_limits.max_holds));
+    out->mutable_scope_limits()->set_max_units(
+        static_cast<uint32_t>(details.scope_limits.max_units));
+  }
+}
+
 void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out) {
   out->set_user_id(hold.user_id);
   out->set_order_id(hold.order_id);
   TimestampToProto(hold.expire_time, out->mutable_expire_time());
   DurationToProto(hold.expire_time - now, out->mutable_remaining());
+  DetailsToProto(hold.details, out);
+}
+
+void UsageToProto(const domain::LevelUsage& usage, v1::LimitUsage* out) {
+  out->set_holds(static_cast<uint32_t>(usage.holds));
+  out->set_max_holds(static_cast<uint32_t>(usage.limits.max_holds));
+  out->set_units(static_cast<uint32_t>(usage.units));
+  out->set_max_units(static_cast<uint32_t>(usage.limits.max_units));
 }
 
 v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply) {
@@ -129,6 +179,8 @@ v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply)
   out.set_created(reply.created);
   out.set_active_holds(static_cast<uint32_t>(reply.active_holds));
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
+  UsageToProto(reply.user_usage, out.mutable_user_usage());
+  if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
   return out;
 }
 
@@ -150,6 +202,8 @@ v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply)
   v1::ListHoldsResponse out;
   for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
+  UsageToProto(reply.user_usage, out.mutable_user_usage());
+  if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
   return out;
 }
 
@@ -165,6 +219,7 @@ void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
   hold->set_user_id(event.user_id);
   hold->set_order_id(event.order_id);
   TimestampToProto(event.end.expire_time, hold->mutable_expire_time());
+  DetailsToProto(event.details, hold);
   // store::HoldOutcome has the numbers of v1::HoldOutcome.
   out->set_outcome(static_cast<v1::HoldOutcome>(event.end.outcome));
   TimestampToProto(event.end.end_time, out->mutable_end_time());

@@ -31,7 +31,10 @@ namespace orderhold::grpc_api {
 // ---- Status and bytes ------------------------------------------------------------------------
 
 // absl::Status -> grpc::Status: the same code (absl::StatusCode was modelled on the gRPC codes and
-// shares their numbers 0..16) and the message verbatim. OK becomes grpc::Status::OK.
+// shares their numbers 0..16) and the message verbatim. OK becomes grpc::Status::OK. Payloads
+// under domain::kDetailTypeUrlPrefix (google.rpc error details, see hold_service.h) become the
+// details of a google.rpc.Status sent as the binary error details (`grpc-status-details-bin`,
+// https://grpc.io/docs/guides/error/#richer-error-model); other payloads are not sent.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Parses request bytes into `out` (a lenient mirror). INVALID_ARGUMENT "request: not a valid
@@ -63,8 +66,9 @@ absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& tt
 
 // ---- Requests -> domain ----------------------------------------------------------------------
 
-// The PlaceHold command of `request`; its ids are moved out. An unset ttl stays unset (the
-// server's --default_ttl applies). Errors: those of TtlFromProto.
+// The PlaceHold command of `request`; its ids, scope and labels are moved out. An unset ttl stays
+// unset (the server's --default_ttl applies), as does unset scope_limits (the server's rules).
+// Errors: those of TtlFromProto.
 absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
     internal::PlaceHoldRequest& request);
 
@@ -86,8 +90,15 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
 
 // ---- Domain -> responses ---------------------------------------------------------------------
 
-// `hold` as the API's Hold; remaining = expire_time - now (the store's clock at the call).
+// `hold` as the API's Hold; remaining = expire_time - now (the store's clock at the call); its
+// details as DetailsToProto writes them.
 void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out);
+
+// A hold's scope, quantity, labels, place_time (when known) and scope_limits (scoped holds only).
+void DetailsToProto(const store::HoldDetails& details, v1::Hold* out);
+
+// One level's usage as the API's LimitUsage.
+void UsageToProto(const domain::LevelUsage& usage, v1::LimitUsage* out);
 
 // The responses of the unary rpcs, field for field from the domain's replies.
 v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply);

@@ -142,8 +142,8 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
   return ServeUnary<internal::ListHoldsRequest>(
       UnaryCall(metrics_, context, response, Method::kListHolds), *request,
       [this](internal::ListHoldsRequest& in, const UnaryCall& call) {
-        holds_.ListHolds(std::move(*in.mutable_user_id()), call.options(),
-                         call.Respond(ListHoldsReplyToProto));
+        holds_.ListHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
+                         call.options(), call.Respond(ListHoldsReplyToProto));
         return absl::OkStatus();
       });
 }

@@ -12,9 +12,16 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using prometheus::Histogram;
 
-const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded", "invalid_argument",
-                                                      "unavailable",    "deadline_exceeded",
-                                                      "other",          "already_ended"};
+const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
+                                                      "invalid_argument",
+                                                      "unavailable",
+                                                      "deadline_exceeded",
+                                                      "other",
+                                                      "already_ended",
+                                                      "user_unit_limit",
+                                                      "scope_hold_limit",
+                                                      "scope_unit_limit",
+                                                      "already_exists"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {
@@ -43,7 +50,10 @@ void CountersByReason(prometheus::Registry& registry, const std::string& name,
 }  // namespace
 
 Metrics::Metrics(prometheus::Registry& registry)
-    : holds_placed_(Counter(registry, "orderhold_holds_placed_total",
+    : limits_reload_errors_(Counter(registry, "orderhold_limits_reload_errors_total",
+                                    "Re-reads of the --scope_limits file (SIGHUP) that failed; "
+                                    "the previous rules stay in force.")),
+      holds_placed_(Counter(registry, "orderhold_holds_placed_total",
                             "Holds created by PlaceHold (idempotent retries not counted).")),
       holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
       holds_cancelled_(Counter(registry, "orderhold_holds_cancelled_total",
@@ -133,8 +143,9 @@ Metrics::Metrics(prometheus::Registry& registry)
                                .Register(registry)
                                .Add({})) {
   CountersByReason(registry, "orderhold_holds_rejected_total",
-                   "PlaceHold calls that did not yield a hold, by reason.", kReasonNames,
-                   rejected_);
+                   "PlaceHold calls that did not yield a hold, by reason (quota_exceeded is the "
+                   "user's hold limit).",
+                   kReasonNames, rejected_);
   CountersByReason(registry, "orderhold_redis_reconnects_total",
                    "Redis connections dropped to be made again, by reason: io_error (a write or "
                    "read failed or timed out), peer_closed (Redis closed it while idle), "

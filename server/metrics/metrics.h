@@ -25,14 +25,18 @@ namespace orderhold::metrics {
 
 // Label `reason` of orderhold_holds_rejected_total.
 enum class RejectReason {
-  kQuotaExceeded,     // "quota_exceeded": the user had max_holds live holds
+  kQuotaExceeded,     // "quota_exceeded": the user had max_holds live holds (USER_HOLD_LIMIT)
   kInvalidArgument,   // "invalid_argument": bad user_id, order_id or ttl
   kUnavailable,       // "unavailable": Redis unreachable or failing
   kDeadlineExceeded,  // "deadline_exceeded": the call's deadline passed first
   kOther,             // "other": any other error
   kAlreadyEnded,      // "already_ended": the order's hold already ended (FAILED_PRECONDITION)
+  kUserUnitLimit,     // "user_unit_limit": the user's units would exceed --max_units
+  kScopeHoldLimit,    // "scope_hold_limit": the user's holds in the scope would exceed its limit
+  kScopeUnitLimit,    // "scope_unit_limit": the user's units in the scope would exceed its limit
+  kAlreadyExists,     // "already_exists": a retry with another scope, quantity or labels
 };
-inline constexpr int kRejectReasonCount = 6;
+inline constexpr int kRejectReasonCount = 10;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method { kPlaceHold, kPay, kListHolds, kCancelHold, kWatchHoldEvents, kAckHoldEvents };
@@ -57,6 +61,9 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
+  // orderhold_limits_reload_errors_total: SIGHUP re-reads of --scope_limits that failed (the old
+  // rules stay in force).
+  prometheus::Counter& limits_reload_errors() { return limits_reload_errors_; }
   // orderhold_holds_placed_total: holds created (idempotent retries not counted).
   prometheus::Counter& holds_placed() { return holds_placed_; }
   // orderhold_holds_paid_total: holds removed by a successful Pay.
@@ -140,6 +147,7 @@ class Metrics {
   void RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed);
 
  private:
+  prometheus::Counter& limits_reload_errors_;
   prometheus::Counter& holds_placed_;
   prometheus::Counter& holds_paid_;
   prometheus::Counter& holds_cancelled_;

@@ -35,6 +35,7 @@ struct StoredEvent {
   std::string order_id;
   HoldEnd end;
   int delivery_count = 1;  // deliveries to the group, this one included
+  HoldDetails details;     // the hold's scope, quantity, labels, place time (as placed)
 };
 
 // Where a consumer group created by EnsureGroup starts.

@@ -25,6 +25,8 @@
 #ifndef ORDERHOLD_SERVER_STORE_HOLD_STORE_H_
 #define ORDERHOLD_SERVER_STORE_HOLD_STORE_H_
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,26 +73,61 @@ struct HoldEnd {
   friend bool operator==(const HoldEnd&, const HoldEnd&) = default;
 };
 
+// The limits of one level (the user, or the user within one scope): 0 = no limit in that unit.
+struct LevelLimits {
+  int64_t max_holds = 0;  // live holds, >= 0
+  int64_t max_units = 0;  // sum of the live holds' quantities, >= 0
+  friend bool operator==(const LevelLimits&, const LevelLimits&) = default;
+};
+
+// A hold's labels, sorted by key (the caller validates them: see domain::ValidateLabels).
+using Labels = std::map<std::string, std::string>;
+
+// What a placement fixes about a hold besides its ids and expiry. Immutable once placed.
+struct HoldDetails {
+  std::string scope;     // "" = unscoped
+  int64_t quantity = 1;  // units, >= 1
+  Labels labels;
+  LevelLimits scope_limits;  // the scope's limits the hold was placed under ({} when unscoped)
+  // When it was placed, on the store's clock; set by the store. Unset for a hold placed by a
+  // release without details (it reads as unscoped, quantity 1, no labels).
+  std::optional<absl::Time> place_time;
+  friend bool operator==(const HoldDetails&, const HoldDetails&) = default;
+};
+
 // One hold as stored: the user is implied by the call.
 struct StoredHold {
   std::string order_id;
   absl::Time expire_time;  // millisecond precision
+  HoldDetails details;
   friend bool operator==(const StoredHold&, const StoredHold&) = default;
 };
 
 struct PlaceHoldArgs {
   std::string user_id;
   std::string order_id;
-  absl::Duration ttl;  // > 0, whole milliseconds
-  int max_holds = 0;   // >= 1
+  absl::Duration ttl;     // > 0, whole milliseconds
+  int max_holds = 0;      // the user's live holds, at most; >= 1
+  int64_t max_units = 0;  // the user's live units, at most; 0 = no limit
+  HoldDetails details;    // scope, quantity, labels and, for a scope, its limits to check;
+                          // place_time is ignored (the store's clock)
+};
+
+// Levels a PlaceHold would exceed (PlaceHoldResult::violations), as bits.
+enum LimitViolation : int {
+  kUserHoldLimit = 1,
+  kUserUnitLimit = 2,
+  kScopeHoldLimit = 4,
+  kScopeUnitLimit = 8,
 };
 
 struct PlaceHoldResult {
   enum class Outcome {
     kCreated,       // the hold was recorded; expire_time = now + ttl
     kAlreadyHeld,   // order_id already had a live hold; expire_time is that hold's (not extended)
-    kLimitReached,  // max_holds live holds; nothing recorded; expire_time is the earliest live
-                    // one's
+    kLimitReached,  // a level would be exceeded (`violations`); nothing recorded; expire_time
+                    // is the earliest instant at which every exceeded level has had its earliest
+                    // live hold expire (the earliest a retry can pass)
     kEnded,         // the order's hold already ended (see `ended`); nothing recorded
   };
   Outcome outcome = Outcome::kCreated;
@@ -99,6 +136,15 @@ struct PlaceHoldResult {
   int active_holds = 0;     // live holds after the operation
   int expired_removed = 0;  // holds found no longer live and ended as EXPIRED on the way
   HoldEnd ended;            // kEnded only: how and when the order's hold ended
+  // Usage after the operation (before it, when nothing was recorded), summed over live holds:
+  // the user's units, and the holds and units of args.details.scope (0 when unscoped).
+  int64_t user_units = 0;
+  int scope_holds = 0;
+  int64_t scope_units = 0;
+  int violations = 0;  // kLimitReached: the LimitViolation bits of every exceeded level
+  // kCreated: the details as placed (place_time = now); kAlreadyHeld: the existing hold's, to
+  // compare with the request's (an idempotent retry must carry the same).
+  HoldDetails details;
 };
 
 struct EndHoldResult {
@@ -110,13 +156,15 @@ struct EndHoldResult {
   Result result = Result::kUnknown;
   absl::Time now;           // the store's clock when the operation ran
   HoldEnd end;              // kEnded, kAlreadyEnded
+  HoldDetails details;      // kEnded, kAlreadyEnded: the hold's, while its outcome is remembered
   int expired_removed = 0;  // the user's holds found no longer live and ended as EXPIRED (lazy
                             // cleanup; may include this order, then result = kAlreadyEnded)
 };
 
 struct ListHoldsResult {
   absl::Time now;                 // the store's clock when the operation ran
-  std::vector<StoredHold> holds;  // live holds, earliest expire_time first, ties by order_id
+  std::vector<StoredHold> holds;  // live holds with their details, earliest expire_time first,
+                                  // ties by order_id
 };
 
 struct ReapArgs {
@@ -146,8 +194,11 @@ class HoldStore {
   virtual ~HoldStore() = default;
 
   // Atomically: end the user's holds that are no longer live (EXPIRED), then create, return the
-  // existing live hold for args.order_id, report that it already ended, or refuse at the limit
-  // (see PlaceHoldResult::Outcome).
+  // existing live hold for args.order_id, report that it already ended, or refuse (see
+  // PlaceHoldResult::Outcome). Every level is checked against the user's live holds before
+  // anything is written, all or nothing: the user's holds (+1 <= max_holds) and units
+  // (+quantity <= max_units when > 0), and, for a scope, the scope's holds and units against
+  // args.details.scope_limits (each when > 0).
   virtual void PlaceHold(PlaceHoldArgs args, CallOptions options,
                          Callback<PlaceHoldResult> done) = 0;
 

@@ -1,5 +1,6 @@
 #include "server/store/noop_hold_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -21,6 +22,14 @@ void NoopHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   result.now = Now(options);
   result.expire_time = result.now + args.ttl;
   result.active_holds = 1;
+  result.user_units = std::max<int64_t>(1, args.details.quantity);
+  if (!args.details.scope.empty()) {
+    result.scope_holds = 1;
+    result.scope_units = result.user_units;
+  }
+  result.details = std::move(args.details);
+  result.details.quantity = result.user_units;
+  result.details.place_time = result.now;
   std::move(done)(std::move(result));
 }
 

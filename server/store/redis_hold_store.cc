@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
+#include "server/store/hold_details_codec.h"
 #include "server/store/lua_scripts.h"
 
 namespace orderhold::store {
@@ -74,14 +76,32 @@ std::string NowArg(const CallOptions& options) {
   return options.now.has_value() ? absl::StrCat(absl::ToUnixMillis(*options.now)) : "";
 }
 
-// Parses the reply as an array of at least `min_size` integers.
-bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64_t>* out) {
+// Parses the reply as an array of at least `min_size` integers; with `ints` set, only its first
+// `ints` elements (at least min_size) must be integers and are parsed.
+bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64_t>* out,
+              std::optional<size_t> ints = std::nullopt) {
   if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < min_size)
     return false;
-  out->resize(reply.elements.size());
-  for (size_t i = 0; i < reply.elements.size(); ++i) {
+  const size_t n = ints.value_or(reply.elements.size());
+  out->resize(n);
+  for (size_t i = 0; i < n; ++i) {
     if (!ToInt(reply.elements[i], &(*out)[i])) return false;
   }
+  return true;
+}
+
+// A script's details element (hold_details_codec.h) for a hold expiring at `expire_ms`: "" = none
+// (the default details, no place time). False when it is not a string, does not decode, or names
+// another expiry (the scripts return only the hold's own).
+bool ToDetails(const redis::RedisReply& reply, int64_t expire_ms, HoldDetails* out) {
+  if (reply.type != redis::RedisReply::Type::kString) return false;
+  if (reply.str.empty()) {
+    *out = HoldDetails{};
+    return true;
+  }
+  std::optional<DecodedDetails> decoded = DecodeDetails(reply.str);
+  if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
+  *out = std::move(decoded->details);
   return true;
 }
 
@@ -151,17 +171,22 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
   const int partition = KeySchema::PartitionOf(args.user_id);
+  const bool scoped = !args.details.scope.empty();
   redis::RedisCommand command = Eval<Script::kPlaceHold>(
       {keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition)},
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.DetailsKey(args.user_id)},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
-       NowArg(options), retention_ms_, max_outcomes_});
+       NowArg(options), retention_ms_, max_outcomes_, absl::StrCat(args.max_units),
+       args.details.scope, absl::StrCat(std::max<int64_t>(1, args.details.quantity)),
+       absl::StrCat(scoped ? args.details.scope_limits.max_holds : 0),
+       absl::StrCat(scoped ? args.details.scope_limits.max_units : 0),
+       EncodeDetailsTail(args.details)});
   command.writes = true;
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
                          [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
                            std::vector<int64_t> v;
-                           if (!IntArray(reply, 7, &v) || v[0] < -2 || v[0] > 1) {
+                           if (!IntArray(reply, 12, &v, 11) || v[0] < -2 || v[0] > 1) {
                              return BadReply("place_hold.lua");
                            }
                            PlaceHoldResult result;
@@ -179,6 +204,13 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                            result.expire_time = FromMillis(v[2]);
                            result.active_holds = static_cast<int>(v[3]);
                            result.expired_removed = static_cast<int>(v[4]);
+                           result.user_units = v[7];
+                           result.scope_holds = static_cast<int>(v[8]);
+                           result.scope_units = v[9];
+                           result.violations = static_cast<int>(v[10]);
+                           if (!ToDetails(reply.elements[11], v[2], &result.details)) {
+                             return BadReply("place_hold.lua");
+                           }
                            return result;
                          }));
 }
@@ -188,7 +220,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
   const int partition = KeySchema::PartitionOf(user_id);
   redis::RedisCommand command = Eval<Script::kEndHold>(
       {keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition)},
+       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.DetailsKey(user_id)},
       // Copies, not moves: the two arrays are built in an unspecified order, and the keys read
       // user_id.
       {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
@@ -198,7 +230,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
         std::vector<int64_t> v;
-        if (!IntArray(reply, 6, &v) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
+        if (!IntArray(reply, 7, &v, 6) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
         EndHoldResult result;
         result.now = FromMillis(v[1]);
         result.expired_removed = static_cast<int>(v[3]);
@@ -208,37 +240,45 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
         if (!ToOutcome(v[4], &result.end.outcome)) return BadReply("end_hold.lua");
         result.end.expire_time = FromMillis(v[2]);
         result.end.end_time = FromMillis(v[5]);
+        if (!ToDetails(reply.elements[6], v[2], &result.details)) return BadReply("end_hold.lua");
         return result;
       }));
 }
 
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
-  redis::RedisCommand command =
-      Eval<Script::kListHolds>({keys_.UserKey(user_id)}, {NowArg(options)});
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done),
-                         [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
-                           int64_t now = 0;
-                           if (reply.type != redis::RedisReply::Type::kArray ||
-                               reply.elements.size() != 2 || !ToInt(reply.elements[0], &now) ||
-                               reply.elements[1].type != redis::RedisReply::Type::kArray ||
-                               reply.elements[1].elements.size() % 2 != 0) {
-                             return BadReply("list_holds.lua");
-                           }
-                           ListHoldsResult result;
-                           result.now = FromMillis(now);
-                           const auto& pairs = reply.elements[1].elements;
-                           for (size_t i = 0; i < pairs.size(); i += 2) {
-                             int64_t expire = 0;
-                             if (pairs[i].type != redis::RedisReply::Type::kString ||
-                                 !ToInt(pairs[i + 1], &expire)) {
-                               return BadReply("list_holds.lua");
-                             }
-                             result.holds.push_back(StoredHold{pairs[i].str, FromMillis(expire)});
-                           }
-                           return result;
-                         }));
+  redis::RedisCommand command = Eval<Script::kListHolds>(
+      {keys_.UserKey(user_id), keys_.DetailsKey(user_id)}, {NowArg(options)});
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
+               int64_t now = 0;
+               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 3 ||
+                   !ToInt(reply.elements[0], &now) ||
+                   reply.elements[1].type != redis::RedisReply::Type::kArray ||
+                   reply.elements[1].elements.size() % 2 != 0 ||
+                   reply.elements[2].type != redis::RedisReply::Type::kArray ||
+                   reply.elements[2].elements.size() * 2 != reply.elements[1].elements.size()) {
+                 return BadReply("list_holds.lua");
+               }
+               ListHoldsResult result;
+               result.now = FromMillis(now);
+               const auto& pairs = reply.elements[1].elements;
+               for (size_t i = 0; i < pairs.size(); i += 2) {
+                 int64_t expire = 0;
+                 StoredHold hold;
+                 if (pairs[i].type != redis::RedisReply::Type::kString ||
+                     !ToInt(pairs[i + 1], &expire) ||
+                     !ToDetails(reply.elements[2].elements[i / 2], expire, &hold.details)) {
+                   return BadReply("list_holds.lua");
+                 }
+                 hold.order_id = pairs[i].str;
+                 hold.expire_time = FromMillis(expire);
+                 result.holds.push_back(std::move(hold));
+               }
+               return result;
+             }));
 }
 
 void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
@@ -351,7 +391,7 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
       Parsed(
           std::move(done),
           [partition](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
-            constexpr size_t kFields = 7;
+            constexpr size_t kFields = 8;
             if (reply.type != redis::RedisReply::Type::kArray ||
                 reply.elements.size() % kFields != 0) {
               return BadReply("read_events.lua");
@@ -366,7 +406,7 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
                   e[i + 2].type != redis::RedisReply::Type::kString ||
                   e[i + 3].type != redis::RedisReply::Type::kString || !ToInt(e[i + 4], &outcome) ||
                   !ToOutcome(outcome, &event.end.outcome) || !ToInt(e[i + 5], &expire) ||
-                  !ToInt(e[i + 6], &end)) {
+                  !ToInt(e[i + 6], &end) || !ToDetails(e[i + 7], expire, &event.details)) {
                 return BadReply("read_events.lua");
               }
               event.stream_id = e[i].str;

@@ -119,7 +119,11 @@ int Run() {
     const int64_t user = first_user + i % users;
     const int64_t hold = i / users;
     PlaceHoldArgs args{absl::StrCat(absl::GetFlag(FLAGS_user_prefix), user),
-                       absl::StrCat(absl::GetFlag(FLAGS_order_prefix), hold), ttl, per_user};
+                       absl::StrCat(absl::GetFlag(FLAGS_order_prefix), hold),
+                       ttl,
+                       per_user,
+                       0,
+                       {}};
     CallOptions call;
     call.deadline = absl::Now() + absl::Seconds(30);
     const absl::Duration offset = absl::Milliseconds(absl::ToInt64Milliseconds(spread) * i / total);

@@ -222,9 +222,34 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
 
   absl::StatusOr<PlaceHoldResult> Place(const std::string& user, const std::string& order,
                                         absl::Duration ttl, absl::Time now, int max_holds = 3) {
-    return Await<PlaceHoldResult>([&](auto done) {
-      store_->PlaceHold(PlaceHoldArgs{user, order, ttl, max_holds}, At(now), std::move(done));
-    });
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = ttl;
+    args.max_holds = max_holds;
+    return Place(std::move(args), now);
+  }
+  absl::StatusOr<PlaceHoldResult> Place(PlaceHoldArgs args, absl::Time now) {
+    return Await<PlaceHoldResult>(
+        [&](auto done) { store_->PlaceHold(std::move(args), At(now), std::move(done)); });
+  }
+  // A scoped placement: `quantity` units in `scope` (limits `scope_limits`), the user's limits
+  // max_holds 3 and `max_units`.
+  absl::StatusOr<PlaceHoldResult> PlaceIn(const std::string& user, const std::string& order,
+                                          const std::string& scope, int64_t quantity,
+                                          LevelLimits scope_limits, absl::Time now,
+                                          int64_t max_units = 0, Labels labels = {}) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 3;
+    args.max_units = max_units;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    args.details.labels = std::move(labels);
+    args.details.scope_limits = scope_limits;
+    return Place(std::move(args), now);
   }
   absl::StatusOr<EndHoldResult> End(const std::string& user, const std::string& order,
                                     absl::Time now, HoldOutcome outcome = HoldOutcome::kPaid) {
@@ -237,11 +262,18 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
                    std::move(done));
     });
   }
-  std::vector<StoredHold> List(const std::string& user, absl::Time now) {
+  // The user's live holds, with their details.
+  std::vector<StoredHold> ListFull(const std::string& user, absl::Time now) {
     auto result = Await<ListHoldsResult>(
         [&](auto done) { store_->ListHolds(user, At(now), std::move(done)); });
     EXPECT_THAT(result, IsOk());
     return result.ok() ? result->holds : std::vector<StoredHold>{};
+  }
+  // Order ids and expiry only (details cleared), for the cases about those.
+  std::vector<StoredHold> List(const std::string& user, absl::Time now) {
+    std::vector<StoredHold> holds = ListFull(user, now);
+    for (StoredHold& hold : holds) hold.details = HoldDetails{};
+    return holds;
   }
   // Reaps every partition until none reports more; returns the expire times of the reaped holds.
   std::vector<absl::Time> ReapAll(absl::Time now, int max_users = 100) {
@@ -273,7 +305,7 @@ TEST_P(HoldStoreContractTest, CreatesHoldExpiringAfterTtl) {
   EXPECT_EQ(result->expire_time, kT0 + absl::Minutes(30));
   EXPECT_EQ(result->active_holds, 1);
   EXPECT_EQ(result->expired_removed, 0);
-  EXPECT_THAT(List("alice", kT0), ElementsAre(StoredHold{"order-1", kT0 + absl::Minutes(30)}));
+  EXPECT_THAT(List("alice", kT0), ElementsAre(StoredHold{"order-1", kT0 + absl::Minutes(30), {}}));
 }
 
 TEST_P(HoldStoreContractTest, RetryOfLiveOrderReturnsItUnchanged) {
@@ -318,7 +350,7 @@ TEST_P(HoldStoreContractTest, ExpiredButUnreapedHoldsAreNotListed) {
   ASSERT_THAT(Place("alice", "b", absl::Seconds(2), kT0), IsOk());
   EXPECT_EQ(List("alice", kT0 + absl::Milliseconds(999)).size(), 2u);
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(1)),
-              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(2)}));
+              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(2), {}}));
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(2)), IsEmpty());
 }
 
@@ -387,6 +419,169 @@ TEST_P(HoldStoreContractTest, OutcomesAreForgottenAfterRetentionAndBeyondTheCap)
   auto again = Place("alice", "c", absl::Seconds(10), kT0 + absl::Hours(2));
   ASSERT_THAT(again, IsOk());
   EXPECT_EQ(again->outcome, Outcome::kCreated);
+}
+
+// Every level is checked in the one call, all or nothing: the user's holds, the scope's holds and
+// units, the user's units; a refusal names every exceeded level and records nothing.
+TEST_P(HoldStoreContractTest, ScopedLimitsAreCheckedTogetherAndRefusalsLeaveNoTrace) {
+  const LevelLimits two{2, 0};
+  ASSERT_THAT(PlaceIn("alice", "a1", "event:A", 1, two, kT0), IsOk());
+  auto a2 = PlaceIn("alice", "a2", "event:A", 1, two, kT0 + absl::Seconds(1));
+  ASSERT_THAT(a2, IsOk());
+  EXPECT_EQ(a2->outcome, Outcome::kCreated);
+  EXPECT_EQ(a2->scope_holds, 2);
+  EXPECT_EQ(a2->scope_units, 2);
+  EXPECT_EQ(a2->active_holds, 2);
+  EXPECT_EQ(a2->user_units, 2);
+  // Scope A is full; the user is not.
+  auto a3 = PlaceIn("alice", "a3", "event:A", 1, two, kT0 + absl::Seconds(2));
+  ASSERT_THAT(a3, IsOk());
+  EXPECT_EQ(a3->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(a3->violations, kScopeHoldLimit);
+  EXPECT_EQ(a3->expire_time, kT0 + absl::Seconds(10));  // a1, the scope's earliest
+  EXPECT_EQ(a3->scope_holds, 2);
+  // Scope B has room, and takes the user's last slot.
+  auto b1 = PlaceIn("alice", "b1", "event:B", 1, two, kT0 + absl::Seconds(3));
+  ASSERT_THAT(b1, IsOk());
+  EXPECT_EQ(b1->outcome, Outcome::kCreated);
+  EXPECT_EQ(b1->scope_holds, 1);
+  EXPECT_EQ(b1->active_holds, 3);
+  // Both levels exceeded: both named; a retry can pass once both have freed a hold.
+  auto a4 = PlaceIn("alice", "a4", "event:A", 1, two, kT0 + absl::Seconds(4));
+  ASSERT_THAT(a4, IsOk());
+  EXPECT_EQ(a4->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(a4->violations, kUserHoldLimit | kScopeHoldLimit);
+  EXPECT_EQ(a4->expire_time, kT0 + absl::Seconds(10));
+  // Units: the user's and the scope's, each alone.
+  auto b2 = PlaceIn("bob", "b2", "event:B", 5, LevelLimits{0, 6}, kT0, /*max_units=*/8);
+  ASSERT_THAT(b2, IsOk());
+  EXPECT_EQ(b2->outcome, Outcome::kCreated);
+  EXPECT_EQ(b2->user_units, 5);
+  auto over_scope = PlaceIn("bob", "b3", "event:B", 2, LevelLimits{0, 6}, kT0, 8);
+  ASSERT_THAT(over_scope, IsOk());
+  EXPECT_EQ(over_scope->violations, kScopeUnitLimit);
+  auto over_user = PlaceIn("bob", "c1", "event:C", 4, LevelLimits{}, kT0, 8);
+  ASSERT_THAT(over_user, IsOk());
+  EXPECT_EQ(over_user->violations, kUserUnitLimit);
+  EXPECT_EQ(over_user->expire_time, kT0 + absl::Seconds(10));
+  auto fits = PlaceIn("bob", "c2", "event:C", 3, LevelLimits{}, kT0, 8);
+  ASSERT_THAT(fits, IsOk());
+  EXPECT_EQ(fits->outcome, Outcome::kCreated);
+  EXPECT_EQ(fits->user_units, 8);
+  EXPECT_EQ(fits->scope_units, 3);
+  // Refused calls recorded nothing: exactly the created holds are live.
+  std::vector<std::string> alice, bob;
+  for (const StoredHold& h : List("alice", kT0 + absl::Seconds(5))) alice.push_back(h.order_id);
+  for (const StoredHold& h : List("bob", kT0 + absl::Seconds(5))) bob.push_back(h.order_id);
+  EXPECT_THAT(alice, ElementsAre("a1", "a2", "b1"));
+  EXPECT_THAT(bob, UnorderedElementsAre("b2", "c2"));
+  // A lowered limit ends nothing; it only refuses: scope A at 1 with two live holds.
+  auto lowered = PlaceIn("alice", "a5", "event:A", 1, LevelLimits{1, 0}, kT0 + absl::Seconds(5));
+  ASSERT_THAT(lowered, IsOk());
+  EXPECT_EQ(lowered->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(List("alice", kT0 + absl::Seconds(5)).size(), 3u);
+  // Expired holds stop counting at every level.
+  auto after = PlaceIn("alice", "a6", "event:A", 1, two, kT0 + absl::Seconds(11));
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(after->outcome, Outcome::kCreated);
+  EXPECT_EQ(after->expired_removed, 2);  // a1, a2 (b1 expires at 13 s)
+  EXPECT_EQ(after->scope_holds, 1);
+}
+
+// A hold keeps what it was placed with (scope, quantity, labels, the scope limits, the place
+// time), listed, on a retry, and after it ended while its outcome is remembered.
+TEST_P(HoldStoreContractTest, DetailsArePlacedOnceAndKeptUntilTheOutcomeIsForgotten) {
+  const Labels labels = {{"seat", "12:A\n{x}"}, {"section", "B"}, {"z.-_9", ""}};
+  auto placed = PlaceIn("alice", "o1", "tenant:T1/event:E42", 3, LevelLimits{2, 8}, kT0, 0, labels);
+  ASSERT_THAT(placed, IsOk());
+  HoldDetails expected;
+  expected.scope = "tenant:T1/event:E42";
+  expected.quantity = 3;
+  expected.labels = labels;
+  expected.scope_limits = LevelLimits{2, 8};
+  expected.place_time = kT0;
+  EXPECT_EQ(placed->details, expected);
+  ASSERT_THAT(Place("alice", "plain", absl::Seconds(5), kT0), IsOk());
+  HoldDetails plain;
+  plain.place_time = kT0;
+  EXPECT_THAT(ListFull("alice", kT0 + absl::Seconds(1)),
+              ElementsAre(StoredHold{"plain", kT0 + absl::Seconds(5), plain},
+                          StoredHold{"o1", kT0 + absl::Seconds(10), expected}));
+  // A retry gets the existing hold's details back (the caller compares them with its own).
+  auto retry = PlaceIn("alice", "o1", "other", 1, LevelLimits{}, kT0 + absl::Seconds(2));
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_EQ(retry->outcome, Outcome::kAlreadyHeld);
+  EXPECT_EQ(retry->details, expected);
+  auto paid = End("alice", "o1", kT0 + absl::Seconds(3));
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->details, expected);
+  auto again = End("alice", "o1", kT0 + absl::Seconds(4));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(again->details, expected);
+  // Expired by a later call, the hold still reads with its details.
+  auto expired = End("alice", "plain", kT0 + absl::Seconds(6));
+  ASSERT_THAT(expired, IsOk());
+  EXPECT_EQ(expired->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(expired->end.outcome, HoldOutcome::kExpired);
+  EXPECT_EQ(expired->details, plain);
+}
+
+// An order placed again after its outcome was forgotten gets its new details, not the old ones,
+// and keeps them when the old record is trimmed.
+TEST_P(HoldStoreContractTest, OrderPlacedAgainAfterRetentionHasItsNewDetails) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10});
+  ASSERT_NE(store_, nullptr);
+  ASSERT_THAT(PlaceIn("alice", "o1", "event:A", 2, LevelLimits{}, kT0), IsOk());
+  ASSERT_THAT(End("alice", "o1", kT0 + absl::Seconds(1)), IsOk());
+  const absl::Time later = kT0 + absl::Hours(2);
+  auto again = PlaceIn("alice", "o1", "event:B", 4, LevelLimits{}, later);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->outcome, Outcome::kCreated);
+  std::vector<StoredHold> holds = ListFull("alice", later);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_EQ(holds[0].details.scope, "event:B");
+  EXPECT_EQ(holds[0].details.quantity, 4);
+  EXPECT_EQ(holds[0].details.place_time, later);
+  auto paid = End("alice", "o1", later + absl::Seconds(1));
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(paid->details.scope, "event:B");
+}
+
+// Events carry the hold's details, whoever ended it (Pay, the reaper), so an expiry consumer can
+// release seats without a lookup.
+TEST_P(HoldStoreContractTest, EventsCarryTheHoldsDetails) {
+  auto* log = dynamic_cast<HoldEventLog*>(store_.get());
+  if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
+  const int p = KeySchema::PartitionOf("carol");
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                log->EnsureGroup(p, "details", GroupStart::kLatest, At(kT0), std::move(done));
+              }),
+              IsOk());
+  const Labels seats = {{"seats", "A1,A2"}};
+  ASSERT_THAT(PlaceIn("carol", "paid", "event:E1", 2, LevelLimits{}, kT0, 0, seats), IsOk());
+  ASSERT_THAT(PlaceIn("carol", "expires", "event:E1", 1, LevelLimits{4, 0}, kT0, 0, {}), IsOk());
+  ASSERT_THAT(Place("carol", "plain", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(End("carol", "paid", kT0 + absl::Seconds(1)), IsOk());
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(11)), ::testing::SizeIs(2));
+  auto events = Await<std::vector<StoredEvent>>([&](auto done) {
+    log->ReadEvents(p, ReadEventsArgs{"details", "c", 10, std::nullopt, false}, At(kT0),
+                    std::move(done));
+  });
+  ASSERT_THAT(events, IsOk());
+  std::map<std::string, HoldDetails> by_order;
+  for (const StoredEvent& e : *events) {
+    if (e.user_id == "carol") by_order[e.order_id] = e.details;
+  }
+  ASSERT_EQ(by_order.size(), 3u);
+  EXPECT_EQ(by_order["paid"].labels, seats);
+  EXPECT_EQ(by_order["paid"].quantity, 2);
+  EXPECT_EQ(by_order["paid"].scope, "event:E1");
+  EXPECT_EQ(by_order["paid"].place_time, kT0);
+  EXPECT_EQ(by_order["expires"].scope_limits, (LevelLimits{4, 0}));
+  EXPECT_EQ(by_order["plain"].quantity, 1);
+  EXPECT_EQ(by_order["plain"].scope, "");
 }
 
 TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
@@ -462,7 +657,7 @@ TEST_P(HoldStoreContractTest, EndHoldEndsLiveHoldOnceAndRetriesSeeTheOutcome) {
   ASSERT_THAT(never, IsOk());
   EXPECT_EQ(never->result, EndHoldResult::Result::kUnknown);
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(3)),
-              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(10)}));
+              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(10), {}}));
   // The freed slot can be used again.
   ASSERT_THAT(Place("alice", "c", absl::Seconds(10), kT0 + absl::Seconds(3)), IsOk());
   auto full = Place("alice", "d", absl::Seconds(10), kT0 + absl::Seconds(3), /*max_holds=*/2);
@@ -474,9 +669,9 @@ TEST_P(HoldStoreContractTest, ListsEarliestFirstThenByOrderId) {
   ASSERT_THAT(Place("alice", "z", absl::Seconds(5), kT0), IsOk());
   ASSERT_THAT(Place("alice", "y", absl::Seconds(9), kT0), IsOk());
   ASSERT_THAT(Place("alice", "x", absl::Seconds(9), kT0), IsOk());
-  EXPECT_THAT(List("alice", kT0), ElementsAre(StoredHold{"z", kT0 + absl::Seconds(5)},
-                                              StoredHold{"x", kT0 + absl::Seconds(9)},
-                                              StoredHold{"y", kT0 + absl::Seconds(9)}));
+  EXPECT_THAT(List("alice", kT0), ElementsAre(StoredHold{"z", kT0 + absl::Seconds(5), {}},
+                                              StoredHold{"x", kT0 + absl::Seconds(9), {}},
+                                              StoredHold{"y", kT0 + absl::Seconds(9), {}}));
   EXPECT_THAT(List("nobody", kT0), IsEmpty());
 }
 
@@ -489,7 +684,7 @@ TEST_P(HoldStoreContractTest, ReapRemovesOnlyDueHoldsExactlyOnce) {
               UnorderedElementsAre(kT0 + absl::Seconds(1), kT0 + absl::Seconds(2)));
   EXPECT_THAT(ReapAll(kT0 + absl::Seconds(2)), IsEmpty());  // nothing twice
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(2)),
-              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(5)}));
+              ElementsAre(StoredHold{"b", kT0 + absl::Seconds(5), {}}));
   // The reaped slots are not counted as "removed" again by a later PlaceHold.
   auto place = Place("bob", "d", absl::Seconds(1), kT0 + absl::Seconds(3));
   ASSERT_THAT(place, IsOk());
@@ -519,8 +714,8 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
     if (user == "a") {
       EXPECT_EQ(holds.size(), 2u) << user;
     } else {
-      EXPECT_THAT(holds,
-                  ElementsAre(StoredHold{absl::StrCat("order of ", user), kT0 + absl::Seconds(10)}))
+      EXPECT_THAT(holds, ElementsAre(StoredHold{
+                             absl::StrCat("order of ", user), kT0 + absl::Seconds(10), {}}))
           << user;
     }
   }

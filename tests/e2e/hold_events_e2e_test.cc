@@ -411,8 +411,8 @@ TEST_P(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousand
   for (int i = 0; i < kHolds; ++i) {
     // `now` is chosen so that every hold gets exactly `expire`.
     store.PlaceHold(
-        store::PlaceHoldArgs{absl::StrCat("user-", i / 3), absl::StrCat("order-", i),
-                             absl::Seconds(3), 3},
+        store::PlaceHoldArgs{
+            absl::StrCat("user-", i / 3), absl::StrCat("order-", i), absl::Seconds(3), 3, 0, {}},
         store::CallOptions{absl::Now() + absl::Seconds(10), expire - absl::Seconds(3)},
         [&](absl::StatusOr<store::PlaceHoldResult> result) {
           if (!result.ok() || result->outcome != store::PlaceHoldResult::Outcome::kCreated) {

@@ -212,8 +212,8 @@ absl::StatusOr<PlaceHoldResult> Place(HoldStore& store, const std::string& user,
                                       const std::string& order, absl::Duration ttl,
                                       std::optional<absl::Time> now = std::nullopt) {
   return Await<PlaceHoldResult>([&](auto done) {
-    store.PlaceHold(PlaceHoldArgs{user, order, ttl, 10}, CallOptions{In(absl::Seconds(2)), now},
-                    std::move(done));
+    store.PlaceHold(PlaceHoldArgs{user, order, ttl, 10, 0, {}},
+                    CallOptions{In(absl::Seconds(2)), now}, std::move(done));
   });
 }
 

@@ -94,7 +94,7 @@ class RedisFailoverTest : public ::testing::Test {
 
   absl::StatusOr<PlaceHoldResult> Place(const std::string& user, const std::string& order) {
     return Await<PlaceHoldResult>([&](auto done) {
-      store_->PlaceHold(PlaceHoldArgs{user, order, absl::Minutes(10), 3},
+      store_->PlaceHold(PlaceHoldArgs{user, order, absl::Minutes(10), 3, 0, {}},
                         CallOptions{absl::Now() + absl::Seconds(2), std::nullopt}, std::move(done));
     });
   }
@@ -250,7 +250,7 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
       const absl::Time give_up = absl::Now() + absl::Seconds(20);
       do {
         placed = Await<PlaceHoldResult>([&](auto cb) {
-          store->PlaceHold(PlaceHoldArgs{user_of(i), order_of(i), absl::Minutes(10), 3},
+          store->PlaceHold(PlaceHoldArgs{user_of(i), order_of(i), absl::Minutes(10), 3, 0, {}},
                            CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
                            std::move(cb));
         });

@@ -53,7 +53,7 @@ class RedisHoldStoreTest : public ::testing::Test {
                                         absl::Duration ttl = absl::Minutes(1),
                                         absl::Duration timeout = absl::Seconds(2)) {
     return Await<PlaceHoldResult>([&](auto done) {
-      store_->PlaceHold(PlaceHoldArgs{user, order, ttl, 3},
+      store_->PlaceHold(PlaceHoldArgs{user, order, ttl, 3, 0, {}},
                         CallOptions{absl::Now() + timeout, std::nullopt}, std::move(done));
     });
   }
@@ -241,7 +241,8 @@ TEST_F(RedisHoldStoreTest, ScriptFlushWhileCallsAreInFlight) {
   });
   for (int i = 0; i < kCalls; ++i) {
     store_->PlaceHold(
-        PlaceHoldArgs{absl::StrCat("user", i % 500), absl::StrCat("o", i), absl::Minutes(1), 3},
+        PlaceHoldArgs{
+            absl::StrCat("user", i % 500), absl::StrCat("o", i), absl::Minutes(1), 3, 0, {}},
         CallOptions{absl::Now() + absl::Seconds(10), std::nullopt},
         [&](absl::StatusOr<PlaceHoldResult> result) {
           if (!result.ok()) {
@@ -263,7 +264,7 @@ TEST_F(RedisHoldStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
   std::atomic<int> created{0}, refused{0}, failed{0};
   absl::BlockingCounter pending(kCalls);
   for (int i = 0; i < kCalls; ++i) {  // all in flight at once: pipelined through the pool
-    store_->PlaceHold(PlaceHoldArgs{"alice", absl::StrCat("o", i), absl::Minutes(1), 3},
+    store_->PlaceHold(PlaceHoldArgs{"alice", absl::StrCat("o", i), absl::Minutes(1), 3, 0, {}},
                       CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
                       [&](absl::StatusOr<PlaceHoldResult> result) {
                         if (!result.ok()) {
@@ -301,8 +302,9 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(stats->reaped, 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
-  // Left: the keeper's key and its index entry, each expired user's outcome records (hash and
-  // sorted set, both with a TTL of --outcome_retention) and the event streams they wrote to.
+  // Left: the keeper's holds, details and index entry, each expired user's outcome records (hash
+  // and sorted set) and hold details (hash), all three with a TTL, and the event streams they
+  // wrote to.
   ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
   std::set<std::string> streams;
   for (int i = 0; i < 10; ++i) {
@@ -311,8 +313,10 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
     ASSERT_OK_AND_ASSIGN(std::string ttl,
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;
+    ASSERT_OK_AND_ASSIGN(ttl, redis_->Command({"PTTL", store_->keys().DetailsKey(user)}));
+    EXPECT_GT(std::stoll(ttl), 0) << user;
   }
-  EXPECT_EQ(dbsize, absl::StrCat(2 + 10 * 2 + streams.size()));
+  EXPECT_EQ(dbsize, absl::StrCat(3 + 10 * 3 + streams.size()));
   ASSERT_OK_AND_ASSIGN(std::string exists,
                        redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
   EXPECT_EQ(exists, "0");

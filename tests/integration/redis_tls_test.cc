@@ -104,7 +104,7 @@ class RedisTlsTest : public ::testing::Test {
                                            const std::optional<redis::RedisTlsOptions>& tls) {
     ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisHoldStore> store, MakeStore(address, tls));
     return Await<PlaceHoldResult>([&](auto done) {
-      store->PlaceHold(PlaceHoldArgs{"alice", "o1", absl::Minutes(1), 3},
+      store->PlaceHold(PlaceHoldArgs{"alice", "o1", absl::Minutes(1), 3, 0, {}},
                        CallOptions{absl::Now() + absl::Seconds(3), std::nullopt}, std::move(done));
     });
   }

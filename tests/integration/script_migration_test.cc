@@ -66,8 +66,8 @@ class UserScriptMigrationTest : public ::testing::Test {
   absl::StatusOr<PlaceHoldResult> Place(const std::string& order, absl::Duration ttl,
                                         std::optional<absl::Time> now = std::nullopt) {
     return Await<PlaceHoldResult>([&](auto done) {
-      store_->PlaceHold({user_, order, ttl, 3}, CallOptions{absl::Now() + absl::Seconds(5), now},
-                        std::move(done));
+      store_->PlaceHold({user_, order, ttl, 3, 0, {}},
+                        CallOptions{absl::Now() + absl::Seconds(5), now}, std::move(done));
     });
   }
   absl::StatusOr<EndHoldResult> End(const std::string& order, absl::Time now) {
@@ -200,26 +200,28 @@ TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
     if (KeySchema::PartitionOf(user) == kPartition) users.push_back(user);
   }
   for (size_t i = 0; i < users.size(); ++i) {
-    ASSERT_THAT(
-        Await<PlaceHoldResult>([&](auto done) {
-          store->PlaceHold({users[i], "paid", absl::Minutes(10), 3}, call(), std::move(done));
-        }),
-        IsOk());
+    ASSERT_THAT(Await<PlaceHoldResult>([&](auto done) {
+                  store->PlaceHold({users[i], "paid", absl::Minutes(10), 3, 0, {}}, call(),
+                                   std::move(done));
+                }),
+                IsOk());
     ASSERT_THAT(Await<EndHoldResult>([&](auto done) {
                   store->EndHold(users[i], "paid", HoldOutcome::kPaid, call(), std::move(done));
                 }),
                 IsOk());
     ASSERT_THAT(Await<PlaceHoldResult>([&](auto done) {
-                  store->PlaceHold({users[i], "due", absl::Minutes(1 + static_cast<int>(i)), 3},
-                                   call(), std::move(done));
+                  store->PlaceHold(
+                      {users[i], "due", absl::Minutes(1 + static_cast<int>(i)), 3, 0, {}}, call(),
+                      std::move(done));
                 }),
                 IsOk());
   }
   // u[1] also has a hold that is not due: reaping it leaves its holds key non-empty.
-  ASSERT_THAT(Await<PlaceHoldResult>([&](auto done) {
-                store->PlaceHold({users[1], "later", absl::Hours(10), 3}, call(), std::move(done));
-              }),
-              IsOk());
+  ASSERT_THAT(
+      Await<PlaceHoldResult>([&](auto done) {
+        store->PlaceHold({users[1], "later", absl::Hours(10), 3, 0, {}}, call(), std::move(done));
+      }),
+      IsOk());
   const auto has_due_hold = [&](const std::string& user) {
     return cluster->Command(owner, {"ZSCORE", keys.UserKey(user), "due"}).value_or("?") != "(nil)";
   };

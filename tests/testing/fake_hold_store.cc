@@ -1,6 +1,7 @@
 #include "tests/testing/fake_hold_store.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 namespace orderhold::testing {
@@ -33,10 +34,11 @@ std::vector<absl::Time> FakeHoldStore::ExpireDue(const std::string& user, absl::
   auto it = holds_.find(user);
   if (it == holds_.end()) return expired;
   for (auto hold = it->second.begin(); hold != it->second.end();) {
-    if (hold->second <= now) {
-      expired.push_back(hold->second);
-      RecordEnd(user, hold->first,
-                store::HoldEnd{store::HoldOutcome::kExpired, hold->second, hold->second}, now);
+    if (hold->second.expire <= now) {
+      const absl::Time expire = hold->second.expire;
+      expired.push_back(expire);
+      RecordEnd(user, hold->first, store::HoldEnd{store::HoldOutcome::kExpired, expire, expire},
+                hold->second.details, now);
       hold = it->second.erase(hold);
     } else {
       ++hold;
@@ -47,18 +49,18 @@ std::vector<absl::Time> FakeHoldStore::ExpireDue(const std::string& user, absl::
 }
 
 void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
-                              absl::Time now) {
+                              store::HoldDetails details, absl::Time now) {
   auto& ends = ends_[user];
-  ends[order] = end;
+  ends[order] = Ended{end, std::move(details)};
   // Retention, then the per-user cap (oldest end first), as trim_outcomes in prelude.lua.
   for (auto it = ends.begin(); it != ends.end();) {
-    it = it->second.end_time <= now - outcomes_.retention ? ends.erase(it) : std::next(it);
+    it = it->second.end.end_time <= now - outcomes_.retention ? ends.erase(it) : std::next(it);
   }
   while (static_cast<int>(ends.size()) > outcomes_.max_per_user) {
     auto oldest = ends.begin();
     for (auto it = ends.begin(); it != ends.end(); ++it) {
-      if (it->second.end_time < oldest->second.end_time ||
-          (it->second.end_time == oldest->second.end_time && it->first < oldest->first)) {
+      const absl::Time a = it->second.end.end_time, b = oldest->second.end.end_time;
+      if (a < b || (a == b && it->first < oldest->first)) {
         oldest = it;
       }
     }
@@ -66,12 +68,12 @@ void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order,
   }
 }
 
-const store::HoldEnd* FakeHoldStore::FindEnd(const std::string& user, const std::string& order,
-                                             absl::Time now) {
+const FakeHoldStore::Ended* FakeHoldStore::FindEnd(const std::string& user,
+                                                   const std::string& order, absl::Time now) {
   auto user_it = ends_.find(user);
   if (user_it == ends_.end()) return nullptr;
   auto it = user_it->second.find(order);
-  if (it == user_it->second.end() || it->second.end_time <= now - outcomes_.retention) {
+  if (it == user_it->second.end() || it->second.end.end_time <= now - outcomes_.retention) {
     return nullptr;
   }
   return &it->second;
@@ -80,29 +82,72 @@ const store::HoldEnd* FakeHoldStore::FindEnd(const std::string& user, const std:
 void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions options,
                               store::Callback<store::PlaceHoldResult> done) {
   Answer(done, [&] {
+    using Outcome = store::PlaceHoldResult::Outcome;
     store::PlaceHoldResult result;
     result.now = NowFor(options);
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
     auto& holds = holds_[args.user_id];
-    result.active_holds = static_cast<int>(holds.size());
-    if (auto it = holds.find(args.order_id); it != holds.end()) {
-      result.outcome = store::PlaceHoldResult::Outcome::kAlreadyHeld;
-      result.expire_time = it->second;
-    } else if (const store::HoldEnd* end = FindEnd(args.user_id, args.order_id, result.now)) {
-      result.outcome = store::PlaceHoldResult::Outcome::kEnded;
-      result.expire_time = end->expire_time;
-      result.ended = *end;
-    } else if (result.active_holds >= args.max_holds) {
-      result.outcome = store::PlaceHoldResult::Outcome::kLimitReached;
-      result.expire_time = absl::InfiniteFuture();
-      for (const auto& [order, expire] : holds) {
-        result.expire_time = std::min(result.expire_time, expire);
+    const std::string& scope = args.details.scope;
+    const int64_t quantity = std::max<int64_t>(1, args.details.quantity);
+    // Usage and the earliest expiry per level, as place_hold.lua sums them.
+    std::optional<absl::Time> user_first, scope_first;
+    for (const auto& [order, held] : holds) {
+      result.user_units += held.details.quantity;
+      if (!user_first.has_value() || held.expire < *user_first) user_first = held.expire;
+      if (!scope.empty() && held.details.scope == scope) {
+        ++result.scope_holds;
+        result.scope_units += held.details.quantity;
+        if (!scope_first.has_value() || held.expire < *scope_first) scope_first = held.expire;
       }
+    }
+    result.active_holds = static_cast<int>(holds.size());
+    const store::LevelLimits& scope_limits = args.details.scope_limits;
+    if (auto it = holds.find(args.order_id); it != holds.end()) {
+      result.outcome = Outcome::kAlreadyHeld;
+      result.expire_time = it->second.expire;
+      result.details = it->second.details;
+    } else if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
+      result.outcome = Outcome::kEnded;
+      result.expire_time = ended->end.expire_time;
+      result.ended = ended->end;
     } else {
-      result.outcome = store::PlaceHoldResult::Outcome::kCreated;
-      result.expire_time = result.now + absl::Trunc(args.ttl, absl::Milliseconds(1));
-      holds[args.order_id] = result.expire_time;
-      ++result.active_holds;
+      if (result.active_holds + 1 > args.max_holds) result.violations |= store::kUserHoldLimit;
+      if (args.max_units > 0 && result.user_units + quantity > args.max_units) {
+        result.violations |= store::kUserUnitLimit;
+      }
+      if (!scope.empty() && scope_limits.max_holds > 0 &&
+          result.scope_holds + 1 > scope_limits.max_holds) {
+        result.violations |= store::kScopeHoldLimit;
+      }
+      if (!scope.empty() && scope_limits.max_units > 0 &&
+          result.scope_units + quantity > scope_limits.max_units) {
+        result.violations |= store::kScopeUnitLimit;
+      }
+      if (result.violations != 0) {
+        result.outcome = Outcome::kLimitReached;
+        result.expire_time = absl::UnixEpoch();
+        if (result.violations & (store::kUserHoldLimit | store::kUserUnitLimit)) {
+          result.expire_time = user_first.value_or(result.now);
+        }
+        if (result.violations & (store::kScopeHoldLimit | store::kScopeUnitLimit)) {
+          result.expire_time = std::max(result.expire_time, scope_first.value_or(result.now));
+        }
+      } else {
+        result.outcome = Outcome::kCreated;
+        result.expire_time = result.now + absl::Trunc(args.ttl, absl::Milliseconds(1));
+        const bool scoped = !scope.empty();
+        result.details = std::move(args.details);  // `scope` refers to it: read first
+        result.details.quantity = quantity;
+        if (!scoped) result.details.scope_limits = {};
+        result.details.place_time = result.now;
+        holds[args.order_id] = Held{result.expire_time, result.details};
+        ++result.active_holds;
+        result.user_units += quantity;
+        if (scoped) {
+          ++result.scope_holds;
+          result.scope_units += quantity;
+        }
+      }
     }
     if (holds.empty()) holds_.erase(args.user_id);
     return result;
@@ -117,19 +162,21 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
     result.now = NowFor(options);
     if (auto user = holds_.find(user_id); user != holds_.end()) {
       auto it = user->second.find(order_id);
-      if (it != user->second.end() && it->second > result.now) {
+      if (it != user->second.end() && it->second.expire > result.now) {
         result.result = store::EndHoldResult::Result::kEnded;
-        result.end = store::HoldEnd{outcome, result.now, it->second};
+        result.end = store::HoldEnd{outcome, result.now, it->second.expire};
+        result.details = std::move(it->second.details);
         user->second.erase(it);
         if (user->second.empty()) holds_.erase(user);
-        RecordEnd(user_id, order_id, result.end, result.now);
+        RecordEnd(user_id, order_id, result.end, result.details, result.now);
         return result;
       }
     }
     result.expired_removed = static_cast<int>(ExpireDue(user_id, result.now).size());
-    if (const store::HoldEnd* end = FindEnd(user_id, order_id, result.now)) {
+    if (const Ended* ended = FindEnd(user_id, order_id, result.now)) {
       result.result = store::EndHoldResult::Result::kAlreadyEnded;
-      result.end = *end;
+      result.end = ended->end;
+      result.details = ended->details;
     }
     return result;
   });
@@ -141,8 +188,10 @@ void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
     store::ListHoldsResult result;
     result.now = NowFor(options);
     if (auto user = holds_.find(user_id); user != holds_.end()) {
-      for (const auto& [order, expire] : user->second) {
-        if (expire > result.now) result.holds.push_back(store::StoredHold{order, expire});
+      for (const auto& [order, held] : user->second) {
+        if (held.expire > result.now) {
+          result.holds.push_back(store::StoredHold{order, held.expire, held.details});
+        }
       }
     }
     std::sort(result.holds.begin(), result.holds.end(), [](const auto& a, const auto& b) {
@@ -166,8 +215,8 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
       std::optional<absl::Time> oldest;
       for (const auto& [user, holds] : holds_) {
         if (PartitionOf(user) != partition) continue;
-        for (const auto& [order, expire] : holds) {
-          if (!oldest.has_value() || expire < *oldest) oldest = expire;
+        for (const auto& [order, held] : holds) {
+          if (!oldest.has_value() || held.expire < *oldest) oldest = held.expire;
         }
       }
       if (!oldest.has_value() || *oldest > result.now - *args.standby_after) {
@@ -187,11 +236,11 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
     std::vector<std::string> due_users;
     for (const auto& [user, holds] : holds_) {
       if (PartitionOf(user) != partition) continue;
-      for (const auto& [order, expire] : holds) {
-        if (!result.oldest_due.has_value() || expire < *result.oldest_due) {
-          result.oldest_due = expire;
+      for (const auto& [order, held] : holds) {
+        if (!result.oldest_due.has_value() || held.expire < *result.oldest_due) {
+          result.oldest_due = held.expire;
         }
-        if (expire <= result.now && (due_users.empty() || due_users.back() != user)) {
+        if (held.expire <= result.now && (due_users.empty() || due_users.back() != user)) {
           due_users.push_back(user);
         }
       }

@@ -1,5 +1,6 @@
 // FakeHoldStore: an in-memory HoldStore with the same semantics as the Lua scripts (outcome
-// records with retention and per-user cap, reaper registry and leases; no event log), on a
+// records with retention and per-user cap, limits at every level in holds and units, details,
+// reaper registry and leases; no event log), on a
 // FakeClock (or CallOptions::now). For domain unit tests and the contract suite, which runs the
 // same cases against it and against RedisHoldStore. Callbacks run inline. Thread-safe.
 #ifndef ORDERHOLD_TESTS_TESTING_FAKE_HOLD_STORE_H_
@@ -56,19 +57,27 @@ class FakeHoldStore final : public store::HoldStore {
   // Ends every due hold of `user` as EXPIRED; returns their expire times.
   std::vector<absl::Time> ExpireDue(const std::string& user, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct Held {
+    absl::Time expire;
+    store::HoldDetails details;
+  };
+  struct Ended {
+    store::HoldEnd end;
+    store::HoldDetails details;
+  };
   void RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
-                 absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  const store::HoldEnd* FindEnd(const std::string& user, const std::string& order, absl::Time now)
+                 store::HoldDetails details, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const Ended* FindEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock& clock_;
   const store::OutcomePolicy outcomes_;
   absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
-  // user_id -> order_id -> expire_time
-  std::map<std::string, std::map<std::string, absl::Time>> holds_ ABSL_GUARDED_BY(mu_);
-  // user_id -> order_id -> how it ended
-  std::map<std::string, std::map<std::string, store::HoldEnd>> ends_ ABSL_GUARDED_BY(mu_);
+  // user_id -> order_id -> expire_time and details
+  std::map<std::string, std::map<std::string, Held>> holds_ ABSL_GUARDED_BY(mu_);
+  // user_id -> order_id -> how it ended, and its details
+  std::map<std::string, std::map<std::string, Ended>> ends_ ABSL_GUARDED_BY(mu_);
   // replica id -> alive until; partition -> (owner, lease until)
   std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);

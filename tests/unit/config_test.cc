@@ -63,6 +63,13 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config.policy.max_holds = 0;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_holds")));
   config = Config{};
+  config.policy.max_units = -1;
+  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_units")));
+  config = Config{};
+  config.scope_limits_file = "/nonexistent/limits.yaml";
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("scope_limits: /nonexistent/limits.yaml")));
+  config = Config{};
   config.reap_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reap_interval")));
   config = Config{};
@@ -126,7 +133,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
       "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-      "default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
+      "max_units=0 scope_limits= default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
       "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
@@ -254,6 +261,12 @@ const std::vector<Sample>& Samples() {
        {"redis_url=rediss://10.0.0.1:6379/0"},
        {{"redis_url", "rediss://10.0.0.1"}}},
       {"max_holds", "5", "max_holds=5", [](const Config& c) { return c.policy.max_holds == 5; }},
+      {"max_units", "8", "max_units=8", [](const Config& c) { return c.policy.max_units == 8; }},
+      {"scope_limits", ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       "scope_limits=" ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       [](const Config& c) {
+         return c.scope_limits_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml";
+       }},
       {"default_ttl", "45s", "default_ttl=45s",
        [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},
       {"max_ttl", "2h", "max_ttl=2h",

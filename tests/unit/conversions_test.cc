@@ -355,7 +355,7 @@ TEST(WatchSpecFromProtoTest, ABadStartPositionWinsOverABadOutcome) {
 // ---- Domain -> responses ---------------------------------------------------------------------
 
 // alice's hold on order-1, expiring 30 minutes after kT0.
-domain::Hold AHold() { return domain::Hold{"alice", "order-1", kT0 + absl::Minutes(30)}; }
+domain::Hold AHold() { return domain::Hold{"alice", "order-1", kT0 + absl::Minutes(30), {}}; }
 
 void ExpectHold(const v1::Hold& hold, absl::Duration remaining) {
   EXPECT_EQ(hold.user_id(), "alice");
@@ -375,12 +375,14 @@ TEST(HoldToProtoTest, RemainingIsExpireTimeMinusNow) {
 
 TEST(ReplyToProtoTest, PlaceHold) {
   const v1::PlaceHoldResponse out =
-      PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, true, 2, 3});
+      PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, true, 2, 3, {}, std::nullopt});
   ExpectHold(out.hold(), absl::Minutes(30));
   EXPECT_TRUE(out.created());
   EXPECT_EQ(out.active_holds(), 2u);
   EXPECT_EQ(out.max_holds(), 3u);
-  EXPECT_FALSE(PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, false, 1, 1}).created());
+  EXPECT_FALSE(
+      PlaceHoldReplyToProto(domain::PlaceHoldReply{AHold(), kT0, false, 1, 1, {}, std::nullopt})
+          .created());
 }
 
 TEST(ReplyToProtoTest, Pay) {
@@ -404,13 +406,14 @@ TEST(ReplyToProtoTest, ListHoldsKeepsTheOrder) {
   later.order_id = "order-2";
   later.expire_time += absl::Minutes(5);
   const v1::ListHoldsResponse out =
-      ListHoldsReplyToProto(domain::ListHoldsReply{{AHold(), later}, kT0, 3});
+      ListHoldsReplyToProto(domain::ListHoldsReply{{AHold(), later}, kT0, 3, {}, std::nullopt});
   ASSERT_EQ(out.holds_size(), 2);
   ExpectHold(out.holds(0), absl::Minutes(30));
   EXPECT_EQ(out.holds(1).order_id(), "order-2");
   EXPECT_EQ(client::FromProtoDuration(out.holds(1).remaining()), absl::Minutes(35));
   EXPECT_EQ(out.max_holds(), 3u);
-  EXPECT_EQ(ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3}).holds_size(), 0);
+  EXPECT_EQ(
+      ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3, {}, std::nullopt}).holds_size(), 0);
 }
 
 TEST(ReplyToProtoTest, Acked) {

@@ -2,6 +2,7 @@
 #include "server/domain/hold_service.h"
 
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
@@ -21,9 +22,11 @@ class HoldServiceTest : public ::testing::Test {
  protected:
   absl::StatusOr<PlaceHoldReply> Place(std::string user, std::string order,
                                        std::optional<absl::Duration> ttl = std::nullopt) {
-    return Await<PlaceHoldReply>([&](auto done) {
-      service_.PlaceHold(PlaceHoldCommand{user, order, ttl}, {}, std::move(done));
-    });
+    PlaceHoldCommand command;
+    command.user_id = std::move(user);
+    command.order_id = std::move(order);
+    command.ttl = ttl;
+    return Place(std::move(command));
   }
   absl::StatusOr<PayReply> Pay(std::string user, std::string order) {
     return Await<PayReply>([&](auto done) { service_.Pay(user, order, {}, std::move(done)); });
@@ -32,8 +35,25 @@ class HoldServiceTest : public ::testing::Test {
     return Await<CancelReply>(
         [&](auto done) { service_.Cancel(user, order, {}, std::move(done)); });
   }
-  absl::StatusOr<ListHoldsReply> List(std::string user) {
-    return Await<ListHoldsReply>([&](auto done) { service_.ListHolds(user, {}, std::move(done)); });
+  absl::StatusOr<ListHoldsReply> List(std::string user, std::string scope = "") {
+    return Await<ListHoldsReply>(
+        [&](auto done) { service_.ListHolds(user, scope, {}, std::move(done)); });
+  }
+  absl::StatusOr<PlaceHoldReply> Place(PlaceHoldCommand command) {
+    return Await<PlaceHoldReply>(
+        [&](auto done) { service_.PlaceHold(std::move(command), {}, std::move(done)); });
+  }
+  // PlaceHold of `quantity` units in `scope`, with the request's scope limits when given.
+  static PlaceHoldCommand Scoped(std::string user, std::string order, std::string scope,
+                                 uint32_t quantity = 0,
+                                 std::optional<ScopeLimits> limits = std::nullopt) {
+    PlaceHoldCommand command;
+    command.user_id = std::move(user);
+    command.order_id = std::move(order);
+    command.scope = std::move(scope);
+    command.quantity = quantity;
+    command.scope_limits = limits;
+    return command;
   }
   double Metric(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
     return MetricValue(registry_, name, labels);
@@ -43,8 +63,19 @@ class HoldServiceTest : public ::testing::Test {
   orderhold::testing::FakeHoldStore store_{clock_};
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
-  HoldService service_{store_, HoldPolicy{3, absl::Minutes(30), absl::Hours(24)}, metrics_};
+  HoldService service_{store_, HoldPolicy{3, absl::Minutes(30), absl::Hours(24), 10}, metrics_};
 };
+
+// The payload of `status` of type T (a google.rpc detail), or nullopt.
+template <typename T>
+std::optional<T> Detail(const absl::Status& status) {
+  absl::optional<absl::Cord> payload =
+      status.GetPayload(absl::StrCat(kDetailTypeUrlPrefix, T::descriptor()->full_name()));
+  if (!payload.has_value()) return std::nullopt;
+  T message;
+  if (!message.ParseFromString(std::string(*payload))) return std::nullopt;
+  return message;
+}
 
 TEST_F(HoldServiceTest, PlacesWithDefaultTtlAndReportsQuota) {
   auto reply = Place("alice", "o1");
@@ -162,6 +193,165 @@ TEST_F(HoldServiceTest, StoreFailureIsPassedThroughAndNothingGranted) {
   auto list = List("alice");
   ASSERT_THAT(list, IsOk());
   EXPECT_TRUE(list->holds.empty());
+}
+
+}  // namespace
+}  // namespace orderhold::domain
+
+namespace orderhold::domain {
+namespace {
+
+TEST_F(HoldServiceTest, ScopeLimitsComeFromTheRequestElseTheRulesElseNone) {
+  // No rules: a scope alone limits nothing beyond the user's 3 holds.
+  ASSERT_THAT(Place(Scoped("alice", "o1", "event:E1")), IsOk());
+  ASSERT_THAT(Place(Scoped("alice", "o2", "event:E1")), IsOk());
+  auto rules = ScopeRules::Create(ScopeLimits{1, 0}, {ScopeRule{"event:", ScopeLimits{2, 0}}});
+  ASSERT_THAT(rules, IsOk());
+  service_.SetScopeRules(*rules);
+  // The rule for "event:" (2) now refuses a third; the default (1) applies to other scopes.
+  auto refused = Place(Scoped("alice", "o3", "event:E1"));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                HasSubstr("in scope \"event:E1\" (max_holds 2)")));
+  auto other = Place(Scoped("bob", "o1", "show:S1"));
+  ASSERT_THAT(other, IsOk());
+  ASSERT_TRUE(other->scope_usage.has_value());
+  EXPECT_EQ(other->scope_usage->limits, (ScopeLimits{1, 0}));
+  EXPECT_EQ(other->hold.details.scope_limits, (ScopeLimits{1, 0}));
+  EXPECT_THAT(Place(Scoped("bob", "o2", "show:S1")),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  // Limits carried by the request win over the rules.
+  auto carried = Place(Scoped("bob", "o3", "show:S1", 1, ScopeLimits{4, 0}));
+  ASSERT_THAT(carried, IsOk());
+  EXPECT_EQ(carried->scope_usage, (LevelUsage{2, 2, ScopeLimits{4, 0}}));
+  EXPECT_EQ(carried->user_usage, (LevelUsage{2, 2, ScopeLimits{3, 10}}));
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_hold_limit"}}), 2);
+}
+
+TEST_F(HoldServiceTest, RefusalCarriesQuotaFailureErrorInfoAndRetryInfo) {
+  ASSERT_THAT(Place(Scoped("alice", "o1", "event:E1", 6, ScopeLimits{0, 8})), IsOk());
+  clock_.Advance(absl::Seconds(30));
+  auto refused = Place(Scoped("alice", "o2", "event:E1", 3, ScopeLimits{0, 8}));
+  ASSERT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  const absl::Status& status = refused.status();
+  auto quota = Detail<google::rpc::QuotaFailure>(status);
+  ASSERT_TRUE(quota.has_value());
+  ASSERT_EQ(quota->violations_size(), 1);
+  EXPECT_EQ(quota->violations(0).subject(), "user/scope:event:E1");
+  EXPECT_THAT(quota->violations(0).description(), HasSubstr("would exceed max_units 8"));
+  auto info = Detail<google::rpc::ErrorInfo>(status);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "SCOPE_UNIT_LIMIT");
+  EXPECT_EQ(info->domain(), "orderhold.v1");
+  auto retry = Detail<google::rpc::RetryInfo>(status);
+  ASSERT_TRUE(retry.has_value());
+  EXPECT_EQ(retry->retry_delay().seconds(), 29 * 60 + 30);  // o1 expires 30m after placement
+  // Two levels at once (user units 10, scope units 8): both named, the user's first.
+  auto both = Place(Scoped("alice", "o3", "event:E1", 5, ScopeLimits{0, 8}));
+  ASSERT_THAT(both, StatusIs(absl::StatusCode::kResourceExhausted));
+  quota = Detail<google::rpc::QuotaFailure>(both.status());
+  ASSERT_TRUE(quota.has_value());
+  ASSERT_EQ(quota->violations_size(), 2);
+  EXPECT_EQ(quota->violations(0).subject(), "user");
+  EXPECT_EQ(Detail<google::rpc::ErrorInfo>(both.status())->reason(), "USER_UNIT_LIMIT");
+  // The user's hold limit alone keeps the message it always had, now with details too.
+  ASSERT_THAT(Place("bob", "a"), IsOk());
+  ASSERT_THAT(Place("bob", "b"), IsOk());
+  ASSERT_THAT(Place("bob", "c"), IsOk());
+  auto fourth = Place("bob", "d");
+  EXPECT_THAT(fourth,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::StartsWith("user_id already has 3 unpaid holds (max_holds "
+                                             "3); the earliest expires at ")));
+  EXPECT_EQ(Detail<google::rpc::ErrorInfo>(fourth.status())->reason(), "USER_HOLD_LIMIT");
+}
+
+TEST_F(HoldServiceTest, RetryWithAnotherScopeQuantityOrLabelsIsAlreadyExists) {
+  PlaceHoldCommand first = Scoped("alice", "o1", "event:E1", 2);
+  first.labels = {{"seat", "A1"}, {"seat", "A2"}};  // the last value of a key wins
+  auto placed = Place(first);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->hold.details.labels, (store::Labels{{"seat", "A2"}}));
+  auto same = Place(first);
+  ASSERT_THAT(same, IsOk());
+  EXPECT_FALSE(same->created);
+  EXPECT_EQ(same->hold.details.place_time, placed->hold.details.place_time);
+  PlaceHoldCommand other_scope = first;
+  other_scope.scope = "event:E2";
+  EXPECT_THAT(Place(other_scope),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("scope \"event:E1\"")));
+  PlaceHoldCommand other_quantity = first;
+  other_quantity.quantity = 3;
+  EXPECT_THAT(Place(other_quantity),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("quantity 2")));
+  PlaceHoldCommand other_labels = first;
+  other_labels.labels = {{"seat", "A1"}};
+  EXPECT_THAT(Place(other_labels),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("other labels")));
+  // quantity 0 means 1: the same as 1.
+  ASSERT_THAT(Place(Scoped("alice", "o2", "", 0)), IsOk());
+  auto one = Place(Scoped("alice", "o2", "", 1));
+  ASSERT_THAT(one, IsOk());
+  EXPECT_FALSE(one->created);
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "already_exists"}}), 3);
+}
+
+TEST_F(HoldServiceTest, NewFieldsAreValidatedNamingTheField) {
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(Place(Scoped("alice", "o1", "bad\x01scope")), StatusIs(kInvalid, HasSubstr("scope")));
+  EXPECT_THAT(Place(Scoped("alice", "o1", std::string(129, 's'))),
+              StatusIs(kInvalid, HasSubstr("scope")));
+  // Larger than the user's max_units (10) or the scope's: it could never be granted.
+  EXPECT_THAT(Place(Scoped("alice", "o1", "", 11)),
+              StatusIs(kInvalid, HasSubstr("quantity: 11 exceeds the user's max_units 10")));
+  EXPECT_THAT(Place(Scoped("alice", "o1", "e", 5, ScopeLimits{0, 4})),
+              StatusIs(kInvalid, HasSubstr("quantity: 5 exceeds max_units 4 of scope \"e\"")));
+  PlaceHoldCommand limits_without_scope = Scoped("alice", "o1", "", 1, ScopeLimits{1, 0});
+  EXPECT_THAT(Place(limits_without_scope), StatusIs(kInvalid, HasSubstr("scope_limits")));
+  EXPECT_THAT(Place(Scoped("alice", "o1", "e", 1, ScopeLimits{10001, 0})),
+              StatusIs(kInvalid, HasSubstr("scope_limits")));
+  auto with_labels = [](std::vector<std::pair<std::string, std::string>> labels) {
+    PlaceHoldCommand command = Scoped("alice", "o1", "");
+    command.labels = std::move(labels);
+    return command;
+  };
+  EXPECT_THAT(Place(with_labels({{"Seat", "1"}})), StatusIs(kInvalid, HasSubstr("labels")));
+  EXPECT_THAT(Place(with_labels({{"", "1"}})), StatusIs(kInvalid, HasSubstr("labels")));
+  EXPECT_THAT(Place(with_labels({{std::string(64, 'k'), "1"}})),
+              StatusIs(kInvalid, HasSubstr("labels")));
+  EXPECT_THAT(Place(with_labels({{"k", std::string(257, 'v')}})),
+              StatusIs(kInvalid, HasSubstr("labels")));
+  EXPECT_THAT(Place(with_labels({{"k", "\xff"}})), StatusIs(kInvalid, HasSubstr("UTF-8")));
+  std::vector<std::pair<std::string, std::string>> many;
+  for (int i = 0; i < 17; ++i) many.emplace_back(absl::StrCat("k", i), "v");
+  EXPECT_THAT(Place(with_labels(many)), StatusIs(kInvalid, HasSubstr("at most 16")));
+  std::vector<std::pair<std::string, std::string>> big;
+  for (int i = 0; i < 9; ++i) big.emplace_back(absl::StrCat("k", i), std::string(250, 'v'));
+  EXPECT_THAT(Place(with_labels(big)), StatusIs(kInvalid, HasSubstr("2048 bytes in total")));
+  auto list = List("alice");
+  ASSERT_THAT(list, IsOk());
+  EXPECT_TRUE(list->holds.empty());
+  EXPECT_THAT(List("alice", "\x7f"), StatusIs(kInvalid, HasSubstr("scope")));
+}
+
+TEST_F(HoldServiceTest, ListHoldsFiltersByScopeAndReportsUsagePerLevel) {
+  ASSERT_THAT(Place(Scoped("alice", "a1", "event:A", 2)), IsOk());
+  ASSERT_THAT(Place(Scoped("alice", "b1", "event:B", 3)), IsOk());
+  ASSERT_THAT(Place("alice", "plain"), IsOk());
+  auto rules = ScopeRules::Create(ScopeLimits{}, {ScopeRule{"event:", ScopeLimits{2, 6}}});
+  ASSERT_THAT(rules, IsOk());
+  service_.SetScopeRules(*rules);
+  auto all = List("alice");
+  ASSERT_THAT(all, IsOk());
+  EXPECT_EQ(all->holds.size(), 3u);
+  EXPECT_EQ(all->user_usage, (LevelUsage{3, 6, ScopeLimits{3, 10}}));
+  EXPECT_FALSE(all->scope_usage.has_value());
+  auto a = List("alice", "event:A");
+  ASSERT_THAT(a, IsOk());
+  ASSERT_EQ(a->holds.size(), 1u);
+  EXPECT_EQ(a->holds[0].order_id, "a1");
+  EXPECT_EQ(a->holds[0].details.quantity, 2);
+  EXPECT_EQ(a->user_usage, all->user_usage);
+  EXPECT_EQ(a->scope_usage, (LevelUsage{1, 2, ScopeLimits{2, 6}}));
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ class ReaperTest : public ::testing::Test {
  protected:
   void Place(const std::string& user, const std::string& order, absl::Duration ttl) {
     auto result = Await<store::PlaceHoldResult>([&](auto done) {
-      store_.PlaceHold(store::PlaceHoldArgs{user, order, ttl, 10}, {}, std::move(done));
+      store_.PlaceHold(store::PlaceHoldArgs{user, order, ttl, 10, 0, {}}, {}, std::move(done));
     });
     ASSERT_THAT(result, IsOk());
   }

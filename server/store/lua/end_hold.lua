@@ -4,15 +4,16 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
---             records (hash) and ended orders (sorted set), the partition's event stream
+-- KEYS[1..6]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+--             records (hash) and ended orders (sorted set), the partition's event stream, the
+--             user's hold details (hash)
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
 -- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[5]  outcome retention, ms >= 1
 -- ARGV[6]  max outcome records per user, >= 1
--- Returns  {result, now, expire, removed, outcome, end}
+-- Returns  {result, now, expire, removed, outcome, end, details}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
 --                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
 --                    (Unix ms) and expire describe that end; nothing changed by this call except
@@ -21,16 +22,20 @@
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 --                  (lazy cleanup, each with its event; the order itself may be one of them, so
 --                  the answer is the same before and after the reaper has run)
+--          details the hold's details (prelude.lua) for results 1 and 2 while they are kept, else
+--                  "" (none, or a hold placed by a release without details)
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           details = KEYS[6]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local score = redis.call('ZSCORE', k.holds, order)
+local details = redis.call('HGET', k.details, order)
 if score and tonumber(score) > now then
   -- The user's earliest hold once this one is gone, read before the ZREM may delete the key.
   local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
@@ -39,23 +44,24 @@ if score and tonumber(score) > now then
     earliest = first[4]
   end
   redis.call('ZREM', k.holds, order)
-  end_hold(k, user, order, outcome, score, now)
+  end_hold(k, user, order, outcome, score, now, details)
   trim_outcomes(k, now, retention, max_records)
   set_due(k.due, user, earliest)
-  return {1, now, tonumber(score), 0, outcome, now}
+  return {1, now, tonumber(score), 0, outcome, now, details_for(details, score) or ''}
 end
 
 local due = due_holds(k.holds, now)
+local due_details = details_of(k, due)
 local next_live = first_live(k.holds, now)
 local record = redis.call('HGET', k.outcomes, order)
 local removed = #due / 2
 if removed > 0 then
-  expire_due(k, user, now, due)
+  expire_due(k, user, now, due, due_details)
   trim_outcomes(k, now, retention, max_records)
   set_due(k.due, user, next_live[2])
 end
 local ended, end_ms, expire = outcome_of(order, due, record, now, retention)
 if ended then
-  return {2, now, expire, removed, ended, end_ms}
+  return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or ''}
 end
-return {0, now, 0, removed, 0, 0}
+return {0, now, 0, removed, 0, 0, ''}

@@ -1,9 +1,14 @@
--- place_hold.lua: places one hold for one user, enforcing the per-user limit.
+-- place_hold.lua: places one hold for one user, enforcing every limit that applies to it.
 --
--- Why Lua and not MULTI/EXEC: the decision (already held? ended? at the limit?) depends on what
+-- Why Lua and not MULTI/EXEC: the decision (already held? ended? over a limit?) depends on what
 -- is read in the same step; a script runs atomically, so concurrent PlaceHolds from any number of
 -- OrderHold replicas can never both take the last slot, and a hold that expired is ended (outcome
 -- record + EXPIRED event) exactly once whoever notices it first.
+--
+-- Limits: the user's live holds (ARGV[4]) and units (ARGV[8]) and, for a scope (ARGV[9]), the
+-- user's live holds and units in that scope (ARGV[11], ARGV[12]) are all checked against sums over
+-- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
+-- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
 --
 -- KEYS[1]  the user's holds: sorted set, member = order_id, score = expire time (Unix ms)
 -- KEYS[2]  the due index of the user's partition: sorted set, member = user_id, score = the user's
@@ -11,64 +16,129 @@
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
---          All five share the user's hash tag.
+-- KEYS[6]  the user's hold details (hash: order_id -> details, see prelude.lua)
+--          All six share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
--- ARGV[4]  max_holds, integer >= 1
+-- ARGV[4]  max_holds, integer >= 1: the user's live holds, at most
 -- ARGV[5]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[6]  outcome retention, ms >= 1
 -- ARGV[7]  max outcome records per user, >= 1
--- Returns  {result, now, expire, active, removed, ended_outcome, ended_at}
+-- ARGV[8]  max_units, integer >= 0: the user's live units (sum of quantities), at most; 0 = none
+-- ARGV[9]  scope; "" = unscoped (ARGV[11] and ARGV[12] are then ignored)
+-- ARGV[10] quantity, integer >= 1
+-- ARGV[11] the scope's max_holds, integer >= 0; 0 = none
+-- ARGV[12] the scope's max_units, integer >= 0; 0 = none
+-- ARGV[13] the hold's details from the quantity on (hold_details_codec.h); stored as
+--          "<expire>:<now>:" .. ARGV[13]
+-- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
+--           scope_units, violations, details}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
---                  not extended), -1 limit reached (expire = the earliest live hold's),
+--                  not extended), -1 a limit would be exceeded (expire = the earliest instant at
+--                  which every exceeded level has had its earliest live hold expire),
 --                  -2 the order's hold already ended (expire = that hold's; ended_outcome =
 --                  1 PAID, 2 CANCELLED, 3 EXPIRED; ended_at = its end, Unix ms): nothing placed
 --          now     the instant used, Unix ms
 --          active  live holds after the call
 --          removed holds found no longer live and ended as EXPIRED (each with its event)
+--          units, scope_holds, scope_units: the user's live units, and its live holds and units in
+--                  the scope (0 when unscoped), after the call
+--          violations (result -1): the exceeded levels, bits: 1 user holds, 2 user units,
+--                  4 scope holds, 8 scope units
+--          details result 1: the new hold's details; 0: the existing hold's ("" when it has none:
+--                  placed by a release without details); else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
--- Helpers (now_ms, due_holds, first_live, set_due, expire_due, end_hold, trim_outcomes,
--- outcome_of): see prelude.lua, prepended when the script is embedded.
+-- Helpers (now_ms, due_holds, details_of, quantity_scope, details_for, set_due, expire_due,
+-- end_hold, trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           details = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
+local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
+local scope, quantity = ARGV[9], tonumber(ARGV[10])
+local scope_max_holds, scope_max_units = tonumber(ARGV[11]), tonumber(ARGV[12])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local due = due_holds(k.holds, now)
+local due_details = details_of(k, due)
 local removed = #due / 2
-local active = redis.call('ZCARD', k.holds) - removed
-local existing = redis.call('ZSCORE', k.holds, order)
-local live = first_live(k.holds, now)
-if existing and tonumber(existing) <= now then
-  existing = nil  -- in `due`: ended as EXPIRED below
+local live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES')
+local active = #live / 2
+local units, scope_holds, scope_units = 0, 0, 0
+local scope_first  -- the earliest expiry among the scope's live holds
+local existing, existing_details
+for i = 1, #live, 2 do
+  local value = redis.call('HGET', k.details, live[i])
+  local q, s = quantity_scope(value, live[i + 1])
+  units = units + q
+  if scope ~= '' and s == scope then
+    scope_holds, scope_units = scope_holds + 1, scope_units + q
+    scope_first = scope_first or tonumber(live[i + 1])
+  end
+  if live[i] == order then
+    existing, existing_details = tonumber(live[i + 1]), details_for(value, live[i + 1]) or ''
+  end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
 
 local result, expire
-local ended_outcome, ended_at = 0, 0
+local ended_outcome, ended_at, violations, details = 0, 0, 0, ''
 if existing then
-  result, expire = 0, tonumber(existing)
+  result, expire, details = 0, existing, existing_details
 else
   local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
-  elseif active >= tonumber(ARGV[4]) then
-    result, expire = -1, tonumber(live[2])
   else
-    result, expire = 1, now + tonumber(ARGV[3])
-    -- Before the expired holds are removed, so the holds key is never emptied on the way.
-    redis.call('ZADD', k.holds, expire, order)
-    active = active + 1
+    if active + 1 > max_holds then
+      violations = violations + 1
+    end
+    if max_units > 0 and units + quantity > max_units then
+      violations = violations + 2
+    end
+    if scope ~= '' and scope_max_holds > 0 and scope_holds + 1 > scope_max_holds then
+      violations = violations + 4
+    end
+    if scope ~= '' and scope_max_units > 0 and scope_units + quantity > scope_max_units then
+      violations = violations + 8
+    end
+    if violations > 0 then
+      result, expire = -1, 0
+      if violations % 4 > 0 then
+        expire = tonumber(live[2] or now)
+      end
+      if violations >= 4 then
+        expire = math.max(expire, scope_first or now)
+      end
+    else
+      result, expire = 1, now + tonumber(ARGV[3])
+      details = expire .. ':' .. now .. ':' .. ARGV[13]
+      -- Before the expired holds are removed, so the holds key is never emptied on the way.
+      redis.call('ZADD', k.holds, expire, order)
+      redis.call('HSET', k.details, order, details)
+      -- The details outlive the hold by the retention (its end's record keeps them): NX sets a
+      -- new key's expiry, GT only ever lengthens an existing one.
+      redis.call('PEXPIRE', k.details, expire - now + retention, 'NX')
+      redis.call('PEXPIRE', k.details, expire - now + retention, 'GT')
+      active, units = active + 1, units + quantity
+      if scope ~= '' then
+        scope_holds, scope_units = scope_holds + 1, scope_units + quantity
+      end
+    end
   end
 end
 
 if removed > 0 then
-  expire_due(k, user, now, due)
-  trim_outcomes(k, now, retention, max_records)
+  expire_due(k, user, now, due, due_details)
+end
+-- A new hold of an order whose old record is past the retention: that record goes now, but not
+-- the new details (trim_outcomes' `keep`).
+if removed > 0 or (result == 1 and record) then
+  trim_outcomes(k, now, retention, max_records, result == 1 and order or nil)
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then
@@ -78,4 +148,5 @@ if removed > 0 or result == 1 then
   end
   set_due(k.due, user, earliest)
 end
-return {result, now, expire, active, removed, ended_outcome, ended_at}
+return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
+        scope_units, violations, details}

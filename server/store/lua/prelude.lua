@@ -39,6 +39,43 @@ local function stream_id_after(a, b)
   return am > bm or (am == bm and as > bs)
 end
 
+-- Hold details (the user's details hash, k.details: order_id -> value; format in
+-- server/store/hold_details_codec.h): "<expire>:<place>:<quantity>:<n>:<scope>..." The value of a
+-- hold is the one whose <expire> is the hold's; any other (or none: a hold placed by a release
+-- without details) reads as quantity 1, no scope, and is not copied into events.
+-- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
+local function details_for(value, expire)
+  if not value then
+    return nil
+  end
+  local e = string.match(value, '^(%d+):')
+  if e and tonumber(e) == tonumber(expire) then
+    return value
+  end
+  return nil
+end
+
+-- The quantity and scope of the hold expiring at `expire` whose details value is `value`
+-- (nil or another hold's: 1, '').
+local function quantity_scope(value, expire)
+  value = details_for(value, expire)
+  if not value then
+    return 1, ''
+  end
+  local q, n, pos = string.match(value, '^%d+:%d+:(%d+):(%d+):()')
+  return tonumber(q), string.sub(value, pos, pos + tonumber(n) - 1)
+end
+
+-- The details values of the holds in the flat array {order_1, expire_1, ...} (as due_holds
+-- returns): {value_or_false_1, ...}, one per hold. A read: call it before the script's first write.
+local function details_of(k, flat)
+  local out = {}
+  for i = 1, #flat, 2 do
+    out[#out + 1] = redis.call('HGET', k.details, flat[i]) or false
+  end
+  return out
+end
+
 -- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
 local PAID, CANCELLED, EXPIRED = 1, 2, 3
 
@@ -48,12 +85,17 @@ local nudged = false
 -- Ends one hold (already removed from, or about to be removed from, the user's holds by the
 -- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
 -- script, so there is never an end without an event nor an event without an end.
---   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the partition's stream
+--   k        {holds=, due=, outcomes=, ended=, events=, details=}: the user's keys and the
+--            partition's stream
 --   outcome  PAID, CANCELLED or EXPIRED
 --   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
+--   details  the hold's details value (HGET of k.details, read before the script's first write),
+--            or nil/false; copied into the event when it is the hold's (details_for)
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
--- set) order -> end_ms, which trim_outcomes uses to drop old records.
--- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms}, id = Redis server time.
+-- set) order -> end_ms, which trim_outcomes uses to drop old records. The details stay in
+-- k.details as long as the record (trim_outcomes drops both).
+-- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms[, m=details]}, id = Redis
+-- server time. Readers ignore fields they do not know, so older releases read these events too.
 -- Nudge: the first end of a script execution also publishes an empty message on the partition's
 -- nudge channel (sharded pub/sub, SPUBLISH), so the servers subscribed to it read the stream now
 -- instead of at their next safety sweep (server/store/event_nudges.h). One per execution, not
@@ -71,10 +113,16 @@ local nudged = false
 --   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
 --   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
 --   of a hold; watchers then rely on the safety sweep.
-local function end_hold(k, user, order, outcome, expire, end_ms)
+local function end_hold(k, user, order, outcome, expire, end_ms, details)
   redis.call('HSET', k.outcomes, order, outcome .. ':' .. end_ms .. ':' .. expire)
   redis.call('ZADD', k.ended, end_ms, order)
-  redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't', end_ms)
+  details = details_for(details, expire)
+  if details then
+    redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't',
+      end_ms, 'm', details)
+  else
+    redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't', end_ms)
+  end
   if not nudged then
     nudged = true
     redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
@@ -93,27 +141,46 @@ local function first_live(holds_key, now)
 end
 
 -- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now): `due` is
--- due_holds(k.holds, now), read by the caller before its first write. The holds key may be
--- emptied (deleted) by this: the caller must not touch it afterwards (see "Slot migrations").
-local function expire_due(k, user, now, due)
+-- due_holds(k.holds, now) and `due_details` details_of(k, due), both read by the caller before its
+-- first write. The holds key may be emptied (deleted) by this: the caller must not touch it
+-- afterwards (see "Slot migrations").
+local function expire_due(k, user, now, due, due_details)
   if #due > 0 then
     for i = 1, #due, 2 do
-      end_hold(k, user, due[i], EXPIRED, due[i + 1], due[i + 1])
+      end_hold(k, user, due[i], EXPIRED, due[i + 1], due[i + 1], due_details[(i + 1) / 2])
     end
     redis.call('ZREMRANGEBYSCORE', k.holds, '-inf', now)
   end
 end
 
+-- Drops the details of the orders in `orders` (a list), except `keep` (an order this script has
+-- just placed again: its new details). Last touch of k.details in a script: it may empty it.
+local function drop_details(k, orders, keep)
+  local drop = {}
+  for _, order in ipairs(orders) do
+    if order ~= keep then
+      drop[#drop + 1] = order
+    end
+  end
+  if #drop > 0 then
+    redis.call('HDEL', k.details, unpack(drop))
+  end
+end
+
 -- Bounds the user's outcome records after end_hold: drops records that ended at or before
--- now - retention_ms, then the oldest beyond max_records; both keys expire retention_ms after
--- the last end, so a user who never comes back leaves nothing behind. When every record is past
--- the retention (a hold that expired longer than that ago, ended only now), both keys are deleted
--- and not touched again (see "Slot migrations").
-local function trim_outcomes(k, now, retention_ms, max_records)
+-- now - retention_ms, then the oldest beyond max_records, with their details (except `keep`, see
+-- drop_details); the record keys expire retention_ms after the last end, and the details key no
+-- earlier, so a user who never comes back leaves nothing behind. When every record is past the
+-- retention (a hold that expired longer than that ago, ended only now), both record keys are
+-- deleted and not touched again (see "Slot migrations"). Touches k.details last.
+local function trim_outcomes(k, now, retention_ms, max_records, keep)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
   local left = redis.call('ZCARD', k.ended) - #old
+  -- GT: never shortens the expiry a live hold's placement gave it (place_hold.lua).
+  redis.call('PEXPIRE', k.details, retention_ms, 'GT')
   if left == 0 then
     redis.call('DEL', k.outcomes, k.ended)
+    drop_details(k, old, keep)
     return
   end
   if #old > 0 then
@@ -124,10 +191,12 @@ local function trim_outcomes(k, now, retention_ms, max_records)
     local popped = redis.call('ZPOPMIN', k.ended, left - max_records)
     for i = 1, #popped, 2 do
       redis.call('HDEL', k.outcomes, popped[i])
+      old[#old + 1] = popped[i]
     end
   end
   redis.call('PEXPIRE', k.outcomes, retention_ms)
   redis.call('PEXPIRE', k.ended, retention_ms)
+  drop_details(k, old, keep)
 end
 
 -- How `order` ended, as a script sees it once expire_due(k, user, now, due) has run: EXPIRED at

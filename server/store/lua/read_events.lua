@@ -12,8 +12,9 @@
 -- ARGV[4]  claim events pending for at least this many ms; "" = claim nothing
 -- ARGV[5]  "1" = first take back this consumer's own pending events, whatever their idle time
 --          (a consumer that reconnects under the same name resumes where it was)
--- Returns  flat {id, delivery_count, user, order, outcome, expire, end, ...}, 7 per event
---          (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end Unix ms).
+-- Returns  flat {id, delivery_count, user, order, outcome, expire, end, details, ...}, 8 per
+--          event (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end Unix ms; details as in
+--          prelude.lua, "" for an event without them).
 local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[3])
 local out = {}
@@ -23,7 +24,7 @@ local function add(entry, count)
   for i = 1, #entry[2], 2 do
     f[entry[2][i]] = entry[2][i + 1]
   end
-  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t}) do
+  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t, f.m or ''}) do
     out[#out + 1] = v
   end
   budget = budget - 1

@@ -1,0 +1,71 @@
+#include "server/domain/scope_limits.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+
+namespace orderhold::domain {
+namespace {
+
+// INVALID_ARGUMENT "<field>.max_holds: ..." or "<field>.max_units: ..." when `limits` are out of
+// bounds.
+absl::Status ValidateLimits(absl::string_view field, const ScopeLimits& limits) {
+  if (limits.max_holds < 0 || limits.max_holds > kMaxScopeHolds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".max_holds: must be 0-", kMaxScopeHolds,
+                                                   " (0: no limit), got ", limits.max_holds));
+  }
+  if (limits.max_units < 0 || limits.max_units > kMaxUnits) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".max_units: must be 0-", kMaxUnits,
+                                                   " (0: no limit), got ", limits.max_units));
+  }
+  return absl::OkStatus();
+}
+
+// The checks of ScopeRules::Create on the rules, in their given order.
+absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
+  absl::flat_hash_map<absl::string_view, size_t> first_rule;  // prefix -> index of its first rule
+  first_rule.reserve(rules.size());
+  for (size_t i = 0; i < rules.size(); ++i) {
+    const ScopeRule& rule = rules[i];
+    const std::string field = absl::StrCat("rules[", i, "]");
+    if (rule.prefix.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".prefix: must not be empty (the default applies to the scopes no rule matches)"));
+    }
+    ORDERHOLD_RETURN_IF_ERROR(ValidateId(absl::StrCat(field, ".prefix"), rule.prefix));
+    if (auto [it, inserted] = first_rule.emplace(rule.prefix, i); !inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".prefix: \"", rule.prefix,
+                                                     "\" is already the prefix of rules[",
+                                                     it->second, "]"));
+    }
+    ORDERHOLD_RETURN_IF_ERROR(ValidateLimits(field, rule.limits));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ScopeRules> ScopeRules::Create(ScopeLimits default_limits,
+                                              std::vector<ScopeRule> rules) {
+  ORDERHOLD_RETURN_IF_ERROR(ValidateLimits("default", default_limits));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateRules(rules));
+  // Longest first, so the first match in Resolve is the longest. Stable: equal lengths keep the
+  // caller's order (at most one of them matches a given scope; this is for readers of rules()).
+  std::stable_sort(rules.begin(), rules.end(), [](const ScopeRule& a, const ScopeRule& b) {
+    return a.prefix.size() > b.prefix.size();
+  });
+  return ScopeRules(default_limits, std::move(rules));
+}
+
+ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
+  for (const ScopeRule& rule : rules_) {
+    if (absl::StartsWith(scope, rule.prefix)) return rule.limits;
+  }
+  return default_limits_;
+}
+
+}  // namespace orderhold::domain

@@ -1,0 +1,83 @@
+// Scope limits: how many holds, and how many units, one user may have live in one scope (e.g.
+// "event:E42") at once, when the request brings no limits of its own. The server's rules come
+// from the --scope_limits file (server/limits_file.h reads it); here they are plain values and the
+// choice of the rule for a scope: the longest matching prefix, else the default.
+// Domain vocabulary: no I/O, no protobuf.
+#ifndef ORDERHOLD_SERVER_DOMAIN_SCOPE_LIMITS_H_
+#define ORDERHOLD_SERVER_DOMAIN_SCOPE_LIMITS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/domain/hold.h"
+#include "server/store/hold_store.h"
+
+namespace orderhold::domain {
+
+// The limits of one (user, scope) level: max_holds (live holds of the user in the scope, at most;
+// 0-kMaxScopeHolds) and max_units (units, the sum of those holds' quantities; 0-kMaxUnits). 0 means
+// no limit in that unit; the other one may still limit. The store's type, so that what the domain
+// resolves is what the store checks and records (store::HoldDetails::scope_limits).
+using ScopeLimits = store::LevelLimits;
+
+// Upper bound of ScopeLimits::max_holds: the bound of the user level (--max_holds), which keeps
+// every script's work per call small.
+inline constexpr int64_t kMaxScopeHolds = kMaxHoldsLimit;
+// Upper bound of any max_units, and of one hold's quantity.
+inline constexpr int64_t kMaxUnits = 1000000000;
+
+// One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits`, unless a
+// longer prefix also matches.
+struct ScopeRule {
+  std::string prefix;
+  ScopeLimits limits;
+  friend bool operator==(const ScopeRule&, const ScopeRule&) = default;
+};
+
+// The server's scope rules: a default and prefix rules, validated. Immutable once built, so any
+// number of threads may call Resolve at once; replacing the rules (a reload) means building a new
+// ScopeRules and swapping which one the caller reads, which is the caller's business.
+class ScopeRules {
+ public:
+  // No rules and a default of {0, 0}: every scope is unlimited (the server without a file).
+  ScopeRules() = default;
+
+  // Rules for `default_limits` and `rules` (in the order of the file; error messages count them
+  // from 0). INVALID_ARGUMENT naming the first bad field, as "default.max_units: ..." or
+  // "rules[2].prefix: ...", when:
+  //   - a prefix is empty ("" would match every scope: that is what the default is for);
+  //   - a prefix is not valid scope text: 1-128 bytes of UTF-8 without control characters
+  //     (ValidateId), since a longer or invalid prefix could never match a scope;
+  //   - a prefix appears twice (the message names the earlier rule);
+  //   - a max_holds is outside 0-kMaxScopeHolds, a max_units outside 0-kMaxUnits.
+  static absl::StatusOr<ScopeRules> Create(ScopeLimits default_limits,
+                                           std::vector<ScopeRule> rules);
+
+  // The limits for `scope`: those of the rule with the longest prefix that `scope` starts with,
+  // else default_limits(). Called on every PlaceHold with a scope and no limits of its own: no
+  // allocation, no lock; O(R) prefix comparisons for R rules, each a length check and a memcmp of
+  // at most the prefix's length (128 bytes), stopping at the first match, since the rules are kept
+  // longest first. Fine for the tens of rules a file has; thousands would want a trie.
+  ScopeLimits Resolve(absl::string_view scope) const;
+
+  // The limits of scopes no rule matches ({0, 0} when the file gave none).
+  const ScopeLimits& default_limits() const { return default_limits_; }
+  // The rules in the order Resolve tries them: longest prefix first, rules with prefixes of the
+  // same length in the order given to Create (at most one of those can match a scope).
+  const std::vector<ScopeRule>& rules() const { return rules_; }
+
+ private:
+  ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules)
+      : default_limits_(default_limits), rules_(std::move(rules)) {}
+
+  ScopeLimits default_limits_;
+  std::vector<ScopeRule> rules_;  // longest prefix first
+};
+
+}  // namespace orderhold::domain
+
+#endif  // ORDERHOLD_SERVER_DOMAIN_SCOPE_LIMITS_H_

@@ -1,0 +1,43 @@
+// How a hold's details (scope, quantity, labels, scope limits, place time) are stored in Redis:
+// one string per hold in the user's details hash (KeySchema::DetailsKey, order_id -> value), also
+// copied into the hold's end event (stream field "m").
+//
+//   <expire ms>:<place ms>:<quantity>:<n>:<scope, n bytes><scope max_holds>:<scope max_units>:
+//   <label count>:{<k>:<key, k bytes><v>:<value, v bytes>}*
+//
+// All numbers are decimal. Strings are length-prefixed, so any byte may appear in them. The
+// scripts read only the header up to the scope (lua/prelude.lua, hold_quantity_scope) and write
+// only the first two numbers (the expiry and Redis TIME of the placement): the caller encodes the
+// rest, from <quantity> on, with EncodeDetailsTail. The expiry makes a value self-checking: a
+// value whose expiry is not the hold's is a leftover of an earlier hold of the same order_id
+// (written by another release) and is ignored.
+//
+// Pure functions; thread-safe.
+#ifndef ORDERHOLD_SERVER_STORE_HOLD_DETAILS_CODEC_H_
+#define ORDERHOLD_SERVER_STORE_HOLD_DETAILS_CODEC_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "server/store/hold_store.h"
+
+namespace orderhold::store {
+
+// `details` from quantity on (place_time is ignored: the script writes it).
+std::string EncodeDetailsTail(const HoldDetails& details);
+
+// A whole stored value: the hold's expiry (Unix ms) and its details (place_time set).
+struct DecodedDetails {
+  int64_t expire_ms = 0;
+  HoldDetails details;
+};
+
+// Parses a whole stored value; nullopt when it is malformed (any trailing byte, a length past the
+// end, a quantity < 1, a number that does not parse).
+std::optional<DecodedDetails> DecodeDetails(absl::string_view value);
+
+}  // namespace orderhold::store
+
+#endif  // ORDERHOLD_SERVER_STORE_HOLD_DETAILS_CODEC_H_
