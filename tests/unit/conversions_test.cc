@@ -10,7 +10,10 @@
 
 #include "client/orderhold_client.h"
 #include "gmock/gmock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "server/domain/hold_service.h"
 #include "tests/testing/status_matchers.h"
 
 namespace orderhold::grpc_api {
@@ -442,6 +445,117 @@ TEST(EventToProtoTest, EveryField) {
     EXPECT_EQ(client::FromProtoTimestamp(out.end_time()), kT0 + absl::Seconds(10));
     EXPECT_EQ(out.delivery_count(), 2u);
   }
+}
+
+// ---- Issue 24: scopes, quantities, labels, usage, error details ------------------------------
+
+TEST(ToGrpcStatusTest, GoogleRpcPayloadsBecomeTheBinaryStatusDetails) {
+  absl::Status status = absl::ResourceExhaustedError("full");
+  google::rpc::ErrorInfo info;
+  info.set_reason("SCOPE_HOLD_LIMIT");
+  status.SetPayload("type.googleapis.com/google.rpc.ErrorInfo",
+                    absl::Cord(info.SerializeAsString()));
+  status.SetPayload("orderhold.internal/other", absl::Cord("not sent"));
+  const grpc::Status out = ToGrpcStatus(status);
+  EXPECT_EQ(out.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(out.error_message(), "full");
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(out.error_details()));
+  EXPECT_EQ(details.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(details.message(), "full");
+  ASSERT_EQ(details.details_size(), 1);
+  google::rpc::ErrorInfo back;
+  ASSERT_TRUE(details.details(0).UnpackTo(&back));
+  EXPECT_EQ(back.reason(), "SCOPE_HOLD_LIMIT");
+  // Without such payloads there are no details at all (the bytes of the answer are as before).
+  EXPECT_TRUE(ToGrpcStatus(absl::NotFoundError("x")).error_details().empty());
+}
+
+TEST(PlaceHoldCommandFromProtoTest, CarriesScopeQuantityLabelsAndScopeLimits) {
+  internal::PlaceHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("o1");
+  request.set_scope("event:E42");
+  request.set_quantity(4);
+  auto* label = request.add_labels();
+  label->set_key("seat");
+  label->set_value("A1");
+  label = request.add_labels();
+  label->set_key("seat");
+  label->set_value("A2");
+  request.mutable_scope_limits()->set_max_units(8);
+  ASSERT_OK_AND_ASSIGN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(request));
+  EXPECT_EQ(command.scope, "event:E42");
+  EXPECT_EQ(command.quantity, 4u);
+  using Label = std::pair<std::string, std::string>;
+  EXPECT_THAT(command.labels, ::testing::ElementsAre(Label{"seat", "A1"}, Label{"seat", "A2"}));
+  ASSERT_TRUE(command.scope_limits.has_value());
+  EXPECT_EQ(*command.scope_limits, (domain::ScopeLimits{0, 8}));
+  internal::PlaceHoldRequest plain;
+  plain.set_user_id("alice");
+  plain.set_order_id("o1");
+  ASSERT_OK_AND_ASSIGN(command, PlaceHoldCommandFromProto(plain));
+  EXPECT_FALSE(command.scope_limits.has_value());  // unset: the server's rules
+  EXPECT_EQ(command.quantity, 0u);
+}
+
+TEST(HoldToProtoTest, DetailsOfScopedAndUnscopedHolds) {
+  domain::Hold hold = AHold();
+  hold.details.scope = "event:E42";
+  hold.details.quantity = 2;
+  hold.details.labels = {{"seats", "A1,A2"}};
+  hold.details.scope_limits = store::LevelLimits{1, 4};
+  hold.details.place_time = kT0;
+  v1::Hold out;
+  HoldToProto(hold, kT0, &out);
+  EXPECT_EQ(out.scope(), "event:E42");
+  EXPECT_EQ(out.quantity(), 2u);
+  EXPECT_EQ(out.labels().at("seats"), "A1,A2");
+  EXPECT_EQ(client::FromProtoTimestamp(out.place_time()), kT0);
+  EXPECT_EQ(out.scope_limits().max_holds(), 1u);
+  EXPECT_EQ(out.scope_limits().max_units(), 4u);
+  // Unscoped, placed by a release without details: quantity 1, no place_time, no scope_limits.
+  v1::Hold plain;
+  HoldToProto(AHold(), kT0, &plain);
+  EXPECT_EQ(plain.quantity(), 1u);
+  EXPECT_FALSE(plain.has_place_time());
+  EXPECT_FALSE(plain.has_scope_limits());
+  EXPECT_TRUE(plain.labels().empty());
+}
+
+TEST(ReplyToProtoTest, PlaceHoldAndListHoldsCarryTheUsagePerLevel) {
+  domain::PlaceHoldReply reply{AHold(), kT0, true, 2, 3, {}, std::nullopt};
+  reply.user_usage = domain::LevelUsage{2, 5, store::LevelLimits{3, 8}};
+  reply.scope_usage = domain::LevelUsage{1, 2, store::LevelLimits{2, 0}};
+  const v1::PlaceHoldResponse out = PlaceHoldReplyToProto(reply);
+  EXPECT_EQ(out.user_usage().holds(), 2u);
+  EXPECT_EQ(out.user_usage().units(), 5u);
+  EXPECT_EQ(out.user_usage().max_holds(), 3u);
+  EXPECT_EQ(out.user_usage().max_units(), 8u);
+  EXPECT_EQ(out.scope_usage().holds(), 1u);
+  EXPECT_EQ(out.scope_usage().max_holds(), 2u);
+  domain::ListHoldsReply list{{AHold()}, kT0, 3, {}, std::nullopt};
+  list.user_usage = domain::LevelUsage{1, 1, store::LevelLimits{3, 0}};
+  const v1::ListHoldsResponse listed = ListHoldsReplyToProto(list);
+  EXPECT_EQ(listed.user_usage().holds(), 1u);
+  EXPECT_FALSE(listed.has_scope_usage());
+}
+
+TEST(EventToProtoTest, TheHoldCarriesItsDetails) {
+  store::StoredEvent event;
+  event.user_id = "alice";
+  event.order_id = "order-1";
+  event.end = store::HoldEnd{store::HoldOutcome::kExpired, kT0, kT0};
+  event.details.scope = "event:E42";
+  event.details.quantity = 3;
+  event.details.labels = {{"seats", "A1,A2,A3"}};
+  event.details.place_time = kT0 - absl::Minutes(30);
+  v1::HoldEvent out;
+  EventToProto(event, &out);
+  EXPECT_EQ(out.hold().scope(), "event:E42");
+  EXPECT_EQ(out.hold().quantity(), 3u);
+  EXPECT_EQ(out.hold().labels().at("seats"), "A1,A2,A3");
+  EXPECT_EQ(client::FromProtoTimestamp(out.hold().place_time()), kT0 - absl::Minutes(30));
 }
 
 }  // namespace
