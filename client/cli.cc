@@ -3,12 +3,19 @@
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+#include <utility>
+
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "google/rpc/status.pb.h"
 
 namespace orderhold::client {
 
@@ -16,8 +23,10 @@ const char kCliUsage[] =
     "Places, pays, cancels and lists order holds on an OrderHold server; watches hold events.\n"
     "\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]\n"
+    "                [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]\n"
+    "                [--scope_max_units N]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
-    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
@@ -29,12 +38,15 @@ const char kCliUsage[] =
     "\"liveness\": up) and exits 0 only when SERVING (14 when NOT_SERVING): a probe for any\n"
     "runtime, over TLS too.\n"
     "Flags may come before or after the command. --ttl unset uses the server's default (30m).\n"
+    "place --scope counts the hold against a scope too (e.g. event:E42), --quantity is its units\n"
+    "(e.g. tickets), --label k=v (repeatable) is stored with it; --scope_max_holds and\n"
+    "--scope_max_units carry the scope's limits (else the server's rules apply). list --scope\n"
+    "lists that scope's holds. A refusal prints each exceeded limit and when a retry can pass.\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
-    "\"error: CODE: message\" on stderr (8 = RESOURCE_EXHAUSTED: user at max holds, 5 = "
-    "NOT_FOUND,\n"
-    "14 = UNAVAILABLE); 64 on a usage error.";
+    "\"error: CODE: message\" on stderr (8 = RESOURCE_EXHAUSTED: a limit reached, 6 =\n"
+    "ALREADY_EXISTS, 5 = NOT_FOUND, 14 = UNAVAILABLE); 64 on a usage error.";
 
 std::string FormatRemaining(absl::Duration remaining) {
   if (remaining <= absl::ZeroDuration()) return "0s";
@@ -51,22 +63,100 @@ std::string FormatTimestamp(absl::Time t) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E*SZ", t, absl::UTCTimeZone());
 }
 
+namespace {
+
+// "; " and the hold's details, or "" when it has none.
+std::string DetailsSuffix(const orderhold::v1::Hold& hold) {
+  std::string details = FormatHoldDetails(hold);
+  return details.empty() ? "" : absl::StrCat("; ", details);
+}
+
+// "1/3", or "1 (no limit)" when `max` is 0.
+std::string OfLimit(uint32_t used, uint32_t max) {
+  return max == 0 ? absl::StrCat(used, " (no limit)") : absl::StrCat(used, "/", max);
+}
+
+// The usage lines of an answer (no newlines) when ShowsUsage; none otherwise.
+std::vector<std::string> UsageLines(const orderhold::v1::LimitUsage& user_usage,
+                                    const orderhold::v1::LimitUsage* scope_usage,
+                                    absl::string_view scope) {
+  if (!ShowsUsage(user_usage, scope_usage)) return {};
+  std::vector<std::string> lines = {FormatUsage("user", user_usage)};
+  if (scope_usage != nullptr) {
+    lines.push_back(FormatUsage(absl::StrCat("scope ", scope), *scope_usage));
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::string FormatHoldDetails(const orderhold::v1::Hold& hold) {
+  if (hold.scope().empty() && hold.quantity() <= 1 && hold.labels().empty()) return "";
+  std::vector<std::string> parts;
+  if (!hold.scope().empty()) {
+    // The limits it was placed under: the request's may differ from the server's rules that a
+    // scoped list's usage lines show.
+    std::vector<std::string> limits;
+    if (hold.scope_limits().max_holds() != 0) {
+      limits.push_back(absl::StrCat("max_holds ", hold.scope_limits().max_holds()));
+    }
+    if (hold.scope_limits().max_units() != 0) {
+      limits.push_back(absl::StrCat("max_units ", hold.scope_limits().max_units()));
+    }
+    parts.push_back(
+        absl::StrCat("scope ", hold.scope(),
+                     limits.empty() ? "" : absl::StrCat(" (", absl::StrJoin(limits, ", "), ")")));
+  }
+  // An unset quantity (a hold from a release before scopes) is one unit.
+  const uint32_t units = std::max<uint32_t>(hold.quantity(), 1);
+  parts.push_back(absl::StrCat(units, units == 1 ? " unit" : " units"));
+  if (!hold.labels().empty()) {
+    // A proto map has no order; people want the same line twice.
+    std::vector<std::pair<std::string, std::string>> labels(hold.labels().begin(),
+                                                            hold.labels().end());
+    std::sort(labels.begin(), labels.end());
+    parts.push_back(absl::StrCat("labels ", absl::StrJoin(labels, " ", absl::PairFormatter("="))));
+  }
+  if (hold.has_place_time()) {
+    parts.push_back(
+        absl::StrCat("placed at ", FormatTimestamp(FromProtoTimestamp(hold.place_time()))));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 std::string FormatHold(const orderhold::v1::Hold& hold) {
   return absl::StrCat(hold.order_id(), " (user ", hold.user_id(), ") expires in ",
                       FormatRemaining(FromProtoDuration(hold.remaining())), " at ",
-                      FormatTimestamp(FromProtoTimestamp(hold.expire_time())));
+                      FormatTimestamp(FromProtoTimestamp(hold.expire_time())), DetailsSuffix(hold));
+}
+
+std::string FormatUsage(absl::string_view level, const orderhold::v1::LimitUsage& usage) {
+  return absl::StrCat(level, ": holds ", OfLimit(usage.holds(), usage.max_holds()), ", units ",
+                      OfLimit(usage.units(), usage.max_units()));
+}
+
+bool ShowsUsage(const orderhold::v1::LimitUsage& user_usage,
+                const orderhold::v1::LimitUsage* scope_usage) {
+  return scope_usage != nullptr || user_usage.max_units() != 0 ||
+         user_usage.units() != user_usage.holds();
 }
 
 std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response) {
   const orderhold::v1::Hold& hold = response.hold();
   const std::string remaining = FormatRemaining(FromProtoDuration(hold.remaining()));
-  if (response.created()) {
-    return absl::StrFormat("placed %s for %s: expires in %s (%d/%d active)", hold.order_id(),
-                           hold.user_id(), remaining, response.active_holds(),
-                           response.max_holds());
+  std::string out = response.created()
+                        ? absl::StrFormat("placed %s for %s: expires in %s (%d/%d active)",
+                                          hold.order_id(), hold.user_id(), remaining,
+                                          response.active_holds(), response.max_holds())
+                        : absl::StrFormat("%s for %s already held: expires in %s (created=false)",
+                                          hold.order_id(), hold.user_id(), remaining);
+  absl::StrAppend(&out, DetailsSuffix(hold));
+  for (const std::string& line :
+       UsageLines(response.user_usage(),
+                  response.has_scope_usage() ? &response.scope_usage() : nullptr, hold.scope())) {
+    absl::StrAppend(&out, "\n", line);
   }
-  return absl::StrFormat("%s for %s already held: expires in %s (created=false)", hold.order_id(),
-                         hold.user_id(), remaining);
+  return out;
 }
 
 std::string FormatPay(const orderhold::v1::PayResponse& response) {
@@ -91,17 +181,60 @@ std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response) {
 }
 
 std::string FormatListHolds(absl::string_view user_id,
-                            const orderhold::v1::ListHoldsResponse& response) {
-  std::string out =
-      absl::StrFormat("%s: %d/%d holds\n", user_id, response.holds_size(), response.max_holds());
+                            const orderhold::v1::ListHoldsResponse& response,
+                            absl::string_view scope) {
+  const orderhold::v1::LimitUsage* scope_usage =
+      response.has_scope_usage() ? &response.scope_usage() : nullptr;
+  const int listed = response.holds_size();
+  std::string out;
+  if (scope.empty()) {
+    out = absl::StrFormat("%s: %d/%d holds\n", user_id, listed, response.max_holds());
+  } else {
+    const uint32_t max = scope_usage != nullptr ? scope_usage->max_holds() : 0;
+    out = max == 0
+              ? absl::StrFormat("%s in scope %s: %d holds (no limit)\n", user_id, scope, listed)
+              : absl::StrFormat("%s in scope %s: %d/%d holds\n", user_id, scope, listed, max);
+  }
   for (const orderhold::v1::Hold& hold : response.holds()) {
     absl::StrAppend(&out, "  ", FormatHold(hold), "\n");
+  }
+  for (const std::string& line : UsageLines(response.user_usage(), scope_usage, scope)) {
+    absl::StrAppend(&out, line, "\n");
   }
   return out;
 }
 
 std::string FormatError(const absl::Status& status) {
   return absl::StrCat("error: ", absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
+std::string FormatErrorDetails(const absl::Status& status) {
+  const ErrorDetails details = GetErrorDetails(status);
+  std::string out;
+  if (details.quota_failure.has_value()) {
+    for (const auto& violation : details.quota_failure->violations()) {
+      absl::StrAppend(&out, "  violation ", violation.subject(), ": ", violation.description(),
+                      "\n");
+    }
+  }
+  if (details.error_info.has_value()) {
+    const google::rpc::ErrorInfo& info = *details.error_info;
+    std::vector<std::string> about;
+    if (!info.domain().empty()) about.push_back(info.domain());
+    std::vector<std::pair<std::string, std::string>> metadata(info.metadata().begin(),
+                                                              info.metadata().end());
+    std::sort(metadata.begin(), metadata.end());
+    for (const auto& [key, value] : metadata) about.push_back(absl::StrCat(key, "=", value));
+    absl::StrAppend(&out, "  reason ", info.reason(),
+                    about.empty() ? "" : absl::StrCat(" (", absl::StrJoin(about, "; "), ")"), "\n");
+  }
+  if (details.retry_info.has_value()) {
+    // Exact, not FormatRemaining's truncation: a retry a little early would be refused again.
+    absl::StrAppend(&out, "  retry after ",
+                    absl::FormatDuration(FromProtoDuration(details.retry_info->retry_delay())),
+                    "\n");
+  }
+  return out;
 }
 
 int ExitCodeFor(const absl::Status& status) { return static_cast<int>(status.code()); }
@@ -186,8 +319,65 @@ int PrintResponse(const google::protobuf::Message& response, const std::string& 
 }
 
 int PrintError(const absl::Status& status, std::ostream& err) {
-  err << FormatError(status) << '\n';
+  err << FormatError(status) << '\n' << FormatErrorDetails(status);
   return ExitCodeFor(status);
+}
+
+// The error details of `status` as google.rpc.Status, the message they came in, in proto3 JSON;
+// "" when the status has none (or they cannot be rendered, e.g. a type this binary does not know:
+// the stderr lines still say what was decoded).
+std::string ErrorDetailsJson(const absl::Status& status) {
+  google::rpc::Status details;
+  status.ForEachPayload([&](absl::string_view type_url, const absl::Cord& value) {
+    if (!absl::StartsWith(type_url, kErrorDetailTypeUrlPrefix)) return;
+    google::protobuf::Any* any = details.add_details();
+    any->set_type_url(std::string(type_url));
+    any->set_value(std::string(value));
+  });
+  if (details.details().empty()) return "";
+  details.set_code(static_cast<int32_t>(status.code()));
+  details.set_message(std::string(status.message()));
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string text;
+  if (!google::protobuf::util::MessageToJsonString(details, &text, options).ok()) return "";
+  return text;
+}
+
+// A failed unary call: PrintError, and with `json` the details' JSON on `out` for scripts.
+int PrintFailure(const absl::Status& status, bool json, std::ostream& out, std::ostream& err) {
+  if (json) {
+    if (const std::string text = ErrorDetailsJson(status); !text.empty()) out << text << '\n';
+  }
+  return PrintError(status, err);
+}
+
+// The command's name on the command line.
+absl::string_view CommandName(CliCommand::Kind kind) {
+  switch (kind) {
+    case CliCommand::Kind::kPlace:
+      return "place";
+    case CliCommand::Kind::kPay:
+      return "pay";
+    case CliCommand::Kind::kList:
+      return "list";
+    case CliCommand::Kind::kCancel:
+      return "cancel";
+    case CliCommand::Kind::kWatch:
+      return "watch";
+    case CliCommand::Kind::kHealth:
+      return "health";
+  }
+  return "?";
+}
+
+// A count flag as the uint32 the request carries; INVALID_ARGUMENT naming the flag otherwise.
+absl::StatusOr<uint32_t> Uint32Flag(absl::string_view flag, int64_t value) {
+  if (value < 0 || value > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " must be from 0 to ", std::numeric_limits<uint32_t>::max(), ", got ", value));
+  }
+  return static_cast<uint32_t>(value);
 }
 
 }  // namespace
@@ -225,6 +415,96 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
   command->max_events = max_events;
   command->ack = ack;
   return absl::OkStatus();
+}
+
+absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
+  const bool place = command->kind == CliCommand::Kind::kPlace;
+  const bool list = command->kind == CliCommand::Kind::kList;
+  const auto not_for = [&](absl::string_view flag, absl::string_view applies_to) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " applies only to ", applies_to,
+                                                   ", not ", CommandName(command->kind)));
+  };
+  if (!flags.scope.empty() && !place && !list) return not_for("scope", "place and list");
+  command->scope = flags.scope;
+  if (!place) {
+    if (flags.quantity.has_value()) return not_for("quantity", "place");
+    if (!flags.labels.empty()) return not_for("label", "place");
+    if (flags.scope_max_holds.has_value()) return not_for("scope_max_holds", "place");
+    if (flags.scope_max_units.has_value()) return not_for("scope_max_units", "place");
+    return absl::OkStatus();
+  }
+  if (flags.quantity.has_value()) {
+    absl::StatusOr<uint32_t> quantity = Uint32Flag("quantity", *flags.quantity);
+    if (!quantity.ok()) return quantity.status();
+    command->quantity = *quantity;
+  }
+  for (const std::string& label : flags.labels) {
+    const size_t eq = label.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label \"", label, "\" is not key=value (e.g. --label seat=A12)"));
+    }
+    if (eq == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--label \"", label, "\" has an empty key"));
+    }
+    // A map keeps one value per key: a second one would be dropped without a word.
+    if (!command->labels.emplace(label.substr(0, eq), label.substr(eq + 1)).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label: key \"", label.substr(0, eq), "\" is given twice"));
+    }
+  }
+  if (flags.scope_max_holds.has_value() || flags.scope_max_units.has_value()) {
+    if (flags.scope.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", flags.scope_max_holds.has_value() ? "scope_max_holds" : "scope_max_units",
+          " needs --scope: scope limits apply to the hold's scope"));
+    }
+    orderhold::v1::ScopeLimits limits;
+    if (flags.scope_max_holds.has_value()) {
+      absl::StatusOr<uint32_t> max = Uint32Flag("scope_max_holds", *flags.scope_max_holds);
+      if (!max.ok()) return max.status();
+      limits.set_max_holds(*max);
+    }
+    if (flags.scope_max_units.has_value()) {
+      absl::StatusOr<uint32_t> max = Uint32Flag("scope_max_units", *flags.scope_max_units);
+      if (!max.ok()) return max.status();
+      limits.set_max_units(*max);
+    }
+    command->scope_limits = limits;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(absl::string_view name,
+                                                          std::vector<char*>* argv) {
+  std::vector<std::string> values;
+  std::vector<char*> kept;
+  kept.reserve(argv->size());
+  size_t i = 0;
+  if (!argv->empty()) kept.push_back((*argv)[i++]);  // the program
+  for (; i < argv->size(); ++i) {
+    const absl::string_view arg = (*argv)[i];
+    if (arg == "--") break;  // absl's end of flags: what follows are arguments, kept as they are
+    absl::string_view rest = arg;
+    if ((!absl::ConsumePrefix(&rest, "--") && !absl::ConsumePrefix(&rest, "-")) ||
+        !absl::ConsumePrefix(&rest, name)) {
+      kept.push_back((*argv)[i]);
+      continue;
+    }
+    if (absl::ConsumePrefix(&rest, "=")) {
+      values.emplace_back(rest);
+    } else if (rest.empty()) {  // "--name value"
+      if (i + 1 == argv->size()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      values.emplace_back((*argv)[++i]);
+    } else {  // another flag that starts with `name` ("--labels"): absl's to judge
+      kept.push_back((*argv)[i]);
+    }
+  }
+  kept.insert(kept.end(), argv->begin() + static_cast<std::ptrdiff_t>(i), argv->end());
+  *argv = std::move(kept);
+  return values;
 }
 
 namespace {
@@ -270,26 +550,33 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
   switch (command.kind) {
     case CliCommand::Kind::kCancel: {
       auto response = client.CancelHold(command.user_id, command.order_id);
-      if (!response.ok()) return PrintError(response.status(), err);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatCancel(*response), json, out, err);
     }
     case CliCommand::Kind::kWatch:
       return RunWatch(client, command, out, err);
     case CliCommand::Kind::kPlace: {
-      auto response = client.PlaceHold(command.user_id, command.order_id, command.ttl);
-      if (!response.ok()) return PrintError(response.status(), err);
+      PlaceHoldOptions options;
+      options.ttl = command.ttl;
+      options.scope = command.scope;
+      options.quantity = command.quantity;
+      options.labels = command.labels;
+      options.scope_limits = command.scope_limits;
+      auto response = client.PlaceHold(command.user_id, command.order_id, options);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPlaceHold(*response), json, out, err);
     }
     case CliCommand::Kind::kPay: {
       auto response = client.Pay(command.user_id, command.order_id);
-      if (!response.ok()) return PrintError(response.status(), err);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPay(*response), json, out, err);
     }
     case CliCommand::Kind::kList: {
-      auto response = client.ListHolds(command.user_id);
-      if (!response.ok()) return PrintError(response.status(), err);
-      return PrintResponse(*response, json ? "" : FormatListHolds(command.user_id, *response), json,
-                           out, err);
+      auto response = client.ListHolds(command.user_id, command.scope);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response,
+                           json ? "" : FormatListHolds(command.user_id, *response, command.scope),
+                           json, out, err);
     }
     case CliCommand::Kind::kHealth: {
       auto status = client.Health(command.health_service);

@@ -1,8 +1,10 @@
 // The logic of orderhold-cli, kept apart from flag parsing (cli_main.cc) so tests can drive it.
 //
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]
+//                 [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]
+//                 [--scope_max_units N]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
-//   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
@@ -11,6 +13,12 @@
 // TLS: --tls (server verified against gRPC's default roots), --tls_ca_file (implies --tls),
 // --tls_cert_file/--tls_key_file (mutual TLS), --tls_server_name (client/tls_flags.h); flags may
 // come before or after the command.
+//
+// place's --scope, --quantity, --label (repeatable, one k=v each), --scope_max_holds and
+// --scope_max_units fill the PlaceHoldRequest fields of the same names (either limit flag sends
+// scope_limits, the other then 0 = no limit); list's --scope filters. The values are sent as given
+// and the server validates them (INVALID_ARGUMENT naming the field), except what cannot be sent
+// at all or is surely a slip, which is a usage error naming the flag: see ParseHoldFlags.
 //
 // watch prints one JSON line (proto3 JSON of HoldEvent) per event, flushed, until interrupted or
 // --max_events were printed; with --ack each event is acked after it was printed. When the server
@@ -23,27 +31,36 @@
 // and exits 0 only when SERVING, 14 (UNAVAILABLE) when not: an exec probe that also speaks TLS.
 //
 // Output. Human-readable lines on stdout by default (see the Format* functions), or with --json the
-// response message as one line of proto3 JSON, default-valued fields included.
+// response message as one line of proto3 JSON, default-valued fields included. The human lines of
+// a call that uses none of the scopes-and-units features read exactly as before them: a hold's
+// scope, units, labels and place time are shown only for a hold that has a scope, more than one
+// unit or labels, and the usage lines only when a scope or units are in play (ShowsUsage).
 //
 // Exit status.
 //   0        the call succeeded.
 //   1..16    the call failed; the number is its gRPC status code (e.g. 8 RESOURCE_EXHAUSTED,
 //            5 NOT_FOUND, 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED), and stderr has one line
-//            "error: <CODE_NAME>: <message>".
+//            "error: <CODE_NAME>: <message>", followed by one indented line per error detail the
+//            server sent (FormatErrorDetails: a refused PlaceHold's quota violations, reason and
+//            retry delay). With --json, a failure that carries details also prints them on stdout
+//            as one line of proto3 JSON of google.rpc.Status.
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
-//            on a command other than place, watch without --group or with a bad --outcomes or
+//            on a command other than place, a flag of place or list given to another command or
+//            with a bad value (ParseHoldFlags), watch without --group or with a bad --outcomes or
 //            --start, non-positive --timeout, a --tls_* file that cannot be read or a client
 //            certificate without its key. Usage text goes to stderr.
 //            64 because 2, the usual usage exit, is gRPC's UNKNOWN.
 // absl::ParseCommandLine itself exits with 1 (CANCELLED's number; a CLI call is never cancelled)
-// on a flag it cannot parse (unknown flag, "--timeout=abc") and after printing --help, before any
-// of this code runs.
+// on a flag it cannot parse (unknown flag, "--timeout=abc", "--quantity=two") and after printing
+// --help, before any of this code runs.
 //
 // All functions here are pure except RunCommand, which calls the client and writes to the given
 // streams. Thread-compatible; nothing here keeps state.
 #ifndef ORDERHOLD_CLIENT_CLI_H_
 #define ORDERHOLD_CLIENT_CLI_H_
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -74,13 +91,32 @@ std::string FormatRemaining(absl::Duration remaining);
 // ("2026-11-21T10:00:00Z", "2026-11-21T10:00:00.25Z").
 std::string FormatTimestamp(absl::Time t);
 
+// What a hold carries beyond its ids and expiry, or "" when it has no scope, one unit (or an
+// unset quantity) and no labels: "scope event:E42 (max_holds 2, max_units 8), 2 units, labels
+// row=12 seat=A1, placed at 2026-11-21T09:30:00Z" (the scope limits it was placed under, those
+// that are not 0; labels by key; "placed at" only when place_time is set).
+std::string FormatHoldDetails(const orderhold::v1::Hold& hold);
+
 // One line for a hold, no trailing newline:
 //   "order-1 (user alice) expires in 29m58s at 2026-11-21T10:00:00Z"
+// followed by "; " and FormatHoldDetails when that is not empty.
 std::string FormatHold(const orderhold::v1::Hold& hold);
 
-// One line for a PlaceHold answer, no trailing newline:
+// One usage line, no trailing newline: "<level>: holds 1/3, units 2/8", a limit of 0 shown as
+// "(no limit)": "user: holds 1/3, units 2 (no limit)".
+std::string FormatUsage(absl::string_view level, const orderhold::v1::LimitUsage& usage);
+
+// Whether an answer's usage lines are shown: there is a scope level (`scope_usage` non-null), a
+// unit limit for the user, or units that differ from the holds (quantities above 1). False for an
+// answer to a call without the scopes-and-units features, whose output thus stays as it was.
+bool ShowsUsage(const orderhold::v1::LimitUsage& user_usage,
+                const orderhold::v1::LimitUsage* scope_usage);
+
+// A PlaceHold answer, no trailing newline. The first line:
 //   created:  "placed order-1 for alice: expires in 29m58s (1/3 active)"
 //   existing: "order-1 for alice already held: expires in 29m58s (created=false)"
+// followed by "; " and FormatHoldDetails when that is not empty. When ShowsUsage, the usage lines
+// follow, one per level: "user: holds 1/3, units 2/8" and "scope event:E42: holds 1/2, units 2/8".
 std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response);
 
 // One line for a Pay answer, no trailing newline: "paid order-1 for alice (had 12m3s left)", or
@@ -91,13 +127,24 @@ std::string FormatPay(const orderhold::v1::PayResponse& response);
 // left)", or "order-1 for alice was already cancelled (had 12m3s left)" for a retry.
 std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response);
 
-// A header "alice: 2/3 holds" then one line per hold, indented by two spaces; every line ends in
-// '\n'. `user_id` is the user asked about (the response does not repeat it when it is empty).
+// A header "alice: 2/3 holds" then one line per hold (FormatHold), indented by two spaces, then,
+// when ShowsUsage, the usage lines as in FormatPlaceHold; every line ends in '\n'. `user_id` is
+// the user asked about (the response does not repeat it when it is empty). With a `scope` (the
+// list was filtered by it) the header counts against the scope's limit instead:
+// "alice in scope event:E42: 1/2 holds", or "... 1 holds (no limit)".
 std::string FormatListHolds(absl::string_view user_id,
-                            const orderhold::v1::ListHoldsResponse& response);
+                            const orderhold::v1::ListHoldsResponse& response,
+                            absl::string_view scope = "");
 
 // The stderr line for a failed call, no trailing newline: "error: RESOURCE_EXHAUSTED: <message>".
 std::string FormatError(const absl::Status& status);
+
+// The error details of a failed call (GetErrorDetails in client/orderhold_client.h), one line per
+// item, each indented by two spaces and ending in '\n'; "" when there are none:
+//   "  violation user/scope:event:E42: user_id already has 2 unpaid holds in scope ..."  (each)
+//   "  reason SCOPE_HOLD_LIMIT (orderhold.v1; scope=event:E42)"  (domain; metadata by key)
+//   "  retry after 9m58.123s"  (exact: the earliest moment a retry can pass)
+std::string FormatErrorDetails(const absl::Status& status);
 
 // The process exit status for a call's outcome: 0 for OK, else the numeric status code.
 int ExitCodeFor(const absl::Status& status);
@@ -117,6 +164,20 @@ struct CliCommand {
   // Only for kPlace; set whenever --ttl was given, even to 0s or a negative value, so that the
   // server (not the CLI) decides whether it is valid.
   std::optional<absl::Duration> ttl;
+  // kPlace and kList: --scope ("" = none). The rest kPlace only (set by ParseHoldFlags).
+  std::string scope;
+  uint32_t quantity = 0;  // 0: unset (the server counts 1)
+  std::map<std::string, std::string> labels;
+  std::optional<orderhold::v1::ScopeLimits> scope_limits;
+};
+
+// The flags of place and list, as given on the command line (unset: not given).
+struct HoldFlags {
+  std::string scope;                       // --scope (place, list)
+  std::optional<int64_t> quantity;         // --quantity (place)
+  std::vector<std::string> labels;         // --label, each "key=value" (place)
+  std::optional<int64_t> scope_max_holds;  // --scope_max_holds (place)
+  std::optional<int64_t> scope_max_units;  // --scope_max_units (place)
 };
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.
@@ -133,9 +194,25 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
                              const std::string& outcomes, const std::string& start,
                              int64_t max_events, bool ack, CliCommand* command);
 
+// Fills command's scope, quantity, labels and scope_limits from `flags`. INVALID_ARGUMENT (a usage
+// error) naming the flag when a flag is given to a command it does not apply to (--scope: place
+// and list; the others: place), a number is negative or above 4294967295 (it cannot be sent), a
+// --label has no '=' or an empty key, a label key is given twice, or --scope_max_holds /
+// --scope_max_units come without --scope (the server would refuse them). Anything else (the
+// label key's characters, a quantity above the server's limits, ...) is the server's to judge.
+absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command);
+
+// Removes every occurrence of the flag `name` ("--name=value", "--name value", and the same with
+// one dash) from `argv` (argv[0], the program, is kept; nothing after a "--" is looked at) and
+// returns the values in order: absl's flags keep only the last value of a repeated flag, and
+// --label is repeatable. INVALID_ARGUMENT naming the flag when its last occurrence has no value.
+absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(absl::string_view name,
+                                                          std::vector<char*>* argv);
+
 // Runs `command` against `client`: writes the human or JSON rendering of the answer to `out`, or
-// FormatError to `err`. Returns the exit status (ExitCodeFor the call's status; 13 INTERNAL if the
-// answer cannot be rendered as JSON).
+// FormatError and FormatErrorDetails to `err` (with `json`, also the details' JSON to `out`).
+// Returns the exit status (ExitCodeFor the call's status; 13 INTERNAL if the answer cannot be
+// rendered as JSON).
 int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool json,
                std::ostream& out, std::ostream& err);
 

@@ -1,5 +1,6 @@
 // orderhold-cli: flags -> command -> one call -> output and exit status. The logic (and the exit
 // status contract) is in client/cli.h; this file only parses the command line.
+#include <cstdint>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -22,6 +23,25 @@ ABSL_FLAG(bool, json, false, "Print the response message as proto3 JSON instead 
 // to the server, which owns the validation (INVALID_ARGUMENT naming `ttl`).
 ABSL_FLAG(std::optional<absl::Duration>, ttl, std::nullopt,
           "place only: how long the hold lives, e.g. 45s, 10m. Unset: the server's default.");
+
+ABSL_FLAG(std::string, scope, "",
+          "place: the scope the hold also counts against, e.g. event:E42; list: only that "
+          "scope's holds. Unset: none.");
+// std::optional: given or not is what decides whether the command may take it.
+ABSL_FLAG(std::optional<int64_t>, quantity, std::nullopt,
+          "place only: units held, e.g. tickets. Unset: the server counts 1.");
+// Never set by absl: main takes every --label out of argv first (TakeRepeatedFlag), since absl
+// keeps only the last value of a repeated flag. Declared for --help, and read in case a
+// --flagfile sets it.
+ABSL_FLAG(std::vector<std::string>, label, {},
+          "place only, repeatable: one label key=value stored with the hold, e.g. --label "
+          "seat=A12 --label row=3.");
+ABSL_FLAG(std::optional<int64_t>, scope_max_holds, std::nullopt,
+          "place only, with --scope: the scope's limit of live holds for this placement (0: none). "
+          "Either this or --scope_max_units sends the scope's limits; unset: the server's rules.");
+ABSL_FLAG(std::optional<int64_t>, scope_max_units, std::nullopt,
+          "place only, with --scope: the scope's limit of live units for this placement (0: "
+          "none).");
 
 ABSL_FLAG(std::string, group, "", "watch only: the consumer group (required).");
 ABSL_FLAG(std::string, consumer, "",
@@ -53,13 +73,29 @@ int main(int argc, char** argv) {
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
-  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> flags_and_args(argv, argv + argc);
+  absl::StatusOr<std::vector<std::string>> labels =
+      orderhold::client::TakeRepeatedFlag("label", &flags_and_args);
+  if (!labels.ok()) return UsageError(std::string(labels.status().message()));
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(flags_and_args.size()), flags_and_args.data());
   // positional[0] is the program name.
   const std::vector<std::string> args(positional.begin() + 1, positional.end());
 
   absl::StatusOr<orderhold::client::CliCommand> command =
       orderhold::client::ParseCommand(args, absl::GetFlag(FLAGS_ttl));
   if (!command.ok()) return UsageError(std::string(command.status().message()));
+  orderhold::client::HoldFlags hold_flags;
+  hold_flags.scope = absl::GetFlag(FLAGS_scope);
+  hold_flags.quantity = absl::GetFlag(FLAGS_quantity);
+  hold_flags.labels = absl::GetFlag(FLAGS_label);
+  hold_flags.labels.insert(hold_flags.labels.end(), labels->begin(), labels->end());
+  hold_flags.scope_max_holds = absl::GetFlag(FLAGS_scope_max_holds);
+  hold_flags.scope_max_units = absl::GetFlag(FLAGS_scope_max_units);
+  if (const absl::Status held = orderhold::client::ParseHoldFlags(hold_flags, &*command);
+      !held.ok()) {
+    return UsageError(std::string(held.message()));
+  }
   if (command->kind == orderhold::client::CliCommand::Kind::kWatch) {
     const absl::Status watch = orderhold::client::ParseWatchFlags(
         absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_consumer), absl::GetFlag(FLAGS_outcomes),

@@ -5,6 +5,10 @@
 #include <cstdint>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "google/rpc/status.pb.h"
+
 namespace orderhold::client {
 namespace {
 
@@ -36,7 +40,38 @@ absl::StatusOr<Response> CallUnary(StubT& stub,
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   // grpc::StatusCode and absl::StatusCode share their numbering (0..16).
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  if (status.error_details().empty()) return out;
+  google::rpc::Status details;
+  // Details are an addition to the code and message: unreadable ones are not an error of the call.
+  if (!details.ParseFromString(status.error_details())) return out;
+  for (const google::protobuf::Any& any : details.details()) {
+    out.SetPayload(any.type_url(), absl::Cord(any.value()));
+  }
+  return out;
+}
+
+namespace {
+
+// The payload of `status` that holds a `Message`, parsed; nullopt when absent or unparsable.
+template <typename Message>
+std::optional<Message> DetailOf(const absl::Status& status) {
+  const auto payload = status.GetPayload(  // absl::optional: not std:: in Debian's build
+      absl::StrCat(kErrorDetailTypeUrlPrefix, Message::descriptor()->full_name()));
+  if (!payload.has_value()) return std::nullopt;
+  Message message;
+  if (!message.ParseFromString(std::string(*payload))) return std::nullopt;
+  return message;
+}
+
+}  // namespace
+
+ErrorDetails GetErrorDetails(const absl::Status& status) {
+  ErrorDetails details;
+  details.quota_failure = DetailOf<google::rpc::QuotaFailure>(status);
+  details.error_info = DetailOf<google::rpc::ErrorInfo>(status);
+  details.retry_info = DetailOf<google::rpc::RetryInfo>(status);
+  return details;
 }
 
 google::protobuf::Duration ToProtoDuration(absl::Duration d) {
@@ -84,10 +119,21 @@ std::unique_ptr<OrderHoldClient> OrderHoldClient::Connect(const std::string& tar
 absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
     absl::string_view user_id, absl::string_view order_id,
     std::optional<absl::Duration> ttl) const {
+  PlaceHoldOptions options;
+  options.ttl = ttl;
+  return PlaceHold(user_id, order_id, options);
+}
+
+absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
+    absl::string_view user_id, absl::string_view order_id, const PlaceHoldOptions& options) const {
   orderhold::v1::PlaceHoldRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-  if (ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*ttl);
+  if (options.ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*options.ttl);
+  request.set_scope(options.scope);
+  request.set_quantity(options.quantity);
+  for (const auto& [key, value] : options.labels) (*request.mutable_labels())[key] = value;
+  if (options.scope_limits.has_value()) *request.mutable_scope_limits() = *options.scope_limits;
   return CallUnary(*stub_, &Stub::PlaceHold, request, options_.timeout);
 }
 
@@ -140,9 +186,10 @@ absl::StatusOr<orderhold::v1::AckHoldEventsResponse> OrderHoldClient::AckHoldEve
 }
 
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
-    absl::string_view user_id) const {
+    absl::string_view user_id, absl::string_view scope) const {
   orderhold::v1::ListHoldsRequest request;
   request.set_user_id(std::string(user_id));
+  request.set_scope(std::string(scope));
   return CallUnary(*stub_, &Stub::ListHolds, request, options_.timeout);
 }
 

@@ -8,13 +8,19 @@
 //   auto client = orderhold::client::OrderHoldClient::Connect("localhost:50051", {});
 //   absl::StatusOr<orderhold::v1::PlaceHoldResponse> placed =
 //       client->PlaceHold("alice", "order-1", absl::Minutes(10));
-//   if (absl::IsResourceExhausted(placed.status())) { /* the user is at max_holds */ }
+//   if (absl::IsResourceExhausted(placed.status())) {
+//     // A limit was reached; GetErrorDetails(placed.status()) says which and when to retry.
+//   }
 //
 // Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
-// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), FAILED_PRECONDITION (the order's hold already
-// ended in a way that forbids the call), NOT_FOUND (Pay/CancelHold of an unknown order),
-// UNAVAILABLE (server or Redis down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout
-// passed). The client adds no retries of its own.
+// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), ALREADY_EXISTS (PlaceHold of a live order with
+// another scope, quantity or labels), FAILED_PRECONDITION (the order's hold already ended in a way
+// that forbids the call), NOT_FOUND (Pay/CancelHold of an unknown order), UNAVAILABLE (server or
+// Redis down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The google.rpc
+// error details the server sent (grpc-status-details-bin) become the status' payloads, one per
+// detail, keyed by its type URL ("type.googleapis.com/google.rpc.QuotaFailure"), the same
+// convention the server uses; GetErrorDetails decodes the ones OrderHold sends. The client adds no
+// retries of its own.
 //
 // Thread-safety. OrderHoldClient is thread-safe: its methods are const, it holds no mutable state,
 // and the gRPC stub it wraps may be used from any number of threads at once. Share one instance
@@ -24,6 +30,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,14 +45,52 @@
 #include "client/channel.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
+#include "google/rpc/error_details.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 
 namespace orderhold::client {
 
+// The prefix of the type URLs under which error details are kept as absl::Status payloads (that
+// of google.protobuf.Any, followed by the message's full name).
+inline constexpr char kErrorDetailTypeUrlPrefix[] = "type.googleapis.com/";
+
 // Converts a gRPC status to an absl::Status: the codes are the same numbers (absl::StatusCode was
-// modelled on them), the message is kept verbatim. An OK status becomes absl::OkStatus().
+// modelled on them), the message is kept verbatim. An OK status becomes absl::OkStatus(). When
+// the status carries error details (a serialized google.rpc.Status), each of its `details` becomes
+// a payload: key = the Any's type URL, value = its serialized message. Details that cannot be
+// parsed are dropped; the code and message are kept whatever the details say.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The google.rpc error details OrderHold sends with a refused PlaceHold (RESOURCE_EXHAUSTED; see
+// proto/orderhold/v1/orderhold.proto), decoded from a status made by FromGrpcStatus. Each is
+// unset when the status does not carry it (or it does not parse).
+struct ErrorDetails {
+  // One violation per exceeded level; subject "user" or "user/scope:<scope>".
+  std::optional<google::rpc::QuotaFailure> quota_failure;
+  // reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or SCOPE_UNIT_LIMIT, domain
+  // "orderhold.v1".
+  std::optional<google::rpc::ErrorInfo> error_info;
+  // The earliest moment a retry can pass, from the refusal.
+  std::optional<google::rpc::RetryInfo> retry_info;
+};
+ErrorDetails GetErrorDetails(const absl::Status& status);
+
+// What a PlaceHold carries besides the ids. A default-constructed value places an unscoped hold
+// of quantity 1 living the server's --default_ttl, as before scopes existed. Every field is sent
+// as given; the server validates (INVALID_ARGUMENT naming the field).
+struct PlaceHoldOptions {
+  // How long the hold lives; unset: the server's --default_ttl (30m).
+  std::optional<absl::Duration> ttl;
+  // The scope the hold also counts against, e.g. "event:E42"; "" = none.
+  std::string scope;
+  // Units held, e.g. tickets; 0 = unset (the server counts 1).
+  uint32_t quantity = 0;
+  // Labels stored with the hold and returned in every Hold (and HoldEvent).
+  std::map<std::string, std::string> labels;
+  // The scope's limits for this placement (with `scope` only); unset: the server's rules.
+  std::optional<orderhold::v1::ScopeLimits> scope_limits;
+};
 
 // Converts an absl::Duration to a google.protobuf.Duration. Seconds and nanos carry the same sign,
 // as the proto requires, so negative durations round-trip (e.g. -1.5s -> {seconds: -1, nanos:
@@ -87,12 +133,18 @@ class OrderHoldClient {
   // --default_ttl, 30m). The ttl is sent as given, negative or zero included, so the server's
   // validation applies (1 ms to --max_ttl, else INVALID_ARGUMENT naming `ttl`). Placing a live
   // order_id again returns the existing hold with created = false and does not extend it.
-  // Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED (user has max_holds live holds),
-  // FAILED_PRECONDITION (the order's hold already ended, as PAID, CANCELLED or EXPIRED: an order
-  // is held at most once), UNAVAILABLE, DEADLINE_EXCEEDED.
+  // Errors: INVALID_ARGUMENT, RESOURCE_EXHAUSTED (a limit would be exceeded: the user's holds or
+  // units, or the scope's; GetErrorDetails says which), ALREADY_EXISTS (the live hold of
+  // `order_id` has another scope, quantity or labels), FAILED_PRECONDITION (the order's hold
+  // already ended, as PAID, CANCELLED or EXPIRED: an order is held at most once), UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::PlaceHoldResponse> PlaceHold(
       absl::string_view user_id, absl::string_view order_id,
       std::optional<absl::Duration> ttl = std::nullopt) const;
+  // The same with a scope, quantity, labels or scope limits (PlaceHoldOptions).
+  absl::StatusOr<orderhold::v1::PlaceHoldResponse> PlaceHold(absl::string_view user_id,
+                                                             absl::string_view order_id,
+                                                             const PlaceHoldOptions& options) const;
 
   // Pays (ends as PAID) the live hold for (user_id, order_id); returns it as it was just before,
   // its `remaining` being what was left. A retry of a successful Pay is OK with already_paid.
@@ -123,9 +175,12 @@ class OrderHoldClient {
   absl::StatusOr<orderhold::v1::AckHoldEventsResponse> AckHoldEvents(
       absl::string_view group, const std::vector<std::string>& event_ids) const;
 
-  // Lists `user_id`'s live holds, earliest expire_time first; empty (not NOT_FOUND) when there are
-  // none. Errors: INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
-  absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id) const;
+  // Lists `user_id`'s live holds, earliest expire_time first, or only those of `scope` when it is
+  // not empty; empty (not NOT_FOUND) when there are none. The response also carries the usage of
+  // the user's limits (and of the scope's, with `scope`). Errors: INVALID_ARGUMENT, UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id,
+                                                             absl::string_view scope = "") const;
 
   // Asks the server's standard grpc.health.v1 service (Check) about `service`: "" or
   // "orderhold.v1.OrderHold" (SERVING while Redis answers: readiness) or "liveness" (SERVING

@@ -51,6 +51,15 @@ ABSL_FLAG(std::string, mix, "place=100",
           "place=70,pay=20,list=10.");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
           "PlaceHold ttl; 0 leaves it unset (the server's --default_ttl).");
+ABSL_FLAG(int64_t, scopes, 0,
+          "PlaceHold scope: 0 sends none (unscoped); N > 0 draws one of N scopes event:0 .. "
+          "event:<N-1> per call, uniformly.");
+ABSL_FLAG(int64_t, quantity, 0, "PlaceHold quantity (units per hold); 0 leaves it unset (1).");
+ABSL_FLAG(int64_t, scope_max_holds, 0,
+          "With --scopes: the scope's hold limit carried in each PlaceHold (scope_limits); 0 with "
+          "--scope_max_units 0 sends no scope_limits (the server's rules apply).");
+ABSL_FLAG(int64_t, scope_max_units, 0,
+          "With --scopes: the scope's unit limit carried in each PlaceHold (0: none).");
 ABSL_FLAG(int64_t, users, 100000, "Size of the user population.");
 ABSL_FLAG(std::string, user_prefix, "u", "User ids are this prefix followed by 0..users-1.");
 ABSL_FLAG(std::string, distribution, "uniform",
@@ -74,6 +83,7 @@ constexpr char kUsage[] =
     "\n"
     "  orderhold-bench --target=host:port --concurrency=50 --duration=30s        (closed loop)\n"
     "  orderhold-bench --target=host:port --rate=2000 --mix=place=70,pay=20,list=10  (open loop)\n"
+    "  orderhold-bench --target=host:port --scopes=4 --quantity=2 --scope_max_holds=2  (scoped)\n"
     "  orderhold-bench --target=host:port --tls_ca_file=ca.crt ...                 (over TLS)\n"
     "\n"
     "Exit status: 0 when the run completed (whatever the calls answered), 1 when the server\n"
@@ -117,6 +127,10 @@ int main(int argc, char** argv) {
   options.deadline = absl::GetFlag(FLAGS_deadline);
   options.warmup = absl::GetFlag(FLAGS_warmup);
   options.ttl = absl::GetFlag(FLAGS_ttl);
+  options.place.scopes = absl::GetFlag(FLAGS_scopes);
+  options.place.quantity = absl::GetFlag(FLAGS_quantity);
+  options.place.scope_max_holds = absl::GetFlag(FLAGS_scope_max_holds);
+  options.place.scope_max_units = absl::GetFlag(FLAGS_scope_max_units);
   options.users = absl::GetFlag(FLAGS_users);
   options.user_prefix = absl::GetFlag(FLAGS_user_prefix);
   options.zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);

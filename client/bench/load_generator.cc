@@ -103,7 +103,7 @@ absl::Status ValidateOptions(const LoadOptions& o) {
   }
   if (o.mix.Total() == 0) return invalid("--mix: all weights are zero");
   if (o.pool_capacity < 1) return invalid("pool capacity must be at least 1");
-  return absl::OkStatus();
+  return ValidatePlaceShape(o.place);
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
@@ -161,6 +161,7 @@ LoadGenerator::LoadGenerator(
     : options_(std::move(options)),
       stubs_(std::move(stubs)),
       users_(options_.users, options_.distribution, options_.zipf_exponent),
+      place_shaper_(options_.place),
       run_seed_(options_.run_seed != 0 ? options_.run_seed
                                        : absl::Uniform<uint32_t>(absl::IntervalClosed,
                                                                  ThreadBitGen(), 1, 0xffffffffu)),
@@ -215,6 +216,9 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
       if (options_.ttl > absl::ZeroDuration()) {
         *call->request.mutable_ttl() = ToProtoDuration(options_.ttl);
       }
+      // A refusal at a scope's limit is RESOURCE_EXHAUSTED like one at the user's: an answer
+      // counted in the codes, not a service error.
+      place_shaper_.Apply(place_shaper_.DrawScope(), &call->request);
       async->PlaceHold(&call->context, &call->request, &call->response,
                        [this, call, user, order](grpc::Status status) {
                          if (feed_pool_ && status.ok() && call->response.created()) {
@@ -411,6 +415,7 @@ RunReport LoadGenerator::Run() {
   report.distribution = options_.distribution;
   report.zipf_exponent = options_.zipf_exponent;
   report.mix = options_.mix;
+  report.place = options_.place;
   report.run_seed = run_seed_;
   report.sent = sent_measured_.load();
   report.not_sent = not_sent_measured_.load();

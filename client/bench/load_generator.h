@@ -73,6 +73,8 @@ struct LoadOptions {
   Mix mix = {{100, 0, 0, 0}};
   // PlaceHold ttl; zero leaves the request's ttl unset (the server's default).
   absl::Duration ttl = absl::ZeroDuration();
+  // What each PlaceHold carries besides ids and ttl (see PlaceShape); the default is unscoped.
+  PlaceShape place;
   // Size of the user population; user ids are UserId(user_prefix, i) for i in [0, users).
   int64_t users = 100000;
   std::string user_prefix = "u";
@@ -87,8 +89,9 @@ struct LoadOptions {
   uint32_t run_seed = 0;
 };
 
-// Checks `options`: every number in range, and a mix with weights in [0, kMaxMixWeight] and a
-// non-zero total. Returns INVALID_ARGUMENT whose message starts with the offending flag, e.g.
+// Checks `options`: every number in range, a mix with weights in [0, kMaxMixWeight] and a
+// non-zero total, and a valid PlaceShape (ValidatePlaceShape). Returns INVALID_ARGUMENT whose
+// message starts with the offending flag, e.g.
 // "--concurrency must be at least 1, got 0". Pure.
 absl::Status ValidateOptions(const LoadOptions& options);
 
@@ -159,6 +162,7 @@ class LoadGenerator {
   const LoadOptions options_;
   const std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs_;
   const UserPicker users_;
+  const PlaceShaper place_shaper_;
   const uint32_t run_seed_;
   const bool open_loop_;
   const int64_t total_weight_;

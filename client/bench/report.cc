@@ -145,8 +145,15 @@ std::string FormatJsonReport(const RunReport& r) {
                     r.mix.weights[m]);
     first = false;
   }
+  out += "}";
+  if (r.place.IsSet()) {
+    absl::StrAppend(&out, ",\"place_shape\":{\"scopes\":", r.place.scopes,
+                    ",\"quantity\":", r.place.quantity,
+                    ",\"scope_max_holds\":", r.place.scope_max_holds,
+                    ",\"scope_max_units\":", r.place.scope_max_units, "}");
+  }
   absl::StrAppend(
-      &out, "},\"run_seed\":", r.run_seed, ",\"sent\":", r.sent,
+      &out, ",\"run_seed\":", r.run_seed, ",\"sent\":", r.sent,
       ",\"send_rate\":", JsonNumber(r.send_rate, 1),
       ",\"send_window_s\":", JsonNumber(absl::ToDoubleSeconds(r.send_window), 3),
       ",\"measured_window_s\":", JsonNumber(absl::ToDoubleSeconds(r.measured_window), 3),
@@ -194,6 +201,7 @@ std::string FormatTextReport(const RunReport& r) {
     absl::StrAppendFormat(&out, " (exponent %g)", r.zipf_exponent);
   }
   absl::StrAppendFormat(&out, ", mix %s, run seed %08x\n", FormatMix(r.mix), r.run_seed);
+  if (r.place.IsSet()) absl::StrAppend(&out, "  place ", FormatPlaceShape(r.place), "\n");
   absl::StrAppendFormat(&out, "  sent %d in %.3fs (%.1f/s), not_sent %d", r.sent,
                         absl::ToDoubleSeconds(r.send_window), r.send_rate, r.not_sent);
   if (r.open_loop) {

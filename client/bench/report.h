@@ -53,6 +53,7 @@ struct RunReport {
   Distribution distribution = Distribution::kUniform;
   double zipf_exponent = 0;
   Mix mix;
+  PlaceShape place;  // The default: unscoped PlaceHolds.
   uint32_t run_seed = 0;
 
   // Measured.
@@ -91,19 +92,24 @@ void AppendCodesJson(const CodeCounts& codes, std::string* out);
 // The report as ONE JSON object, one line, no trailing newline:
 //   {"mode":"closed"|"open","target":..,"concurrency":..,"rate":..,"max_in_flight":..,
 //    "duration_s":..,"warmup_s":..,"count":..,"deadline_s":..,"connections":..,"users":..,
-//    "distribution":..,"zipf_exponent":..,"mix":{"place":70,...},"run_seed":..,"sent":..,
+//    "distribution":..,"zipf_exponent":..,"mix":{"place":70,...},
+//    ["place_shape":{"scopes":..,"quantity":..,"scope_max_holds":..,"scope_max_units":..},]
+//    "run_seed":..,"sent":..,
 //    "send_rate":..,"send_window_s":..,"measured_window_s":..,"max_send_lag_ms":..,
 //    "completed":..,"not_sent":..,
 //    "throughput":..,"errors":..,"latency_ms":{"p50":..,"p90":..,"p99":..,"p999":..,"max":..},
 //    "codes":{"OK":..,...},"methods":{"PlaceHold":{"completed":..,"throughput":..,"errors":..,
 //    "latency_ms":{...},"codes":{...}},...}}
+// "place_shape" only when the run's PlaceShape is set (a scoped mix), all four numbers then;
 // "mix" lists non-zero weights; "methods" lists methods with non-zero weight (or, should that ever
 // happen, with completed calls); "codes" lists codes with a non-zero count (absent means 0).
 // Latencies in milliseconds with microsecond resolution, rates in calls per second. Pure.
 std::string FormatJsonReport(const RunReport& report);
 
 // The report as a human-readable table (several lines, each ending in '\n'): the configuration,
-// the send and completion totals, then one row per method shown in the JSON and a row "all". Pure.
+// the send and completion totals, then one row per method shown in the JSON and a row "all". A set
+// PlaceShape adds the line "  place scopes=4,quantity=2,..." (FormatPlaceShape) after the mix.
+// Pure.
 std::string FormatTextReport(const RunReport& report);
 
 // A snapshot of a run in progress, for the once-a-second progress line. Counts include warmup.

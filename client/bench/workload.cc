@@ -1,6 +1,8 @@
 #include "client/bench/workload.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
@@ -131,6 +133,86 @@ int64_t UserPicker::Draw() const {
     return zipf(ThreadBitGen());
   }
   return absl::Uniform<int64_t>(ThreadBitGen(), 0, users_);
+}
+
+bool PlaceShape::IsSet() const {
+  return scopes != 0 || quantity != 0 || scope_max_holds != 0 || scope_max_units != 0;
+}
+
+absl::Status ValidatePlaceShape(const PlaceShape& shape) {
+  // The server's bounds (orderhold.proto); beyond them every PlaceHold would be INVALID_ARGUMENT.
+  constexpr int64_t kMaxQuantity = 1'000'000'000;
+  constexpr int64_t kMaxScopeHolds = 10'000;
+  constexpr int64_t kMaxScopeUnits = 1'000'000'000;
+  const auto out_of_range = [](absl::string_view flag, int64_t max, int64_t value) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " must be from 0 to ", max, ", got ", value));
+  };
+  if (shape.scopes < 0 || shape.scopes > kMaxScopes) {
+    return out_of_range("scopes", kMaxScopes, shape.scopes);
+  }
+  if (shape.quantity < 0 || shape.quantity > kMaxQuantity) {
+    return out_of_range("quantity", kMaxQuantity, shape.quantity);
+  }
+  if (shape.scope_max_holds < 0 || shape.scope_max_holds > kMaxScopeHolds) {
+    return out_of_range("scope_max_holds", kMaxScopeHolds, shape.scope_max_holds);
+  }
+  if (shape.scope_max_units < 0 || shape.scope_max_units > kMaxScopeUnits) {
+    return out_of_range("scope_max_units", kMaxScopeUnits, shape.scope_max_units);
+  }
+  if (shape.scopes == 0 && (shape.scope_max_holds != 0 || shape.scope_max_units != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", shape.scope_max_holds != 0 ? "scope_max_holds" : "scope_max_units",
+                     " needs --scopes > 0: scope limits apply to a scope"));
+  }
+  if (shape.scope_max_units != 0 && std::max<int64_t>(shape.quantity, 1) > shape.scope_max_units) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantity ", std::max<int64_t>(shape.quantity, 1), " is above --scope_max_units ",
+        shape.scope_max_units, ": every PlaceHold would be INVALID_ARGUMENT"));
+  }
+  return absl::OkStatus();
+}
+
+std::string FormatPlaceShape(const PlaceShape& shape) {
+  if (!shape.IsSet()) return "unscoped";
+  std::string out;
+  for (const auto& [key, value] : {std::pair<absl::string_view, int64_t>{"scopes", shape.scopes},
+                                   {"quantity", shape.quantity},
+                                   {"scope_max_holds", shape.scope_max_holds},
+                                   {"scope_max_units", shape.scope_max_units}}) {
+    if (value != 0) absl::StrAppend(&out, out.empty() ? "" : ",", key, "=", value);
+  }
+  return out;
+}
+
+std::string ScopeName(int64_t index) { return absl::StrCat("event:", index); }
+
+namespace {
+
+std::vector<std::string> ScopeNames(int64_t scopes) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<size_t>(std::max<int64_t>(scopes, 0)));
+  for (int64_t i = 0; i < scopes; ++i) names.push_back(ScopeName(i));
+  return names;
+}
+
+}  // namespace
+
+PlaceShaper::PlaceShaper(const PlaceShape& shape)
+    : shape_(shape), scope_names_(ScopeNames(shape.scopes)) {}
+
+int64_t PlaceShaper::DrawScope() const {
+  if (shape_.scopes <= 1) return 0;
+  return absl::Uniform<int64_t>(ThreadBitGen(), 0, shape_.scopes);
+}
+
+void PlaceShaper::Apply(int64_t scope_index, orderhold::v1::PlaceHoldRequest* request) const {
+  if (!scope_names_.empty()) request->set_scope(scope_names_[static_cast<size_t>(scope_index)]);
+  if (shape_.quantity != 0) request->set_quantity(static_cast<uint32_t>(shape_.quantity));
+  if (shape_.scope_max_holds != 0 || shape_.scope_max_units != 0) {
+    request->mutable_scope_limits()->set_max_holds(static_cast<uint32_t>(shape_.scope_max_holds));
+    request->mutable_scope_limits()->set_max_units(static_cast<uint32_t>(shape_.scope_max_units));
+  }
 }
 
 HoldPool::HoldPool(int64_t capacity) : capacity_(capacity) {}

@@ -1,6 +1,7 @@
 // What orderhold-bench sends: the method mix (--mix), the user population and how users are drawn
-// from it (--users, --distribution), the user and order ids it makes up, and the pool of holds
-// this run placed, from which Pay and CancelHold pick the holds they end.
+// from it (--users, --distribution), the user and order ids it makes up, what a PlaceHold carries
+// besides them (--scopes, --quantity, --scope_max_holds, --scope_max_units: the scoped mix), and
+// the pool of holds this run placed, from which Pay and CancelHold pick the holds they end.
 //
 // Everything here is pure or thread-safe, so the generator's gRPC callbacks, running on gRPC's
 // threads, can draw from it concurrently. Randomness comes from one absl::InsecureBitGen per
@@ -21,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "client/bench/method.h"
+#include "orderhold/v1/orderhold.pb.h"
 
 namespace orderhold::client::bench {
 
@@ -94,6 +96,58 @@ class UserPicker {
   const Distribution distribution_;
   // Only meaningful for kZipf; precomputed once (it holds the normalisation constants).
   std::optional<absl::zipf_distribution<int64_t>::param_type> zipf_;
+};
+
+// The most scopes a run can draw from (--scopes); their names are made once, before the run.
+inline constexpr int64_t kMaxScopes = 1'000'000;
+
+// What each PlaceHold carries besides its ids and ttl. The default (all zero) is the unscoped
+// PlaceHold of before scopes: no scope, no quantity, no scope limits.
+struct PlaceShape {
+  // --scopes: 0 = unscoped; N > 0: each PlaceHold draws one of N scopes, ScopeName(0..N-1),
+  // uniformly, so each user's holds spread over them.
+  int64_t scopes = 0;
+  // --quantity: units per hold; 0 leaves PlaceHoldRequest.quantity unset (the server counts 1).
+  int64_t quantity = 0;
+  // --scope_max_holds, --scope_max_units: sent as PlaceHoldRequest.scope_limits when either is
+  // non-zero (the other then 0 = no limit at that level); both 0: not sent (the server's rules).
+  int64_t scope_max_holds = 0;
+  int64_t scope_max_units = 0;
+
+  // True when any field is set: the PlaceHolds are not today's plain ones.
+  bool IsSet() const;
+};
+
+// Checks a PlaceShape against what the server can ever grant (proto/orderhold/v1/orderhold.proto):
+// scopes 0 to kMaxScopes, quantity 0 to 1,000,000,000, scope_max_holds 0 to 10,000,
+// scope_max_units 0 to 1,000,000,000; scope limits only with scopes; a quantity above
+// scope_max_units (every call would be INVALID_ARGUMENT). INVALID_ARGUMENT whose message starts
+// with the offending flag. Pure.
+absl::Status ValidatePlaceShape(const PlaceShape& shape);
+
+// The canonical text of a shape, for reports: "unscoped" for the default, else e.g.
+// "scopes=4,quantity=2,scope_max_holds=2,scope_max_units=8" (zero fields left out). Pure.
+std::string FormatPlaceShape(const PlaceShape& shape);
+
+// The name of scope `index`: "event:<index>", e.g. "event:3". Pure.
+std::string ScopeName(int64_t index);
+
+// Shapes PlaceHold requests as a (valid) PlaceShape says. The scope names are made once, here, so
+// the hot path copies a string instead of formatting one. Thread-safe: const after construction.
+class PlaceShaper {
+ public:
+  explicit PlaceShaper(const PlaceShape& shape);
+
+  // A scope index drawn uniformly from [0, scopes); 0 when unscoped. Uses ThreadBitGen.
+  int64_t DrawScope() const;
+
+  // Sets `request`'s scope (ScopeName(scope_index), scope_index in [0, scopes)), quantity and
+  // scope_limits as the shape says; leaves them untouched for the default shape. Pure.
+  void Apply(int64_t scope_index, orderhold::v1::PlaceHoldRequest* request) const;
+
+ private:
+  const PlaceShape shape_;
+  const std::vector<std::string> scope_names_;
 };
 
 // A (user, order) pair whose hold was created by a PlaceHold and can be paid or cancelled.

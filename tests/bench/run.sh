@@ -34,6 +34,12 @@
 #   6 transport  (run right after phase 2) phase 2's closed-loop PlaceHold once per way of reaching
 #              Redis, each run on its own fresh redis-server(s) and a fresh server:
 #                plain     redis://, one redis-server (the reference of the ratios);
+#                scoped    the same with PlaceHolds that have scopes set (issue 24): each draws one
+#                          of 4 scopes, 2 units, scope limits 2 holds / 8 units carried in the
+#                          request (SCOPED_FLAGS), so place_hold.lua checks all four levels; its
+#                          "scoped/plain throughput ratio" has the target >= 0.9. The scope limits
+#                          rarely bind (a user has ~2 live holds over 4 scopes), so it creates about
+#                          as many holds as plain and the ratio compares like with like;
 #                baseline  the same with the --baseline-server binary (only with that option);
 #                tls       rediss:// to a redis-server with --tls-port (--port 0,
 #                          --tls-auth-clients no), certificates made here with the openssl CLI (EC
@@ -831,9 +837,11 @@ bench mix --concurrency="${CONCURRENCY}" --mix=place=70,pay=20,list=10 --ttl=10s
 stop_server
 
 # 6. Transport: phase 2's PlaceHold over each way of reaching Redis, in rounds of alternating order.
-TRANSPORTS=(plain)
+TRANSPORTS=(plain scoped)
 [[ -n "${BASELINE_SERVER}" ]] && TRANSPORTS+=(baseline)
 TRANSPORTS+=(tls replica wait cluster)
+# The scoped variant's PlaceHolds (orderhold-bench's scoped mix; see the header).
+SCOPED_FLAGS=(--scopes=4 --quantity=2 --scope_max_holds=2 --scope_max_units=8)
 TLS_DIR="${WORK}/tls"
 make_tls_certs "${TLS_DIR}"
 command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO commandstats
@@ -843,16 +851,18 @@ command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO c
 }
 transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   local variant="$1" round="$2" port replica_port="" url bin="${SERVER}" flags=() pids=() cli=()
+  local bench_flags=()
   local name="${variant}-${round}" evalsha waits calls server_cpu redis_cpu replica_cpu=null
   local nodes=() cluster=null redirects e w
   port="$(free_port)"
   cli=(-p "${port}")
   url="redis://127.0.0.1:${port}"
   case "${variant}" in
-    plain | baseline)
+    plain | baseline | scoped)
       redis_start "${name}" --port "${port}"
       pids+=("${STARTED_PID}")
       [[ "${variant}" == baseline ]] && bin="${BASELINE_SERVER}"
+      [[ "${variant}" == scoped ]] && bench_flags=("${SCOPED_FLAGS[@]}")
       ;;
     tls)
       redis_start "${name}" --port 0 --tls-port "${port}" --tls-cert-file "${TLS_DIR}/server.crt" \
@@ -889,7 +899,7 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   esac
   wait_port "${port}"
   start_server_of "${bin}" "${url}" "${name}" redis "${flags[@]}"
-  bench "${name}" --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s
+  bench "${name}" --concurrency="${CONCURRENCY}" --mix=place=100 --ttl=10s "${bench_flags[@]}"
   # CPU per call over each process' whole life (warmup included) and all the calls the server
   # answered in it: on 2 shared cores this varies far less from run to run than throughput does.
   scrape "${METRICS_PORT}" >"${WORK}/${name}-metrics.txt"
@@ -944,7 +954,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
   for variant in "${order[@]}"; do transport_run "${variant}" "${round}"; done
 done
 # -> transport.json: per variant the medians over its rounds; ratios of medians to plain.
-jq -s --arg baseline "${BASELINE_SERVER}" '
+jq -s --arg baseline "${BASELINE_SERVER}" --arg scoped "${SCOPED_FLAGS[*]}" '
   def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def ratio($a; $b): if $a == null or $b == null or $b == 0 then null else $a / $b end;
@@ -970,8 +980,13 @@ jq -s --arg baseline "${BASELINE_SERVER}" '
      | from_entries) as $v
   | {rounds: ([.[].round] | max), order: $order,
      baseline_server: (if $baseline == "" then null else $baseline end),
+     scoped_flags: $scoped,
      variants: $v,
-     ratios: {tls_vs_plain: ratio($v.tls.throughput; $v.plain.throughput),
+     ratios: {scoped_vs_plain: ratio($v.scoped.throughput; $v.plain.throughput),
+              scoped_vs_plain_per_round: (if $v.scoped == null then null
+                else [range(0; $v.plain.runs) as $i
+                      | ratio($v.scoped.throughputs[$i]; $v.plain.throughputs[$i])] end),
+              tls_vs_plain: ratio($v.tls.throughput; $v.plain.throughput),
               replica_vs_plain: ratio($v.replica.throughput; $v.plain.throughput),
               wait_vs_plain: ratio($v.wait.throughput; $v.plain.throughput),
               wait_vs_replica: ratio($v.wait.throughput; $v.replica.throughput),
@@ -995,10 +1010,15 @@ SHA="$(cat "${REPO}/server/store/lua/prelude.lua" "${REPO}/server/store/lua/plac
   rcli -x SCRIPT LOAD)"
 REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d * 2; if (n < 20000) n = 20000; printf "%d", n }')"
 echo "bench: redis-benchmark EVALSHA (${REDIS_REQUESTS} requests)" >&2
+# KEYS and ARGV as place_hold.lua's header lists them, for phase 2's unscoped hold: max_units 0, no
+# scope, quantity 1, no scope limits, and its details from the quantity on (EncodeDetailsTail in
+# server/store/hold_details_codec.h: quantity 1, scope "", limits 0 and 0, no label).
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
-  EVALSHA "${SHA}" 5 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" \
+  EVALSHA "${SHA}" 6 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" \
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
-  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 >"${WORK}/redis.csv"
+  "orderhold:{0}:d:__rand_int__" \
+  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "1:0:0:0:0:" \
+  >"${WORK}/redis.csv"
 REDIS_RPS="$(awk -F'"' 'NR == 2 { printf "%d", $4 }' "${WORK}/redis.csv")"
 REDIS_P99="$(awk -F'"' 'NR == 2 { print $14 }' "${WORK}/redis.csv")"
 
@@ -1046,7 +1066,8 @@ jq -n \
               memory_le_120_bytes_per_hold: ($mem3 <= 120),
               plain_vs_baseline_ge_0_95: (if $transport[0].ratios.plain_vs_baseline == null then null
                                           else $transport[0].ratios.plain_vs_baseline >= 0.95 end),
-              cluster_vs_single_ge_0_9: ($transport[0].ratios.cluster_vs_plain >= 0.9)}
+              cluster_vs_single_ge_0_9: ($transport[0].ratios.cluster_vs_plain >= 0.9),
+              scoped_vs_plain_ge_0_9: ($transport[0].ratios.scoped_vs_plain >= 0.9)}
              + $open[0].targets)}' \
   >"${OUT}/results.json"
 
@@ -1083,7 +1104,9 @@ jq -r '
   "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | CPU µs/call: server / Redis / replica | status codes | Redis WAIT / EVALSHA calls |",
   "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|",
   (.transport.variants.plain.throughput as $plain
-   | ["plain", "plain: redis://"], ["baseline", "baseline: redis://, --baseline-server binary"],
+   | ["plain", "plain: redis://"],
+     ["scoped", "scoped: redis://, PlaceHold with scopes set (\($root.transport.scoped_flags))"],
+     ["baseline", "baseline: redis://, --baseline-server binary"],
      ["tls", "tls: rediss://, CA-verified"], ["replica", "replica: primary + 1 replica, no WAIT"],
      ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"],
      ["cluster", "cluster: 3 primaries, no replicas, --redis_mode=cluster"]
@@ -1094,6 +1117,7 @@ jq -r '
   "|---|---:|---|",
   "| PlaceHold, this server / --baseline-server | \(if .transport.ratios.plain_vs_baseline == null then "(no --baseline-server)" else "\(.transport.ratios.plain_vs_baseline | f3) (per round \(.transport.ratios.plain_vs_baseline_per_round | map(f3) | join(" / ")))" end) | >= 0.95: \(.targets.plain_vs_baseline_ge_0_95) |",
   "| server CPU per call, this server / --baseline-server | \(.transport.ratios.server_cpu_per_call_plain_vs_baseline | if . == null then "(no --baseline-server)" else f3 end) | |",
+  "| scoped/plain throughput ratio: PlaceHold with scopes set / plain (issue 24) | \(.transport.ratios.scoped_vs_plain | f3) (per round \(.transport.ratios.scoped_vs_plain_per_round | map(f3) | join(" / "))) | >= 0.9: \(.targets.scoped_vs_plain_ge_0_9) |",
   "| TLS / plain | \(.transport.ratios.tls_vs_plain | f3) | |",
   "| primary + replica, no WAIT / plain | \(.transport.ratios.replica_vs_plain | f3) | |",
   "| WAIT 1 / plain | \(.transport.ratios.wait_vs_plain | f3) | |",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -280,6 +281,46 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
     EXPECT_THAT(server.log(), HasSubstr(name)) << bad.flag;
     EXPECT_THAT(server.log(), Not(HasSubstr("hunter2"))) << bad.flag;
   }
+}
+
+// Issue 24: a bad --scope_limits file stops the start with exit 2 naming the line and field; on
+// SIGHUP a bad file keeps the old rules (logged and counted) and a good one applies at once.
+TEST_F(BinariesE2eTest, ScopeLimitsFileIsCheckedAtStartAndReloadedOnSighup) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/limits-", getpid(), ".yaml");
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
+  write("rules:\n  - prefix: \"event:\"\n    max_holds: two\n");
+  {
+    ServerProcess bad;
+    std::vector<std::string> args = ServerArgs();
+    args.push_back(absl::StrCat("--scope_limits=", path));
+    bad.Start(args);
+    EXPECT_EQ(bad.Wait(), 2) << bad.log();
+    EXPECT_THAT(bad.log(), HasSubstr(":3: rules[0].max_holds"));
+  }
+  write("rules:\n  - prefix: \"event:\"\n    max_holds: 1\n");
+  std::vector<std::string> args = ServerArgs();
+  args.push_back(absl::StrCat("--scope_limits=", path));
+  server_.Start(args);
+  ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  EXPECT_EQ(Cli("place alice o1 --scope=event:E1").exit_code, 0);
+  EXPECT_EQ(Cli("place alice o2 --scope=event:E1").exit_code, 8);  // RESOURCE_EXHAUSTED
+  write("rules:\n  - prefix: \"event:\"\n    max_hold: 2\n");    // a typo
+  server_.Signal(SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(server_.log(), "reload failed"); }))
+      << server_.log();
+  EXPECT_THAT(server_.log(), HasSubstr(":3: rules[0].max_hold"));
+  EXPECT_EQ(Cli("place alice o2 --scope=event:E1").exit_code, 8);  // the old rules
+  EXPECT_THAT(
+      RunShell(absl::StrCat("curl -s http://127.0.0.1:", server_.metrics_port(), "/metrics")).output,
+      HasSubstr("orderhold_limits_reload_errors_total 1"));
+  write("rules:\n  - prefix: \"event:\"\n    max_holds: 2\n");
+  server_.Signal(SIGHUP);
+  ASSERT_TRUE(Eventually([&] { return absl::StrContains(server_.log(), "reloaded"); }))
+      << server_.log();
+  EXPECT_EQ(Cli("place alice o2 --scope=event:E1").exit_code, 0);
+  server_.Signal(SIGTERM);
+  EXPECT_EQ(server_.Wait(), 0) << server_.log();
+  std::remove(path.c_str());
 }
 
 // Issue 14: --log_format=json (here from the environment, as a container sets it) writes one

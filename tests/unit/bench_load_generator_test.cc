@@ -179,6 +179,20 @@ TEST(BenchValidateOptionsTest, BadMix) {
   EXPECT_THAT(std::string(ValidateOptions(negative).message()), HasSubstr("pay"));
 }
 
+TEST(BenchValidateOptionsTest, ScopedPlaceShape) {
+  LoadOptions scoped;
+  scoped.place = PlaceShape{.scopes = 4, .quantity = 2, .scope_max_holds = 2, .scope_max_units = 8};
+  EXPECT_TRUE(ValidateOptions(scoped).ok()) << ValidateOptions(scoped);
+
+  LoadOptions bad;
+  bad.place.scopes = -1;
+  ExpectRejected(bad, "--scopes");
+  bad.place = PlaceShape{.scopes = 0, .quantity = 0, .scope_max_holds = 2, .scope_max_units = 0};
+  ExpectRejected(bad, "--scope_max_holds");  // a scope limit without scopes
+  bad.place = PlaceShape{.scopes = 2, .quantity = 9, .scope_max_holds = 0, .scope_max_units = 8};
+  ExpectRejected(bad, "--quantity");  // could never be granted
+}
+
 TEST(BenchValidateOptionsTest, BadPoolCapacity) {
   LoadOptions o;
   o.pool_capacity = 0;

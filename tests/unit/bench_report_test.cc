@@ -224,8 +224,28 @@ TEST(BenchJsonReportTest, WholeReportExactly) {
             "\"codes\":{\"NOT_FOUND\":1,\"UNAVAILABLE\":1}}}}");
 }
 
+TEST(BenchJsonReportTest, PlaceShapeOnlyWhenSet) {
+  // An unscoped run's report has no "place_shape" (WholeReportExactly); a scoped run's has all
+  // four numbers, between "mix" and "run_seed".
+  RunReport r = SampleReport();
+  r.place = PlaceShape{.scopes = 4, .quantity = 2, .scope_max_holds = 0, .scope_max_units = 8};
+  EXPECT_THAT(FormatJsonReport(r),
+              HasSubstr("\"mix\":{\"place\":70,\"pay\":20},\"place_shape\":{\"scopes\":4,"
+                        "\"quantity\":2,\"scope_max_holds\":0,\"scope_max_units\":8},"
+                        "\"run_seed\":48879,"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // FormatTextReport / FormatProgress: what a user reads; pinned byte for byte.
+
+TEST(BenchTextReportTest, ScopedRunAddsThePlaceLine) {
+  RunReport r = SampleReport();
+  r.place = PlaceShape{.scopes = 4, .quantity = 2, .scope_max_holds = 2, .scope_max_units = 0};
+  EXPECT_THAT(FormatTextReport(r),
+              HasSubstr("  users 1000 uniform, mix place=70,pay=20, run seed 0000beef\n"
+                        "  place scopes=4,quantity=2,scope_max_holds=2\n"
+                        "  sent 25000"));
+}
 
 TEST(BenchTextReportTest, OpenLoopReport) {
   EXPECT_EQ(

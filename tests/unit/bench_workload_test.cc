@@ -1,7 +1,7 @@
 // Unit tests of orderhold-bench's workload (client/bench/workload.h and method.h): mix parsing and
-// method picking, the method names, the hold pool, the user picker, and user and order ids. No
-// server, no clock. The few randomised tests (UserPicker) use large samples and bounds many
-// standard deviations wide, so they do not flake.
+// method picking, the method names, the hold pool, the user picker, user and order ids, and the
+// scoped mix (PlaceShape, PlaceShaper). No server, no clock. The few randomised tests (UserPicker)
+// use large samples and bounds many standard deviations wide, so they do not flake.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "client/bench/method.h"
 #include "client/bench/workload.h"
+#include "orderhold/v1/orderhold.pb.h"
 
 namespace orderhold::client::bench {
 namespace {
@@ -378,6 +379,108 @@ TEST(BenchUserPickerTest, MissingOrderIdsNeverNameAPlacedOrder) {
   EXPECT_EQ(MissingOrderId(0xffffffffu, 0), "bffffffff-missing-0");
   EXPECT_NE(MissingOrderId(0xbeef, 3), OrderId(0xbeef, 3));
   EXPECT_NE(MissingOrderId(1, 5), MissingOrderId(2, 5));
+}
+
+// ---------------------------------------------------------------------------------------------
+// PlaceShape / PlaceShaper: the scoped mix
+
+TEST(BenchPlaceShapeTest, DefaultIsUnscopedAndLeavesTheRequestAlone) {
+  const PlaceShape shape;
+  EXPECT_FALSE(shape.IsSet());
+  EXPECT_TRUE(ValidatePlaceShape(shape).ok());
+  EXPECT_EQ(FormatPlaceShape(shape), "unscoped");
+
+  const PlaceShaper shaper(shape);
+  EXPECT_EQ(shaper.DrawScope(), 0);
+  orderhold::v1::PlaceHoldRequest request;
+  request.set_user_id("u1");
+  request.set_order_id("o1");
+  const std::string before = request.SerializeAsString();
+  shaper.Apply(shaper.DrawScope(), &request);
+  // Byte for byte today's request: no scope, no quantity, no scope_limits.
+  EXPECT_EQ(request.SerializeAsString(), before);
+  EXPECT_FALSE(request.has_scope_limits());
+}
+
+TEST(BenchPlaceShapeTest, ScopedRequestCarriesScopeQuantityAndLimits) {
+  const PlaceShape shape{.scopes = 4, .quantity = 2, .scope_max_holds = 2, .scope_max_units = 8};
+  EXPECT_TRUE(shape.IsSet());
+  ASSERT_TRUE(ValidatePlaceShape(shape).ok()) << ValidatePlaceShape(shape);
+  EXPECT_EQ(FormatPlaceShape(shape), "scopes=4,quantity=2,scope_max_holds=2,scope_max_units=8");
+
+  const PlaceShaper shaper(shape);
+  orderhold::v1::PlaceHoldRequest request;
+  shaper.Apply(3, &request);
+  EXPECT_EQ(request.scope(), "event:3");
+  EXPECT_EQ(request.quantity(), 2u);
+  ASSERT_TRUE(request.has_scope_limits());
+  EXPECT_EQ(request.scope_limits().max_holds(), 2u);
+  EXPECT_EQ(request.scope_limits().max_units(), 8u);
+}
+
+TEST(BenchPlaceShapeTest, EachPartAlone) {
+  orderhold::v1::PlaceHoldRequest scoped;
+  PlaceShaper(PlaceShape{.scopes = 1}).Apply(0, &scoped);
+  EXPECT_EQ(scoped.scope(), "event:0");
+  EXPECT_EQ(scoped.quantity(), 0u);  // unset: the server counts 1
+  EXPECT_FALSE(scoped.has_scope_limits());
+
+  orderhold::v1::PlaceHoldRequest units;
+  PlaceShaper(PlaceShape{.quantity = 5}).Apply(0, &units);
+  EXPECT_EQ(units.scope(), "");
+  EXPECT_EQ(units.quantity(), 5u);
+  EXPECT_EQ(FormatPlaceShape(PlaceShape{.quantity = 5}), "quantity=5");
+
+  // One limit given: scope_limits is sent, the other level 0 = no limit.
+  orderhold::v1::PlaceHoldRequest limited;
+  PlaceShaper(PlaceShape{.scopes = 2, .scope_max_units = 8}).Apply(1, &limited);
+  EXPECT_EQ(limited.scope(), "event:1");
+  ASSERT_TRUE(limited.has_scope_limits());
+  EXPECT_EQ(limited.scope_limits().max_holds(), 0u);
+  EXPECT_EQ(limited.scope_limits().max_units(), 8u);
+}
+
+TEST(BenchPlaceShapeTest, DrawScopeStaysInRangeAndCoversIt) {
+  const PlaceShaper shaper(PlaceShape{.scopes = 5});
+  std::array<int, 5> seen{};
+  for (int i = 0; i < 10'000; ++i) {
+    const int64_t scope = shaper.DrawScope();
+    ASSERT_GE(scope, 0);
+    ASSERT_LT(scope, 5);
+    ++seen[scope];
+  }
+  // 2,000 expected each; 1,500 is more than 12 standard deviations away.
+  for (int n : seen) EXPECT_GT(n, 1'500);
+  EXPECT_EQ(PlaceShaper(PlaceShape{.scopes = 1}).DrawScope(), 0);
+}
+
+TEST(BenchPlaceShapeTest, ScopeNames) {
+  EXPECT_EQ(ScopeName(0), "event:0");
+  EXPECT_EQ(ScopeName(41), "event:41");
+}
+
+TEST(BenchPlaceShapeTest, ValidationNamesTheFlag) {
+  const auto rejected = [](const PlaceShape& shape, const std::string& flag) {
+    const absl::Status status = ValidatePlaceShape(shape);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << flag << ": " << status;
+    EXPECT_THAT(std::string(status.message()), StartsWith(flag)) << status;
+  };
+  rejected(PlaceShape{.scopes = -1}, "--scopes");
+  rejected(PlaceShape{.scopes = kMaxScopes + 1}, "--scopes");
+  rejected(PlaceShape{.quantity = -1}, "--quantity");
+  rejected(PlaceShape{.quantity = 1'000'000'001}, "--quantity");
+  rejected(PlaceShape{.scopes = 1, .scope_max_holds = -1}, "--scope_max_holds");
+  rejected(PlaceShape{.scopes = 1, .scope_max_holds = 10'001}, "--scope_max_holds");
+  rejected(PlaceShape{.scopes = 1, .scope_max_units = 1'000'000'001}, "--scope_max_units");
+  // Scope limits without scopes would be refused by the server on every call.
+  rejected(PlaceShape{.scope_max_holds = 2}, "--scope_max_holds");
+  rejected(PlaceShape{.scope_max_units = 8}, "--scope_max_units");
+  // A quantity above the scope's unit limit could never be granted (unset quantity counts 1).
+  rejected(PlaceShape{.scopes = 1, .quantity = 9, .scope_max_units = 8}, "--quantity");
+  EXPECT_TRUE(
+      ValidatePlaceShape(PlaceShape{.scopes = 1, .quantity = 8, .scope_max_units = 8}).ok());
+  EXPECT_TRUE(ValidatePlaceShape(PlaceShape{.scopes = 1, .scope_max_units = 1}).ok());
+  EXPECT_TRUE(ValidatePlaceShape(PlaceShape{.scopes = kMaxScopes}).ok());
 }
 
 }  // namespace

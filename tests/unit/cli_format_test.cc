@@ -1,22 +1,37 @@
-// Unit tests of the CLI's pure formatting and argument logic, and of the client's time conversions.
-// No network, no clock: every time value is a constant.
+// Unit tests of the CLI's pure formatting and argument logic, of the client's time conversions and
+// error details, and of RunCommand against a fake OrderHold service on an in-process channel. No
+// network, no clock: every time value is a constant.
+#include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/orderhold_client.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 
 namespace orderhold::client {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
 // 2026-11-21T10:00:00Z.
 constexpr int64_t kExpireUnixSeconds = 1795255200;
+// 2026-11-21T09:30:00Z.
+constexpr int64_t kPlaceUnixSeconds = kExpireUnixSeconds - 1800;
 
 orderhold::v1::Hold MakeHold(absl::Duration remaining, int32_t expire_nanos = 0) {
   orderhold::v1::Hold hold;
@@ -79,6 +94,147 @@ TEST(FormatPlaceHoldTest, CreatedAndExisting) {
   response.set_created(false);
   EXPECT_EQ(FormatPlaceHold(response),
             "order-1 for alice already held: expires in 29m58s (created=false)");
+}
+
+// A hold as this release's server answers it: quantity and place time always set.
+orderhold::v1::Hold MakeNewHold(absl::Duration remaining) {
+  orderhold::v1::Hold hold = MakeHold(remaining);
+  hold.set_quantity(1);
+  hold.mutable_place_time()->set_seconds(kPlaceUnixSeconds);
+  return hold;
+}
+
+orderhold::v1::Hold MakeScopedHold(absl::Duration remaining) {
+  orderhold::v1::Hold hold = MakeNewHold(remaining);
+  hold.set_order_id("order-9");
+  hold.set_scope("event:E42");
+  hold.set_quantity(2);
+  (*hold.mutable_labels())["seat"] = "A12";
+  (*hold.mutable_labels())["row"] = "3";
+  hold.mutable_scope_limits()->set_max_holds(2);
+  hold.mutable_scope_limits()->set_max_units(8);
+  return hold;
+}
+
+orderhold::v1::LimitUsage Usage(uint32_t holds, uint32_t max_holds, uint32_t units,
+                                uint32_t max_units) {
+  orderhold::v1::LimitUsage usage;
+  usage.set_holds(holds);
+  usage.set_max_holds(max_holds);
+  usage.set_units(units);
+  usage.set_max_units(max_units);
+  return usage;
+}
+
+TEST(FormatHoldTest, PlainHoldOfANewServerReadsAsBefore) {
+  // quantity 1 and a place time, but no scope, units or labels: nothing added.
+  const orderhold::v1::Hold hold = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  EXPECT_EQ(FormatHoldDetails(hold), "");
+  EXPECT_EQ(FormatHold(hold), "order-1 (user alice) expires in 29m58s at 2026-11-21T10:00:00Z");
+}
+
+TEST(FormatHoldTest, ScopeUnitsLabelsAndPlaceTime) {
+  const orderhold::v1::Hold hold = MakeScopedHold(absl::Minutes(29));
+  EXPECT_EQ(FormatHoldDetails(hold),
+            "scope event:E42 (max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
+            "2026-11-21T09:30:00Z");
+  EXPECT_EQ(FormatHold(hold),
+            "order-9 (user alice) expires in 29m at 2026-11-21T10:00:00Z; scope event:E42 "
+            "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
+            "2026-11-21T09:30:00Z");
+
+  orderhold::v1::Hold scoped_only = MakeHold(absl::Minutes(1));
+  scoped_only.set_scope("event:E42");  // quantity unset (0) counts 1; no place time: not shown
+  EXPECT_EQ(FormatHoldDetails(scoped_only), "scope event:E42, 1 unit");
+  scoped_only.mutable_scope_limits()->set_max_units(4);  // only the limits that are not 0
+  EXPECT_EQ(FormatHoldDetails(scoped_only), "scope event:E42 (max_units 4), 1 unit");
+  orderhold::v1::Hold units_only = MakeNewHold(absl::Minutes(1));
+  units_only.set_quantity(4);
+  EXPECT_EQ(FormatHoldDetails(units_only), "4 units, placed at 2026-11-21T09:30:00Z");
+}
+
+TEST(FormatUsageTest, LimitOrNoLimit) {
+  EXPECT_EQ(FormatUsage("user", Usage(1, 3, 2, 8)), "user: holds 1/3, units 2/8");
+  EXPECT_EQ(FormatUsage("scope event:E42", Usage(1, 0, 2, 0)),
+            "scope event:E42: holds 1 (no limit), units 2 (no limit)");
+}
+
+TEST(FormatUsageTest, ShownOnlyWhenScopesOrUnitsAreInPlay) {
+  const orderhold::v1::LimitUsage scope = Usage(1, 2, 1, 0);
+  EXPECT_FALSE(ShowsUsage(Usage(2, 3, 2, 0), nullptr));  // today's answer
+  EXPECT_FALSE(ShowsUsage(Usage(0, 0, 0, 0), nullptr));  // an older server's: no usage at all
+  EXPECT_TRUE(ShowsUsage(Usage(2, 3, 2, 0), &scope));    // a scope
+  EXPECT_TRUE(ShowsUsage(Usage(2, 3, 2, 10), nullptr));  // a unit limit
+  EXPECT_TRUE(ShowsUsage(Usage(2, 3, 5, 0), nullptr));   // quantities
+}
+
+TEST(FormatPlaceHoldTest, UnscopedAnswerOfANewServerReadsAsBefore) {
+  orderhold::v1::PlaceHoldResponse response;
+  *response.mutable_hold() = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  response.set_created(true);
+  response.set_active_holds(1);
+  response.set_max_holds(3);
+  *response.mutable_user_usage() = Usage(1, 3, 1, 0);
+  EXPECT_EQ(FormatPlaceHold(response), "placed order-1 for alice: expires in 29m58s (1/3 active)");
+}
+
+TEST(FormatPlaceHoldTest, ScopedShowsTheHoldsDetailsAndTheUsageOfEachLevel) {
+  orderhold::v1::PlaceHoldResponse response;
+  *response.mutable_hold() = MakeScopedHold(absl::Minutes(29) + absl::Seconds(58));
+  response.set_created(true);
+  response.set_active_holds(2);
+  response.set_max_holds(3);
+  *response.mutable_user_usage() = Usage(2, 3, 3, 0);
+  *response.mutable_scope_usage() = Usage(1, 2, 2, 8);
+  EXPECT_EQ(FormatPlaceHold(response),
+            "placed order-9 for alice: expires in 29m58s (2/3 active); scope event:E42 "
+            "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
+            "2026-11-21T09:30:00Z\n"
+            "user: holds 2/3, units 3 (no limit)\n"
+            "scope event:E42: holds 1/2, units 2/8");
+
+  response.set_created(false);
+  EXPECT_THAT(FormatPlaceHold(response),
+              StartsWith("order-9 for alice already held: expires in 29m58s (created=false); "
+                         "scope event:E42 (max_holds 2, max_units 8), 2 units,"));
+}
+
+TEST(FormatListHoldsTest, UnitsAddTheUsageLine) {
+  orderhold::v1::ListHoldsResponse response;
+  response.set_max_holds(3);
+  orderhold::v1::Hold hold = MakeNewHold(absl::Seconds(90));
+  hold.set_quantity(4);
+  *response.add_holds() = hold;
+  *response.mutable_user_usage() = Usage(1, 3, 4, 10);
+  EXPECT_EQ(FormatListHolds("alice", response),
+            "alice: 1/3 holds\n"
+            "  order-1 (user alice) expires in 1m30s at 2026-11-21T10:00:00Z; 4 units, placed at "
+            "2026-11-21T09:30:00Z\n"
+            "user: holds 1/3, units 4/10\n");
+}
+
+TEST(FormatListHoldsTest, ScopeFilterCountsAgainstTheScopesLimit) {
+  orderhold::v1::ListHoldsResponse response;
+  response.set_max_holds(3);
+  *response.add_holds() = MakeScopedHold(absl::Minutes(29));
+  *response.mutable_user_usage() = Usage(2, 3, 3, 0);
+  *response.mutable_scope_usage() = Usage(1, 2, 2, 8);
+  EXPECT_EQ(FormatListHolds("alice", response, "event:E42"),
+            "alice in scope event:E42: 1/2 holds\n"
+            "  order-9 (user alice) expires in 29m at 2026-11-21T10:00:00Z; scope event:E42 "
+            "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
+            "2026-11-21T09:30:00Z\n"
+            "user: holds 2/3, units 3 (no limit)\n"
+            "scope event:E42: holds 1/2, units 2/8\n");
+
+  orderhold::v1::ListHoldsResponse none;
+  none.set_max_holds(3);
+  *none.mutable_user_usage() = Usage(0, 3, 0, 0);
+  *none.mutable_scope_usage() = Usage(0, 0, 0, 0);
+  EXPECT_EQ(FormatListHolds("bob", none, "event:E7"),
+            "bob in scope event:E7: 0 holds (no limit)\n"
+            "user: holds 0/3, units 0 (no limit)\n"
+            "scope event:E7: holds 0 (no limit), units 0 (no limit)\n");
 }
 
 TEST(FormatPayTest, OneLine) {
@@ -248,6 +404,377 @@ TEST(ProtoTimestampTest, ReadsSecondsAndNanos) {
   t.set_nanos(5'000'000);
   EXPECT_EQ(FromProtoTimestamp(t),
             absl::FromUnixSeconds(kExpireUnixSeconds) + absl::Milliseconds(5));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error details: FromGrpcStatus keeps them, GetErrorDetails and FormatErrorDetails read them.
+
+constexpr char kRefusal[] =
+    "user_id already has 2 unpaid holds in scope \"event:E42\" (max_holds 2); a retry can pass "
+    "from 2026-11-21T10:00:00Z (in 9m58.123s)";
+
+// The trailer a server sends with a refused scoped PlaceHold (as server/domain/hold_service.cc
+// builds it: one QuotaFailure violation per exceeded level, ErrorInfo, RetryInfo).
+grpc::Status RefusalWithDetails() {
+  google::rpc::QuotaFailure quota;
+  auto* violation = quota.add_violations();
+  violation->set_subject("user/scope:event:E42");
+  violation->set_description(
+      "user_id already has 2 unpaid holds in scope \"event:E42\" (max_holds 2)");
+  violation = quota.add_violations();
+  violation->set_subject("user/scope:event:E42");
+  violation->set_description(
+      "user_id holds 8 units in scope \"event:E42\"; 2 more would exceed max_units 8");
+  google::rpc::ErrorInfo info;
+  info.set_reason("SCOPE_HOLD_LIMIT");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["scope"] = "event:E42";
+  google::rpc::RetryInfo retry;
+  retry.mutable_retry_delay()->set_seconds(598);
+  retry.mutable_retry_delay()->set_nanos(123'000'000);
+  google::rpc::Status details;
+  details.set_code(8);
+  details.set_message(kRefusal);
+  details.add_details()->PackFrom(quota);
+  details.add_details()->PackFrom(info);
+  details.add_details()->PackFrom(retry);
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, kRefusal, details.SerializeAsString());
+}
+
+TEST(ErrorDetailsTest, FromGrpcStatusKeepsEachDetailAsAPayload) {
+  const absl::Status status = FromGrpcStatus(RefusalWithDetails());
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(status.message(), kRefusal);
+  EXPECT_TRUE(status.GetPayload("type.googleapis.com/google.rpc.QuotaFailure").has_value());
+
+  const ErrorDetails details = GetErrorDetails(status);
+  ASSERT_TRUE(details.quota_failure.has_value());
+  ASSERT_EQ(details.quota_failure->violations_size(), 2);
+  EXPECT_EQ(details.quota_failure->violations(0).subject(), "user/scope:event:E42");
+  ASSERT_TRUE(details.error_info.has_value());
+  EXPECT_EQ(details.error_info->reason(), "SCOPE_HOLD_LIMIT");
+  ASSERT_TRUE(details.retry_info.has_value());
+  EXPECT_EQ(details.retry_info->retry_delay().seconds(), 598);
+}
+
+TEST(ErrorDetailsTest, NoneOrUnreadableDetailsKeepCodeAndMessage) {
+  const absl::Status plain =
+      FromGrpcStatus(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "at max_holds"));
+  EXPECT_EQ(plain, absl::ResourceExhaustedError("at max_holds"));
+  const ErrorDetails none = GetErrorDetails(plain);
+  EXPECT_FALSE(none.quota_failure.has_value());
+  EXPECT_FALSE(none.error_info.has_value());
+  EXPECT_FALSE(none.retry_info.has_value());
+  EXPECT_EQ(FormatErrorDetails(plain), "");
+
+  const absl::Status garbled = FromGrpcStatus(
+      grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "at max_holds", "\xff\xff\xff"));
+  EXPECT_EQ(garbled, absl::ResourceExhaustedError("at max_holds"));
+}
+
+TEST(ErrorDetailsTest, FormatsEveryViolationTheReasonAndTheExactRetryDelay) {
+  const absl::Status status = FromGrpcStatus(RefusalWithDetails());
+  EXPECT_EQ(FormatError(status), absl::StrCat("error: RESOURCE_EXHAUSTED: ", kRefusal));
+  EXPECT_EQ(FormatErrorDetails(status),
+            "  violation user/scope:event:E42: user_id already has 2 unpaid holds in scope "
+            "\"event:E42\" (max_holds 2)\n"
+            "  violation user/scope:event:E42: user_id holds 8 units in scope \"event:E42\"; 2 "
+            "more would exceed max_units 8\n"
+            "  reason SCOPE_HOLD_LIMIT (orderhold.v1; scope=event:E42)\n"
+            "  retry after 9m58.123s\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ParseHoldFlags / TakeRepeatedFlag
+
+CliCommand Command(const std::vector<std::string>& args) {
+  absl::StatusOr<CliCommand> command = ParseCommand(args, std::nullopt);
+  EXPECT_TRUE(command.ok()) << command.status();
+  return command.value_or(CliCommand{});
+}
+
+TEST(ParseHoldFlagsTest, PlaceTakesEveryFlag) {
+  CliCommand place = Command({"place", "alice", "order-9"});
+  HoldFlags flags;
+  flags.scope = "event:E42";
+  flags.quantity = 2;
+  flags.labels = {"seat=A12", "row=3", "note=a=b, c"};
+  flags.scope_max_holds = 2;
+  ASSERT_TRUE(ParseHoldFlags(flags, &place).ok()) << ParseHoldFlags(flags, &place);
+  EXPECT_EQ(place.scope, "event:E42");
+  EXPECT_EQ(place.quantity, 2u);
+  EXPECT_EQ(place.labels, (std::map<std::string, std::string>{
+                              {"seat", "A12"}, {"row", "3"}, {"note", "a=b, c"}}));
+  ASSERT_TRUE(place.scope_limits.has_value());
+  EXPECT_EQ(place.scope_limits->max_holds(), 2u);
+  EXPECT_EQ(place.scope_limits->max_units(), 0u);  // not given: no limit at that level
+}
+
+TEST(ParseHoldFlagsTest, NoFlagsChangeNothing) {
+  CliCommand place = Command({"place", "alice", "order-1"});
+  ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &place).ok());
+  EXPECT_EQ(place.scope, "");
+  EXPECT_EQ(place.quantity, 0u);
+  EXPECT_TRUE(place.labels.empty());
+  EXPECT_FALSE(place.scope_limits.has_value());
+  // A value the server judges (quantity 0 means 1; a bad label key) is sent as given.
+  HoldFlags edge;
+  edge.quantity = 0;
+  edge.labels = {"Not A Key=x", "empty="};
+  ASSERT_TRUE(ParseHoldFlags(edge, &place).ok());
+  EXPECT_EQ(place.labels.at("Not A Key"), "x");
+  EXPECT_EQ(place.labels.at("empty"), "");
+}
+
+TEST(ParseHoldFlagsTest, ListTakesScopeOnly) {
+  CliCommand list = Command({"list", "alice"});
+  HoldFlags flags;
+  flags.scope = "event:E42";
+  ASSERT_TRUE(ParseHoldFlags(flags, &list).ok());
+  EXPECT_EQ(list.scope, "event:E42");
+
+  HoldFlags quantity;
+  quantity.quantity = 2;
+  const absl::Status status = ParseHoldFlags(quantity, &list);
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_EQ(status.message(), "--quantity applies only to place, not list");
+}
+
+TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> command;
+    HoldFlags flags;
+    std::string message_start;
+  };
+  const auto with = [](auto set) {
+    HoldFlags flags;
+    set(flags);
+    return flags;
+  };
+  const std::vector<Case> cases = {
+      {{"pay", "alice", "o"},
+       with([](HoldFlags& f) { f.scope = "e"; }),
+       "--scope applies only to place and list, not pay"},
+      {{"health"}, with([](HoldFlags& f) { f.scope = "e"; }), "--scope applies only"},
+      {{"list", "alice"},
+       with([](HoldFlags& f) { f.labels = {"a=b"}; }),
+       "--label applies only to place"},
+      {{"cancel", "alice", "o"},
+       with([](HoldFlags& f) { f.scope_max_units = 1; }),
+       "--scope_max_units applies only to place"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.labels = {"seat"}; }),
+       "--label \"seat\" is not key=value"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.labels = {"=A12"}; }),
+       "--label \"=A12\" has an empty key"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) {
+         f.labels = {"seat=A1", "seat=A2"};
+       }),
+       "--label: key \"seat\" is given twice"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.quantity = -1; }),
+       "--quantity must be from 0 to 4294967295, got -1"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.quantity = int64_t{1} << 32; }),
+       "--quantity must be from 0 to 4294967295"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.scope_max_holds = 2; }),
+       "--scope_max_holds needs --scope"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) {
+         f.scope = "e";
+         f.scope_max_units = -5;
+       }),
+       "--scope_max_units must be from 0 to"},
+  };
+  for (const Case& c : cases) {
+    CliCommand command = Command(c.command);
+    const absl::Status status = ParseHoldFlags(c.flags, &command);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.message_start << ": " << status;
+    EXPECT_THAT(std::string(status.message()), StartsWith(c.message_start));
+  }
+}
+
+// argv as TakeRepeatedFlag sees it; the strings outlive the pointers.
+struct Argv {
+  explicit Argv(std::vector<std::string> args) : strings(std::move(args)) {
+    for (std::string& s : strings) pointers.push_back(s.data());
+  }
+  std::vector<std::string> Remaining() const {
+    return std::vector<std::string>(pointers.begin(), pointers.end());
+  }
+  std::vector<std::string> strings;
+  std::vector<char*> pointers;
+};
+
+TEST(TakeRepeatedFlagTest, TakesEveryFormAndKeepsTheRest) {
+  Argv argv({"cli", "place", "--label=seat=A12", "alice", "--label", "row=3", "-label=x=1",
+             "-label", "y=", "--labels=no", "--scope=e", "o1", "--", "--label=kept"});
+  absl::StatusOr<std::vector<std::string>> labels = TakeRepeatedFlag("label", &argv.pointers);
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  EXPECT_EQ(*labels, (std::vector<std::string>{"seat=A12", "row=3", "x=1", "y="}));
+  EXPECT_EQ(argv.Remaining(), (std::vector<std::string>{"cli", "place", "alice", "--labels=no",
+                                                        "--scope=e", "o1", "--", "--label=kept"}));
+}
+
+TEST(TakeRepeatedFlagTest, NoneAndMissingValue) {
+  Argv plain({"cli", "list", "alice"});
+  absl::StatusOr<std::vector<std::string>> none = TakeRepeatedFlag("label", &plain.pointers);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_EQ(plain.Remaining(), (std::vector<std::string>{"cli", "list", "alice"}));
+
+  Argv dangling({"cli", "place", "alice", "o", "--label"});
+  const absl::Status status = TakeRepeatedFlag("label", &dangling.pointers).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_EQ(status.message(), "--label needs a value");
+}
+
+// ---------------------------------------------------------------------------------------------
+// RunCommand against a fake service (an in-process channel: no network)
+
+// Answers PlaceHold and ListHolds with canned responses or a canned error and keeps the requests.
+class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
+ public:
+  grpc::Status PlaceHold(grpc::ServerContext*, const orderhold::v1::PlaceHoldRequest* request,
+                         orderhold::v1::PlaceHoldResponse* response) override {
+    place_request = *request;
+    *response = place_response;
+    return status;
+  }
+  grpc::Status ListHolds(grpc::ServerContext*, const orderhold::v1::ListHoldsRequest* request,
+                         orderhold::v1::ListHoldsResponse* response) override {
+    list_request = *request;
+    *response = list_response;
+    return status;
+  }
+
+  grpc::Status status;
+  orderhold::v1::PlaceHoldResponse place_response;
+  orderhold::v1::ListHoldsResponse list_response;
+  orderhold::v1::PlaceHoldRequest place_request;
+  orderhold::v1::ListHoldsRequest list_request;
+};
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    client_ = std::make_unique<OrderHoldClient>(
+        orderhold::v1::OrderHold::NewStub(server_->InProcessChannel(grpc::ChannelArguments())),
+        ClientOptions());
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  int Run(const CliCommand& command, bool json = false) {
+    out_.str("");
+    err_.str("");
+    return RunCommand(*client_, command, json, out_, err_);
+  }
+
+  FakeOrderHold service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<OrderHoldClient> client_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+};
+
+TEST_F(RunCommandTest, ScopedPlaceSendsEveryFieldAndPrintsTheUsage) {
+  service_.place_response.set_created(true);
+  *service_.place_response.mutable_hold() = MakeScopedHold(absl::Minutes(10));
+  service_.place_response.set_active_holds(2);
+  service_.place_response.set_max_holds(3);
+  *service_.place_response.mutable_user_usage() = Usage(2, 3, 3, 0);
+  *service_.place_response.mutable_scope_usage() = Usage(1, 2, 2, 8);
+  CliCommand place = Command({"place", "alice", "order-9"});
+  place.ttl = absl::Minutes(10);
+  HoldFlags flags;
+  flags.scope = "event:E42";
+  flags.quantity = 2;
+  flags.labels = {"seat=A12", "row=3"};
+  flags.scope_max_holds = 2;
+  flags.scope_max_units = 8;
+  ASSERT_TRUE(ParseHoldFlags(flags, &place).ok());
+
+  EXPECT_EQ(Run(place), 0) << err_.str();
+  const orderhold::v1::PlaceHoldRequest& sent = service_.place_request;
+  EXPECT_EQ(sent.user_id(), "alice");
+  EXPECT_EQ(sent.order_id(), "order-9");
+  EXPECT_EQ(sent.ttl().seconds(), 600);
+  EXPECT_EQ(sent.scope(), "event:E42");
+  EXPECT_EQ(sent.quantity(), 2u);
+  EXPECT_EQ(sent.labels().size(), 2u);
+  EXPECT_EQ(sent.labels().at("seat"), "A12");
+  EXPECT_EQ(sent.scope_limits().max_holds(), 2u);
+  EXPECT_EQ(sent.scope_limits().max_units(), 8u);
+  EXPECT_EQ(out_.str(), FormatPlaceHold(service_.place_response) + "\n");
+  EXPECT_EQ(err_.str(), "");
+
+  EXPECT_EQ(Run(place, /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"scope\":\"event:E42\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"scopeUsage\":{\"holds\":1,\"maxHolds\":2,"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"placeTime\":\"2026-11-21T09:30:00Z\""));
+}
+
+TEST_F(RunCommandTest, PlainPlaceSendsNoneOfTheNewFields) {
+  service_.place_response.set_created(true);
+  *service_.place_response.mutable_hold() = MakeNewHold(absl::Minutes(30));
+  service_.place_response.set_active_holds(1);
+  service_.place_response.set_max_holds(3);
+  *service_.place_response.mutable_user_usage() = Usage(1, 3, 1, 0);
+  EXPECT_EQ(Run(Command({"place", "alice", "order-1"})), 0);
+  EXPECT_EQ(service_.place_request.scope(), "");
+  EXPECT_EQ(service_.place_request.quantity(), 0u);
+  EXPECT_TRUE(service_.place_request.labels().empty());
+  EXPECT_FALSE(service_.place_request.has_scope_limits());
+  EXPECT_FALSE(service_.place_request.has_ttl());
+  EXPECT_EQ(out_.str(), "placed order-1 for alice: expires in 30m (1/3 active)\n");
+}
+
+TEST_F(RunCommandTest, RefusalPrintsTheDecodedDetails) {
+  service_.status = RefusalWithDetails();
+  CliCommand place = Command({"place", "alice", "order-10"});
+  EXPECT_EQ(Run(place), 8);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), absl::StrCat("error: RESOURCE_EXHAUSTED: ", kRefusal, "\n",
+                                     FormatErrorDetails(FromGrpcStatus(RefusalWithDetails()))));
+  EXPECT_THAT(err_.str(),
+              HasSubstr("\n  reason SCOPE_HOLD_LIMIT (orderhold.v1; scope=event:E42)\n"));
+
+  // --json: the same on stderr, and the google.rpc.Status as JSON on stdout for scripts.
+  EXPECT_EQ(Run(place, /*json=*/true), 8);
+  EXPECT_THAT(out_.str(), StartsWith("{\"code\":8,\"message\":"));
+  EXPECT_THAT(out_.str(), HasSubstr("{\"@type\":\"type.googleapis.com/google.rpc.QuotaFailure\","
+                                    "\"violations\":[{\"subject\":\"user/scope:event:E42\","));
+  EXPECT_THAT(out_.str(), HasSubstr("\"reason\":\"SCOPE_HOLD_LIMIT\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"retryDelay\":\"598.123s\""));
+  EXPECT_THAT(err_.str(), StartsWith("error: RESOURCE_EXHAUSTED: "));
+}
+
+TEST_F(RunCommandTest, ErrorsWithoutDetailsPrintOneLineAsBefore) {
+  service_.status = grpc::Status(grpc::StatusCode::ALREADY_EXISTS,
+                                 "order_id order-9 is held with another quantity");
+  EXPECT_EQ(Run(Command({"place", "alice", "order-9"}), /*json=*/true), 6);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), "error: ALREADY_EXISTS: order_id order-9 is held with another quantity\n");
+}
+
+TEST_F(RunCommandTest, ListWithScopeFilters) {
+  service_.list_response.set_max_holds(3);
+  *service_.list_response.add_holds() = MakeScopedHold(absl::Minutes(29));
+  *service_.list_response.mutable_user_usage() = Usage(2, 3, 3, 0);
+  *service_.list_response.mutable_scope_usage() = Usage(1, 2, 2, 8);
+  CliCommand list = Command({"list", "alice"});
+  list.scope = "event:E42";
+  EXPECT_EQ(Run(list), 0) << err_.str();
+  EXPECT_EQ(service_.list_request.scope(), "event:E42");
+  EXPECT_EQ(out_.str(), FormatListHolds("alice", service_.list_response, "event:E42"));
+  EXPECT_THAT(out_.str(), StartsWith("alice in scope event:E42: 1/2 holds\n"));
 }
 
 }  // namespace
