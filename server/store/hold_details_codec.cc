@@ -46,6 +46,10 @@ std::string EncodeDetailsTail(const HoldDetails& details) {
   return out;
 }
 
+bool IsPlain(const HoldDetails& details) {
+  return details.scope.empty() && details.quantity == 1 && details.labels.empty();
+}
+
 std::optional<DecodedDetails> DecodeDetails(absl::string_view value) {
   DecodedDetails out;
   int64_t place = 0, labels = 0;

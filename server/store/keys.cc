@@ -29,10 +29,6 @@ std::string KeySchema::EndedKey(absl::string_view user_id) const {
   return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "xt:", user_id);
 }
 
-std::string KeySchema::DetailsKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "d:", user_id);
-}
-
 std::string KeySchema::DueKey(int partition) const {
   return absl::StrCat(PartitionPrefix(partition), "due");
 }

@@ -2,12 +2,11 @@
 //
 //   <prefix>:{<partition>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
 //   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
-//                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua
+//                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua,
+//                                        and its holds' details (fields "\x01" + order_id: only
+//                                        holds with a scope, a quantity or labels; format in
+//                                        hold_details_codec.h)
 //   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
-//   <prefix>:{<partition>}:d:<user_id>   the user's hold details (hash: order_id -> details of
-//                                        a live hold or of an ended one whose outcome is still
-//                                        remembered; format in hold_details_codec.h), expiring
-//                                        --outcome_retention after the last hold's end or expiry
 //   <prefix>:{<partition>}:due           the partition's due index (sorted set: user_id ->
 //                                        earliest expire ms)
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
@@ -61,7 +60,6 @@ class KeySchema {
   std::string UserKey(absl::string_view user_id) const;
   std::string OutcomesKey(absl::string_view user_id) const;
   std::string EndedKey(absl::string_view user_id) const;
-  std::string DetailsKey(absl::string_view user_id) const;
   std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const;
   std::string LeaseKey(int partition) const;

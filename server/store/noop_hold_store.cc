@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "server/store/hold_details_codec.h"
 
 namespace orderhold::store {
 namespace {
@@ -29,7 +30,7 @@ void NoopHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   }
   result.details = std::move(args.details);
   result.details.quantity = result.user_units;
-  result.details.place_time = result.now;
+  if (!IsPlain(result.details)) result.details.place_time = result.now;
   std::move(done)(std::move(result));
 }
 

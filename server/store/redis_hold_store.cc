@@ -174,13 +174,13 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   const bool scoped = !args.details.scope.empty();
   redis::RedisCommand command = Eval<Script::kPlaceHold>(
       {keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.DetailsKey(args.user_id)},
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition)},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
        NowArg(options), retention_ms_, max_outcomes_, absl::StrCat(args.max_units),
        args.details.scope, absl::StrCat(std::max<int64_t>(1, args.details.quantity)),
        absl::StrCat(scoped ? args.details.scope_limits.max_holds : 0),
        absl::StrCat(scoped ? args.details.scope_limits.max_units : 0),
-       EncodeDetailsTail(args.details)});
+       IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details)});
   command.writes = true;
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
@@ -220,7 +220,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
   const int partition = KeySchema::PartitionOf(user_id);
   redis::RedisCommand command = Eval<Script::kEndHold>(
       {keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.DetailsKey(user_id)},
+       keys_.EndedKey(user_id), keys_.EventsKey(partition)},
       // Copies, not moves: the two arrays are built in an unspecified order, and the keys read
       // user_id.
       {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
@@ -248,7 +248,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
   redis::RedisCommand command = Eval<Script::kListHolds>(
-      {keys_.UserKey(user_id), keys_.DetailsKey(user_id)}, {NowArg(options)});
+      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id)}, {NowArg(options)});
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),

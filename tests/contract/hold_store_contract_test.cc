@@ -502,8 +502,7 @@ TEST_P(HoldStoreContractTest, DetailsArePlacedOnceAndKeptUntilTheOutcomeIsForgot
   expected.place_time = kT0;
   EXPECT_EQ(placed->details, expected);
   ASSERT_THAT(Place("alice", "plain", absl::Seconds(5), kT0), IsOk());
-  HoldDetails plain;
-  plain.place_time = kT0;
+  const HoldDetails plain;  // a plain hold stores no details: no place time either
   EXPECT_THAT(ListFull("alice", kT0 + absl::Seconds(1)),
               ElementsAre(StoredHold{"plain", kT0 + absl::Seconds(5), plain},
                           StoredHold{"o1", kT0 + absl::Seconds(10), expected}));

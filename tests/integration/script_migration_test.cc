@@ -122,6 +122,42 @@ TEST_F(UserScriptMigrationTest, EndingTheLastLiveHoldAnswersAndClearsTheDueIndex
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "1"));  // two PAID, once each
 }
 
+// Issue 24: a scoped hold's details live in the outcome hash, a key every user script already
+// declares, so scoped holds are placed, listed and ended while the slot migrates, details intact,
+// and the scope's limit holds there too.
+TEST_F(UserScriptMigrationTest, ScopedHoldsAreServedWithTheirDetailsWhileTheSlotMigrates) {
+  auto scoped = [&](const std::string& order) {
+    PlaceHoldArgs args{user_, order, absl::Minutes(10), 3, 0, {}};
+    args.details.scope = "event:E1";
+    args.details.quantity = 2;
+    args.details.labels = {{"seats", "A1,A2"}};
+    args.details.scope_limits = LevelLimits{2, 0};
+    return Await<PlaceHoldResult>([&](auto done) {
+      store_->PlaceHold(std::move(args), CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
+                        std::move(done));
+    });
+  };
+  ASSERT_THAT(scoped("s1"), IsOk());
+  StartMigration();
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult second, scoped("s2"));
+  EXPECT_EQ(second.outcome, PlaceHoldResult::Outcome::kCreated);
+  EXPECT_EQ(second.scope_units, 4);
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult third, scoped("s3"));
+  EXPECT_EQ(third.outcome, PlaceHoldResult::Outcome::kLimitReached);
+  ASSERT_OK_AND_ASSIGN(ListHoldsResult listed, Await<ListHoldsResult>([&](auto done) {
+                         store_->ListHolds(
+                             user_, CallOptions{absl::Now() + absl::Seconds(5), std::nullopt},
+                             std::move(done));
+                       }));
+  ASSERT_EQ(listed.holds.size(), 2u);
+  EXPECT_EQ(listed.holds[0].details.labels.at("seats"), "A1,A2");
+  ASSERT_OK_AND_ASSIGN(EndHoldResult ended, End("s1", absl::Now()));
+  EXPECT_EQ(ended.result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(ended.details.scope, "event:E1");
+  EXPECT_EQ(ended.details.quantity, 2);
+  StopMigration();
+}
+
 // Ending one of two live holds: the due index moves to the one left.
 TEST_F(UserScriptMigrationTest, EndingTheEarliestOfTwoHoldsMovesTheDueIndexToTheOther) {
   ASSERT_OK_AND_ASSIGN(PlaceHoldResult first, Place("o1", absl::Minutes(10)));

@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "server/store/hold_details_codec.h"
+
 namespace orderhold::testing {
 
 template <typename T, typename Body>
@@ -139,7 +141,8 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         result.details = std::move(args.details);  // `scope` refers to it: read first
         result.details.quantity = quantity;
         if (!scoped) result.details.scope_limits = {};
-        result.details.place_time = result.now;
+        // A plain hold stores no details (hold_details_codec.h): no place time.
+        if (!store::IsPlain(result.details)) result.details.place_time = result.now;
         holds[args.order_id] = Held{result.expire_time, result.details};
         ++result.active_holds;
         result.user_units += quantity;

@@ -4,9 +4,9 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..6]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
---             records (hash) and ended orders (sorted set), the partition's event stream, the
---             user's hold details (hash)
+-- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+--             records and hold details (hash) and ended orders (sorted set), the partition's event
+--             stream
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
@@ -28,14 +28,13 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           details = KEYS[6]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local score = redis.call('ZSCORE', k.holds, order)
-local details = redis.call('HGET', k.details, order)
+local details = details_of_order(k, order)
 if score and tonumber(score) > now then
   -- The user's earliest hold once this one is gone, read before the ZREM may delete the key.
   local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')

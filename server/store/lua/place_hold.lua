@@ -13,11 +13,11 @@
 -- KEYS[1]  the user's holds: sorted set, member = order_id, score = expire time (Unix ms)
 -- KEYS[2]  the due index of the user's partition: sorted set, member = user_id, score = the user's
 --          earliest expire time (Unix ms)
--- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua)
+-- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), and its holds' details
+--          (fields DETAILS .. order_id, see prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
--- KEYS[6]  the user's hold details (hash: order_id -> details, see prelude.lua)
---          All six share the user's hash tag.
+--          All five share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -30,8 +30,9 @@
 -- ARGV[10] quantity, integer >= 1
 -- ARGV[11] the scope's max_holds, integer >= 0; 0 = none
 -- ARGV[12] the scope's max_units, integer >= 0; 0 = none
--- ARGV[13] the hold's details from the quantity on (hold_details_codec.h); stored as
---          "<expire>:<now>:" .. ARGV[13]
+-- ARGV[13] the hold's details from the quantity on (hold_details_codec.h), stored as
+--          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
+--          nothing is stored, so a plain hold costs Redis what it did before details existed
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
 --           scope_units, violations, details}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
@@ -46,16 +47,16 @@
 --                  the scope (0 when unscoped), after the call
 --          violations (result -1): the exceeded levels, bits: 1 user holds, 2 user units,
 --                  4 scope holds, 8 scope units
---          details result 1: the new hold's details; 0: the existing hold's ("" when it has none:
---                  placed by a release without details); else ""
+--          details result 1: the new hold's details ("" for a plain hold); 0: the existing hold's
+--                  ("" when it has none: plain, or placed by a release without details); else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
--- Helpers (now_ms, due_holds, details_of, quantity_scope, details_for, set_due, expire_due,
--- end_hold, trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.
+-- Helpers (now_ms, due_holds, details_of, details_of_order, quantity_scope, details_for, set_due,
+-- expire_due, end_hold, trim_outcomes, outcome_of, DETAILS): see prelude.lua, prepended when the
+-- script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           details = KEYS[6]}
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
@@ -72,7 +73,7 @@ local units, scope_holds, scope_units = 0, 0, 0
 local scope_first  -- the earliest expiry among the scope's live holds
 local existing, existing_details
 for i = 1, #live, 2 do
-  local value = redis.call('HGET', k.details, live[i])
+  local value = details_of_order(k, live[i])
   local q, s = quantity_scope(value, live[i + 1])
   units = units + q
   if scope ~= '' and s == scope then
@@ -116,14 +117,17 @@ else
       end
     else
       result, expire = 1, now + tonumber(ARGV[3])
-      details = expire .. ':' .. now .. ':' .. ARGV[13]
       -- Before the expired holds are removed, so the holds key is never emptied on the way.
       redis.call('ZADD', k.holds, expire, order)
-      redis.call('HSET', k.details, order, details)
-      -- The details outlive the hold by the retention (its end's record keeps them): NX sets a
-      -- new key's expiry, GT only ever lengthens an existing one.
-      redis.call('PEXPIRE', k.details, expire - now + retention, 'NX')
-      redis.call('PEXPIRE', k.details, expire - now + retention, 'GT')
+      if ARGV[13] ~= '' then
+        details = expire .. ':' .. now .. ':' .. ARGV[13]
+        redis.call('HSET', k.outcomes, DETAILS .. order, details)
+        -- The hash outlives every live hold by the retention (an end's record keeps the details
+        -- that long, and every due hold is ended by this call): from the latest live expiry, which
+        -- is never earlier than what the records need (their end + retention <= now + retention).
+        local latest = math.max(expire, tonumber(live[#live] or 0))
+        redis.call('PEXPIRE', k.outcomes, latest - now + retention)
+      end
       active, units = active + 1, units + quantity
       if scope ~= '' then
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity

@@ -39,10 +39,18 @@ local function stream_id_after(a, b)
   return am > bm or (am == bm and as > bs)
 end
 
--- Hold details (the user's details hash, k.details: order_id -> value; format in
--- server/store/hold_details_codec.h): "<expire>:<place>:<quantity>:<n>:<scope>..." The value of a
--- hold is the one whose <expire> is the hold's; any other (or none: a hold placed by a release
--- without details) reads as quantity 1, no scope, and is not copied into events.
+-- Hold details (format in server/store/hold_details_codec.h): "<expire>:<place>:<quantity>:<n>:
+-- <scope>...", kept in the user's outcome records hash (k.outcomes) under the field DETAILS ..
+-- order_id. DETAILS is a control character, which no order_id contains (ids refuse them), so a
+-- details field never meets an outcome record (field = order_id). In that hash, not a key of their
+-- own: every script that may need them already names it in KEYS, so a slot migration treats them
+-- as it treats the records ("Slot migrations" below), and a user costs no extra key. Only a hold
+-- with a scope, a quantity other than 1 or labels has details; a plain hold has none, and reads as
+-- quantity 1, no scope. The value of a hold is the one whose <expire> is the hold's; any other (a
+-- leftover of an earlier hold of the same order_id) is ignored the same way and not copied into
+-- events.
+local DETAILS = '\1'
+
 -- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
 local function details_for(value, expire)
   if not value then
@@ -66,12 +74,17 @@ local function quantity_scope(value, expire)
   return tonumber(q), string.sub(value, pos, pos + tonumber(n) - 1)
 end
 
+-- The details value of `order` (HGET: a read, before the script's first write), or false.
+local function details_of_order(k, order)
+  return redis.call('HGET', k.outcomes, DETAILS .. order) or false
+end
+
 -- The details values of the holds in the flat array {order_1, expire_1, ...} (as due_holds
 -- returns): {value_or_false_1, ...}, one per hold. A read: call it before the script's first write.
 local function details_of(k, flat)
   local out = {}
   for i = 1, #flat, 2 do
-    out[#out + 1] = redis.call('HGET', k.details, flat[i]) or false
+    out[#out + 1] = details_of_order(k, flat[i])
   end
   return out
 end
@@ -85,15 +98,14 @@ local nudged = false
 -- Ends one hold (already removed from, or about to be removed from, the user's holds by the
 -- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
 -- script, so there is never an end without an event nor an event without an end.
---   k        {holds=, due=, outcomes=, ended=, events=, details=}: the user's keys and the
---            partition's stream
+--   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the partition's stream
 --   outcome  PAID, CANCELLED or EXPIRED
 --   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
---   details  the hold's details value (HGET of k.details, read before the script's first write),
+--   details  the hold's details value (details_of_order, read before the script's first write),
 --            or nil/false; copied into the event when it is the hold's (details_for)
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
--- set) order -> end_ms, which trim_outcomes uses to drop old records. The details stay in
--- k.details as long as the record (trim_outcomes drops both).
+-- set) order -> end_ms, which trim_outcomes uses to drop old records. The details stay beside the
+-- record as long as it is kept (trim_outcomes drops both).
 -- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms[, m=details]}, id = Redis
 -- server time. Readers ignore fields they do not know, so older releases read these events too.
 -- Nudge: the first end of a script execution also publishes an empty message on the partition's
@@ -153,50 +165,51 @@ local function expire_due(k, user, now, due, due_details)
   end
 end
 
--- Drops the details of the orders in `orders` (a list), except `keep` (an order this script has
--- just placed again: its new details). Last touch of k.details in a script: it may empty it.
-local function drop_details(k, orders, keep)
-  local drop = {}
+-- Drops the outcome records of the orders in `orders` (a list) and their details, except the
+-- details of `keep` (an order this script has just placed again: its new details). One HDEL; the
+-- last touch of k.outcomes in a script, since it may empty the hash ("Slot migrations").
+local function drop_records(k, orders, keep)
+  local fields = {}
   for _, order in ipairs(orders) do
+    fields[#fields + 1] = order
     if order ~= keep then
-      drop[#drop + 1] = order
+      fields[#fields + 1] = DETAILS .. order
     end
   end
-  if #drop > 0 then
-    redis.call('HDEL', k.details, unpack(drop))
+  if #fields > 0 then
+    redis.call('HDEL', k.outcomes, unpack(fields))
   end
 end
 
 -- Bounds the user's outcome records after end_hold: drops records that ended at or before
 -- now - retention_ms, then the oldest beyond max_records, with their details (except `keep`, see
--- drop_details); the record keys expire retention_ms after the last end, and the details key no
--- earlier, so a user who never comes back leaves nothing behind. When every record is past the
--- retention (a hold that expired longer than that ago, ended only now), both record keys are
--- deleted and not touched again (see "Slot migrations"). Touches k.details last.
+-- drop_records). The records' keys expire retention_ms after the last end, and no earlier than a
+-- live hold's details need (place_hold.lua), so a user who never comes back leaves nothing behind.
+-- When every record is past the retention (a hold that expired longer than that ago, ended only
+-- now), the ended set is deleted and, unless live holds' details remain, so is the hash (emptied);
+-- neither is touched again (see "Slot migrations"): k.outcomes is touched last.
 local function trim_outcomes(k, now, retention_ms, max_records, keep)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
   local left = redis.call('ZCARD', k.ended) - #old
-  -- GT: never shortens the expiry a live hold's placement gave it (place_hold.lua).
-  redis.call('PEXPIRE', k.details, retention_ms, 'GT')
+  -- NX for a hash created by this end, GT so as never to shorten what a live hold's details need.
+  redis.call('PEXPIRE', k.outcomes, retention_ms, 'NX')
+  redis.call('PEXPIRE', k.outcomes, retention_ms, 'GT')
   if left == 0 then
-    redis.call('DEL', k.outcomes, k.ended)
-    drop_details(k, old, keep)
+    redis.call('DEL', k.ended)
+    drop_records(k, old, keep)
     return
   end
   if #old > 0 then
-    redis.call('HDEL', k.outcomes, unpack(old))
     redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
   end
   if left > max_records then
     local popped = redis.call('ZPOPMIN', k.ended, left - max_records)
     for i = 1, #popped, 2 do
-      redis.call('HDEL', k.outcomes, popped[i])
       old[#old + 1] = popped[i]
     end
   end
-  redis.call('PEXPIRE', k.outcomes, retention_ms)
   redis.call('PEXPIRE', k.ended, retention_ms)
-  drop_details(k, old, keep)
+  drop_records(k, old, keep)
 end
 
 -- How `order` ended, as a script sees it once expire_due(k, user, now, due) has run: EXPIRED at

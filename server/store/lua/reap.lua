@@ -29,8 +29,8 @@
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
 -- ARGV[1]  the key prefix of that partition; a user's holds are ARGV[1] .. "u:" .. user_id, its
---          outcome records ARGV[1] .. "x:" .. user_id, ended orders ARGV[1] .. "xt:" .. user_id
---          and hold details ARGV[1] .. "d:" .. user_id
+--          outcome records and hold details ARGV[1] .. "x:" .. user_id and ended orders
+--          ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[4]  outcome retention, ms >= 1
@@ -71,10 +71,10 @@ if #users == limit then
 end
 for _, user in ipairs(users) do
   local k = {holds = ARGV[1] .. 'u:' .. user, due = KEYS[1], outcomes = ARGV[1] .. 'x:' .. user,
-             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2], details = ARGV[1] .. 'd:' .. user}
+             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
   -- Reads first (see the cluster note): every key of the user, its earliest live hold, its due
   -- holds and their details.
-  redis.call('EXISTS', k.holds, k.outcomes, k.ended, k.details)
+  redis.call('EXISTS', k.holds, k.outcomes, k.ended)
   local next_live = first_live(k.holds, now)
   local due = due_holds(k.holds, now)
   local due_details = details_of(k, due)
