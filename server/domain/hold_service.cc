@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/common/status_macros.h"
+#include "server/store/hold_details_codec.h"
 
 namespace orderhold::domain {
 
@@ -175,6 +176,12 @@ ScopeLimits HoldService::RulesFor(absl::string_view scope) const {
   return rules_.Resolve(scope);
 }
 
+bool HoldService::ReportsUsage(bool asks_more) const {
+  if (asks_more || policy_.max_units > 0) return true;
+  absl::ReaderMutexLock lock(&rules_mu_);
+  return !rules_.rules().empty() || rules_.default_limits() != ScopeLimits{};
+}
+
 absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand& command) const {
   ORDERHOLD_RETURN_IF_ERROR(ValidateIds(command.user_id, command.order_id));
   ORDERHOLD_ASSIGN_OR_RETURN(absl::Duration ttl, ResolveTtl(command.ttl, policy_));
@@ -230,9 +237,13 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
     std::string user_id, order_id;
     store::HoldDetails details;
     store::LevelLimits user_limits;
+    bool reports_usage = false;
   };
+  // (command's strings have moved into args.)
+  const bool asks_more = !args->details.scope.empty() || args->details.quantity > 1 ||
+                         !args->details.labels.empty() || command.scope_limits.has_value();
   Asked asked{args->user_id, args->order_id, args->details,
-              store::LevelLimits{args->max_holds, args->max_units}};
+              store::LevelLimits{args->max_holds, args->max_units}, ReportsUsage(asks_more)};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -276,7 +287,10 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         reply.created = created;
         reply.active_holds = result->active_holds;
         reply.max_holds = policy_.max_holds;
-        reply.user_usage = LevelUsage{result->active_holds, result->user_units, asked.user_limits};
+        if (asked.reports_usage) {
+          reply.user_usage =
+              LevelUsage{result->active_holds, result->user_units, asked.user_limits};
+        }
         if (!asked.details.scope.empty()) {
           reply.scope_usage =
               LevelUsage{result->scope_holds, result->scope_units, asked.details.scope_limits};
@@ -371,12 +385,14 @@ void HoldService::ListHolds(std::string user_id, std::string scope, store::CallO
                      ListHoldsReply reply;
                      reply.now = result->now;
                      reply.max_holds = policy_.max_holds;
-                     reply.user_usage.limits = ScopeLimits{policy_.max_holds, policy_.max_units};
+                     LevelUsage user{0, 0, ScopeLimits{policy_.max_holds, policy_.max_units}};
+                     bool asks_more = !scope.empty();
                      if (!scope.empty()) reply.scope_usage = LevelUsage{0, 0, RulesFor(scope)};
                      reply.holds.reserve(result->holds.size());
                      for (store::StoredHold& hold : result->holds) {
-                       ++reply.user_usage.holds;
-                       reply.user_usage.units += hold.details.quantity;
+                       ++user.holds;
+                       user.units += hold.details.quantity;
+                       asks_more = asks_more || !store::IsPlain(hold.details);
                        if (!scope.empty()) {
                          if (hold.details.scope != scope) continue;
                          ++reply.scope_usage->holds;
@@ -385,6 +401,7 @@ void HoldService::ListHolds(std::string user_id, std::string scope, store::CallO
                        reply.holds.push_back(Hold{user_id, std::move(hold.order_id),
                                                   hold.expire_time, std::move(hold.details)});
                      }
+                     if (ReportsUsage(asks_more)) reply.user_usage = user;
                      std::move(done)(std::move(reply));
                    });
 }

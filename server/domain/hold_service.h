@@ -72,8 +72,10 @@ struct PlaceHoldReply {
   bool created = false;  // false: the live hold already existed (idempotent retry)
   int active_holds = 0;  // live holds after the call
   int max_holds = 0;
-  LevelUsage user_usage;                  // after the call
-  std::optional<LevelUsage> scope_usage;  // after the call; unset when unscoped
+  // After the call. The user level is reported when the call involves more than holds (see
+  // HoldService::ReportsUsage); the scope level when the hold has a scope.
+  std::optional<LevelUsage> user_usage;
+  std::optional<LevelUsage> scope_usage;
 };
 
 struct PayReply {
@@ -92,7 +94,8 @@ struct ListHoldsReply {
   std::vector<Hold> holds;  // live holds (of the scope, when one was given), earliest first
   absl::Time now;           // store clock at the call
   int max_holds = 0;
-  LevelUsage user_usage;                  // all the user's live holds
+  // All the user's live holds; reported as PlaceHoldReply's, or when a listed hold is not plain.
+  std::optional<LevelUsage> user_usage;
   std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the rules' limits for it
 };
 
@@ -133,6 +136,13 @@ class HoldService {
   void SetScopeRules(ScopeRules rules);
   // The scope limits a PlaceHold of `scope` without limits of its own is checked against now.
   ScopeLimits RulesFor(absl::string_view scope) const;
+
+  // Whether answers carry the usage per level (PlaceHoldReply/ListHoldsReply::user_usage): when
+  // the server counts more than holds (--max_units > 0, or scope rules), or `asks_more` (the call
+  // set a scope, a quantity, labels or scope limits, or lists a scope or a hold that is not
+  // plain). Otherwise active_holds and max_holds say it all, and the answer is byte for byte the
+  // one a server without scopes gave.
+  bool ReportsUsage(bool asks_more) const;
 
   const HoldPolicy& policy() const { return policy_; }
 

@@ -145,7 +145,8 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
 
 void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
   out->set_scope(details.scope);
-  out->set_quantity(static_cast<uint32_t>(details.quantity));
+  // 1 is not sent (0 means 1, as in the request), so a plain hold's bytes are as before units.
+  if (details.quantity != 1) out->set_quantity(static_cast<uint32_t>(details.quantity));
   for (const auto& [key, value] : details.labels) (*out->mutable_labels())[key] = value;
   if (details.place_time.has_value()) {
     TimestampToProto(*details.place_time, out->mutable_place_time());
@@ -179,7 +180,7 @@ v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply)
   out.set_created(reply.created);
   out.set_active_holds(static_cast<uint32_t>(reply.active_holds));
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
-  UsageToProto(reply.user_usage, out.mutable_user_usage());
+  if (reply.user_usage.has_value()) UsageToProto(*reply.user_usage, out.mutable_user_usage());
   if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
   return out;
 }
@@ -202,7 +203,7 @@ v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply)
   v1::ListHoldsResponse out;
   for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
-  UsageToProto(reply.user_usage, out.mutable_user_usage());
+  if (reply.user_usage.has_value()) UsageToProto(*reply.user_usage, out.mutable_user_usage());
   if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
   return out;
 }

@@ -1010,14 +1010,12 @@ SHA="$(cat "${REPO}/server/store/lua/prelude.lua" "${REPO}/server/store/lua/plac
   rcli -x SCRIPT LOAD)"
 REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d * 2; if (n < 20000) n = 20000; printf "%d", n }')"
 echo "bench: redis-benchmark EVALSHA (${REDIS_REQUESTS} requests)" >&2
-# KEYS and ARGV as place_hold.lua's header lists them, for phase 2's unscoped hold: max_units 0, no
-# scope, quantity 1, no scope limits, and its details from the quantity on (EncodeDetailsTail in
-# server/store/hold_details_codec.h: quantity 1, scope "", limits 0 and 0, no label).
+# KEYS and ARGV as place_hold.lua's header lists them, for phase 2's plain hold: max_units 0, no
+# scope, quantity 1, no scope limits, and no details (a plain hold stores none: ARGV[13] "").
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
-  EVALSHA "${SHA}" 6 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" \
+  EVALSHA "${SHA}" 5 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:due" \
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
-  "orderhold:{0}:d:__rand_int__" \
-  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "1:0:0:0:0:" \
+  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" \
   >"${WORK}/redis.csv"
 REDIS_RPS="$(awk -F'"' 'NR == 2 { printf "%d", $4 }' "${WORK}/redis.csv")"
 REDIS_P99="$(awk -F'"' 'NR == 2 { print $14 }' "${WORK}/redis.csv")"

@@ -4,6 +4,7 @@
 // limits come from the --scope_limits file or from the request; refused calls leave no trace; a
 // refusal's google.rpc details reach the client; SIGHUP's reload keeps the old rules when the
 // file is bad.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -136,7 +138,7 @@ class ScopedLimitsE2eTest : public ::testing::Test {
           grpc::Status status = Place(i % static_cast<int>(stubs_.size()), request, &response);
           if (status.ok() && response.created()) {
             ++created;
-            created_units += response.hold().quantity();
+            created_units += std::max<uint32_t>(1, response.hold().quantity());  // 0 means 1
           } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
             ++refused;
           } else {
@@ -155,9 +157,10 @@ class ScopedLimitsE2eTest : public ::testing::Test {
     const v1::ListHoldsResponse listed = List(0, user);
     for (const v1::Hold& hold : listed.holds()) {
       ++result.holds[hold.scope()];
-      result.units[hold.scope()] += hold.quantity();
+      const int64_t units = std::max<uint32_t>(1, hold.quantity());  // 0 means 1
+      result.units[hold.scope()] += units;
       ++result.total_holds;
-      result.total_units += hold.quantity();
+      result.total_units += units;
     }
     EXPECT_EQ(listed.user_usage().holds(), result.total_holds);
     EXPECT_EQ(listed.user_usage().units(), result.total_units);
@@ -268,14 +271,63 @@ TEST_F(ScopedLimitsE2eTest, RefusalDetailsReachTheClientAsGoogleRpcStatus) {
   request.clear_labels();
   ASSERT_TRUE(Place(0, request, &response).ok());
   EXPECT_FALSE(response.created());
-  // An unscoped call without the new fields: no usage of a scope, quantity 1, no details sent.
+}
+
+// The full names of the fields set in `message`, recursively ("orderhold.v1.Hold.order_id", ...).
+void CollectSetFields(const google::protobuf::Message& message, std::set<std::string>* out) {
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  message.GetReflection()->ListFields(message, &fields);
+  for (const google::protobuf::FieldDescriptor* field : fields) {
+    out->insert(field->full_name());
+    if (field->type() != google::protobuf::FieldDescriptor::TYPE_MESSAGE) continue;
+    if (field->is_repeated()) {
+      for (int i = 0; i < message.GetReflection()->FieldSize(message, field); ++i) {
+        CollectSetFields(message.GetReflection()->GetRepeatedMessage(message, field, i), out);
+      }
+    } else {
+      CollectSetFields(message.GetReflection()->GetMessage(message, field), out);
+    }
+  }
+}
+
+// A server without --scope_limits or --max_units, called without the new fields, answers with the
+// fields of the release before scopes only (the same values as before: the existing tests), so
+// its answers are byte for byte what they were. (A RESOURCE_EXHAUSTED keeps its message and gains
+// the google.rpc details in the status trailer.)
+TEST_F(ScopedLimitsE2eTest, PlainCallsOnAServerWithoutRulesAnswerOnlyTheFieldsOfBefore) {
+  StartReplicas(1, 0, "");
+  const std::set<std::string> hold = {
+      "orderhold.v1.Hold.user_id",         "orderhold.v1.Hold.order_id",
+      "orderhold.v1.Hold.expire_time",     "orderhold.v1.Hold.remaining",
+      "google.protobuf.Timestamp.seconds", "google.protobuf.Timestamp.nanos",
+      "google.protobuf.Duration.seconds",  "google.protobuf.Duration.nanos"};
+  auto only = [&](const google::protobuf::Message& message, std::set<std::string> allowed) {
+    std::set<std::string> set;
+    CollectSetFields(message, &set);
+    allowed.insert(hold.begin(), hold.end());
+    for (const std::string& name : set) {
+      EXPECT_TRUE(allowed.count(name)) << name << " set in " << message.ShortDebugString();
+    }
+  };
   v1::PlaceHoldRequest plain;
   plain.set_user_id("bob");
   plain.set_order_id("o1");
-  ASSERT_TRUE(Place(0, plain, &response).ok());
-  EXPECT_FALSE(response.has_scope_usage());
-  EXPECT_EQ(response.hold().quantity(), 1u);
-  EXPECT_EQ(response.hold().scope(), "");
+  v1::PlaceHoldResponse placed;
+  ASSERT_TRUE(Place(0, plain, &placed).ok());
+  only(placed,
+       {"orderhold.v1.PlaceHoldResponse.hold", "orderhold.v1.PlaceHoldResponse.created",
+        "orderhold.v1.PlaceHoldResponse.active_holds", "orderhold.v1.PlaceHoldResponse.max_holds"});
+  plain.set_order_id("o2");
+  ASSERT_TRUE(Place(0, plain, &placed).ok());
+  only(List(0, "bob"),
+       {"orderhold.v1.ListHoldsResponse.holds", "orderhold.v1.ListHoldsResponse.max_holds"});
+  grpc::ClientContext context;
+  v1::PayRequest pay;
+  pay.set_user_id("bob");
+  pay.set_order_id("o1");
+  v1::PayResponse paid;
+  ASSERT_TRUE(stubs_[0]->Pay(&context, pay, &paid).ok());
+  only(paid, {"orderhold.v1.PayResponse.hold"});
 }
 
 TEST_F(ScopedLimitsE2eTest, ReloadKeepsTheOldRulesWhenTheFileIsBadAndAppliesGoodOnes) {

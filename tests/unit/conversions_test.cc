@@ -517,7 +517,7 @@ TEST(HoldToProtoTest, DetailsOfScopedAndUnscopedHolds) {
   // Unscoped, placed by a release without details: quantity 1, no place_time, no scope_limits.
   v1::Hold plain;
   HoldToProto(AHold(), kT0, &plain);
-  EXPECT_EQ(plain.quantity(), 1u);
+  EXPECT_EQ(plain.quantity(), 0u);  // 1 is not sent: 0 means 1
   EXPECT_FALSE(plain.has_place_time());
   EXPECT_FALSE(plain.has_scope_limits());
   EXPECT_TRUE(plain.labels().empty());
