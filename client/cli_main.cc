@@ -30,9 +30,10 @@ ABSL_FLAG(std::string, scope, "",
 // std::optional: given or not is what decides whether the command may take it.
 ABSL_FLAG(std::optional<int64_t>, quantity, std::nullopt,
           "place only: units held, e.g. tickets. Unset: the server counts 1.");
-// Never set by absl: main takes every --label out of argv first (TakeRepeatedFlag), since absl
-// keeps only the last value of a repeated flag. Declared for --help, and read in case a
-// --flagfile sets it.
+// On the command line never set by absl: main takes every --label out of argv first
+// (TakeRepeatedFlag), since absl keeps only the last value of a repeated flag and splits values on
+// commas (a label value may hold one). Declared for --help, and read for a --flagfile, where it is
+// absl's comma-separated list (--label=seat=A12,row=3: there a value cannot hold a comma).
 ABSL_FLAG(std::vector<std::string>, label, {},
           "place only, repeatable: one label key=value stored with the hold, e.g. --label "
           "seat=A12 --label row=3.");

@@ -1,7 +1,6 @@
 #include "server/limits_file.h"
 
 #include <google/protobuf/descriptor.h>
-#include <google/protobuf/stubs/common.h>
 #include <google/protobuf/util/json_util.h>
 #include <yaml-cpp/yaml.h>
 
@@ -353,10 +352,8 @@ absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
     return absl::InvalidArgumentError(absl::StrCat(name, ": the file is empty: ", kWantedShape));
   }
   // YAML wants UTF-8, and protobuf's JSON parser refuses anything else with a message that gives
-  // no line: check first, the way protobuf checks.
-  if (const size_t valid = google::protobuf::internal::UTF8SpnStructurallyValid(
-          google::protobuf::StringPiece(text.data(), text.size()));
-      valid < text.size()) {
+  // no line: check first.
+  if (const size_t valid = domain::Utf8ValidPrefix(text); valid < text.size()) {
     const auto [line, column] = LineAndColumn(text, valid);
     return FileError(name, line, "",
                      absl::StrFormat("not valid UTF-8 (byte 0x%02x at column %d)",
@@ -423,14 +420,13 @@ absl::StatusOr<domain::ScopeRules> LoadLimitsFile(const std::string& path) {
   if (file == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
   }
-  std::string text(kMaxLimitsFileBytes + 1, '\0');  // one byte more tells "too large"
+  std::string text(kMaxLimitsFileBytes + 1,
+                   '\0');  // one byte more: ParseLimitsFile says "too large"
+  errno = 0;               // fread need not set it
   const size_t size = std::fread(text.data(), 1, text.size(), file.get());
   if (std::ferror(file.get())) {  // e.g. EISDIR: fopen opens a directory, reading it fails
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
-  }
-  if (size > kMaxLimitsFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": cannot read: over ", kMaxLimitsFileBytes, " bytes (not a limits file?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read: ", errno != 0 ? std::strerror(errno) : "read error"));
   }
   text.resize(size);
   return ParseLimitsFile(text, path);

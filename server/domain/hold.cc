@@ -4,7 +4,6 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "server/domain/scope_limits.h"
 
 namespace orderhold::domain {
 namespace {
@@ -39,6 +38,15 @@ bool NextCodePoint(absl::string_view s, size_t* i, uint32_t* cp) {
 }
 
 }  // namespace
+
+size_t Utf8ValidPrefix(absl::string_view s) {
+  size_t i = 0;
+  for (uint32_t cp = 0; i < s.size();) {
+    const size_t at = i;
+    if (!NextCodePoint(s, &i, &cp)) return at;
+  }
+  return i;
+}
 
 absl::Status ValidatePolicy(const HoldPolicy& policy) {
   if (policy.max_holds < 1 || policy.max_holds > kMaxHoldsLimit) {
@@ -109,12 +117,9 @@ absl::StatusOr<store::Labels> ValidateLabels(
                                                      "\" must be at most ", kMaxLabelValueBytes,
                                                      " bytes (got ", value.size(), ")"));
     }
-    for (size_t i = 0; i < value.size();) {
-      uint32_t cp = 0;
-      if (!NextCodePoint(value, &i, &cp)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("labels: the value of \"", key, "\" must be valid UTF-8"));
-      }
+    if (Utf8ValidPrefix(value) < value.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels: the value of \"", key, "\" must be valid UTF-8"));
     }
     total += key.size() + value.size();
   }

@@ -3,6 +3,8 @@
 #ifndef ORDERHOLD_SERVER_DOMAIN_HOLD_H_
 #define ORDERHOLD_SERVER_DOMAIN_HOLD_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,6 +39,12 @@ struct HoldPolicy {
 inline constexpr size_t kMaxIdBytes = 128;
 // Upper bound of max_holds: keeps every script's work per call small.
 inline constexpr int kMaxHoldsLimit = 10000;
+// Upper bound of any max_units (--max_units, a scope's) and of one hold's quantity.
+inline constexpr int64_t kMaxUnits = 1000000000;
+
+// The length of the longest prefix of `s` that is valid UTF-8 (s.size() when all of it is): the
+// offset of the first bad byte otherwise.
+size_t Utf8ValidPrefix(absl::string_view s);
 
 // INVALID_ARGUMENT naming the flag when max_holds is outside 1..kMaxHoldsLimit, a ttl is below
 // 1 ms, or default_ttl > max_ttl.

@@ -8,11 +8,21 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "google/protobuf/util/time_util.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/common/status_macros.h"
 #include "server/store/hold_details_codec.h"
 
 namespace orderhold::domain {
+
+namespace {
+
+// Times in messages: RFC 3339, UTC, milliseconds ("2026-11-21T10:00:00.000Z").
+std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+}  // namespace
 
 metrics::RejectReason RejectReasonFor(absl::StatusCode code) {
   switch (code) {
@@ -33,7 +43,7 @@ absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
                         absl::string_view what) {
   return absl::FailedPreconditionError(absl::StrCat(
       "order_id \"", order_id, "\" already ended: ", store::HoldOutcomeName(end.outcome), " at ",
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", end.end_time, absl::UTCTimeZone()), what));
+      FormatUtc(end.end_time), what));
 }
 
 namespace {
@@ -42,19 +52,6 @@ namespace {
 absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateId("user_id", user_id));
   return ValidateId("order_id", order_id);
-}
-
-std::string FormatUtc(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
-}
-
-// INVALID_ARGUMENT naming scope_limits unless both are within their bounds.
-absl::Status ValidateScopeLimits(const ScopeLimits& limits) {
-  if (limits.max_holds > kMaxScopeHolds || limits.max_units > kMaxUnits) {
-    return absl::InvalidArgumentError(absl::StrCat("scope_limits: max_holds must be 0-",
-                                                   kMaxScopeHolds, " and max_units 0-", kMaxUnits));
-  }
-  return absl::OkStatus();
 }
 
 // The exceeded levels of a refusal, in the order of their reasons.
@@ -69,6 +66,14 @@ constexpr Level kLevels[] = {
     {store::kScopeHoldLimit, "SCOPE_HOLD_LIMIT", metrics::RejectReason::kScopeHoldLimit},
     {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
 };
+
+// The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
+const Level& FirstLevel(int violations) {
+  for (const Level& level : kLevels) {
+    if ((violations & level.bit) != 0) return level;
+  }
+  return kLevels[0];
+}
 
 template <typename Message>
 void AttachDetail(const Message& message, absl::Status* status) {
@@ -118,18 +123,13 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
       r.violations == store::kUserHoldLimit
           ? absl::StrCat(parts[0], "; the earliest expires at ", when)
           : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
-  const Level* first = nullptr;
-  for (const Level& level : kLevels) {
-    if ((r.violations & level.bit) != 0 && first == nullptr) first = &level;
-  }
   google::rpc::ErrorInfo info;
-  info.set_reason(first != nullptr ? first->reason : "USER_HOLD_LIMIT");
+  info.set_reason(FirstLevel(r.violations).reason);
   info.set_domain("orderhold.v1");
   if (!a.scope.empty()) (*info.mutable_metadata())["scope"] = std::string(a.scope);
   google::rpc::RetryInfo retry;
-  const int64_t ms = absl::ToInt64Milliseconds(wait);
-  retry.mutable_retry_delay()->set_seconds(ms / 1000);
-  retry.mutable_retry_delay()->set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+  *retry.mutable_retry_delay() =
+      google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(wait));
   AttachDetail(quota, &status);
   AttachDetail(info, &status);
   AttachDetail(retry, &status);
@@ -137,10 +137,7 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
 }
 
 metrics::RejectReason RejectReasonForViolations(int violations) {
-  for (const Level& level : kLevels) {
-    if ((violations & level.bit) != 0) return level.metric;
-  }
-  return metrics::RejectReason::kQuotaExceeded;
+  return FirstLevel(violations).metric;
 }
 
 absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
@@ -168,6 +165,8 @@ void HoldService::Reject(metrics::RejectReason reason) { metrics_.RecordRejected
 
 void HoldService::SetScopeRules(ScopeRules rules) {
   absl::MutexLock lock(&rules_mu_);
+  has_scope_rules_.store(!rules.rules().empty() || rules.default_limits() != ScopeLimits{},
+                         std::memory_order_relaxed);
   rules_ = std::move(rules);
 }
 
@@ -177,9 +176,7 @@ ScopeLimits HoldService::RulesFor(absl::string_view scope) const {
 }
 
 bool HoldService::ReportsUsage(bool asks_more) const {
-  if (asks_more || policy_.max_units > 0) return true;
-  absl::ReaderMutexLock lock(&rules_mu_);
-  return !rules_.rules().empty() || rules_.default_limits() != ScopeLimits{};
+  return asks_more || policy_.max_units > 0 || has_scope_rules_.load(std::memory_order_relaxed);
 }
 
 absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand& command) const {
@@ -201,7 +198,7 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
     if (command.scope.empty()) {
       return absl::InvalidArgumentError("scope_limits: only with a scope");
     }
-    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(*command.scope_limits));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("scope_limits", *command.scope_limits));
   }
   if (!command.scope.empty()) {
     details.scope_limits =

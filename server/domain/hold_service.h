@@ -33,6 +33,7 @@
 #ifndef ORDERHOLD_SERVER_DOMAIN_HOLD_SERVICE_H_
 #define ORDERHOLD_SERVER_DOMAIN_HOLD_SERVICE_H_
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <vector>
@@ -168,6 +169,8 @@ class HoldService {
   metrics::Metrics& metrics_;
   mutable absl::Mutex rules_mu_;
   ScopeRules rules_ ABSL_GUARDED_BY(rules_mu_);
+  // Whether rules_ limits any scope: read on every PlaceHold (ReportsUsage) without the lock.
+  std::atomic<bool> has_scope_rules_{false};
 };
 
 // The reject reason recorded for a failed PlaceHold with this status code.

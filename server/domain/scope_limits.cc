@@ -9,11 +9,7 @@
 #include "server/common/status_macros.h"
 
 namespace orderhold::domain {
-namespace {
-
-// INVALID_ARGUMENT "<field>.max_holds: ..." or "<field>.max_units: ..." when `limits` are out of
-// bounds.
-absl::Status ValidateLimits(absl::string_view field, const ScopeLimits& limits) {
+absl::Status ValidateScopeLimits(absl::string_view field, const ScopeLimits& limits) {
   if (limits.max_holds < 0 || limits.max_holds > kMaxScopeHolds) {
     return absl::InvalidArgumentError(absl::StrCat(field, ".max_holds: must be 0-", kMaxScopeHolds,
                                                    " (0: no limit), got ", limits.max_holds));
@@ -24,6 +20,8 @@ absl::Status ValidateLimits(absl::string_view field, const ScopeLimits& limits) 
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // The checks of ScopeRules::Create on the rules, in their given order.
 absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
@@ -42,7 +40,7 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
                                                      "\" is already the prefix of rules[",
                                                      it->second, "]"));
     }
-    ORDERHOLD_RETURN_IF_ERROR(ValidateLimits(field, rule.limits));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(field, rule.limits));
   }
   return absl::OkStatus();
 }
@@ -51,7 +49,7 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
 
 absl::StatusOr<ScopeRules> ScopeRules::Create(ScopeLimits default_limits,
                                               std::vector<ScopeRule> rules) {
-  ORDERHOLD_RETURN_IF_ERROR(ValidateLimits("default", default_limits));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("default", default_limits));
   ORDERHOLD_RETURN_IF_ERROR(ValidateRules(rules));
   // Longest first, so the first match in Resolve is the longest. Stable: equal lengths keep the
   // caller's order (at most one of them matches a given scope; this is for readers of rules()).

@@ -27,8 +27,6 @@ using ScopeLimits = store::LevelLimits;
 // Upper bound of ScopeLimits::max_holds: the bound of the user level (--max_holds), which keeps
 // every script's work per call small.
 inline constexpr int64_t kMaxScopeHolds = kMaxHoldsLimit;
-// Upper bound of any max_units, and of one hold's quantity.
-inline constexpr int64_t kMaxUnits = 1000000000;
 
 // One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits`, unless a
 // longer prefix also matches.
@@ -41,6 +39,10 @@ struct ScopeRule {
 // The server's scope rules: a default and prefix rules, validated. Immutable once built, so any
 // number of threads may call Resolve at once; replacing the rules (a reload) means building a new
 // ScopeRules and swapping which one the caller reads, which is the caller's business.
+// INVALID_ARGUMENT "<field>.max_holds: must be 0-10000 (0: no limit), got N" (or .max_units) when
+// `limits` are out of bounds; OK otherwise. For the file's rules and for a request's scope_limits.
+absl::Status ValidateScopeLimits(absl::string_view field, const ScopeLimits& limits);
+
 class ScopeRules {
  public:
   // No rules and a default of {0, 0}: every scope is unlimited (the server without a file).

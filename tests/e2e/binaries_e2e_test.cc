@@ -18,8 +18,8 @@
 #include <system_error>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -304,14 +304,15 @@ TEST_F(BinariesE2eTest, ScopeLimitsFileIsCheckedAtStartAndReloadedOnSighup) {
   ASSERT_TRUE(server_.WaitServing()) << server_.log();
   EXPECT_EQ(Cli("place alice o1 --scope=event:E1").exit_code, 0);
   EXPECT_EQ(Cli("place alice o2 --scope=event:E1").exit_code, 8);  // RESOURCE_EXHAUSTED
-  write("rules:\n  - prefix: \"event:\"\n    max_hold: 2\n");    // a typo
+  write("rules:\n  - prefix: \"event:\"\n    max_hold: 2\n");      // a typo
   server_.Signal(SIGHUP);
   ASSERT_TRUE(Eventually([&] { return absl::StrContains(server_.log(), "reload failed"); }))
       << server_.log();
   EXPECT_THAT(server_.log(), HasSubstr(":3: rules[0].max_hold"));
   EXPECT_EQ(Cli("place alice o2 --scope=event:E1").exit_code, 8);  // the old rules
   EXPECT_THAT(
-      RunShell(absl::StrCat("curl -s http://127.0.0.1:", server_.metrics_port(), "/metrics")).output,
+      RunShell(absl::StrCat("curl -s http://127.0.0.1:", server_.metrics_port(), "/metrics"))
+          .output,
       HasSubstr("orderhold_limits_reload_errors_total 1"));
   write("rules:\n  - prefix: \"event:\"\n    max_holds: 2\n");
   server_.Signal(SIGHUP);
