@@ -26,6 +26,7 @@ PACKAGES=(
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)
   python3-yaml systemd                                  # tests/deploy/k8s_test.sh, systemd_test.sh
+  python3-grpcio python3-protobuf                       # tests/examples: client/examples/checkout.py
 )
 # kubectl (tests/deploy/k8s_test.sh: kubectl kustomize) is Debian's kubernetes-client unless one is
 # installed: Google's `kubectl` package owns the same /usr/bin/kubectl, which dpkg will not

@@ -75,6 +75,12 @@ ABSL_FLAG(std::string, scope_limits, "",
 ABSL_FLAG(absl::Duration, default_ttl, absl::Minutes(30),
           "Hold lifetime when a request gives none.");
 ABSL_FLAG(absl::Duration, max_ttl, absl::Hours(24), "Longest ttl a request may ask for.");
+ABSL_FLAG(absl::Duration, max_hold_lifetime, absl::Hours(2),
+          "ExtendHold never moves a hold's expiry past its place time + this (its "
+          "max_expire_time, fixed when it is placed).");
+ABSL_FLAG(int, max_extensions, 0,
+          "ExtendHold calls that moved a hold's expiry, at most (a request_id counts once); 0 = "
+          "only --max_hold_lifetime limits extensions. 0-1000.");
 ABSL_FLAG(absl::Duration, reap_interval, absl::Seconds(1),
           "Time between reaper ticks (with +-10% jitter).");
 ABSL_FLAG(std::string, key_prefix, "orderhold", "Prefix of every Redis key.");
@@ -246,6 +252,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_scope_limits, &Config::scope_limits_file),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
+      Field(FLAGS_max_hold_lifetime, &Config::policy, &domain::HoldPolicy::max_hold_lifetime),
+      Field(FLAGS_max_extensions, &Config::policy, &domain::HoldPolicy::max_extensions),
       Field(FLAGS_reap_interval, &Config::reap_interval),
       Field(FLAGS_key_prefix, &Config::key_prefix),
       Field(FLAGS_redis_connections, &Config::redis_connections),

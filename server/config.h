@@ -64,7 +64,8 @@ struct Config {
   std::string redis_sentinel_username;
   std::string redis_sentinel_password;  // shown as **** by DescribeConfig
   redis::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
-  domain::HoldPolicy policy;            // --max_holds, --max_units, --default_ttl, --max_ttl
+  domain::HoldPolicy policy;            // --max_holds, --max_units, --default_ttl, --max_ttl,
+                                        // --max_hold_lifetime, --max_extensions
   // --scope_limits: the file of per-scope limits (limits_file.h); empty: none. Re-read on SIGHUP.
   std::string scope_limits_file;
   absl::Duration reap_interval = absl::Seconds(1);

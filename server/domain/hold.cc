@@ -64,6 +64,14 @@ absl::Status ValidatePolicy(const HoldPolicy& policy) {
     return absl::InvalidArgumentError(absl::StrCat("default_ttl: must be between 1ms and max_ttl (",
                                                    absl::FormatDuration(policy.max_ttl), ")"));
   }
+  if (policy.max_hold_lifetime < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("max_hold_lifetime: must be at least 1ms");
+  }
+  if (policy.max_extensions < 0 || policy.max_extensions > kMaxExtensionsLimit) {
+    return absl::InvalidArgumentError(absl::StrCat("max_extensions: must be 0-",
+                                                   kMaxExtensionsLimit, " (0: no limit; got ",
+                                                   policy.max_extensions, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -85,6 +93,16 @@ absl::Status ValidateId(absl::string_view field, absl::string_view value) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateRequestId(absl::string_view request_id) {
+  if (request_id.empty()) return absl::OkStatus();
+  if (request_id.size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("request_id: must be at most ",
+                                                   kMaxRequestIdBytes, " bytes (got ",
+                                                   request_id.size(), ")"));
+  }
+  return ValidateId("request_id", request_id);
 }
 
 absl::Status ValidateScope(absl::string_view scope) {

@@ -33,7 +33,17 @@ struct HoldPolicy {
   absl::Duration default_ttl = absl::Minutes(30);  // when a request gives no ttl
   absl::Duration max_ttl = absl::Hours(24);        // longest ttl a request may ask for
   int64_t max_units = 0;                           // live units per user; 0 = no limit
+  // ExtendHold (--max_hold_lifetime, --max_extensions): a hold's max_expire_time is its place time
+  // + max_hold_lifetime (fixed at placement); calls that moved a hold's expiry, at most (0: only
+  // the lifetime cap limits extensions).
+  absl::Duration max_hold_lifetime = absl::Hours(2);
+  int max_extensions = 0;
 };
+
+// Upper bound of max_extensions.
+inline constexpr int kMaxExtensionsLimit = 1000;
+// Max length of ExtendHoldRequest.request_id, in bytes.
+inline constexpr size_t kMaxRequestIdBytes = 64;
 
 // Max length of user_id and order_id, in bytes.
 inline constexpr size_t kMaxIdBytes = 128;
@@ -47,7 +57,8 @@ inline constexpr int64_t kMaxUnits = 1000000000;
 size_t Utf8ValidPrefix(absl::string_view s);
 
 // INVALID_ARGUMENT naming the flag when max_holds is outside 1..kMaxHoldsLimit, a ttl is below
-// 1 ms, or default_ttl > max_ttl.
+// 1 ms, default_ttl > max_ttl, max_hold_lifetime is below 1 ms, or max_extensions is outside
+// 0..kMaxExtensionsLimit.
 absl::Status ValidatePolicy(const HoldPolicy& policy);
 
 // INVALID_ARGUMENT naming `field` unless `value` is 1-128 bytes of valid UTF-8 without control
@@ -61,6 +72,10 @@ inline constexpr size_t kMaxLabels = 16;
 inline constexpr size_t kMaxLabelKeyBytes = 63;
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr size_t kMaxLabelsBytes = 2048;
+
+// INVALID_ARGUMENT naming `request_id` unless it is "" (none) or 1-kMaxRequestIdBytes bytes of
+// valid UTF-8 without control characters (as ValidateId).
+absl::Status ValidateRequestId(absl::string_view request_id);
 
 // INVALID_ARGUMENT naming `scope` unless it is "" (unscoped) or passes ValidateId.
 absl::Status ValidateScope(absl::string_view scope);

@@ -54,6 +54,13 @@ absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) 
   return ValidateId("order_id", order_id);
 }
 
+// NOT_FOUND for an order the store does not know.
+absl::Status UnknownOrderError(absl::string_view order_id) {
+  return absl::NotFoundError(absl::StrCat("no hold for order_id \"", order_id,
+                                          "\" of this user_id (never placed, or ended longer ago "
+                                          "than the outcome retention)"));
+}
+
 // The exceeded levels of a refusal, in the order of their reasons.
 struct Level {
   int bit;
@@ -136,6 +143,26 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
   return status;
 }
 
+absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
+                                 int max_extensions) {
+  const std::string description =
+      absl::StrCat("order_id \"", order_id, "\" has been extended ", extensions,
+                   " times (max_extensions ", max_extensions, ")");
+  absl::Status status = absl::ResourceExhaustedError(
+      absl::StrCat(description, "; it keeps its expire_time until paid, cancelled or expired"));
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+  v->set_subject("hold/extensions");
+  v->set_description(description);
+  google::rpc::ErrorInfo info;
+  info.set_reason("HOLD_EXTENSION_LIMIT");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = std::string(order_id);
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
+  return status;
+}
+
 metrics::RejectReason RejectReasonForViolations(int violations) {
   return FirstLevel(violations).metric;
 }
@@ -185,6 +212,7 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
   ORDERHOLD_RETURN_IF_ERROR(ValidateScope(command.scope));
   store::PlaceHoldArgs args;
   args.ttl = ttl;
+  args.max_lifetime = policy_.max_hold_lifetime;
   args.max_holds = policy_.max_holds;
   args.max_units = policy_.max_units;
   store::HoldDetails& details = args.details;
@@ -318,10 +346,7 @@ void HoldService::End(std::string user_id, std::string order_id, store::HoldOutc
                    CountExpired(result->expired_removed);
                    using Result = store::EndHoldResult::Result;
                    if (result->result == Result::kUnknown) {
-                     std::move(done)(absl::NotFoundError(
-                         absl::StrCat("no hold for order_id \"", order_id,
-                                      "\" of this user_id (never placed, or ended longer ago than "
-                                      "the outcome retention)")));
+                     std::move(done)(UnknownOrderError(order_id));
                      return;
                    }
                    const bool repeated = result->result == Result::kAlreadyEnded;
@@ -360,6 +385,128 @@ void HoldService::Cancel(std::string user_id, std::string order_id, store::CallO
         if (!ended.ok()) return std::move(done)(ended.status());
         std::move(done)(CancelReply{std::move(ended->hold), ended->now, ended->repeated});
       });
+}
+
+void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions options,
+                             store::Callback<ExtendHoldReply> done) {
+  store::ExtendHoldArgs args;
+  absl::Status valid = ValidateIds(command.user_id, command.order_id);
+  if (valid.ok()) {
+    absl::StatusOr<absl::Duration> ttl = ResolveTtl(command.ttl, policy_);
+    valid = ttl.ok() ? ValidateRequestId(command.request_id) : ttl.status();
+    if (ttl.ok()) args.ttl = *ttl;
+  }
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  args.user_id = command.user_id;
+  args.order_id = command.order_id;
+  args.request_id = std::move(command.request_id);
+  args.max_extensions = policy_.max_extensions;
+  args.max_lifetime = policy_.max_hold_lifetime;
+  args.default_ttl = policy_.default_ttl;
+  store_.ExtendHold(
+      std::move(args), options,
+      [this, user_id = std::move(command.user_id), order_id = std::move(command.order_id),
+       done = std::move(done)](absl::StatusOr<store::ExtendHoldResult> result) mutable {
+        if (!result.ok()) {
+          std::move(done)(result.status());
+          return;
+        }
+        CountExpired(result->expired_removed);
+        using Result = store::ExtendHoldResult::Result;
+        using metrics::ExtensionResult;
+        switch (result->result) {
+          case Result::kUnknown:
+            std::move(done)(UnknownOrderError(order_id));
+            return;
+          case Result::kEnded:
+            metrics_.RecordExtension(ExtensionResult::kEnded);
+            std::move(done)(EndedError(order_id, result->end, "; it can no longer be extended"));
+            return;
+          case Result::kExhausted:
+            metrics_.RecordExtension(ExtensionResult::kExhausted);
+            std::move(done)(ExtensionLimitError(order_id, result->hold.details.extensions,
+                                                policy_.max_extensions));
+            return;
+          case Result::kLive:
+            break;
+        }
+        metrics_.RecordExtension(result->capped     ? ExtensionResult::kCapped
+                                 : result->extended ? ExtensionResult::kExtended
+                                                    : ExtensionResult::kUnchanged);
+        ExtendHoldReply reply;
+        reply.now = result->now;
+        reply.extended = result->extended;
+        reply.capped = result->capped;
+        if (policy_.max_extensions > 0) {
+          reply.extensions_left =
+              std::max<int64_t>(0, policy_.max_extensions - result->hold.details.extensions);
+        }
+        reply.hold = Hold{std::move(user_id), std::move(result->hold.order_id),
+                          result->hold.expire_time, std::move(result->hold.details)};
+        std::move(done)(std::move(reply));
+      });
+}
+
+void HoldService::GetHold(std::string user_id, std::string order_id, store::CallOptions options,
+                          store::Callback<GetHoldReply> done) {
+  if (absl::Status status = ValidateIds(user_id, order_id); !status.ok()) {
+    std::move(done)(status);
+    return;
+  }
+  store_.GetHold(user_id, order_id, options,
+                 [user_id, order_id,
+                  done = std::move(done)](absl::StatusOr<store::GetHoldResult> result) mutable {
+                   if (!result.ok()) {
+                     std::move(done)(result.status());
+                     return;
+                   }
+                   using State = store::GetHoldResult::State;
+                   if (result->state == State::kUnknown) {
+                     std::move(done)(UnknownOrderError(order_id));
+                     return;
+                   }
+                   GetHoldReply reply;
+                   reply.now = result->now;
+                   if (result->state == State::kEnded) reply.end = result->end;
+                   reply.hold = Hold{std::move(user_id), std::move(order_id),
+                                     result->hold.expire_time, std::move(result->hold.details)};
+                   std::move(done)(std::move(reply));
+                 });
+}
+
+void HoldService::ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
+                               store::Callback<ReleaseHoldsReply> done) {
+  absl::Status valid = ValidateId("user_id", user_id);
+  if (valid.ok()) valid = ValidateScope(scope);
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  store_.ReleaseHolds(user_id, std::move(scope), options,
+                      [this, user_id, done = std::move(done)](
+                          absl::StatusOr<store::ReleaseHoldsResult> result) mutable {
+                        if (!result.ok()) {
+                          std::move(done)(result.status());
+                          return;
+                        }
+                        CountExpired(result->expired_removed);
+                        const int64_t released = static_cast<int64_t>(result->released.size());
+                        if (released > 0) {
+                          metrics_.holds_cancelled().Increment(static_cast<double>(released));
+                          metrics_.events_appended().Increment(static_cast<double>(released));
+                        }
+                        ReleaseHoldsReply reply;
+                        reply.now = result->now;
+                        reply.holds.reserve(result->released.size());
+                        for (store::StoredHold& hold : result->released) {
+                          reply.holds.push_back(Hold{user_id, std::move(hold.order_id),
+                                                     hold.expire_time, std::move(hold.details)});
+                        }
+                        std::move(done)(std::move(reply));
+                      });
 }
 
 void HoldService::ListHolds(std::string user_id, std::string scope, store::CallOptions options,

@@ -100,6 +100,33 @@ struct ListHoldsReply {
   std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the rules' limits for it
 };
 
+struct ExtendHoldCommand {
+  std::string user_id;
+  std::string order_id;
+  std::optional<absl::Duration> ttl;  // unset: policy.default_ttl
+  std::string request_id;             // "" = none
+};
+
+struct ExtendHoldReply {
+  Hold hold;              // after the call
+  absl::Time now;         // store clock at the call; remaining = hold.expire_time - now
+  bool extended = false;  // this call moved the expiry
+  bool capped = false;    // now + ttl was past hold.details.max_expire_time
+  // policy.max_extensions - hold.details.extensions (>= 0); unset when max_extensions is 0.
+  std::optional<int64_t> extensions_left;
+};
+
+struct GetHoldReply {
+  Hold hold;                          // live, or as it ended
+  absl::Time now;                     // store clock at the call
+  std::optional<store::HoldEnd> end;  // set when the hold has ended
+};
+
+struct ReleaseHoldsReply {
+  std::vector<Hold> holds;  // ended CANCELLED by this call, earliest expire_time first
+  absl::Time now;           // store clock at the call (their end time)
+};
+
 class HoldService {
  public:
   // `store` and `metrics` must outlive this object. `policy` must pass ValidatePolicy. Scope rules:
@@ -130,6 +157,24 @@ class HoldService {
                  store::Callback<ListHoldsReply> done) {
     ListHolds(std::move(user_id), "", options, std::move(done));
   }
+
+  // See the OrderHold.ExtendHold rpc. INVALID_ARGUMENT naming user_id, order_id, ttl or
+  // request_id; NOT_FOUND for an unknown order; FAILED_PRECONDITION (EndedError) when the hold has
+  // ended, also when this call found it past its expiry and ended it; RESOURCE_EXHAUSTED
+  // (ExtensionLimitError) when policy.max_extensions is used up. Counts
+  // orderhold_hold_extensions_total{result} and the holds the call ended as EXPIRED.
+  void ExtendHold(ExtendHoldCommand command, store::CallOptions options,
+                  store::Callback<ExtendHoldReply> done);
+
+  // See the OrderHold.GetHold rpc. INVALID_ARGUMENT naming user_id or order_id; NOT_FOUND for an
+  // unknown or forgotten order.
+  void GetHold(std::string user_id, std::string order_id, store::CallOptions options,
+               store::Callback<GetHoldReply> done);
+
+  // See the OrderHold.ReleaseHolds rpc. INVALID_ARGUMENT naming user_id or scope. Counts the
+  // released holds in orderhold_holds_cancelled_total, and those found expired.
+  void ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
+                    store::Callback<ReleaseHoldsReply> done);
 
   // Replaces the server's scope rules (the --scope_limits file, re-read on SIGHUP). Holds already
   // placed keep the limits they were placed under in their details; the new rules apply to the
@@ -202,6 +247,13 @@ metrics::RejectReason RejectReasonForViolations(int violations);
 // the first that differs, in that order.
 absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
                               const store::HoldDetails& requested);
+
+// The RESOURCE_EXHAUSTED of an ExtendHold refused because the hold has been extended
+// `max_extensions` times: a google.rpc.QuotaFailure (subject "hold/extensions") and an ErrorInfo
+// (reason HOLD_EXTENSION_LIMIT, domain "orderhold.v1", metadata order_id) as payloads, as
+// LimitError attaches them. No RetryInfo: retrying cannot pass.
+absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
+                                 int max_extensions);
 
 // FAILED_PRECONDITION: `order_id "o-1" already ended: EXPIRED at 2026-11-21T10:00:00.000Z`, plus
 // `what` (e.g. "; it cannot be paid"). The same text whoever ended the hold.

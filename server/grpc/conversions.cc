@@ -104,6 +104,18 @@ absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
   return command;
 }
 
+absl::StatusOr<domain::ExtendHoldCommand> ExtendHoldCommandFromProto(
+    internal::ExtendHoldRequest& request) {
+  domain::ExtendHoldCommand command;
+  command.user_id = std::move(*request.mutable_user_id());
+  command.order_id = std::move(*request.mutable_order_id());
+  if (request.has_ttl()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(command.ttl, TtlFromProto(request.ttl()));
+  }
+  command.request_id = std::move(*request.mutable_request_id());
+  return command;
+}
+
 absl::StatusOr<store::HoldOutcome> OutcomeFromProto(int32_t outcome) {
   switch (outcome) {
     case v1::PAID:
@@ -151,6 +163,10 @@ void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
   if (details.place_time.has_value()) {
     TimestampToProto(*details.place_time, out->mutable_place_time());
   }
+  if (details.max_expire_time.has_value()) {
+    TimestampToProto(*details.max_expire_time, out->mutable_max_expire_time());
+  }
+  out->set_extensions(static_cast<uint32_t>(details.extensions));
   if (!details.scope.empty()) {
     out->mutable_scope_limits()->set_max_holds(
         static_cast<uint32_t>(details.scope_limits.max_holds));
@@ -205,6 +221,35 @@ v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply)
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
   if (reply.user_usage.has_value()) UsageToProto(*reply.user_usage, out.mutable_user_usage());
   if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
+  return out;
+}
+
+v1::ExtendHoldResponse ExtendHoldReplyToProto(const domain::ExtendHoldReply& reply) {
+  v1::ExtendHoldResponse out;
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.set_extended(reply.extended);
+  out.set_capped(reply.capped);
+  if (reply.extensions_left.has_value()) {
+    out.set_extensions_left(static_cast<uint32_t>(*reply.extensions_left));
+  }
+  return out;
+}
+
+v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply) {
+  v1::GetHoldResponse out;
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  if (reply.end.has_value()) {
+    out.mutable_hold()->clear_remaining();  // an ended hold has no time left
+    // store::HoldOutcome has the numbers of v1::HoldOutcome.
+    out.set_outcome(static_cast<v1::HoldOutcome>(reply.end->outcome));
+    TimestampToProto(reply.end->end_time, out.mutable_end_time());
+  }
+  return out;
+}
+
+v1::ReleaseHoldsResponse ReleaseHoldsReplyToProto(const domain::ReleaseHoldsReply& reply) {
+  v1::ReleaseHoldsResponse out;
+  for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
   return out;
 }
 

@@ -72,6 +72,11 @@ absl::StatusOr<absl::Duration> TtlFromProto(const google::protobuf::Duration& tt
 absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
     internal::PlaceHoldRequest& request);
 
+// The ExtendHold command of `request`; its ids and request_id are moved out. An unset ttl stays
+// unset (the server's --default_ttl applies). Errors: those of TtlFromProto.
+absl::StatusOr<domain::ExtendHoldCommand> ExtendHoldCommandFromProto(
+    internal::ExtendHoldRequest& request);
+
 // A WatchHoldEventsRequest.outcomes value (orderhold.v1.HoldOutcome, whose numbers are those of
 // store::HoldOutcome). INVALID_ARGUMENT "outcomes: <n> is not PAID, CANCELLED or EXPIRED" for
 // HOLD_OUTCOME_UNSPECIFIED and numbers the enum does not have.
@@ -94,7 +99,8 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
 // details as DetailsToProto writes them.
 void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out);
 
-// A hold's scope, quantity, labels, place_time (when known) and scope_limits (scoped holds only).
+// A hold's scope, quantity, labels, place_time and max_expire_time (when known), extensions and
+// scope_limits (scoped holds only).
 void DetailsToProto(const store::HoldDetails& details, v1::Hold* out);
 
 // One level's usage as the API's LimitUsage.
@@ -105,6 +111,10 @@ v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply)
 v1::PayResponse PayReplyToProto(const domain::PayReply& reply);
 v1::CancelHoldResponse CancelReplyToProto(const domain::CancelReply& reply);
 v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply);
+v1::ExtendHoldResponse ExtendHoldReplyToProto(const domain::ExtendHoldReply& reply);
+// A live hold with its remaining time; an ended one with its outcome and end_time, no remaining.
+v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply);
+v1::ReleaseHoldsResponse ReleaseHoldsReplyToProto(const domain::ReleaseHoldsReply& reply);
 // `acked`: how many of the ids were pending (EventService::Ack).
 v1::AckHoldEventsResponse AckedToProto(int64_t acked);
 

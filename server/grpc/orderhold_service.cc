@@ -160,6 +160,43 @@ grpc::ServerUnaryReactor* OrderHoldService::CancelHold(grpc::CallbackServerConte
       });
 }
 
+grpc::ServerUnaryReactor* OrderHoldService::ExtendHold(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ExtendHoldRequest>(
+      UnaryCall(metrics_, context, response, Method::kExtendHold), *request,
+      [this](internal::ExtendHoldRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(domain::ExtendHoldCommand command,
+                                   ExtendHoldCommandFromProto(in));
+        holds_.ExtendHold(std::move(command), call.options(), call.Respond(ExtendHoldReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::GetHold(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return ServeUnary<internal::GetHoldRequest>(
+      UnaryCall(metrics_, context, response, Method::kGetHold), *request,
+      [this](internal::GetHoldRequest& in, const UnaryCall& call) {
+        holds_.GetHold(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
+                       call.options(), call.Respond(GetHoldReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::ReleaseHolds(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ReleaseHoldsRequest>(
+      UnaryCall(metrics_, context, response, Method::kReleaseHolds), *request,
+      [this](internal::ReleaseHoldsRequest& in, const UnaryCall& call) {
+        holds_.ReleaseHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
+                            call.options(), call.Respond(ReleaseHoldsReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
   absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {

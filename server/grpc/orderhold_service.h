@@ -34,7 +34,10 @@ using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_Plac
             orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
                 orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
                     orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
-                        orderhold::v1::OrderHold::Service>>>>>>;
+                        orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
+                            orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
+                                orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseHolds<
+                                    orderhold::v1::OrderHold::Service>>>>>>>>>;
 
 class OrderHoldService final : public RawOrderHoldService {
  public:
@@ -64,6 +67,18 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* CancelHold(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ExtendHoldRequest bytes; response: orderhold.v1.ExtendHoldResponse.
+  grpc::ServerUnaryReactor* ExtendHold(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.GetHoldRequest bytes; response: orderhold.v1.GetHoldResponse bytes.
+  grpc::ServerUnaryReactor* GetHold(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ReleaseHoldsRequest bytes; response: ReleaseHoldsResponse bytes.
+  grpc::ServerUnaryReactor* ReleaseHolds(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   // Request: orderhold.v1.WatchHoldEventsRequest bytes; streams orderhold.v1.HoldEvent bytes
   // (see hold_event_watch.h).
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchHoldEvents(

@@ -25,7 +25,10 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {
-    "PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents"};
+    "PlaceHold",     "Pay",        "ListHolds", "CancelHold",  "WatchHoldEvents",
+    "AckHoldEvents", "ExtendHold", "GetHold",   "ReleaseHolds"};
+const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
+                                                                  "exhausted", "ended"};
 
 prometheus::Gauge& Gauge(prometheus::Registry& registry, const std::string& name,
                          const std::string& help) {
@@ -42,9 +45,10 @@ prometheus::Counter& Counter(prometheus::Registry& registry, const std::string& 
 template <size_t N>
 void CountersByReason(prometheus::Registry& registry, const std::string& name,
                       const std::string& help, const char* const (&reasons)[N],
-                      std::array<prometheus::Counter*, N>& children) {
+                      std::array<prometheus::Counter*, N>& children,
+                      const std::string& label = "reason") {
   auto& family = BuildCounter().Name(name).Help(help).Register(registry);
-  for (size_t i = 0; i < N; ++i) children[i] = &family.Add({{"reason", reasons[i]}});
+  for (size_t i = 0; i < N; ++i) children[i] = &family.Add({{label, reasons[i]}});
 }
 
 }  // namespace
@@ -57,7 +61,7 @@ Metrics::Metrics(prometheus::Registry& registry)
                             "Holds created by PlaceHold (idempotent retries not counted).")),
       holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
       holds_cancelled_(Counter(registry, "orderhold_holds_cancelled_total",
-                               "Holds cancelled (ended by CancelHold).")),
+                               "Holds cancelled (ended by CancelHold or ReleaseHolds).")),
       holds_expired_(Counter(registry, "orderhold_holds_expired_total",
                              "Holds ended as EXPIRED (reaper or lazy cleanup).")),
       events_appended_(Counter(registry, "orderhold_events_appended_total",
@@ -146,6 +150,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "PlaceHold calls that did not yield a hold, by reason (quota_exceeded is the "
                    "user's hold limit).",
                    kReasonNames, rejected_);
+  CountersByReason(registry, "orderhold_hold_extensions_total",
+                   "ExtendHold calls that found the hold, by result: extended, capped (cut by the "
+                   "hold's max_expire_time), unchanged, exhausted (--max_extensions used up), "
+                   "ended (the hold had ended).",
+                   kExtensionResultNames, extensions_, "result");
   CountersByReason(registry, "orderhold_redis_reconnects_total",
                    "Redis connections dropped to be made again, by reason: io_error (a write or "
                    "read failed or timed out), peer_closed (Redis closed it while idle), "

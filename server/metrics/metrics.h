@@ -39,8 +39,28 @@ enum class RejectReason {
 inline constexpr int kRejectReasonCount = 10;
 
 // Label `method` of the orderhold_grpc_* metrics.
-enum class Method { kPlaceHold, kPay, kListHolds, kCancelHold, kWatchHoldEvents, kAckHoldEvents };
-inline constexpr int kMethodCount = 6;
+enum class Method {
+  kPlaceHold,
+  kPay,
+  kListHolds,
+  kCancelHold,
+  kWatchHoldEvents,
+  kAckHoldEvents,
+  kExtendHold,
+  kGetHold,
+  kReleaseHolds,
+};
+inline constexpr int kMethodCount = 9;
+
+// Label `result` of orderhold_hold_extensions_total: what an ExtendHold call did.
+enum class ExtensionResult {
+  kExtended,   // "extended": the expiry moved to now + ttl
+  kCapped,     // "capped": now + ttl was past the hold's max_expire_time; it got at most that
+  kUnchanged,  // "unchanged": now + ttl was not after the current expiry; nothing moved
+  kExhausted,  // "exhausted": refused, --max_extensions used up (RESOURCE_EXHAUSTED)
+  kEnded,      // "ended": the hold had ended (PAID, CANCELLED, EXPIRED): FAILED_PRECONDITION
+};
+inline constexpr int kExtensionResultCount = 5;
 inline constexpr int kStatusCodeCount = 17;  // gRPC/absl codes 0 (OK) .. 16 (UNAUTHENTICATED)
 
 // Label `reason` of orderhold_redis_reconnects_total: why a Redis connection was dropped to be
@@ -68,7 +88,7 @@ class Metrics {
   prometheus::Counter& holds_placed() { return holds_placed_; }
   // orderhold_holds_paid_total: holds removed by a successful Pay.
   prometheus::Counter& holds_paid() { return holds_paid_; }
-  // orderhold_holds_cancelled_total: holds ended by a successful CancelHold.
+  // orderhold_holds_cancelled_total: holds ended by a successful CancelHold or ReleaseHolds.
   prometheus::Counter& holds_cancelled() { return holds_cancelled_; }
   // orderhold_holds_expired_total: holds ended as EXPIRED, by the reaper or by the lazy cleanup
   // inside PlaceHold, Pay and CancelHold.
@@ -139,6 +159,12 @@ class Metrics {
   // orderhold_reaper_last_success_timestamp_seconds: Unix time of the last tick without error.
   prometheus::Gauge& reaper_last_success() { return reaper_last_success_; }
 
+  // orderhold_hold_extensions_total{result}: ExtendHold calls that reached a live or ended hold,
+  // by what they did (every result is exported from the start, at 0).
+  void RecordExtension(ExtensionResult result) {
+    extensions_[static_cast<int>(result)]->Increment();
+  }
+
   // orderhold_holds_rejected_total{reason}: PlaceHold calls that did not yield a hold.
   void RecordRejected(RejectReason reason) { rejected_[static_cast<int>(reason)]->Increment(); }
 
@@ -177,6 +203,7 @@ class Metrics {
   prometheus::Gauge& reaper_calls_in_flight_;
   prometheus::Gauge& reaper_last_success_;
   std::array<prometheus::Counter*, kRejectReasonCount> rejected_{};
+  std::array<prometheus::Counter*, kExtensionResultCount> extensions_{};
   std::array<prometheus::Counter*, kRedisReconnectReasonCount> redis_reconnects_{};
   std::array<std::array<prometheus::Counter*, kStatusCodeCount>, kMethodCount> requests_{};
   std::array<prometheus::Histogram*, kMethodCount> request_duration_{};

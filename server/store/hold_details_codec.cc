@@ -70,4 +70,22 @@ std::optional<DecodedDetails> DecodeDetails(absl::string_view value) {
   return out;
 }
 
+std::optional<DecodedLife> DecodeLife(absl::string_view value) {
+  DecodedLife out;
+  int64_t place = 0, cap = 0, ids = 0;
+  if (!ReadNumber(&value, &out.expire_ms) || !ReadNumber(&value, &place) ||
+      !ReadNumber(&value, &cap) || !ReadNumber(&value, &out.extensions) ||
+      !ReadNumber(&value, &ids)) {
+    return std::nullopt;
+  }
+  for (int64_t i = 0; i < ids; ++i) {
+    std::string id;
+    if (!ReadString(&value, &id)) return std::nullopt;
+  }
+  if (!value.empty()) return std::nullopt;
+  out.place_time = absl::FromUnixMillis(place);
+  out.max_expire_time = absl::FromUnixMillis(cap);
+  return out;
+}
+
 }  // namespace orderhold::store

@@ -45,6 +45,23 @@ struct DecodedDetails {
 // end, a quantity < 1, a number that does not parse).
 std::optional<DecodedDetails> DecodeDetails(absl::string_view value);
 
+// A hold's life record: what ExtendHold needs and changes, kept beside the details (field
+// "\x02" + order_id, lua/prelude.lua's LIFE) for every hold placed since ExtendHold exists:
+//
+//   <expire ms>:<place ms>:<max_expire ms>:<extensions>:<n>:{<k>:<request id, k bytes>}*
+//
+// Written by the scripts only (place_hold.lua creates it, extend_hold.lua rewrites it); the
+// request ids are the last few ExtendHold counted (extend_hold.lua's MAX_REQUEST_IDS).
+struct DecodedLife {
+  int64_t expire_ms = 0;
+  absl::Time place_time;
+  absl::Time max_expire_time;
+  int64_t extensions = 0;
+};
+
+// Parses a whole life record; nullopt when it is malformed (as DecodeDetails).
+std::optional<DecodedLife> DecodeLife(absl::string_view value);
+
 }  // namespace orderhold::store
 
 #endif  // ORDERHOLD_SERVER_STORE_HOLD_DETAILS_CODEC_H_

@@ -83,15 +83,22 @@ struct LevelLimits {
 // A hold's labels, sorted by key (the caller validates them: see domain::ValidateLabels).
 using Labels = std::map<std::string, std::string>;
 
-// What a placement fixes about a hold besides its ids and expiry. Immutable once placed.
+// What a placement fixes about a hold besides its ids and expiry (immutable once placed), and
+// what ExtendHold counts.
 struct HoldDetails {
   std::string scope;     // "" = unscoped
   int64_t quantity = 1;  // units, >= 1
   Labels labels;
   LevelLimits scope_limits;  // the scope's limits the hold was placed under ({} when unscoped)
-  // When it was placed, on the store's clock; set by the store. Unset for a hold placed by a
-  // release without details (it reads as unscoped, quantity 1, no labels).
+  // When it was placed, on the store's clock; set by the store. Unset for a plain hold placed by
+  // a release before ExtendHold existed (it reads as unscoped, quantity 1, no labels).
   std::optional<absl::Time> place_time;
+  // The latest expiry ExtendHold may give it: place_time + the lifetime cap in force when it was
+  // placed (PlaceHoldArgs::max_lifetime). Set by the store; unset for a hold placed by a release
+  // before ExtendHold existed, until its first extension.
+  std::optional<absl::Time> max_expire_time;
+  // ExtendHold calls that moved its expiry (a retried request_id counted once).
+  int64_t extensions = 0;
   friend bool operator==(const HoldDetails&, const HoldDetails&) = default;
 };
 
@@ -110,7 +117,11 @@ struct PlaceHoldArgs {
   int max_holds = 0;      // the user's live holds, at most; >= 1
   int64_t max_units = 0;  // the user's live units, at most; 0 = no limit
   HoldDetails details;    // scope, quantity, labels and, for a scope, its limits to check;
-                          // place_time is ignored (the store's clock)
+                          // place_time, max_expire_time and extensions are ignored (the store
+                          // sets them)
+  // The hold's lifetime cap (--max_hold_lifetime): max_expire_time = place time + this, fixed now.
+  // > 0, whole milliseconds.
+  absl::Duration max_lifetime = absl::Hours(2);
 };
 
 // Levels a PlaceHold would exceed (PlaceHoldResult::violations), as bits.
@@ -167,6 +178,54 @@ struct ListHoldsResult {
                                   // ties by order_id
 };
 
+struct ExtendHoldArgs {
+  std::string user_id;
+  std::string order_id;
+  absl::Duration ttl;      // > 0, whole milliseconds: the wanted time left from now
+  int max_extensions = 0;  // calls that moved the expiry, at most; 0 = no count limit
+  std::string request_id;  // "" = none; else counted at most once per hold
+  // For a hold placed before life records existed (HoldDetails::max_expire_time unset): its cap
+  // is its place time (from its details, else expire_time - default_ttl) + max_lifetime.
+  absl::Duration max_lifetime = absl::Hours(2);
+  absl::Duration default_ttl = absl::Minutes(30);
+};
+
+struct ExtendHoldResult {
+  enum class Result {
+    kLive,       // the hold is live: `hold` after the call (`extended`, `capped` say what happened)
+    kExhausted,  // the move needed one more extension than max_extensions: nothing changed
+    kEnded,      // the order's hold has ended (`end`; EXPIRED possibly by this call's cleanup)
+    kUnknown,    // no such order (never placed, or forgotten after the outcome retention)
+  };
+  Result result = Result::kUnknown;
+  absl::Time now;  // the store's clock when the operation ran
+  // kLive, kExhausted: the hold (expire_time = max(old, min(now + ttl, max_expire_time)) for
+  // kLive), with its details, max_expire_time and extensions.
+  StoredHold hold;
+  bool extended = false;    // kLive: this call moved the expiry
+  bool capped = false;      // kLive, kExhausted: now + ttl was past max_expire_time
+  HoldEnd end;              // kEnded
+  int expired_removed = 0;  // the user's holds found no longer live and ended as EXPIRED
+};
+
+struct GetHoldResult {
+  enum class State {
+    kLive,     // `hold` is live
+    kEnded,    // `hold` ended as `end` says (a hold past its expiry: EXPIRED at it, reaped or not)
+    kUnknown,  // no such order (never placed, or forgotten after the outcome retention)
+  };
+  State state = State::kUnknown;
+  absl::Time now;   // the store's clock when the operation ran
+  StoredHold hold;  // kLive, kEnded (its details while they are kept)
+  HoldEnd end;      // kEnded
+};
+
+struct ReleaseHoldsResult {
+  absl::Time now;                    // the store's clock when the operation ran
+  std::vector<StoredHold> released;  // ended as CANCELLED at now, earliest expire_time first
+  int expired_removed = 0;           // holds found no longer live and ended as EXPIRED instead
+};
+
 struct ReapArgs {
   int max_users = 100;  // users visited by this call, >= 1
   // With an owner: the call takes (or renews) the partition's lease for `lease` and does nothing if
@@ -212,6 +271,24 @@ class HoldStore {
   // The user's live holds. Read-only.
   virtual void ListHolds(std::string user_id, CallOptions options,
                          Callback<ListHoldsResult> done) = 0;
+
+  // Atomically moves the live hold (args.user_id, args.order_id) to expire at
+  // max(expire_time, min(now + ttl, max_expire_time)), counting the call in its extensions when it
+  // moved it (once per request_id), or refuses when that would pass args.max_extensions. A hold
+  // no longer live is ended as EXPIRED first (as EndHold does), never extended. Limits are not
+  // checked and no event is appended for an extension. See ExtendHoldResult.
+  virtual void ExtendHold(ExtendHoldArgs args, CallOptions options,
+                          Callback<ExtendHoldResult> done) = 0;
+
+  // The hold of (user_id, order_id), live or ended, as of now. Read-only: a hold past its expiry
+  // that nothing has ended yet reads as EXPIRED at its expire_time.
+  virtual void GetHold(std::string user_id, std::string order_id, CallOptions options,
+                       Callback<GetHoldResult> done) = 0;
+
+  // Atomically ends every live hold of the user (of `scope` only, when not "") as CANCELLED, with
+  // one event each; holds found no longer live are ended as EXPIRED, not listed.
+  virtual void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
+                            Callback<ReleaseHoldsResult> done) = 0;
 
   // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
   // index partition `partition` (0 <= partition < partition_count()) and keeps the due index right.

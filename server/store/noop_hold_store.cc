@@ -30,7 +30,37 @@ void NoopHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   }
   result.details = std::move(args.details);
   result.details.quantity = result.user_units;
-  if (!IsPlain(result.details)) result.details.place_time = result.now;
+  result.details.place_time = result.now;
+  result.details.max_expire_time = result.now + args.max_lifetime;
+  std::move(done)(std::move(result));
+}
+
+void NoopHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
+                               Callback<ExtendHoldResult> done) {
+  ExtendHoldResult result;
+  result.result = ExtendHoldResult::Result::kLive;
+  result.now = Now(options);
+  result.hold.order_id = std::move(args.order_id);
+  result.hold.expire_time = result.now + std::min(args.ttl, args.max_lifetime);
+  result.hold.details.place_time = result.now;
+  result.hold.details.max_expire_time = result.now + args.max_lifetime;
+  result.hold.details.extensions = 1;
+  result.extended = true;
+  result.capped = args.ttl > args.max_lifetime;
+  std::move(done)(std::move(result));
+}
+
+void NoopHoldStore::GetHold(std::string /*user_id*/, std::string /*order_id*/, CallOptions options,
+                            Callback<GetHoldResult> done) {
+  GetHoldResult result;
+  result.now = Now(options);
+  std::move(done)(std::move(result));
+}
+
+void NoopHoldStore::ReleaseHolds(std::string /*user_id*/, std::string /*scope*/,
+                                 CallOptions options, Callback<ReleaseHoldsResult> done) {
+  ReleaseHoldsResult result;
+  result.now = Now(options);
   std::move(done)(std::move(result));
 }
 

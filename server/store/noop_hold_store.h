@@ -5,10 +5,11 @@
 // remembers no hold; never run it in front of real users.
 //
 // Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); EndHold -> ended
-// (expire_time = end_time = now); ListHolds -> no holds; Reap -> nothing due; Heartbeat -> only
-// this replica; ReleaseLease, Unregister -> true; Ping -> the host clock. It has no event log.
-// "now" is CallOptions::now when set, else the host clock truncated to the millisecond. Never
-// fails.
+// (expire_time = end_time = now); ListHolds -> no holds; ExtendHold -> extended (expire_time =
+// now + ttl, under a cap of now + max_lifetime); GetHold -> unknown; ReleaseHolds -> none; Reap ->
+// nothing due; Heartbeat -> only this replica; ReleaseLease, Unregister -> true; Ping -> the host
+// clock. It has no event log. "now" is CallOptions::now when set, else the host clock truncated to
+// the millisecond. Never fails.
 //
 // Thread-safe (stateless).
 #ifndef ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
@@ -27,6 +28,12 @@ class NoopHoldStore final : public HoldStore {
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
+  void ExtendHold(ExtendHoldArgs args, CallOptions options,
+                  Callback<ExtendHoldResult> done) override;
+  void GetHold(std::string user_id, std::string order_id, CallOptions options,
+               Callback<GetHoldResult> done) override;
+  void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
+                    Callback<ReleaseHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;

@@ -90,19 +90,40 @@ bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64
   return true;
 }
 
-// A script's details element (hold_details_codec.h) for a hold expiring at `expire_ms`: "" = none
-// (the default details, no place time). False when it is not a string, does not decode, or names
-// another expiry (the scripts return only the hold's own).
-bool ToDetails(const redis::RedisReply& reply, int64_t expire_ms, HoldDetails* out) {
-  if (reply.type != redis::RedisReply::Type::kString) return false;
-  if (reply.str.empty()) {
-    *out = HoldDetails{};
-    return true;
+// A script's details and life elements (hold_details_codec.h) for a hold expiring at
+// `expire_ms`: "" = none (the default details; no place time unless the life record has one, no
+// cap). False when one is not a string, does not decode, or names another expiry (the scripts
+// return only the hold's own).
+bool ToDetails(const redis::RedisReply& details, const redis::RedisReply& life, int64_t expire_ms,
+               HoldDetails* out) {
+  if (details.type != redis::RedisReply::Type::kString ||
+      life.type != redis::RedisReply::Type::kString) {
+    return false;
   }
-  std::optional<DecodedDetails> decoded = DecodeDetails(reply.str);
-  if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
-  *out = std::move(decoded->details);
+  *out = HoldDetails{};
+  if (!details.str.empty()) {
+    std::optional<DecodedDetails> decoded = DecodeDetails(details.str);
+    if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
+    *out = std::move(decoded->details);
+  }
+  if (!life.str.empty()) {
+    std::optional<DecodedLife> decoded = DecodeLife(life.str);
+    if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
+    if (!out->place_time.has_value()) out->place_time = decoded->place_time;
+    out->max_expire_time = decoded->max_expire_time;
+    out->extensions = decoded->extensions;
+  }
   return true;
+}
+
+// An event's details (its stream field "m"): events carry no life record.
+bool ToDetails(const redis::RedisReply& details, int64_t expire_ms, HoldDetails* out) {
+  static const redis::RedisReply* const kNoLife = [] {
+    auto* reply = new redis::RedisReply();
+    reply->type = redis::RedisReply::Type::kString;
+    return reply;
+  }();
+  return ToDetails(details, *kNoLife, expire_ms, out);
 }
 
 // Adapts a typed callback to a reply callback through `parse` (reply -> StatusOr<T>).
@@ -180,39 +201,40 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
        args.details.scope, absl::StrCat(std::max<int64_t>(1, args.details.quantity)),
        absl::StrCat(scoped ? args.details.scope_limits.max_holds : 0),
        absl::StrCat(scoped ? args.details.scope_limits.max_units : 0),
-       IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details)});
+       IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
+       absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime)))});
   command.writes = true;
-  client_->Submit(std::move(command), options.deadline,
-                  Parsed(std::move(done),
-                         [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
-                           std::vector<int64_t> v;
-                           if (!IntArray(reply, 12, &v, 11) || v[0] < -2 || v[0] > 1) {
-                             return BadReply("place_hold.lua");
-                           }
-                           PlaceHoldResult result;
-                           result.outcome = v[0] == 1    ? PlaceHoldResult::Outcome::kCreated
-                                            : v[0] == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
-                                            : v[0] == -1 ? PlaceHoldResult::Outcome::kLimitReached
-                                                         : PlaceHoldResult::Outcome::kEnded;
-                           if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
-                             if (!ToOutcome(v[5], &result.ended.outcome))
-                               return BadReply("place_hold.lua");
-                             result.ended.end_time = FromMillis(v[6]);
-                             result.ended.expire_time = FromMillis(v[2]);
-                           }
-                           result.now = FromMillis(v[1]);
-                           result.expire_time = FromMillis(v[2]);
-                           result.active_holds = static_cast<int>(v[3]);
-                           result.expired_removed = static_cast<int>(v[4]);
-                           result.user_units = v[7];
-                           result.scope_holds = static_cast<int>(v[8]);
-                           result.scope_units = v[9];
-                           result.violations = static_cast<int>(v[10]);
-                           if (!ToDetails(reply.elements[11], v[2], &result.details)) {
-                             return BadReply("place_hold.lua");
-                           }
-                           return result;
-                         }));
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
+               std::vector<int64_t> v;
+               if (!IntArray(reply, 13, &v, 11) || v[0] < -2 || v[0] > 1) {
+                 return BadReply("place_hold.lua");
+               }
+               PlaceHoldResult result;
+               result.outcome = v[0] == 1    ? PlaceHoldResult::Outcome::kCreated
+                                : v[0] == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
+                                : v[0] == -1 ? PlaceHoldResult::Outcome::kLimitReached
+                                             : PlaceHoldResult::Outcome::kEnded;
+               if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
+                 if (!ToOutcome(v[5], &result.ended.outcome)) return BadReply("place_hold.lua");
+                 result.ended.end_time = FromMillis(v[6]);
+                 result.ended.expire_time = FromMillis(v[2]);
+               }
+               result.now = FromMillis(v[1]);
+               result.expire_time = FromMillis(v[2]);
+               result.active_holds = static_cast<int>(v[3]);
+               result.expired_removed = static_cast<int>(v[4]);
+               result.user_units = v[7];
+               result.scope_holds = static_cast<int>(v[8]);
+               result.scope_units = v[9];
+               result.violations = static_cast<int>(v[10]);
+               if (!ToDetails(reply.elements[11], reply.elements[12], v[2], &result.details)) {
+                 return BadReply("place_hold.lua");
+               }
+               return result;
+             }));
 }
 
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
@@ -230,7 +252,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
         std::vector<int64_t> v;
-        if (!IntArray(reply, 7, &v, 6) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
+        if (!IntArray(reply, 8, &v, 6) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
         EndHoldResult result;
         result.now = FromMillis(v[1]);
         result.expired_removed = static_cast<int>(v[3]);
@@ -240,7 +262,9 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
         if (!ToOutcome(v[4], &result.end.outcome)) return BadReply("end_hold.lua");
         result.end.expire_time = FromMillis(v[2]);
         result.end.end_time = FromMillis(v[5]);
-        if (!ToDetails(reply.elements[6], v[2], &result.details)) return BadReply("end_hold.lua");
+        if (!ToDetails(reply.elements[6], reply.elements[7], v[2], &result.details)) {
+          return BadReply("end_hold.lua");
+        }
         return result;
       }));
 }
@@ -254,12 +278,14 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
       Parsed(std::move(done),
              [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
                int64_t now = 0;
-               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 3 ||
+               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 4 ||
                    !ToInt(reply.elements[0], &now) ||
                    reply.elements[1].type != redis::RedisReply::Type::kArray ||
                    reply.elements[1].elements.size() % 2 != 0 ||
                    reply.elements[2].type != redis::RedisReply::Type::kArray ||
-                   reply.elements[2].elements.size() * 2 != reply.elements[1].elements.size()) {
+                   reply.elements[2].elements.size() * 2 != reply.elements[1].elements.size() ||
+                   reply.elements[3].type != redis::RedisReply::Type::kArray ||
+                   reply.elements[3].elements.size() != reply.elements[2].elements.size()) {
                  return BadReply("list_holds.lua");
                }
                ListHoldsResult result;
@@ -270,7 +296,8 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                  StoredHold hold;
                  if (pairs[i].type != redis::RedisReply::Type::kString ||
                      !ToInt(pairs[i + 1], &expire) ||
-                     !ToDetails(reply.elements[2].elements[i / 2], expire, &hold.details)) {
+                     !ToDetails(reply.elements[2].elements[i / 2],
+                                reply.elements[3].elements[i / 2], expire, &hold.details)) {
                    return BadReply("list_holds.lua");
                  }
                  hold.order_id = pairs[i].str;
@@ -279,6 +306,127 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                }
                return result;
              }));
+}
+
+void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
+                                Callback<ExtendHoldResult> done) {
+  const int partition = KeySchema::PartitionOf(args.user_id);
+  redis::RedisCommand command = Eval<Script::kExtendHold>(
+      {keys_.UserKey(args.user_id), keys_.DueKey(partition), keys_.OutcomesKey(args.user_id),
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition)},
+      {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
+       max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
+       absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
+       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl)))});
+  command.writes = true;
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [order_id = args.order_id](
+                 const redis::RedisReply& reply) -> absl::StatusOr<ExtendHoldResult> {
+               std::vector<int64_t> v;
+               if (!IntArray(reply, 10, &v, 6) || v[0] < -1 || v[0] > 2) {
+                 return BadReply("extend_hold.lua");
+               }
+               int64_t moved = 0, capped = 0;
+               if (!ToInt(reply.elements[8], &moved) || !ToInt(reply.elements[9], &capped)) {
+                 return BadReply("extend_hold.lua");
+               }
+               ExtendHoldResult result;
+               result.now = FromMillis(v[1]);
+               result.expired_removed = static_cast<int>(v[3]);
+               switch (v[0]) {
+                 case 0:
+                   return result;
+                 case 2:
+                   result.result = ExtendHoldResult::Result::kEnded;
+                   if (!ToOutcome(v[4], &result.end.outcome)) return BadReply("extend_hold.lua");
+                   result.end.end_time = FromMillis(v[5]);
+                   result.end.expire_time = FromMillis(v[2]);
+                   return result;
+                 default:
+                   break;
+               }
+               result.result = v[0] == 1 ? ExtendHoldResult::Result::kLive
+                                         : ExtendHoldResult::Result::kExhausted;
+               result.hold.order_id = order_id;
+               result.hold.expire_time = FromMillis(v[2]);
+               result.extended = moved == 1;
+               result.capped = capped == 1;
+               if (!ToDetails(reply.elements[6], reply.elements[7], v[2], &result.hold.details)) {
+                 return BadReply("extend_hold.lua");
+               }
+               return result;
+             }));
+}
+
+void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
+                             Callback<GetHoldResult> done) {
+  redis::RedisCommand command =
+      Eval<Script::kGetHold>({keys_.UserKey(user_id), keys_.OutcomesKey(user_id)},
+                             {order_id, NowArg(options), retention_ms_});
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [order_id](const redis::RedisReply& reply) -> absl::StatusOr<GetHoldResult> {
+               std::vector<int64_t> v;
+               if (!IntArray(reply, 7, &v, 5) || v[0] < 0 || v[0] > 2) {
+                 return BadReply("get_hold.lua");
+               }
+               GetHoldResult result;
+               result.now = FromMillis(v[1]);
+               if (v[0] == 0) return result;
+               result.state =
+                   v[0] == 1 ? GetHoldResult::State::kLive : GetHoldResult::State::kEnded;
+               result.hold.order_id = order_id;
+               result.hold.expire_time = FromMillis(v[2]);
+               if (result.state == GetHoldResult::State::kEnded) {
+                 if (!ToOutcome(v[3], &result.end.outcome)) return BadReply("get_hold.lua");
+                 result.end.end_time = FromMillis(v[4]);
+                 result.end.expire_time = result.hold.expire_time;
+               }
+               if (!ToDetails(reply.elements[5], reply.elements[6], v[2], &result.hold.details)) {
+                 return BadReply("get_hold.lua");
+               }
+               return result;
+             }));
+}
+
+void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
+                                  Callback<ReleaseHoldsResult> done) {
+  const int partition = KeySchema::PartitionOf(user_id);
+  redis::RedisCommand command = Eval<Script::kReleaseHolds>(
+      {keys_.UserKey(user_id), keys_.DueKey(partition), keys_.OutcomesKey(user_id),
+       keys_.EndedKey(user_id), keys_.EventsKey(partition)},
+      {user_id, std::move(scope), NowArg(options), retention_ms_, max_outcomes_});
+  command.writes = true;
+  client_->Submit(std::move(command), options.deadline,
+                  Parsed(std::move(done),
+                         [](const redis::RedisReply& reply) -> absl::StatusOr<ReleaseHoldsResult> {
+                           std::vector<int64_t> v;
+                           if (!IntArray(reply, 3, &v, 2) ||
+                               reply.elements[2].type != redis::RedisReply::Type::kArray ||
+                               reply.elements[2].elements.size() % 4 != 0) {
+                             return BadReply("release_holds.lua");
+                           }
+                           ReleaseHoldsResult result;
+                           result.now = FromMillis(v[0]);
+                           result.expired_removed = static_cast<int>(v[1]);
+                           const auto& flat = reply.elements[2].elements;
+                           for (size_t i = 0; i < flat.size(); i += 4) {
+                             int64_t expire = 0;
+                             StoredHold hold;
+                             if (flat[i].type != redis::RedisReply::Type::kString ||
+                                 !ToInt(flat[i + 1], &expire) ||
+                                 !ToDetails(flat[i + 2], flat[i + 3], expire, &hold.details)) {
+                               return BadReply("release_holds.lua");
+                             }
+                             hold.order_id = flat[i].str;
+                             hold.expire_time = FromMillis(expire);
+                             result.released.push_back(std::move(hold));
+                           }
+                           return result;
+                         }));
 }
 
 void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,

@@ -5,7 +5,8 @@
 // mode: one such pool per primary; see ConnectRedisStore in server/redis_store.h); "now" is
 // Redis server TIME unless CallOptions::now is set. The store builds no client.
 //
-// Two callers: requests (PlaceHold, EndHold, ListHolds, the event log's reads and acks, Ping) go
+// Two callers: requests (PlaceHold, EndHold, ListHolds, ExtendHold, GetHold, ReleaseHolds, the
+// event log's reads and acks, Ping) go
 // through the pool of `client.connections`; the reaper's calls (Reap, Heartbeat, ReleaseLease,
 // Unregister, TrimEvents) through a second caller of one connection. So a request is never
 // written in the same pipelined batch as a reaper script, and never waits for one that happened
@@ -54,6 +55,12 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
   void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
+  void ExtendHold(ExtendHoldArgs args, CallOptions options,
+                  Callback<ExtendHoldResult> done) override;
+  void GetHold(std::string user_id, std::string order_id, CallOptions options,
+               Callback<GetHoldResult> done) override;
+  void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
+                    Callback<ReleaseHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;

@@ -262,6 +262,41 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
                    std::move(done));
     });
   }
+  // ExtendHold of (user, order) to `ttl` from `now`.
+  absl::StatusOr<ExtendHoldResult> Extend(const std::string& user, const std::string& order,
+                                          absl::Duration ttl, absl::Time now,
+                                          std::string request_id = "", int max_extensions = 0) {
+    ExtendHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = ttl;
+    args.request_id = std::move(request_id);
+    args.max_extensions = max_extensions;
+    return Await<ExtendHoldResult>(
+        [&](auto done) { store_->ExtendHold(std::move(args), At(now), std::move(done)); });
+  }
+  absl::StatusOr<GetHoldResult> Get(const std::string& user, const std::string& order,
+                                    absl::Time now) {
+    return Await<GetHoldResult>(
+        [&](auto done) { store_->GetHold(user, order, At(now), std::move(done)); });
+  }
+  absl::StatusOr<ReleaseHoldsResult> Release(const std::string& user, const std::string& scope,
+                                             absl::Time now) {
+    return Await<ReleaseHoldsResult>(
+        [&](auto done) { store_->ReleaseHolds(user, scope, At(now), std::move(done)); });
+  }
+  // A plain hold of `ttl` whose lifetime cap is `lifetime`.
+  absl::StatusOr<PlaceHoldResult> PlaceCapped(const std::string& user, const std::string& order,
+                                              absl::Duration ttl, absl::Duration lifetime,
+                                              absl::Time now) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = ttl;
+    args.max_holds = 3;
+    args.max_lifetime = lifetime;
+    return Place(std::move(args), now);
+  }
   // The user's live holds, with their details.
   std::vector<StoredHold> ListFull(const std::string& user, absl::Time now) {
     auto result = Await<ListHoldsResult>(
@@ -500,9 +535,12 @@ TEST_P(HoldStoreContractTest, DetailsArePlacedOnceAndKeptUntilTheOutcomeIsForgot
   expected.labels = labels;
   expected.scope_limits = LevelLimits{2, 8};
   expected.place_time = kT0;
+  expected.max_expire_time = kT0 + absl::Hours(2);  // PlaceHoldArgs::max_lifetime's default
   EXPECT_EQ(placed->details, expected);
   ASSERT_THAT(Place("alice", "plain", absl::Seconds(5), kT0), IsOk());
-  const HoldDetails plain;  // a plain hold stores no details: no place time either
+  HoldDetails plain;  // a plain hold has no details, but a life record: place time and cap
+  plain.place_time = kT0;
+  plain.max_expire_time = kT0 + absl::Hours(2);
   EXPECT_THAT(ListFull("alice", kT0 + absl::Seconds(1)),
               ElementsAre(StoredHold{"plain", kT0 + absl::Seconds(5), plain},
                           StoredHold{"o1", kT0 + absl::Seconds(10), expected}));
@@ -581,6 +619,245 @@ TEST_P(HoldStoreContractTest, EventsCarryTheHoldsDetails) {
   EXPECT_EQ(by_order["expires"].scope_limits, (LevelLimits{4, 0}));
   EXPECT_EQ(by_order["plain"].quantity, 1);
   EXPECT_EQ(by_order["plain"].scope, "");
+}
+
+using ExtendResult = ExtendHoldResult::Result;
+
+// New expiry = max(expire, min(now + ttl, cap)): moved, kept, cut at the cap; the due index (the
+// reaper) follows the new time.
+TEST_P(HoldStoreContractTest, ExtendHoldMovesUpToTheCapAndNeverShortens) {
+  auto placed = PlaceCapped("alice", "o1", absl::Seconds(10), absl::Seconds(60), kT0);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->details.place_time, kT0);
+  EXPECT_EQ(placed->details.max_expire_time, kT0 + absl::Seconds(60));
+  EXPECT_EQ(placed->details.extensions, 0);
+
+  auto moved = Extend("alice", "o1", absl::Seconds(20), kT0 + absl::Seconds(5));
+  ASSERT_THAT(moved, IsOk());
+  EXPECT_EQ(moved->result, ExtendResult::kLive);
+  EXPECT_TRUE(moved->extended);
+  EXPECT_FALSE(moved->capped);
+  EXPECT_EQ(moved->now, kT0 + absl::Seconds(5));
+  EXPECT_EQ(moved->hold.order_id, "o1");
+  EXPECT_EQ(moved->hold.expire_time, kT0 + absl::Seconds(25));
+  EXPECT_EQ(moved->hold.details.extensions, 1);
+  EXPECT_EQ(moved->hold.details.max_expire_time, kT0 + absl::Seconds(60));
+  EXPECT_EQ(moved->hold.details.place_time, kT0);
+  std::vector<StoredHold> listed = ListFull("alice", kT0 + absl::Seconds(6));
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0], moved->hold);
+
+  // Shorter than what is left: nothing moves, nothing counts.
+  auto kept = Extend("alice", "o1", absl::Seconds(5), kT0 + absl::Seconds(6));
+  ASSERT_THAT(kept, IsOk());
+  EXPECT_EQ(kept->result, ExtendResult::kLive);
+  EXPECT_FALSE(kept->extended);
+  EXPECT_FALSE(kept->capped);
+  EXPECT_EQ(kept->hold.expire_time, kT0 + absl::Seconds(25));
+  EXPECT_EQ(kept->hold.details.extensions, 1);
+
+  // The original expiry passes: the reaper does not end it (the due index moved).
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(11)), IsEmpty());
+
+  // Past the cap: cut at it, then no further.
+  auto capped = Extend("alice", "o1", absl::Seconds(50), kT0 + absl::Seconds(20));
+  ASSERT_THAT(capped, IsOk());
+  EXPECT_TRUE(capped->extended);
+  EXPECT_TRUE(capped->capped);
+  EXPECT_EQ(capped->hold.expire_time, kT0 + absl::Seconds(60));
+  EXPECT_EQ(capped->hold.details.extensions, 2);
+  auto at_cap = Extend("alice", "o1", absl::Seconds(30), kT0 + absl::Seconds(55));
+  ASSERT_THAT(at_cap, IsOk());
+  EXPECT_FALSE(at_cap->extended);
+  EXPECT_TRUE(at_cap->capped);
+  EXPECT_EQ(at_cap->hold.expire_time, kT0 + absl::Seconds(60));
+  EXPECT_EQ(at_cap->hold.details.extensions, 2);
+
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(59)), IsEmpty());
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(60)), ElementsAre(kT0 + absl::Seconds(60)));
+}
+
+// Moving a user's earliest hold later keeps the due index at the user's new earliest expiry.
+TEST_P(HoldStoreContractTest, ExtendingTheEarliestHoldKeepsTheOthersReapable) {
+  ASSERT_THAT(Place("bob", "early", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(Place("bob", "late", absl::Seconds(20), kT0), IsOk());
+  auto moved = Extend("bob", "early", absl::Seconds(60), kT0 + absl::Seconds(1));
+  ASSERT_THAT(moved, IsOk());
+  EXPECT_EQ(moved->hold.expire_time, kT0 + absl::Seconds(61));
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(20)), ElementsAre(kT0 + absl::Seconds(20)));
+  EXPECT_THAT(List("bob", kT0 + absl::Seconds(20)),
+              ElementsAre(StoredHold{"early", kT0 + absl::Seconds(61), {}}));
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(61)), ElementsAre(kT0 + absl::Seconds(61)));
+}
+
+// --max_extensions counts calls that moved the expiry; a request_id counts once.
+TEST_P(HoldStoreContractTest, ExtensionsAreCountedOncePerRequestIdAndRefusedWhenUsedUp) {
+  ASSERT_THAT(Place("alice", "o1", absl::Seconds(10), kT0), IsOk());
+  absl::Time now = kT0;
+  auto extend = [&](const std::string& id, absl::Duration ttl = absl::Seconds(30)) {
+    now += absl::Seconds(1);
+    return Extend("alice", "o1", ttl, now, id, /*max_extensions=*/2);
+  };
+  auto first = extend("r1");
+  ASSERT_THAT(first, IsOk());
+  EXPECT_TRUE(first->extended);
+  EXPECT_EQ(first->hold.details.extensions, 1);
+  auto retried = extend("r1");  // a retry: moves by the same rule, counts nothing
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_EQ(retried->result, ExtendResult::kLive);
+  EXPECT_TRUE(retried->extended);
+  EXPECT_EQ(retried->hold.expire_time, now + absl::Seconds(30));
+  EXPECT_EQ(retried->hold.details.extensions, 1);
+  auto second = extend("r2");
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->hold.details.extensions, 2);
+  const absl::Time expire = second->hold.expire_time;
+  for (const std::string id : {"r3", ""}) {
+    auto refused = extend(id);
+    ASSERT_THAT(refused, IsOk());
+    EXPECT_EQ(refused->result, ExtendResult::kExhausted) << id;
+    EXPECT_EQ(refused->hold.expire_time, expire);
+    EXPECT_EQ(refused->hold.details.extensions, 2);
+  }
+  // A call that would not move the expiry is not refused: it changes nothing.
+  auto short_one = extend("r4", absl::Seconds(1));
+  ASSERT_THAT(short_one, IsOk());
+  EXPECT_EQ(short_one->result, ExtendResult::kLive);
+  EXPECT_FALSE(short_one->extended);
+  // A counted request_id is still a retry once used up.
+  auto retry_of_second = extend("r2");
+  ASSERT_THAT(retry_of_second, IsOk());
+  EXPECT_EQ(retry_of_second->result, ExtendResult::kLive);
+  EXPECT_TRUE(retry_of_second->extended);
+  EXPECT_EQ(retry_of_second->hold.details.extensions, 2);
+  EXPECT_THAT(List("alice", now),
+              ElementsAre(StoredHold{"o1", retry_of_second->hold.expire_time, {}}));
+}
+
+// Extending never resurrects a hold: one past its expiry is ended EXPIRED by the call, and the
+// answer is the same before and after the reaper; paid, cancelled and unknown orders too.
+TEST_P(HoldStoreContractTest, ExtendHoldOfAnEndedHoldAnswersItsEnd) {
+  ASSERT_THAT(Place("alice", "due", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(Place("bob", "due", absl::Seconds(10), kT0), IsOk());
+  ASSERT_THAT(Place("bob", "paid", absl::Seconds(30), kT0), IsOk());
+  ASSERT_THAT(End("bob", "paid", kT0 + absl::Seconds(1)), IsOk());
+  const absl::Time at_expiry = kT0 + absl::Seconds(10);
+  auto first = Extend("alice", "due", absl::Seconds(30), at_expiry);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->result, ExtendResult::kEnded);
+  EXPECT_EQ(first->end, (HoldEnd{HoldOutcome::kExpired, at_expiry, at_expiry}));
+  EXPECT_EQ(first->expired_removed, 1);
+  auto again = Extend("alice", "due", absl::Seconds(30), at_expiry + absl::Seconds(1));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->end, first->end);
+  EXPECT_EQ(again->expired_removed, 0);
+  EXPECT_THAT(ReapAll(at_expiry + absl::Seconds(1)), ElementsAre(at_expiry));  // bob's only
+  auto reaped = Extend("bob", "due", absl::Seconds(30), at_expiry + absl::Seconds(2));
+  ASSERT_THAT(reaped, IsOk());
+  EXPECT_EQ(reaped->end, first->end);
+  auto paid = Extend("bob", "paid", absl::Seconds(30), at_expiry + absl::Seconds(2));
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->result, ExtendResult::kEnded);
+  EXPECT_EQ(paid->end.outcome, HoldOutcome::kPaid);
+  EXPECT_EQ(paid->end.end_time, kT0 + absl::Seconds(1));
+  auto unknown = Extend("bob", "never", absl::Seconds(30), at_expiry);
+  ASSERT_THAT(unknown, IsOk());
+  EXPECT_EQ(unknown->result, ExtendResult::kUnknown);
+  EXPECT_THAT(List("alice", at_expiry), IsEmpty());
+}
+
+// GetHold reads what Pay/Cancel's outcome memory says, before and after the reaper.
+TEST_P(HoldStoreContractTest, GetHoldAgreesWithTheOutcomeMemoryBeforeAndAfterTheReaper) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10});
+  ASSERT_NE(store_, nullptr);
+  using State = GetHoldResult::State;
+  ASSERT_THAT(PlaceIn("alice", "live", "event:A", 2, LevelLimits{}, kT0), IsOk());
+  for (const char* order : {"paid", "cancelled", "expired"}) {
+    auto placed = Place("alice", order, absl::Seconds(5), kT0, /*max_holds=*/4);
+    ASSERT_THAT(placed, IsOk());
+    ASSERT_EQ(placed->outcome, Outcome::kCreated) << order;
+  }
+  ASSERT_THAT(End("alice", "paid", kT0 + absl::Seconds(1)), IsOk());
+  ASSERT_THAT(End("alice", "cancelled", kT0 + absl::Seconds(2), HoldOutcome::kCancelled), IsOk());
+  const absl::Time t = kT0 + absl::Seconds(6);  // "expired" is due, not reaped
+  auto check = [&](absl::Time now) {
+    auto live = Get("alice", "live", now);
+    ASSERT_THAT(live, IsOk());
+    EXPECT_EQ(live->state, State::kLive);
+    EXPECT_EQ(live->now, now);
+    EXPECT_EQ(live->hold.expire_time, kT0 + absl::Seconds(10));
+    EXPECT_EQ(live->hold.details.scope, "event:A");
+    EXPECT_EQ(live->hold.details.quantity, 2);
+    EXPECT_EQ(live->hold.details.max_expire_time, kT0 + absl::Hours(2));
+    const std::pair<const char*, HoldEnd> ended[] = {
+        {"paid", {HoldOutcome::kPaid, kT0 + absl::Seconds(1), kT0 + absl::Seconds(5)}},
+        {"cancelled", {HoldOutcome::kCancelled, kT0 + absl::Seconds(2), kT0 + absl::Seconds(5)}},
+        {"expired", {HoldOutcome::kExpired, kT0 + absl::Seconds(5), kT0 + absl::Seconds(5)}},
+    };
+    for (const auto& [order, end] : ended) {
+      auto got = Get("alice", order, now);
+      ASSERT_THAT(got, IsOk());
+      EXPECT_EQ(got->state, State::kEnded) << order;
+      EXPECT_EQ(got->end, end) << order;
+      EXPECT_EQ(got->hold.expire_time, end.expire_time) << order;
+      EXPECT_EQ(got->hold.details.place_time, kT0) << order;
+    }
+    auto unknown = Get("alice", "never", now);
+    ASSERT_THAT(unknown, IsOk());
+    EXPECT_EQ(unknown->state, State::kUnknown);
+  };
+  check(t);
+  EXPECT_THAT(ReapAll(t), ElementsAre(kT0 + absl::Seconds(5)));
+  check(t);
+  // Pay's memory agrees.
+  auto expired = End("alice", "expired", t);
+  ASSERT_THAT(expired, IsOk());
+  EXPECT_EQ(expired->end.outcome, HoldOutcome::kExpired);
+  // After the retention, ended orders are forgotten.
+  auto forgotten = Get("alice", "paid", kT0 + absl::Hours(1) + absl::Seconds(1));
+  ASSERT_THAT(forgotten, IsOk());
+  EXPECT_EQ(forgotten->state, State::kUnknown);
+}
+
+// ReleaseHolds ends the live holds of a user (or one scope) CANCELLED, expired ones EXPIRED
+// (unlisted), leaves paid ones alone, and a second call releases nothing.
+TEST_P(HoldStoreContractTest, ReleaseHoldsEndsTheUsersLiveHoldsOnce) {
+  ASSERT_THAT(PlaceIn("alice", "a", "event:A", 1, LevelLimits{}, kT0), IsOk());
+  ASSERT_THAT(PlaceIn("alice", "b", "event:B", 2, LevelLimits{}, kT0), IsOk());
+  ASSERT_THAT(Place("alice", "c", absl::Seconds(2), kT0), IsOk());
+  ASSERT_THAT(Place("bob", "x", absl::Seconds(10), kT0), IsOk());
+  const absl::Time t = kT0 + absl::Seconds(3);
+  auto scoped = Release("alice", "event:A", t);
+  ASSERT_THAT(scoped, IsOk());
+  ASSERT_EQ(scoped->released.size(), 1u);
+  EXPECT_EQ(scoped->released[0].order_id, "a");
+  EXPECT_EQ(scoped->released[0].expire_time, kT0 + absl::Seconds(10));
+  EXPECT_EQ(scoped->released[0].details.scope, "event:A");
+  EXPECT_EQ(scoped->expired_removed, 1);  // "c", ended EXPIRED on the way
+  auto all = Release("alice", "", t + absl::Seconds(1));
+  ASSERT_THAT(all, IsOk());
+  ASSERT_EQ(all->released.size(), 1u);
+  EXPECT_EQ(all->released[0].order_id, "b");
+  EXPECT_EQ(all->released[0].details.quantity, 2);
+  EXPECT_EQ(all->expired_removed, 0);
+  auto again = Release("alice", "", t + absl::Seconds(2));
+  ASSERT_THAT(again, IsOk());
+  EXPECT_THAT(again->released, IsEmpty());
+  EXPECT_THAT(List("alice", t + absl::Seconds(2)), IsEmpty());
+  EXPECT_EQ(List("bob", t).size(), 1u);  // another user's holds stay
+  auto a = Get("alice", "a", t + absl::Seconds(2));
+  ASSERT_THAT(a, IsOk());
+  EXPECT_EQ(a->end, (HoldEnd{HoldOutcome::kCancelled, t, kT0 + absl::Seconds(10)}));
+  auto c = Get("alice", "c", t + absl::Seconds(2));
+  ASSERT_THAT(c, IsOk());
+  EXPECT_EQ(c->end.outcome, HoldOutcome::kExpired);
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(11)), ElementsAre(kT0 + absl::Seconds(10)));  // bob's
+  // The slots are free again.
+  for (const char* order : {"d", "e", "f"}) {
+    auto placed = Place("alice", order, absl::Seconds(10), t);
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_EQ(placed->outcome, Outcome::kCreated);
+  }
 }
 
 TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {

@@ -293,14 +293,16 @@ void CollectSetFields(const google::protobuf::Message& message, std::set<std::st
 // A server without --scope_limits or --max_units, called without the new fields, answers with the
 // fields of the release before scopes only (the same values as before: the existing tests), so
 // its answers are byte for byte what they were. (A RESOURCE_EXHAUSTED keeps its message and gains
-// the google.rpc details in the status trailer.)
+// the google.rpc details in the status trailer.) Since ExtendHold, every Hold also carries its
+// place_time and max_expire_time, the two fields its lifetime cap adds to every hold.
 TEST_F(ScopedLimitsE2eTest, PlainCallsOnAServerWithoutRulesAnswerOnlyTheFieldsOfBefore) {
   StartReplicas(1, 0, "");
   const std::set<std::string> hold = {
       "orderhold.v1.Hold.user_id",         "orderhold.v1.Hold.order_id",
       "orderhold.v1.Hold.expire_time",     "orderhold.v1.Hold.remaining",
       "google.protobuf.Timestamp.seconds", "google.protobuf.Timestamp.nanos",
-      "google.protobuf.Duration.seconds",  "google.protobuf.Duration.nanos"};
+      "google.protobuf.Duration.seconds",  "google.protobuf.Duration.nanos",
+      "orderhold.v1.Hold.place_time",      "orderhold.v1.Hold.max_expire_time"};
   auto only = [&](const google::protobuf::Message& message, std::set<std::string> allowed) {
     std::set<std::string> set;
     CollectSetFields(message, &set);

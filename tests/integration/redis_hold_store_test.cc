@@ -302,9 +302,9 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(stats->reaped, 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
-  // Left: the keeper's key and its index entry, each expired user's outcome records (hash and
-  // sorted set, both with a TTL of --outcome_retention) and the event streams they wrote to. Plain
-  // holds store no details.
+  // Left: the keeper's key, its index entry and its hash (its hold's life record), each expired
+  // user's outcome records (hash and sorted set, both with a TTL of --outcome_retention) and the
+  // event streams they wrote to. Plain holds store no details.
   ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
   std::set<std::string> streams;
   for (int i = 0; i < 10; ++i) {
@@ -314,7 +314,7 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;
   }
-  EXPECT_EQ(dbsize, absl::StrCat(2 + 10 * 2 + streams.size()));
+  EXPECT_EQ(dbsize, absl::StrCat(3 + 10 * 2 + streams.size()));
   ASSERT_OK_AND_ASSIGN(std::string exists,
                        redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
   EXPECT_EQ(exists, "0");

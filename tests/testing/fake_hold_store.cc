@@ -141,9 +141,12 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         result.details = std::move(args.details);  // `scope` refers to it: read first
         result.details.quantity = quantity;
         if (!scoped) result.details.scope_limits = {};
-        // A plain hold stores no details (hold_details_codec.h): no place time.
-        if (!store::IsPlain(result.details)) result.details.place_time = result.now;
-        holds[args.order_id] = Held{result.expire_time, result.details};
+        // Every hold has a life record (place_hold.lua): place time and cap.
+        result.details.place_time = result.now;
+        result.details.max_expire_time =
+            result.now + absl::Trunc(args.max_lifetime, absl::Milliseconds(1));
+        result.details.extensions = 0;
+        holds[args.order_id] = Held{result.expire_time, result.details, {}};
         ++result.active_holds;
         result.user_units += quantity;
         if (scoped) {
@@ -198,6 +201,117 @@ void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
       }
     }
     std::sort(result.holds.begin(), result.holds.end(), [](const auto& a, const auto& b) {
+      return a.expire_time != b.expire_time ? a.expire_time < b.expire_time
+                                            : a.order_id < b.order_id;
+    });
+    return result;
+  });
+}
+
+void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions options,
+                               store::Callback<store::ExtendHoldResult> done) {
+  Answer(done, [&] {
+    using Result = store::ExtendHoldResult::Result;
+    constexpr size_t kMaxRequestIds = 4;  // extend_hold.lua's MAX_REQUEST_IDS
+    store::ExtendHoldResult result;
+    result.now = NowFor(options);
+    if (auto user = holds_.find(args.user_id); user != holds_.end()) {
+      auto it = user->second.find(args.order_id);
+      if (it != user->second.end() && it->second.expire > result.now) {
+        Held& held = it->second;
+        store::HoldDetails& d = held.details;
+        if (!d.max_expire_time.has_value()) {
+          if (!d.place_time.has_value()) d.place_time = held.expire - args.default_ttl;
+          d.max_expire_time = *d.place_time + args.max_lifetime;
+        }
+        const absl::Time wanted = result.now + absl::Trunc(args.ttl, absl::Milliseconds(1));
+        const absl::Time moved_to = std::max(held.expire, std::min(wanted, *d.max_expire_time));
+        const bool retry =
+            !args.request_id.empty() && std::find(held.request_ids.begin(), held.request_ids.end(),
+                                                  args.request_id) != held.request_ids.end();
+        result.capped = wanted > *d.max_expire_time;
+        result.result = Result::kLive;
+        if (moved_to > held.expire) {
+          if (!retry && args.max_extensions > 0 && d.extensions >= args.max_extensions) {
+            result.result = Result::kExhausted;
+          } else {
+            if (!retry) {
+              ++d.extensions;
+              if (!args.request_id.empty()) {
+                held.request_ids.push_back(args.request_id);
+                if (held.request_ids.size() > kMaxRequestIds) {
+                  held.request_ids.erase(held.request_ids.begin());
+                }
+              }
+            }
+            held.expire = moved_to;
+            result.extended = true;
+          }
+        }
+        result.hold = store::StoredHold{args.order_id, held.expire, d};
+        return result;
+      }
+    }
+    result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
+    if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
+      result.result = Result::kEnded;
+      result.end = ended->end;
+    }
+    return result;
+  });
+}
+
+void FakeHoldStore::GetHold(std::string user_id, std::string order_id, store::CallOptions options,
+                            store::Callback<store::GetHoldResult> done) {
+  Answer(done, [&] {
+    using State = store::GetHoldResult::State;
+    store::GetHoldResult result;
+    result.now = NowFor(options);
+    if (auto user = holds_.find(user_id); user != holds_.end()) {
+      if (auto it = user->second.find(order_id); it != user->second.end()) {
+        const Held& held = it->second;
+        // Past its expiry and not reaped yet: EXPIRED at it, unless that is past the retention.
+        if (held.expire > result.now || held.expire > result.now - outcomes_.retention) {
+          result.state = held.expire > result.now ? State::kLive : State::kEnded;
+          result.hold = store::StoredHold{order_id, held.expire, held.details};
+          if (result.state == State::kEnded) {
+            result.end = store::HoldEnd{store::HoldOutcome::kExpired, held.expire, held.expire};
+          }
+        }
+        return result;
+      }
+    }
+    if (const Ended* ended = FindEnd(user_id, order_id, result.now)) {
+      result.state = State::kEnded;
+      result.hold = store::StoredHold{order_id, ended->end.expire_time, ended->details};
+      result.end = ended->end;
+    }
+    return result;
+  });
+}
+
+void FakeHoldStore::ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
+                                 store::Callback<store::ReleaseHoldsResult> done) {
+  Answer(done, [&] {
+    store::ReleaseHoldsResult result;
+    result.now = NowFor(options);
+    result.expired_removed = static_cast<int>(ExpireDue(user_id, result.now).size());
+    auto user = holds_.find(user_id);
+    if (user == holds_.end()) return result;
+    for (auto it = user->second.begin(); it != user->second.end();) {
+      if (!scope.empty() && it->second.details.scope != scope) {
+        ++it;
+        continue;
+      }
+      result.released.push_back(
+          store::StoredHold{it->first, it->second.expire, it->second.details});
+      RecordEnd(user_id, it->first,
+                store::HoldEnd{store::HoldOutcome::kCancelled, result.now, it->second.expire},
+                it->second.details, result.now);
+      it = user->second.erase(it);
+    }
+    if (user->second.empty()) holds_.erase(user);
+    std::sort(result.released.begin(), result.released.end(), [](const auto& a, const auto& b) {
       return a.expire_time != b.expire_time ? a.expire_time < b.expire_time
                                             : a.order_id < b.order_id;
     });

@@ -36,6 +36,12 @@ class FakeHoldStore final : public store::HoldStore {
                store::CallOptions options, store::Callback<store::EndHoldResult> done) override;
   void ListHolds(std::string user_id, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;
+  void ExtendHold(store::ExtendHoldArgs args, store::CallOptions options,
+                  store::Callback<store::ExtendHoldResult> done) override;
+  void GetHold(std::string user_id, std::string order_id, store::CallOptions options,
+               store::Callback<store::GetHoldResult> done) override;
+  void ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
+                    store::Callback<store::ReleaseHoldsResult> done) override;
   void Reap(int partition, store::ReapArgs args, store::CallOptions options,
             store::Callback<store::ReapResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, store::CallOptions options,
@@ -60,6 +66,7 @@ class FakeHoldStore final : public store::HoldStore {
   struct Held {
     absl::Time expire;
     store::HoldDetails details;
+    std::vector<std::string> request_ids;  // the last ones ExtendHold counted, oldest first
   };
   struct Ended {
     store::HoldEnd end;

@@ -133,7 +133,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
       "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-      "max_units=0 scope_limits= default_ttl=30m max_ttl=24h reap_interval=1s key_prefix=orderhold "
+      "max_units=0 scope_limits= default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
+      "reap_interval=1s key_prefix=orderhold "
       "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
@@ -271,6 +272,10 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},
       {"max_ttl", "2h", "max_ttl=2h",
        [](const Config& c) { return c.policy.max_ttl == absl::Hours(2); }},
+      {"max_hold_lifetime", "1h30m", "max_hold_lifetime=1h30m",
+       [](const Config& c) { return c.policy.max_hold_lifetime == absl::Minutes(90); }},
+      {"max_extensions", "5", "max_extensions=5",
+       [](const Config& c) { return c.policy.max_extensions == 5; }},
       {"reap_interval",
        "2s",
        "reap_interval=2s",

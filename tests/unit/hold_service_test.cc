@@ -195,9 +195,6 @@ TEST_F(HoldServiceTest, StoreFailureIsPassedThroughAndNothingGranted) {
   EXPECT_TRUE(list->holds.empty());
 }
 
-}  // namespace
-}  // namespace orderhold::domain
-
 namespace orderhold::domain {
 namespace {
 
@@ -352,6 +349,165 @@ TEST_F(HoldServiceTest, ListHoldsFiltersByScopeAndReportsUsagePerLevel) {
   EXPECT_EQ(a->holds[0].details.quantity, 2);
   EXPECT_EQ(a->user_usage, all->user_usage);
   EXPECT_EQ(a->scope_usage, (LevelUsage{1, 2, ScopeLimits{2, 6}}));
+}
+
+}  // namespace
+}  // namespace orderhold::domain
+
+// ExtendHold on a fake clock: the arithmetic of max(expire, min(now + ttl, cap)), the count, the
+// refusals and their statuses, and the metric per result.
+class ExtendHoldTest : public HoldServiceTest {
+ protected:
+  static HoldPolicy Policy() {
+    HoldPolicy policy;
+    policy.max_hold_lifetime = absl::Minutes(60);
+    policy.max_extensions = 2;
+    return policy;
+  }
+  absl::StatusOr<ExtendHoldReply> Extend(std::string order, std::optional<absl::Duration> ttl,
+                                         std::string request_id = "") {
+    ExtendHoldCommand command{"alice", std::move(order), ttl, std::move(request_id)};
+    return Await<ExtendHoldReply>(
+        [&](auto done) { extending_.ExtendHold(std::move(command), {}, std::move(done)); });
+  }
+  absl::StatusOr<PlaceHoldReply> PlaceHere(std::string order, absl::Duration ttl) {
+    PlaceHoldCommand command;
+    command.user_id = "alice";
+    command.order_id = std::move(order);
+    command.ttl = ttl;
+    return Await<PlaceHoldReply>(
+        [&](auto done) { extending_.PlaceHold(std::move(command), {}, std::move(done)); });
+  }
+  double Extensions(const std::string& result) {
+    return Metric("orderhold_hold_extensions_total", {{"result", result}});
+  }
+
+  HoldService extending_{store_, Policy(), metrics_};
+};
+
+TEST_F(ExtendHoldTest, MovesOnTheStoreClockUpToTheCapAndCountsEachMove) {
+  auto placed = PlaceHere("o1", absl::Minutes(10));
+  ASSERT_THAT(placed, IsOk());
+  const absl::Time t0 = placed->now;
+  EXPECT_EQ(placed->hold.details.max_expire_time, t0 + absl::Minutes(60));
+  clock_.Advance(absl::Minutes(9));
+  auto moved = Extend("o1", absl::Minutes(20), "pay-1");
+  ASSERT_THAT(moved, IsOk());
+  EXPECT_TRUE(moved->extended);
+  EXPECT_FALSE(moved->capped);
+  EXPECT_EQ(moved->now, t0 + absl::Minutes(9));
+  EXPECT_EQ(moved->hold.expire_time, t0 + absl::Minutes(29));
+  EXPECT_EQ(moved->hold.details.extensions, 1);
+  EXPECT_EQ(moved->extensions_left, 1);
+  EXPECT_EQ(Extensions("extended"), 1);
+  // The same request again (a retry after a lost answer): moved by the same rule, not counted.
+  clock_.Advance(absl::Minutes(1));
+  auto retried = Extend("o1", absl::Minutes(20), "pay-1");
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_EQ(retried->hold.expire_time, t0 + absl::Minutes(30));
+  EXPECT_EQ(retried->extensions_left, 1);
+  // Shorter than what is left: unchanged.
+  auto kept = Extend("o1", absl::Minutes(1));
+  ASSERT_THAT(kept, IsOk());
+  EXPECT_FALSE(kept->extended);
+  EXPECT_EQ(kept->hold.expire_time, t0 + absl::Minutes(30));
+  EXPECT_EQ(Extensions("unchanged"), 1);
+  // Past the cap (t0 + 60m): cut at it.
+  clock_.Advance(absl::Minutes(15));
+  auto capped = Extend("o1", absl::Minutes(40));
+  ASSERT_THAT(capped, IsOk());
+  EXPECT_TRUE(capped->extended);
+  EXPECT_TRUE(capped->capped);
+  EXPECT_EQ(capped->hold.expire_time, t0 + absl::Minutes(60));
+  EXPECT_EQ(capped->extensions_left, 0);
+  EXPECT_EQ(Extensions("capped"), 1);
+}
+
+TEST_F(ExtendHoldTest, UsedUpExtensionsAreResourceExhaustedWithQuotaFailure) {
+  ASSERT_THAT(PlaceHere("o1", absl::Minutes(1)), IsOk());
+  for (int i = 0; i < 2; ++i) {
+    clock_.Advance(absl::Seconds(30));
+    ASSERT_THAT(Extend("o1", absl::Minutes(1)), IsOk());
+  }
+  clock_.Advance(absl::Seconds(30));
+  absl::StatusOr<ExtendHoldReply> refused = Extend("o1", absl::Minutes(1));
+  EXPECT_THAT(refused,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("extended 2 times"), HasSubstr("max_extensions 2"))));
+  auto quota = Detail<google::rpc::QuotaFailure>(refused.status());
+  ASSERT_TRUE(quota.has_value());
+  ASSERT_EQ(quota->violations_size(), 1);
+  EXPECT_EQ(quota->violations(0).subject(), "hold/extensions");
+  auto info = Detail<google::rpc::ErrorInfo>(refused.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "HOLD_EXTENSION_LIMIT");
+  EXPECT_EQ(info->metadata().at("order_id"), "o1");
+  EXPECT_FALSE(Detail<google::rpc::RetryInfo>(refused.status()).has_value());
+  EXPECT_EQ(Extensions("exhausted"), 1);
+}
+
+TEST_F(ExtendHoldTest, EndedUnknownAndMalformedAreRefusedNamingWhy) {
+  ASSERT_THAT(PlaceHere("o1", absl::Seconds(10)), IsOk());
+  ASSERT_THAT(PlaceHere("paid", absl::Seconds(10)), IsOk());
+  ASSERT_THAT(
+      Await<PayReply>([&](auto done) { extending_.Pay("alice", "paid", {}, std::move(done)); }),
+      IsOk());
+  clock_.Advance(absl::Seconds(10));  // o1 expires now: extending must not resurrect it
+  EXPECT_THAT(Extend("o1", absl::Minutes(5)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("EXPIRED at"), HasSubstr("can no longer be extended"))));
+  EXPECT_EQ(Metric("orderhold_holds_expired_total"), 1);
+  EXPECT_THAT(Extend("o1", absl::Minutes(5)),  // the same answer once ended
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED at")));
+  EXPECT_THAT(Extend("paid", absl::Minutes(5)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("PAID at")));
+  EXPECT_EQ(Extensions("ended"), 3);
+  EXPECT_THAT(Extend("never", absl::Minutes(5)), StatusIs(absl::StatusCode::kNotFound));
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_THAT(Extend("o1", absl::ZeroDuration()), StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(Extend("o1", absl::Hours(25)), StatusIs(kInvalid, HasSubstr("ttl")));
+  EXPECT_THAT(Extend("o1", absl::Minutes(1), std::string(65, 'r')),
+              StatusIs(kInvalid, HasSubstr("request_id")));
+  EXPECT_THAT(Extend("o1", absl::Minutes(1), "a\nb"), StatusIs(kInvalid, HasSubstr("request_id")));
+  EXPECT_THAT(Extend("", absl::Minutes(1)), StatusIs(kInvalid, HasSubstr("order_id")));
+}
+
+TEST_F(HoldServiceTest, GetHoldReadsLiveAndEndedHoldsAndReleaseHoldsCountsCancellations) {
+  ASSERT_THAT(Place("alice", "o1", absl::Seconds(60)), IsOk());
+  ASSERT_THAT(Place("alice", "o2", absl::Seconds(5)), IsOk());
+  auto get = [&](std::string order) {
+    return Await<GetHoldReply>(
+        [&](auto done) { service_.GetHold("alice", order, {}, std::move(done)); });
+  };
+  auto live = get("o1");
+  ASSERT_THAT(live, IsOk());
+  EXPECT_FALSE(live->end.has_value());
+  EXPECT_EQ(live->hold.expire_time - live->now, absl::Seconds(60));
+  clock_.Advance(absl::Seconds(5));
+  auto expired = get("o2");  // due, nothing has ended it: EXPIRED at its expire_time
+  ASSERT_THAT(expired, IsOk());
+  ASSERT_TRUE(expired->end.has_value());
+  EXPECT_EQ(expired->end->outcome, store::HoldOutcome::kExpired);
+  EXPECT_EQ(expired->end->end_time, expired->hold.expire_time);
+  EXPECT_THAT(get("never"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(get(""), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("order_id")));
+
+  auto released = Await<ReleaseHoldsReply>(
+      [&](auto done) { service_.ReleaseHolds("alice", "", {}, std::move(done)); });
+  ASSERT_THAT(released, IsOk());
+  ASSERT_EQ(released->holds.size(), 1u);
+  EXPECT_EQ(released->holds[0].order_id, "o1");
+  EXPECT_EQ(released->holds[0].user_id, "alice");
+  EXPECT_EQ(Metric("orderhold_holds_cancelled_total"), 1);
+  EXPECT_EQ(Metric("orderhold_holds_expired_total"), 1);  // o2, ended on the way
+  EXPECT_EQ(Metric("orderhold_events_appended_total"), 2);
+  auto cancelled = get("o1");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->end->outcome, store::HoldOutcome::kCancelled);
+  EXPECT_THAT(Await<ReleaseHoldsReply>([&](auto done) {
+                service_.ReleaseHolds("alice", "bad\x01", {}, std::move(done));
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scope")));
 }
 
 }  // namespace

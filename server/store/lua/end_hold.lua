@@ -13,7 +13,7 @@
 -- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[5]  outcome retention, ms >= 1
 -- ARGV[6]  max outcome records per user, >= 1
--- Returns  {result, now, expire, removed, outcome, end, details}
+-- Returns  {result, now, expire, removed, outcome, end, details, life}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
 --                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
 --                    (Unix ms) and expire describe that end; nothing changed by this call except
@@ -24,6 +24,8 @@
 --                  the answer is the same before and after the reaper has run)
 --          details the hold's details (prelude.lua) for results 1 and 2 while they are kept, else
 --                  "" (none, or a hold placed by a release without details)
+--          life    the hold's life record (LIFE in prelude.lua) for results 1 and 2 while it is
+--                  kept, else "" (none: placed by a release before life records)
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
@@ -34,7 +36,7 @@ local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local score = redis.call('ZSCORE', k.holds, order)
-local details = details_of_order(k, order)
+local details, life = records_of_order(k, order)
 if score and tonumber(score) > now then
   -- The user's earliest hold once this one is gone, read before the ZREM may delete the key.
   local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
@@ -46,7 +48,8 @@ if score and tonumber(score) > now then
   end_hold(k, user, order, outcome, score, now, details)
   trim_outcomes(k, now, retention, max_records)
   set_due(k.due, user, earliest)
-  return {1, now, tonumber(score), 0, outcome, now, details_for(details, score) or ''}
+  return {1, now, tonumber(score), 0, outcome, now, details_for(details, score) or '',
+    details_for(life, score) or ''}
 end
 
 local due = due_holds(k.holds, now)
@@ -61,6 +64,7 @@ if removed > 0 then
 end
 local ended, end_ms, expire = outcome_of(order, due, record, now, retention)
 if ended then
-  return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or ''}
+  return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or '',
+    details_for(life, expire) or ''}
 end
-return {0, now, 0, removed, 0, 0, ''}
+return {0, now, 0, removed, 0, 0, '', ''}

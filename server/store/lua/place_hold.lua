@@ -33,8 +33,10 @@
 -- ARGV[13] the hold's details from the quantity on (hold_details_codec.h), stored as
 --          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
 --          nothing is stored, so a plain hold costs Redis what it did before details existed
+-- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
+--          prelude.lua) is "<expire>:<now>:<now + ARGV[14]>:0:0:", written for every hold
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
---           scope_units, violations, details}
+--           scope_units, violations, details, life}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
 --                  not extended), -1 a limit would be exceeded (expire = the earliest instant at
 --                  which every exceeded level has had its earliest live hold expire),
@@ -49,11 +51,13 @@
 --                  4 scope holds, 8 scope units
 --          details result 1: the new hold's details ("" for a plain hold); 0: the existing hold's
 --                  ("" when it has none: plain, or placed by a release without details); else ""
+--          life    results 1 and 0: the hold's life record ("" when it has none: placed by a
+--                  release before life records); else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, due_holds, details_of, details_of_order, quantity_scope, details_for, set_due,
--- expire_due, end_hold, trim_outcomes, outcome_of, DETAILS): see prelude.lua, prepended when the
+-- expire_due, end_hold, trim_outcomes, outcome_of, DETAILS, LIFE): see prelude.lua, prepended when the
 -- script is embedded.
 local now = now_ms(ARGV[5])
 local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
@@ -71,7 +75,7 @@ local live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORE
 local active = #live / 2
 local units, scope_holds, scope_units = 0, 0, 0
 local scope_first  -- the earliest expiry among the scope's live holds
-local existing, existing_details
+local existing, existing_details, existing_life
 for i = 1, #live, 2 do
   local value = details_of_order(k, live[i])
   local q, s = quantity_scope(value, live[i + 1])
@@ -85,11 +89,14 @@ for i = 1, #live, 2 do
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
+if existing then
+  existing_life = details_for(redis.call('HGET', k.outcomes, LIFE .. order), existing) or ''
+end
 
 local result, expire
-local ended_outcome, ended_at, violations, details = 0, 0, 0, ''
+local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
 if existing then
-  result, expire, details = 0, existing, existing_details
+  result, expire, details, life = 0, existing, existing_details, existing_life
 else
   local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
@@ -119,15 +126,18 @@ else
       result, expire = 1, now + tonumber(ARGV[3])
       -- Before the expired holds are removed, so the holds key is never emptied on the way.
       redis.call('ZADD', k.holds, expire, order)
+      life = expire .. ':' .. now .. ':' .. (now + tonumber(ARGV[14])) .. ':0:0:'
       if ARGV[13] ~= '' then
         details = expire .. ':' .. now .. ':' .. ARGV[13]
-        redis.call('HSET', k.outcomes, DETAILS .. order, details)
-        -- The hash outlives every live hold by the retention (an end's record keeps the details
-        -- that long, and every due hold is ended by this call): from the latest live expiry, which
-        -- is never earlier than what the records need (their end + retention <= now + retention).
-        local latest = math.max(expire, tonumber(live[#live] or 0))
-        redis.call('PEXPIRE', k.outcomes, latest - now + retention)
+        redis.call('HSET', k.outcomes, DETAILS .. order, details, LIFE .. order, life)
+      else
+        redis.call('HSET', k.outcomes, LIFE .. order, life)
       end
+      -- The hash outlives every live hold by the retention (an end's record keeps the details
+      -- that long, and every due hold is ended by this call): from the latest live expiry, which
+      -- is never earlier than what the records need (their end + retention <= now + retention).
+      local latest = math.max(expire, tonumber(live[#live] or 0))
+      redis.call('PEXPIRE', k.outcomes, latest - now + retention)
       active, units = active + 1, units + quantity
       if scope ~= '' then
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
@@ -153,4 +163,4 @@ if removed > 0 or result == 1 then
   set_due(k.due, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
-        scope_units, violations, details}
+        scope_units, violations, details, life}

@@ -51,6 +51,13 @@ end
 -- events.
 local DETAILS = '\1'
 
+-- A hold's life record (format in server/store/hold_details_codec.h): "<expire>:<place>:
+-- <max_expire>:<extensions>:<n>:{<len>:<request id>}*", in the same hash under the field
+-- LIFE .. order_id, for every hold placed by this release. Unlike the details it changes:
+-- extend_hold.lua rewrites it (and the details' <expire>) whenever it moves the expiry. It is
+-- self-checking by its <expire> as the details are (details_for), and kept and dropped with them.
+local LIFE = '\2'
+
 -- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
 local function details_for(value, expire)
   if not value then
@@ -77,6 +84,14 @@ end
 -- The details value of `order` (HGET: a read, before the script's first write), or false.
 local function details_of_order(k, order)
   return redis.call('HGET', k.outcomes, DETAILS .. order) or false
+end
+
+-- The details and life values of `order` (reads, before the script's first write), each false
+-- when absent. Two HGETs rather than one HMGET: the documented ACL (deploy/redis/orderhold.acl)
+-- grants +hget, and a new command would make every deployment change its ACL before upgrading.
+local function records_of_order(k, order)
+  return redis.call('HGET', k.outcomes, DETAILS .. order) or false,
+    redis.call('HGET', k.outcomes, LIFE .. order) or false
 end
 
 -- The details values of the holds in the flat array {order_1, expire_1, ...} (as due_holds
@@ -165,15 +180,16 @@ local function expire_due(k, user, now, due, due_details)
   end
 end
 
--- Drops the outcome records of the orders in `orders` (a list) and their details, except the
--- details of `keep` (an order this script has just placed again: its new details). One HDEL; the
--- last touch of k.outcomes in a script, since it may empty the hash ("Slot migrations").
+-- Drops the outcome records of the orders in `orders` (a list) and their details and life
+-- records, except those of `keep` (an order this script has just placed again: its new ones). One
+-- HDEL; the last touch of k.outcomes in a script, since it may empty the hash ("Slot migrations").
 local function drop_records(k, orders, keep)
   local fields = {}
   for _, order in ipairs(orders) do
     fields[#fields + 1] = order
     if order ~= keep then
       fields[#fields + 1] = DETAILS .. order
+      fields[#fields + 1] = LIFE .. order
     end
   end
   if #fields > 0 then

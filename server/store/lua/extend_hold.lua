@@ -1,0 +1,140 @@
+-- extend_hold.lua: moves a live hold's expiry later, up to its lifetime cap (ExtendHold).
+--
+-- Why Lua: "is it live?", the cap, the extension count, the new score, the due index and the
+-- life record must change in one atomic step, or an extension could land on a hold that expired
+-- (or was paid) a millisecond earlier, or two replicas could both spend the last extension.
+--
+-- New expiry = max(expire, min(now + ttl, cap)): never shorter (that is CancelHold), never past the
+-- cap fixed when the hold was placed (its life record, LIFE in prelude.lua), so a repeat is safe.
+-- Limits are not checked: an extension takes no new slot. It ends nothing, so no event either,
+-- except for holds found no longer live (ended as EXPIRED, each with its event, as end_hold.lua).
+--
+-- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+--             records, hold details and life records (hash) and ended orders (sorted set), the
+--             partition's event stream
+-- ARGV[1]  user_id (the member of KEYS[2])
+-- ARGV[2]  order_id
+-- ARGV[3]  ttl, integer ms >= 1: the wanted time left from now
+-- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV[5]  outcome retention, ms >= 1
+-- ARGV[6]  max outcome records per user, >= 1
+-- ARGV[7]  max_extensions, integer >= 0: calls that moved the expiry, at most; 0 = no count limit
+-- ARGV[8]  request_id; "" = none. A request_id among the last 4 the hold counted is a retry: it
+--          moves the expiry by the same rule, never counts and is never refused for the count.
+-- ARGV[9]  lifetime cap, ms >= 1, and
+-- ARGV[10] default ttl, ms >= 1: for a hold without a life record (placed by an earlier release),
+--          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
+--          <expire> - ARGV[10] (as if placed with the default ttl); written at its first move.
+-- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
+--          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
+--                    moved it; capped 1 when now + ttl was past the cap; details and life after
+--                    the call (life as it would be written, for a hold without one)
+--                  -1 refused, max_extensions used: nothing changed; expire, details, life as is
+--                  2 the order's hold has ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
+--                    (Unix ms) and expire describe that end (an EXPIRED end possibly made by this
+--                    call's cleanup, which gives the same answer before and after the reaper)
+--                  0 unknown order (never placed, or its record is older than the retention)
+--          removed holds of the user found no longer live and ended as EXPIRED by this call
+-- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
+--          (derived from the events key; see end_hold in prelude.lua)
+-- Helpers: see prelude.lua, prepended when the script is embedded.
+local now = now_ms(ARGV[4])
+local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local user, order = ARGV[1], ARGV[2]
+local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
+local MAX_REQUEST_IDS = 4
+
+-- A life record's place time, cap, extension count and counted request ids (oldest first).
+local function parse_life(value)
+  local place, cap, count, n, pos = string.match(value, '^%d+:(%d+):(%d+):(%d+):(%d+):()')
+  local ids = {}
+  for _ = 1, tonumber(n) do
+    local len, start = string.match(value, '^(%d+):()', pos)
+    ids[#ids + 1] = string.sub(value, start, start + tonumber(len) - 1)
+    pos = start + tonumber(len)
+  end
+  return tonumber(place), tonumber(cap), tonumber(count), ids
+end
+
+local function format_life(expire, place, cap, count, ids)
+  local parts = {expire, ':', place, ':', cap, ':', count, ':', #ids, ':'}
+  for _, id in ipairs(ids) do
+    parts[#parts + 1] = #id .. ':' .. id
+  end
+  return table.concat(parts)
+end
+
+-- Every read before the first write (see "Slot migrations" in prelude.lua).
+local score = redis.call('ZSCORE', k.holds, order)
+local details, life = records_of_order(k, order)
+if score and tonumber(score) > now then
+  local expire = tonumber(score)
+  details, life = details_for(details, expire), details_for(life, expire)
+  local place, cap, count, ids
+  if life then
+    place, cap, count, ids = parse_life(life)
+  else
+    place = details and tonumber(string.match(details, '^%d+:(%d+):'))
+    place = place or expire - tonumber(ARGV[10])
+    cap, count, ids = place + tonumber(ARGV[9]), 0, {}
+  end
+  local retry = false
+  for _, id in ipairs(ids) do
+    retry = retry or (request_id ~= '' and id == request_id)
+  end
+  local new = math.max(expire, math.min(now + ttl, cap))
+  local capped = (now + ttl > cap) and 1 or 0
+  if new == expire then
+    return {1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 0,
+      capped}
+  end
+  if not retry and max_extensions > 0 and count >= max_extensions then
+    return {-1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 0,
+      capped}
+  end
+  if not retry then
+    count = count + 1
+    if request_id ~= '' then
+      ids[#ids + 1] = request_id
+      if #ids > MAX_REQUEST_IDS then
+        table.remove(ids, 1)
+      end
+    end
+  end
+  -- The user's earliest expiry once this hold has moved.
+  local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
+  local earliest = tonumber(first[2])
+  if first[1] == order then
+    earliest = math.min(new, tonumber(first[4] or new))
+  end
+  redis.call('ZADD', k.holds, 'XX', new, order)
+  set_due(k.due, user, earliest)
+  life = format_life(new, place, cap, count, ids)
+  if details then
+    details = new .. string.match(details, '^%d+(:.*)$')
+    redis.call('HSET', k.outcomes, DETAILS .. order, details, LIFE .. order, life)
+  else
+    redis.call('HSET', k.outcomes, LIFE .. order, life)
+  end
+  -- The hash outlives the hold by the retention (see place_hold.lua); never shortened.
+  redis.call('PEXPIRE', k.outcomes, new - now + retention, 'NX')
+  redis.call('PEXPIRE', k.outcomes, new - now + retention, 'GT')
+  return {1, now, new, 0, 0, 0, details or '', life, 1, capped}
+end
+
+local due = due_holds(k.holds, now)
+local due_details = details_of(k, due)
+local next_live = first_live(k.holds, now)
+local record = redis.call('HGET', k.outcomes, order)
+local removed = #due / 2
+if removed > 0 then
+  expire_due(k, user, now, due, due_details)
+  trim_outcomes(k, now, retention, max_records)
+  set_due(k.due, user, next_live[2])
+end
+local ended, end_ms, expire = outcome_of(order, due, record, now, retention)
+if ended then
+  return {2, now, expire, removed, ended, end_ms, '', '', 0, 0}
+end
+return {0, now, 0, removed, 0, 0, '', '', 0, 0}
