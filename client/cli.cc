@@ -20,14 +20,19 @@
 namespace orderhold::client {
 
 const char kCliUsage[] =
-    "Places, pays, cancels and lists order holds on an OrderHold server; watches hold events.\n"
+    "Places, extends, pays, cancels, reads, lists and releases order holds on an OrderHold\n"
+    "server; watches hold events.\n"
     "\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]\n"
     "                [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]\n"
     "                [--scope_max_units N]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]\n"
+    "                [--request_id ID]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] release USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
     "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
@@ -42,11 +47,16 @@ const char kCliUsage[] =
     "(e.g. tickets), --label k=v (repeatable) is stored with it; --scope_max_holds and\n"
     "--scope_max_units carry the scope's limits (else the server's rules apply). list --scope\n"
     "lists that scope's holds. A refusal prints each exceeded limit and when a retry can pass.\n"
+    "extend moves a live hold's expiry to now + --ttl (unset: the server's default), never\n"
+    "shorter and never past its cap; --request_id makes a retry count once against the\n"
+    "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). get shows one\n"
+    "hold, live or ended. release cancels every live hold of USER (of --scope S only, if given).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
     "\"error: CODE: message\" on stderr (8 = RESOURCE_EXHAUSTED: a limit reached, 6 =\n"
-    "ALREADY_EXISTS, 5 = NOT_FOUND, 14 = UNAVAILABLE); 64 on a usage error.";
+    "ALREADY_EXISTS, 9 = FAILED_PRECONDITION: the hold already ended, 5 = NOT_FOUND, 14 =\n"
+    "UNAVAILABLE); 64 on a usage error.";
 
 std::string FormatRemaining(absl::Duration remaining) {
   if (remaining <= absl::ZeroDuration()) return "0s";
@@ -65,10 +75,65 @@ std::string FormatTimestamp(absl::Time t) {
 
 namespace {
 
+// FormatHoldDetails, and with `extensions_left` (an ExtendHold answer from a server that limits
+// extensions) the extensions even when 0, followed by "(N left)".
+std::string HoldDetails(const orderhold::v1::Hold& hold, std::optional<uint32_t> extensions_left) {
+  std::vector<std::string> parts;
+  if (!hold.scope().empty() || hold.quantity() > 1 || !hold.labels().empty()) {
+    if (!hold.scope().empty()) {
+      // The limits it was placed under: the request's may differ from the server's rules that a
+      // scoped list's usage lines show.
+      std::vector<std::string> limits;
+      if (hold.scope_limits().max_holds() != 0) {
+        limits.push_back(absl::StrCat("max_holds ", hold.scope_limits().max_holds()));
+      }
+      if (hold.scope_limits().max_units() != 0) {
+        limits.push_back(absl::StrCat("max_units ", hold.scope_limits().max_units()));
+      }
+      parts.push_back(
+          absl::StrCat("scope ", hold.scope(),
+                       limits.empty() ? "" : absl::StrCat(" (", absl::StrJoin(limits, ", "), ")")));
+    }
+    // An unset quantity (a hold from a release before scopes) is one unit.
+    const uint32_t units = std::max<uint32_t>(hold.quantity(), 1);
+    parts.push_back(absl::StrCat(units, units == 1 ? " unit" : " units"));
+    if (!hold.labels().empty()) {
+      // A proto map has no order; people want the same line twice.
+      std::vector<std::pair<std::string, std::string>> labels(hold.labels().begin(),
+                                                              hold.labels().end());
+      std::sort(labels.begin(), labels.end());
+      parts.push_back(
+          absl::StrCat("labels ", absl::StrJoin(labels, " ", absl::PairFormatter("="))));
+    }
+    // Every hold of this release has a place time; it is news only beside the details above.
+    if (hold.has_place_time()) {
+      parts.push_back(
+          absl::StrCat("placed at ", FormatTimestamp(FromProtoTimestamp(hold.place_time()))));
+    }
+  }
+  if (hold.has_max_expire_time()) {
+    parts.push_back(
+        absl::StrCat("cap ", FormatTimestamp(FromProtoTimestamp(hold.max_expire_time()))));
+  }
+  if (hold.extensions() != 0 || extensions_left.has_value()) {
+    std::string extensions = absl::StrCat("extensions ", hold.extensions());
+    if (extensions_left.has_value()) absl::StrAppend(&extensions, " (", *extensions_left, " left)");
+    parts.push_back(std::move(extensions));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
 // "; " and the hold's details, or "" when it has none.
-std::string DetailsSuffix(const orderhold::v1::Hold& hold) {
-  std::string details = FormatHoldDetails(hold);
+std::string DetailsSuffix(const orderhold::v1::Hold& hold,
+                          std::optional<uint32_t> extensions_left = std::nullopt) {
+  std::string details = HoldDetails(hold, extensions_left);
   return details.empty() ? "" : absl::StrCat("; ", details);
+}
+
+// "expires in 29m58s at 2026-11-21T10:00:00Z": a hold's time left and its expiry.
+std::string ExpiresIn(const orderhold::v1::Hold& hold) {
+  return absl::StrCat("expires in ", FormatRemaining(FromProtoDuration(hold.remaining())), " at ",
+                      FormatTimestamp(FromProtoTimestamp(hold.expire_time())));
 }
 
 // "1/3", or "1 (no limit)" when `max` is 0.
@@ -91,43 +156,12 @@ std::vector<std::string> UsageLines(const orderhold::v1::LimitUsage& user_usage,
 }  // namespace
 
 std::string FormatHoldDetails(const orderhold::v1::Hold& hold) {
-  if (hold.scope().empty() && hold.quantity() <= 1 && hold.labels().empty()) return "";
-  std::vector<std::string> parts;
-  if (!hold.scope().empty()) {
-    // The limits it was placed under: the request's may differ from the server's rules that a
-    // scoped list's usage lines show.
-    std::vector<std::string> limits;
-    if (hold.scope_limits().max_holds() != 0) {
-      limits.push_back(absl::StrCat("max_holds ", hold.scope_limits().max_holds()));
-    }
-    if (hold.scope_limits().max_units() != 0) {
-      limits.push_back(absl::StrCat("max_units ", hold.scope_limits().max_units()));
-    }
-    parts.push_back(
-        absl::StrCat("scope ", hold.scope(),
-                     limits.empty() ? "" : absl::StrCat(" (", absl::StrJoin(limits, ", "), ")")));
-  }
-  // An unset quantity (a hold from a release before scopes) is one unit.
-  const uint32_t units = std::max<uint32_t>(hold.quantity(), 1);
-  parts.push_back(absl::StrCat(units, units == 1 ? " unit" : " units"));
-  if (!hold.labels().empty()) {
-    // A proto map has no order; people want the same line twice.
-    std::vector<std::pair<std::string, std::string>> labels(hold.labels().begin(),
-                                                            hold.labels().end());
-    std::sort(labels.begin(), labels.end());
-    parts.push_back(absl::StrCat("labels ", absl::StrJoin(labels, " ", absl::PairFormatter("="))));
-  }
-  if (hold.has_place_time()) {
-    parts.push_back(
-        absl::StrCat("placed at ", FormatTimestamp(FromProtoTimestamp(hold.place_time()))));
-  }
-  return absl::StrJoin(parts, ", ");
+  return HoldDetails(hold, std::nullopt);
 }
 
 std::string FormatHold(const orderhold::v1::Hold& hold) {
-  return absl::StrCat(hold.order_id(), " (user ", hold.user_id(), ") expires in ",
-                      FormatRemaining(FromProtoDuration(hold.remaining())), " at ",
-                      FormatTimestamp(FromProtoTimestamp(hold.expire_time())), DetailsSuffix(hold));
+  return absl::StrCat(hold.order_id(), " (user ", hold.user_id(), ") ", ExpiresIn(hold),
+                      DetailsSuffix(hold));
 }
 
 std::string FormatUsage(absl::string_view level, const orderhold::v1::LimitUsage& usage) {
@@ -178,6 +212,52 @@ std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response) {
   }
   return absl::StrFormat("cancelled %s for %s (had %s left)", hold.order_id(), hold.user_id(),
                          left);
+}
+
+std::string FormatExtendHold(const orderhold::v1::ExtendHoldResponse& response) {
+  const orderhold::v1::Hold& hold = response.hold();
+  const char* const capped = response.capped() ? " (capped)" : "";
+  std::string out = response.extended()
+                        ? absl::StrCat("extended ", hold.order_id(), " for ", hold.user_id(),
+                                       capped, ": ", ExpiresIn(hold))
+                        : absl::StrCat(hold.order_id(), " for ", hold.user_id(), " unchanged",
+                                       capped, ": ", ExpiresIn(hold));
+  std::optional<uint32_t> left;
+  if (response.has_extensions_left()) left.emplace(response.extensions_left());
+  absl::StrAppend(&out, DetailsSuffix(hold, left));
+  return out;
+}
+
+std::string FormatGetHold(const orderhold::v1::GetHoldResponse& response) {
+  const orderhold::v1::Hold& hold = response.hold();
+  if (response.outcome() == orderhold::v1::HOLD_OUTCOME_UNSPECIFIED) return FormatHold(hold);
+  std::string outcome = orderhold::v1::HoldOutcome_Name(response.outcome());
+  // An outcome newer than this binary has no name here.
+  if (outcome.empty()) {
+    outcome = absl::StrCat("ended (outcome ", static_cast<int>(response.outcome()), ")");
+  }
+  std::string out = absl::StrCat(hold.order_id(), " (user ", hold.user_id(), ") ", outcome);
+  if (response.has_end_time()) {
+    absl::StrAppend(&out, " at ", FormatTimestamp(FromProtoTimestamp(response.end_time())));
+  }
+  absl::StrAppend(&out, DetailsSuffix(hold));
+  return out;
+}
+
+std::string FormatReleaseHolds(absl::string_view user_id,
+                               const orderhold::v1::ReleaseHoldsResponse& response,
+                               absl::string_view scope) {
+  const int released = response.holds_size();
+  std::string out =
+      absl::StrFormat("released %d %s of %s", released, released == 1 ? "hold" : "holds", user_id);
+  if (!scope.empty()) absl::StrAppend(&out, " in scope ", scope);
+  out += "\n";
+  for (const orderhold::v1::Hold& hold : response.holds()) {
+    absl::StrAppend(&out, "  ", hold.order_id(), " (had ",
+                    FormatRemaining(FromProtoDuration(hold.remaining())), " left)",
+                    DetailsSuffix(hold), "\n");
+  }
+  return out;
 }
 
 std::string FormatListHolds(absl::string_view user_id,
@@ -243,7 +323,7 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl) {
   if (args.empty()) {
     return absl::InvalidArgumentError(
-        "missing command (place, pay, cancel, list, watch or health)");
+        "missing command (place, extend, pay, cancel, get, list, release, watch or health)");
   }
   const std::string& name = args[0];
   CliCommand command;
@@ -251,9 +331,18 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
   if (name == "place") {
     command.kind = CliCommand::Kind::kPlace;
     want_args = 2;
+  } else if (name == "extend") {
+    command.kind = CliCommand::Kind::kExtend;
+    want_args = 2;
   } else if (name == "pay") {
     command.kind = CliCommand::Kind::kPay;
     want_args = 2;
+  } else if (name == "get") {
+    command.kind = CliCommand::Kind::kGet;
+    want_args = 2;
+  } else if (name == "release") {
+    command.kind = CliCommand::Kind::kRelease;
+    want_args = 1;
   } else if (name == "list") {
     command.kind = CliCommand::Kind::kList;
     want_args = 1;
@@ -271,11 +360,12 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
     }
     if (args.size() == 2) command.health_service = args[1];
     if (ttl.has_value())
-      return absl::InvalidArgumentError("--ttl applies only to place, not health");
+      return absl::InvalidArgumentError("--ttl applies only to place and extend, not health");
     return command;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command \"", name, "\" (want place, pay, cancel, list, watch or health)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", name,
+                     "\" (want place, extend, pay, cancel, get, list, release, watch or health)"));
   }
   if (args.size() - 1 != want_args) {
     return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
@@ -284,8 +374,10 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                                                        : "no arguments",
                                                       args.size() - 1));
   }
-  if (ttl.has_value() && command.kind != CliCommand::Kind::kPlace) {
-    return absl::InvalidArgumentError(absl::StrCat("--ttl applies only to place, not ", name));
+  if (ttl.has_value() && command.kind != CliCommand::Kind::kPlace &&
+      command.kind != CliCommand::Kind::kExtend) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ttl applies only to place and extend, not ", name));
   }
   if (want_args >= 1) command.user_id = args[1];
   if (want_args == 2) command.order_id = args[2];
@@ -363,6 +455,12 @@ absl::string_view CommandName(CliCommand::Kind kind) {
       return "list";
     case CliCommand::Kind::kCancel:
       return "cancel";
+    case CliCommand::Kind::kExtend:
+      return "extend";
+    case CliCommand::Kind::kGet:
+      return "get";
+    case CliCommand::Kind::kRelease:
+      return "release";
     case CliCommand::Kind::kWatch:
       return "watch";
     case CliCommand::Kind::kHealth:
@@ -420,12 +518,19 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
 absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
   const bool place = command->kind == CliCommand::Kind::kPlace;
   const bool list = command->kind == CliCommand::Kind::kList;
+  const bool release = command->kind == CliCommand::Kind::kRelease;
   const auto not_for = [&](absl::string_view flag, absl::string_view applies_to) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, " applies only to ", applies_to,
                                                    ", not ", CommandName(command->kind)));
   };
-  if (!flags.scope.empty() && !place && !list) return not_for("scope", "place and list");
+  if (!flags.scope.empty() && !place && !list && !release) {
+    return not_for("scope", "place, list and release");
+  }
   command->scope = flags.scope;
+  if (!flags.request_id.empty() && command->kind != CliCommand::Kind::kExtend) {
+    return not_for("request_id", "extend");
+  }
+  command->request_id = flags.request_id;
   if (!place) {
     if (flags.quantity.has_value()) return not_for("quantity", "place");
     if (!flags.labels.empty()) return not_for("label", "place");
@@ -570,6 +675,27 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       auto response = client.Pay(command.user_id, command.order_id);
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPay(*response), json, out, err);
+    }
+    case CliCommand::Kind::kExtend: {
+      ExtendHoldOptions options;
+      options.ttl = command.ttl;
+      options.request_id = command.request_id;
+      auto response = client.ExtendHold(command.user_id, command.order_id, options);
+      // A refusal at --max_extensions prints its QuotaFailure and ErrorInfo as PlaceHold's do.
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response, json ? "" : FormatExtendHold(*response), json, out, err);
+    }
+    case CliCommand::Kind::kGet: {
+      auto response = client.GetHold(command.user_id, command.order_id);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response, json ? "" : FormatGetHold(*response), json, out, err);
+    }
+    case CliCommand::Kind::kRelease: {
+      auto response = client.ReleaseHolds(command.user_id, command.scope);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(
+          *response, json ? "" : FormatReleaseHolds(command.user_id, *response, command.scope),
+          json, out, err);
     }
     case CliCommand::Kind::kList: {
       auto response = client.ListHolds(command.user_id, command.scope);

@@ -3,9 +3,13 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]
 //                 [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]
 //                 [--scope_max_units N]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]
+//                 [--request_id ID]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] release USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
 //                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
@@ -16,9 +20,16 @@
 //
 // place's --scope, --quantity, --label (repeatable, one k=v each), --scope_max_holds and
 // --scope_max_units fill the PlaceHoldRequest fields of the same names (either limit flag sends
-// scope_limits, the other then 0 = no limit); list's --scope filters. The values are sent as given
-// and the server validates them (INVALID_ARGUMENT naming the field), except what cannot be sent
-// at all or is surely a slip, which is a usage error naming the flag: see ParseHoldFlags.
+// scope_limits, the other then 0 = no limit); list's and release's --scope filter. The values
+// are sent as given and the server validates them (INVALID_ARGUMENT naming the field), except
+// what cannot be sent at all or is surely a slip, which is a usage error naming the flag: see
+// ParseHoldFlags.
+//
+// extend calls ExtendHold: --ttl is the wanted time left from now (unset: the server's
+// --default_ttl), --request_id makes a retried call count once against the server's
+// --max_extensions. Its refusal once the extensions are used up (RESOURCE_EXHAUSTED, exit 8)
+// prints the QuotaFailure ("hold/extensions") and ErrorInfo (HOLD_EXTENSION_LIMIT) as a PlaceHold
+// refusal does. get calls GetHold (a live or an ended hold); release calls ReleaseHolds.
 //
 // watch prints one JSON line (proto3 JSON of HoldEvent) per event, flushed, until interrupted or
 // --max_events were printed; with --ack each event is acked after it was printed. When the server
@@ -34,7 +45,9 @@
 // response message as one line of proto3 JSON, default-valued fields included. The human lines of
 // a call that uses none of the scopes-and-units features read exactly as before them: a hold's
 // scope, units, labels and place time are shown only for a hold that has a scope, more than one
-// unit or labels, and the usage lines only when a scope or units are in play (ShowsUsage).
+// unit or labels, and the usage lines only when a scope or units are in play (ShowsUsage). A
+// hold's lifetime cap ("cap <time>") is shown whenever it has one (every hold a server with
+// ExtendHold places), its extensions when there were any.
 //
 // Exit status.
 //   0        the call succeeded.
@@ -42,13 +55,15 @@
 //            5 NOT_FOUND, 14 UNAVAILABLE, 4 DEADLINE_EXCEEDED), and stderr has one line
 //            "error: <CODE_NAME>: <message>", followed by one indented line per error detail the
 //            server sent (FormatErrorDetails: a refused PlaceHold's quota violations, reason and
-//            retry delay). With --json, a failure that carries details also prints them on stdout
-//            as one line of proto3 JSON of google.rpc.Status.
+//            retry delay; a refused ExtendHold's violation and reason). With --json, a failure
+//            that carries details also prints them on stdout as one line of proto3 JSON of
+//            google.rpc.Status.
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
-//            on a command other than place, a flag of place or list given to another command or
-//            with a bad value (ParseHoldFlags), watch without --group or with a bad --outcomes or
-//            --start, non-positive --timeout, a --tls_* file that cannot be read or a client
-//            certificate without its key. Usage text goes to stderr.
+//            on a command other than place and extend, a flag of place, extend, list or release
+//            given to another command or with a bad value (ParseHoldFlags), watch without
+//            --group or with a bad --outcomes or --start, non-positive --timeout, a --tls_* file
+//            that cannot be read or a client certificate without its key. Usage text goes to
+//            stderr.
 //            64 because 2, the usual usage exit, is gRPC's UNKNOWN.
 // absl::ParseCommandLine itself exits with 1 (CANCELLED's number; a CLI call is never cancelled)
 // on a flag it cannot parse (unknown flag, "--timeout=abc", "--quantity=two") and after printing
@@ -91,10 +106,13 @@ std::string FormatRemaining(absl::Duration remaining);
 // ("2026-11-21T10:00:00Z", "2026-11-21T10:00:00.25Z").
 std::string FormatTimestamp(absl::Time t);
 
-// What a hold carries beyond its ids and expiry, or "" when it has no scope, one unit (or an
-// unset quantity) and no labels: "scope event:E42 (max_holds 2, max_units 8), 2 units, labels
-// row=12 seat=A1, placed at 2026-11-21T09:30:00Z" (the scope limits it was placed under, those
-// that are not 0; labels by key; "placed at" only when place_time is set).
+// What a hold carries beyond its ids and expiry, or "" when it has none of it: "scope event:E42
+// (max_holds 2, max_units 8), 2 units, labels row=12 seat=A1, placed at 2026-11-21T09:30:00Z, cap
+// 2026-11-21T11:30:00Z, extensions 2". The first four only for a hold with a scope, more than one
+// unit or labels (the scope limits it was placed under, those that are not 0; labels by key;
+// "placed at" only when place_time is set); "cap" (Hold.max_expire_time, the latest expiry
+// ExtendHold can give it) when set; "extensions" when not 0. A plain hold of this release thus
+// reads "cap 2026-11-21T11:30:00Z", one of a server without ExtendHold "".
 std::string FormatHoldDetails(const orderhold::v1::Hold& hold);
 
 // One line for a hold, no trailing newline:
@@ -127,6 +145,30 @@ std::string FormatPay(const orderhold::v1::PayResponse& response);
 // left)", or "order-1 for alice was already cancelled (had 12m3s left)" for a retry.
 std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response);
 
+// One line for an ExtendHold answer, no trailing newline. The first part:
+//   moved:          "extended order-1 for alice: expires in 12m at 2026-11-21T10:12:00Z"
+//   moved, capped:  "extended order-1 for alice (capped): expires in ..." (moved up to its cap)
+//   not moved:      "order-1 for alice unchanged: expires in ..." (it already lived that long)
+//   at its cap:     "order-1 for alice unchanged (capped): expires in ..."
+// followed by "; " and FormatHoldDetails, whose extensions, when the server limits them
+// (extensions_left set), are always shown with what is left: "...; cap 2026-11-21T10:30:00Z,
+// extensions 1 (1 left)".
+std::string FormatExtendHold(const orderhold::v1::ExtendHoldResponse& response);
+
+// One line for a GetHold answer, no trailing newline: a live hold as FormatHold prints it; an
+// ended one as "order-1 (user alice) PAID at 2026-11-21T10:04:43.12Z" (the outcome and its end
+// time), followed by "; " and FormatHoldDetails when that is not empty.
+std::string FormatGetHold(const orderhold::v1::GetHoldResponse& response);
+
+// A ReleaseHolds answer: "released 2 holds of alice" (with a `scope`: "... of alice in scope
+// event:E42"), then one line per released hold, indented by two spaces:
+// "  order-1 (had 29m58s left)" followed by "; " and FormatHoldDetails when that is not empty;
+// every line ends in '\n'. `user_id` and `scope` are what was asked (the response does not repeat
+// them when it is empty).
+std::string FormatReleaseHolds(absl::string_view user_id,
+                               const orderhold::v1::ReleaseHoldsResponse& response,
+                               absl::string_view scope = "");
+
 // A header "alice: 2/3 holds" then one line per hold (FormatHold), indented by two spaces, then,
 // when ShowsUsage, the usage lines as in FormatPlaceHold; every line ends in '\n'. `user_id` is
 // the user asked about (the response does not repeat it when it is empty). With a `scope` (the
@@ -140,7 +182,8 @@ std::string FormatListHolds(absl::string_view user_id,
 std::string FormatError(const absl::Status& status);
 
 // The error details of a failed call (GetErrorDetails in client/orderhold_client.h), one line per
-// item, each indented by two spaces and ending in '\n'; "" when there are none:
+// item, each indented by two spaces and ending in '\n'; "" when there are none (a refused
+// ExtendHold: "  violation hold/extensions: ..." and "  reason HOLD_EXTENSION_LIMIT (...)"):
 //   "  violation user/scope:event:E42: user_id already has 2 unpaid holds in scope ..."  (each)
 //   "  reason SCOPE_HOLD_LIMIT (orderhold.v1; scope=event:E42)"  (domain; metadata by key)
 //   "  retry after 9m58.123s"  (exact: the earliest moment a retry can pass)
@@ -151,29 +194,33 @@ int ExitCodeFor(const absl::Status& status);
 
 // A parsed command line.
 struct CliCommand {
-  enum class Kind { kPlace, kPay, kList, kCancel, kWatch, kHealth };
+  enum class Kind { kPlace, kPay, kList, kCancel, kWatch, kHealth, kExtend, kGet, kRelease };
   Kind kind = Kind::kList;
-  std::string user_id;         // Empty for kWatch.
-  std::string order_id;        // Empty for kList and kWatch.
+  std::string user_id;         // Empty for kWatch and kHealth.
+  std::string order_id;        // Empty for kList, kRelease, kWatch and kHealth.
   std::string health_service;  // kHealth only: the service asked about ("" = the server).
   // kWatch only (from --group, --consumer, --ack, --outcomes, --start, --max_events; set by the
   // caller after ParseCommand, checked by ParseWatchFlags).
   orderhold::v1::WatchHoldEventsRequest watch;
   bool ack = false;
   int64_t max_events = 0;  // 0: no limit
-  // Only for kPlace; set whenever --ttl was given, even to 0s or a negative value, so that the
-  // server (not the CLI) decides whether it is valid.
+  // Only for kPlace and kExtend; set whenever --ttl was given, even to 0s or a negative value, so
+  // that the server (not the CLI) decides whether it is valid.
   std::optional<absl::Duration> ttl;
-  // kPlace and kList: --scope ("" = none). The rest kPlace only (set by ParseHoldFlags).
+  // kExtend only: --request_id ("" = none; set by ParseHoldFlags).
+  std::string request_id;
+  // kPlace, kList and kRelease: --scope ("" = none). The rest kPlace only (set by
+  // ParseHoldFlags).
   std::string scope;
   uint32_t quantity = 0;  // 0: unset (the server counts 1)
   std::map<std::string, std::string> labels;
   std::optional<orderhold::v1::ScopeLimits> scope_limits;
 };
 
-// The flags of place and list, as given on the command line (unset: not given).
+// The flags of place, extend, list and release, as given on the command line (unset: not given).
 struct HoldFlags {
-  std::string scope;                       // --scope (place, list)
+  std::string scope;                       // --scope (place, list, release)
+  std::string request_id;                  // --request_id (extend)
   std::optional<int64_t> quantity;         // --quantity (place)
   std::vector<std::string> labels;         // --label, each "key=value" (place)
   std::optional<int64_t> scope_max_holds;  // --scope_max_holds (place)
@@ -182,7 +229,7 @@ struct HoldFlags {
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.
 // Returns INVALID_ARGUMENT describing the mistake on a usage error (no or unknown command, wrong
-// argument count, --ttl with anything but place); the caller exits with kExitUsage.
+// argument count, --ttl with anything but place and extend); the caller exits with kExitUsage.
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl);
 
@@ -194,12 +241,13 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
                              const std::string& outcomes, const std::string& start,
                              int64_t max_events, bool ack, CliCommand* command);
 
-// Fills command's scope, quantity, labels and scope_limits from `flags`. INVALID_ARGUMENT (a usage
-// error) naming the flag when a flag is given to a command it does not apply to (--scope: place
-// and list; the others: place), a number is negative or above 4294967295 (it cannot be sent), a
-// --label has no '=' or an empty key, a label key is given twice, or --scope_max_holds /
-// --scope_max_units come without --scope (the server would refuse them). Anything else (the
-// label key's characters, a quantity above the server's limits, ...) is the server's to judge.
+// Fills command's scope, request_id, quantity, labels and scope_limits from `flags`.
+// INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it does not
+// apply to (--scope: place, list and release; --request_id: extend; the others: place), a number
+// is negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty key, a
+// label key is given twice, or --scope_max_holds / --scope_max_units come without --scope (the
+// server would refuse them). Anything else (the label key's characters, a quantity above the
+// server's limits, the request_id's length, ...) is the server's to judge.
 absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command);
 
 // Removes every occurrence of the flag `name` ("--name=value", "--name value", and the same with

@@ -22,11 +22,15 @@ ABSL_FLAG(bool, json, false, "Print the response message as proto3 JSON instead 
 // std::optional rather than a sentinel default: any given value, 0s or negative included, is sent
 // to the server, which owns the validation (INVALID_ARGUMENT naming `ttl`).
 ABSL_FLAG(std::optional<absl::Duration>, ttl, std::nullopt,
-          "place only: how long the hold lives, e.g. 45s, 10m. Unset: the server's default.");
+          "place: how long the hold lives, e.g. 45s, 10m; extend: the wanted time left from now "
+          "(never shortens, never passes the hold's cap). Unset: the server's default.");
+ABSL_FLAG(std::string, request_id, "",
+          "extend only: an id unique per attempt (e.g. a UUID), the same on its retries, so a "
+          "retried extend counts once against the server's --max_extensions. Unset: none.");
 
 ABSL_FLAG(std::string, scope, "",
-          "place: the scope the hold also counts against, e.g. event:E42; list: only that "
-          "scope's holds. Unset: none.");
+          "place: the scope the hold also counts against, e.g. event:E42; list, release: only "
+          "that scope's holds. Unset: none.");
 // std::optional: given or not is what decides whether the command may take it.
 ABSL_FLAG(std::optional<int64_t>, quantity, std::nullopt,
           "place only: units held, e.g. tickets. Unset: the server counts 1.");
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
   if (!command.ok()) return UsageError(std::string(command.status().message()));
   orderhold::client::HoldFlags hold_flags;
   hold_flags.scope = absl::GetFlag(FLAGS_scope);
+  hold_flags.request_id = absl::GetFlag(FLAGS_request_id);
   hold_flags.quantity = absl::GetFlag(FLAGS_quantity);
   hold_flags.labels = absl::GetFlag(FLAGS_label);
   hold_flags.labels.insert(hold_flags.labels.end(), labels->begin(), labels->end());

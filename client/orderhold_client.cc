@@ -153,6 +153,40 @@ absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
   return CallUnary(*stub_, &Stub::CancelHold, request, options_.timeout);
 }
 
+absl::StatusOr<orderhold::v1::ExtendHoldResponse> OrderHoldClient::ExtendHold(
+    absl::string_view user_id, absl::string_view order_id,
+    std::optional<absl::Duration> ttl) const {
+  ExtendHoldOptions options;
+  options.ttl = ttl;
+  return ExtendHold(user_id, order_id, options);
+}
+
+absl::StatusOr<orderhold::v1::ExtendHoldResponse> OrderHoldClient::ExtendHold(
+    absl::string_view user_id, absl::string_view order_id, const ExtendHoldOptions& options) const {
+  orderhold::v1::ExtendHoldRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+  if (options.ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*options.ttl);
+  request.set_request_id(options.request_id);
+  return CallUnary(*stub_, &Stub::ExtendHold, request, options_.timeout);
+}
+
+absl::StatusOr<orderhold::v1::GetHoldResponse> OrderHoldClient::GetHold(
+    absl::string_view user_id, absl::string_view order_id) const {
+  orderhold::v1::GetHoldRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+  return CallUnary(*stub_, &Stub::GetHold, request, options_.timeout);
+}
+
+absl::StatusOr<orderhold::v1::ReleaseHoldsResponse> OrderHoldClient::ReleaseHolds(
+    absl::string_view user_id, absl::string_view scope) const {
+  orderhold::v1::ReleaseHoldsRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_scope(std::string(scope));
+  return CallUnary(*stub_, &Stub::ReleaseHolds, request, options_.timeout);
+}
+
 absl::Status OrderHoldClient::WatchHoldEvents(
     const orderhold::v1::WatchHoldEventsRequest& request,
     absl::FunctionRef<bool(const orderhold::v1::HoldEvent&)> on_event,

@@ -13,10 +13,11 @@
 //   }
 //
 // Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
-// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold), ALREADY_EXISTS (PlaceHold of a live order with
-// another scope, quantity or labels), FAILED_PRECONDITION (the order's hold already ended in a way
-// that forbids the call), NOT_FOUND (Pay/CancelHold of an unknown order), UNAVAILABLE (server or
-// Redis down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The google.rpc
+// INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold at a limit; ExtendHold of a hold that has used
+// its extensions), ALREADY_EXISTS (PlaceHold of a live order with another scope, quantity or
+// labels), FAILED_PRECONDITION (the order's hold already ended in a way that forbids the call),
+// NOT_FOUND (Pay/CancelHold/ExtendHold/GetHold of an unknown order), UNAVAILABLE (server or Redis
+// down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The google.rpc
 // error details the server sent (grpc-status-details-bin) become the status' payloads, one per
 // detail, keyed by its type URL ("type.googleapis.com/google.rpc.QuotaFailure"), the same
 // convention the server uses; GetErrorDetails decodes the ones OrderHold sends. The client adds no
@@ -62,16 +63,18 @@ inline constexpr char kErrorDetailTypeUrlPrefix[] = "type.googleapis.com/";
 // parsed are dropped; the code and message are kept whatever the details say.
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// The google.rpc error details OrderHold sends with a refused PlaceHold (RESOURCE_EXHAUSTED; see
-// proto/orderhold/v1/orderhold.proto), decoded from a status made by FromGrpcStatus. Each is
-// unset when the status does not carry it (or it does not parse).
+// The google.rpc error details OrderHold sends with a refused PlaceHold or ExtendHold
+// (RESOURCE_EXHAUSTED; see proto/orderhold/v1/orderhold.proto), decoded from a status made by
+// FromGrpcStatus. Each is unset when the status does not carry it (or it does not parse).
 struct ErrorDetails {
-  // One violation per exceeded level; subject "user" or "user/scope:<scope>".
+  // PlaceHold: one violation per exceeded level, subject "user" or "user/scope:<scope>".
+  // ExtendHold: subject "hold/extensions".
   std::optional<google::rpc::QuotaFailure> quota_failure;
-  // reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or SCOPE_UNIT_LIMIT, domain
-  // "orderhold.v1".
+  // reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or SCOPE_UNIT_LIMIT (PlaceHold),
+  // HOLD_EXTENSION_LIMIT (ExtendHold), domain "orderhold.v1".
   std::optional<google::rpc::ErrorInfo> error_info;
-  // The earliest moment a retry can pass, from the refusal.
+  // The earliest moment a retry can pass, from a PlaceHold refusal (ExtendHold sends none: no
+  // wait makes an extension possible again).
   std::optional<google::rpc::RetryInfo> retry_info;
 };
 ErrorDetails GetErrorDetails(const absl::Status& status);
@@ -90,6 +93,18 @@ struct PlaceHoldOptions {
   std::map<std::string, std::string> labels;
   // The scope's limits for this placement (with `scope` only); unset: the server's rules.
   std::optional<orderhold::v1::ScopeLimits> scope_limits;
+};
+
+// What an ExtendHold carries besides the ids. A default-constructed value asks for the server's
+// --default_ttl from now, counted as a new extension. Sent as given; the server validates
+// (INVALID_ARGUMENT naming the field).
+struct ExtendHoldOptions {
+  // The wanted time left from now; unset: the server's --default_ttl. The new expiry is
+  // max(expire_time, min(now + ttl, max_expire_time)): never shorter, never past the cap.
+  std::optional<absl::Duration> ttl;
+  // Makes a retry count once against the server's --max_extensions: unique per attempt (a UUID),
+  // the same on its retries; "" = none (every call that moves the expiry counts).
+  std::string request_id;
 };
 
 // Converts an absl::Duration to a google.protobuf.Duration. Seconds and nanos carry the same sign,
@@ -158,6 +173,43 @@ class OrderHoldClient {
   // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::CancelHoldResponse> CancelHold(absl::string_view user_id,
                                                                absl::string_view order_id) const;
+
+  // Extends the live hold for (user_id, order_id) to now + `ttl` (unset: the server's
+  // --default_ttl), at most to its Hold.max_expire_time (the lifetime cap fixed when it was
+  // placed), never shortening it; "now" is the Redis server's time, millisecond precision. The ttl
+  // is sent as given, negative or zero included (the server's bounds apply: 1 ms to --max_ttl).
+  // The response says whether the expiry moved (`extended`), whether the cap cut the request
+  // (`capped`), and, when the server limits extensions (--max_extensions > 0), how many are left
+  // (`has_extensions_left()`). Repeating a call is safe: it never passes the cap, and a call with
+  // the `request_id` of a counted one does not count again. An extension appends no HoldEvent.
+  // Errors: RESOURCE_EXHAUSTED (the hold has used its --max_extensions; GetErrorDetails:
+  // QuotaFailure subject "hold/extensions", ErrorInfo reason HOLD_EXTENSION_LIMIT),
+  // FAILED_PRECONDITION (the hold already ended: PAID, CANCELLED, or EXPIRED, which this call
+  // records if the reaper has not yet), NOT_FOUND (unknown order, or ended longer ago than
+  // --outcome_retention), INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ExtendHoldResponse> ExtendHold(
+      absl::string_view user_id, absl::string_view order_id,
+      std::optional<absl::Duration> ttl = std::nullopt) const;
+  // The same with a request_id (ExtendHoldOptions).
+  absl::StatusOr<orderhold::v1::ExtendHoldResponse> ExtendHold(
+      absl::string_view user_id, absl::string_view order_id,
+      const ExtendHoldOptions& options) const;
+
+  // Reads the hold for (user_id, order_id), live or ended; changes nothing. Live: `outcome` is
+  // HOLD_OUTCOME_UNSPECIFIED and Hold.remaining is set. Ended: the hold as it ended, its `outcome`
+  // and `end_time` (a hold past its expire_time that the reaper has not removed yet reads as
+  // EXPIRED at its expire_time). Errors: NOT_FOUND (unknown order, or ended longer ago than
+  // --outcome_retention), INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::GetHoldResponse> GetHold(absl::string_view user_id,
+                                                         absl::string_view order_id) const;
+
+  // Releases (ends as CANCELLED, each with its HoldEvent) every live hold of `user_id`, or only
+  // those of `scope` when it is not empty, in one atomic step; returns them, earliest expire_time
+  // first, each Hold.remaining being what it had left. Empty (not NOT_FOUND) when nothing was live,
+  // so a retry is safe. PAID holds are untouched. Errors: INVALID_ARGUMENT, UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ReleaseHoldsResponse> ReleaseHolds(
+      absl::string_view user_id, absl::string_view scope = "") const;
 
   // Streams hold events for one consumer of a group, calling `on_event` for each on this thread,
   // until `on_event` returns false (the call is then cancelled and OK is returned), the server

@@ -47,10 +47,12 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(2), "Deadline of each call.");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "Calls in this time before --duration are sent but not recorded.");
 ABSL_FLAG(std::string, mix, "place=100",
-          "Workload: method=weight pairs from place, pay, list, cancel (ratios), e.g. "
-          "place=70,pay=20,list=10.");
+          "Workload: method=weight pairs from place, pay, list, cancel, extend, get (ratios), e.g. "
+          "place=70,pay=20,list=10. pay and cancel end holds this run placed; extend and get "
+          "extend and read one of the newest of them (ExtendHold, GetHold).");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
-          "PlaceHold ttl; 0 leaves it unset (the server's --default_ttl).");
+          "PlaceHold ttl, and ExtendHold's wanted time left; 0 leaves it unset (the server's "
+          "--default_ttl).");
 ABSL_FLAG(int64_t, scopes, 0,
           "PlaceHold scope: 0 sends none (unscoped); N > 0 draws one of N scopes event:0 .. "
           "event:<N-1> per call, uniformly.");
@@ -84,6 +86,7 @@ constexpr char kUsage[] =
     "  orderhold-bench --target=host:port --concurrency=50 --duration=30s        (closed loop)\n"
     "  orderhold-bench --target=host:port --rate=2000 --mix=place=70,pay=20,list=10  (open loop)\n"
     "  orderhold-bench --target=host:port --scopes=4 --quantity=2 --scope_max_holds=2  (scoped)\n"
+    "  orderhold-bench --target=host:port --mix=place=40,extend=30,get=20,pay=10  (extend, read)\n"
     "  orderhold-bench --target=host:port --tls_ca_file=ca.crt ...                 (over TLS)\n"
     "\n"
     "Exit status: 0 when the run completed (whatever the calls answered), 1 when the server\n"
@@ -98,8 +101,8 @@ int UsageError(absl::string_view message) {
 
 int main(int argc, char** argv) {
   // As in the server: Debian's abseil checks every Mutex for deadlock cycles, a cost the generator
-  // must not add to what it measures (the hold pool is locked on every PlaceHold, Pay and
-  // CancelHold).
+  // must not add to what it measures (the hold pool is locked on every PlaceHold, Pay,
+  // CancelHold, ExtendHold and GetHold).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(kUsage);
   // absl's --help lists only flags from a file named after the program; ours live here.

@@ -168,7 +168,9 @@ LoadGenerator::LoadGenerator(
       open_loop_(options_.rate > 0),
       total_weight_(options_.mix.Total()),
       feed_pool_(options_.mix.weights[static_cast<int>(Method::kPay)] > 0 ||
-                 options_.mix.weights[static_cast<int>(Method::kCancelHold)] > 0),
+                 options_.mix.weights[static_cast<int>(Method::kCancelHold)] > 0 ||
+                 options_.mix.weights[static_cast<int>(Method::kExtendHold)] > 0 ||
+                 options_.mix.weights[static_cast<int>(Method::kGetHold)] > 0),
       pool_(options_.pool_capacity) {}
 
 LoadGenerator::~LoadGenerator() = default;
@@ -182,6 +184,19 @@ int64_t LoadGenerator::NowNs() {
 template <typename Request>
 void LoadGenerator::SetHoldToEnd(Request* request) {
   if (const std::optional<PoolEntry> entry = pool_.Pop(); entry.has_value()) {
+    request->set_user_id(UserId(options_.user_prefix, entry->user_index));
+    request->set_order_id(OrderId(run_seed_, entry->order_sequence));
+    return;
+  }
+  request->set_user_id(UserId(options_.user_prefix, users_.Draw()));
+  request->set_order_id(
+      MissingOrderId(run_seed_, missing_order_.fetch_add(1, std::memory_order_relaxed)));
+}
+
+template <typename Request>
+void LoadGenerator::SetHoldToKeep(Request* request) {
+  if (const std::optional<PoolEntry> entry = pool_.Sample(absl::Uniform<uint64_t>(ThreadBitGen()));
+      entry.has_value()) {
     request->set_user_id(UserId(options_.user_prefix, entry->user_index));
     request->set_order_id(OrderId(run_seed_, entry->order_sequence));
     return;
@@ -243,6 +258,28 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
       SetHoldToEnd(&call->request);
       async->CancelHold(&call->context, &call->request, &call->response,
                         [this, call](grpc::Status status) { OnDone(call, status); });
+      return;
+    }
+    case Method::kExtendHold: {
+      auto* call =
+          new TypedCall<orderhold::v1::ExtendHoldRequest, orderhold::v1::ExtendHoldResponse>(
+              method, intended_ns, measured, deadline);
+      SetHoldToKeep(&call->request);
+      if (options_.ttl > absl::ZeroDuration()) {
+        *call->request.mutable_ttl() = ToProtoDuration(options_.ttl);
+      }
+      // A refusal at the server's --max_extensions is RESOURCE_EXHAUSTED, and an extension of a
+      // hold that ended meanwhile FAILED_PRECONDITION: answers counted in the codes, not errors.
+      async->ExtendHold(&call->context, &call->request, &call->response,
+                        [this, call](grpc::Status status) { OnDone(call, status); });
+      return;
+    }
+    case Method::kGetHold: {
+      auto* call = new TypedCall<orderhold::v1::GetHoldRequest, orderhold::v1::GetHoldResponse>(
+          method, intended_ns, measured, deadline);
+      SetHoldToKeep(&call->request);
+      async->GetHold(&call->context, &call->request, &call->response,
+                     [this, call](grpc::Status status) { OnDone(call, status); });
       return;
     }
     case Method::kListHolds: {

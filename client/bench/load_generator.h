@@ -20,7 +20,9 @@
 // Run waits for every in-flight call to finish (each has its own `deadline`, so this ends).
 //
 // Pay and CancelHold end holds this run placed (a shared pool of created holds, newest first);
-// with none available they target an order that was never placed (NOT_FOUND).
+// ExtendHold and GetHold extend and read one of the newest of them and leave it in the pool (see
+// HoldPool::Sample). With none available, each targets an order that was never placed
+// (NOT_FOUND).
 #ifndef ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 #define ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 
@@ -71,7 +73,8 @@ struct LoadOptions {
   absl::Duration warmup = absl::Seconds(1);
   // Relative weights of the methods sent (see ParseMix); the default is PlaceHold only.
   Mix mix = {{100, 0, 0, 0}};
-  // PlaceHold ttl; zero leaves the request's ttl unset (the server's default).
+  // PlaceHold and ExtendHold ttl; zero leaves the request's ttl unset (the server's default). An
+  // ExtendHold asks for this much time left from now (never past the hold's cap).
   absl::Duration ttl = absl::ZeroDuration();
   // What each PlaceHold carries besides ids and ttl (see PlaceShape); the default is unscoped.
   PlaceShape place;
@@ -81,7 +84,7 @@ struct LoadOptions {
   // How users are drawn from the population (see UserPicker); zipf_exponent only for kZipf.
   Distribution distribution = Distribution::kUniform;
   double zipf_exponent = 1.1;
-  // Capacity of the HoldPool that feeds Pay and CancelHold.
+  // Capacity of the HoldPool that feeds Pay, CancelHold, ExtendHold and GetHold.
   int64_t pool_capacity = 1'000'000;
   // Where to write one FormatProgress line per second; nullptr for none. Not owned.
   std::ostream* progress = nullptr;
@@ -145,6 +148,11 @@ class LoadGenerator {
   // realistic "end after expiry", still a full round trip to Redis).
   template <typename Request>
   void SetHoldToEnd(Request* request);
+  // Sets the user_id and order_id of an ExtendHold or GetHold request: one of the newest holds
+  // this run placed, left in the pool for later calls (HoldPool::Sample), or, with none
+  // available, an order never placed (NOT_FOUND), as SetHoldToEnd.
+  template <typename Request>
+  void SetHoldToKeep(Request* request);
   // Completion of any call: records it, maybe starts the next (closed loop), frees it.
   void OnDone(Call* call, const grpc::Status& status);
   // Closed loop: starts the next call unless the run is stopping. False when it did not.
@@ -166,8 +174,8 @@ class LoadGenerator {
   const uint32_t run_seed_;
   const bool open_loop_;
   const int64_t total_weight_;
-  // Pooling created holds is pointless work when the mix has neither Pay nor CancelHold to end
-  // them.
+  // Pooling created holds is pointless work when the mix has no Pay, CancelHold, ExtendHold or
+  // GetHold to use them.
   const bool feed_pool_;
   HoldPool pool_;
   Recorder recorder_;

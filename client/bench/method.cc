@@ -17,6 +17,8 @@ constexpr std::array<MethodInfo, kNumMethods> kMethodInfo = {{
     {Method::kPay, "Pay", "pay"},
     {Method::kListHolds, "ListHolds", "list"},
     {Method::kCancelHold, "CancelHold", "cancel"},
+    {Method::kExtendHold, "ExtendHold", "extend"},
+    {Method::kGetHold, "GetHold", "get"},
 }};
 
 }  // namespace

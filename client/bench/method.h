@@ -5,7 +5,8 @@
 // Adding a method: add a Method enumerator before kCount, its row in kMethodInfo (method.cc), and
 // its case in LoadGenerator::StartCall (load_generator.cc). --mix, the reports and the
 // statistics then pick it up; only the --mix flag's help text in bench_main.cc lists the keys by
-// hand.
+// hand. New methods go last: a mix's draws are laid out in Method order (PickMethod), so an
+// existing --mix keeps drawing exactly as before.
 #ifndef ORDERHOLD_CLIENT_BENCH_METHOD_H_
 #define ORDERHOLD_CLIENT_BENCH_METHOD_H_
 
@@ -14,15 +15,23 @@
 namespace orderhold::client::bench {
 
 // The RPCs the generator can send. kCount is the number of methods, not a method.
-enum class Method : int { kPlaceHold = 0, kPay, kListHolds, kCancelHold, kCount };
+enum class Method : int {
+  kPlaceHold = 0,
+  kPay,
+  kListHolds,
+  kCancelHold,
+  kExtendHold,
+  kGetHold,
+  kCount
+};
 inline constexpr int kNumMethods = static_cast<int>(Method::kCount);
 
-// The RPC name of a method ("PlaceHold", "Pay", "ListHolds", "CancelHold"), as used in reports;
-// "Unknown" for a value outside [0, kNumMethods). Pure.
+// The RPC name of a method ("PlaceHold", "Pay", "ListHolds", "CancelHold", "ExtendHold",
+// "GetHold"), as used in reports; "Unknown" for a value outside [0, kNumMethods). Pure.
 absl::string_view MethodName(Method method);
 
-// The key of a method in --mix ("place", "pay", "list", "cancel"); "unknown" for a value outside
-// [0, kNumMethods). Pure.
+// The key of a method in --mix ("place", "pay", "list", "cancel", "extend", "get"); "unknown" for
+// a value outside [0, kNumMethods). Pure.
 absl::string_view MethodMixKey(Method method);
 
 }  // namespace orderhold::client::bench

@@ -15,7 +15,8 @@
 namespace orderhold::client::bench {
 namespace {
 
-// The mix keys as a user reads them in an error message: "place, pay, list or cancel".
+// The mix keys as a user reads them in an error message: "place, pay, list, cancel, extend or
+// get".
 std::string MixKeyList() {
   std::string out;
   for (int m = 0; m < kNumMethods; ++m) {
@@ -239,6 +240,15 @@ std::optional<PoolEntry> HoldPool::Pop() {
   if (size_ == 0) return std::nullopt;
   --size_;
   return ring_[(start_ + size_) % capacity_];
+}
+
+std::optional<PoolEntry> HoldPool::Sample(uint64_t draw) const {
+  absl::MutexLock lock(&mu_);
+  if (size_ == 0) return std::nullopt;
+  const int64_t window = std::min(size_, kSampleWindow);
+  const int64_t back = static_cast<int64_t>(draw % static_cast<uint64_t>(window));
+  // The newest entry is at start_ + size_ - 1; back <= size_ - 1 keeps the index >= start_.
+  return ring_[(start_ + size_ - 1 - back) % capacity_];
 }
 
 int64_t HoldPool::size() const {

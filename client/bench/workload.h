@@ -1,7 +1,8 @@
 // What orderhold-bench sends: the method mix (--mix), the user population and how users are drawn
 // from it (--users, --distribution), the user and order ids it makes up, what a PlaceHold carries
 // besides them (--scopes, --quantity, --scope_max_holds, --scope_max_units: the scoped mix), and
-// the pool of holds this run placed, from which Pay and CancelHold pick the holds they end.
+// the pool of holds this run placed, from which Pay and CancelHold pick the holds they end and
+// ExtendHold and GetHold the holds they extend and read.
 //
 // Everything here is pure or thread-safe, so the generator's gRPC callbacks, running on gRPC's
 // threads, can draw from it concurrently. Randomness comes from one absl::InsecureBitGen per
@@ -42,9 +43,9 @@ struct Mix {
 };
 
 // Parses a --mix value: comma-separated `key=weight` pairs, keys from MethodMixKey (place, pay,
-// list, cancel), weights integers from 0 to kMaxMixWeight (ratios, need not sum to 100), any
-// subset in any order, whitespace around keys and weights ignored. "place=70,pay=20,list=10".
-// Missing keys get weight 0.
+// list, cancel, extend, get), weights integers from 0 to kMaxMixWeight (ratios, need not sum to
+// 100), any subset in any order, whitespace around keys and weights ignored.
+// "place=70,pay=20,list=10". Missing keys get weight 0.
 // Errors (INVALID_ARGUMENT, message suitable for the user, starting with "--mix"): empty spec,
 // malformed pair, unknown or repeated key, weight not an integer or out of range, all weights
 // zero. Pure.
@@ -74,8 +75,9 @@ std::string UserId(absl::string_view prefix, int64_t index);
 std::string OrderId(uint32_t run_seed, int64_t sequence);
 
 // The `sequence`-th order id of run `run_seed` that no PlaceHold ever used:
-// "b<run_seed hex>-missing-<sequence>", e.g. "b0000beef-missing-3". A Pay or CancelHold that
-// finds no hold of this run to end targets one (the server answers NOT_FOUND). Pure.
+// "b<run_seed hex>-missing-<sequence>", e.g. "b0000beef-missing-3". A Pay, CancelHold, ExtendHold
+// or GetHold that finds no hold of this run in the pool targets one (the server answers
+// NOT_FOUND). Pure.
 std::string MissingOrderId(uint32_t run_seed, int64_t sequence);
 
 // Draws user indexes in [0, users) from the configured distribution. Uniform: every index equally
@@ -150,7 +152,8 @@ class PlaceShaper {
   const std::vector<std::string> scope_names_;
 };
 
-// A (user, order) pair whose hold was created by a PlaceHold and can be paid or cancelled.
+// A (user, order) pair whose hold was created by a PlaceHold and can be paid, cancelled, extended
+// or read.
 struct PoolEntry {
   int64_t user_index = 0;
   int64_t order_sequence = 0;
@@ -158,8 +161,14 @@ struct PoolEntry {
   friend bool operator==(const PoolEntry&, const PoolEntry&) = default;
 };
 
-// A bounded pool of recently created holds for Pay and CancelHold to consume. Pop returns the most
-// recently pushed entry (the hold least likely to have expired); when full, Push overwrites the
+// How many of the newest entries of a HoldPool Sample draws from: recent holds, the least likely
+// to have expired, yet so many that concurrent ExtendHold calls seldom meet on one hold.
+inline constexpr int64_t kSampleWindow = 1024;
+
+// A bounded pool of recently created holds for Pay and CancelHold to consume, and ExtendHold and
+// GetHold to visit. Pop returns the most recently pushed entry (the hold least likely to have
+// expired); Sample returns one of the newest and leaves it in the pool (extending or reading a hold
+// does not end it, so it can still be paid or cancelled later); when full, Push overwrites the
 // oldest entry. Memory grows with use up to `capacity` entries (16 bytes each). Thread-safe (one
 // mutex).
 class HoldPool {
@@ -171,6 +180,10 @@ class HoldPool {
   void Push(PoolEntry entry);
   // The most recent entry, removed; nullopt when empty.
   std::optional<PoolEntry> Pop();
+  // One of the min(size(), kSampleWindow) newest entries, not removed: the one `draw` modulo that
+  // count places back from the newest (0: the newest itself); nullopt when empty. The caller
+  // draws (ThreadBitGen in the generator), so tests can choose.
+  std::optional<PoolEntry> Sample(uint64_t draw) const;
   // Entries in the pool, at most the capacity.
   int64_t size() const;
 

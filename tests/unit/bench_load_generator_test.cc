@@ -1,19 +1,29 @@
 // Unit tests of orderhold-bench's generator (client/bench/load_generator.h): ValidateOptions
 // accepts the defaults and the valid variants, and names the offending flag for each value out of
 // range (no server, no clock); the open-loop pacer's SleepUntilSteadyNs never returns before its
-// target (one 2 ms sleep on the real clock: what it sleeps on is the point).
+// target (one 2 ms sleep on the real clock: what it sleeps on is the point); a short run against a
+// fake service on an in-process channel extends and reads the holds it placed (no network).
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/bench/load_generator.h"
+#include "client/bench/method.h"
+#include "client/bench/report.h"
 #include "client/bench/workload.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
 
 namespace orderhold::client::bench {
 namespace {
@@ -193,12 +203,114 @@ TEST(BenchValidateOptionsTest, ScopedPlaceShape) {
   ExpectRejected(bad, "--quantity");  // could never be granted
 }
 
+TEST(BenchValidateOptionsTest, ExtendAndGetMixIsValid) {
+  LoadOptions o;
+  o.mix = Mix{{2, 0, 0, 0, 1, 1}};
+  EXPECT_TRUE(ValidateOptions(o).ok()) << ValidateOptions(o);
+  o.mix = Mix{{0, 0, 0, 0, -1, 1}};
+  ExpectRejected(o, "--mix");
+  EXPECT_THAT(std::string(ValidateOptions(o).message()), HasSubstr("extend"));
+}
+
 TEST(BenchValidateOptionsTest, BadPoolCapacity) {
   LoadOptions o;
   o.pool_capacity = 0;
   const absl::Status status = ValidateOptions(o);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(status.message()), HasSubstr("pool capacity"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A run against a fake service: ExtendHold and GetHold visit holds the run placed
+
+// Creates every hold it is asked for; records which orders ExtendHold and GetHold named and
+// whether a PlaceHold had created each before. Sync handlers run on gRPC's threads: one mutex.
+class RecordingOrderHold final : public orderhold::v1::OrderHold::Service {
+ public:
+  grpc::Status PlaceHold(grpc::ServerContext*, const orderhold::v1::PlaceHoldRequest* request,
+                         orderhold::v1::PlaceHoldResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    placed.insert(request->order_id());
+    response->set_created(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status ExtendHold(grpc::ServerContext*, const orderhold::v1::ExtendHoldRequest* request,
+                          orderhold::v1::ExtendHoldResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    extends.push_back(*request);
+    extends_of_placed += placed.count(request->order_id()) > 0 ? 1 : 0;
+    response->set_extended(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status GetHold(grpc::ServerContext*, const orderhold::v1::GetHoldRequest* request,
+                       orderhold::v1::GetHoldResponse*) override {
+    std::lock_guard<std::mutex> lock(mu);
+    gets.push_back(*request);
+    gets_of_placed += placed.count(request->order_id()) > 0 ? 1 : 0;
+    return grpc::Status::OK;
+  }
+
+  std::mutex mu;
+  std::set<std::string> placed;
+  std::vector<orderhold::v1::ExtendHoldRequest> extends;
+  std::vector<orderhold::v1::GetHoldRequest> gets;
+  int extends_of_placed = 0;
+  int gets_of_placed = 0;
+};
+
+TEST(BenchLoadGeneratorTest, ExtendAndGetVisitHoldsThisRunPlaced) {
+  RecordingOrderHold service;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  LoadOptions options;
+  options.concurrency = 1;  // one call at a time: each starts after the previous one completed
+  options.warmup = absl::ZeroDuration();
+  options.count = 300;
+  options.users = 5;
+  options.ttl = absl::Minutes(5);
+  options.run_seed = 0xbeef;
+  const absl::StatusOr<Mix> mix = ParseMix("place=1,extend=1,get=1");
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  options.mix = *mix;
+  ASSERT_TRUE(ValidateOptions(options).ok()) << ValidateOptions(options);
+  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
+  stubs.push_back(
+      orderhold::v1::OrderHold::NewStub(server->InProcessChannel(grpc::ChannelArguments())));
+  RunReport report;
+  {
+    LoadGenerator generator(options, std::move(stubs));
+    report = generator.Run();
+  }
+  server->Shutdown();
+
+  EXPECT_EQ(report.all.completed, 300);
+  EXPECT_EQ(report.all.errors, 0);
+  const MethodReport& extend = report.methods[static_cast<int>(Method::kExtendHold)];
+  const MethodReport& get = report.methods[static_cast<int>(Method::kGetHold)];
+  EXPECT_GT(extend.completed, 0);
+  EXPECT_GT(get.completed, 0);
+  std::lock_guard<std::mutex> lock(service.mu);
+  EXPECT_EQ(static_cast<int64_t>(service.extends.size()), extend.completed);
+  EXPECT_EQ(static_cast<int64_t>(service.gets.size()), get.completed);
+  // Every ExtendHold and GetHold names a hold this run placed, except those sent before the first
+  // PlaceHold completed, which name an order never placed.
+  for (const orderhold::v1::ExtendHoldRequest& sent : service.extends) {
+    EXPECT_TRUE(service.placed.count(sent.order_id()) > 0 ||
+                sent.order_id().rfind("b0000beef-missing-", 0) == 0)
+        << sent.order_id();
+    EXPECT_EQ(sent.ttl().seconds(), 300);  // --ttl is ExtendHold's wanted time left too
+    EXPECT_EQ(sent.request_id(), "");
+  }
+  for (const orderhold::v1::GetHoldRequest& sent : service.gets) {
+    EXPECT_TRUE(service.placed.count(sent.order_id()) > 0 ||
+                sent.order_id().rfind("b0000beef-missing-", 0) == 0)
+        << sent.order_id();
+  }
+  EXPECT_GT(service.extends_of_placed, 0);
+  EXPECT_GT(service.gets_of_placed, 0);
 }
 
 }  // namespace

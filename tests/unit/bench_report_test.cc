@@ -162,6 +162,25 @@ TEST(BenchJsonReportTest, MixConfigurationAndEscaping) {
   EXPECT_THAT(json, HasSubstr("\"distribution\":\"uniform\""));
 }
 
+TEST(BenchJsonReportTest, ExtendAndGetAreListedUnderTheirNames) {
+  RunReport r;
+  r.mix = Mix{{2, 0, 0, 0, 1, 1}};
+  Recorder recorder;
+  recorder.Record(Method::kExtendHold, kOk, 1'000'000);
+  recorder.Record(Method::kGetHold, kNotFound, 2'000'000);
+  r.measured_window = absl::Seconds(1);
+  Summarize(recorder.Merge(), &r);
+  const std::string json = FormatJsonReport(r);
+  EXPECT_THAT(json, HasSubstr("\"mix\":{\"place\":2,\"extend\":1,\"get\":1}"));
+  EXPECT_THAT(json, HasSubstr("\"ExtendHold\":{\"completed\":1,"));
+  EXPECT_THAT(json, HasSubstr("\"GetHold\":{\"completed\":1,"));
+  EXPECT_THAT(json, Not(HasSubstr("CancelHold")));
+  const std::string text = FormatTextReport(r);
+  EXPECT_THAT(text, HasSubstr("mix place=2,extend=1,get=1,"));
+  EXPECT_THAT(text, HasSubstr("\nExtendHold          1 "));
+  EXPECT_THAT(text, HasSubstr("\nGetHold             1 "));
+}
+
 TEST(BenchJsonReportTest, ClosedLoopAndNoSamples) {
   RunReport r;
   r.mix = Mix{{100, 0, 0}};

@@ -32,13 +32,15 @@ int Index(Method method) { return static_cast<int>(method); }
 // ParseMix / FormatMix / MethodName / MethodMixKey
 
 TEST(BenchMixTest, ParsesEveryMethodKey) {
-  const absl::StatusOr<Mix> mix = ParseMix("place=70,pay=20,list=10,cancel=5");
+  const absl::StatusOr<Mix> mix = ParseMix("place=70,pay=20,list=10,cancel=5,extend=4,get=3");
   ASSERT_TRUE(mix.ok()) << mix.status();
   EXPECT_EQ(mix->weights[Index(Method::kPlaceHold)], 70);
   EXPECT_EQ(mix->weights[Index(Method::kPay)], 20);
   EXPECT_EQ(mix->weights[Index(Method::kListHolds)], 10);
   EXPECT_EQ(mix->weights[Index(Method::kCancelHold)], 5);
-  EXPECT_EQ(mix->Total(), 105);
+  EXPECT_EQ(mix->weights[Index(Method::kExtendHold)], 4);
+  EXPECT_EQ(mix->weights[Index(Method::kGetHold)], 3);
+  EXPECT_EQ(mix->Total(), 112);
 }
 
 TEST(BenchMixTest, EachMethodKeySelectsItsMethodAlone) {
@@ -73,11 +75,11 @@ TEST(BenchMixTest, WeightsAreRatiosNotPercentages) {
 TEST(BenchMixTest, SingleKeyAndExplicitZeroWeight) {
   const absl::StatusOr<Mix> place_only = ParseMix("place=100");
   ASSERT_TRUE(place_only.ok()) << place_only.status();
-  EXPECT_THAT(place_only->weights, ElementsAre(100, 0, 0, 0));
+  EXPECT_THAT(place_only->weights, ElementsAre(100, 0, 0, 0, 0, 0));
 
   const absl::StatusOr<Mix> with_zero = ParseMix("place=0,pay=5");
   ASSERT_TRUE(with_zero.ok()) << with_zero.status();
-  EXPECT_THAT(with_zero->weights, ElementsAre(0, 5, 0, 0));
+  EXPECT_THAT(with_zero->weights, ElementsAre(0, 5, 0, 0, 0, 0));
 }
 
 TEST(BenchMixTest, AllZeroWeightsRejected) {
@@ -110,7 +112,8 @@ TEST(BenchMixTest, UnknownKeyRejected) {
   EXPECT_EQ(mix.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("unknown method"));
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("refund"));
-  EXPECT_THAT(std::string(mix.status().message()), HasSubstr("(want place, pay, list or cancel)"));
+  EXPECT_THAT(std::string(mix.status().message()),
+              HasSubstr("(want place, pay, list, cancel, extend or get)"));
 }
 
 TEST(BenchMixTest, KeysAreCaseSensitive) {
@@ -125,6 +128,21 @@ TEST(BenchMixTest, CancelIsAMethod) {
   EXPECT_EQ(FormatMix(*mix), "place=70,cancel=30");
   EXPECT_EQ(MethodName(Method::kCancelHold), "CancelHold");
   EXPECT_FALSE(ParseMix("cancel=").ok());
+}
+
+TEST(BenchMixTest, ExtendAndGetAreMethods) {
+  const absl::StatusOr<Mix> mix = ParseMix("place=50, extend=30 ,get=20");
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  EXPECT_THAT(mix->weights, ElementsAre(50, 0, 0, 0, 30, 20));
+  EXPECT_EQ(FormatMix(*mix), "place=50,extend=30,get=20");
+  EXPECT_FALSE(ParseMix("extend=").ok());
+  EXPECT_FALSE(ParseMix("Get=1").ok());
+  // The default mix and the mixes of tests/bench/run.sh draw exactly as before: the new methods
+  // come after every old one.
+  const absl::StatusOr<Mix> old = ParseMix("place=70,pay=20,list=10");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->Total(), 100);
+  EXPECT_EQ(PickMethod(*old, 99), Method::kListHolds);
 }
 
 TEST(BenchMixTest, EmptyRejected) {
@@ -169,6 +187,10 @@ TEST(BenchMixTest, MethodNamesAndKeys) {
   EXPECT_EQ(MethodMixKey(Method::kListHolds), "list");
   EXPECT_EQ(MethodName(Method::kCancelHold), "CancelHold");
   EXPECT_EQ(MethodMixKey(Method::kCancelHold), "cancel");
+  EXPECT_EQ(MethodName(Method::kExtendHold), "ExtendHold");
+  EXPECT_EQ(MethodMixKey(Method::kExtendHold), "extend");
+  EXPECT_EQ(MethodName(Method::kGetHold), "GetHold");
+  EXPECT_EQ(MethodMixKey(Method::kGetHold), "get");
   EXPECT_EQ(MethodName(Method::kCount), "Unknown");
   EXPECT_EQ(MethodMixKey(Method::kCount), "unknown");
 }
@@ -184,7 +206,7 @@ std::array<int64_t, kNumMethods> CountPicks(const Mix& mix) {
 
 TEST(BenchPickMethodTest, WholeRangeFollowsWeightsExactly) {
   const Mix mix{{70, 20, 10}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(70, 20, 10, 0));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(70, 20, 10, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, DrawsAreContiguousInMethodOrder) {
@@ -198,24 +220,34 @@ TEST(BenchPickMethodTest, DrawsAreContiguousInMethodOrder) {
 
 TEST(BenchPickMethodTest, ZeroWeightMethodsNeverPicked) {
   const Mix mix{{0, 5, 0}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(0, 5, 0, 0));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(0, 5, 0, 0, 0, 0));
   const Mix ends{{4, 0, 6}};
-  EXPECT_THAT(CountPicks(ends), ElementsAre(4, 0, 6, 0));
+  EXPECT_THAT(CountPicks(ends), ElementsAre(4, 0, 6, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, CancelOwnsTheLastDraws) {
   const Mix mix{{1, 1, 1, 2}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 2));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 2, 0, 0));
   EXPECT_EQ(PickMethod(mix, 2), Method::kListHolds);
   EXPECT_EQ(PickMethod(mix, 3), Method::kCancelHold);
   EXPECT_EQ(PickMethod(mix, 4), Method::kCancelHold);
   EXPECT_EQ(PickMethod(Mix{{5, 0, 0, 5}}, 10), Method::kCancelHold);
 }
 
+TEST(BenchPickMethodTest, ExtendAndGetOwnTheDrawsAfterCancel) {
+  const Mix mix{{1, 1, 1, 1, 2, 3}};
+  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 1, 2, 3));
+  EXPECT_EQ(PickMethod(mix, 3), Method::kCancelHold);
+  EXPECT_EQ(PickMethod(mix, 4), Method::kExtendHold);
+  EXPECT_EQ(PickMethod(mix, 5), Method::kExtendHold);
+  EXPECT_EQ(PickMethod(mix, 6), Method::kGetHold);
+  EXPECT_EQ(PickMethod(mix, 8), Method::kGetHold);
+}
+
 TEST(BenchPickMethodTest, ParsedMixLargeWeights) {
   const absl::StatusOr<Mix> mix = ParseMix("place=7000,pay=2000,list=1000");
   ASSERT_TRUE(mix.ok()) << mix.status();
-  EXPECT_THAT(CountPicks(*mix), ElementsAre(7000, 2000, 1000, 0));
+  EXPECT_THAT(CountPicks(*mix), ElementsAre(7000, 2000, 1000, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, OutOfRangeDrawPicksLastWeightedMethod) {
@@ -278,6 +310,41 @@ TEST(BenchHoldPoolTest, CapacityOne) {
   EXPECT_EQ(pool.size(), 1);
   EXPECT_EQ(pool.Pop(), (PoolEntry{2, 2}));
   EXPECT_EQ(pool.Pop(), std::nullopt);
+}
+
+TEST(BenchHoldPoolTest, SampleLeavesTheEntryAndCountsBackFromTheNewest) {
+  HoldPool pool(10);
+  EXPECT_EQ(pool.Sample(0), std::nullopt);
+  pool.Push({1, 10});
+  pool.Push({2, 20});
+  pool.Push({3, 30});
+  EXPECT_EQ(pool.Sample(0), (PoolEntry{3, 30}));
+  EXPECT_EQ(pool.Sample(1), (PoolEntry{2, 20}));
+  EXPECT_EQ(pool.Sample(2), (PoolEntry{1, 10}));
+  EXPECT_EQ(pool.Sample(3), (PoolEntry{3, 30}));  // modulo the entries there are
+  EXPECT_EQ(pool.size(), 3);                      // nothing removed
+  EXPECT_EQ(pool.Pop(), (PoolEntry{3, 30}));
+  EXPECT_EQ(pool.Sample(0), (PoolEntry{2, 20}));
+}
+
+TEST(BenchHoldPoolTest, SampleAfterWrapAround) {
+  HoldPool pool(3);
+  for (int64_t i = 1; i <= 5; ++i) pool.Push({i, i});  // Holds 3, 4, 5; the ring has wrapped.
+  EXPECT_EQ(pool.Sample(0), (PoolEntry{5, 5}));
+  EXPECT_EQ(pool.Sample(1), (PoolEntry{4, 4}));
+  EXPECT_EQ(pool.Sample(2), (PoolEntry{3, 3}));
+  EXPECT_EQ(pool.Sample(5), (PoolEntry{3, 3}));
+}
+
+TEST(BenchHoldPoolTest, SampleDrawsFromTheNewestWindowOnly) {
+  HoldPool pool(kSampleWindow * 2);
+  for (int64_t i = 0; i < kSampleWindow * 2; ++i) pool.Push({0, i});
+  // The newest is kSampleWindow * 2 - 1; the window ends kSampleWindow entries back.
+  EXPECT_EQ(pool.Sample(0)->order_sequence, kSampleWindow * 2 - 1);
+  EXPECT_EQ(pool.Sample(static_cast<uint64_t>(kSampleWindow - 1))->order_sequence, kSampleWindow);
+  EXPECT_EQ(pool.Sample(static_cast<uint64_t>(kSampleWindow))->order_sequence,
+            kSampleWindow * 2 - 1);
+  EXPECT_TRUE(pool.Sample(~uint64_t{0}).has_value());
 }
 
 TEST(BenchHoldPoolTest, ConcurrentPushPopKeepsCount) {

@@ -1,6 +1,7 @@
-// Unit tests of the CLI's pure formatting and argument logic, of the client's time conversions and
-// error details, and of RunCommand against a fake OrderHold service on an in-process channel. No
-// network, no clock: every time value is a constant.
+// Unit tests of the CLI's pure formatting and argument logic (place, extend, pay, get, list,
+// release, ...), of the client's time conversions and error details, and of RunCommand against a
+// fake OrderHold service on an in-process channel. No network, no clock: every time value is a
+// constant.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -32,6 +33,9 @@ using ::testing::StartsWith;
 constexpr int64_t kExpireUnixSeconds = 1795255200;
 // 2026-11-21T09:30:00Z.
 constexpr int64_t kPlaceUnixSeconds = kExpireUnixSeconds - 1800;
+// 2026-11-21T11:30:00Z: the lifetime cap (Hold.max_expire_time) of a hold placed at
+// kPlaceUnixSeconds under the server's default --max_hold_lifetime, 2h.
+constexpr int64_t kCapUnixSeconds = kPlaceUnixSeconds + 7200;
 
 orderhold::v1::Hold MakeHold(absl::Duration remaining, int32_t expire_nanos = 0) {
   orderhold::v1::Hold hold;
@@ -96,11 +100,18 @@ TEST(FormatPlaceHoldTest, CreatedAndExisting) {
             "order-1 for alice already held: expires in 29m58s (created=false)");
 }
 
-// A hold as this release's server answers it: quantity and place time always set.
-orderhold::v1::Hold MakeNewHold(absl::Duration remaining) {
+// A hold as the release before ExtendHold answers it: quantity and place time always set, no cap.
+orderhold::v1::Hold MakePreviousHold(absl::Duration remaining) {
   orderhold::v1::Hold hold = MakeHold(remaining);
   hold.set_quantity(1);
   hold.mutable_place_time()->set_seconds(kPlaceUnixSeconds);
+  return hold;
+}
+
+// A hold as this release's server answers it: also its lifetime cap, always set.
+orderhold::v1::Hold MakeNewHold(absl::Duration remaining) {
+  orderhold::v1::Hold hold = MakePreviousHold(remaining);
+  hold.mutable_max_expire_time()->set_seconds(kCapUnixSeconds);
   return hold;
 }
 
@@ -126,22 +137,40 @@ orderhold::v1::LimitUsage Usage(uint32_t holds, uint32_t max_holds, uint32_t uni
   return usage;
 }
 
-TEST(FormatHoldTest, PlainHoldOfANewServerReadsAsBefore) {
-  // quantity 1 and a place time, but no scope, units or labels: nothing added.
-  const orderhold::v1::Hold hold = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+TEST(FormatHoldTest, PlainHoldOfThePreviousServerReadsAsBefore) {
+  // quantity 1 and a place time, but no scope, units, labels or cap: nothing added.
+  const orderhold::v1::Hold hold = MakePreviousHold(absl::Minutes(29) + absl::Seconds(58));
   EXPECT_EQ(FormatHoldDetails(hold), "");
   EXPECT_EQ(FormatHold(hold), "order-1 (user alice) expires in 29m58s at 2026-11-21T10:00:00Z");
+}
+
+TEST(FormatHoldTest, PlainHoldOfANewServerAddsOnlyItsCap) {
+  // The place time stays out of a plain hold's line, as before; the cap is new.
+  const orderhold::v1::Hold hold = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  EXPECT_EQ(FormatHoldDetails(hold), "cap 2026-11-21T11:30:00Z");
+  EXPECT_EQ(FormatHold(hold),
+            "order-1 (user alice) expires in 29m58s at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z");
+}
+
+TEST(FormatHoldTest, ExtensionsOnlyWhenThereWereAny) {
+  orderhold::v1::Hold hold = MakeNewHold(absl::Minutes(50));
+  hold.set_extensions(2);
+  EXPECT_EQ(FormatHoldDetails(hold), "cap 2026-11-21T11:30:00Z, extensions 2");
+  orderhold::v1::Hold capless = MakeHold(absl::Minutes(50));  // extended on an older server
+  capless.set_extensions(1);
+  EXPECT_EQ(FormatHoldDetails(capless), "extensions 1");
 }
 
 TEST(FormatHoldTest, ScopeUnitsLabelsAndPlaceTime) {
   const orderhold::v1::Hold hold = MakeScopedHold(absl::Minutes(29));
   EXPECT_EQ(FormatHoldDetails(hold),
             "scope event:E42 (max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
-            "2026-11-21T09:30:00Z");
+            "2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z");
   EXPECT_EQ(FormatHold(hold),
             "order-9 (user alice) expires in 29m at 2026-11-21T10:00:00Z; scope event:E42 "
             "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
-            "2026-11-21T09:30:00Z");
+            "2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z");
 
   orderhold::v1::Hold scoped_only = MakeHold(absl::Minutes(1));
   scoped_only.set_scope("event:E42");  // quantity unset (0) counts 1; no place time: not shown
@@ -150,6 +179,9 @@ TEST(FormatHoldTest, ScopeUnitsLabelsAndPlaceTime) {
   EXPECT_EQ(FormatHoldDetails(scoped_only), "scope event:E42 (max_units 4), 1 unit");
   orderhold::v1::Hold units_only = MakeNewHold(absl::Minutes(1));
   units_only.set_quantity(4);
+  EXPECT_EQ(FormatHoldDetails(units_only),
+            "4 units, placed at 2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z");
+  units_only.clear_max_expire_time();  // as the release before ExtendHold answered it
   EXPECT_EQ(FormatHoldDetails(units_only), "4 units, placed at 2026-11-21T09:30:00Z");
 }
 
@@ -168,14 +200,18 @@ TEST(FormatUsageTest, ShownOnlyWhenScopesOrUnitsAreInPlay) {
   EXPECT_TRUE(ShowsUsage(Usage(2, 3, 5, 0), nullptr));   // quantities
 }
 
-TEST(FormatPlaceHoldTest, UnscopedAnswerOfANewServerReadsAsBefore) {
+TEST(FormatPlaceHoldTest, UnscopedAnswerOfANewServerAddsOnlyTheCap) {
   orderhold::v1::PlaceHoldResponse response;
-  *response.mutable_hold() = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  *response.mutable_hold() = MakePreviousHold(absl::Minutes(29) + absl::Seconds(58));
   response.set_created(true);
   response.set_active_holds(1);
   response.set_max_holds(3);
   *response.mutable_user_usage() = Usage(1, 3, 1, 0);
   EXPECT_EQ(FormatPlaceHold(response), "placed order-1 for alice: expires in 29m58s (1/3 active)");
+
+  *response.mutable_hold() = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  EXPECT_EQ(FormatPlaceHold(response),
+            "placed order-1 for alice: expires in 29m58s (1/3 active); cap 2026-11-21T11:30:00Z");
 }
 
 TEST(FormatPlaceHoldTest, ScopedShowsTheHoldsDetailsAndTheUsageOfEachLevel) {
@@ -189,7 +225,7 @@ TEST(FormatPlaceHoldTest, ScopedShowsTheHoldsDetailsAndTheUsageOfEachLevel) {
   EXPECT_EQ(FormatPlaceHold(response),
             "placed order-9 for alice: expires in 29m58s (2/3 active); scope event:E42 "
             "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
-            "2026-11-21T09:30:00Z\n"
+            "2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z\n"
             "user: holds 2/3, units 3 (no limit)\n"
             "scope event:E42: holds 1/2, units 2/8");
 
@@ -209,7 +245,7 @@ TEST(FormatListHoldsTest, UnitsAddTheUsageLine) {
   EXPECT_EQ(FormatListHolds("alice", response),
             "alice: 1/3 holds\n"
             "  order-1 (user alice) expires in 1m30s at 2026-11-21T10:00:00Z; 4 units, placed at "
-            "2026-11-21T09:30:00Z\n"
+            "2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z\n"
             "user: holds 1/3, units 4/10\n");
 }
 
@@ -223,7 +259,7 @@ TEST(FormatListHoldsTest, ScopeFilterCountsAgainstTheScopesLimit) {
             "alice in scope event:E42: 1/2 holds\n"
             "  order-9 (user alice) expires in 29m at 2026-11-21T10:00:00Z; scope event:E42 "
             "(max_holds 2, max_units 8), 2 units, labels row=3 seat=A12, placed at "
-            "2026-11-21T09:30:00Z\n"
+            "2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z\n"
             "user: holds 2/3, units 3 (no limit)\n"
             "scope event:E42: holds 1/2, units 2/8\n");
 
@@ -241,6 +277,109 @@ TEST(FormatPayTest, OneLine) {
   orderhold::v1::PayResponse response;
   *response.mutable_hold() = MakeHold(absl::Minutes(12) + absl::Seconds(3));
   EXPECT_EQ(FormatPay(response), "paid order-1 for alice (had 12m3s left)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ExtendHold, GetHold, ReleaseHolds
+
+// An ExtendHold answer: the hold after the call, 12 minutes left, extended once.
+orderhold::v1::ExtendHoldResponse ExtendAnswer(bool extended, bool capped) {
+  orderhold::v1::ExtendHoldResponse response;
+  *response.mutable_hold() = MakeNewHold(absl::Minutes(12));
+  response.mutable_hold()->set_extensions(1);
+  response.set_extended(extended);
+  response.set_capped(capped);
+  return response;
+}
+
+TEST(FormatExtendHoldTest, ExtendedUnchangedAndCapped) {
+  EXPECT_EQ(FormatExtendHold(ExtendAnswer(true, false)),
+            "extended order-1 for alice: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1");
+  EXPECT_EQ(FormatExtendHold(ExtendAnswer(true, true)),
+            "extended order-1 for alice (capped): expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1");
+  EXPECT_EQ(FormatExtendHold(ExtendAnswer(false, false)),
+            "order-1 for alice unchanged: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1");
+  EXPECT_EQ(FormatExtendHold(ExtendAnswer(false, true)),
+            "order-1 for alice unchanged (capped): expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1");
+}
+
+TEST(FormatExtendHoldTest, ExtensionsLeftWhenTheServerLimitsThem) {
+  orderhold::v1::ExtendHoldResponse response = ExtendAnswer(true, false);
+  response.set_extensions_left(1);
+  EXPECT_EQ(FormatExtendHold(response),
+            "extended order-1 for alice: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1 (1 left)");
+  // Not moved yet: the count is shown anyway, beside what is left.
+  response = ExtendAnswer(false, false);
+  response.mutable_hold()->set_extensions(0);
+  response.set_extensions_left(2);
+  EXPECT_EQ(FormatExtendHold(response),
+            "order-1 for alice unchanged: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 0 (2 left)");
+  // Unset (--max_extensions 0): no count at all while there is none.
+  response.clear_extensions_left();
+  EXPECT_EQ(FormatExtendHold(response),
+            "order-1 for alice unchanged: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z");
+}
+
+TEST(FormatGetHoldTest, LiveHoldReadsAsInAList) {
+  orderhold::v1::GetHoldResponse response;
+  *response.mutable_hold() = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  EXPECT_EQ(FormatGetHold(response), FormatHold(response.hold()));
+  EXPECT_EQ(FormatGetHold(response),
+            "order-1 (user alice) expires in 29m58s at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z");
+}
+
+TEST(FormatGetHoldTest, EndedHoldNamesItsOutcomeAndEndTime) {
+  orderhold::v1::GetHoldResponse paid;
+  *paid.mutable_hold() = MakeNewHold(absl::Minutes(20));
+  paid.mutable_hold()->clear_remaining();  // an ended hold has none
+  paid.set_outcome(orderhold::v1::PAID);
+  paid.mutable_end_time()->set_seconds(kPlaceUnixSeconds + 600);
+  paid.mutable_end_time()->set_nanos(120'000'000);
+  EXPECT_EQ(FormatGetHold(paid),
+            "order-1 (user alice) PAID at 2026-11-21T09:40:00.12Z; cap 2026-11-21T11:30:00Z");
+
+  orderhold::v1::GetHoldResponse expired;
+  *expired.mutable_hold() = MakeScopedHold(absl::ZeroDuration());
+  expired.mutable_hold()->clear_remaining();
+  expired.set_outcome(orderhold::v1::EXPIRED);
+  expired.mutable_end_time()->set_seconds(kExpireUnixSeconds);
+  EXPECT_EQ(FormatGetHold(expired),
+            "order-9 (user alice) EXPIRED at 2026-11-21T10:00:00Z; scope event:E42 (max_holds 2, "
+            "max_units 8), 2 units, labels row=3 seat=A12, placed at 2026-11-21T09:30:00Z, cap "
+            "2026-11-21T11:30:00Z");
+
+  orderhold::v1::GetHoldResponse future;  // an outcome this binary does not know
+  *future.mutable_hold() = MakeHold(absl::ZeroDuration());
+  future.set_outcome(static_cast<orderhold::v1::HoldOutcome>(9));
+  EXPECT_EQ(FormatGetHold(future), "order-1 (user alice) ended (outcome 9)");
+}
+
+TEST(FormatReleaseHoldsTest, CountThenOneLinePerReleasedHold) {
+  orderhold::v1::ReleaseHoldsResponse none;
+  EXPECT_EQ(FormatReleaseHolds("bob", none), "released 0 holds of bob\n");
+
+  orderhold::v1::ReleaseHoldsResponse response;
+  *response.add_holds() = MakeNewHold(absl::Minutes(29) + absl::Seconds(58));
+  *response.add_holds() = MakeScopedHold(absl::Minutes(10));
+  EXPECT_EQ(FormatReleaseHolds("alice", response),
+            "released 2 holds of alice\n"
+            "  order-1 (had 29m58s left); cap 2026-11-21T11:30:00Z\n"
+            "  order-9 (had 10m left); scope event:E42 (max_holds 2, max_units 8), 2 units, labels "
+            "row=3 seat=A12, placed at 2026-11-21T09:30:00Z, cap 2026-11-21T11:30:00Z\n");
+
+  orderhold::v1::ReleaseHoldsResponse scoped;
+  *scoped.add_holds() = MakePreviousHold(absl::Seconds(90));
+  EXPECT_EQ(FormatReleaseHolds("alice", scoped, "event:E42"),
+            "released 1 hold of alice in scope event:E42\n"
+            "  order-1 (had 1m30s left)\n");
 }
 
 TEST(FormatListHoldsTest, HeaderThenOneLinePerHold) {
@@ -305,6 +444,47 @@ TEST(ParseCommandTest, UsageErrors) {
   EXPECT_TRUE(
       absl::IsInvalidArgument(ParseCommand({"pay", "alice", "o"}, absl::Seconds(1)).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand({"list", "alice"}, absl::Seconds(1)).status()));
+}
+
+TEST(ParseCommandTest, ExtendGetAndRelease) {
+  auto extend = ParseCommand({"extend", "alice", "order-1"}, absl::Minutes(10));
+  ASSERT_TRUE(extend.ok()) << extend.status();
+  EXPECT_EQ(extend->kind, CliCommand::Kind::kExtend);
+  EXPECT_EQ(extend->user_id, "alice");
+  EXPECT_EQ(extend->order_id, "order-1");
+  EXPECT_EQ(extend->ttl, absl::Minutes(10));
+  auto plain = ParseCommand({"extend", "alice", "order-1"}, std::nullopt);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->ttl, std::nullopt);  // the server's --default_ttl
+
+  auto get = ParseCommand({"get", "alice", "order-1"}, std::nullopt);
+  ASSERT_TRUE(get.ok()) << get.status();
+  EXPECT_EQ(get->kind, CliCommand::Kind::kGet);
+  EXPECT_EQ(get->order_id, "order-1");
+
+  auto release = ParseCommand({"release", "alice"}, std::nullopt);
+  ASSERT_TRUE(release.ok()) << release.status();
+  EXPECT_EQ(release->kind, CliCommand::Kind::kRelease);
+  EXPECT_EQ(release->user_id, "alice");
+  EXPECT_EQ(release->order_id, "");
+
+  const std::vector<std::vector<std::string>> bad = {
+      {"extend", "alice"},
+      {"get", "alice"},
+      {"get", "alice", "o", "x"},
+      {"release"},
+      {"release", "alice", "order-1"},
+  };
+  for (const auto& args : bad) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseCommand(args, std::nullopt).status())) << args[0];
+  }
+  const absl::Status ttl = ParseCommand({"get", "alice", "o"}, absl::Seconds(1)).status();
+  EXPECT_TRUE(absl::IsInvalidArgument(ttl));
+  EXPECT_EQ(ttl.message(), "--ttl applies only to place and extend, not get");
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(ParseCommand({"release", "alice"}, absl::Seconds(1)).status()));
+  EXPECT_THAT(std::string(ParseCommand({"refresh"}, std::nullopt).status().message()),
+              HasSubstr("extend"));
 }
 
 TEST(ParseCommandTest, HealthTakesAnOptionalService) {
@@ -484,6 +664,42 @@ TEST(ErrorDetailsTest, FormatsEveryViolationTheReasonAndTheExactRetryDelay) {
             "  retry after 9m58.123s\n");
 }
 
+constexpr char kExtensionRefusal[] =
+    "order_id \"order-1\" has been extended 2 times (max_extensions 2); it keeps its expire_time "
+    "until paid, cancelled or expired";
+
+// The trailer a server sends with an ExtendHold refused at --max_extensions (as
+// server/domain/hold_service.cc builds it: a QuotaFailure and an ErrorInfo, no RetryInfo).
+grpc::Status ExtensionRefusal() {
+  google::rpc::QuotaFailure quota;
+  auto* violation = quota.add_violations();
+  violation->set_subject("hold/extensions");
+  violation->set_description("order_id \"order-1\" has been extended 2 times (max_extensions 2)");
+  google::rpc::ErrorInfo info;
+  info.set_reason("HOLD_EXTENSION_LIMIT");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = "order-1";
+  google::rpc::Status details;
+  details.set_code(8);
+  details.set_message(kExtensionRefusal);
+  details.add_details()->PackFrom(quota);
+  details.add_details()->PackFrom(info);
+  return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, kExtensionRefusal,
+                      details.SerializeAsString());
+}
+
+TEST(ErrorDetailsTest, ExtensionRefusalFormatsItsViolationAndReason) {
+  const absl::Status status = FromGrpcStatus(ExtensionRefusal());
+  const ErrorDetails details = GetErrorDetails(status);
+  ASSERT_TRUE(details.quota_failure.has_value());
+  EXPECT_EQ(details.quota_failure->violations(0).subject(), "hold/extensions");
+  EXPECT_FALSE(details.retry_info.has_value());
+  EXPECT_EQ(FormatErrorDetails(status),
+            "  violation hold/extensions: order_id \"order-1\" has been extended 2 times "
+            "(max_extensions 2)\n"
+            "  reason HOLD_EXTENSION_LIMIT (orderhold.v1; order_id=order-1)\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 // ParseHoldFlags / TakeRepeatedFlag
 
@@ -540,6 +756,25 @@ TEST(ParseHoldFlagsTest, ListTakesScopeOnly) {
   EXPECT_EQ(status.message(), "--quantity applies only to place, not list");
 }
 
+TEST(ParseHoldFlagsTest, ExtendTakesRequestIdReleaseTakesScope) {
+  CliCommand extend = Command({"extend", "alice", "order-1"});
+  HoldFlags id;
+  id.request_id = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+  ASSERT_TRUE(ParseHoldFlags(id, &extend).ok());
+  EXPECT_EQ(extend.request_id, "7c9e6679-7425-40de-944b-e07fc1f90ae7");
+  EXPECT_EQ(extend.scope, "");
+
+  CliCommand release = Command({"release", "alice"});
+  HoldFlags scope;
+  scope.scope = "event:E42";
+  ASSERT_TRUE(ParseHoldFlags(scope, &release).ok());
+  EXPECT_EQ(release.scope, "event:E42");
+
+  CliCommand none = Command({"extend", "alice", "order-1"});
+  ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &none).ok());
+  EXPECT_EQ(none.request_id, "");  // every call that moves the expiry counts
+}
+
 TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
   struct Case {
     std::vector<std::string> command;
@@ -554,7 +789,22 @@ TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
   const std::vector<Case> cases = {
       {{"pay", "alice", "o"},
        with([](HoldFlags& f) { f.scope = "e"; }),
-       "--scope applies only to place and list, not pay"},
+       "--scope applies only to place, list and release, not pay"},
+      {{"extend", "alice", "o"},
+       with([](HoldFlags& f) { f.scope = "e"; }),
+       "--scope applies only to place, list and release, not extend"},
+      {{"place", "alice", "o"},
+       with([](HoldFlags& f) { f.request_id = "r1"; }),
+       "--request_id applies only to extend, not place"},
+      {{"get", "alice", "o"},
+       with([](HoldFlags& f) { f.request_id = "r1"; }),
+       "--request_id applies only to extend, not get"},
+      {{"extend", "alice", "o"},
+       with([](HoldFlags& f) { f.quantity = 2; }),
+       "--quantity applies only to place, not extend"},
+      {{"release", "alice"},
+       with([](HoldFlags& f) { f.labels = {"a=b"}; }),
+       "--label applies only to place, not release"},
       {{"health"}, with([](HoldFlags& f) { f.scope = "e"; }), "--scope applies only"},
       {{"list", "alice"},
        with([](HoldFlags& f) { f.labels = {"a=b"}; }),
@@ -635,7 +885,8 @@ TEST(TakeRepeatedFlagTest, NoneAndMissingValue) {
 // ---------------------------------------------------------------------------------------------
 // RunCommand against a fake service (an in-process channel: no network)
 
-// Answers PlaceHold and ListHolds with canned responses or a canned error and keeps the requests.
+// Answers PlaceHold, ListHolds, ExtendHold, GetHold and ReleaseHolds with canned responses or a
+// canned error and keeps the requests.
 class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
  public:
   grpc::Status PlaceHold(grpc::ServerContext*, const orderhold::v1::PlaceHoldRequest* request,
@@ -651,11 +902,36 @@ class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
     return status;
   }
 
+  grpc::Status ExtendHold(grpc::ServerContext*, const orderhold::v1::ExtendHoldRequest* request,
+                          orderhold::v1::ExtendHoldResponse* response) override {
+    extend_request = *request;
+    *response = extend_response;
+    return status;
+  }
+  grpc::Status GetHold(grpc::ServerContext*, const orderhold::v1::GetHoldRequest* request,
+                       orderhold::v1::GetHoldResponse* response) override {
+    get_request = *request;
+    *response = get_response;
+    return status;
+  }
+  grpc::Status ReleaseHolds(grpc::ServerContext*, const orderhold::v1::ReleaseHoldsRequest* request,
+                            orderhold::v1::ReleaseHoldsResponse* response) override {
+    release_request = *request;
+    *response = release_response;
+    return status;
+  }
+
   grpc::Status status;
   orderhold::v1::PlaceHoldResponse place_response;
   orderhold::v1::ListHoldsResponse list_response;
+  orderhold::v1::ExtendHoldResponse extend_response;
+  orderhold::v1::GetHoldResponse get_response;
+  orderhold::v1::ReleaseHoldsResponse release_response;
   orderhold::v1::PlaceHoldRequest place_request;
   orderhold::v1::ListHoldsRequest list_request;
+  orderhold::v1::ExtendHoldRequest extend_request;
+  orderhold::v1::GetHoldRequest get_request;
+  orderhold::v1::ReleaseHoldsRequest release_request;
 };
 
 class RunCommandTest : public ::testing::Test {
@@ -719,6 +995,7 @@ TEST_F(RunCommandTest, ScopedPlaceSendsEveryFieldAndPrintsTheUsage) {
   EXPECT_THAT(out_.str(), HasSubstr("\"scope\":\"event:E42\""));
   EXPECT_THAT(out_.str(), HasSubstr("\"scopeUsage\":{\"holds\":1,\"maxHolds\":2,"));
   EXPECT_THAT(out_.str(), HasSubstr("\"placeTime\":\"2026-11-21T09:30:00Z\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"maxExpireTime\":\"2026-11-21T11:30:00Z\""));
 }
 
 TEST_F(RunCommandTest, PlainPlaceSendsNoneOfTheNewFields) {
@@ -733,7 +1010,8 @@ TEST_F(RunCommandTest, PlainPlaceSendsNoneOfTheNewFields) {
   EXPECT_TRUE(service_.place_request.labels().empty());
   EXPECT_FALSE(service_.place_request.has_scope_limits());
   EXPECT_FALSE(service_.place_request.has_ttl());
-  EXPECT_EQ(out_.str(), "placed order-1 for alice: expires in 30m (1/3 active)\n");
+  EXPECT_EQ(out_.str(),
+            "placed order-1 for alice: expires in 30m (1/3 active); cap 2026-11-21T11:30:00Z\n");
 }
 
 TEST_F(RunCommandTest, RefusalPrintsTheDecodedDetails) {
@@ -775,6 +1053,104 @@ TEST_F(RunCommandTest, ListWithScopeFilters) {
   EXPECT_EQ(service_.list_request.scope(), "event:E42");
   EXPECT_EQ(out_.str(), FormatListHolds("alice", service_.list_response, "event:E42"));
   EXPECT_THAT(out_.str(), StartsWith("alice in scope event:E42: 1/2 holds\n"));
+}
+
+TEST_F(RunCommandTest, ExtendSendsTtlAndRequestIdAndPrintsTheNewExpiry) {
+  service_.extend_response = ExtendAnswer(/*extended=*/true, /*capped=*/false);
+  service_.extend_response.set_extensions_left(1);
+  CliCommand extend = Command({"extend", "alice", "order-1"});
+  extend.ttl = absl::Minutes(12);
+  HoldFlags flags;
+  flags.request_id = "r-1";
+  ASSERT_TRUE(ParseHoldFlags(flags, &extend).ok());
+
+  EXPECT_EQ(Run(extend), 0) << err_.str();
+  const orderhold::v1::ExtendHoldRequest& sent = service_.extend_request;
+  EXPECT_EQ(sent.user_id(), "alice");
+  EXPECT_EQ(sent.order_id(), "order-1");
+  EXPECT_EQ(sent.ttl().seconds(), 720);
+  EXPECT_EQ(sent.request_id(), "r-1");
+  EXPECT_EQ(out_.str(),
+            "extended order-1 for alice: expires in 12m at 2026-11-21T10:00:00Z; cap "
+            "2026-11-21T11:30:00Z, extensions 1 (1 left)\n");
+  EXPECT_EQ(err_.str(), "");
+
+  EXPECT_EQ(Run(extend, /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"extended\":true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"extensionsLeft\":1"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"maxExpireTime\":\"2026-11-21T11:30:00Z\""));
+}
+
+TEST_F(RunCommandTest, ExtendWithoutFlagsSendsNoTtlAndNoRequestId) {
+  service_.extend_response = ExtendAnswer(/*extended=*/false, /*capped=*/true);
+  EXPECT_EQ(Run(Command({"extend", "alice", "order-1"})), 0) << err_.str();
+  EXPECT_FALSE(service_.extend_request.has_ttl());  // the server's --default_ttl
+  EXPECT_EQ(service_.extend_request.request_id(), "");
+  EXPECT_THAT(out_.str(), StartsWith("order-1 for alice unchanged (capped): expires in 12m"));
+}
+
+TEST_F(RunCommandTest, ExtendRefusedAtTheExtensionLimitPrintsTheDetails) {
+  service_.status = ExtensionRefusal();
+  EXPECT_EQ(Run(Command({"extend", "alice", "order-1"})), 8);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(),
+            absl::StrCat("error: RESOURCE_EXHAUSTED: ", kExtensionRefusal, "\n",
+                         "  violation hold/extensions: order_id \"order-1\" has been extended 2 "
+                         "times (max_extensions 2)\n"
+                         "  reason HOLD_EXTENSION_LIMIT (orderhold.v1; order_id=order-1)\n"));
+
+  EXPECT_EQ(Run(Command({"extend", "alice", "order-1"}), /*json=*/true), 8);
+  EXPECT_THAT(out_.str(), StartsWith("{\"code\":8,\"message\":"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"reason\":\"HOLD_EXTENSION_LIMIT\""));
+}
+
+TEST_F(RunCommandTest, ExtendOfAnEndedHoldExitsWithFailedPrecondition) {
+  service_.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                 "order_id \"order-1\" already ended: PAID at "
+                                 "2026-11-21T09:40:00.120Z; it can no longer be extended");
+  EXPECT_EQ(Run(Command({"extend", "alice", "order-1"})), 9);
+  EXPECT_THAT(err_.str(), StartsWith("error: FAILED_PRECONDITION: order_id \"order-1\" already "
+                                     "ended: PAID"));
+}
+
+TEST_F(RunCommandTest, GetPrintsAnEndedHoldAndNotFoundExitsFive) {
+  *service_.get_response.mutable_hold() = MakeNewHold(absl::ZeroDuration());
+  service_.get_response.mutable_hold()->clear_remaining();
+  service_.get_response.set_outcome(orderhold::v1::CANCELLED);
+  service_.get_response.mutable_end_time()->set_seconds(kPlaceUnixSeconds + 60);
+  EXPECT_EQ(Run(Command({"get", "alice", "order-1"})), 0) << err_.str();
+  EXPECT_EQ(service_.get_request.user_id(), "alice");
+  EXPECT_EQ(service_.get_request.order_id(), "order-1");
+  EXPECT_EQ(out_.str(),
+            "order-1 (user alice) CANCELLED at 2026-11-21T09:31:00Z; cap 2026-11-21T11:30:00Z\n");
+
+  EXPECT_EQ(Run(Command({"get", "alice", "order-1"}), /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"outcome\":\"CANCELLED\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"endTime\":\"2026-11-21T09:31:00Z\""));
+
+  service_.status = grpc::Status(grpc::StatusCode::NOT_FOUND, "order_id \"nope\" is unknown");
+  EXPECT_EQ(Run(Command({"get", "alice", "nope"})), 5);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), "error: NOT_FOUND: order_id \"nope\" is unknown\n");
+}
+
+TEST_F(RunCommandTest, ReleaseSendsTheScopeAndListsWhatItReleased) {
+  *service_.release_response.add_holds() = MakeScopedHold(absl::Minutes(10));
+  CliCommand release = Command({"release", "alice"});
+  HoldFlags flags;
+  flags.scope = "event:E42";
+  ASSERT_TRUE(ParseHoldFlags(flags, &release).ok());
+  EXPECT_EQ(Run(release), 0) << err_.str();
+  EXPECT_EQ(service_.release_request.user_id(), "alice");
+  EXPECT_EQ(service_.release_request.scope(), "event:E42");
+  EXPECT_EQ(out_.str(), FormatReleaseHolds("alice", service_.release_response, "event:E42"));
+  EXPECT_THAT(out_.str(), StartsWith("released 1 hold of alice in scope event:E42\n  order-9 "
+                                     "(had 10m left); scope event:E42"));
+
+  service_.release_response.clear_holds();  // a second call: nothing left
+  EXPECT_EQ(Run(Command({"release", "alice"})), 0);
+  EXPECT_EQ(service_.release_request.scope(), "");
+  EXPECT_EQ(out_.str(), "released 0 holds of alice\n");
 }
 
 }  // namespace
