@@ -64,8 +64,11 @@ absl::Status ValidatePolicy(const HoldPolicy& policy) {
     return absl::InvalidArgumentError(absl::StrCat("default_ttl: must be between 1ms and max_ttl (",
                                                    absl::FormatDuration(policy.max_ttl), ")"));
   }
-  if (policy.max_hold_lifetime < absl::Milliseconds(1)) {
-    return absl::InvalidArgumentError("max_hold_lifetime: must be at least 1ms");
+  if (policy.max_hold_lifetime < absl::Milliseconds(1) ||
+      policy.max_hold_lifetime > kMaxHoldLifetimeLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_hold_lifetime: must be between 1ms and ", absl::FormatDuration(kMaxHoldLifetimeLimit),
+        " (got ", absl::FormatDuration(policy.max_hold_lifetime), ")"));
   }
   if (policy.max_extensions < 0 || policy.max_extensions > kMaxExtensionsLimit) {
     return absl::InvalidArgumentError(absl::StrCat("max_extensions: must be 0-",

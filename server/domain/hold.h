@@ -40,6 +40,9 @@ struct HoldPolicy {
   int max_extensions = 0;
 };
 
+// Upper bound of max_hold_lifetime: a year. Keeps every stored instant a plain integer of
+// milliseconds in the scripts (Lua prints numbers beyond 14 digits in exponent form).
+inline constexpr absl::Duration kMaxHoldLifetimeLimit = absl::Hours(24 * 366);
 // Upper bound of max_extensions.
 inline constexpr int kMaxExtensionsLimit = 1000;
 // Max length of ExtendHoldRequest.request_id, in bytes.
@@ -57,8 +60,8 @@ inline constexpr int64_t kMaxUnits = 1000000000;
 size_t Utf8ValidPrefix(absl::string_view s);
 
 // INVALID_ARGUMENT naming the flag when max_holds is outside 1..kMaxHoldsLimit, a ttl is below
-// 1 ms, default_ttl > max_ttl, max_hold_lifetime is below 1 ms, or max_extensions is outside
-// 0..kMaxExtensionsLimit.
+// 1 ms, default_ttl > max_ttl, max_hold_lifetime is outside 1 ms..kMaxHoldLifetimeLimit, or
+// max_extensions is outside 0..kMaxExtensionsLimit.
 absl::Status ValidatePolicy(const HoldPolicy& policy);
 
 // INVALID_ARGUMENT naming `field` unless `value` is 1-128 bytes of valid UTF-8 without control

@@ -433,9 +433,9 @@ void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions optio
           case Result::kLive:
             break;
         }
-        metrics_.RecordExtension(result->capped     ? ExtensionResult::kCapped
-                                 : result->extended ? ExtensionResult::kExtended
-                                                    : ExtensionResult::kUnchanged);
+        metrics_.RecordExtension(!result->extended ? ExtensionResult::kUnchanged
+                                 : result->capped  ? ExtensionResult::kCapped
+                                                   : ExtensionResult::kExtended);
         ExtendHoldReply reply;
         reply.now = result->now;
         reply.extended = result->extended;

@@ -186,8 +186,7 @@ class HoldService {
   // Whether answers carry the usage per level (PlaceHoldReply/ListHoldsReply::user_usage): when
   // the server counts more than holds (--max_units > 0, or scope rules), or `asks_more` (the call
   // set a scope, a quantity, labels or scope limits, or lists a scope or a hold that is not
-  // plain). Otherwise active_holds and max_holds say it all, and the answer is byte for byte the
-  // one a server without scopes gave.
+  // plain). Otherwise active_holds and max_holds say it all, as before scopes existed.
   bool ReportsUsage(bool asks_more) const;
 
   const HoldPolicy& policy() const { return policy_; }

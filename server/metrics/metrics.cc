@@ -151,9 +151,9 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "user's hold limit).",
                    kReasonNames, rejected_);
   CountersByReason(registry, "orderhold_hold_extensions_total",
-                   "ExtendHold calls that found the hold, by result: extended, capped (cut by the "
-                   "hold's max_expire_time), unchanged, exhausted (--max_extensions used up), "
-                   "ended (the hold had ended).",
+                   "ExtendHold calls that found the hold, by result: extended, capped (moved up "
+                   "to the hold's max_expire_time), unchanged (nothing moved), exhausted "
+                   "(--max_extensions used up), ended (the hold had ended).",
                    kExtensionResultNames, extensions_, "result");
   CountersByReason(registry, "orderhold_redis_reconnects_total",
                    "Redis connections dropped to be made again, by reason: io_error (a write or "

@@ -55,8 +55,8 @@ inline constexpr int kMethodCount = 9;
 // Label `result` of orderhold_hold_extensions_total: what an ExtendHold call did.
 enum class ExtensionResult {
   kExtended,   // "extended": the expiry moved to now + ttl
-  kCapped,     // "capped": now + ttl was past the hold's max_expire_time; it got at most that
-  kUnchanged,  // "unchanged": now + ttl was not after the current expiry; nothing moved
+  kCapped,     // "capped": the expiry moved, up to the hold's max_expire_time (now + ttl was past)
+  kUnchanged,  // "unchanged": nothing moved (now + ttl not after the expiry, or already at the cap)
   kExhausted,  // "exhausted": refused, --max_extensions used up (RESOURCE_EXHAUSTED)
   kEnded,      // "ended": the hold had ended (PAID, CANCELLED, EXPIRED): FAILED_PRECONDITION
 };
@@ -91,7 +91,7 @@ class Metrics {
   // orderhold_holds_cancelled_total: holds ended by a successful CancelHold or ReleaseHolds.
   prometheus::Counter& holds_cancelled() { return holds_cancelled_; }
   // orderhold_holds_expired_total: holds ended as EXPIRED, by the reaper or by the lazy cleanup
-  // inside PlaceHold, Pay and CancelHold.
+  // inside PlaceHold, Pay, CancelHold, ExtendHold and ReleaseHolds.
   prometheus::Counter& holds_expired() { return holds_expired_; }
   // orderhold_events_appended_total: hold events appended by this replica's scripts (one per
   // ended hold: paid + cancelled + expired).

@@ -30,9 +30,8 @@ namespace orderhold::store {
 std::string EncodeDetailsTail(const HoldDetails& details);
 
 // Whether a hold with `details` is plain: no scope, quantity 1, no labels. A plain hold stores no
-// details at all (place_hold.lua's ARGV[13] is ""), so it costs Redis what a hold cost before
-// details existed (measured: 89 B per live hold at 3 holds per user instead of 188, and about 20 %
-// more EVALSHA/s), and reads back as the default details, without place time.
+// details value (place_hold.lua's ARGV[13] is ""; only its life record), and reads back as the
+// default details.
 bool IsPlain(const HoldDetails& details);
 
 // A whole stored value: the hold's expiry (Unix ms) and its details (place_time set).

@@ -3,9 +3,10 @@
 //   <prefix>:{<partition>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
 //   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
 //                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua,
-//                                        and its holds' details (fields "\x01" + order_id: only
-//                                        holds with a scope, a quantity or labels; format in
-//                                        hold_details_codec.h)
+//                                        its holds' details (fields "\x01" + order_id: only
+//                                        holds with a scope, a quantity or labels) and life
+//                                        records (fields "\x02" + order_id: every hold; formats
+//                                        in hold_details_codec.h)
 //   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
 //   <prefix>:{<partition>}:due           the partition's due index (sorted set: user_id ->
 //                                        earliest expire ms)

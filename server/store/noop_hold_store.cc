@@ -31,7 +31,7 @@ void NoopHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   result.details = std::move(args.details);
   result.details.quantity = result.user_units;
   result.details.place_time = result.now;
-  result.details.max_expire_time = result.now + args.max_lifetime;
+  result.details.max_expire_time = std::max(result.expire_time, result.now + args.max_lifetime);
   std::move(done)(std::move(result));
 }
 

@@ -677,6 +677,53 @@ TEST_P(HoldStoreContractTest, ExtendHoldMovesUpToTheCapAndNeverShortens) {
   EXPECT_THAT(ReapAll(kT0 + absl::Seconds(60)), ElementsAre(kT0 + absl::Seconds(60)));
 }
 
+// A ttl beyond the lifetime makes the hold's own expiry its cap: max_expire_time is never before
+// expire_time, and such a hold cannot be extended.
+TEST_P(HoldStoreContractTest, AHoldLongerThanTheLifetimeIsCappedAtItsExpiry) {
+  auto placed = PlaceCapped("alice", "long", absl::Seconds(60), absl::Seconds(10), kT0);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->details.max_expire_time, kT0 + absl::Seconds(60));
+  auto extended = Extend("alice", "long", absl::Seconds(90), kT0 + absl::Seconds(1));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_FALSE(extended->extended);
+  EXPECT_TRUE(extended->capped);
+  EXPECT_EQ(extended->hold.expire_time, kT0 + absl::Seconds(60));
+}
+
+// A due order answers EXPIRED from itself even when the per-user cap trims its fresh record.
+TEST_P(HoldStoreContractTest, ADueOrderAnswersExpiredWhateverTheRecordCapKeeps) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 1});
+  ASSERT_NE(store_, nullptr);
+  ASSERT_THAT(Place("alice", "a", absl::Seconds(5), kT0), IsOk());
+  ASSERT_THAT(Place("alice", "b", absl::Seconds(10), kT0), IsOk());
+  auto extended = Extend("alice", "a", absl::Seconds(30), kT0 + absl::Seconds(11));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_EQ(extended->result, ExtendResult::kEnded);
+  EXPECT_EQ(extended->end.outcome, HoldOutcome::kExpired);
+  EXPECT_EQ(extended->expired_removed, 2);
+}
+
+// Releasing thousands of holds in one call (--max_holds raised) trims thousands of records: one
+// script, no Lua stack limit in the way.
+TEST_P(HoldStoreContractTest, ReleaseHoldsOfThousandsOfHoldsTrimsTheirRecords) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10});
+  ASSERT_NE(store_, nullptr);
+  constexpr int kHolds = 3000;
+  for (int i = 0; i < kHolds; ++i) {
+    auto placed = Place("many", absl::StrCat("o", i), absl::Seconds(60), kT0, kHolds);
+    ASSERT_THAT(placed, IsOk());
+    ASSERT_EQ(placed->outcome, Outcome::kCreated);
+  }
+  auto released = Release("many", "", kT0 + absl::Seconds(1));
+  ASSERT_THAT(released, IsOk());
+  EXPECT_EQ(released->released.size(), static_cast<size_t>(kHolds));
+  EXPECT_THAT(List("many", kT0 + absl::Seconds(1)), IsEmpty());
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(61)), IsEmpty());  // the due index forgot the user
+  auto placed = Place("many", "after", absl::Seconds(60), kT0 + absl::Seconds(2), 1);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->outcome, Outcome::kCreated);
+}
+
 // Moving a user's earliest hold later keeps the due index at the user's new earliest expiry.
 TEST_P(HoldStoreContractTest, ExtendingTheEarliestHoldKeepsTheOthersReapable) {
   ASSERT_THAT(Place("bob", "early", absl::Seconds(10), kT0), IsOk());
@@ -702,11 +749,11 @@ TEST_P(HoldStoreContractTest, ExtensionsAreCountedOncePerRequestIdAndRefusedWhen
   ASSERT_THAT(first, IsOk());
   EXPECT_TRUE(first->extended);
   EXPECT_EQ(first->hold.details.extensions, 1);
-  auto retried = extend("r1");  // a retry: moves by the same rule, counts nothing
+  auto retried = extend("r1");  // a replay: answers as the call it repeats, changes nothing
   ASSERT_THAT(retried, IsOk());
   EXPECT_EQ(retried->result, ExtendResult::kLive);
   EXPECT_TRUE(retried->extended);
-  EXPECT_EQ(retried->hold.expire_time, now + absl::Seconds(30));
+  EXPECT_EQ(retried->hold.expire_time, first->hold.expire_time);
   EXPECT_EQ(retried->hold.details.extensions, 1);
   auto second = extend("r2");
   ASSERT_THAT(second, IsOk());
@@ -724,14 +771,14 @@ TEST_P(HoldStoreContractTest, ExtensionsAreCountedOncePerRequestIdAndRefusedWhen
   ASSERT_THAT(short_one, IsOk());
   EXPECT_EQ(short_one->result, ExtendResult::kLive);
   EXPECT_FALSE(short_one->extended);
-  // A counted request_id is still a retry once used up.
+  // A counted request_id is still a replay once used up: answered, not refused, not moved.
   auto retry_of_second = extend("r2");
   ASSERT_THAT(retry_of_second, IsOk());
   EXPECT_EQ(retry_of_second->result, ExtendResult::kLive);
   EXPECT_TRUE(retry_of_second->extended);
+  EXPECT_EQ(retry_of_second->hold.expire_time, expire);
   EXPECT_EQ(retry_of_second->hold.details.extensions, 2);
-  EXPECT_THAT(List("alice", now),
-              ElementsAre(StoredHold{"o1", retry_of_second->hold.expire_time, {}}));
+  EXPECT_THAT(List("alice", now), ElementsAre(StoredHold{"o1", expire, {}}));
 }
 
 // Extending never resurrects a hold: one past its expiry is ended EXPIRED by the call, and the

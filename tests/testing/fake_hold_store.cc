@@ -70,6 +70,18 @@ void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order,
   }
 }
 
+std::optional<store::HoldEnd> FakeHoldStore::DueEnd(const std::string& user,
+                                                    const std::string& order, absl::Time now) {
+  auto user_it = holds_.find(user);
+  if (user_it == holds_.end()) return std::nullopt;
+  auto it = user_it->second.find(order);
+  if (it == user_it->second.end() || it->second.expire > now ||
+      it->second.expire <= now - outcomes_.retention) {
+    return std::nullopt;
+  }
+  return store::HoldEnd{store::HoldOutcome::kExpired, it->second.expire, it->second.expire};
+}
+
 const FakeHoldStore::Ended* FakeHoldStore::FindEnd(const std::string& user,
                                                    const std::string& order, absl::Time now) {
   auto user_it = ends_.find(user);
@@ -143,8 +155,8 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         if (!scoped) result.details.scope_limits = {};
         // Every hold has a life record (place_hold.lua): place time and cap.
         result.details.place_time = result.now;
-        result.details.max_expire_time =
-            result.now + absl::Trunc(args.max_lifetime, absl::Milliseconds(1));
+        result.details.max_expire_time = std::max(
+            result.expire_time, result.now + absl::Trunc(args.max_lifetime, absl::Milliseconds(1)));
         result.details.extensions = 0;
         holds[args.order_id] = Held{result.expire_time, result.details, {}};
         ++result.active_holds;
@@ -178,8 +190,15 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
         return result;
       }
     }
+    std::optional<store::HoldEnd> due = DueEnd(user_id, order_id, result.now);
+    std::optional<store::HoldDetails> due_details;
+    if (due.has_value()) due_details = holds_[user_id][order_id].details;
     result.expired_removed = static_cast<int>(ExpireDue(user_id, result.now).size());
-    if (const Ended* ended = FindEnd(user_id, order_id, result.now)) {
+    if (due.has_value()) {
+      result.result = store::EndHoldResult::Result::kAlreadyEnded;
+      result.end = *due;
+      result.details = *due_details;
+    } else if (const Ended* ended = FindEnd(user_id, order_id, result.now)) {
       result.result = store::EndHoldResult::Result::kAlreadyEnded;
       result.end = ended->end;
       result.details = ended->details;
@@ -219,11 +238,9 @@ void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions op
       auto it = user->second.find(args.order_id);
       if (it != user->second.end() && it->second.expire > result.now) {
         Held& held = it->second;
+        // Every hold placed here has a life record, so a cap (see extend_hold.lua for holds an
+        // earlier release placed).
         store::HoldDetails& d = held.details;
-        if (!d.max_expire_time.has_value()) {
-          if (!d.place_time.has_value()) d.place_time = held.expire - args.default_ttl;
-          d.max_expire_time = *d.place_time + args.max_lifetime;
-        }
         const absl::Time wanted = result.now + absl::Trunc(args.ttl, absl::Milliseconds(1));
         const absl::Time moved_to = std::max(held.expire, std::min(wanted, *d.max_expire_time));
         const bool retry =
@@ -231,17 +248,17 @@ void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions op
                                                   args.request_id) != held.request_ids.end();
         result.capped = wanted > *d.max_expire_time;
         result.result = Result::kLive;
-        if (moved_to > held.expire) {
-          if (!retry && args.max_extensions > 0 && d.extensions >= args.max_extensions) {
+        if (retry) {
+          result.extended = true;  // a replay of the call that moved it: nothing changes
+        } else if (moved_to > held.expire) {
+          if (args.max_extensions > 0 && d.extensions >= args.max_extensions) {
             result.result = Result::kExhausted;
           } else {
-            if (!retry) {
-              ++d.extensions;
-              if (!args.request_id.empty()) {
-                held.request_ids.push_back(args.request_id);
-                if (held.request_ids.size() > kMaxRequestIds) {
-                  held.request_ids.erase(held.request_ids.begin());
-                }
+            ++d.extensions;
+            if (!args.request_id.empty()) {
+              held.request_ids.push_back(args.request_id);
+              if (held.request_ids.size() > kMaxRequestIds) {
+                held.request_ids.erase(held.request_ids.begin());
               }
             }
             held.expire = moved_to;
@@ -252,8 +269,14 @@ void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions op
         return result;
       }
     }
+    // A due hold of the order answers EXPIRED from itself, as outcome_of in prelude.lua does,
+    // whatever the trim of its fresh record (--max_outcomes_per_user) keeps.
+    std::optional<store::HoldEnd> due = DueEnd(args.user_id, args.order_id, result.now);
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
-    if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
+    if (due.has_value()) {
+      result.result = Result::kEnded;
+      result.end = *due;
+    } else if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
       result.result = Result::kEnded;
       result.end = ended->end;
     }

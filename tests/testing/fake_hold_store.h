@@ -7,6 +7,7 @@
 #define ORDERHOLD_TESTS_TESTING_FAKE_HOLD_STORE_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -74,6 +75,9 @@ class FakeHoldStore final : public store::HoldStore {
   };
   void RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
                  store::HoldDetails details, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EXPIRED at its expiry when `order` has a hold that is due (and not past the retention).
+  std::optional<store::HoldEnd> DueEnd(const std::string& user, const std::string& order,
+                                       absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Ended* FindEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -419,6 +419,76 @@ TEST(ReplyToProtoTest, ListHoldsKeepsTheOrder) {
       ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3, {}, std::nullopt}).holds_size(), 0);
 }
 
+TEST(ReplyToProtoTest, ExtendHoldCarriesTheCapTheCountAndWhatIsLeft) {
+  domain::ExtendHoldReply reply;
+  reply.hold = AHold();
+  reply.hold.details.place_time = kT0 - absl::Minutes(5);
+  reply.hold.details.max_expire_time = kT0 + absl::Hours(1);
+  reply.hold.details.extensions = 2;
+  reply.now = kT0;
+  reply.extended = true;
+  reply.capped = true;
+  reply.extensions_left = 1;
+  v1::ExtendHoldResponse out = ExtendHoldReplyToProto(reply);
+  ExpectHold(out.hold(), absl::Minutes(30));
+  EXPECT_EQ(client::FromProtoTimestamp(out.hold().max_expire_time()), kT0 + absl::Hours(1));
+  EXPECT_EQ(client::FromProtoTimestamp(out.hold().place_time()), kT0 - absl::Minutes(5));
+  EXPECT_EQ(out.hold().extensions(), 2u);
+  EXPECT_TRUE(out.extended());
+  EXPECT_TRUE(out.capped());
+  ASSERT_TRUE(out.has_extensions_left());
+  EXPECT_EQ(out.extensions_left(), 1u);
+  reply.extensions_left = std::nullopt;  // --max_extensions 0: not sent at all
+  EXPECT_FALSE(ExtendHoldReplyToProto(reply).has_extensions_left());
+  reply.extensions_left = 0;  // used up: sent as 0
+  EXPECT_TRUE(ExtendHoldReplyToProto(reply).has_extensions_left());
+}
+
+TEST(ExtendHoldCommandFromProtoTest, MovesTheIdsAndKeepsAnAbsentTtlUnset) {
+  internal::ExtendHoldRequest request;
+  request.set_user_id("alice");
+  request.set_order_id("order-1");
+  request.set_request_id("pay-1");
+  auto command = ExtendHoldCommandFromProto(request);
+  ASSERT_THAT(command, IsOk());
+  EXPECT_EQ(command->user_id, "alice");
+  EXPECT_EQ(command->order_id, "order-1");
+  EXPECT_EQ(command->request_id, "pay-1");
+  EXPECT_FALSE(command->ttl.has_value());
+  request.mutable_ttl()->set_seconds(90);
+  command = ExtendHoldCommandFromProto(request);
+  ASSERT_THAT(command, IsOk());
+  EXPECT_EQ(command->ttl, absl::Seconds(90));
+  request.mutable_ttl()->set_nanos(-1);
+  EXPECT_THAT(ExtendHoldCommandFromProto(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("ttl")));
+}
+
+TEST(ReplyToProtoTest, GetHoldOfALiveHoldHasRemainingAndOfAnEndedOneItsOutcome) {
+  domain::GetHoldReply live{AHold(), kT0, std::nullopt};
+  v1::GetHoldResponse out = GetHoldReplyToProto(live);
+  ExpectHold(out.hold(), absl::Minutes(30));
+  EXPECT_EQ(out.outcome(), v1::HOLD_OUTCOME_UNSPECIFIED);
+  EXPECT_FALSE(out.has_end_time());
+  const store::HoldEnd paid{store::HoldOutcome::kPaid, kT0 + absl::Minutes(3),
+                            kT0 + absl::Minutes(30)};
+  out = GetHoldReplyToProto(domain::GetHoldReply{AHold(), kT0 + absl::Hours(1), paid});
+  EXPECT_EQ(out.outcome(), v1::PAID);
+  EXPECT_EQ(client::FromProtoTimestamp(out.end_time()), kT0 + absl::Minutes(3));
+  EXPECT_FALSE(out.hold().has_remaining());  // an ended hold has no time left
+}
+
+TEST(ReplyToProtoTest, ReleaseHoldsListsWhatEachHadLeft) {
+  domain::Hold later = AHold();
+  later.order_id = "order-2";
+  later.expire_time += absl::Minutes(5);
+  const v1::ReleaseHoldsResponse out =
+      ReleaseHoldsReplyToProto(domain::ReleaseHoldsReply{{AHold(), later}, kT0});
+  ASSERT_EQ(out.holds_size(), 2);
+  ExpectHold(out.holds(0), absl::Minutes(30));
+  EXPECT_EQ(client::FromProtoDuration(out.holds(1).remaining()), absl::Minutes(35));
+}
+
 TEST(ReplyToProtoTest, Acked) {
   EXPECT_EQ(AckedToProto(0).acked(), 0u);
   EXPECT_EQ(AckedToProto(10'000).acked(), 10'000u);

@@ -400,17 +400,19 @@ TEST_F(ExtendHoldTest, MovesOnTheStoreClockUpToTheCapAndCountsEachMove) {
   EXPECT_EQ(moved->hold.details.extensions, 1);
   EXPECT_EQ(moved->extensions_left, 1);
   EXPECT_EQ(Extensions("extended"), 1);
-  // The same request again (a retry after a lost answer): moved by the same rule, not counted.
+  // The same request again (a retry after a lost answer): the first call's answer, not counted,
+  // not moved again.
   clock_.Advance(absl::Minutes(1));
   auto retried = Extend("o1", absl::Minutes(20), "pay-1");
   ASSERT_THAT(retried, IsOk());
-  EXPECT_EQ(retried->hold.expire_time, t0 + absl::Minutes(30));
+  EXPECT_TRUE(retried->extended);
+  EXPECT_EQ(retried->hold.expire_time, t0 + absl::Minutes(29));
   EXPECT_EQ(retried->extensions_left, 1);
   // Shorter than what is left: unchanged.
   auto kept = Extend("o1", absl::Minutes(1));
   ASSERT_THAT(kept, IsOk());
   EXPECT_FALSE(kept->extended);
-  EXPECT_EQ(kept->hold.expire_time, t0 + absl::Minutes(30));
+  EXPECT_EQ(kept->hold.expire_time, t0 + absl::Minutes(29));
   EXPECT_EQ(Extensions("unchanged"), 1);
   // Past the cap (t0 + 60m): cut at it.
   clock_.Advance(absl::Minutes(15));

@@ -52,6 +52,9 @@ TEST(LenientRequestsTest, MirrorsMatchTheApi) {
                internal::WatchHoldEventsRequest::descriptor());
   ExpectMirror(v1::AckHoldEventsRequest::descriptor(),
                internal::AckHoldEventsRequest::descriptor());
+  ExpectMirror(v1::ExtendHoldRequest::descriptor(), internal::ExtendHoldRequest::descriptor());
+  ExpectMirror(v1::GetHoldRequest::descriptor(), internal::GetHoldRequest::descriptor());
+  ExpectMirror(v1::ReleaseHoldsRequest::descriptor(), internal::ReleaseHoldsRequest::descriptor());
 }
 
 // A new rpc needs a mirror too: the server parses every request with one.

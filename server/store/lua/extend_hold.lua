@@ -19,16 +19,19 @@
 -- ARGV[5]  outcome retention, ms >= 1
 -- ARGV[6]  max outcome records per user, >= 1
 -- ARGV[7]  max_extensions, integer >= 0: calls that moved the expiry, at most; 0 = no count limit
--- ARGV[8]  request_id; "" = none. A request_id among the last 4 the hold counted is a retry: it
---          moves the expiry by the same rule, never counts and is never refused for the count.
+-- ARGV[8]  request_id; "" = none. A request_id among the last 4 the hold counted is a retry of
+--          a call that moved the expiry: it changes nothing and answers the hold as it is, moved
+--          (moved = 1), so a constant request_id cannot extend twice.
 -- ARGV[9]  lifetime cap, ms >= 1, and
 -- ARGV[10] default ttl, ms >= 1: for a hold without a life record (placed by an earlier release),
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
---          <expire> - ARGV[10] (as if placed with the default ttl); written at its first move.
+--          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
+--          written at its first move.
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
---                    moved it; capped 1 when now + ttl was past the cap; details and life after
---                    the call (life as it would be written, for a hold without one)
+--                    moved it (or, for a retried request_id, when the call it repeats did);
+--                    capped 1 when now + ttl was past the cap; details and life after the call
+--                    (life as it would be written, for a hold without one)
 --                  -1 refused, max_extensions used: nothing changed; expire, details, life as is
 --                  2 the order's hold has ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
 --                    (Unix ms) and expire describe that end (an EXPIRED end possibly made by this
@@ -77,7 +80,7 @@ if score and tonumber(score) > now then
   else
     place = details and tonumber(string.match(details, '^%d+:(%d+):'))
     place = place or expire - tonumber(ARGV[10])
-    cap, count, ids = place + tonumber(ARGV[9]), 0, {}
+    cap, count, ids = math.max(expire, place + tonumber(ARGV[9])), 0, {}
   end
   local retry = false
   for _, id in ipairs(ids) do
@@ -85,21 +88,23 @@ if score and tonumber(score) > now then
   end
   local new = math.max(expire, math.min(now + ttl, cap))
   local capped = (now + ttl > cap) and 1 or 0
+  if retry then
+    return {1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 1,
+      capped}
+  end
   if new == expire then
     return {1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 0,
       capped}
   end
-  if not retry and max_extensions > 0 and count >= max_extensions then
+  if max_extensions > 0 and count >= max_extensions then
     return {-1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 0,
       capped}
   end
-  if not retry then
-    count = count + 1
-    if request_id ~= '' then
-      ids[#ids + 1] = request_id
-      if #ids > MAX_REQUEST_IDS then
-        table.remove(ids, 1)
-      end
+  count = count + 1
+  if request_id ~= '' then
+    ids[#ids + 1] = request_id
+    if #ids > MAX_REQUEST_IDS then
+      table.remove(ids, 1)
     end
   end
   -- The user's earliest expiry once this hold has moved.

@@ -32,9 +32,10 @@
 -- ARGV[12] the scope's max_units, integer >= 0; 0 = none
 -- ARGV[13] the hold's details from the quantity on (hold_details_codec.h), stored as
 --          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
---          nothing is stored, so a plain hold costs Redis what it did before details existed
+--          no details are stored (only its life record, ARGV[14])
 -- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
---          prelude.lua) is "<expire>:<now>:<now + ARGV[14]>:0:0:", written for every hold
+--          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:", written for
+--          every hold (a ttl longer than the lifetime makes the expiry the cap)
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
 --           scope_units, violations, details, life}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
@@ -126,7 +127,7 @@ else
       result, expire = 1, now + tonumber(ARGV[3])
       -- Before the expired holds are removed, so the holds key is never emptied on the way.
       redis.call('ZADD', k.holds, expire, order)
-      life = expire .. ':' .. now .. ':' .. (now + tonumber(ARGV[14])) .. ':0:0:'
+      life = expire .. ':' .. now .. ':' .. math.max(expire, now + tonumber(ARGV[14])) .. ':0:0:'
       if ARGV[13] ~= '' then
         details = expire .. ':' .. now .. ':' .. ARGV[13]
         redis.call('HSET', k.outcomes, DETAILS .. order, details, LIFE .. order, life)

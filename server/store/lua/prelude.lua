@@ -181,8 +181,9 @@ local function expire_due(k, user, now, due, due_details)
 end
 
 -- Drops the outcome records of the orders in `orders` (a list) and their details and life
--- records, except those of `keep` (an order this script has just placed again: its new ones). One
--- HDEL; the last touch of k.outcomes in a script, since it may empty the hash ("Slot migrations").
+-- records, except those of `keep` (an order this script has just placed again: its new ones).
+-- HDEL, the last touch of k.outcomes in a script, since it may empty the hash ("Slot
+-- migrations"); only its last chunk can.
 local function drop_records(k, orders, keep)
   local fields = {}
   for _, order in ipairs(orders) do
@@ -192,8 +193,9 @@ local function drop_records(k, orders, keep)
       fields[#fields + 1] = LIFE .. order
     end
   end
-  if #fields > 0 then
-    redis.call('HDEL', k.outcomes, unpack(fields))
+  -- In chunks (unpack's stack limit: ReleaseHolds may drop thousands); the last touch still.
+  for i = 1, #fields, 999 do
+    redis.call('HDEL', k.outcomes, unpack(fields, i, math.min(i + 998, #fields)))
   end
 end
 
