@@ -128,17 +128,8 @@ if score and tonumber(score) > now then
   return {1, now, new, 0, 0, 0, details or '', life, 1, capped}
 end
 
-local due = due_holds(k.holds, now)
-local due_details = details_of(k, due)
-local next_live = first_live(k.holds, now)
-local record = redis.call('HGET', k.outcomes, order)
-local removed = #due / 2
-if removed > 0 then
-  expire_due(k, user, now, due, due_details)
-  trim_outcomes(k, now, retention, max_records)
-  set_due(k.due, user, next_live[2])
-end
-local ended, end_ms, expire = outcome_of(order, due, record, now, retention)
+local removed, ended, end_ms, expire = end_due_then_outcome(k, user, order, now, retention,
+  max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, '', '', 0, 0}
 end

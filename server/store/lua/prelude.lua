@@ -250,3 +250,22 @@ local function outcome_of(order, due, record, now, retention_ms)
   end
   return tonumber(outcome), tonumber(end_ms), tonumber(expire)
 end
+
+-- For a script about `order` that found no live hold of it (Pay, CancelHold, ExtendHold): ends the
+-- user's holds that are no longer live as EXPIRED (lazy cleanup: expire_due, trim_outcomes and the
+-- due index), then says how `order` ended, as outcome_of does. Reads all it needs before its first
+-- write, and the caller must have written nothing before (see "Slot migrations"). Returns removed
+-- (holds ended now), then outcome, end_ms, expire (nil when the order is unknown).
+local function end_due_then_outcome(k, user, order, now, retention_ms, max_records)
+  local due = due_holds(k.holds, now)
+  local due_details = details_of(k, due)
+  local next_live = first_live(k.holds, now)
+  local record = redis.call('HGET', k.outcomes, order)
+  local removed = #due / 2
+  if removed > 0 then
+    expire_due(k, user, now, due, due_details)
+    trim_outcomes(k, now, retention_ms, max_records)
+    set_due(k.due, user, next_live[2])
+  end
+  return removed, outcome_of(order, due, record, now, retention_ms)
+end
