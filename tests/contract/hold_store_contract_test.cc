@@ -703,25 +703,31 @@ TEST_P(HoldStoreContractTest, ADueOrderAnswersExpiredWhateverTheRecordCapKeeps) 
   EXPECT_EQ(extended->expired_removed, 2);
 }
 
-// Releasing thousands of holds in one call (--max_holds raised) trims thousands of records: one
-// script, no Lua stack limit in the way.
-TEST_P(HoldStoreContractTest, ReleaseHoldsOfThousandsOfHoldsTrimsTheirRecords) {
-  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10});
+// One call may trim thousands of outcome records at once (here a ReleaseHolds after the retention
+// of 2,700 ended orders): 3 fields each (record, details, life), past the 8,000 values Lua's
+// unpack takes in one call. The scripts drop them in chunks.
+TEST_P(HoldStoreContractTest, ACallThatTrimsThousandsOfRecordsDropsThemAll) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10000});
   ASSERT_NE(store_, nullptr);
-  constexpr int kHolds = 3000;
-  for (int i = 0; i < kHolds; ++i) {
-    auto placed = Place("many", absl::StrCat("o", i), absl::Seconds(60), kT0, kHolds);
-    ASSERT_THAT(placed, IsOk());
-    ASSERT_EQ(placed->outcome, Outcome::kCreated);
+  constexpr int kOrders = 2700;
+  for (int i = 0; i < kOrders; ++i) {
+    const std::string order = absl::StrCat("o", i);
+    ASSERT_THAT(Place("many", order, absl::Seconds(60), kT0), IsOk());
+    auto paid = End("many", order, kT0);
+    ASSERT_THAT(paid, IsOk());
+    ASSERT_EQ(paid->result, EndHoldResult::Result::kEnded);
   }
-  auto released = Release("many", "", kT0 + absl::Seconds(1));
+  const absl::Time later = kT0 + absl::Hours(2);
+  ASSERT_THAT(Place("many", "live", absl::Seconds(60), later), IsOk());
+  auto released = Release("many", "", later);
   ASSERT_THAT(released, IsOk());
-  EXPECT_EQ(released->released.size(), static_cast<size_t>(kHolds));
-  EXPECT_THAT(List("many", kT0 + absl::Seconds(1)), IsEmpty());
-  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(61)), IsEmpty());  // the due index forgot the user
-  auto placed = Place("many", "after", absl::Seconds(60), kT0 + absl::Seconds(2), 1);
-  ASSERT_THAT(placed, IsOk());
-  EXPECT_EQ(placed->outcome, Outcome::kCreated);
+  ASSERT_EQ(released->released.size(), 1u);
+  auto forgotten = Get("many", "o0", later);
+  ASSERT_THAT(forgotten, IsOk());
+  EXPECT_EQ(forgotten->state, GetHoldResult::State::kUnknown);
+  auto placed_again = Place("many", "o1", absl::Seconds(60), later);  // forgotten: placeable
+  ASSERT_THAT(placed_again, IsOk());
+  EXPECT_EQ(placed_again->outcome, Outcome::kCreated);
 }
 
 // Moving a user's earliest hold later keeps the due index at the user's new earliest expiry.
