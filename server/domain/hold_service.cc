@@ -389,17 +389,16 @@ void HoldService::Cancel(std::string user_id, std::string order_id, store::CallO
 
 void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions options,
                              store::Callback<ExtendHoldReply> done) {
-  store::ExtendHoldArgs args;
   absl::Status valid = ValidateIds(command.user_id, command.order_id);
-  if (valid.ok()) {
-    absl::StatusOr<absl::Duration> ttl = ResolveTtl(command.ttl, policy_);
-    valid = ttl.ok() ? ValidateRequestId(command.request_id) : ttl.status();
-    if (ttl.ok()) args.ttl = *ttl;
-  }
+  absl::StatusOr<absl::Duration> ttl = ResolveTtl(command.ttl, policy_);
+  if (valid.ok()) valid = ttl.status();
+  if (valid.ok()) valid = ValidateRequestId(command.request_id);
   if (!valid.ok()) {
     std::move(done)(valid);
     return;
   }
+  store::ExtendHoldArgs args;
+  args.ttl = *ttl;
   args.user_id = command.user_id;
   args.order_id = command.order_id;
   args.request_id = std::move(command.request_id);
@@ -433,9 +432,10 @@ void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions optio
           case Result::kLive:
             break;
         }
-        metrics_.RecordExtension(!result->extended ? ExtensionResult::kUnchanged
-                                 : result->capped  ? ExtensionResult::kCapped
-                                                   : ExtensionResult::kExtended);
+        // A replay moved nothing now: unchanged, whatever the call it repeats did.
+        metrics_.RecordExtension(!result->extended || result->replayed ? ExtensionResult::kUnchanged
+                                 : result->capped                      ? ExtensionResult::kCapped
+                                                  : ExtensionResult::kExtended);
         ExtendHoldReply reply;
         reply.now = result->now;
         reply.extended = result->extended;

@@ -56,7 +56,8 @@ inline constexpr int kMethodCount = 9;
 enum class ExtensionResult {
   kExtended,   // "extended": the expiry moved to now + ttl
   kCapped,     // "capped": the expiry moved, up to the hold's max_expire_time (now + ttl was past)
-  kUnchanged,  // "unchanged": nothing moved (now + ttl not after the expiry, or already at the cap)
+  kUnchanged,  // "unchanged": nothing moved (now + ttl not after the expiry, at the cap, or a
+               // replay of a counted request_id)
   kExhausted,  // "exhausted": refused, --max_extensions used up (RESOURCE_EXHAUSTED)
   kEnded,      // "ended": the hold had ended (PAID, CANCELLED, EXPIRED): FAILED_PRECONDITION
 };

@@ -202,7 +202,8 @@ struct ExtendHoldResult {
   // kLive, kExhausted: the hold (expire_time = max(old, min(now + ttl, max_expire_time)) for
   // kLive), with its details, max_expire_time and extensions.
   StoredHold hold;
-  bool extended = false;    // kLive: this call moved the expiry
+  bool extended = false;    // kLive: this call moved the expiry, or the call it replays did
+  bool replayed = false;    // kLive: a replay of a counted request_id; nothing changed now
   bool capped = false;      // kLive, kExhausted: now + ttl was past max_expire_time
   HoldEnd end;              // kEnded
   int expired_removed = 0;  // the user's holds found no longer live and ended as EXPIRED

@@ -90,40 +90,33 @@ bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64
   return true;
 }
 
-// A script's details and life elements (hold_details_codec.h) for a hold expiring at
-// `expire_ms`: "" = none (the default details; no place time unless the life record has one, no
-// cap). False when one is not a string, does not decode, or names another expiry (the scripts
-// return only the hold's own).
-bool ToDetails(const redis::RedisReply& details, const redis::RedisReply& life, int64_t expire_ms,
-               HoldDetails* out) {
-  if (details.type != redis::RedisReply::Type::kString ||
-      life.type != redis::RedisReply::Type::kString) {
-    return false;
-  }
+// A details element (hold_details_codec.h; a script's, or an event's field "m") for a hold
+// expiring at `expire_ms`: "" = none (the default details). False when it is not a string, does
+// not decode, or names another expiry (the scripts return only the hold's own).
+bool ToDetails(const redis::RedisReply& details, int64_t expire_ms, HoldDetails* out) {
+  if (details.type != redis::RedisReply::Type::kString) return false;
   *out = HoldDetails{};
-  if (!details.str.empty()) {
-    std::optional<DecodedDetails> decoded = DecodeDetails(details.str);
-    if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
-    *out = std::move(decoded->details);
-  }
-  if (!life.str.empty()) {
-    std::optional<DecodedLife> decoded = DecodeLife(life.str);
-    if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
-    if (!out->place_time.has_value()) out->place_time = decoded->place_time;
-    out->max_expire_time = decoded->max_expire_time;
-    out->extensions = decoded->extensions;
-  }
+  if (details.str.empty()) return true;
+  std::optional<DecodedDetails> decoded = DecodeDetails(details.str);
+  if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
+  *out = std::move(decoded->details);
   return true;
 }
 
-// An event's details (its stream field "m"): events carry no life record.
-bool ToDetails(const redis::RedisReply& details, int64_t expire_ms, HoldDetails* out) {
-  static const redis::RedisReply* const kNoLife = [] {
-    auto* reply = new redis::RedisReply();
-    reply->type = redis::RedisReply::Type::kString;
-    return reply;
-  }();
-  return ToDetails(details, *kNoLife, expire_ms, out);
+// ToDetails, then the hold's life record element ("" = none: no cap; the place time only from
+// the details) on top, under the same checks.
+bool ToDetails(const redis::RedisReply& details, const redis::RedisReply& life, int64_t expire_ms,
+               HoldDetails* out) {
+  if (!ToDetails(details, expire_ms, out) || life.type != redis::RedisReply::Type::kString) {
+    return false;
+  }
+  if (life.str.empty()) return true;
+  std::optional<DecodedLife> decoded = DecodeLife(life.str);
+  if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
+  if (!out->place_time.has_value()) out->place_time = decoded->place_time;
+  out->max_expire_time = decoded->max_expire_time;
+  out->extensions = decoded->extensions;
+  return true;
 }
 
 // Adapts a typed callback to a reply callback through `parse` (reply -> StatusOr<T>).
@@ -351,7 +344,8 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                          : ExtendHoldResult::Result::kExhausted;
                result.hold.order_id = order_id;
                result.hold.expire_time = FromMillis(v[2]);
-               result.extended = moved == 1;
+               result.extended = moved >= 1;
+               result.replayed = moved == 2;
                result.capped = capped == 1;
                if (!ToDetails(reply.elements[6], reply.elements[7], v[2], &result.hold.details)) {
                  return BadReply("extend_hold.lua");

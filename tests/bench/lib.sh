@@ -3,6 +3,8 @@
 #   free_port         prints a TCP port nothing listens on (127.0.0.1), below the ephemeral range
 #   wait_port PORT    waits until something listens on PORT (10 s), else fails
 #   now_s             Unix time in seconds with nanoseconds
+#   stop_pids_and_work  kills and reaps the processes in the caller's PIDS array, then removes the
+#                     caller's ${WORK} directory: the EXIT trap of a test that starts servers
 #   scrape PORT       prints the server's /metrics (Prometheus text) from 127.0.0.1:PORT (10 s max)
 #   hist_stats A B M  histogram M between two scrape files A (earlier) and B (later):
 #                     "count p50 p99 p99.9 max_le" (quantiles in the metric's unit, interpolated
@@ -45,6 +47,13 @@ wait_port() {
 }
 
 now_s() { date +%s.%N; }
+
+stop_pids_and_work() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "${pid}" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "${pid}" 2>/dev/null || true; done
+  rm -rf "${WORK}"
+}
 
 # Bounded: a server saturated by a phase may answer slowly, but a scrape must not hang the run.
 scrape() { curl -sf --max-time 10 "http://127.0.0.1:$1/metrics"; }

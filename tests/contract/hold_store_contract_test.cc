@@ -759,6 +759,8 @@ TEST_P(HoldStoreContractTest, ExtensionsAreCountedOncePerRequestIdAndRefusedWhen
   ASSERT_THAT(retried, IsOk());
   EXPECT_EQ(retried->result, ExtendResult::kLive);
   EXPECT_TRUE(retried->extended);
+  EXPECT_TRUE(retried->replayed);
+  EXPECT_FALSE(first->replayed);
   EXPECT_EQ(retried->hold.expire_time, first->hold.expire_time);
   EXPECT_EQ(retried->hold.details.extensions, 1);
   auto second = extend("r2");
@@ -782,6 +784,7 @@ TEST_P(HoldStoreContractTest, ExtensionsAreCountedOncePerRequestIdAndRefusedWhen
   ASSERT_THAT(retry_of_second, IsOk());
   EXPECT_EQ(retry_of_second->result, ExtendResult::kLive);
   EXPECT_TRUE(retry_of_second->extended);
+  EXPECT_TRUE(retry_of_second->replayed);
   EXPECT_EQ(retry_of_second->hold.expire_time, expire);
   EXPECT_EQ(retry_of_second->hold.details.extensions, 2);
   EXPECT_THAT(List("alice", now), ElementsAre(StoredHold{"o1", expire, {}}));

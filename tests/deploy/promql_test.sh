@@ -39,13 +39,7 @@ jq -e '[.panels[] | select(.type != "row")][0].targets[0].expr
 
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "${pid}" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "${pid}" 2>/dev/null || true; done
-  rm -rf "${WORK}"
-}
-trap cleanup EXIT
+trap stop_pids_and_work EXIT
 
 REDIS_PORT="$(free_port)"
 redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \

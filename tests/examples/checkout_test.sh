@@ -40,13 +40,7 @@ done
 
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill "${pid}" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "${pid}" 2>/dev/null || true; done
-  rm -rf "${WORK}"
-}
-trap cleanup EXIT
+trap stop_pids_and_work EXIT
 
 STUBS="${WORK}/stubs"
 mkdir "${STUBS}"

@@ -250,6 +250,7 @@ void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions op
         result.result = Result::kLive;
         if (retry) {
           result.extended = true;  // a replay of the call that moved it: nothing changes
+          result.replayed = true;
         } else if (moved_to > held.expire) {
           if (args.max_extensions > 0 && d.extensions >= args.max_extensions) {
             result.result = Result::kExhausted;

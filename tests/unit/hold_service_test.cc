@@ -408,12 +408,14 @@ TEST_F(ExtendHoldTest, MovesOnTheStoreClockUpToTheCapAndCountsEachMove) {
   EXPECT_TRUE(retried->extended);
   EXPECT_EQ(retried->hold.expire_time, t0 + absl::Minutes(29));
   EXPECT_EQ(retried->extensions_left, 1);
+  EXPECT_EQ(Extensions("extended"), 1);  // the replay moved nothing: unchanged
+  EXPECT_EQ(Extensions("unchanged"), 1);
   // Shorter than what is left: unchanged.
   auto kept = Extend("o1", absl::Minutes(1));
   ASSERT_THAT(kept, IsOk());
   EXPECT_FALSE(kept->extended);
   EXPECT_EQ(kept->hold.expire_time, t0 + absl::Minutes(29));
-  EXPECT_EQ(Extensions("unchanged"), 1);
+  EXPECT_EQ(Extensions("unchanged"), 2);
   // Past the cap (t0 + 60m): cut at it.
   clock_.Advance(absl::Minutes(15));
   auto capped = Extend("o1", absl::Minutes(40));

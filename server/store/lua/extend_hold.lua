@@ -20,8 +20,8 @@
 -- ARGV[6]  max outcome records per user, >= 1
 -- ARGV[7]  max_extensions, integer >= 0: calls that moved the expiry, at most; 0 = no count limit
 -- ARGV[8]  request_id; "" = none. A request_id among the last 4 the hold counted is a retry of
---          a call that moved the expiry: it changes nothing and answers the hold as it is, moved
---          (moved = 1), so a constant request_id cannot extend twice.
+--          a call that moved the expiry: it changes nothing and answers the hold as it is (moved =
+--          2), so a constant request_id cannot extend twice.
 -- ARGV[9]  lifetime cap, ms >= 1, and
 -- ARGV[10] default ttl, ms >= 1: for a hold without a life record (placed by an earlier release),
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
@@ -29,7 +29,7 @@
 --          written at its first move.
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
---                    moved it (or, for a retried request_id, when the call it repeats did);
+--                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
 --                    capped 1 when now + ttl was past the cap; details and life after the call
 --                    (life as it would be written, for a hold without one)
 --                  -1 refused, max_extensions used: nothing changed; expire, details, life as is
@@ -89,7 +89,7 @@ if score and tonumber(score) > now then
   local new = math.max(expire, math.min(now + ttl, cap))
   local capped = (now + ttl > cap) and 1 or 0
   if retry then
-    return {1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 1,
+    return {1, now, expire, 0, 0, 0, details or '', format_life(expire, place, cap, count, ids), 2,
       capped}
   end
   if new == expire then

@@ -31,14 +31,15 @@ local due, released, ended = {}, {}, {}  -- {order, expire, details} each; ended
 local earliest  -- the earliest expiry among the holds that stay
 for i = 1, #all, 2 do
   local order, expire = all[i], all[i + 1]
-  local details, life = records_of_order(k, order)
+  local details = details_of_order(k, order)
   if tonumber(expire) <= now then
     due[#due + 1] = {order, expire, details}
     ended[#ended + 1] = order
   else
     local _, s = quantity_scope(details, expire)
     if scope == '' or s == scope then
-      released[#released + 1] = {order, expire, details, life}
+      released[#released + 1] = {order, expire, details, details_for(
+        redis.call('HGET', k.outcomes, LIFE .. order), expire) or ''}
       ended[#ended + 1] = order
     else
       earliest = earliest or expire
@@ -55,7 +56,7 @@ for _, h in ipairs(released) do
   out[#out + 1] = h[1]
   out[#out + 1] = h[2]
   out[#out + 1] = details_for(h[3], h[2]) or ''
-  out[#out + 1] = details_for(h[4], h[2]) or ''
+  out[#out + 1] = h[4]
 end
 if #ended > 0 then
   -- In chunks (unpack's stack limit); only the last can empty the key, and nothing touches it
