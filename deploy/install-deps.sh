@@ -22,6 +22,8 @@ PACKAGES=(
   "${RUN_PACKAGES[@]}"
   openssl                                               # tests: certificates for TLS to Redis
   libgtest-dev libgmock-dev                             # tests
+  librapidcheck-dev                                     # tests/property (RapidCheck)
+  clang libclang-rt-14-dev                              # tests/fuzz (libFuzzer)
   jq                                                    # tests/bench/run.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)

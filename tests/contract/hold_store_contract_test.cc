@@ -703,6 +703,36 @@ TEST_P(HoldStoreContractTest, ADueOrderAnswersExpiredWhateverTheRecordCapKeeps) 
   EXPECT_EQ(extended->expired_removed, 2);
 }
 
+// A call answers from the order's record as it stood before the call's own cleanup, even when that
+// cleanup (another hold expiring, with --max_outcomes_per_user 1) drops the record: a cancelled
+// order is not placed again, and a repeated Cancel says it was cancelled. Found by the property
+// test (tests/property/): the fake answered after its cleanup, so it placed a cancelled order.
+TEST_P(HoldStoreContractTest, ACallAnswersFromTheRecordItsOwnCleanupDrops) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 1});
+  ASSERT_NE(store_, nullptr);
+  ASSERT_THAT(Place("alice", "a", absl::Seconds(60), kT0), IsOk());
+  ASSERT_THAT(End("alice", "a", kT0, HoldOutcome::kCancelled), IsOk());
+  ASSERT_THAT(Place("alice", "b", absl::Seconds(2), kT0), IsOk());
+  ASSERT_THAT(Place("alice", "c", absl::Seconds(4), kT0), IsOk());
+  // b is due: PlaceHold of a ends b (its record replaces a's under the cap) and answers a's end.
+  auto placed = Place("alice", "a", absl::Seconds(60), kT0 + absl::Seconds(2));
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->outcome, PlaceHoldResult::Outcome::kEnded);
+  EXPECT_EQ(placed->ended.outcome, HoldOutcome::kCancelled);
+  EXPECT_EQ(placed->expired_removed, 1);
+  // c is due: Cancel of b answers b's EXPIRED record, which c's replaces.
+  auto cancelled = End("alice", "b", kT0 + absl::Seconds(4), HoldOutcome::kCancelled);
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(cancelled->end.outcome, HoldOutcome::kExpired);
+  EXPECT_EQ(cancelled->end.end_time, kT0 + absl::Seconds(2));
+  EXPECT_EQ(cancelled->expired_removed, 1);
+  // Now b is forgotten.
+  auto again = End("alice", "b", kT0 + absl::Seconds(4), HoldOutcome::kCancelled);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->result, EndHoldResult::Result::kUnknown);
+}
+
 // One call may trim thousands of outcome records at once (here a ReleaseHolds after the retention
 // of 2,700 ended orders): 3 fields each (record, details, life), past the 8,000 values Lua's
 // unpack takes in one call. The scripts drop them in chunks.

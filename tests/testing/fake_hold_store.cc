@@ -70,16 +70,19 @@ void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order,
   }
 }
 
-std::optional<store::HoldEnd> FakeHoldStore::DueEnd(const std::string& user,
-                                                    const std::string& order, absl::Time now) {
-  auto user_it = holds_.find(user);
-  if (user_it == holds_.end()) return std::nullopt;
-  auto it = user_it->second.find(order);
-  if (it == user_it->second.end() || it->second.expire > now ||
-      it->second.expire <= now - outcomes_.retention) {
-    return std::nullopt;
+std::optional<FakeHoldStore::Ended> FakeHoldStore::PriorEnd(const std::string& user,
+                                                            const std::string& order,
+                                                            absl::Time now) {
+  if (auto user_it = holds_.find(user); user_it != holds_.end()) {
+    if (auto it = user_it->second.find(order); it != user_it->second.end()) {
+      const Held& held = it->second;
+      if (held.expire > now || held.expire <= now - outcomes_.retention) return std::nullopt;
+      return Ended{store::HoldEnd{store::HoldOutcome::kExpired, held.expire, held.expire},
+                   held.details};
+    }
   }
-  return store::HoldEnd{store::HoldOutcome::kExpired, it->second.expire, it->second.expire};
+  if (const Ended* ended = FindEnd(user, order, now)) return *ended;
+  return std::nullopt;
 }
 
 const FakeHoldStore::Ended* FakeHoldStore::FindEnd(const std::string& user,
@@ -99,6 +102,9 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
     using Outcome = store::PlaceHoldResult::Outcome;
     store::PlaceHoldResult result;
     result.now = NowFor(options);
+    // How the order ended, as it stood before this call's cleanup (the scripts read everything
+    // before their first write): the cleanup's trim may drop the record it answers from.
+    const std::optional<Ended> prior = PriorEnd(args.user_id, args.order_id, result.now);
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
     auto& holds = holds_[args.user_id];
     const std::string& scope = args.details.scope;
@@ -120,10 +126,10 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
       result.outcome = Outcome::kAlreadyHeld;
       result.expire_time = it->second.expire;
       result.details = it->second.details;
-    } else if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
+    } else if (prior.has_value()) {
       result.outcome = Outcome::kEnded;
-      result.expire_time = ended->end.expire_time;
-      result.ended = ended->end;
+      result.expire_time = prior->end.expire_time;
+      result.ended = prior->end;
     } else {
       if (result.active_holds + 1 > args.max_holds) result.violations |= store::kUserHoldLimit;
       if (args.max_units > 0 && result.user_units + quantity > args.max_units) {
@@ -190,18 +196,12 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
         return result;
       }
     }
-    std::optional<store::HoldEnd> due = DueEnd(user_id, order_id, result.now);
-    std::optional<store::HoldDetails> due_details;
-    if (due.has_value()) due_details = holds_[user_id][order_id].details;
+    const std::optional<Ended> prior = PriorEnd(user_id, order_id, result.now);
     result.expired_removed = static_cast<int>(ExpireDue(user_id, result.now).size());
-    if (due.has_value()) {
+    if (prior.has_value()) {
       result.result = store::EndHoldResult::Result::kAlreadyEnded;
-      result.end = *due;
-      result.details = *due_details;
-    } else if (const Ended* ended = FindEnd(user_id, order_id, result.now)) {
-      result.result = store::EndHoldResult::Result::kAlreadyEnded;
-      result.end = ended->end;
-      result.details = ended->details;
+      result.end = prior->end;
+      result.details = prior->details;
     }
     return result;
   });
@@ -270,16 +270,11 @@ void FakeHoldStore::ExtendHold(store::ExtendHoldArgs args, store::CallOptions op
         return result;
       }
     }
-    // A due hold of the order answers EXPIRED from itself, as outcome_of in prelude.lua does,
-    // whatever the trim of its fresh record (--max_outcomes_per_user) keeps.
-    std::optional<store::HoldEnd> due = DueEnd(args.user_id, args.order_id, result.now);
+    const std::optional<Ended> prior = PriorEnd(args.user_id, args.order_id, result.now);
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
-    if (due.has_value()) {
+    if (prior.has_value()) {
       result.result = Result::kEnded;
-      result.end = *due;
-    } else if (const Ended* ended = FindEnd(args.user_id, args.order_id, result.now)) {
-      result.result = Result::kEnded;
-      result.end = ended->end;
+      result.end = prior->end;
     }
     return result;
   });

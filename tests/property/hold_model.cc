@@ -1,0 +1,418 @@
+#include "tests/property/hold_model.h"
+
+#include <algorithm>
+#include <ostream>
+
+#include "absl/strings/str_cat.h"
+
+namespace orderhold::property {
+namespace {
+
+constexpr size_t kMaxRequestIds = 4;
+
+bool ValidText(const std::string& s, size_t max_bytes) {
+  if (s.empty() || s.size() > max_bytes) return false;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;  // the generator sends ASCII only
+  }
+  return true;
+}
+
+bool ValidLabelKey(const std::string& key) {
+  if (key.empty() || key.size() > 63) return false;
+  for (char c : key) {
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+bool ValidTtl(const std::optional<int64_t>& ttl, const ModelPolicy& policy) {
+  return !ttl.has_value() || (*ttl >= 1 && *ttl <= policy.max_ttl_ms);
+}
+
+// Live holds, earliest expiry first, ties by order id.
+bool Earlier(const ModelHold& a, const ModelHold& b) {
+  return a.expire != b.expire ? a.expire < b.expire : a.order_id < b.order_id;
+}
+
+}  // namespace
+
+const char* OutcomeName(ModelOutcome outcome) {
+  switch (outcome) {
+    case ModelOutcome::kPaid:
+      return "PAID";
+    case ModelOutcome::kCancelled:
+      return "CANCELLED";
+    case ModelOutcome::kExpired:
+      return "EXPIRED";
+  }
+  return "?";
+}
+
+std::vector<int64_t> HoldModel::ExpireDue(User& user) {
+  std::vector<int64_t> expired;
+  std::vector<ModelHold> due;
+  for (auto it = user.live.begin(); it != user.live.end();) {
+    if (it->second.expire <= now_) {
+      due.push_back(std::move(it->second));
+      it = user.live.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (ModelHold& hold : due) {
+    expired.push_back(hold.expire);
+    const std::string order = hold.order_id;
+    const int64_t expire = hold.expire;
+    AddRecord(user, order, Record{ModelOutcome::kExpired, expire, std::move(hold)});
+  }
+  return expired;
+}
+
+void HoldModel::AddRecord(User& user, const std::string& order_id, Record record) {
+  user.records[order_id] = std::move(record);
+  std::erase_if(user.records,
+                [&](const auto& entry) { return entry.second.end <= now_ - policy_.retention_ms; });
+  while (static_cast<int>(user.records.size()) > policy_.max_records) {
+    auto oldest = user.records.begin();
+    for (auto it = user.records.begin(); it != user.records.end(); ++it) {
+      if (it->second.end < oldest->second.end) oldest = it;  // ties: the map's first (order id)
+    }
+    user.records.erase(oldest);
+  }
+}
+
+const HoldModel::Record* HoldModel::Visible(const User& user, const std::string& order_id) const {
+  auto it = user.records.find(order_id);
+  if (it == user.records.end() || it->second.end <= now_ - policy_.retention_ms) return nullptr;
+  return &it->second;
+}
+
+std::optional<HoldModel::Record> HoldModel::Ended(const User& user,
+                                                  const std::string& order_id) const {
+  if (auto it = user.live.find(order_id); it != user.live.end()) {
+    const ModelHold& hold = it->second;
+    if (hold.expire > now_ || hold.expire <= now_ - policy_.retention_ms) return std::nullopt;
+    return Record{ModelOutcome::kExpired, hold.expire, hold};
+  }
+  if (const Record* record = Visible(user, order_id)) return *record;
+  return std::nullopt;
+}
+
+ModelLimits HoldModel::ScopeLimitsFor(const PlaceCall& call) const {
+  if (call.scope.empty()) return {};
+  if (call.scope_limits.has_value()) return *call.scope_limits;
+  return call.scope.starts_with(ModelPolicy::kRulePrefix) ? policy_.rule : policy_.default_scope;
+}
+
+std::string HoldModel::PlaceHold(const PlaceCall& call) {
+  // Validation first: nothing is touched on a malformed call.
+  if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) ||
+      !ValidTtl(call.ttl_ms, policy_) || (!call.scope.empty() && !ValidText(call.scope, 128)) ||
+      (call.scope_limits.has_value() && call.scope.empty())) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  ModelLabels labels;
+  for (const auto& [key, value] : call.labels) {
+    if (!ValidLabelKey(key)) return RenderCode("INVALID_ARGUMENT");
+    labels[key] = value;
+  }
+  const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
+  const ModelLimits scope_limits = ScopeLimitsFor(call);
+  if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
+      (scope_limits.max_units > 0 && quantity > scope_limits.max_units)) {
+    return RenderCode("INVALID_ARGUMENT");  // can never be granted
+  }
+  User& user = users_[call.user_id];
+  // How the order ended is read before this call's cleanup ends the user's due holds (and may
+  // drop records beyond max_records): see Ended().
+  const std::optional<Record> ended = Ended(user, call.order_id);
+  ExpireDue(user);
+  if (auto it = user.live.find(call.order_id); it != user.live.end()) {
+    const ModelHold& held = it->second;
+    if (held.scope != call.scope || held.quantity != quantity || held.labels != labels) {
+      return RenderCode("ALREADY_EXISTS");
+    }
+    return RenderPlaced(false, held, static_cast<int>(user.live.size()));
+  }
+  if (ended.has_value()) return RenderEnded(ended->outcome, ended->end);
+  int64_t user_units = 0, scope_holds = 0, scope_units = 0;
+  std::optional<int64_t> user_first, scope_first;
+  for (const auto& [order, held] : user.live) {
+    user_units += held.quantity;
+    user_first = std::min(user_first.value_or(held.expire), held.expire);
+    if (!call.scope.empty() && held.scope == call.scope) {
+      ++scope_holds;
+      scope_units += held.quantity;
+      scope_first = std::min(scope_first.value_or(held.expire), held.expire);
+    }
+  }
+  int violations = 0;
+  if (static_cast<int64_t>(user.live.size()) + 1 > policy_.max_holds) violations |= 1;
+  if (policy_.max_units > 0 && user_units + quantity > policy_.max_units) violations |= 2;
+  if (!call.scope.empty()) {
+    if (scope_limits.max_holds > 0 && scope_holds + 1 > scope_limits.max_holds) violations |= 4;
+    if (scope_limits.max_units > 0 && scope_units + quantity > scope_limits.max_units) {
+      violations |= 8;
+    }
+  }
+  if (violations != 0) {
+    // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
+    int64_t retry_at = 0;
+    if (violations & 3) retry_at = user_first.value_or(now_);
+    if (violations & 12) retry_at = std::max(retry_at, scope_first.value_or(now_));
+    return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
+  }
+  ModelHold hold;
+  hold.order_id = call.order_id;
+  hold.expire = now_ + call.ttl_ms.value_or(policy_.default_ttl_ms);
+  hold.scope = call.scope;
+  hold.quantity = quantity;
+  hold.labels = std::move(labels);
+  hold.scope_limits = scope_limits;
+  hold.place = now_;
+  hold.cap = std::max(hold.expire, now_ + policy_.lifetime_ms);
+  // A record past the retention (invisible) is replaced by the new hold's when it ends.
+  user.records.erase(call.order_id);
+  const ModelHold& placed = user.live[call.order_id] = std::move(hold);
+  return RenderPlaced(true, placed, static_cast<int>(user.live.size()));
+}
+
+std::string HoldModel::End(const std::string& user_id, const std::string& order_id, bool pay) {
+  if (!ValidText(user_id, 128) || !ValidText(order_id, 128)) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  const ModelOutcome wanted = pay ? ModelOutcome::kPaid : ModelOutcome::kCancelled;
+  User& user = users_[user_id];
+  if (auto it = user.live.find(order_id); it != user.live.end() && it->second.expire > now_) {
+    ModelHold hold = std::move(it->second);
+    user.live.erase(it);
+    const std::string answer = RenderEndedNow(false, now_, hold);
+    AddRecord(user, order_id, Record{wanted, now_, std::move(hold)});
+    return answer;
+  }
+  // Not live: the user's due holds end as EXPIRED (lazy cleanup); the answer is how the order
+  // stood before that cleanup.
+  const std::optional<Record> found = Ended(user, order_id);
+  ExpireDue(user);
+  if (!found.has_value()) return RenderCode("NOT_FOUND");
+  if (found->outcome != wanted) return RenderEnded(found->outcome, found->end);
+  return RenderEndedNow(true, found->end, found->hold);
+}
+
+std::string HoldModel::ExtendHold(const ExtendCall& call) {
+  if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) ||
+      !ValidTtl(call.ttl_ms, policy_) ||
+      (!call.request_id.empty() && !ValidText(call.request_id, 64))) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  User& user = users_[call.user_id];
+  if (auto it = user.live.find(call.order_id); it != user.live.end() && it->second.expire > now_) {
+    ModelHold& hold = it->second;
+    const int64_t wanted = now_ + call.ttl_ms.value_or(policy_.default_ttl_ms);
+    const int64_t moved_to = std::max(hold.expire, std::min(wanted, hold.cap));
+    const bool capped = wanted > hold.cap;
+    const bool replay =
+        !call.request_id.empty() && std::find(hold.request_ids.begin(), hold.request_ids.end(),
+                                              call.request_id) != hold.request_ids.end();
+    bool extended = replay;  // a replay answers as the call it repeats did, changing nothing
+    if (!replay && moved_to > hold.expire) {
+      if (policy_.max_extensions > 0 && hold.extensions >= policy_.max_extensions) {
+        return RenderExtensionLimit();
+      }
+      ++hold.extensions;
+      if (!call.request_id.empty()) {
+        hold.request_ids.push_back(call.request_id);
+        if (hold.request_ids.size() > kMaxRequestIds) hold.request_ids.pop_front();
+      }
+      hold.expire = moved_to;
+      extended = true;
+    }
+    std::optional<int64_t> left;
+    if (policy_.max_extensions > 0) {
+      left = std::max<int64_t>(0, policy_.max_extensions - hold.extensions);
+    }
+    return RenderExtended(extended, capped, left, hold);
+  }
+  const std::optional<Record> ended = Ended(user, call.order_id);
+  ExpireDue(user);
+  if (!ended.has_value()) return RenderCode("NOT_FOUND");
+  return RenderEnded(ended->outcome, ended->end);
+}
+
+std::string HoldModel::GetHold(const std::string& user_id, const std::string& order_id) const {
+  if (!ValidText(user_id, 128) || !ValidText(order_id, 128)) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  auto user = users_.find(user_id);
+  if (user == users_.end()) return RenderCode("NOT_FOUND");
+  if (auto it = user->second.live.find(order_id); it != user->second.live.end()) {
+    const ModelHold& hold = it->second;
+    if (hold.expire > now_) return RenderGotLive(hold);
+    // Past its expiry, not ended yet: EXPIRED at it (unless that is past the retention).
+    if (hold.expire > now_ - policy_.retention_ms) {
+      return RenderGotEnded(ModelOutcome::kExpired, hold.expire, hold);
+    }
+    return RenderCode("NOT_FOUND");
+  }
+  if (const Record* record = Visible(user->second, order_id)) {
+    return RenderGotEnded(record->outcome, record->end, record->hold);
+  }
+  return RenderCode("NOT_FOUND");
+}
+
+std::string HoldModel::ReleaseHolds(const std::string& user_id, const std::string& scope) {
+  if (!ValidText(user_id, 128) || (!scope.empty() && !ValidText(scope, 128))) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  User& user = users_[user_id];
+  ExpireDue(user);
+  std::vector<ModelHold> released;
+  for (auto it = user.live.begin(); it != user.live.end();) {
+    if (scope.empty() || it->second.scope == scope) {
+      released.push_back(std::move(it->second));
+      it = user.live.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::sort(released.begin(), released.end(), Earlier);
+  for (const ModelHold& hold : released) {
+    AddRecord(user, hold.order_id, Record{ModelOutcome::kCancelled, now_, hold});
+  }
+  return RenderList(released);
+}
+
+std::string HoldModel::ListHolds(const std::string& user_id, const std::string& scope) const {
+  if (!ValidText(user_id, 128) || (!scope.empty() && !ValidText(scope, 128))) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  std::vector<ModelHold> holds;
+  if (auto user = users_.find(user_id); user != users_.end()) {
+    for (const auto& [order, hold] : user->second.live) {
+      if (hold.expire > now_ && (scope.empty() || hold.scope == scope)) holds.push_back(hold);
+    }
+  }
+  std::sort(holds.begin(), holds.end(), Earlier);
+  return RenderList(holds);
+}
+
+std::string HoldModel::Reap() {
+  std::vector<int64_t> reaped;
+  for (auto& [id, user] : users_) {
+    for (int64_t expire : ExpireDue(user)) reaped.push_back(expire);
+  }
+  return RenderReaped(std::move(reaped));
+}
+
+std::vector<std::string> HoldModel::Users() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, user] : users_) ids.push_back(id);
+  return ids;
+}
+
+std::vector<std::pair<std::string, std::string>> HoldModel::KnownOrders() const {
+  std::vector<std::pair<std::string, std::string>> known;
+  for (const auto& [id, user] : users_) {
+    for (const auto& [order, hold] : user.live) known.emplace_back(id, order);
+    for (const auto& [order, record] : user.records) known.emplace_back(id, order);
+  }
+  return known;
+}
+
+std::vector<std::pair<std::string, std::string>> HoldModel::LiveOrders() const {
+  std::vector<std::pair<std::string, std::string>> live;
+  for (const auto& [id, user] : users_) {
+    for (const auto& [order, hold] : user.live) {
+      if (hold.expire > now_) live.emplace_back(id, order);
+    }
+  }
+  return live;
+}
+
+std::optional<int64_t> HoldModel::NextExpiry() const {
+  std::optional<int64_t> next;
+  for (const auto& [id, user] : users_) {
+    for (const auto& [order, hold] : user.live) {
+      if (hold.expire > now_) next = std::min(next.value_or(hold.expire), hold.expire);
+    }
+  }
+  return next;
+}
+
+// --- Rendering.
+
+std::string RenderHold(const ModelHold& h) {
+  std::string out =
+      absl::StrCat(h.order_id, "{expire=", h.expire, " cap=", h.cap, " ext=", h.extensions,
+                   " place=", h.place, " scope=", h.scope, " qty=", h.quantity);
+  if (!h.scope.empty()) {
+    absl::StrAppend(&out, " limits=", h.scope_limits.max_holds, "/", h.scope_limits.max_units);
+  }
+  for (const auto& [key, value] : h.labels) absl::StrAppend(&out, " ", key, ":", value);
+  return absl::StrCat(out, "}");
+}
+
+std::string RenderHolds(const std::vector<ModelHold>& holds) {
+  std::string out = "[";
+  for (const ModelHold& hold : holds) absl::StrAppend(&out, RenderHold(hold), " ");
+  return absl::StrCat(out, "]");
+}
+
+std::string RenderCode(const std::string& code) { return code; }
+
+std::string RenderEnded(ModelOutcome outcome, int64_t end) {
+  return absl::StrCat("FAILED_PRECONDITION ", OutcomeName(outcome), " at ", end);
+}
+
+std::string RenderLimit(int violations, int64_t retry_ms) {
+  return absl::StrCat("RESOURCE_EXHAUSTED violations=", violations, " retry=", retry_ms);
+}
+
+std::string RenderExtensionLimit() { return "RESOURCE_EXHAUSTED HOLD_EXTENSION_LIMIT"; }
+
+std::string RenderPlaced(bool created, const ModelHold& hold, int active) {
+  return absl::StrCat("OK created=", created, " ", RenderHold(hold), " active=", active);
+}
+
+std::string RenderEndedNow(bool repeated, int64_t end, const ModelHold& hold) {
+  return absl::StrCat("OK repeated=", repeated, " at=", end, " ", RenderHold(hold));
+}
+
+std::string RenderExtended(bool extended, bool capped, std::optional<int64_t> left,
+                           const ModelHold& hold) {
+  return absl::StrCat("OK extended=", extended, " capped=", capped,
+                      " left=", left.has_value() ? absl::StrCat(*left) : "unset", " ",
+                      RenderHold(hold));
+}
+
+std::string RenderGotLive(const ModelHold& hold) {
+  return absl::StrCat("OK live ", RenderHold(hold));
+}
+
+std::string RenderGotEnded(ModelOutcome outcome, int64_t end, const ModelHold& hold) {
+  return absl::StrCat("OK ", OutcomeName(outcome), " at ", end, " ", RenderHold(hold));
+}
+
+std::string RenderList(const std::vector<ModelHold>& holds) {
+  return absl::StrCat("OK ", RenderHolds(holds));
+}
+
+std::string RenderReaped(std::vector<int64_t> expire_times) {
+  std::sort(expire_times.begin(), expire_times.end());
+  std::string out = "reaped";
+  for (int64_t t : expire_times) absl::StrAppend(&out, " ", t);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const ModelPolicy& p) {
+  return os << "max_holds=" << p.max_holds << " max_units=" << p.max_units
+            << " lifetime=" << p.lifetime_ms << " max_extensions=" << p.max_extensions
+            << " retention=" << p.retention_ms << " max_records=" << p.max_records
+            << " rule=" << p.rule.max_holds << "/" << p.rule.max_units
+            << " default_scope=" << p.default_scope.max_holds << "/" << p.default_scope.max_units;
+}
+
+}  // namespace orderhold::property

@@ -1,0 +1,164 @@
+// HoldModel: a reference model of OrderHold's hold semantics, in plain C++ with no store, no
+// Redis and no domain code: live holds, outcome records with retention and a per-user cap, limits
+// at the user and scope levels in holds and units, lifetime caps and extension counts, expiry by a
+// virtual clock (milliseconds, starting at 0). tests/property/hold_property_test.cc drives it and
+// HoldService (over the fake and the Redis store) with the same random histories and compares
+// every answer.
+//
+// Each operation mutates the model as the service would and returns the answer a caller sees,
+// rendered as text by the Render* functions below (the harness renders the service's replies
+// with the same functions, so two answers are equal exactly when their strings are). The rules
+// come from the proto's comments and server/README.md; where the code has a documented edge (an
+// order past its expiry reads EXPIRED even when --max_outcomes_per_user drops its fresh record),
+// the model states it.
+//
+// Not thread-safe (a value type: copy it to look ahead).
+#ifndef ORDERHOLD_TESTS_PROPERTY_HOLD_MODEL_H_
+#define ORDERHOLD_TESTS_PROPERTY_HOLD_MODEL_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace orderhold::property {
+
+// Holds and units at one level; 0 = no limit in that unit.
+struct ModelLimits {
+  int64_t max_holds = 0;
+  int64_t max_units = 0;
+  friend bool operator==(const ModelLimits&, const ModelLimits&) = default;
+};
+
+// The server's configuration (flags and the scope-limits file), durations in ms.
+struct ModelPolicy {
+  int max_holds = 3;
+  int64_t max_units = 0;
+  int64_t default_ttl_ms = 2000;
+  int64_t max_ttl_ms = 6000;
+  int64_t lifetime_ms = 5000;  // --max_hold_lifetime
+  int max_extensions = 0;
+  int64_t retention_ms = 120000;  // --outcome_retention
+  int max_records = 1000;         // --max_outcomes_per_user
+  // Scope rules: scopes starting with kRulePrefix get `rule`, others `default_scope`.
+  ModelLimits rule;
+  ModelLimits default_scope;
+  static constexpr const char* kRulePrefix = "event:";
+};
+
+// Outcome numbers as in orderhold.v1.HoldOutcome.
+enum class ModelOutcome { kPaid = 1, kCancelled = 2, kExpired = 3 };
+const char* OutcomeName(ModelOutcome outcome);
+
+using ModelLabels = std::map<std::string, std::string>;
+
+struct ModelHold {
+  std::string order_id;
+  int64_t expire = 0;
+  std::string scope;
+  int64_t quantity = 1;
+  ModelLabels labels;
+  ModelLimits scope_limits;  // as placed ({} when unscoped)
+  int64_t place = 0;
+  int64_t cap = 0;  // max_expire_time
+  int64_t extensions = 0;
+  std::deque<std::string> request_ids;  // the last 4 counted
+};
+
+struct PlaceCall {
+  std::string user_id, order_id;
+  std::optional<int64_t> ttl_ms;
+  std::string scope;
+  uint32_t quantity = 0;  // 0 = 1
+  std::vector<std::pair<std::string, std::string>> labels;
+  std::optional<ModelLimits> scope_limits;
+};
+
+struct ExtendCall {
+  std::string user_id, order_id;
+  std::optional<int64_t> ttl_ms;
+  std::string request_id;
+};
+
+class HoldModel {
+ public:
+  explicit HoldModel(ModelPolicy policy) : policy_(std::move(policy)) {}
+
+  int64_t now() const { return now_; }
+  const ModelPolicy& policy() const { return policy_; }
+  void Advance(int64_t ms) { now_ += ms; }
+
+  std::string PlaceHold(const PlaceCall& call);
+  // Pay (pay = true) or CancelHold.
+  std::string End(const std::string& user_id, const std::string& order_id, bool pay);
+  std::string ExtendHold(const ExtendCall& call);
+  std::string GetHold(const std::string& user_id, const std::string& order_id) const;
+  std::string ReleaseHolds(const std::string& user_id, const std::string& scope);
+  std::string ListHolds(const std::string& user_id, const std::string& scope) const;
+  // One reaper pass over every user: the due holds ended as EXPIRED.
+  std::string Reap();
+
+  // Users that have or had a hold, for the final comparison.
+  std::vector<std::string> Users() const;
+  // (user, order) of every hold held or remembered, so generated calls can aim at them.
+  std::vector<std::pair<std::string, std::string>> KnownOrders() const;
+  // (user, order) of every live hold.
+  std::vector<std::pair<std::string, std::string>> LiveOrders() const;
+  // The earliest expiry still ahead (> now), if any: clock steps aim at it to hit the boundary.
+  std::optional<int64_t> NextExpiry() const;
+
+ private:
+  struct Record {
+    ModelOutcome outcome;
+    int64_t end = 0;
+    ModelHold hold;
+  };
+  struct User {
+    std::map<std::string, ModelHold> live;  // may hold due ones until something ends them
+    std::map<std::string, Record> records;  // outcome records, trimmed when one is added
+  };
+  // Ends the user's due holds (expire <= now) as EXPIRED; returns their expire times.
+  std::vector<int64_t> ExpireDue(User& user);
+  // Adds a record, then drops records past the retention and the oldest (end, then order id)
+  // beyond max_records.
+  void AddRecord(User& user, const std::string& order_id, Record record);
+  // A record still within the retention, or nullptr.
+  const Record* Visible(const User& user, const std::string& order_id) const;
+  // How `order_id` has ended as a call sees it before its own cleanup: EXPIRED at its expiry when
+  // its hold is due (whatever max_records then keeps of the fresh record), else its visible
+  // record; nullopt when live or unknown. (The scripts read everything before their first write:
+  // prelude.lua's outcome_of.)
+  std::optional<Record> Ended(const User& user, const std::string& order_id) const;
+  ModelLimits ScopeLimitsFor(const PlaceCall& call) const;
+
+  ModelPolicy policy_;
+  int64_t now_ = 0;
+  std::map<std::string, User> users_;
+};
+
+// --- Answers as text, shared by the model and the harness. Times are ms on the model's clock.
+std::string RenderHold(const ModelHold& hold);
+std::string RenderHolds(const std::vector<ModelHold>& holds);
+std::string RenderCode(const std::string& code);             // "INVALID_ARGUMENT", "NOT_FOUND", ...
+std::string RenderEnded(ModelOutcome outcome, int64_t end);  // FAILED_PRECONDITION
+std::string RenderLimit(int violations, int64_t retry_ms);   // RESOURCE_EXHAUSTED, bits as store's
+std::string RenderExtensionLimit();
+std::string RenderPlaced(bool created, const ModelHold& hold, int active);
+std::string RenderEndedNow(bool repeated, int64_t end, const ModelHold& hold);  // Pay/Cancel OK
+std::string RenderExtended(bool extended, bool capped, std::optional<int64_t> left,
+                           const ModelHold& hold);
+std::string RenderGotLive(const ModelHold& hold);
+std::string RenderGotEnded(ModelOutcome outcome, int64_t end, const ModelHold& hold);
+std::string RenderList(const std::vector<ModelHold>& holds);
+std::string RenderReaped(std::vector<int64_t> expire_times);
+
+// For RapidCheck's report of a failing case.
+std::ostream& operator<<(std::ostream& os, const ModelPolicy& policy);
+
+}  // namespace orderhold::property
+
+#endif  // ORDERHOLD_TESTS_PROPERTY_HOLD_MODEL_H_
