@@ -2,6 +2,7 @@
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/util/json_util.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -9,6 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -341,6 +345,61 @@ std::pair<int, int> LineAndColumn(absl::string_view text, size_t offset) {
 
 }  // namespace
 
+namespace {
+
+// Where a document starts: its start (a "---" line, or its first character) and its first node.
+struct DocumentStart {
+  YAML::Mark document;
+  std::optional<YAML::Mark> node;
+};
+
+// Where the documents of `yaml` start, at most two (a second one is an error, and the first two
+// are all anyone needs). Not YAML::LoadAll: yaml-cpp 0.7 never returns from it when a flow
+// collection is followed by more text at the top level (`{"max_holds": 1},`: a JSON file with a
+// trailing comma): its parser answers an empty document at the same place on every call, and
+// LoadAll collects them until memory runs out (found by tests/fuzz/limits_file_fuzzer.cc). Throws
+// YAML::ParserException on a syntax error, as LoadAll does.
+std::vector<DocumentStart> FirstDocuments(const std::string& yaml) {
+  class Starts final : public YAML::EventHandler {
+   public:
+    DocumentStart start;
+    void OnDocumentStart(const YAML::Mark& m) override { start.document = m; }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
+    void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  const std::string&) override {
+      Node(m);
+    }
+    void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {
+      Node(m);
+    }
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {
+      Node(m);
+    }
+    void OnMapEnd() override {}
+
+   private:
+    void Node(const YAML::Mark& m) {
+      if (!start.node.has_value()) start.node = m;
+    }
+  };
+  std::istringstream in(yaml);
+  YAML::Parser parser(in);
+  std::vector<DocumentStart> starts;
+  while (starts.size() < 2) {
+    Starts handler;
+    if (!parser.HandleNextDocument(handler)) break;
+    starts.push_back(handler.start);
+  }
+  return starts;
+}
+
+}  // namespace
+
 absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
                                                    absl::string_view name_for_errors) {
   const absl::string_view name = name_for_errors;
@@ -363,17 +422,25 @@ absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
   // yaml-cpp reports errors by throwing: caught here, at the edge.
   absl::StatusOr<JsonDocument> document = absl::UnknownError("not converted");
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    const std::string yaml(text);
+    const std::vector<DocumentStart> documents = FirstDocuments(yaml);
     if (documents.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name, ": the file is empty (only comments): ", kWantedShape));
     }
     if (documents.size() > 1) {
-      const YAML::Mark mark = documents[1].Mark();
-      return FileError(name, mark.is_null() ? 1 : mark.line + 1, "",
-                       "a second YAML document (after ---): the file holds one");
+      const DocumentStart& second = documents[1];
+      const YAML::Mark& at = second.node.value_or(second.document);
+      const size_t offset = std::min<size_t>(std::max(second.document.pos, 0), text.size());
+      if (absl::StartsWith(text.substr(offset), "---")) {
+        return FileError(name, at.line + 1, "",
+                         "a second YAML document (after ---): the file holds one");
+      }
+      return FileError(name, at.line + 1, "",
+                       absl::StrCat("text after the end of the document at column ", at.column + 1,
+                                    " (a trailing comma?)"));
     }
-    document = JsonDocument::FromYaml(documents[0], name);
+    document = JsonDocument::FromYaml(YAML::Load(yaml), name);
   } catch (const YAML::ParserException& e) {
     return FileError(name, e.mark.line + 1, "",
                      absl::StrCat("YAML syntax error at column ", e.mark.column + 1, ": ", e.msg));

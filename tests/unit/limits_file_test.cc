@@ -222,6 +222,13 @@ TEST(LimitsFileTest, RefusesWhatJsonCannotSayOrProtobufWouldHide) {
             "(only !!str)");
   EXPECT_EQ(ErrorOf("default: {}\n---\nrules: []\n"),
             "limits.yaml:3: a second YAML document (after ---): the file holds one");
+  // yaml-cpp's LoadAll never returned on these (tests/fuzz/limits_file_fuzzer.cc found the first).
+  EXPECT_EQ(ErrorOf("{\"default\": {\"max_holds\": 2}},\n"),
+            "limits.yaml:1: text after the end of the document at column 30 (a trailing comma?)");
+  EXPECT_EQ(ErrorOf("{\"rules\": []}\n]\n"),
+            "limits.yaml:2: YAML syntax error at column 1: illegal flow end");
+  EXPECT_EQ(ErrorOf("[1], x\n"),
+            "limits.yaml:1: text after the end of the document at column 4 (a trailing comma?)");
   EXPECT_EQ(ErrorOf("default: {}\nrules:\n  - prefix: \"a\xff\"\n"),
             "limits.yaml:3: not valid UTF-8 (byte 0xff at column 15)");
   EXPECT_EQ(ErrorOf("? [a]\n: 1\n"), "limits.yaml:1: a mapping key must be plain text");

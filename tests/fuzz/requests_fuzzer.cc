@@ -1,0 +1,128 @@
+// Fuzzes what a client controls in a request: the bytes of each rpc's request message, decoded as
+// the server decodes them (ParseFromByteBuffer into the lenient mirror, server/grpc/
+// lenient_requests.proto), converted (conversions.h) and validated by HoldService over the no-op
+// store, as OrderHoldService does before any store call. The first byte picks the rpc. A crash,
+// a sanitizer report or a leak is a finding; every input must end in OK or a clean status.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
+#include "prometheus/registry.h"
+#include "server/domain/hold_service.h"
+#include "server/grpc/conversions.h"
+#include "server/grpc/lenient_requests.pb.h"
+#include "server/metrics/metrics.h"
+#include "server/store/event_log.h"
+#include "server/store/noop_hold_store.h"
+
+namespace orderhold {
+namespace {
+
+struct Service {
+  prometheus::Registry registry;
+  metrics::Metrics metrics{registry};
+  store::NoopHoldStore store;
+  domain::HoldService holds{store, domain::HoldPolicy{}, metrics};
+};
+
+template <typename Message>
+bool Decode(const uint8_t* data, size_t size, const char* type, Message* out) {
+  grpc::Slice slice(data, size);
+  grpc::ByteBuffer bytes(&slice, 1);
+  return grpc_api::ParseFromByteBuffer(bytes, type, out).ok();
+}
+
+// Runs the service call and drops the answer (the callback runs inline on the no-op store).
+template <typename Reply, typename Call>
+void Run(Call call) {
+  (void)Await<Reply>(call);
+}
+
+}  // namespace
+}  // namespace orderhold
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace orderhold;  // NOLINT: a fuzz entry point
+  static Service* service = new Service;
+  if (size == 0) return 0;
+  const uint8_t rpc = data[0] % 9;
+  ++data;
+  --size;
+  domain::HoldService& holds = service->holds;
+  switch (rpc) {
+    case 0: {
+      internal::PlaceHoldRequest request;
+      if (!Decode(data, size, "orderhold.v1.PlaceHoldRequest", &request)) return 0;
+      absl::StatusOr<domain::PlaceHoldCommand> command =
+          grpc_api::PlaceHoldCommandFromProto(request);
+      if (!command.ok()) return 0;
+      Run<domain::PlaceHoldReply>(
+          [&](auto done) { holds.PlaceHold(*std::move(command), {}, std::move(done)); });
+      return 0;
+    }
+    case 1:
+    case 2: {
+      internal::PayRequest request;
+      if (!Decode(data, size, "orderhold.v1.PayRequest", &request)) return 0;
+      if (rpc == 1) {
+        Run<domain::PayReply>([&](auto done) {
+          holds.Pay(request.user_id(), request.order_id(), {}, std::move(done));
+        });
+      } else {
+        Run<domain::CancelReply>([&](auto done) {
+          holds.Cancel(request.user_id(), request.order_id(), {}, std::move(done));
+        });
+      }
+      return 0;
+    }
+    case 3: {
+      internal::ListHoldsRequest request;
+      if (!Decode(data, size, "orderhold.v1.ListHoldsRequest", &request)) return 0;
+      Run<domain::ListHoldsReply>([&](auto done) {
+        holds.ListHolds(request.user_id(), request.scope(), {}, std::move(done));
+      });
+      return 0;
+    }
+    case 4: {
+      internal::ExtendHoldRequest request;
+      if (!Decode(data, size, "orderhold.v1.ExtendHoldRequest", &request)) return 0;
+      absl::StatusOr<domain::ExtendHoldCommand> command =
+          grpc_api::ExtendHoldCommandFromProto(request);
+      if (!command.ok()) return 0;
+      Run<domain::ExtendHoldReply>(
+          [&](auto done) { holds.ExtendHold(*std::move(command), {}, std::move(done)); });
+      return 0;
+    }
+    case 5: {
+      internal::GetHoldRequest request;
+      if (!Decode(data, size, "orderhold.v1.GetHoldRequest", &request)) return 0;
+      Run<domain::GetHoldReply>([&](auto done) {
+        holds.GetHold(request.user_id(), request.order_id(), {}, std::move(done));
+      });
+      return 0;
+    }
+    case 6: {
+      internal::ReleaseHoldsRequest request;
+      if (!Decode(data, size, "orderhold.v1.ReleaseHoldsRequest", &request)) return 0;
+      Run<domain::ReleaseHoldsReply>([&](auto done) {
+        holds.ReleaseHolds(request.user_id(), request.scope(), {}, std::move(done));
+      });
+      return 0;
+    }
+    case 7: {
+      internal::WatchHoldEventsRequest request;
+      if (!Decode(data, size, "orderhold.v1.WatchHoldEventsRequest", &request)) return 0;
+      (void)grpc_api::WatchSpecFromProto(request);
+      return 0;
+    }
+    default: {
+      internal::AckHoldEventsRequest request;
+      if (!Decode(data, size, "orderhold.v1.AckHoldEventsRequest", &request)) return 0;
+      for (const std::string& id : request.event_ids()) (void)store::ParseEventId(id, 64);
+      return 0;
+    }
+  }
+}
