@@ -188,6 +188,7 @@ absl::Status App::Listen(const Config& config,
   // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
   // and steal half the traffic. Off, so a taken port is a startup error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  grpc_api::ApplyServerLimits(config.grpc_limits, builder);
   builder.AddListeningPort(config.grpc_address, std::move(credentials), &grpc_port_);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();

@@ -38,6 +38,21 @@ ABSL_FLAG(std::string, tls_client_ca_file, "",
           "(needs --tls_cert_file). Re-read like the certificate.");
 ABSL_FLAG(absl::Duration, tls_refresh_interval, absl::Seconds(60),
           "How often the --tls_* files are read again for rotation (whole seconds, >= 1s).");
+ABSL_FLAG(int, grpc_max_concurrent_streams, 1000,
+          "Calls open at once on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS; gRPC's "
+          "default is unlimited). A client queues calls beyond it.");
+ABSL_FLAG(int, grpc_max_receive_message_size, 1 << 20,
+          "Largest request message, bytes (64 KiB-64 MiB); larger ones are refused "
+          "RESOURCE_EXHAUSTED before being read. The largest valid request is ~300 KB.");
+ABSL_FLAG(absl::Duration, grpc_keepalive_time, absl::Seconds(60),
+          "The server pings a connection silent this long, to find clients that vanished.");
+ABSL_FLAG(absl::Duration, grpc_keepalive_timeout, absl::Seconds(20),
+          "A connection whose keepalive ping gets no answer this long is closed.");
+ABSL_FLAG(absl::Duration, grpc_max_connection_idle, absl::Minutes(15),
+          "A connection with no call for this long is closed (0: never).");
+ABSL_FLAG(absl::Duration, grpc_max_connection_age, absl::Minutes(30),
+          "Connections older than this are asked to reconnect (GOAWAY; calls in flight finish), "
+          "so clients rebalance over replicas behind an L4 load balancer (0: never).");
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
           "Redis: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]. rediss is TLS; "
           "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
@@ -235,6 +250,18 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerTlsOptions::client_ca_file),
       Field(FLAGS_tls_refresh_interval, &Config::grpc_tls,
             &grpc_api::ServerTlsOptions::refresh_interval),
+      Field(FLAGS_grpc_max_concurrent_streams, &Config::grpc_limits,
+            &grpc_api::ServerLimits::max_concurrent_streams),
+      Field(FLAGS_grpc_max_receive_message_size, &Config::grpc_limits,
+            &grpc_api::ServerLimits::max_receive_message_bytes),
+      Field(FLAGS_grpc_keepalive_time, &Config::grpc_limits,
+            &grpc_api::ServerLimits::keepalive_time),
+      Field(FLAGS_grpc_keepalive_timeout, &Config::grpc_limits,
+            &grpc_api::ServerLimits::keepalive_timeout),
+      Field(FLAGS_grpc_max_connection_idle, &Config::grpc_limits,
+            &grpc_api::ServerLimits::max_connection_idle),
+      Field(FLAGS_grpc_max_connection_age, &Config::grpc_limits,
+            &grpc_api::ServerLimits::max_connection_age),
       DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
       OneOf(FLAGS_redis_mode, &Config::redis_mode,
             {{"standalone", RedisMode::kStandalone},
@@ -405,6 +432,7 @@ absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
   if (config.event_retention < absl::Seconds(1)) {
     return absl::InvalidArgumentError("event_retention: must be >= 1s");
   }
+  ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerLimits(config.grpc_limits));
   if (config.max_watches < 1 || config.max_watches > kMaxMaxWatches) {
     return absl::InvalidArgumentError(absl::StrCat("max_watches: must be 1-", kMaxMaxWatches));
   }

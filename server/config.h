@@ -11,6 +11,7 @@
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
 #include "server/domain/scope_limits.h"
+#include "server/grpc/server_limits.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
@@ -56,6 +57,8 @@ struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics (plain HTTP, always)
   grpc_api::ServerTlsOptions grpc_tls;           // --tls_*: TLS / mutual TLS on grpc_address
+  grpc_api::ServerLimits grpc_limits;            // --grpc_*: streams, message size, keepalive,
+                                                 // connection idle and age
   std::string redis_url = "redis://127.0.0.1:6379";
   RedisMode redis_mode = RedisMode::kStandalone;
   // Sentinel mode only: the monitored master's name, and the sentinels' own ACL credentials

@@ -2,7 +2,6 @@
 // for gRPC and metrics), orderhold-cli for every step, /metrics over HTTP, SIGTERM at the end.
 // Also what an operator sees of the server's Redis TLS settings (rediss://): its log, its health
 // and its answers; and orderhold-cli and orderhold-bench on a gRPC port with mutual TLS.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tls_certs.h"
 
@@ -74,13 +74,6 @@ int CountLines(const std::string& text, std::string_view needle) {
   return count;
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
 // A testing::TlsCerts set in a temporary directory of its own, removed with the object.
 struct ScopedCerts {
   static absl::StatusOr<std::unique_ptr<ScopedCerts>> Create() {
@@ -100,82 +93,10 @@ struct ScopedCerts {
   const testing::TlsCerts certs;
 };
 
-// orderhold-server as a child process, stderr to a log file.
-class ServerProcess {
+// orderhold-server as a child process (tests/testing/server_process.h).
+class ServerProcess : public testing::ServerProcess {
  public:
-  ~ServerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::remove(log_.c_str());
-  }
-
-  void Start(const std::vector<std::string>& args) {
-    log_ =
-        absl::StrCat(::testing::TempDir(), "/orderhold-server-", getpid(), "-", counter_++, ".log");
-    pid_ = fork();
-    if (pid_ == 0) {
-      const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, STDERR_FILENO);
-      dup2(fd, STDOUT_FILENO);
-      std::vector<char*> argv;
-      std::string binary = ORDERHOLD_SERVER_BINARY;
-      argv.push_back(binary.data());
-      std::vector<std::string> copy = args;
-      for (std::string& arg : copy) argv.push_back(arg.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      _exit(127);
-    }
-  }
-
-  // Waits for "serving gRPC on port N, metrics on port M" and reads both ports.
-  bool WaitServing() {
-    constexpr std::string_view kServing = "serving gRPC on port ";
-    std::string line;  // from the ports on, once the whole line is there
-    Eventually([&] {
-      const std::string log = ReadFile(log_);
-      const size_t at = log.find(kServing);
-      if (at != std::string::npos && log.find('\n', at) != std::string::npos) {
-        line = log.substr(at + kServing.size());
-        return true;
-      }
-      return Exited();
-    });
-    if (line.empty()) return false;
-    std::istringstream in(line);
-    std::string skip;
-    in >> grpc_port_ >> skip >> skip >> skip >> skip >> metrics_port_;
-    return grpc_port_ > 0 && metrics_port_ > 0;
-  }
-
-  bool Exited() {
-    if (pid_ <= 0) return true;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      pid_ = -1;
-      return true;
-    }
-    return false;
-  }
-
-  // Waits for the process to end; its exit code, or -1 on timeout.
-  int Wait(absl::Duration timeout = absl::Seconds(15)) {
-    return Eventually([this] { return Exited(); }, timeout) ? exit_code_ : -1;
-  }
-
-  void Signal(int signal) { kill(pid_, signal); }
-  std::string log() const { return ReadFile(log_); }
-  int grpc_port() const { return grpc_port_; }
-  int metrics_port() const { return metrics_port_; }
-
- private:
-  static inline int counter_ = 0;
-  pid_t pid_ = -1;
-  std::string log_;
-  int grpc_port_ = 0, metrics_port_ = 0, exit_code_ = -1;
+  ServerProcess() : testing::ServerProcess(ORDERHOLD_SERVER_BINARY) {}
 };
 
 class BinariesE2eTest : public ::testing::Test {

@@ -88,6 +88,22 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config.max_watches = 0;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_watches")));
   config = Config{};
+  config.grpc_limits.max_concurrent_streams = 0;
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("grpc_max_concurrent_streams: must be 1-1000000")));
+  config = Config{};
+  config.grpc_limits.max_receive_message_bytes = 1000;
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("grpc_max_receive_message_size: must be 65536-")));
+  config = Config{};
+  config.grpc_limits.keepalive_time = absl::Milliseconds(500);
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("grpc_keepalive_time: must be at least 1s")));
+  config = Config{};
+  config.grpc_limits.max_connection_age = absl::Milliseconds(10);
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("grpc_max_connection_age: must be at least 1s (or 0")));
+  config = Config{};
   config.reaper_lease = config.reap_interval;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
@@ -130,6 +146,9 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       DescribeConfig(*config),
       "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 tls_cert_file= "
       "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
+      "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
+      "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
+      "grpc_max_connection_age=30m "
       "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
       "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
@@ -212,6 +231,18 @@ const std::vector<Sample>& Samples() {
        {{"tls_cert_file", "/tls/c.pem"}, {"tls_key_file", "/tls/k.pem"}}},
       {"tls_refresh_interval", "5s", "tls_refresh_interval=5s",
        [](const Config& c) { return c.grpc_tls.refresh_interval == absl::Seconds(5); }},
+      {"grpc_max_concurrent_streams", "50", "grpc_max_concurrent_streams=50",
+       [](const Config& c) { return c.grpc_limits.max_concurrent_streams == 50; }},
+      {"grpc_max_receive_message_size", "70000", "grpc_max_receive_message_size=70000",
+       [](const Config& c) { return c.grpc_limits.max_receive_message_bytes == 70000; }},
+      {"grpc_keepalive_time", "2m", "grpc_keepalive_time=2m",
+       [](const Config& c) { return c.grpc_limits.keepalive_time == absl::Minutes(2); }},
+      {"grpc_keepalive_timeout", "5s", "grpc_keepalive_timeout=5s",
+       [](const Config& c) { return c.grpc_limits.keepalive_timeout == absl::Seconds(5); }},
+      {"grpc_max_connection_idle", "0", "grpc_max_connection_idle=0",
+       [](const Config& c) { return c.grpc_limits.max_connection_idle == absl::ZeroDuration(); }},
+      {"grpc_max_connection_age", "1h", "grpc_max_connection_age=1h",
+       [](const Config& c) { return c.grpc_limits.max_connection_age == absl::Hours(1); }},
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
        [](const Config& c) { return c.redis_url == "redis://u:hunter2@h:7/3"; }},
       {"redis_mode",
