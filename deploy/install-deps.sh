@@ -24,6 +24,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev                             # tests
   librapidcheck-dev                                     # tests/property (RapidCheck)
   clang libclang-rt-14-dev                              # tests/fuzz (libFuzzer)
+  nftables iproute2                                     # tests/e2e/network_faults_e2e_test.cc
   jq                                                    # tests/bench/run.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)

@@ -362,9 +362,11 @@ class RedisClient::IoThread {
     if (connection_.connected() && connection_.get().PeerClosed()) {
       Drop(ReconnectReason::kPeerClosed);
     }
+    // The client's own bound for this step: past it, Redis has failed to connect or answer.
+    absl::Time own_bound = now + options_.node.connect_timeout;
     if (!connection_.connected()) {
       // Never wait on a connect past every caller's deadline.
-      status = connection_.Connect(std::min(latest_deadline, now + options_.node.connect_timeout));
+      status = connection_.Connect(std::min(latest_deadline, own_bound));
       if (status.ok()) {
         options_.failure_log->Transition(status, connection_.get().address().ToString());
       }
@@ -373,7 +375,8 @@ class RedisClient::IoThread {
       const absl::Duration round_trip =
           options_.command_timeout +
           (options_.wait_replicas > 0 ? options_.wait_timeout : absl::ZeroDuration());
-      const absl::Time deadline = std::min(latest_deadline, now + round_trip);
+      own_bound = now + round_trip;
+      const absl::Time deadline = std::min(latest_deadline, own_bound);
       // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Retry once,
       // after the pipeline is drained so replies stay in order, with EVAL of the body: it
       // reloads the script into the cache (same SHA) and runs it in one command, so another
@@ -387,6 +390,12 @@ class RedisClient::IoThread {
       if (!status.ok()) Drop(ReconnectReason::kIoError);
     }
     if (status.ok()) return status;
+    // Every caller of the batch gave up before the client's own bound: their deadlines ran out,
+    // Redis has not failed (it may be a round trip slower than a caller's deadline). The
+    // connection is dropped (its replies would be out of step) but no fail-fast window opens:
+    // one caller's short deadline must not fail everyone else's calls (found by
+    // tests/e2e/network_faults_e2e_test.cc). Answer makes these DEADLINE_EXCEEDED.
+    if (absl::IsDeadlineExceeded(status) && latest_deadline < own_bound) return status;
     // Redis failed to answer within the round trip's bound: the caller's deadline decides in
     // Answer whether that is DEADLINE_EXCEEDED; otherwise Redis is unavailable.
     if (!absl::IsUnavailable(status)) status = absl::UnavailableError(status.message());

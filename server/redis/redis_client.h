@@ -52,6 +52,9 @@
 // the latest deadline in its batch). After a connection failure the client fails fast for
 // `retry_backoff` (everything queued and everything submitted meanwhile gets UNAVAILABLE at once,
 // instead of queueing behind a dead or hung Redis), then tries again on the next command. A
+// batch whose callers' deadlines all ran out before connect_timeout / the round trip's bound
+// drops its connection (DEADLINE_EXCEEDED for them) but opens no fail-fast window: a caller's
+// short deadline says nothing about Redis and must not fail everyone else's calls. A
 // failure's message is logged once when it first appears (and "connected" when it ends), so a
 // TLS verification failure or a wrong password is one clear log line, not one per call.
 //
