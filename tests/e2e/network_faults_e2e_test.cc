@@ -268,8 +268,20 @@ TEST_F(BlackHoledRedisTest, UnavailableFastThenRecoversWhenTheRuleGoes) {
   ExpectFastFailure("o-dropped-2");         // vanish too (bounded by the connect timeout)
   ASSERT_THAT(Nft({"delete", "table", "inet", "orderhold_test"}), IsOk());
   ExpectRecovery();
-  // The dropped requests never reached Redis.
-  EXPECT_EQ(Live("u-down"), std::set<std::string>{"o-before"});
+  // A dropped request may still reach Redis once the rule goes: the client closed its connection,
+  // but the kernel keeps retransmitting the unacknowledged bytes of the closed socket for a
+  // while (seen under ASan). So, as for any UNAVAILABLE: maybe recorded, never granted; a retry
+  // with the same order_id answers it.
+  const std::set<std::string> live = Live("u-down");
+  EXPECT_TRUE(live.contains("o-before"));
+  for (const std::string& order : live) {
+    EXPECT_THAT(order, ::testing::AnyOf("o-before", "o-dropped-1", "o-dropped-2"));
+  }
+  for (const char* order : {"o-dropped-1", "o-dropped-2"}) {
+    v1::PlaceHoldResponse response;
+    ASSERT_TRUE(Place("u-down", order, absl::Seconds(2), &response).ok());
+    EXPECT_EQ(response.created(), !live.contains(order)) << order;
+  }
 }
 
 }  // namespace
