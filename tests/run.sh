@@ -2,7 +2,7 @@
 # tests/run.sh: install what is missing, build, run the whole suite. Non-zero on any failure.
 #
 #   tests/run.sh              Release build in <repo>/build, then ctest
-#   tests/run.sh --sanitize   AddressSanitizer + UBSan build in <repo>/build-asan, then ctest
+#   tests/run.sh --sanitize   AddressSanitizer + UBSan build (clang) in <repo>/build-asan, then ctest
 #                             without the `deploy` label (shell checks of deploy/ that run no
 #                             sanitized code: the Release run covers them) and without
 #                             e2e_tests.cluster_reshard (a load test that runs alone, 25 s under
@@ -21,6 +21,14 @@ BUILD_DIR="${REPO}/build"
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON)
 if [[ "${1:-}" == "--sanitize" ]]; then
   BUILD_DIR="${REPO}/build-asan"
+  # With clang (Debian's, as tests/fuzz/ needs anyway): its sanitized build compiles ~35% faster
+  # than GCC's (hold_service_test.cc: 22 s vs 34 s), and the sanitizers are the ones libFuzzer
+  # uses. The Release build (what ships) stays GCC's. A build-asan/ left by GCC starts afresh.
+  export CC=clang CXX=clang++
+  if [[ -f "${BUILD_DIR}/CMakeCache.txt" ]] &&
+      ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "${BUILD_DIR}/CMakeCache.txt"; then
+    rm -rf "${BUILD_DIR}"
+  fi
   # -O1 -g1, as AddressSanitizer's docs advise: reasonable speed, stack traces with file:line, and
   # a build far cheaper than -O2 -g (the sanitized build is the longest step of CI).
   CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DORDERHOLD_SANITIZE=ON

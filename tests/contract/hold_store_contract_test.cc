@@ -1145,10 +1145,11 @@ TEST_P(HoldStoreContractTest, EventLogCheckGroupsAndTrimBacklogReportUndelivered
   };
   using Work = std::map<std::string, std::pair<bool, bool>>;
   EXPECT_EQ(check(absl::ZeroDuration()), Work{});  // no stream yet
-  for (const auto& [group, start] :
+  for (const auto& group_start :
        {std::pair{"g", GroupStart::kEarliest}, std::pair{"h", GroupStart::kLatest}}) {
     ASSERT_THAT(Await<bool>([&](auto done) {
-                  log->EnsureGroup(p, group, start, At(kT0), std::move(done));
+                  log->EnsureGroup(p, group_start.first, group_start.second, At(kT0),
+                                   std::move(done));
                 }),
                 IsOk());
   }
