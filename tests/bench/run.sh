@@ -258,10 +258,12 @@ start_server_of() {  # binary, redis URL, log name, store mode, extra server fla
   local port bin="$1" url="$2" name="$3" store="$4"
   shift 4
   port="$(free_port)" METRICS_PORT="$(free_port)"
+  # Two draws can give the same free port: then the server cannot listen on both and exits.
+  while [[ "${METRICS_PORT}" == "${port}" ]]; do METRICS_PORT="$(free_port)"; done
   "${bin}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
     --metrics_address="127.0.0.1:${METRICS_PORT}" --redis_url="${url}" \
     "$@" 2>"${WORK}/server-${name}.log" &
-  SERVER_PID=$!
+  SERVER_PID=$! SERVER_LOG="${WORK}/server-${name}.log"
   TARGET="127.0.0.1:${port}"
   wait_port "${port}"
   wait_port "${METRICS_PORT}"
@@ -295,7 +297,13 @@ bench() {  # name, extra flags... (a later --warmup overrides the default)
   shift
   echo "bench: ${name}" >&2
   "${BENCH}" --target="${TARGET}" --duration="${DURATION}s" --warmup="${WARMUP}s" \
-    --users="${USERS}" --json --progress=false "$@" >"${WORK}/${name}.json"
+    --users="${USERS}" --json --progress=false "$@" >"${WORK}/${name}.json" || {
+    # What the server said (its log goes away with the work directory).
+    echo "bench: ${name} failed; server ${SERVER_PID:-?} is" \
+      "$(kill -0 "${SERVER_PID:-0}" 2>/dev/null && echo running || echo gone); its log ends:" >&2
+    tail -20 "${SERVER_LOG:-/dev/null}" >&2
+    return 1
+  }
 }
 value() { jq -r "$2" "${WORK}/$1.json"; }
 
