@@ -6,7 +6,7 @@
 # output: reproduce with build-fuzz/tests/fuzz/<name>_fuzzer <that file>.
 #
 #   tests/fuzz/run.sh              60 s per fuzzer
-#   tests/fuzz/run.sh --smoke      15 s per fuzzer (.ci/run)
+#   tests/fuzz/run.sh --smoke      10 s per fuzzer (.ci/run)
 #   tests/fuzz/run.sh SECONDS [NAME...]
 #
 # Works on a fresh Debian 12 machine (deploy/install-deps.sh installs clang and its runtime).
@@ -15,7 +15,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 "${REPO}/deploy/install-deps.sh"
 seconds=60
 case "${1:-}" in
-  --smoke) seconds=15; shift ;;
+  --smoke) seconds=10; shift ;;
   [0-9]*) seconds=$1; shift ;;
 esac
 names=("$@")
