@@ -270,11 +270,6 @@ struct Step : rc::state::Command<HoldModel, Sut> {
   }
 };
 
-template <typename T, typename Call>
-absl::StatusOr<T> Ask(Call call) {
-  return Await<T>(call);
-}
-
 // --- Generators: small id spaces, so calls collide; a few malformed values.
 rc::Gen<std::string> GenUser() {
   return rc::gen::weightedElement<std::string>({{16, "u1"}, {12, "u2"}, {8, "u3"}, {1, ""}});
@@ -339,7 +334,7 @@ struct Place : Step {
       command.scope_limits =
           domain::ScopeLimits{call.scope_limits->max_holds, call.scope_limits->max_units};
     }
-    auto reply = Ask<domain::PlaceHoldReply>([&](auto done) {
+    auto reply = Await<domain::PlaceHoldReply>([&](auto done) {
       sut.service().PlaceHold(std::move(command), Sut::At(now), std::move(done));
     });
     if (!reply.ok()) return RenderStatus(reply.status());
@@ -364,12 +359,12 @@ struct End : Step {
   std::string OnModel(HoldModel& model) const override { return model.End(user_id, order_id, pay); }
   std::string OnSut(Sut& sut, int64_t now) const override {
     if (pay) {
-      auto reply = Ask<domain::PayReply>(
+      auto reply = Await<domain::PayReply>(
           [&](auto done) { sut.service().Pay(user_id, order_id, Sut::At(now), std::move(done)); });
       if (!reply.ok()) return RenderStatus(reply.status());
       return RenderEndedNow(reply->already_paid, Ms(reply->now), FromDomain(reply->hold));
     }
-    auto reply = Ask<domain::CancelReply>(
+    auto reply = Await<domain::CancelReply>(
         [&](auto done) { sut.service().Cancel(user_id, order_id, Sut::At(now), std::move(done)); });
     if (!reply.ok()) return RenderStatus(reply.status());
     return RenderEndedNow(reply->already_cancelled, Ms(reply->now), FromDomain(reply->hold));
@@ -399,7 +394,7 @@ struct Extend : Step {
     command.order_id = call.order_id;
     if (call.ttl_ms.has_value()) command.ttl = absl::Milliseconds(*call.ttl_ms);
     command.request_id = call.request_id;
-    auto reply = Ask<domain::ExtendHoldReply>([&](auto done) {
+    auto reply = Await<domain::ExtendHoldReply>([&](auto done) {
       sut.service().ExtendHold(std::move(command), Sut::At(now), std::move(done));
     });
     if (!reply.ok()) return RenderStatus(reply.status());
@@ -415,7 +410,7 @@ struct Extend : Step {
 
 std::string GetOnSut(Sut& sut, int64_t now, const std::string& user_id,
                      const std::string& order_id) {
-  auto reply = Ask<domain::GetHoldReply>(
+  auto reply = Await<domain::GetHoldReply>(
       [&](auto done) { sut.service().GetHold(user_id, order_id, Sut::At(now), std::move(done)); });
   if (!reply.ok()) return RenderStatus(reply.status());
   if (!reply->end.has_value()) return RenderGotLive(FromDomain(reply->hold));
@@ -424,7 +419,7 @@ std::string GetOnSut(Sut& sut, int64_t now, const std::string& user_id,
 }
 
 std::string ListOnSut(Sut& sut, int64_t now, const std::string& user_id, const std::string& scope) {
-  auto reply = Ask<domain::ListHoldsReply>(
+  auto reply = Await<domain::ListHoldsReply>(
       [&](auto done) { sut.service().ListHolds(user_id, scope, Sut::At(now), std::move(done)); });
   if (!reply.ok()) return RenderStatus(reply.status());
   return RenderList(FromDomain(reply->holds));
@@ -461,7 +456,7 @@ struct Release : Step {
     return model.ReleaseHolds(user_id, scope);
   }
   std::string OnSut(Sut& sut, int64_t now) const override {
-    auto reply = Ask<domain::ReleaseHoldsReply>([&](auto done) {
+    auto reply = Await<domain::ReleaseHoldsReply>([&](auto done) {
       sut.service().ReleaseHolds(user_id, scope, Sut::At(now), std::move(done));
     });
     if (!reply.ok()) return RenderStatus(reply.status());
