@@ -8,7 +8,8 @@
 //      exit on a flag it cannot parse (unknown flag, "--duration=abc") and after --help, before
 //      any of this code runs; its message names the flag.
 //   2  a flag value is out of range or inconsistent (message "error: --flag ..." on stderr), or a
-//      --tls_* file cannot be read.
+//      --tls_* file cannot be read, or the --call_log file cannot be created.
+//   3  the run completed but writing the --call_log file failed (disk full).
 #include <cstdint>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "client/bench/call_log.h"
 #include "client/bench/load_generator.h"
 #include "client/bench/report.h"
 #include "client/bench/workload.h"
@@ -47,9 +49,10 @@ ABSL_FLAG(absl::Duration, deadline, absl::Seconds(2), "Deadline of each call.");
 ABSL_FLAG(absl::Duration, warmup, absl::Seconds(1),
           "Calls in this time before --duration are sent but not recorded.");
 ABSL_FLAG(std::string, mix, "place=100",
-          "Workload: method=weight pairs from place, pay, list, cancel, extend, get (ratios), e.g. "
-          "place=70,pay=20,list=10. pay and cancel end holds this run placed; extend and get "
-          "extend and read one of the newest of them (ExtendHold, GetHold).");
+          "Workload: method=weight pairs from place, pay, list, cancel, extend, get, release "
+          "(ratios), e.g. place=70,pay=20,list=10. pay and cancel end holds this run placed; "
+          "extend and get extend and read one of the newest of them (ExtendHold, GetHold); list "
+          "and release (ReleaseHolds) draw a user.");
 ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
           "PlaceHold ttl, and ExtendHold's wanted time left; 0 leaves it unset (the server's "
           "--default_ttl).");
@@ -68,6 +71,14 @@ ABSL_FLAG(std::string, distribution, "uniform",
           "How users are drawn: uniform, or zipf (user 0 the most popular).");
 ABSL_FLAG(double, zipf_exponent, 1.1,
           "zipf only: exponent q > 1, P(user i) proportional to (1 + i)^-q.");
+ABSL_FLAG(std::string, lb_policy, "",
+          "gRPC load-balancing policy of each channel: empty (gRPC's pick_first) or round_robin, "
+          "to spread calls over every address --target resolves to, e.g. "
+          "--target=ipv4:127.0.0.1:50051,127.0.0.1:50052 --lb_policy=round_robin.");
+ABSL_FLAG(std::string, call_log, "",
+          "Write one JSON line per completed call to this file (method, ids, status code, start "
+          "and end in Unix µs, what the answer said; warmup included): see "
+          "client/bench/call_log.h. Empty: none.");
 ABSL_FLAG(bool, json, false, "Print the report as one JSON object instead of a table.");
 ABSL_FLAG(bool, progress, true, "Print a progress line on stderr once a second.");
 
@@ -77,6 +88,7 @@ namespace bench = orderhold::client::bench;
 
 constexpr int kExitConnect = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitCallLog = 3;
 const absl::Duration kConnectTimeout = absl::Seconds(5);
 
 constexpr char kUsage[] =
@@ -151,9 +163,21 @@ int main(int argc, char** argv) {
       orderhold::client::TlsOptionsFromFlags();
   if (!tls.ok()) return UsageError(tls.status().message());
   if (absl::GetFlag(FLAGS_progress)) options.progress = &std::cerr;
+  const std::string lb_policy = absl::GetFlag(FLAGS_lb_policy);
+  if (!lb_policy.empty() && lb_policy != "pick_first" && lb_policy != "round_robin") {
+    return UsageError(
+        absl::StrCat("--lb_policy must be pick_first or round_robin, got \"", lb_policy, "\""));
+  }
+  std::unique_ptr<bench::CallLog> call_log;
+  if (const std::string path = absl::GetFlag(FLAGS_call_log); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<bench::CallLog>> opened = bench::CallLog::Open(path);
+    if (!opened.ok()) return UsageError(opened.status().message());
+    call_log = *std::move(opened);
+    options.call_log = call_log.get();
+  }
 
   const auto channels =
-      bench::ConnectChannels(options.target, *tls, options.connections, kConnectTimeout);
+      bench::ConnectChannels(options.target, *tls, options.connections, kConnectTimeout, lb_policy);
   if (absl::IsInvalidArgument(channels.status())) return UsageError(channels.status().message());
   if (!channels.ok()) {
     std::cerr << "error: " << channels.status().message() << "\n";
@@ -168,6 +192,10 @@ int main(int argc, char** argv) {
     std::cout << bench::FormatJsonReport(report) << "\n";
   } else {
     std::cout << bench::FormatTextReport(report);
+  }
+  if (call_log != nullptr && !call_log->Close()) {
+    std::cerr << "error: --call_log: writing " << absl::GetFlag(FLAGS_call_log) << " failed\n";
+    return kExitCallLog;
   }
   return 0;
 }

@@ -108,7 +108,7 @@ absl::Status ValidateOptions(const LoadOptions& o) {
 
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     const std::string& target, const TlsOptions& tls, int connections,
-    absl::Duration connect_timeout) {
+    absl::Duration connect_timeout, const std::string& lb_policy) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   channels.reserve(connections);
   for (int i = 0; i < connections; ++i) {
@@ -116,6 +116,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     // Channels with identical arguments share one subchannel (one TCP connection) through gRPC's
     // global subchannel pool; a distinct value per channel gives each its own connection.
     args.SetInt("orderhold.bench.channel", i);
+    if (!lb_policy.empty()) args.SetLoadBalancingPolicyName(lb_policy);
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         NewChannel(target, tls, std::move(args));
     if (!channel.ok()) return channel.status();
@@ -137,20 +138,36 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
 struct LoadGenerator::Call {
   Call(Method method, int64_t intended_ns, bool measured,
        std::chrono::system_clock::time_point deadline)
-      : method(method), intended_ns(intended_ns), measured(measured) {
+      : method(method),
+        intended_ns(intended_ns),
+        measured(measured),
+        start_unix_us(absl::ToUnixMicros(absl::Now())) {
     context.set_deadline(deadline);
   }
   virtual ~Call() = default;
+  // Appends this call's --call_log line (call_log.h), answered with `code` at `done_unix_us`.
+  virtual void AppendLogLine(int code, int64_t done_unix_us, std::string* out) const = 0;
 
   const Method method;
   const int64_t intended_ns;
   const bool measured;
+  const int64_t start_unix_us;
   grpc::ClientContext context;
 };
 
 template <typename Request, typename Response>
 struct LoadGenerator::TypedCall final : LoadGenerator::Call {
   using Call::Call;
+  void AppendLogLine(int code, int64_t done_unix_us, std::string* out) const override {
+    CallLine line;
+    line.method = method;
+    line.user_id = request.user_id();
+    if constexpr (requires { request.order_id(); }) line.order_id = request.order_id();
+    line.code = code;
+    line.start_unix_us = start_unix_us;
+    line.done_unix_us = done_unix_us;
+    AppendCallLine(line, response, out);
+  }
   Request request;
   Response response;
 };
@@ -290,6 +307,15 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
                        [this, call](grpc::Status status) { OnDone(call, status); });
       return;
     }
+    case Method::kReleaseHolds: {
+      auto* call =
+          new TypedCall<orderhold::v1::ReleaseHoldsRequest, orderhold::v1::ReleaseHoldsResponse>(
+              method, intended_ns, measured, deadline);
+      call->request.set_user_id(UserId(options_.user_prefix, users_.Draw()));
+      async->ReleaseHolds(&call->context, &call->request, &call->response,
+                          [this, call](grpc::Status status) { OnDone(call, status); });
+      return;
+    }
     case Method::kCount:
       break;
   }
@@ -303,6 +329,12 @@ void LoadGenerator::OnDone(Call* call, const grpc::Status& status) {
   if (call->measured) recorder_.Record(call->method, code, done_ns - call->intended_ns);
   completed_total_.fetch_add(1, std::memory_order_relaxed);
   if (IsServiceError(code)) errors_total_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.call_log != nullptr) {
+    thread_local std::string line;
+    line.clear();
+    call->AppendLogLine(code, absl::ToUnixMicros(absl::Now()), &line);
+    options_.call_log->Write(line);
+  }
   // gRPC has moved this callback out of the call before running it, so the context may go now.
   delete call;
   // Closed loop: the next call is counted in in_flight_ before this one is released, so the count

@@ -22,7 +22,8 @@
 // Pay and CancelHold end holds this run placed (a shared pool of created holds, newest first);
 // ExtendHold and GetHold extend and read one of the newest of them and leave it in the pool (see
 // HoldPool::Sample). With none available, each targets an order that was never placed
-// (NOT_FOUND).
+// (NOT_FOUND). ListHolds and ReleaseHolds draw a user (ReleaseHolds ends every live hold of that
+// user, whatever this run's pool still says about them).
 #ifndef ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 #define ORDERHOLD_CLIENT_BENCH_LOAD_GENERATOR_H_
 
@@ -41,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/bench/call_log.h"
 #include "client/bench/method.h"
 #include "client/bench/report.h"
 #include "client/bench/stats.h"
@@ -90,6 +92,9 @@ struct LoadOptions {
   std::ostream* progress = nullptr;
   // Prefix of this run's order ids (see OrderId); 0 picks a random one.
   uint32_t run_seed = 0;
+  // Where to write one line per completed call (call_log.h), warmup included; nullptr for none.
+  // Not owned; must outlive Run.
+  CallLog* call_log = nullptr;
 };
 
 // Checks `options`: every number in range, a mix with weights in [0, kMaxMixWeight] and a
@@ -101,11 +106,14 @@ absl::Status ValidateOptions(const LoadOptions& options);
 // Opens `connections` channels to `target`, plaintext or TLS as `tls` says (NewChannel, client/
 // channel.h), each a separate HTTP/2 connection (a distinct channel argument keeps gRPC from
 // sharing one subchannel between them), and waits until all are READY, at most `connect_timeout`
-// in total. UNAVAILABLE naming the target when one is not ready in time (a failed TLS handshake
+// in total. `lb_policy` non-empty sets each channel's load-balancing policy (gRPC's
+// "pick_first", the default, or "round_robin": with a target that resolves to several addresses,
+// e.g. "ipv4:127.0.0.1:50051,127.0.0.1:50052", calls then spread over all of them and skip those
+// down). UNAVAILABLE naming the target when one is not ready in time (a failed TLS handshake
 // included); NewChannel's INVALID_ARGUMENT when a TLS file cannot be read. Blocking; thread-safe.
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     const std::string& target, const TlsOptions& tls, int connections,
-    absl::Duration connect_timeout);
+    absl::Duration connect_timeout, const std::string& lb_policy = "");
 
 // Blocks until std::chrono::steady_clock reaches `target_ns` (nanoseconds since its epoch), with
 // one absolute clock_nanosleep on CLOCK_MONOTONIC (steady_clock's clock); the calling thread's
@@ -153,7 +161,8 @@ class LoadGenerator {
   // available, an order never placed (NOT_FOUND), as SetHoldToEnd.
   template <typename Request>
   void SetHoldToKeep(Request* request);
-  // Completion of any call: records it, maybe starts the next (closed loop), frees it.
+  // Completion of any call: records it (and its call_log line), maybe starts the next (closed
+  // loop), frees it.
   void OnDone(Call* call, const grpc::Status& status);
   // Closed loop: starts the next call unless the run is stopping. False when it did not.
   bool TryStartClosed();

@@ -19,6 +19,7 @@ constexpr std::array<MethodInfo, kNumMethods> kMethodInfo = {{
     {Method::kCancelHold, "CancelHold", "cancel"},
     {Method::kExtendHold, "ExtendHold", "extend"},
     {Method::kGetHold, "GetHold", "get"},
+    {Method::kReleaseHolds, "ReleaseHolds", "release"},
 }};
 
 }  // namespace

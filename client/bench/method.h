@@ -22,16 +22,18 @@ enum class Method : int {
   kCancelHold,
   kExtendHold,
   kGetHold,
+  kReleaseHolds,
   kCount
 };
 inline constexpr int kNumMethods = static_cast<int>(Method::kCount);
 
 // The RPC name of a method ("PlaceHold", "Pay", "ListHolds", "CancelHold", "ExtendHold",
-// "GetHold"), as used in reports; "Unknown" for a value outside [0, kNumMethods). Pure.
+// "GetHold", "ReleaseHolds"), as used in reports; "Unknown" for a value outside [0, kNumMethods).
+// Pure.
 absl::string_view MethodName(Method method);
 
-// The key of a method in --mix ("place", "pay", "list", "cancel", "extend", "get"); "unknown" for
-// a value outside [0, kNumMethods). Pure.
+// The key of a method in --mix ("place", "pay", "list", "cancel", "extend", "get", "release");
+// "unknown" for a value outside [0, kNumMethods). Pure.
 absl::string_view MethodMixKey(Method method);
 
 }  // namespace orderhold::client::bench

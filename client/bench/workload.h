@@ -43,8 +43,8 @@ struct Mix {
 };
 
 // Parses a --mix value: comma-separated `key=weight` pairs, keys from MethodMixKey (place, pay,
-// list, cancel, extend, get), weights integers from 0 to kMaxMixWeight (ratios, need not sum to
-// 100), any subset in any order, whitespace around keys and weights ignored.
+// list, cancel, extend, get, release), weights integers from 0 to kMaxMixWeight (ratios, need not
+// sum to 100), any subset in any order, whitespace around keys and weights ignored.
 // "place=70,pay=20,list=10". Missing keys get weight 0.
 // Errors (INVALID_ARGUMENT, message suitable for the user, starting with "--mix"): empty spec,
 // malformed pair, unknown or repeated key, weight not an integer or out of range, all weights

@@ -2,13 +2,15 @@
 // accepts the defaults and the valid variants, and names the offending flag for each value out of
 // range (no server, no clock); the open-loop pacer's SleepUntilSteadyNs never returns before its
 // target (one 2 ms sleep on the real clock: what it sleeps on is the point); a short run against a
-// fake service on an in-process channel extends and reads the holds it placed (no network).
+// fake service on an in-process channel extends and reads the holds it placed (no network), and
+// one with --call_log writes one line per completed call, ReleaseHolds included.
 #include <gmock/gmock.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -18,7 +20,10 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "client/bench/call_log.h"
 #include "client/bench/load_generator.h"
 #include "client/bench/method.h"
 #include "client/bench/report.h"
@@ -249,6 +254,14 @@ class RecordingOrderHold final : public orderhold::v1::OrderHold::Service {
     gets_of_placed += placed.count(request->order_id()) > 0 ? 1 : 0;
     return grpc::Status::OK;
   }
+  // Answers one released hold named after the user; every other call is UNAVAILABLE.
+  grpc::Status ReleaseHolds(grpc::ServerContext*, const orderhold::v1::ReleaseHoldsRequest* request,
+                            orderhold::v1::ReleaseHoldsResponse* response) override {
+    std::lock_guard<std::mutex> lock(mu);
+    if (++releases % 2 == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "down");
+    response->add_holds()->set_order_id(absl::StrCat("r-", request->user_id()));
+    return grpc::Status::OK;
+  }
 
   std::mutex mu;
   std::set<std::string> placed;
@@ -256,6 +269,7 @@ class RecordingOrderHold final : public orderhold::v1::OrderHold::Service {
   std::vector<orderhold::v1::GetHoldRequest> gets;
   int extends_of_placed = 0;
   int gets_of_placed = 0;
+  int releases = 0;
 };
 
 TEST(BenchLoadGeneratorTest, ExtendAndGetVisitHoldsThisRunPlaced) {
@@ -311,6 +325,69 @@ TEST(BenchLoadGeneratorTest, ExtendAndGetVisitHoldsThisRunPlaced) {
   }
   EXPECT_GT(service.extends_of_placed, 0);
   EXPECT_GT(service.gets_of_placed, 0);
+}
+
+TEST(BenchLoadGeneratorTest, CallLogHasOneLinePerCompletedCall) {
+  RecordingOrderHold service;
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  const std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string path = absl::StrCat(testing::TempDir(), "/call_log_test.jsonl");
+  absl::StatusOr<std::unique_ptr<CallLog>> log = CallLog::Open(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+
+  LoadOptions options;
+  options.concurrency = 4;
+  options.warmup = absl::Milliseconds(1);  // warmup calls are logged too
+  options.count = 200;
+  options.users = 3;
+  options.run_seed = 0xbeef;
+  options.call_log = log->get();
+  const absl::StatusOr<Mix> mix = ParseMix("place=1,release=1");
+  ASSERT_TRUE(mix.ok()) << mix.status();
+  options.mix = *mix;
+  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
+  stubs.push_back(
+      orderhold::v1::OrderHold::NewStub(server->InProcessChannel(grpc::ChannelArguments())));
+  RunReport report;
+  {
+    LoadGenerator generator(options, std::move(stubs));
+    report = generator.Run();
+  }
+  server->Shutdown();
+  ASSERT_TRUE((*log)->Close());
+
+  std::ifstream in(path);
+  std::string line;
+  int places = 0, released = 0, unavailable = 0;
+  while (std::getline(in, line)) {
+    if (absl::StartsWith(line, R"({"m":"place","u":"u)")) {
+      ++places;
+      EXPECT_TRUE(absl::StrContains(line, R"(,"o":"b0000beef-)")) << line;
+      EXPECT_TRUE(absl::StrContains(line, R"(,"c":0,)")) << line;
+      EXPECT_TRUE(absl::StrContains(line, R"(,"created":true,"exp":)")) << line;
+    } else if (absl::StartsWith(line, R"({"m":"release","u":"u)")) {
+      EXPECT_FALSE(absl::StrContains(line, R"("o":)")) << line;
+      if (absl::StrContains(line, R"(,"c":14,)")) {
+        ++unavailable;
+        EXPECT_FALSE(absl::StrContains(line, "released")) << line;
+      } else {
+        ++released;
+        EXPECT_TRUE(absl::StrContains(line, R"(,"released":["r-u)")) << line;
+      }
+    } else {
+      ADD_FAILURE() << "unexpected line: " << line;
+    }
+  }
+  // Measured calls plus those of the warmup: every call the server saw, each once.
+  EXPECT_GE(places + released + unavailable, report.all.completed);
+  EXPECT_GT(places, 0);
+  EXPECT_GT(released, 0);
+  EXPECT_GT(unavailable, 0);
+  std::lock_guard<std::mutex> lock(service.mu);
+  EXPECT_EQ(static_cast<int>(service.placed.size()), places);
+  EXPECT_EQ(released + unavailable, service.releases);
 }
 
 }  // namespace

@@ -172,7 +172,7 @@ TEST(BenchRecorderTest, EmptyMerge) {
 
 TEST(BenchRecorderTest, FourThreadsThenMergeCountsEverything) {
   constexpr int kThreads = 4;
-  constexpr int kPerThread = 3000;
+  constexpr int kPerThread = 4200;  // a multiple of kNumMethods
   Recorder recorder;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {

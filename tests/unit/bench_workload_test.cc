@@ -75,11 +75,11 @@ TEST(BenchMixTest, WeightsAreRatiosNotPercentages) {
 TEST(BenchMixTest, SingleKeyAndExplicitZeroWeight) {
   const absl::StatusOr<Mix> place_only = ParseMix("place=100");
   ASSERT_TRUE(place_only.ok()) << place_only.status();
-  EXPECT_THAT(place_only->weights, ElementsAre(100, 0, 0, 0, 0, 0));
+  EXPECT_THAT(place_only->weights, ElementsAre(100, 0, 0, 0, 0, 0, 0));
 
   const absl::StatusOr<Mix> with_zero = ParseMix("place=0,pay=5");
   ASSERT_TRUE(with_zero.ok()) << with_zero.status();
-  EXPECT_THAT(with_zero->weights, ElementsAre(0, 5, 0, 0, 0, 0));
+  EXPECT_THAT(with_zero->weights, ElementsAre(0, 5, 0, 0, 0, 0, 0));
 }
 
 TEST(BenchMixTest, AllZeroWeightsRejected) {
@@ -113,7 +113,7 @@ TEST(BenchMixTest, UnknownKeyRejected) {
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("unknown method"));
   EXPECT_THAT(std::string(mix.status().message()), HasSubstr("refund"));
   EXPECT_THAT(std::string(mix.status().message()),
-              HasSubstr("(want place, pay, list, cancel, extend or get)"));
+              HasSubstr("(want place, pay, list, cancel, extend, get or release)"));
 }
 
 TEST(BenchMixTest, KeysAreCaseSensitive) {
@@ -133,7 +133,7 @@ TEST(BenchMixTest, CancelIsAMethod) {
 TEST(BenchMixTest, ExtendAndGetAreMethods) {
   const absl::StatusOr<Mix> mix = ParseMix("place=50, extend=30 ,get=20");
   ASSERT_TRUE(mix.ok()) << mix.status();
-  EXPECT_THAT(mix->weights, ElementsAre(50, 0, 0, 0, 30, 20));
+  EXPECT_THAT(mix->weights, ElementsAre(50, 0, 0, 0, 30, 20, 0));
   EXPECT_EQ(FormatMix(*mix), "place=50,extend=30,get=20");
   EXPECT_FALSE(ParseMix("extend=").ok());
   EXPECT_FALSE(ParseMix("Get=1").ok());
@@ -191,6 +191,8 @@ TEST(BenchMixTest, MethodNamesAndKeys) {
   EXPECT_EQ(MethodMixKey(Method::kExtendHold), "extend");
   EXPECT_EQ(MethodName(Method::kGetHold), "GetHold");
   EXPECT_EQ(MethodMixKey(Method::kGetHold), "get");
+  EXPECT_EQ(MethodName(Method::kReleaseHolds), "ReleaseHolds");
+  EXPECT_EQ(MethodMixKey(Method::kReleaseHolds), "release");
   EXPECT_EQ(MethodName(Method::kCount), "Unknown");
   EXPECT_EQ(MethodMixKey(Method::kCount), "unknown");
 }
@@ -206,7 +208,7 @@ std::array<int64_t, kNumMethods> CountPicks(const Mix& mix) {
 
 TEST(BenchPickMethodTest, WholeRangeFollowsWeightsExactly) {
   const Mix mix{{70, 20, 10}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(70, 20, 10, 0, 0, 0));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(70, 20, 10, 0, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, DrawsAreContiguousInMethodOrder) {
@@ -220,14 +222,14 @@ TEST(BenchPickMethodTest, DrawsAreContiguousInMethodOrder) {
 
 TEST(BenchPickMethodTest, ZeroWeightMethodsNeverPicked) {
   const Mix mix{{0, 5, 0}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(0, 5, 0, 0, 0, 0));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(0, 5, 0, 0, 0, 0, 0));
   const Mix ends{{4, 0, 6}};
-  EXPECT_THAT(CountPicks(ends), ElementsAre(4, 0, 6, 0, 0, 0));
+  EXPECT_THAT(CountPicks(ends), ElementsAre(4, 0, 6, 0, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, CancelOwnsTheLastDraws) {
   const Mix mix{{1, 1, 1, 2}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 2, 0, 0));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 2, 0, 0, 0));
   EXPECT_EQ(PickMethod(mix, 2), Method::kListHolds);
   EXPECT_EQ(PickMethod(mix, 3), Method::kCancelHold);
   EXPECT_EQ(PickMethod(mix, 4), Method::kCancelHold);
@@ -236,7 +238,7 @@ TEST(BenchPickMethodTest, CancelOwnsTheLastDraws) {
 
 TEST(BenchPickMethodTest, ExtendAndGetOwnTheDrawsAfterCancel) {
   const Mix mix{{1, 1, 1, 1, 2, 3}};
-  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 1, 2, 3));
+  EXPECT_THAT(CountPicks(mix), ElementsAre(1, 1, 1, 1, 2, 3, 0));
   EXPECT_EQ(PickMethod(mix, 3), Method::kCancelHold);
   EXPECT_EQ(PickMethod(mix, 4), Method::kExtendHold);
   EXPECT_EQ(PickMethod(mix, 5), Method::kExtendHold);
@@ -247,7 +249,7 @@ TEST(BenchPickMethodTest, ExtendAndGetOwnTheDrawsAfterCancel) {
 TEST(BenchPickMethodTest, ParsedMixLargeWeights) {
   const absl::StatusOr<Mix> mix = ParseMix("place=7000,pay=2000,list=1000");
   ASSERT_TRUE(mix.ok()) << mix.status();
-  EXPECT_THAT(CountPicks(*mix), ElementsAre(7000, 2000, 1000, 0, 0, 0));
+  EXPECT_THAT(CountPicks(*mix), ElementsAre(7000, 2000, 1000, 0, 0, 0, 0));
 }
 
 TEST(BenchPickMethodTest, OutOfRangeDrawPicksLastWeightedMethod) {
