@@ -87,6 +87,8 @@ class HoldEventLog {
 
   // Up to args.max_events events of the partition for args.consumer: its own pending ones first (if
   // asked), then claimed ones, then new ones. Each becomes pending for the consumer until acked.
+  // A write for --redis_wait_replicas: with it, the events come only once that many replicas have
+  // them, else UNAVAILABLE "not yet replicated" (a failover cannot lose a delivered event).
   virtual void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                           Callback<std::vector<StoredEvent>> done) = 0;
 

@@ -528,6 +528,11 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
       {std::move(args.group), std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
        args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
        args.own_pending ? "1" : "0"});
+  // It writes (the group's pending list), and with --redis_wait_replicas the WAIT that follows
+  // also covers the events it returns, which were appended before it: an event is delivered only
+  // once the replicas have it, so a failover cannot lose an end a consumer was told about and
+  // then have the promoted replica end the hold again (two events for one end).
+  command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(

@@ -4,6 +4,8 @@
 // free ports. The "DNS name" is either a test topology whose answer the test moves, or (the
 // DNS-move test) a real name in a private /etc/hosts that the production StandaloneTopology
 // resolves through getaddrinfo (PrivateHostsFile).
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -184,6 +186,60 @@ TEST_F(RedisFailoverTest, WaitReplicasAcknowledgesOnlyReplicatedWrites) {
   EXPECT_THAT(list, IsOk());
   EXPECT_THAT(Place("alice", "o3").status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not yet replicated")));
+}
+
+// An event is delivered only once it is replicated (found by the soak, tests/soak/run.sh
+// --mode sentinel): read_events.lua on a primary whose replicas lag handed out events that a
+// failover then lost, and the promoted replica ended the same holds again, so the consumer group
+// got two events (two event_ids) for one end. With --redis_wait_replicas a read of events is
+// followed by WAIT like a write: an event not yet on the replicas is not delivered (UNAVAILABLE),
+// and comes once they have it.
+TEST_F(RedisFailoverTest, WaitReplicasDeliversOnlyReplicatedEvents) {
+  Replicate(*b_, *a_);
+  CreateStore(/*wait_replicas=*/1);
+  const int partition = KeySchema::PartitionOf("alice");
+  const CallOptions options{absl::Now() + absl::Seconds(5), std::nullopt};
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                store_->EnsureGroup(partition, "g", GroupStart::kEarliest, options,
+                                    std::move(done));
+              }),
+              IsOk());
+  const auto read = [&] {
+    return Await<std::vector<StoredEvent>>([&](auto done) {
+      store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true},
+                         CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                         std::move(done));
+    });
+  };
+  const auto pay = [&](const std::string& order) {
+    return Await<EndHoldResult>([&](auto done) {
+      store_->EndHold("alice", order, HoldOutcome::kPaid,
+                      CallOptions{absl::Now() + absl::Seconds(2), std::nullopt}, std::move(done));
+    });
+  };
+  ASSERT_TRUE(Eventually([&] { return Place("alice", "replicated").ok(); }, absl::Seconds(5)));
+  ASSERT_TRUE(Eventually([&] { return pay("replicated").ok(); }, absl::Seconds(5)));
+  ASSERT_OK_AND_ASSIGN(std::vector<StoredEvent> first, read());
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].order_id, "replicated");
+
+  ASSERT_TRUE(Eventually([&] { return Place("alice", "lagging").ok(); }, absl::Seconds(5)));
+  kill(b_->pid(), SIGSTOP);  // the replica stops acknowledging
+  EXPECT_THAT(pay("lagging").status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not yet replicated")));
+  EXPECT_THAT(read().status(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not yet replicated")));
+  kill(b_->pid(), SIGCONT);
+  std::vector<StoredEvent> second;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<std::vector<StoredEvent>> events = read();
+        if (!events.ok()) return false;
+        second.insert(second.end(), events->begin(), events->end());
+        return std::any_of(second.begin(), second.end(),
+                           [](const StoredEvent& e) { return e.order_id == "lagging"; });
+      },
+      absl::Seconds(5), absl::Milliseconds(50)));
 }
 
 // A managed Redis' failover as a new user meets it: the replica promoted, the old primary demoted
