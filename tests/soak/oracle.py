@@ -1,0 +1,396 @@
+#!/usr/bin/python3
+"""tests/soak/oracle.py DIR: the soak's oracle. Replays what the clients of a tests/soak/run.sh run
+saw (DIR/calls-max.jsonl and DIR/calls.jsonl from orderhold-bench --call_log, DIR/events.jsonl
+from orderhold-soak-watch, DIR/faults.jsonl, DIR/samples.jsonl, DIR/meta.json), checks OrderHold's
+promises, prints a table and writes DIR/soak.json and DIR/soak.md. Exit status 1 when any
+invariant was violated. Standard library only (Debian's python3).
+
+Invariants (each violation is listed in soak.json with the order or user it concerns):
+  over_grant       never more than max_holds holds answered created and live at once for one user.
+                   A hold counts as certainly live from its PlaceHold's answer (t1) until the
+                   earliest of: its expire_time (the latest one an OK ExtendHold answered), and
+                   the start (t0) of any Pay/CancelHold/ReleaseHolds that ended it or may have
+                   (answered OK, or with a code that leaves it open: CANCELLED, UNKNOWN,
+                   DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE; a ReleaseHolds whose answer is
+                   unknown may end any hold of that user placed before its start + 5 s). The
+                   clocks agree: server, Redis and the clients share this machine's clock.
+  list_over_limit  a ListHolds answered more than max_holds holds.
+  lost_end         a hold answered created got no event (after dedup on event_id).
+  ended_twice      two distinct events (event_ids) for one hold, or two calls that each answered
+                   that they ended it (Pay and CancelHold OK, neither already_*).
+  wrong_outcome    an event's outcome contradicts an answer: Pay answered OK (not already_paid)
+                   but the event is not PAID; CancelHold or ReleaseHolds answered ending it but the
+                   event is not CANCELLED; a PAID event with no Pay of that order sent, or a
+                   CANCELLED one with no CancelHold of it nor ReleaseHolds of its user.
+  phantom_event    an event of an order no PlaceHold ever named, or of one whose PlaceHold was
+                   refused (a code that says nothing was written: RESOURCE_EXHAUSTED, ...).
+  rss_growth, fd_growth   server replica 0 (never killed): over the load, the highest RSS in the
+                   last quarter exceeds the highest in the second quarter by more than
+                   max(10 %, 8 MiB); open descriptors by more than 16. Judged only on runs with
+                   5 minutes of load or more (the first quarter is the warm-up).
+  redis_memory     after every hold expired and the retentions passed: more keys than the
+                   baseline taken before the first call (the reapers' partition leases left out:
+                   they live while the servers run), or their MEMORY USAGE summed more than
+                   64 KiB above it (1 KiB per event partition: the group's consumers, registered
+                   on first read). used_memory is reported, not judged: it also counts buffers
+                   and the replication backlog, which the keys do not own.
+"""
+import bisect
+import collections
+import json
+import math
+import os
+import sys
+
+# gRPC codes after which a call may or may not have taken effect.
+AMBIGUOUS = {1, 2, 4, 13, 14}
+CODE_NAMES = {0: "OK", 1: "CANCELLED", 2: "UNKNOWN", 3: "INVALID_ARGUMENT", 4: "DEADLINE_EXCEEDED",
+              5: "NOT_FOUND", 6: "ALREADY_EXISTS", 7: "PERMISSION_DENIED",
+              8: "RESOURCE_EXHAUSTED", 9: "FAILED_PRECONDITION", 10: "ABORTED",
+              11: "OUT_OF_RANGE", 12: "UNIMPLEMENTED", 13: "INTERNAL", 14: "UNAVAILABLE",
+              15: "DATA_LOSS", 16: "UNAUTHENTICATED"}
+PAID, CANCELLED, EXPIRED = 1, 2, 3
+OUTCOME_NAMES = {PAID: "PAID", CANCELLED: "CANCELLED", EXPIRED: "EXPIRED"}
+RELEASE_REACH_MS = 5000  # an unanswered ReleaseHolds may still run this long after its start
+MAX_LISTED = 20
+# What the keys may hold more than at the baseline once everything ended: per event partition (64)
+# the consumer group's consumers, registered on their first read, and an emptied stream's node.
+KEY_BYTES_SLACK = 64 * 1024  # violations listed per kind in the output
+
+
+class Order:
+    __slots__ = ("user", "placed", "refused", "ack", "start", "exp", "end_cand", "answered_ends",
+                 "pay_sent", "cancel_sent")
+
+    def __init__(self, user):
+        self.user = user
+        self.placed = False  # a PlaceHold named it
+        self.refused = True  # every PlaceHold of it said nothing was written
+        self.ack = False  # answered created
+        self.start = None  # ms: the created answer's t1
+        self.exp = 0  # ms: the latest expire_time answered
+        self.end_cand = math.inf  # ms: earliest start of a call that ended it or may have
+        self.answered_ends = []  # outcomes the answers say they made
+        self.pay_sent = False
+        self.cancel_sent = False
+
+
+def read_jsonl(path):
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    # The last line of a killed writer may be cut; count, do not fail.
+                    yield {"_bad": line}
+
+
+def data_keys(path):
+    """Keys and their MEMORY USAGE from run.sh's scan (name type pttl bytes per line), leaving out
+    the reapers' partition leases (`:lease`, a 3 s TTL renewed while a server runs: not data)."""
+    keys, size = 0, 0
+    with open(path) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 4 and not fields[0].endswith(":lease"):
+                keys += 1
+                size += int(fields[3]) if fields[3].isdigit() else 0
+    return {"data_keys": keys, "data_key_bytes": size}
+
+
+def percentile(sorted_values, q):
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[k]
+
+
+def main(out_dir):
+    meta = json.load(open(os.path.join(out_dir, "meta.json")))
+    max_holds = meta["max_holds"]
+    faults = list(read_jsonl(os.path.join(out_dir, "faults.jsonl")))
+    violations = collections.defaultdict(list)
+    orders = {}
+    releases = collections.defaultdict(list)  # user -> [(t0 ms, order ids or None if unknown)]
+    phases = collections.defaultdict(lambda: {"calls": 0, "codes": collections.Counter(),
+                                              "lat": []})
+    bad_lines = 0
+    fault_windows = sorted((f["t0"], f["t1"] + 2_000_000, f["fault"]) for f in faults)
+
+    window_starts = [w[0] for w in fault_windows]
+
+    def phase_of(t0):
+        # The latest window starting at or before t0 (windows do not overlap: one fault at a time).
+        i = bisect.bisect_right(window_starts, t0) - 1
+        if i >= 0 and t0 <= fault_windows[i][1]:
+            return fault_windows[i][2]
+        return "steady"
+
+    totals = collections.Counter()
+    codes = collections.Counter()
+    for name in ("calls-max.jsonl", "calls.jsonl"):
+        for c in read_jsonl(os.path.join(out_dir, name)):
+            if "_bad" in c:
+                bad_lines += 1
+                continue
+            m, code, t0, t1 = c["m"], c["c"], c["t0"] / 1000.0, c["t1"] / 1000.0
+            totals[m] += 1
+            codes[CODE_NAMES.get(code, str(code))] += 1
+            ph = phases["max (closed loop)" if name == "calls-max.jsonl" else phase_of(c["t0"])]
+            ph["calls"] += 1
+            ph["codes"][CODE_NAMES.get(code, str(code))] += 1
+            ph["lat"].append(t1 - t0)
+            if m == "list":
+                if code == 0 and c["n"] > max_holds:
+                    violations["list_over_limit"].append({"user": c["u"], "n": c["n"], "t1": c["t1"]})
+                continue
+            if m == "release":
+                if code == 0:
+                    releases[c["u"]].append((t0, c["released"]))
+                    for o in c["released"]:
+                        od = orders.get(o)
+                        if od is None:
+                            od = orders[o] = Order(c["u"])
+                        od.end_cand = min(od.end_cand, t0)
+                        od.answered_ends.append(CANCELLED)
+                        od.cancel_sent = True
+                elif code in AMBIGUOUS:
+                    releases[c["u"]].append((t0, None))
+                continue
+            o = c["o"]
+            od = orders.get(o)
+            if od is None:
+                od = orders[o] = Order(c["u"])
+            if m == "place":
+                od.placed = True
+                if code == 0 or code in AMBIGUOUS:
+                    od.refused = False
+                if code == 0:
+                    if c["created"]:
+                        od.ack = True
+                        od.start = t1
+                        od.exp = max(od.exp, c["exp"])
+                    else:
+                        totals["place_not_created_ok"] += 1
+            elif m == "extend":
+                if code == 0:
+                    od.exp = max(od.exp, c["exp"])
+            elif m in ("pay", "cancel"):
+                if m == "pay":
+                    od.pay_sent = True
+                else:
+                    od.cancel_sent = True
+                if code == 0 or code in AMBIGUOUS:
+                    od.end_cand = min(od.end_cand, t0)
+                if code == 0 and not c["already"]:
+                    od.answered_ends.append(PAID if m == "pay" else CANCELLED)
+
+    # Unknown-outcome releases: each may have ended any hold of the user placed before its start +
+    # RELEASE_REACH_MS, at the later of its start and the hold's. Per hold, that is the hold's
+    # start itself when such a release started in (start - reach, start], else the first release
+    # start after it (sorted starts, bisect: popular users have thousands of each).
+    unknown_releases = {u: sorted(t0 for t0, released in rs if released is None)
+                        for u, rs in releases.items()}
+    for od in orders.values():
+        starts = unknown_releases.get(od.user)
+        if not starts or od.start is None:
+            continue
+        i = bisect.bisect_right(starts, od.start - RELEASE_REACH_MS)
+        if i < len(starts):
+            od.end_cand = min(od.end_cand, od.start if starts[i] <= od.start else starts[i])
+
+    # Events, deduplicated on event_id.
+    events = {}
+    deliveries = 0
+    redeliveries = 0
+    watch_ends = collections.Counter()
+    ack_errors = 0
+    for e in read_jsonl(os.path.join(out_dir, "events.jsonl")):
+        if "_bad" in e:
+            bad_lines += 1
+        elif "id" in e:
+            deliveries += 1
+            if e["dc"] > 1 or e["id"] in events:
+                redeliveries += 1
+            events.setdefault(e["id"], e)
+        elif "watch_end" in e:
+            watch_ends[CODE_NAMES.get(e["watch_end"], str(e["watch_end"]))] += 1
+        elif "ack_error" in e:
+            ack_errors += 1
+    by_order = collections.defaultdict(list)
+    for eid, e in events.items():
+        by_order[e["o"]].append(e)
+    outcomes = collections.Counter()
+    for o, evs in by_order.items():
+        od = orders.get(o)
+        for e in evs:
+            outcomes[OUTCOME_NAMES.get(e["out"], str(e["out"]))] += 1
+        if od is None or not od.placed:
+            violations["phantom_event"].append({"order": o, "user": evs[0]["u"], "why": "never placed"})
+            continue
+        if od.refused:
+            violations["phantom_event"].append({"order": o, "user": od.user, "why": "placement refused"})
+        if len(evs) > 1:
+            violations["ended_twice"].append({"order": o, "user": od.user,
+                                              "events": sorted(e["id"] for e in evs)})
+        e = evs[0]
+        for answered in od.answered_ends:
+            if e["out"] != answered:
+                violations["wrong_outcome"].append({"order": o, "user": od.user,
+                                                    "answered": OUTCOME_NAMES[answered],
+                                                    "event": OUTCOME_NAMES.get(e["out"], e["out"])})
+        if e["out"] == PAID and not od.pay_sent:
+            violations["wrong_outcome"].append({"order": o, "user": od.user, "event": "PAID",
+                                                "why": "no Pay of it was sent"})
+        if e["out"] == CANCELLED and not od.cancel_sent and not releases.get(od.user):
+            violations["wrong_outcome"].append({"order": o, "user": od.user, "event": "CANCELLED",
+                                                "why": "no CancelHold or ReleaseHolds was sent"})
+    acked_holds = 0
+    for o, od in orders.items():
+        if len(od.answered_ends) > 1:
+            violations["ended_twice"].append({"order": o, "user": od.user,
+                                              "answers": [OUTCOME_NAMES[x] for x in od.answered_ends]})
+        if od.ack:
+            acked_holds += 1
+            if o not in by_order:
+                violations["lost_end"].append({"order": o, "user": od.user, "exp": od.exp})
+
+    # Over-grant: a sweep over each user's certainly-live intervals.
+    per_user = collections.defaultdict(list)
+    for o, od in orders.items():
+        if od.ack:
+            end = min(od.exp, od.end_cand)
+            if end > od.start:
+                per_user[od.user].append((od.start, 1, o))
+                per_user[od.user].append((end, -1, o))
+    max_live_seen = 0
+    for user, points in per_user.items():
+        points.sort(key=lambda p: (p[0], p[1]))
+        live = set()
+        for t, delta, o in points:
+            if delta < 0:
+                live.discard(o)
+            else:
+                live.add(o)
+                max_live_seen = max(max_live_seen, len(live))
+                if len(live) > max_holds:
+                    violations["over_grant"].append({"user": user, "t_ms": t, "live": sorted(live)})
+
+    # Server replica 0's RSS and descriptors over the load.
+    samples = [s for s in read_jsonl(os.path.join(out_dir, "samples.jsonl")) if "_bad" not in s]
+    start_us, end_us = meta["load_start_us"], meta["load_end_us"]
+    load_samples = [s for s in samples if start_us <= s["t"] <= end_us and s["servers"][0]["rss"]]
+    resources = {}
+    # Judged on runs of 5 minutes or more: a shorter one is mostly warm-up (allocator arenas,
+    # gRPC's and the Redis client's buffers growing to the load), reported only.
+    judge_resources = meta["load_s"] >= 300
+    if len(load_samples) >= 4:
+        q = len(load_samples) // 4
+        second = load_samples[q:2 * q]
+        last = load_samples[len(load_samples) - q:]
+        rss2 = max(s["servers"][0]["rss"] for s in second)
+        rss4 = max(s["servers"][0]["rss"] for s in last)
+        fd2 = max(s["servers"][0]["fds"] for s in second)
+        fd4 = max(s["servers"][0]["fds"] for s in last)
+        resources = {"rss_second_quarter_max": rss2, "rss_last_quarter_max": rss4,
+                     "fds_second_quarter_max": fd2, "fds_last_quarter_max": fd4,
+                     "rss_max_any_replica": max(x["rss"] or 0 for s in samples for x in s["servers"]),
+                     "samples": len(load_samples)}
+        resources["judged"] = judge_resources
+        if judge_resources and rss4 - rss2 > max(0.10 * rss2, 8 << 20):
+            violations["rss_growth"].append({"from": rss2, "to": rss4})
+        if judge_resources and fd4 - fd2 > 16:
+            violations["fd_growth"].append({"from": fd2, "to": fd4})
+    base, end = meta["redis_baseline"], meta["redis_end"]
+    base.update(data_keys(os.path.join(out_dir, "keys-baseline.txt")))
+    end.update(data_keys(os.path.join(out_dir, "keys-end.txt")))
+    if (end["data_keys"] > base["data_keys"] or
+            end["data_key_bytes"] - base["data_key_bytes"] > KEY_BYTES_SLACK):
+        violations["redis_memory"].append({"baseline": base, "end": end})
+
+    # Report.
+    kinds = ["over_grant", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
+             "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
+    fault_counts = collections.Counter(f["fault"] for f in faults)
+    phase_rows = []
+    for name in sorted(phases, key=lambda n: (n != "max (closed loop)", n != "steady", n)):
+        ph = phases[name]
+        lat = sorted(ph["lat"])
+        phase_rows.append({"phase": name, "calls": ph["calls"],
+                           "ok_share": round(ph["codes"]["OK"] / ph["calls"], 4) if ph["calls"] else None,
+                           "codes": dict(ph["codes"].most_common()),
+                           "p50_ms": round(percentile(lat, 0.5), 2) if lat else None,
+                           "p99_ms": round(percentile(lat, 0.99), 2) if lat else None})
+    result = {
+        "meta": meta,
+        "calls": dict(totals), "codes": dict(codes.most_common()),
+        "holds_answered_created": acked_holds, "orders_named": len(orders),
+        "events": {"distinct": len(events), "deliveries": deliveries,
+                   "redeliveries": redeliveries, "by_outcome": dict(outcomes),
+                   "watch_ends": dict(watch_ends), "ack_errors": ack_errors},
+        "max_live_per_user_seen": max_live_seen,
+        "faults": dict(fault_counts), "faults_total": len(faults),
+        "phases": phase_rows, "resources": resources,
+        "unparsable_lines": bad_lines,
+        "violations": {k: len(violations[k]) for k in kinds},
+        "violations_total": sum(len(violations[k]) for k in kinds),
+        "violation_examples": {k: violations[k][:MAX_LISTED] for k in kinds if violations[k]},
+    }
+    json.dump(result, open(os.path.join(out_dir, "soak.json"), "w"), indent=1)
+
+    md = []
+    md.append(f"Soak, {meta['mode']}{' (smoke)' if meta['smoke'] else ''}: {meta['load_s']} s at "
+              f"{meta['rate']} calls/s (max {meta['max_rate']:.0f}), {meta['servers']} replicas, "
+              f"mix {meta['mix']}, {meta['users']} users zipf, ttl {meta['ttl_s']} s; {meta['machine']}")
+    md.append("")
+    md.append(f"calls {sum(phases[p]['calls'] for p in phases)}: " +
+              ", ".join(f"{k} {v}" for k, v in codes.most_common()))
+    md.append(f"holds answered created {acked_holds}; events {len(events)} distinct "
+              f"({', '.join(f'{k} {v}' for k, v in outcomes.most_common())}), {deliveries} "
+              f"deliveries, {redeliveries} redeliveries; watch reconnects "
+              f"{sum(watch_ends.values())}, failed acks {ack_errors}; max live per user seen "
+              f"{max_live_seen} (limit {max_holds})")
+    md.append(f"events trimmed by --event_retention={meta['event_retention_s']}s before the group "
+              f"acked them: {meta['trimmed_unacked']} (server logs); Redis: {meta['redis_flags']}")
+    md.append("faults injected " + str(len(faults)) + ": " +
+              ", ".join(f"{k} {v}" for k, v in sorted(fault_counts.items())))
+    if resources:
+        md.append(f"server replica 0: RSS {resources['rss_second_quarter_max'] / 2**20:.1f} -> "
+                  f"{resources['rss_last_quarter_max'] / 2**20:.1f} MiB (2nd -> last quarter max), "
+                  f"fds {resources['fds_second_quarter_max']} -> {resources['fds_last_quarter_max']}"
+                  f"{'' if resources['judged'] else ' (not judged: under 5 minutes of load)'}")
+    md.append(f"Redis keys (leases left out): {base['data_keys']} keys / {base['data_key_bytes']} B "
+              f"before, {end['data_keys']} keys / {end['data_key_bytes']} B after (used_memory "
+              f"{base['used_memory']} -> {end['used_memory']} B)")
+    md.append("")
+    md.append("| invariant | violations |")
+    md.append("|---|---:|")
+    for k in kinds:
+        md.append(f"| {k} | {len(violations[k])} |")
+    md.append("")
+    md.append("| phase | calls | OK | p50 ms | p99 ms | other codes |")
+    md.append("|---|---:|---:|---:|---:|---|")
+    for r in phase_rows:
+        other = ", ".join(f"{k} {v}" for k, v in r["codes"].items() if k != "OK")
+        md.append(f"| {r['phase']} | {r['calls']} | {100 * (r['ok_share'] or 0):.1f} % | "
+                  f"{r['p50_ms']} | {r['p99_ms']} | {other} |")
+    text = "\n".join(md) + "\n"
+    open(os.path.join(out_dir, "soak.md"), "w").write(text)
+    sys.stdout.write(text)
+    if result["violations_total"]:
+        sys.stdout.write("\nVIOLATIONS (first of each kind):\n")
+        for k, v in result["violation_examples"].items():
+            sys.stdout.write(f"  {k}: {json.dumps(v[:3])}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.stderr.write("usage: oracle.py DIR\n")
+        sys.exit(64)
+    sys.exit(main(sys.argv[1]))
