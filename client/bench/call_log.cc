@@ -12,25 +12,6 @@ namespace {
 
 using google::protobuf::util::TimeUtil;
 
-// A JSON string (RFC 8259): quotes, backslash and control characters escaped; other bytes as they
-// are (the generator's ids are ASCII).
-void AppendJsonString(absl::string_view s, std::string* out) {
-  out->push_back('"');
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out->push_back('\\');
-      out->push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      absl::StrAppend(out, "\\u00", absl::string_view(&kHex[(c >> 4) & 0xf], 1),
-                      absl::string_view(&kHex[c & 0xf], 1));
-    } else {
-      out->push_back(c);
-    }
-  }
-  out->push_back('"');
-}
-
 // `{"m":...,"t1":...` without the closing brace.
 void AppendHead(const CallLine& line, std::string* out) {
   absl::StrAppend(out, "{\"m\":\"", MethodMixKey(line.method), "\",\"u\":");
@@ -50,6 +31,23 @@ void AppendExpire(const orderhold::v1::Hold& hold, std::string* out) {
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
 }  // namespace
+
+void AppendJsonString(absl::string_view s, std::string* out) {
+  out->push_back('"');
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      absl::StrAppend(out, "\\u00", absl::string_view(&kHex[(c >> 4) & 0xf], 1),
+                      absl::string_view(&kHex[c & 0xf], 1));
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
 
 void AppendCallLine(const CallLine& line, const orderhold::v1::PlaceHoldResponse& r,
                     std::string* out) {

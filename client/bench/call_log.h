@@ -45,6 +45,11 @@ struct CallLine {
   int64_t done_unix_us = 0;
 };
 
+// Appends `s` to `out` as a JSON string (RFC 8259): quotes, backslash and control characters
+// escaped (\uXXXX), every other byte as it is (the generator's ids and the server's messages are
+// UTF-8). Pure.
+void AppendJsonString(absl::string_view s, std::string* out);
+
 // Appends one line (with its '\n') to `out`: `line`'s fields, then the answer's (only when
 // line.code is 0; see the file comment). One overload per response type. Pure.
 void AppendCallLine(const CallLine& line, const orderhold::v1::PlaceHoldResponse& r,

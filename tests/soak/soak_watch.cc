@@ -67,21 +67,9 @@ constexpr int kMaxIdsPerAck = 10'000;
 
 int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 
-// A JSON string; the server's messages and the generator's ids are printable ASCII except for
-// what this escapes.
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
+std::string Json(absl::string_view s) {
+  std::string out;
+  orderhold::client::bench::AppendJsonString(s, &out);
   return out;
 }
 

@@ -272,6 +272,15 @@ class RecordingOrderHold final : public orderhold::v1::OrderHold::Service {
   int releases = 0;
 };
 
+// One run of the generator on an in-process channel to `server`.
+RunReport RunOn(grpc::Server& server, const LoadOptions& options) {
+  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
+  stubs.push_back(
+      orderhold::v1::OrderHold::NewStub(server.InProcessChannel(grpc::ChannelArguments())));
+  LoadGenerator generator(options, std::move(stubs));
+  return generator.Run();
+}
+
 TEST(BenchLoadGeneratorTest, ExtendAndGetVisitHoldsThisRunPlaced) {
   RecordingOrderHold service;
   grpc::ServerBuilder builder;
@@ -290,14 +299,7 @@ TEST(BenchLoadGeneratorTest, ExtendAndGetVisitHoldsThisRunPlaced) {
   ASSERT_TRUE(mix.ok()) << mix.status();
   options.mix = *mix;
   ASSERT_TRUE(ValidateOptions(options).ok()) << ValidateOptions(options);
-  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
-  stubs.push_back(
-      orderhold::v1::OrderHold::NewStub(server->InProcessChannel(grpc::ChannelArguments())));
-  RunReport report;
-  {
-    LoadGenerator generator(options, std::move(stubs));
-    report = generator.Run();
-  }
+  const RunReport report = RunOn(*server, options);
   server->Shutdown();
 
   EXPECT_EQ(report.all.completed, 300);
@@ -347,14 +349,7 @@ TEST(BenchLoadGeneratorTest, CallLogHasOneLinePerCompletedCall) {
   const absl::StatusOr<Mix> mix = ParseMix("place=1,release=1");
   ASSERT_TRUE(mix.ok()) << mix.status();
   options.mix = *mix;
-  std::vector<std::shared_ptr<orderhold::v1::OrderHold::StubInterface>> stubs;
-  stubs.push_back(
-      orderhold::v1::OrderHold::NewStub(server->InProcessChannel(grpc::ChannelArguments())));
-  RunReport report;
-  {
-    LoadGenerator generator(options, std::move(stubs));
-    report = generator.Run();
-  }
+  const RunReport report = RunOn(*server, options);
   server->Shutdown();
   ASSERT_TRUE((*log)->Close());
 
