@@ -22,6 +22,10 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    but the event is not PAID; CancelHold or ReleaseHolds answered ending it but the
                    event is not CANCELLED; a PAID event with no Pay of that order sent, or a
                    CANCELLED one with no CancelHold of it nor ReleaseHolds of its user.
+  wrong_end_time   an event's end_time outside the call that answered it ended the hold (Pay,
+                   CancelHold, ReleaseHolds: between its start and its answer, Redis' ms), or an
+                   EXPIRED event whose end_time is not the hold's expire_time, or is before the
+                   latest expire_time an answer gave.
   phantom_event    an event of an order no PlaceHold ever named, or of one whose PlaceHold was
                    refused (a code that says nothing was written: RESOURCE_EXHAUSTED, ...).
   rss_growth, fd_growth   server replica 0 (never killed): over the load, the highest RSS in the
@@ -156,7 +160,7 @@ def main(out_dir):
                         if od is None:
                             od = orders[o] = Order(c["u"])
                         od.end_cand = min(od.end_cand, t0)
-                        od.answered_ends.append(CANCELLED)
+                        od.answered_ends.append((CANCELLED, t0, t1))
                         od.cancel_sent = True
                 elif code in AMBIGUOUS:
                     releases[c["u"]].append((t0, None))
@@ -187,7 +191,7 @@ def main(out_dir):
                 if code == 0 or code in AMBIGUOUS:
                     od.end_cand = min(od.end_cand, t0)
                 if code == 0 and not c["already"]:
-                    od.answered_ends.append(PAID if m == "pay" else CANCELLED)
+                    od.answered_ends.append((PAID if m == "pay" else CANCELLED, t0, t1))
 
     # Unknown-outcome releases: each may have ended any hold of the user placed before its start +
     # RELEASE_REACH_MS, at the later of its start and the hold's. Per hold, that is the hold's
@@ -238,11 +242,17 @@ def main(out_dir):
             violations["ended_twice"].append({"order": o, "user": od.user,
                                               "events": sorted(e["id"] for e in evs)})
         e = evs[0]
-        for answered in od.answered_ends:
+        for answered, t0, t1 in od.answered_ends:
             if e["out"] != answered:
                 violations["wrong_outcome"].append({"order": o, "user": od.user,
                                                     "answered": OUTCOME_NAMES[answered],
                                                     "event": OUTCOME_NAMES.get(e["out"], e["out"])})
+            elif not t0 - 1 <= e["end"] <= t1 + 1:  # Redis ms (truncated) within the call
+                violations["wrong_end_time"].append({"order": o, "user": od.user, "end": e["end"],
+                                                     "call": [t0, t1]})
+        if e["out"] == EXPIRED and (e["end"] != e["exp"] or (od.ack and e["end"] < od.exp)):
+            violations["wrong_end_time"].append({"order": o, "user": od.user, "end": e["end"],
+                                                 "expire_time": e["exp"], "answered_exp": od.exp})
         if e["out"] == PAID and not od.pay_sent:
             violations["wrong_outcome"].append({"order": o, "user": od.user, "event": "PAID",
                                                 "why": "no Pay of it was sent"})
@@ -253,7 +263,7 @@ def main(out_dir):
     for o, od in orders.items():
         if len(od.answered_ends) > 1:
             violations["ended_twice"].append({"order": o, "user": od.user,
-                                              "answers": [OUTCOME_NAMES[x] for x in od.answered_ends]})
+                                              "answers": [OUTCOME_NAMES[x[0]] for x in od.answered_ends]})
         if od.ack:
             acked_holds += 1
             if o not in by_order:
@@ -314,7 +324,7 @@ def main(out_dir):
 
     # Report.
     kinds = ["over_grant", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
-             "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
+             "wrong_end_time", "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
     fault_counts = collections.Counter(f["fault"] for f in faults)
     phase_rows = []
     for name in sorted(phases, key=lambda n: (n != "max (closed loop)", n != "steady", n)):

@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""Unit test of tests/soak/oracle.py (ctest soak_oracle, label unit): a clean synthetic run has no
+violation, and each kind of violation, planted in a copy, is found. Standard library only."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ORACLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oracle.py")
+T = 1_800_000_000_000  # ms
+US = 1000
+
+
+def place(u, o, t_ms, exp_ms, code=0, created=True):
+    line = {"m": "place", "u": u, "o": o, "c": code, "t0": (t_ms - 1) * US, "t1": t_ms * US}
+    if code == 0:
+        line.update(created=created, exp=exp_ms)
+    return line
+
+
+def end_call(m, u, o, t_ms, code=0, already=False):
+    line = {"m": m, "u": u, "o": o, "c": code, "t0": (t_ms - 1) * US, "t1": t_ms * US}
+    if code == 0:
+        line["already"] = already
+    return line
+
+
+def event(eid, u, o, out, end, exp):
+    return {"id": eid, "u": u, "o": o, "out": out, "end": end, "exp": exp, "dc": 1, "c": "c0",
+            "t": (end + 5) * US}
+
+
+class OracleTest(unittest.TestCase):
+    def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60):
+        d = tempfile.mkdtemp()
+        meta = {"mode": "standalone", "smoke": True, "load_s": load_s, "max_rate": 100, "rate": 50,
+                "servers": 3, "max_holds": 2, "mix": "m", "users": 2, "ttl_s": 3,
+                "fault_every_s": 8, "load_start_us": T * US, "load_end_us": (T + 60_000) * US,
+                "drained_us": (T + 70_000) * US, "redis_flags": "", "trimmed_unacked": 0,
+                "event_retention_s": 15, "machine": "test",
+                "redis_baseline": {"keys": 2, "key_bytes": 200, "used_memory": 1},
+                "redis_end": {"keys": 2, "key_bytes": 200, "used_memory": 1}}
+        files = {"meta.json": [meta], "calls.jsonl": calls, "events.jsonl": events,
+                 "faults.jsonl": [], "samples.jsonl": samples or []}
+        for name, rows in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                if name == "meta.json":
+                    json.dump(rows[0], f)
+                else:
+                    f.writelines(json.dumps(r) + "\n" for r in rows)
+        with open(os.path.join(d, "keys-baseline.txt"), "w") as f:
+            f.write("oh:{1}:events stream -1 100\noh:{1}:lease string 3000 50\n")
+        with open(os.path.join(d, "keys-end.txt"), "w") as f:
+            f.write(keys_end or "oh:{1}:events stream -1 100\noh:{1}:lease string 3000 50\n")
+        proc = subprocess.run([sys.executable, ORACLE, d], capture_output=True, text=True)
+        result = json.load(open(os.path.join(d, "soak.json")))
+        return proc.returncode, result["violations"]
+
+    def clean(self):
+        calls = [place("a", "o1", T, T + 3000), place("a", "o2", T + 10, T + 3010),
+                 end_call("pay", "a", "o1", T + 100), place("a", "o3", T + 200, T + 3200),
+                 {"m": "list", "u": "a", "c": 0, "t0": T * US, "t1": T * US, "n": 2}]
+        events = [event("1/1", "a", "o1", 1, T + 99, T + 3000),
+                  event("1/2", "a", "o2", 3, T + 3010, T + 3010),
+                  event("1/3", "a", "o3", 3, T + 3200, T + 3200),
+                  event("1/3", "a", "o3", 3, T + 3200, T + 3200)]  # a redelivery: deduplicated
+        return calls, events
+
+    def test_clean_run_passes(self):
+        code, v = self.run_oracle(*self.clean())
+        self.assertEqual(code, 0, v)
+        self.assertEqual(sum(v.values()), 0)
+
+    def test_over_grant(self):
+        calls, events = self.clean()
+        calls.append(place("a", "o4", T + 50, T + 150))  # o1, o2, o4 live at T+50, limit 2
+        events.append(event("1/4", "a", "o4", 3, T + 150, T + 150))
+        self.assertEqual(self.run_oracle(calls, events)[1]["over_grant"], 1)
+
+    def test_an_unanswered_end_frees_nothing_but_may_have(self):
+        calls, events = self.clean()
+        calls[2] = end_call("pay", "a", "o1", T + 40, code=14)  # may have ended o1 at T+39
+        calls.append(place("a", "o4", T + 50, T + 150))
+        events.append(event("1/4", "a", "o4", 3, T + 150, T + 150))
+        events[0] = event("1/1", "a", "o1", 1, T + 45, T + 3000)
+        code, v = self.run_oracle(calls, events)
+        self.assertEqual(sum(v.values()), 0, v)
+
+    def test_list_over_limit(self):
+        calls, events = self.clean()
+        calls.append({"m": "list", "u": "a", "c": 0, "t0": T * US, "t1": T * US, "n": 3})
+        self.assertEqual(self.run_oracle(calls, events)[1]["list_over_limit"], 1)
+
+    def test_lost_end(self):
+        calls, events = self.clean()
+        del events[1]
+        code, v = self.run_oracle(calls, events)
+        self.assertEqual((code, v["lost_end"]), (1, 1))
+
+    def test_ended_twice(self):
+        calls, events = self.clean()
+        events.append(event("2/9", "a", "o2", 3, T + 3010, T + 3010))
+        self.assertEqual(self.run_oracle(calls, events)[1]["ended_twice"], 1)
+
+    def test_wrong_outcome_and_end_time(self):
+        calls, events = self.clean()
+        events[0] = event("1/1", "a", "o1", 2, T + 99, T + 3000)  # paid, but CANCELLED
+        events[1] = event("1/2", "a", "o2", 3, T + 2000, T + 2000)  # expired before its expiry
+        v = self.run_oracle(calls, events)[1]
+        # CANCELLED contradicts the Pay's answer, and no CancelHold or ReleaseHolds was sent: two.
+        self.assertEqual((v["wrong_outcome"], v["wrong_end_time"]), (2, 1))
+
+    def test_phantom_event(self):
+        calls, events = self.clean()
+        calls.append(place("a", "o5", T + 300, None, code=8))
+        events.append(event("1/5", "a", "o5", 3, T + 3300, T + 3300))
+        events.append(event("1/6", "b", "never", 3, T + 3300, T + 3300))
+        self.assertEqual(self.run_oracle(calls, events)[1]["phantom_event"], 2)
+
+    def test_redis_memory_leases_left_out(self):
+        calls, events = self.clean()
+        more_leases = ("oh:{1}:events stream -1 100\noh:{1}:lease string 3000 50\n"
+                       "oh:{2}:lease string 3000 50\n")
+        self.assertEqual(self.run_oracle(calls, events, keys_end=more_leases)[1]["redis_memory"], 0)
+        leftover = more_leases + "oh:{2}:u:a zset -1 80\n"
+        self.assertEqual(self.run_oracle(calls, events, keys_end=leftover)[1]["redis_memory"], 1)
+
+    def test_rss_growth_judged_on_long_runs_only(self):
+        calls, events = self.clean()
+        samples = [{"t": (T + 10_000 * i) * US,
+                    "servers": [{"pid": 1, "rss": (40 + (30 if i >= 6 else 0)) << 20, "fds": 20}],
+                    "redis_used_memory": 1} for i in range(8)]
+        self.assertEqual(self.run_oracle(calls, events, samples=samples)[1]["rss_growth"], 0)
+        self.assertEqual(
+            self.run_oracle(calls, events, samples=samples, load_s=600)[1]["rss_growth"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
