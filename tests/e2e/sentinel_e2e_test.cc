@@ -48,10 +48,10 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::LoadCall;
 using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ResumingWatcher;
 using ::orderhold::testing::SentinelGroup;
 using ::orderhold::testing::SentinelGroupOptions;
 using ::orderhold::testing::StatusIs;
-using ::orderhold::testing::Watcher;
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
@@ -192,19 +192,18 @@ class SentinelE2eTest : public ::testing::Test {
 // Case 2 of issue 11, WAIT 1 with one replica: the promoted replica has no replica of its own
 // until Sentinel demotes the old primary, so writes are refused ("not yet replicated") until
 // then, and nothing acknowledged is lost. Holds with a 1 s ttl, placed throughout, each end with
-// an event that a consumer group receives: the reaper and event delivery carry on.
+// an event that a consumer group receives: the reaper and event delivery carry on. Events too are
+// delivered only once replicated, so the watch ends UNAVAILABLE in that window and the consumer
+// resumes under its name, as the contract asks (a consumer that did not would wait forever).
 TEST_F(SentinelE2eTest, FailoverUnderLoadWithWaitLosesNothingAndGrantsNoMore) {
   StartApp(SentinelConfig(/*wait_replicas=*/1));
   ASSERT_TRUE(Eventually([&] { return client_->PlaceHold("warm", "up").ok(); }));
-  Watcher watcher(
-      *client_,
-      [] {
-        v1::WatchHoldEventsRequest request;
-        request.set_consumer_group("failover");
-        request.set_consumer("c1");
-        return request;
-      }(),
-      /*ack=*/true);
+  ResumingWatcher watcher(*client_, [] {
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("failover");
+    request.set_consumer("c1");
+    return request;
+  }());
   std::atomic<bool> stop_short{false};
   std::vector<std::string> short_holds;  // "user/order" of ttl=1s holds answered created
   absl::Mutex short_mu;
