@@ -227,8 +227,11 @@ TEST_F(HostileClientsE2eTest, ThousandsOfIdleConnections) {
             << " -> " << rss_after / kMiB << " MiB, "
             << (rss_after - rss_before) / kConnections / 1024 << " KiB each\n";
   ExpectGrowthBelow(rss_before, rss_after, kConnections * 64 * 1024);
+  // Closing them is a burst too: under ASan on a busy machine the server had 427 of the 2,000
+  // still open after 10 s (CI, 2026-11-26), so the same bound as the burst's.
   for (int fd : sockets) close(fd);
-  EXPECT_TRUE(Eventually([&] { return server_.OpenFds().value_or(0) < fds_before + 50; }))
+  EXPECT_TRUE(Eventually([&] { return server_.OpenFds().value_or(0) < fds_before + 50; },
+                         absl::Seconds(30)))
       << "the server still holds " << server_.OpenFds().value_or(-1) << " descriptors";
   ExpectServesOthers();
 }
