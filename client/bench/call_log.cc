@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace orderhold::client::bench {
@@ -39,9 +40,7 @@ void AppendJsonString(absl::string_view s, std::string* out) {
       out->push_back('\\');
       out->push_back(c);
     } else if (static_cast<unsigned char>(c) < 0x20) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      absl::StrAppend(out, "\\u00", absl::string_view(&kHex[(c >> 4) & 0xf], 1),
-                      absl::string_view(&kHex[c & 0xf], 1));
+      absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
     } else {
       out->push_back(c);
     }
