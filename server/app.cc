@@ -143,6 +143,7 @@ absl::Status App::StartStore(const Config& config, const ValidConfig& valid,
   options.ask_redirects = &metrics_->redis_redirects_ask();
   options.client.connections = config.redis_connections;
   options.client.command_timeout = config.redis_timeout;
+  options.client.inline_wait = config.redis_inline_wait;
   options.client.errors = &metrics_->redis_errors();
   options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
   options.key_prefix = config.key_prefix;

@@ -102,6 +102,10 @@ ABSL_FLAG(std::string, key_prefix, "orderhold", "Prefix of every Redis key.");
 ABSL_FLAG(int, redis_connections, 4, "Redis connections (one I/O thread each).");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
           "Bound on one Redis round trip; a call fails UNAVAILABLE after it.");
+ABSL_FLAG(absl::Duration, redis_inline_wait, absl::Milliseconds(1),
+          "A call that finds a Redis connection idle runs its round trip on the gRPC thread and "
+          "waits this long for the reply before leaving it to the connection's I/O thread (fewer "
+          "thread hops per call); 0: always through the I/O threads. 0-100ms.");
 ABSL_FLAG(int, redis_wait_replicas, 0,
           "When > 0, writes are followed by WAIT: a write is answered OK only once this many "
           "replicas acknowledged it, else UNAVAILABLE (not yet replicated). 0-16.");
@@ -285,6 +289,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_key_prefix, &Config::key_prefix),
       Field(FLAGS_redis_connections, &Config::redis_connections),
       Field(FLAGS_redis_timeout, &Config::redis_timeout),
+      Field(FLAGS_redis_inline_wait, &Config::redis_inline_wait),
       Field(FLAGS_redis_wait_replicas, &Config::redis_wait_replicas),
       Field(FLAGS_redis_wait_timeout, &Config::redis_wait_timeout),
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
@@ -377,6 +382,10 @@ absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
   if (config.redis_wait_replicas < 0 || config.redis_wait_replicas > kMaxRedisWaitReplicas) {
     return absl::InvalidArgumentError(
         absl::StrCat("redis_wait_replicas: must be 0-", kMaxRedisWaitReplicas));
+  }
+  if (config.redis_inline_wait < absl::ZeroDuration() ||
+      config.redis_inline_wait > absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("redis_inline_wait: must be 0-100ms");
   }
   // WAIT takes whole milliseconds (the client truncates) and 0 means "forever".
   if (config.redis_wait_replicas > 0 && config.redis_wait_timeout < absl::Milliseconds(1)) {

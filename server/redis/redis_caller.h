@@ -34,6 +34,11 @@ struct RedisCommand {
   // the command on the same connection, so a node importing the slot serves it once. Set by
   // RedisClusterClient only. An error answer to ASKING becomes the command's answer.
   bool asking = false;
+  // The submitting thread may run this command's round trip itself and get its answer inline
+  // (RedisClientOptions::inline_wait): for a caller that submits one command and has nothing else
+  // to do, such as a gRPC handler. A caller that submits many in a row (the reaper, a fan-out
+  // over partitions) leaves it false, so its commands are pipelined by the I/O threads.
+  bool inline_ok = false;
 };
 
 // Where commands are submitted: one node's pool (RedisClient) or a Redis Cluster
@@ -47,7 +52,8 @@ class RedisCaller {
 
   // Queues `command`; `done` is called exactly once with the reply, UNAVAILABLE or
   // DEADLINE_EXCEEDED (see the implementations' file comments), on an I/O thread or inline.
-  // Never blocks on I/O. Thread-safe.
+  // Never blocks on I/O, except a command with `inline_ok` that an idle connection runs on the
+  // calling thread for at most RedisClientOptions::inline_wait. Thread-safe.
   virtual void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) = 0;
 
   // Whether the store can serve every key right now as far as routing knows, for health: OK for

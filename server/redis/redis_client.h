@@ -58,8 +58,20 @@
 // failure's message is logged once when it first appears (and "connected" when it ends), so a
 // TLS verification failure or a wrong password is one clear log line, not one per call.
 //
+// Inline round trips (`inline_wait` > 0): a command marked `inline_ok` that finds nothing in
+// flight (the queue empty, every I/O thread idle) borrows an idle connection and runs its round
+// trip on the submitting thread, which waits up to `inline_wait` for the reply and then runs the
+// callback itself. This takes the cross-thread hops out of a lone call (wake an I/O thread,
+// complete on it, hand the answer back to the caller's thread): on a 2-core VM each such wake-up
+// cost ~30 µs of CPU and they made a PlaceHold cost twice a no-op gRPC call (tests/bench/run.sh,
+// phase cpu). A reply not there by then is left to the connection's I/O thread, so a slow or hung
+// Redis blocks the caller for `inline_wait` at most. A connection that is stale, closed by Redis or
+// not yet made is never borrowed: the command is queued and the I/O thread (re)connects. Everything
+// else (deadlines, NOSCRIPT, WAIT, fail-fast, READONLY) is the same code on either thread.
+//
 // Thread-safety: Submit() is thread-safe. Callbacks run on the I/O threads (or inline in
-// Submit() when the queue is full or the client is shutting down) and must not block.
+// Submit(): an inline round trip, a full queue, the fail-fast window, shutdown) and must not
+// block.
 #ifndef ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
 #define ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
 
@@ -129,6 +141,10 @@ struct RedisClientOptions {
   absl::Duration command_timeout = absl::Seconds(1);
   // After a connection failure, fail fast for this long before trying Redis again.
   absl::Duration retry_backoff = absl::Milliseconds(200);
+  // How long a submitting thread waits for the reply of an inline round trip (see the file
+  // comment; commands with RedisCommand::inline_ok only); 0: every command goes through the I/O
+  // threads. 1 ms: a local or same-zone Redis answers a lone script well within it.
+  absl::Duration inline_wait = absl::Milliseconds(1);
   // Lua script bodies, referred to by index in RedisCommand::script.
   std::vector<std::string> scripts;
   // orderhold_redis_errors_total, or null.
@@ -156,7 +172,8 @@ class RedisClient final : public RedisCaller {
   RedisClient& operator=(const RedisClient&) = delete;
 
   // Queues `command`; `done` is called exactly once with the reply, UNAVAILABLE or
-  // DEADLINE_EXCEEDED (see the file comment). Never blocks on I/O.
+  // DEADLINE_EXCEEDED (see the file comment). Never blocks on I/O, except an inline round trip
+  // (at most `inline_wait`, then the I/O thread takes over).
   void Submit(RedisCommand command, absl::Time deadline, ReplyCallback done) override;
 
  private:
@@ -169,8 +186,6 @@ class RedisClient final : public RedisCaller {
   class IoThread;
 
   explicit RedisClient(RedisClientOptions options);
-  // One I/O thread: IoThread::Run.
-  void IoLoop();
   void CountError();
   // Records a connection failure: fails everything queued and opens the fail-fast window.
   void MarkDown(const absl::Status& failure);
@@ -182,6 +197,9 @@ class RedisClient final : public RedisCaller {
   // Until when Submit fails fast, and why (the last connection failure).
   absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status down_status_ ABSL_GUARDED_BY(mu_);
+  // One per connection, made in Create before the threads start; an idle one's connection can be
+  // lent to a submitting thread (IoThread::Lendable).
+  std::vector<std::unique_ptr<IoThread>> io_threads_;
   std::vector<std::thread> threads_;
 };
 

@@ -375,9 +375,13 @@ absl::StatusOr<bool> RedisConnection::Fill(absl::Time deadline, bool soft_deadli
   };
   while (true) {
     if (ssl_ == nullptr) {
-      // Replies are rarely there the moment a batch is written: wait first, then read once.
-      ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, wait(/*want_write=*/false));
-      if (!ready) return false;
+      // Replies are rarely there the moment a batch is written: wait first, then read once
+      // (unless WaitReadable just saw the socket readable).
+      if (!readable_) {
+        ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, wait(/*want_write=*/false));
+        if (!ready) return false;
+      }
+      readable_ = false;
       const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
       if (n > 0) {
         redisReaderFeed(reader_, buffer, static_cast<size_t>(n));
@@ -452,6 +456,13 @@ absl::StatusOr<RedisReply> RedisConnection::Run(const std::vector<std::string>& 
   Append(args);
   ORDERHOLD_RETURN_IF_ERROR(Flush(deadline));
   return Read(deadline);
+}
+
+absl::StatusOr<bool> RedisConnection::WaitReadable(absl::Time deadline) {
+  if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
+  ORDERHOLD_ASSIGN_OR_RETURN(const bool ready, Poll(/*want_write=*/false, deadline));
+  readable_ = ready && ssl_ == nullptr;
+  return ready;
 }
 
 bool RedisConnection::PeerClosed() {

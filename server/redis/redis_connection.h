@@ -77,6 +77,11 @@ class RedisConnection {
   // Append + Flush + Read: one command, one round trip.
   absl::StatusOr<RedisReply> Run(const std::vector<std::string>& args, absl::Time deadline);
 
+  // Waits until a reply may be there to read: true when TLS holds decrypted bytes or the socket
+  // turns readable by `deadline` (polled in whole milliseconds, so at least 1 ms unless already
+  // readable); false when `deadline` passes first, leaving the connection usable. UNAVAILABLE
+  // (broken) if poll fails.
+  absl::StatusOr<bool> WaitReadable(absl::Time deadline);
   // True when this idle connection (every reply it was owed has been read) is unusable: the
   // peer closed it (restart, CLIENT KILL, idle timeout) or sent what nobody asked for. Never
   // blocks. TLS records that carry no data (session tickets) do not count.
@@ -112,6 +117,8 @@ class RedisConnection {
   redisReader* reader_ = nullptr;
   std::string out_;
   bool broken_ = false;
+  // WaitReadable saw the (plain) socket readable: the next Fill reads without polling first.
+  bool readable_ = false;
 };
 
 // How to open and log in to a connection to one Redis server (a data node or a sentinel): the one

@@ -197,6 +197,7 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime)))});
   command.writes = true;
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -241,6 +242,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
        max_outcomes_});
   command.writes = true;
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
@@ -266,6 +268,7 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
   redis::RedisCommand command = Eval<Script::kListHolds>(
       {keys_.UserKey(user_id), keys_.OutcomesKey(user_id)}, {NowArg(options)});
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -312,6 +315,7 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
        absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl)))});
   command.writes = true;
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -359,6 +363,7 @@ void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOpti
   redis::RedisCommand command =
       Eval<Script::kGetHold>({keys_.UserKey(user_id), keys_.OutcomesKey(user_id)},
                              {order_id, NowArg(options), retention_ms_});
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -394,6 +399,7 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
        keys_.EndedKey(user_id), keys_.EventsKey(partition)},
       {user_id, std::move(scope), NowArg(options), retention_ms_, max_outcomes_});
   command.writes = true;
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
                          [](const redis::RedisReply& reply) -> absl::StatusOr<ReleaseHoldsResult> {

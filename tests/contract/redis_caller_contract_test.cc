@@ -18,13 +18,17 @@
 // Each backend is one process (tests/CMakeLists.txt ONE_PROCESS) sharing one fixture; the demote
 // case comes last, as it changes the primary.
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -343,6 +347,99 @@ TEST_P(RedisCallerContractTest, WaitHoldsBackAWriteFewerReplicasAcknowledgedButN
   std::unique_ptr<RedisCaller> enough = MakeCaller(pool);
   ASSERT_NE(enough, nullptr);
   EXPECT_THAT(Call(*enough, Set("replicated")), IsOk());
+}
+
+// Inline round trips (RedisClientOptions::inline_wait): a lone command marked inline_ok is run
+// and answered on the submitting thread, with the same NOSCRIPT and WAIT handling; one Redis does
+// not answer within inline_wait is left to the I/O thread, which answers it once Redis does.
+TEST_P(RedisCallerContractTest, AnInlineCommandIsAnsweredOnTheCallersThreadWithEveryPromise) {
+  RedisClientOptions pool = Pool();
+  pool.connections = 2;
+  pool.inline_wait = absl::Milliseconds(200);  // generous: the thread is the point, not the speed
+  std::unique_ptr<RedisCaller> caller = MakeCaller(pool);
+  ASSERT_NE(caller, nullptr);
+  const auto inline_call = [&](RedisCommand command) {
+    command.inline_ok = true;
+    std::optional<std::thread::id> answered_on;
+    absl::StatusOr<RedisReply> reply = Await<RedisReply>([&](Callback<RedisReply> done) {
+      caller->Submit(std::move(command), absl::Now() + absl::Seconds(5),
+                     [&, done = std::move(done)](absl::StatusOr<RedisReply> r) mutable {
+                       answered_on = std::this_thread::get_id();
+                       std::move(done)(std::move(r));
+                     });
+    });
+    return std::make_pair(std::move(reply), answered_on);
+  };
+  // The first command connects on an I/O thread (a connection is never made inline), and the
+  // thread must be back waiting for work before its connection can be lent: retry until a call
+  // is answered inline (the first retry, but for a busy box).
+  const auto answered_inline = [&](const RedisCommand& command, bool flush_first = false) {
+    absl::StatusOr<RedisReply> reply = absl::UnknownError("not answered inline");
+    Eventually([&] {
+      if (flush_first) {
+        EXPECT_THAT(backend_->OnEveryNode({"SCRIPT", "FLUSH"}), IsOk());
+      }
+      auto [r, thread] = inline_call(command);
+      if (thread != std::this_thread::get_id()) return false;
+      reply = std::move(r);
+      return true;
+    });
+    return reply;
+  };
+  absl::StatusOr<RedisReply> echo = answered_inline(Echo("inline"));
+  ASSERT_THAT(echo, IsOk());
+  EXPECT_EQ(echo->str, "inline");
+  // NOSCRIPT answered by EVAL of the body, inline too.
+  absl::StatusOr<RedisReply> flushed = answered_inline(Echo("after-flush"), /*flush_first=*/true);
+  ASSERT_THAT(flushed, IsOk());
+  EXPECT_EQ(flushed->str, "after-flush");
+  EXPECT_THAT(inline_call(Set("late")).first, IsOk());
+  RedisCommand late = Set("past-deadline");
+  late.inline_ok = true;
+  EXPECT_THAT(Call(*caller, std::move(late), absl::Now() - absl::Milliseconds(1)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+
+  pool.wait_replicas = backend_->replicas() + 1;
+  pool.wait_timeout = absl::Milliseconds(50);
+  std::unique_ptr<RedisCaller> unreplicated = MakeCaller(pool);
+  ASSERT_NE(unreplicated, nullptr);
+  RedisCommand write = Set("unreplicated");
+  write.inline_ok = true;
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<RedisReply> reply = Call(*unreplicated, write);
+    return !reply.ok() && absl::StrContains(reply.status().message(), "not yet replicated");
+  }));
+}
+
+TEST_P(RedisCallerContractTest, AnInlineCommandRedisDoesNotAnswerInTimeIsLeftToTheIoThread) {
+  RedisClientOptions pool = Pool();
+  pool.inline_wait = absl::Milliseconds(2);
+  std::unique_ptr<RedisCaller> caller = MakeCaller(pool);
+  ASSERT_NE(caller, nullptr);
+  ASSERT_THAT(Call(*caller, Set("warm")), IsOk());
+  // Redis holds every client's commands for 500 ms (as a slow command would).
+  ASSERT_THAT(backend_->OnEveryNode({"CLIENT", "PAUSE", "500", "ALL"}), IsOk());
+  RedisCommand command = Echo("slow");
+  command.inline_ok = true;
+  absl::Notification answered;
+  absl::StatusOr<RedisReply> reply;
+  std::thread::id answered_on;
+  const absl::Time start = absl::Now();
+  caller->Submit(std::move(command), absl::Now() + absl::Seconds(5),
+                 [&](absl::StatusOr<RedisReply> r) {
+                   reply = std::move(r);
+                   answered_on = std::this_thread::get_id();
+                   answered.Notify();
+                 });
+  const absl::Duration blocked = absl::Now() - start;
+  // Submit gave up waiting long before Redis answered; the I/O thread answers it.
+  EXPECT_FALSE(answered.HasBeenNotified()) << "blocked " << blocked;
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_THAT(reply, IsOk());
+  EXPECT_EQ(reply->str, "slow");
+  EXPECT_NE(answered_on, std::this_thread::get_id());
+  ASSERT_THAT(backend_->OnEveryNode({"CLIENT", "UNPAUSE"}), IsOk());
+  EXPECT_THAT(Call(*caller, Echo("after")), IsOk());
 }
 
 // Last: it changes the primary.

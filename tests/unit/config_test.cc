@@ -154,7 +154,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
       "max_units=0 scope_limits= default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
       "reap_interval=1s key_prefix=orderhold "
-      "redis_connections=4 redis_timeout=1s redis_wait_replicas=0 redis_wait_timeout=500ms "
+      "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_wait_replicas=0 "
+      "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
@@ -317,6 +318,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.redis_connections == 8; }},
       {"redis_timeout", "250ms", "redis_timeout=250ms",
        [](const Config& c) { return c.redis_timeout == absl::Milliseconds(250); }},
+      {"redis_inline_wait", "2ms", "redis_inline_wait=2ms",
+       [](const Config& c) { return c.redis_inline_wait == absl::Milliseconds(2); }},
       {"redis_wait_replicas", "2", "redis_wait_replicas=2",
        [](const Config& c) { return c.redis_wait_replicas == 2; }},
       {"redis_wait_timeout", "200ms", "redis_wait_timeout=200ms",
@@ -668,6 +671,21 @@ TEST(ConfigTest, WaitReplicasIsBoundedAndItsTimeoutIsAtLeastOneMillisecond) {
   config = Config{};
   config.redis_wait_timeout = absl::ZeroDuration();
   EXPECT_THAT(ValidateConfig(config), IsOk());
+}
+
+TEST(ConfigTest, InlineWaitIsZeroToAHundredMilliseconds) {
+  Config config;
+  for (absl::Duration wait :
+       {absl::ZeroDuration(), absl::Microseconds(500), absl::Milliseconds(100)}) {
+    config.redis_inline_wait = wait;
+    EXPECT_THAT(ValidateConfig(config), IsOk()) << wait;
+  }
+  for (absl::Duration wait : {-absl::Milliseconds(1), absl::Milliseconds(101)}) {
+    config.redis_inline_wait = wait;
+    EXPECT_THAT(ValidateConfig(config),
+                StatusIs(kInvalid, HasSubstr("redis_inline_wait: must be 0-100ms")))
+        << wait;
+  }
 }
 
 // Both passwords set ("hunter2" in the URL, "hunter3" for the sentinels) while each Redis rule is
