@@ -442,6 +442,9 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
   command.writes = true;
+  // The reaper paces its calls one at a time (tick_pacer.h) from its own thread: a lone call
+  // runs there, without waking the pool's I/O thread (see redis_client.h).
+  command.inline_ok = true;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
@@ -466,6 +469,7 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
       {keys_.ReplicasKey()},
       {std::move(replica_id), absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)});
   command.writes = true;
+  command.inline_ok = true;  // one call per reaper tick
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
@@ -660,8 +664,10 @@ void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {
     std::move(done)(std::move(routing));
     return;
   }
+  redis::RedisCommand command = Plain({"TIME"});
+  command.inline_ok = true;  // one call per health check
   client_->Submit(
-      Plain({"TIME"}), options.deadline,
+      std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<absl::Time> {
         int64_t seconds = 0, micros = 0;
         if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 2 ||
