@@ -109,7 +109,10 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
       ++tick.stats.calls;
       // Deadlines are host time (what the store compares them with), one budget per call.
       const store::CallOptions call{absl::Now() + options_.call_timeout, now};
-      store_.Reap(*partition, tick.standby[*partition] ? standby_args : owner_args, call,
+      store::ReapArgs args = tick.standby[*partition] ? standby_args : owner_args;
+      // Alone: a paced first call with nothing else in flight (a drain's follow-ups pipeline).
+      args.alone = pacer.in_flight() == 1 && pacer.first_call(*partition);
+      store_.Reap(*partition, std::move(args), call,
                   [clock = &clock_, inbox, partition = *partition,
                    sent = clock_.Now()](absl::StatusOr<store::ReapResult> result) {
                     const absl::Duration round_trip = clock->Now() - sent;

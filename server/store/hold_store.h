@@ -236,6 +236,10 @@ struct ReapArgs {
   // Standby mode (`owner` and `lease` ignored, the lease untouched): reap only if the partition's
   // oldest due hold is at least this overdue, i.e. its owner is late or dead. Else not_owner.
   std::optional<absl::Duration> standby_after;
+  // The caller has no other call in flight and waits for this one (a paced first call of a tick):
+  // a store may run its round trip on the caller's thread (RedisHoldStore: RedisCommand::inline_ok)
+  // instead of handing it to another thread. False while calls are pipelined (a backlog drain).
+  bool alone = false;
 };
 
 struct ReapResult {

@@ -442,9 +442,9 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
   command.writes = true;
-  // The reaper paces its calls one at a time (tick_pacer.h) from its own thread: a lone call
-  // runs there, without waking the pool's I/O thread (see redis_client.h).
-  command.inline_ok = true;
+  // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
+  // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.
+  command.inline_ok = args.alone;
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
