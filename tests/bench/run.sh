@@ -67,7 +67,10 @@
 #              Also CPU µs per call of the server, Redis (all primaries of a cluster) and the replica (user + system CPU over
 #              each process' life / the calls the server answered, from /proc, INFO cpu and
 #              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
-#   7 events   (issue 13; last) the three event phases, each once on standalone Redis (the same
+#   8 cpu      (last; tests/bench/cpu.sh, see its header) server CPU per PlaceHold at 1,000,
+#              3,000 and 6,000/s open loop against a bare gRPC server, --store=noop and Redis
+#              (inline round trips on and off), and h2load's closed-loop Redis / no-op ratio.
+#   7 events   (issue 13) the three event phases, each once on standalone Redis (the same
 #              redis-server) and once on a 3-primary Redis Cluster (start_cluster, as phase 6's
 #              cluster variant), a fresh server (--max_watches=1000) and an empty Redis per phase
 #              (per watcher count in idle);
@@ -1163,3 +1166,12 @@ jq -e --argjson rounds "${ROUNDS}" '.transport.variants
 }
 events_check "${OUT}/results.json"
 echo "bench: wrote ${OUT}/results.json and ${OUT}/results.md" >&2
+
+# 8. cpu: server CPU per call at fixed open-loop rates (bare gRPC / no-op / Redis) and h2load's
+# closed-loop ratio, by tests/bench/cpu.sh into <out>/cpu.json and cpu.md (its header says how).
+stop_server
+if ((SMOKE)); then
+  "${REPO}/tests/bench/cpu.sh" --smoke --out "${OUT}"
+else
+  "${REPO}/tests/bench/cpu.sh" --rounds "${ROUNDS}" --out "${OUT}"
+fi
