@@ -79,24 +79,11 @@ PIDS=()
 source "${REPO}/tests/bench/lib.sh"
 trap stop_pids_and_work EXIT
 
-REDIS_PORT="$(free_port)"
-redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "${WORK}" --logfile "${WORK}/redis.log" &
-REDIS_PID=$!
-PIDS+=("${REDIS_PID}")
-wait_port "${REDIS_PORT}"
+start_redis
 rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
-redis_cpu() {  # seconds of CPU redis-server used so far
-  rcli INFO cpu | tr -d '\r' |
-    awk -F: '$1 == "used_cpu_sys" || $1 == "used_cpu_user" { s += $2 } END { printf "%.6f", s }'
-}
-proc_cpu() {  # clock ticks of user + system CPU of process $1
-  awk '{ print $14 + $15 }' "/proc/$1/stat"
-}
 switches() {  # context switches (voluntary + not) of every thread of process $1
   cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s }'
 }
-TICK="$(getconf CLK_TCK)"
 
 SERVER_PID=""
 start() {  # kind (bare | noop | redis | queued) -> SERVER_PID, PORT
@@ -132,18 +119,20 @@ cpu_run() {  # kind, rate, round
     --json --progress=false >"${WORK}/bench.json" 2>"${WORK}/bench.log" &
   bench_pid=$!
   sleep "${WARMUP}"
-  c0="$(proc_cpu "${SERVER_PID}")" s0="$(switches "${SERVER_PID}")" r0="$(redis_cpu)" t0="$(now_s)"
+  c0="$(proc_cpu_s "${SERVER_PID}")" s0="$(switches "${SERVER_PID}")"
+  r0="$(redis_cpu_s -p "${REDIS_PORT}")" t0="$(now_s)"
   sleep "${SECONDS_PER_RUN}"
-  c1="$(proc_cpu "${SERVER_PID}")" s1="$(switches "${SERVER_PID}")" r1="$(redis_cpu)" t1="$(now_s)"
+  c1="$(proc_cpu_s "${SERVER_PID}")" s1="$(switches "${SERVER_PID}")"
+  r1="$(redis_cpu_s -p "${REDIS_PORT}")" t1="$(now_s)"
   wait "${bench_pid}" || { echo "cpu.sh: orderhold-bench failed against ${kind}" >&2; cat "${WORK}/bench.log" >&2; exit 1; }
   stop
   jq -n --arg kind "${kind}" --argjson rate "${rate}" --argjson round "${round}" \
-    --argjson c "$((c1 - c0))" --argjson s "$((s1 - s0))" --argjson r0 "${r0}" --argjson r1 "${r1}" \
-    --argjson t0 "${t0}" --argjson t1 "${t1}" --argjson tick "${TICK}" \
+    --argjson c0 "${c0}" --argjson c1 "${c1}" --argjson s "$((s1 - s0))" --argjson r0 "${r0}" \
+    --argjson r1 "${r1}" --argjson t0 "${t0}" --argjson t1 "${t1}" \
     --slurpfile bench "${WORK}/bench.json" \
     '($rate * ($t1 - $t0)) as $calls
      | {kind: $kind, rate: $rate, round: $round,
-        server_cpu_us_per_call: ($c / $tick * 1e6 / $calls),
+        server_cpu_us_per_call: (($c1 - $c0) * 1e6 / $calls),
         switches_per_call: ($s / $calls),
         redis_cpu_us_per_call: (if $kind == "redis" or $kind == "queued" then ($r1 - $r0) * 1e6 / $calls else 0 end),
         errors: $bench[0].errors, p99_ms: $bench[0].latency_ms.p99}'

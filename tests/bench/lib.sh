@@ -15,6 +15,9 @@
 #                     for localhost and 127.0.0.1), EC P-256 keys, valid 2 days (openssl CLI)
 #   wait_replica_up PORT  waits until the replica on PORT has synced (master_link_status:up, 10 s),
 #                     else fails
+#   start_redis       a redis-server on a free port, no persistence, logging to ${WORK}/redis.log:
+#                     sets REDIS_PORT and REDIS_PID (also appended to the caller's PIDS), waits
+#                     until it listens
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
 #   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
 #                     reaches has used so far (INFO cpu; main thread and its helpers)
@@ -120,6 +123,15 @@ wait_replica_up() {
   done
   echo "bench: the replica on port $1 did not sync with its primary" >&2
   return 1
+}
+
+start_redis() {
+  REDIS_PORT="$(free_port)"
+  redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "${WORK}" --logfile "${WORK}/redis.log" &
+  REDIS_PID=$!
+  PIDS+=("${REDIS_PID}")
+  wait_port "${REDIS_PORT}"
 }
 
 proc_cpu_s() {

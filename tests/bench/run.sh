@@ -244,12 +244,7 @@ trap cleanup EXIT
 # shellcheck source=tests/bench/lib.sh
 source "${REPO}/tests/bench/lib.sh"
 
-REDIS_PORT="$(free_port)"
-redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "${WORK}" --logfile "${WORK}/redis.log" &
-REDIS_PID=$!
-PIDS+=("${REDIS_PID}")
-wait_port "${REDIS_PORT}"
+start_redis
 rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
 used_memory() { rcli INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" { print $2 }'; }
 
