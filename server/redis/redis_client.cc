@@ -261,21 +261,43 @@ class RedisClient::IoThread {
         return;
       }
     }
-    Answer(Complete());
+    // The callbacks run once the connection is back: one that submits again (a cluster
+    // redirect) may then use it, instead of queueing behind its own caller.
+    std::vector<Answered> answers = TakeAnswers(Complete());
     Return(/*handed_back=*/false, nullptr);
+    Deliver(std::move(answers));
   }
 
  private:
+  struct Answered {
+    ReplyCallback done;
+    absl::StatusOr<RedisReply> result;
+  };
+
   // Gives a lent connection back: `handed_back` when a written batch is left for this thread to
-  // complete; `requeue` commands go back to the queue.
+  // complete; `requeue` commands go back to the queue, or, if the client began shutting down
+  // meanwhile (its destructor already failed the queue), fail with NotSentError here.
   void Return(bool handed_back, std::vector<Pending>* requeue) {
-    absl::MutexLock lock(&client_.mu_);
-    if (requeue != nullptr) {
-      for (Pending& pending : *requeue) client_.queue_.push_front(std::move(pending));
-      requeue->clear();
+    std::vector<Pending> refused;
+    {
+      absl::MutexLock lock(&client_.mu_);
+      if (requeue != nullptr) {
+        for (Pending& pending : *requeue) {
+          if (client_.stopping_) {
+            refused.push_back(std::move(pending));
+          } else {
+            client_.queue_.push_front(std::move(pending));
+          }
+        }
+        requeue->clear();
+      }
+      handed_back_ = handed_back;
+      lent_ = false;
     }
-    handed_back_ = handed_back;
-    lent_ = false;
+    for (Pending& pending : refused) {
+      client_.CountError();
+      std::move(pending.done)(NotSentError("redis client shutting down"));
+    }
   }
 
   // Waits for queued commands (or a stale connection to drop, or a batch handed back) and takes
@@ -465,17 +487,31 @@ class RedisClient::IoThread {
 
   // Calls every callback of the batch once: its reply or error; a command left without one gets
   // DEADLINE_EXCEEDED past its deadline, else `failure` (or "no reply").
-  void Answer(const absl::Status& failure) {
+  void Answer(const absl::Status& failure) { Deliver(TakeAnswers(failure)); }
+
+  // The batch's callbacks with their results (a command left without one gets DEADLINE_EXCEEDED
+  // past its deadline, else `failure`, or "no reply"); the batch is emptied.
+  std::vector<Answered> TakeAnswers(const absl::Status& failure) {
+    std::vector<Answered> answers;
+    answers.reserve(batch_.size());
     for (size_t i = 0; i < batch_.size(); ++i) {
       if (!results_[i].has_value()) {
         const bool late = absl::Now() >= batch_[i].deadline;
         results_[i] = late ? absl::DeadlineExceededError("deadline passed before Redis answered")
                            : (failure.ok() ? absl::UnavailableError("redis: no reply") : failure);
       }
-      if (!results_[i]->ok()) client_.CountError();
-      std::move(batch_[i].done)(std::move(*results_[i]));
+      answers.push_back(Answered{std::move(batch_[i].done), std::move(*results_[i])});
     }
     batch_.clear();
+    return answers;
+  }
+
+  // Calls each callback once, counting the errors.
+  void Deliver(std::vector<Answered> answers) {
+    for (Answered& answer : answers) {
+      if (!answer.result.ok()) client_.CountError();
+      std::move(answer.done)(std::move(answer.result));
+    }
   }
 
   void Drop(ReconnectReason reason) {
@@ -572,8 +608,11 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
       const bool all_idle =
           std::all_of(io_threads_.begin(), io_threads_.end(),
                       [](const std::unique_ptr<IoThread>& io) { return io->Idle(); });
-      if (command.inline_ok && options_.inline_wait > absl::ZeroDuration() && queue_.empty() &&
-          all_idle) {
+      // A write with WAIT is not run inline: WAIT can take up to wait_timeout when a replica lags,
+      // far longer than inline_wait.
+      const bool waits = options_.wait_replicas > 0 && command.writes;
+      if (command.inline_ok && !waits && options_.inline_wait > absl::ZeroDuration() &&
+          queue_.empty() && all_idle) {
         for (const std::unique_ptr<IoThread>& io : io_threads_) {
           if (io->Lend()) {
             lent = io.get();

@@ -58,16 +58,20 @@
 // failure's message is logged once when it first appears (and "connected" when it ends), so a
 // TLS verification failure or a wrong password is one clear log line, not one per call.
 //
-// Inline round trips (`inline_wait` > 0): a command marked `inline_ok` that finds nothing in
-// flight (the queue empty, every I/O thread idle) borrows an idle connection and runs its round
-// trip on the submitting thread, which waits up to `inline_wait` for the reply and then runs the
-// callback itself. This takes the cross-thread hops out of a lone call (wake an I/O thread,
-// complete on it, hand the answer back to the caller's thread): on a 2-core VM each such wake-up
-// cost ~30 µs of CPU and they made a PlaceHold cost twice a no-op gRPC call (tests/bench/run.sh,
-// phase cpu). A reply not there by then is left to the connection's I/O thread, so a slow or hung
-// Redis blocks the caller for `inline_wait` at most. A connection that is stale, closed by Redis or
-// not yet made is never borrowed: the command is queued and the I/O thread (re)connects. Everything
-// else (deadlines, NOSCRIPT, WAIT, fail-fast, READONLY) is the same code on either thread.
+// Inline round trips (`inline_wait` > 0): a command marked `inline_ok` (and not a write that WAIT
+// follows: WAIT may take up to wait_timeout) that finds nothing in flight (the queue empty, every
+// I/O thread idle) borrows an idle connection and runs its round trip on the submitting thread,
+// which waits up to `inline_wait` for the reply, gives the connection back and runs the callback
+// itself. This takes the cross-thread hops out of a lone call (wake an I/O thread, complete on
+// it, hand the answer back to the caller's thread): on a 2-core VM each such wake-up cost ~30 µs
+// of CPU and they made a PlaceHold cost twice a no-op gRPC call (tests/bench/cpu.sh). A reply not
+// begun by then is left to the connection's I/O thread, so a slow or hung Redis blocks the caller
+// for `inline_wait` at most; a reply that has begun is read to its end on the caller's thread
+// (bounded by the round trip's deadline: a reply split across TCP segments, or a NOSCRIPT
+// answered by EVAL of the body, costs the caller that wait). A connection that is stale, closed
+// by Redis or not yet made is never borrowed: the command is queued and the I/O thread
+// (re)connects. Everything else (deadlines, NOSCRIPT, fail-fast, READONLY) is the same code on
+// either thread.
 //
 // Thread-safety: Submit() is thread-safe. Callbacks run on the I/O threads (or inline in
 // Submit(): an inline round trip, a full queue, the fail-fast window, shutdown) and must not
@@ -152,7 +156,8 @@ struct RedisClientOptions {
   // Which failure was logged last, shared by the clients of one store so a failure they all
   // see (a TLS verification failure, a wrong password) is one log line. Null: the client's own.
   std::shared_ptr<RedisFailureLog> failure_log;
-  // Called (on an I/O thread) each time a connection is dropped to be made again, or null.
+  // Called (on an I/O thread, or a caller's thread running an inline round trip) each time a
+  // connection is dropped to be made again, or null. Thread-safe.
   std::function<void(ReconnectReason)> on_reconnect;
   // A Redis Cluster node's pool (set by RedisClusterClient): MOVED, ASK, TRYAGAIN and
   // CLUSTERDOWN replies are delivered as replies of Type::kError, for the cluster client to
@@ -198,7 +203,7 @@ class RedisClient final : public RedisCaller {
   absl::Time down_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status down_status_ ABSL_GUARDED_BY(mu_);
   // One per connection, made in Create before the threads start; an idle one's connection can be
-  // lent to a submitting thread (IoThread::Lendable).
+  // lent to a submitting thread (IoThread::Lend).
   std::vector<std::unique_ptr<IoThread>> io_threads_;
   std::vector<std::thread> threads_;
 };
