@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -263,7 +264,7 @@ class RedisClient::IoThread {
     }
     // The callbacks run once the connection is back: one that submits again (a cluster
     // redirect) may then use it, instead of queueing behind its own caller.
-    std::vector<Answered> answers = TakeAnswers(Complete());
+    Answers answers = TakeAnswers(Complete());
     Return(/*handed_back=*/false, nullptr);
     Deliver(std::move(answers));
   }
@@ -273,6 +274,8 @@ class RedisClient::IoThread {
     ReplyCallback done;
     absl::StatusOr<RedisReply> result;
   };
+  // One answer in place: an inline round trip (one command) allocates nothing for it.
+  using Answers = absl::InlinedVector<Answered, 1>;
 
   // Gives a lent connection back: `handed_back` when a written batch is left for this thread to
   // complete; `requeue` commands go back to the queue, or, if the client began shutting down
@@ -491,8 +494,8 @@ class RedisClient::IoThread {
 
   // The batch's callbacks with their results (a command left without one gets DEADLINE_EXCEEDED
   // past its deadline, else `failure`, or "no reply"); the batch is emptied.
-  std::vector<Answered> TakeAnswers(const absl::Status& failure) {
-    std::vector<Answered> answers;
+  Answers TakeAnswers(const absl::Status& failure) {
+    Answers answers;
     answers.reserve(batch_.size());
     for (size_t i = 0; i < batch_.size(); ++i) {
       if (!results_[i].has_value()) {
@@ -507,7 +510,7 @@ class RedisClient::IoThread {
   }
 
   // Calls each callback once, counting the errors.
-  void Deliver(std::vector<Answered> answers) {
+  void Deliver(Answers answers) {
     for (Answered& answer : answers) {
       if (!answer.result.ok()) client_.CountError();
       std::move(answer.done)(std::move(answer.result));
