@@ -28,7 +28,7 @@
 //
 // Failover: before a batch is written, a connection made before the topology's last change
 // (RedisTopology::generation) is dropped, so after a switch is seen nothing more is written to
-// the old primary; idle connections are dropped within ~100 ms of the change. A READONLY or
+// the old primary; idle connections are dropped within ~1 s of the change. A READONLY or
 // MASTERDOWN reply (the node was demoted, e.g. by hand or by a failover nobody announced) drops
 // the connection and asks the topology to re-resolve (the #1191 bug of envoy ratelimit: keeping
 // such a connection fails every write forever); in standalone mode that also drops every other
