@@ -244,7 +244,11 @@ TEST_F(RedisClusterClientTest, AskWithAskingAndTryAgainWhileASlotMigrates) {
   }
   ASSERT_OK_AND_ASSIGN(reply, pending.get());
   EXPECT_EQ(reply.str, "A|B");
-  EXPECT_GE(moved_.Value(), 1);  // the retry after the migration found the new owner
+  // A retry after the last key moved found it on the destination: by MOVED once the source knows
+  // the new owner, or by ASK when the retry fell between the MIGRATE and the source's SETSLOT NODE
+  // (the source then still migrates the slot and no longer has either key: seen once in CI).
+  EXPECT_GE(moved_.Value() + ask_.Value(), 2)
+      << "moved " << moved_.Value() << ", ask " << ask_.Value();
   ASSERT_THAT(cluster_->WaitForPrimary(slot, destination, absl::Seconds(10)), IsOk());
   ASSERT_THAT(cluster_->MigrateSlot(slot, destination, source), IsOk());
 }
