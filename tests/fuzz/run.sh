@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh: builds the libFuzzer targets of tests/fuzz/ with Debian's clang (AddressSanitizer
-# + UBSan, in <repo>/build-fuzz) and runs each for a bounded time on a copy of its seed corpus
-# (tests/fuzz/corpus/<name>/). Non-zero when any of them finds a crash, a leak, a sanitizer report
-# or a hang (-timeout); the input that did it is left in build-fuzz/artifacts/ and named in the
-# output: reproduce with build-fuzz/tests/fuzz/<name>_fuzzer <that file>.
+# tests/fuzz/run.sh: builds the libFuzzer targets of tests/fuzz/ with Debian's clang
+# (AddressSanitizer + UBSan; in <repo>/build-asan when tests/run.sh --sanitize configured it, else
+# in <repo>/build-fuzz: <build> below) and runs each for a bounded time on a copy of its seed
+# corpus (tests/fuzz/corpus/<name>/). Non-zero when any of them finds a crash, a leak, a sanitizer
+# report or a hang (-timeout); the input that did it is left in <build>/artifacts/ and named in
+# the output: reproduce with <build>/tests/fuzz/<name>_fuzzer <that file>.
 #
 #   tests/fuzz/run.sh              60 s per fuzzer
 #   tests/fuzz/run.sh --smoke      10 s per fuzzer (.ci/run)
@@ -21,11 +22,18 @@ esac
 names=("$@")
 ((${#names[@]})) || names=(requests stored_values redis_url limits_file config redis_replies)
 
+# The sanitized suite's build (tests/run.sh --sanitize, as .ci/run runs it first) has the fuzzers
+# too, with the same instrumentation: they are (re)built there instead of compiling everything
+# again. Else a build of their own.
 BUILD_DIR="${REPO}/build-fuzz"
 start=$(date +%s)
-CC=clang CXX=clang++ cmake -G Ninja -S "${REPO}" -B "${BUILD_DIR}" -DBUILD_TESTING=OFF \
-  -DORDERHOLD_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" >/dev/null
+if grep -q '^ORDERHOLD_FUZZ:BOOL=ON' "${REPO}/build-asan/CMakeCache.txt" 2>/dev/null; then
+  BUILD_DIR="${REPO}/build-asan"
+else
+  CC=clang CXX=clang++ cmake -G Ninja -S "${REPO}" -B "${BUILD_DIR}" -DBUILD_TESTING=OFF \
+    -DORDERHOLD_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" >/dev/null
+fi
 cmake --build "${BUILD_DIR}" --target fuzzers -j "$(nproc)"
 built=$(date +%s)
 
