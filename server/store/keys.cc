@@ -4,13 +4,26 @@
 
 namespace orderhold::store {
 
-int KeySchema::PartitionOf(absl::string_view user_id) {
+namespace {
+
+// FNV-1a, 32 bits (http://www.isthe.com/chongo/tech/comp/fnv/).
+uint32_t Fnv1a32(absl::string_view s) {
   uint32_t hash = 2166136261u;
-  for (unsigned char c : user_id) {
+  for (unsigned char c : s) {
     hash ^= c;
     hash *= 16777619u;
   }
-  return static_cast<int>(hash % kPartitionCount);
+  return hash;
+}
+
+}  // namespace
+
+int KeySchema::PartitionOf(absl::string_view user_id) {
+  return static_cast<int>(Fnv1a32(user_id) % kPartitionCount);
+}
+
+int KeySchema::DueBucketOf(absl::string_view user_id) {
+  return static_cast<int>(Fnv1a32(user_id) / kPartitionCount % kDueBucketCount);
 }
 
 std::string KeySchema::PartitionPrefix(int partition) const {
@@ -27,6 +40,14 @@ std::string KeySchema::OutcomesKey(absl::string_view user_id) const {
 
 std::string KeySchema::EndedKey(absl::string_view user_id) const {
   return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "xt:", user_id);
+}
+
+std::string KeySchema::UserDueKey(absl::string_view user_id) const {
+  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "hd:", DueBucketOf(user_id));
+}
+
+std::string KeySchema::BucketDueKey(int partition) const {
+  return absl::StrCat(PartitionPrefix(partition), "bdue");
 }
 
 std::string KeySchema::DueKey(int partition) const {

@@ -8,8 +8,16 @@
 //                                        records (fields "\x02" + order_id: every hold; formats
 //                                        in hold_details_codec.h)
 //   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
-//   <prefix>:{<partition>}:due           the partition's due index (sorted set: user_id ->
-//                                        earliest expire ms)
+//   <prefix>:{<partition>}:hd:<bucket>   the due index of the partition's users in `bucket`
+//                                        (sorted set: user_id -> the user's earliest expire ms)
+//   <prefix>:{<partition>}:bdue          the partition's bucket index (sorted set: bucket ->
+//                                        the earliest score in its hd:<bucket>, or earlier:
+//                                        see lua/prelude.lua set_due)
+//   <prefix>:{<partition>}:due           the partition's due index as releases before the
+//                                        bucketed one wrote it (sorted set: user_id -> earliest
+//                                        expire ms): no longer written, only drained by the
+//                                        reaper (lua/reap.lua), which moves each user it visits
+//                                        to hd:<bucket>
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
 //   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
 //                                        expiry)
@@ -29,6 +37,15 @@
 // for that number, e.g. "orderhold:{17}:due". A user's key and its partition's index share the
 // tag, hence the hash slot, so every script touches one slot and Redis Cluster needs no
 // data-model change. The reaper visits kPartitionCount indexes per tick, never all users.
+//
+// bucket = (FNV-1a-32(user_id) / kPartitionCount) mod kDueBucketCount (the hash bits the
+// partition does not use; lua/reap.lua computes it too, for users of the old index). Why buckets:
+// one sorted set per partition holding every user with a hold is a skiplist, ~110 B per user;
+// kDueBucketCount small ones per partition stay listpacks (zset-max-listpack-entries, 128 by
+// default: up to ~2M users with holds), ~20 B per user. That is the Redis memory-optimization
+// guide's idea (https://redis.io/docs/management/optimization/memory-optimization/, "Use hashes
+// when possible": many small aggregates instead of one big one), measured in
+// tests/bench/README.md ("Memory per live hold").
 //
 // Ids are stored verbatim: `{`, `}`, `:`, `*` and spaces in a user_id cannot change the slot (the
 // tag is the first `{...}` and precedes the id) nor reach another user's key (the mapping from
@@ -50,6 +67,8 @@ namespace orderhold::store {
 class KeySchema {
  public:
   static constexpr int kPartitionCount = 64;
+  // Due-index buckets per partition (see the table above). Part of the data model as well.
+  static constexpr int kDueBucketCount = 256;
 
   // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace).
   explicit KeySchema(std::string prefix) : prefix_(std::move(prefix)) {}
@@ -57,10 +76,18 @@ class KeySchema {
   // FNV-1a 32-bit of the id, mod kPartitionCount: stable across processes and versions (unlike
   // absl::Hash, which is seeded per process).
   static int PartitionOf(absl::string_view user_id);
+  // The user's due-index bucket in its partition, 0 <= bucket < kDueBucketCount: the FNV-1a hash's
+  // bits above the partition's, so stable across processes and versions as PartitionOf is.
+  static int DueBucketOf(absl::string_view user_id);
 
   std::string UserKey(absl::string_view user_id) const;
   std::string OutcomesKey(absl::string_view user_id) const;
   std::string EndedKey(absl::string_view user_id) const;
+  // The due index of the user's bucket: <prefix>:{<partition>}:hd:<bucket>.
+  std::string UserDueKey(absl::string_view user_id) const;
+  // The partition's bucket index: <prefix>:{<partition>}:bdue.
+  std::string BucketDueKey(int partition) const;
+  // The partition's due index of earlier releases (drained by the reaper, never written).
   std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const;
   std::string LeaseKey(int partition) const;

@@ -61,7 +61,7 @@ std::vector<std::string> KeysToCheck() {
     for (int partition = 0; partition < KeySchema::kPartitionCount; ++partition) {
       for (const std::string& key :
            {schema.DueKey(partition), schema.EventsKey(partition), schema.LeaseKey(partition),
-            schema.PartitionPrefix(partition)}) {
+            schema.BucketDueKey(partition), schema.PartitionPrefix(partition)}) {
         keys.push_back(key);
       }
     }
@@ -73,6 +73,7 @@ std::vector<std::string> KeysToCheck() {
       keys.push_back(schema.UserKey(user));
       keys.push_back(schema.OutcomesKey(user));
       keys.push_back(schema.EndedKey(user));
+      keys.push_back(schema.UserDueKey(user));
     }
   }
   for (const char* key : {"", "123456789", "{user1000}.following", "{user1000}.followers",
@@ -127,7 +128,8 @@ TEST(ClusterSlotsLiveTest, OrderHoldPartitionsAreSixtyFourDistinctSlots) {
     std::set<std::string> of_partition;
     for (const std::string& key :
          {schema.UserKey(users[partition]), schema.OutcomesKey(users[partition]),
-          schema.EndedKey(users[partition]), schema.DueKey(partition), schema.EventsKey(partition),
+          schema.EndedKey(users[partition]), schema.UserDueKey(users[partition]),
+          schema.DueKey(partition), schema.BucketDueKey(partition), schema.EventsKey(partition),
           schema.LeaseKey(partition)}) {
       ASSERT_OK_AND_ASSIGN(const std::string slot, node->Command({"CLUSTER", "KEYSLOT", key}));
       of_partition.insert(slot);

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "gmock/gmock.h"
@@ -71,13 +73,12 @@ TEST_F(RedisHoldStoreTest, UsesRedisServerClock) {
   int64_t redis_seconds = std::stoll(time.substr(0, time.find('\n')));
   EXPECT_NEAR(absl::ToUnixSeconds(result->now), redis_seconds, 2);
   EXPECT_EQ(result->expire_time - result->now, absl::Milliseconds(200));
-  // Score = expire time in ms; the user is in its partition's due index at that score.
+  // Score = expire time in ms; the user is in its bucket's due index at that score.
   ASSERT_OK_AND_ASSIGN(std::string score,
                        redis_->Command({"ZSCORE", store_->keys().UserKey("alice"), "o1"}));
   EXPECT_EQ(score, absl::StrCat(absl::ToUnixMillis(result->expire_time)));
-  ASSERT_OK_AND_ASSIGN(
-      std::string due,
-      redis_->Command({"ZSCORE", store_->keys().DueKey(KeySchema::PartitionOf("alice")), "alice"}));
+  ASSERT_OK_AND_ASSIGN(std::string due,
+                       redis_->Command({"ZSCORE", store_->keys().UserDueKey("alice"), "alice"}));
   EXPECT_EQ(due, score);
 }
 
@@ -302,7 +303,8 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(stats->reaped, 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
-  // Left: the keeper's key, its index entry and its hash (its hold's life record), each expired
+  // Left: the keeper's key, its bucket's due index and its partition's bucket index, its hash
+  // (its hold's life record), each expired
   // user's outcome records (hash and sorted set, both with a TTL of --outcome_retention) and the
   // event streams they wrote to. Plain holds store no details.
   ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
@@ -314,10 +316,104 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;
   }
-  EXPECT_EQ(dbsize, absl::StrCat(3 + 10 * 2 + streams.size()));
+  EXPECT_EQ(dbsize, absl::StrCat(4 + 10 * 2 + streams.size()));
   ASSERT_OK_AND_ASSIGN(std::string exists,
                        redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
   EXPECT_EQ(exists, "0");
+}
+
+// set_due (lua/prelude.lua) never raises a bucket's score in the partition's bucket index: after a
+// Pay of the bucket's earliest hold it is early, and the reaper's visit at that score finds
+// nothing due and sets it right; the last end removes the bucket from both levels.
+TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper) {
+  const std::string user = "alice";
+  const int partition = KeySchema::PartitionOf(user);
+  const std::string bucket = absl::StrCat(KeySchema::DueBucketOf(user));
+  const KeySchema& keys = store_->keys();
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult first, Place(user, "o1", absl::Minutes(10)));
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult second, Place(user, "o2", absl::Minutes(20)));
+  const auto ms = [](absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); };
+  const auto score = [&](const std::string& key, const std::string& member) {
+    return redis_->Command({"ZSCORE", key, member}).value_or("?");
+  };
+  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(first.expire_time));
+
+  ASSERT_OK_AND_ASSIGN(EndHoldResult paid, Await<EndHoldResult>([&](auto done) {
+                         store_->EndHold(user, "o1", HoldOutcome::kPaid,
+                                         CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                                         std::move(done));
+                       }));
+  EXPECT_EQ(paid.result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(score(keys.UserDueKey(user), user), ms(second.expire_time));
+  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(first.expire_time)) << "early";
+
+  const auto reap = [&](absl::Time at) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(partition, ReapArgs{}, CallOptions{absl::Now() + absl::Seconds(2), at},
+                   std::move(done));
+    });
+  };
+  ASSERT_OK_AND_ASSIGN(ReapResult nothing, reap(first.expire_time + absl::Seconds(1)));
+  EXPECT_THAT(nothing.reaped_expire_times, ::testing::IsEmpty());
+  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(second.expire_time));
+
+  ASSERT_OK_AND_ASSIGN(ReapResult last, reap(second.expire_time));
+  EXPECT_THAT(last.reaped_expire_times, ::testing::ElementsAre(second.expire_time));
+  EXPECT_EQ(redis_->Command({"EXISTS", keys.UserDueKey(user), keys.BucketDueKey(partition)})
+                .value_or("?"),
+            "0");
+}
+
+// A rolling upgrade: the holds of users that a release before the bucketed index filed in the
+// partition's old due index (keys.h) still expire on time, one event each; each user the reaper
+// visits there moves to its bucket (the bucket computed by reap.lua in Lua, the key here by
+// KeySchema in C++: ids with high bytes and a long one check that both agree).
+TEST_F(RedisHoldStoreTest, UsersOfTheOldDueIndexAreReapedAndMovedToTheirBuckets) {
+  const KeySchema& keys = store_->keys();
+  const std::vector<std::string> users = {
+      "bob", "\xff\x80 caf\xc3\xa9 {x}:u:", std::string(128, 'z'), "u123456"};
+  const auto ms = [](absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); };
+  std::vector<PlaceHoldResult> firsts, seconds;
+  // Expiries in the order of `users`, so that each reap below ends only its user's hold (or an
+  // earlier user's, already ended) should two users share a partition.
+  for (size_t i = 0; i < users.size(); ++i) {
+    const std::string& user = users[i];
+    ASSERT_OK_AND_ASSIGN(PlaceHoldResult first, Place(user, "o1", absl::Minutes(10 + i)));
+    ASSERT_OK_AND_ASSIGN(PlaceHoldResult second, Place(user, "o2", absl::Minutes(30 + i)));
+    firsts.push_back(first);
+    seconds.push_back(second);
+    // As the release before wrote it: in the old index only.
+    const int partition = KeySchema::PartitionOf(user);
+    ASSERT_THAT(redis_->Command({"ZREM", keys.UserDueKey(user), user}), IsOk());
+    ASSERT_THAT(redis_->Command({"DEL", keys.BucketDueKey(partition)}), IsOk());
+    ASSERT_THAT(redis_->Command({"ZADD", keys.DueKey(partition), ms(first.expire_time), user}),
+                IsOk());
+  }
+  const auto reap = [&](int partition, absl::Time at) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(partition, ReapArgs{}, CallOptions{absl::Now() + absl::Seconds(2), at},
+                   std::move(done));
+    });
+  };
+  for (size_t i = 0; i < users.size(); ++i) {
+    const std::string& user = users[i];
+    SCOPED_TRACE(absl::CHexEscape(user));
+    const int partition = KeySchema::PartitionOf(user);
+    ASSERT_OK_AND_ASSIGN(ReapResult reaped, reap(partition, firsts[i].expire_time));
+    EXPECT_THAT(reaped.reaped_expire_times, ::testing::Contains(firsts[i].expire_time));
+    EXPECT_EQ(redis_->Command({"ZSCORE", keys.DueKey(partition), user}).value_or("?"), "(nil)");
+    EXPECT_EQ(redis_->Command({"ZSCORE", keys.UserDueKey(user), user}).value_or("?"),
+              ms(seconds[i].expire_time));
+    EXPECT_EQ(redis_
+                  ->Command({"ZSCORE", keys.BucketDueKey(partition),
+                             absl::StrCat(KeySchema::DueBucketOf(user))})
+                  .value_or("?"),
+              ms(seconds[i].expire_time));
+    ASSERT_OK_AND_ASSIGN(ReapResult later, reap(partition, seconds[i].expire_time));
+    EXPECT_THAT(later.reaped_expire_times, ::testing::Contains(seconds[i].expire_time));
+    EXPECT_EQ(redis_->Command({"EXISTS", keys.UserKey(user)}).value_or("?"), "0");
+    EXPECT_EQ(redis_->Command({"ZSCORE", keys.UserDueKey(user), user}).value_or("?"), "(nil)");
+  }
 }
 
 TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {

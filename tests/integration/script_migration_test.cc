@@ -118,7 +118,7 @@ TEST_F(UserScriptMigrationTest, EndingTheLastLiveHoldAnswersAndClearsTheDueIndex
   EXPECT_EQ(ended.result, EndHoldResult::Result::kEnded);
   StopMigration();
   EXPECT_EQ(Owner({"EXISTS", keys_.UserKey(user_)}), "0");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.DueKey(kPartition), user_}), "(nil)");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "1"));  // two PAID, once each
 }
 
@@ -166,7 +166,7 @@ TEST_F(UserScriptMigrationTest, EndingTheEarliestOfTwoHoldsMovesTheDueIndexToThe
   ASSERT_OK_AND_ASSIGN(EndHoldResult ended, End("o1", absl::Now()));
   EXPECT_EQ(ended.result, EndHoldResult::Result::kEnded);
   StopMigration();
-  EXPECT_EQ(Owner({"ZSCORE", keys_.DueKey(kPartition), user_}),
+  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}),
             absl::StrCat(absl::ToUnixMillis(second.expire_time)));
   (void)first;
 }
@@ -182,7 +182,7 @@ TEST_F(UserScriptMigrationTest, EndHoldThatExpiresTheLastHoldOnTheWayAnswersAndC
   EXPECT_EQ(ended.expired_removed, 1);
   StopMigration();
   EXPECT_EQ(Owner({"EXISTS", keys_.UserKey(user_)}), "0");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.DueKey(kPartition), user_}), "(nil)");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "3"));  // PAID, then one EXPIRED
 }
 
@@ -204,7 +204,7 @@ TEST_F(UserScriptMigrationTest, PlaceHoldThatExpiresTheLastHoldOnTheWayCreatesTh
   EXPECT_EQ(again.ended.outcome, HoldOutcome::kExpired);
   StopMigration();
   EXPECT_EQ(Owner({"ZRANGE", keys_.UserKey(user_), "0", "-1"}), "");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.DueKey(kPartition), user_}), "(nil)");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "3", "3", "3"));
 }
 
@@ -309,7 +309,7 @@ TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
   ASSERT_THAT(cluster->SetStable(slot, owner), IsOk());
   ASSERT_THAT(cluster->SetStable(slot, target), IsOk());
   EXPECT_FALSE(has_due_hold(users[0]));
-  EXPECT_EQ(cluster->Command(owner, {"ZSCORE", keys.DueKey(kPartition), users[0]}).value_or("?"),
+  EXPECT_EQ(cluster->Command(owner, {"ZSCORE", keys.UserDueKey(users[0]), users[0]}).value_or("?"),
             "(nil)")
       << "u[0] left in the due index: the call was refused after its holds key was emptied";
   EXPECT_TRUE(has_due_hold(users[1]));

@@ -49,6 +49,12 @@ TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   // FNV-1a is fixed: these values are part of the data model and must never change.
   EXPECT_EQ(store::KeySchema::PartitionOf(""), 2166136261u % 64);
   EXPECT_EQ(store::KeySchema::PartitionOf("a"), 0xe40c292cu % 64);
+  // The due-index bucket: the hash bits above the partition's (FNV-1a-32("alice") = 2267157479,
+  // "bob" = 2261164244; reap.lua computes the same in Lua).
+  EXPECT_EQ(store::KeySchema::DueBucketOf("a"), 0xe40c292cu / 64 % 256);
+  EXPECT_EQ(keys.UserDueKey("alice"), "orderhold:{39}:hd:79");
+  EXPECT_EQ(keys.UserDueKey("bob"), "orderhold:{20}:hd:131");
+  EXPECT_EQ(keys.BucketDueKey(20), "orderhold:{20}:bdue");
 }
 
 TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {

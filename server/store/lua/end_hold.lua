@@ -4,9 +4,9 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+-- KEYS[1..6]  as in place_hold.lua: the user's holds, its due-index bucket, the user's outcome
 --             records and hold details (hash) and ended orders (sorted set), the partition's event
---             stream
+--             stream, the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
@@ -30,7 +30,8 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
@@ -47,7 +48,7 @@ if score and tonumber(score) > now then
   redis.call('ZREM', k.holds, order)
   end_hold(k, user, order, outcome, score, now, details)
   trim_outcomes(k, now, retention, max_records)
-  set_due(k.due, user, earliest)
+  set_due(k, user, earliest)
   return {1, now, tonumber(score), 0, outcome, now, details_for(details, score) or '',
     details_for(life, score) or ''}
 end

@@ -9,9 +9,9 @@
 -- Limits are not checked: an extension takes no new slot. It ends nothing, so no event either,
 -- except for holds found no longer live (ended as EXPIRED, each with its event, as end_hold.lua).
 --
--- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+-- KEYS[1..6]  as in place_hold.lua: the user's holds, its due-index bucket, the user's outcome
 --             records, hold details and life records (hash) and ended orders (sorted set), the
---             partition's event stream
+--             partition's event stream, the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1: the wanted time left from now
@@ -42,7 +42,8 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
@@ -114,7 +115,7 @@ if score and tonumber(score) > now then
     earliest = math.min(new, tonumber(first[4] or new))
   end
   redis.call('ZADD', k.holds, 'XX', new, order)
-  set_due(k.due, user, earliest)
+  set_due(k, user, earliest)
   life = format_life(new, place, cap, count, ids)
   if details then
     details = new .. string.match(details, '^%d+(:.*)$')

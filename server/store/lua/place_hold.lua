@@ -11,13 +11,15 @@
 -- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
 --
 -- KEYS[1]  the user's holds: sorted set, member = order_id, score = expire time (Unix ms)
--- KEYS[2]  the due index of the user's partition: sorted set, member = user_id, score = the user's
---          earliest expire time (Unix ms)
+-- KEYS[2]  the due index of the user's bucket (<prefix>:{<partition>}:hd:<bucket>, keys.h): sorted
+--          set, member = user_id, score = the user's earliest expire time (Unix ms)
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), and its holds' details
 --          (fields DETAILS .. order_id, see prelude.lua)
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
---          All five share the user's hash tag.
+-- KEYS[6]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
+--          that bucket's due index, or earlier (set_due in prelude.lua)
+--          All six share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -61,7 +63,8 @@
 -- expire_due, end_hold, trim_outcomes, outcome_of, DETAILS, LIFE): see prelude.lua, prepended when the
 -- script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
@@ -161,7 +164,7 @@ if removed > 0 or result == 1 then
   if result == 1 and (not earliest or expire < tonumber(earliest)) then
     earliest = expire
   end
-  set_due(k.due, user, earliest)
+  set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
         scope_units, violations, details, life}

@@ -20,14 +20,24 @@ end
 -- a key again after a write that may have emptied it: a refusal can then only come before the
 -- first write, and nothing is half done (tests/integration/script_migration_test.cc).
 
--- Sets `user`'s score in the due index `due_key` to `earliest` (the earliest expiry among its
--- holds, as read before the call's writes), or removes the user when `earliest` is nil (no holds
--- left). The reaper relies on this index.
-local function set_due(due_key, user, earliest)
+-- The due index, in two levels (keys.h): the user's bucket k.hd (user -> its earliest expiry)
+-- and the partition's k.bdue (bucket -> the earliest score in its k.hd). k.hd's name ends in
+-- ":hd:<bucket>"; the bucket is read from it.
+-- Sets `user`'s score in k.hd to `earliest` (the earliest expiry among its holds, as read before
+-- the call's writes), or removes the user when `earliest` is nil (no holds left), and lowers the
+-- bucket's score in k.bdue to `earliest` when that is earlier (ZADD LT adds a missing bucket).
+-- The bucket's score is never raised here: after a call that moves the bucket's earliest user
+-- later (Pay, CancelHold, ExtendHold, ReleaseHolds), it is earlier than the truth until the
+-- reaper visits the bucket at that score and sets it right (reap.lua). Early is harmless (one
+-- visit that finds nothing due); late would delay expiries, and never happens. So no call reads
+-- the bucket before writing it. The last touch of k.hd in a script: a ZREM may empty it ("Slot
+-- migrations").
+local function set_due(k, user, earliest)
   if earliest then
-    redis.call('ZADD', due_key, earliest, user)
+    redis.call('ZADD', k.hd, earliest, user)
+    redis.call('ZADD', k.bdue, 'LT', earliest, string.match(k.hd, ':hd:(%d+)$'))
   else
-    redis.call('ZREM', due_key, user)
+    redis.call('ZREM', k.hd, user)
   end
 end
 
@@ -113,7 +123,8 @@ local nudged = false
 -- Ends one hold (already removed from, or about to be removed from, the user's holds by the
 -- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
 -- script, so there is never an end without an event nor an event without an end.
---   k        {holds=, due=, outcomes=, ended=, events=}: the user's keys and the partition's stream
+--   k        {holds=, hd=, bdue=, outcomes=, ended=, events=}: the user's keys and due-index
+--            bucket, the partition's bucket index and stream (set_due)
 --   outcome  PAID, CANCELLED or EXPIRED
 --   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
 --   details  the hold's details value (details_of_order, read before the script's first write),
@@ -265,7 +276,7 @@ local function end_due_then_outcome(k, user, order, now, retention_ms, max_recor
   if removed > 0 then
     expire_due(k, user, now, due, due_details)
     trim_outcomes(k, now, retention_ms, max_records)
-    set_due(k.due, user, next_live[2])
+    set_due(k, user, next_live[2])
   end
   return removed, outcome_of(order, due, record, now, retention_ms)
 end

@@ -12,8 +12,8 @@
 -- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
 -- partition's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
 --
--- Cluster note: the user keys are built here from ARGV[1] rather than passed in KEYS (they are
--- only known after reading the index). They share KEYS[1]'s hash tag, so every key this script
+-- Cluster note: the user keys and the buckets' due indexes are built here from ARGV[1] rather than
+-- passed in KEYS (they are only known after reading the indexes). They share KEYS[1]'s hash tag, so every key this script
 -- touches is in KEYS[1]'s hash slot. While that slot migrates (resharding), Redis refuses, part-way
 -- through the script, any access to one of them that is not on this node, whether it moved or was
 -- never there ("non local key"), and keeps the writes made before. So each user's keys are all
@@ -22,58 +22,83 @@
 -- write, each user is reaped whole or not at all, and the next call after the migration reaps the
 -- rest, one event per hold (tests/integration/script_migration_test.cc). A user without outcome
 -- records is refused too while the slot migrates, so the partition's reaping waits for the
--- migration to end.
+-- migration to end. A bucket's due index is read before the bucket's first write, and written
+-- once its users are reaped: a refusal part-way leaves a reaped user's entry early, which is
+-- harmless (the next visit finds nothing due and sets it right).
 --
--- KEYS[1]  the due index of one partition: sorted set, member = user_id, score = the user's
---          earliest expire time (Unix ms)
+-- KEYS[1]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
+--          the bucket's due index ARGV[1] .. "hd:" .. bucket (member = user_id, score = the user's
+--          earliest expire time), or earlier (set_due in prelude.lua: this script sets it right)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
 -- ARGV[1]  the key prefix of that partition; a user's holds are ARGV[1] .. "u:" .. user_id, its
 --          outcome records and hold details ARGV[1] .. "x:" .. user_id and ended orders
 --          ARGV[1] .. "xt:" .. user_id
--- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time)
+-- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time; a bucket visited that
+--          had no due user counts as one)
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[4]  outcome retention, ms >= 1
 -- ARGV[5]  max outcome records per user, >= 1
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
--- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
---          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
---          replica holds the lease or (standby) nothing is overdue enough (nothing done);
---          oldest_due = the earliest score in the index before this call (Unix ms), or -1 when
---          the index was empty or another replica holds the lease (the index is not read then:
---          -1 does not mean "nothing due").
+-- ARGV[9]  "1": also drain the partition's due index of releases before the buckets,
+--          ARGV[1] .. "due" (member = user_id, score = the user's earliest expire time), no longer
+--          written: its due users are reaped first, each then filed in its bucket. Not in KEYS,
+--          and read first, before any write: it no longer exists once drained, and Redis Cluster
+--          refuses a missing key of a migrating slot, or runs no script declaring one (TRYAGAIN):
+--          declared, it would stop every reap for the whole of a migration. The caller asks for
+--          it only while it may have entries (RedisHoldStore::Reap). "" = leave it alone.
+-- Returns  {now, more, oldest_due, old_left, expire_1, expire_2, ...}: one expire time (Unix ms)
+--          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
+--          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
+--          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
+--          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
+--          lease (the indexes are not read then: -1 does not mean "nothing due"); old_left = 1
+--          when the old index (ARGV[9]) still has entries after this call, 0 when it has none,
+--          -1 when not asked.
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
+local prefix = ARGV[1]
+local old_index = prefix .. 'due'
 
-local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+local function first_score(key)
+  return tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+end
+-- The old index first of all (ARGV[9]): a refusal then comes before anything is done.
+local oldest, old_count
+if ARGV[9] == '1' then
+  oldest = first_score(old_index)
+  old_count = oldest and redis.call('ZCARD', old_index) or 0
+end
+local oldest_bucket = first_score(KEYS[1])
+if not oldest or (oldest_bucket and oldest_bucket < oldest) then
+  oldest = oldest_bucket
+end
 if ARGV[8] ~= '' then
-  if not first[2] or tonumber(first[2]) > now - tonumber(ARGV[8]) then
-    return {now, -1, tonumber(first[2] or -1)}
+  if not oldest or oldest > now - tonumber(ARGV[8]) then
+    return {now, -1, oldest or -1, -1}
   end
 elseif ARGV[6] ~= '' then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[6] then
-    return {now, -1, -1}
+    return {now, -1, -1, -1}
   end
   redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
 end
 
-local limit = tonumber(ARGV[2])
+local budget = tonumber(ARGV[2])
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
-local users = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, limit)
-local out = {now, 0, tonumber(first[2] or -1)}
-if #users == limit then
-  out[2] = 1
-end
-for _, user in ipairs(users) do
-  local k = {holds = ARGV[1] .. 'u:' .. user, due = KEYS[1], outcomes = ARGV[1] .. 'x:' .. user,
-             ended = ARGV[1] .. 'xt:' .. user, events = KEYS[2]}
-  -- Reads first (see the cluster note): every key of the user, its earliest live hold, its due
-  -- holds and their details.
+local out = {now, 0, oldest or -1, -1}
+
+-- Ends the user's due holds (each with its outcome record and event; their expire times go to
+-- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
+-- every key of the user first (see the cluster note), then writes; its holds key may be emptied.
+local function reap_user(user)
+  local k = {holds = prefix .. 'u:' .. user, outcomes = prefix .. 'x:' .. user,
+             ended = prefix .. 'xt:' .. user, events = KEYS[2]}
   redis.call('EXISTS', k.holds, k.outcomes, k.ended)
   local next_live = first_live(k.holds, now)
   local due = due_holds(k.holds, now)
@@ -85,10 +110,84 @@ for _, user in ipairs(users) do
     end
     trim_outcomes(k, now, retention, max_records)
   end
-  if next_live[2] then
-    redis.call('ZADD', KEYS[1], next_live[2], user)
-  else
-    redis.call('ZREM', KEYS[1], user)
+  return tonumber(next_live[2])
+end
+
+-- FNV-1a-32 of s, as KeySchema in keys.cc (Lua numbers are doubles: exact below 2^53; the
+-- multiplication by 16777619 = 2^24 + 403 is split so that it stays there).
+local function fnv1a32(s)
+  local h = 2166136261
+  for i = 1, #s do
+    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = (h * 403 + (h % 256) * 16777216) % 4294967296
   end
+  return h
+end
+
+-- The old index: each due user is reaped, then filed in its bucket (the bucket written before the
+-- old entry goes, so that a refusal part-way leaves the user findable), then leaves the old index.
+if ARGV[9] == '1' then
+  local users = {}
+  if old_count > 0 then
+    users = redis.call('ZRANGEBYSCORE', old_index, '-inf', now, 'LIMIT', 0, budget)
+  end
+  budget = budget - #users
+  for _, user in ipairs(users) do
+    local next_live = reap_user(user)
+    if next_live then
+      local bucket = math.floor(fnv1a32(user) / 64) % 256
+      redis.call('ZADD', prefix .. 'hd:' .. bucket, next_live, user)
+      redis.call('ZADD', KEYS[1], 'LT', next_live, bucket)
+    end
+    redis.call('ZREM', old_index, user)
+  end
+  out[4] = (old_count > #users) and 1 or 0
+end
+
+-- The buckets due: in each, the due users among its lowest `budget` + 1 (all read before the
+-- bucket's first write), each reaped; then the bucket's index entries, and its score set to its
+-- true earliest (the reaped users' next expiries and the first user not reaped). ZADDs before the
+-- ZREM, which alone may empty the bucket's key, and is its last touch ("Slot migrations").
+local buckets = {}
+if budget > 0 then
+  buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, budget)
+end
+for _, bucket in ipairs(buckets) do
+  if budget <= 0 then
+    break
+  end
+  local hd = prefix .. 'hd:' .. bucket
+  local lowest = redis.call('ZRANGE', hd, 0, budget, 'WITHSCORES')
+  local moved, gone, earliest = {}, {}, nil
+  local i = 1
+  while i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
+    local next_live = reap_user(lowest[i])
+    if next_live then
+      moved[#moved + 1] = next_live
+      moved[#moved + 1] = lowest[i]
+      earliest = math.min(earliest or next_live, next_live)
+    else
+      gone[#gone + 1] = lowest[i]
+    end
+    i = i + 2
+  end
+  budget = budget - math.max(1, (i - 1) / 2)
+  if lowest[i + 1] then
+    earliest = math.min(earliest or tonumber(lowest[i + 1]), tonumber(lowest[i + 1]))
+  end
+  if #moved > 0 then
+    redis.call('ZADD', hd, unpack(moved))
+  end
+  if #gone > 0 then
+    redis.call('ZREM', hd, unpack(gone))
+  end
+  if earliest then
+    redis.call('ZADD', KEYS[1], earliest, bucket)
+  else
+    redis.call('ZREM', KEYS[1], bucket)
+  end
+end
+if budget <= 0 then
+  out[2] = 1
 end
 return out

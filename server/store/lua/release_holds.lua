@@ -4,9 +4,9 @@
 -- Why Lua: one atomic step against a concurrent PlaceHold of the same user, whose script runs
 -- wholly before or after this one: its hold is then released, or live afterwards and counted.
 --
--- KEYS[1..5]  as in place_hold.lua: the user's holds, the partition's due index, the user's outcome
+-- KEYS[1..6]  as in place_hold.lua: the user's holds, its due-index bucket, the user's outcome
 --             records, hold details and life records (hash) and ended orders (sorted set), the
---             partition's event stream
+--             partition's event stream, the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  scope; "" = every live hold of the user
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
@@ -21,7 +21,8 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
-local k = {holds = KEYS[1], due = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5]}
+local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, scope = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -65,6 +66,6 @@ if #ended > 0 then
     redis.call('ZREM', k.holds, unpack(ended, i, math.min(i + 999, #ended)))
   end
   trim_outcomes(k, now, retention, max_records)
-  set_due(k.due, user, earliest)
+  set_due(k, user, earliest)
 end
 return {now, #due, out}
