@@ -249,7 +249,9 @@ struct ReapResult {
   bool not_owner = false;  // another owner holds the partition's lease, or (standby) nothing is
                            // overdue enough; nothing was done
   // The earliest expire_time in the partition's index before the call; unset when it has no holds,
-  // or when another owner holds the lease (not_owner without standby: the index is not read).
+  // or when another owner holds the lease (not_owner without standby). A store may report an
+  // earlier instant at which nothing was due any more (RedisHoldStore: a bucket's score left
+  // early by a Pay, which the call that visits it sets right), never a later one.
   std::optional<absl::Time> oldest_due;
 };
 

@@ -34,7 +34,7 @@
 //
 // partition = FNV-1a-32(user_id) mod kPartitionCount, written in decimal inside a Redis Cluster
 // hash tag (https://redis.io/docs/reference/cluster-spec/#hash-tags); "<partition>" above stands
-// for that number, e.g. "orderhold:{17}:due". A user's key and its partition's index share the
+// for that number, e.g. "orderhold:{17}:bdue". A user's key and its partition's indexes share the
 // tag, hence the hash slot, so every script touches one slot and Redis Cluster needs no
 // data-model change. The reaper visits kPartitionCount indexes per tick, never all users.
 //
@@ -42,7 +42,8 @@
 // partition does not use; lua/reap.lua computes it too, for users of the old index). Why buckets:
 // one sorted set per partition holding every user with a hold is a skiplist, ~110 B per user;
 // kDueBucketCount small ones per partition stay listpacks (zset-max-listpack-entries, 128 by
-// default: up to ~2M users with holds), ~20 B per user. That is the Redis memory-optimization
+// default: up to ~2M users with holds, with ids of at most zset-max-listpack-value bytes, 64 by
+// default; deploy/README.md), ~20 B per user. That is the Redis memory-optimization
 // guide's idea (https://redis.io/docs/management/optimization/memory-optimization/, "Use hashes
 // when possible": many small aggregates instead of one big one), measured in
 // tests/bench/README.md ("Memory per live hold").

@@ -12,19 +12,21 @@
 -- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
 -- partition's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
 --
--- Cluster note: the user keys and the buckets' due indexes are built here from ARGV[1] rather than
--- passed in KEYS (they are only known after reading the indexes). They share KEYS[1]'s hash tag, so every key this script
--- touches is in KEYS[1]'s hash slot. While that slot migrates (resharding), Redis refuses, part-way
--- through the script, any access to one of them that is not on this node, whether it moved or was
--- never there ("non local key"), and keeps the writes made before. So each user's keys are all
--- read before any of them is written, and the user's next expiry is read before its holds key is
--- emptied (an emptied key is deleted, and then refused): a refusal comes before the user's first
--- write, each user is reaped whole or not at all, and the next call after the migration reaps the
--- rest, one event per hold (tests/integration/script_migration_test.cc). A user without outcome
--- records is refused too while the slot migrates, so the partition's reaping waits for the
--- migration to end. A bucket's due index is read before the bucket's first write, and written
--- once its users are reaped: a refusal part-way leaves a reaped user's entry early, which is
--- harmless (the next visit finds nothing due and sets it right).
+-- Cluster note: the user keys and the buckets' due indexes are built here from ARGV[1] rather
+-- than passed in KEYS (they are only known after reading the indexes). They share KEYS[1]'s hash
+-- tag, so every key this script touches is in KEYS[1]'s hash slot. While that slot migrates
+-- (resharding), Redis refuses, part-way through the script, any access to one of them that is not
+-- on this node, whether it moved or was never there ("non local key"), and keeps the writes made
+-- before. So each user's keys are all read before any of them is written, and the user's next
+-- expiry is read before its holds key is emptied (an emptied key is deleted, and then refused): a
+-- refusal comes before the user's first write, each user is reaped whole or not at all (and once
+-- per call: a user in both indexes is not reaped again by the bucket pass), and the next call
+-- after the migration reaps the rest, one event per hold
+-- (tests/integration/script_migration_test.cc). A user without outcome records is refused too
+-- while the slot migrates, so the partition's reaping waits for the migration to end. A bucket's
+-- due index is read before the bucket's first write, and written once its users are reaped: a
+-- refusal part-way leaves a reaped user's entry early, which is harmless (the next visit finds
+-- nothing due and sets it right).
 --
 -- KEYS[1]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
 --          the bucket's due index ARGV[1] .. "hd:" .. bucket (member = user_id, score = the user's
@@ -45,18 +47,20 @@
 -- ARGV[9]  "1": also drain the partition's due index of releases before the buckets,
 --          ARGV[1] .. "due" (member = user_id, score = the user's earliest expire time), no longer
 --          written: its due users are reaped first, each then filed in its bucket. Not in KEYS,
---          and read first, before any write: it no longer exists once drained, and Redis Cluster
---          refuses a missing key of a migrating slot, or runs no script declaring one (TRYAGAIN):
---          declared, it would stop every reap for the whole of a migration. The caller asks for
---          it only while it may have entries (RedisHoldStore::Reap). "" = leave it alone.
+--          and read first, before any write, with redis.pcall: it no longer exists once drained,
+--          and Redis Cluster refuses a missing key of a migrating slot, or runs no script
+--          declaring one (TRYAGAIN): declared, it would stop every reap for the whole of a
+--          migration; refused, it is skipped (old_left = -1) and the buckets are reaped. The
+--          caller asks for it only while it may have entries (RedisHoldStore::Reap). "" = leave
+--          it alone.
 -- Returns  {now, more, oldest_due, old_left, expire_1, expire_2, ...}: one expire time (Unix ms)
 --          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
 --          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
 --          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
---          lease (the indexes are not read then: -1 does not mean "nothing due"); old_left = 1
---          when the old index (ARGV[9]) still has entries after this call, 0 when it has none,
---          -1 when not asked.
+--          lease (-1 does not mean "nothing due" then); old_left = 1 when the old index
+--          (ARGV[9]) still has entries after this call, 0 when it has none, -1 when it was not
+--          asked for, could not be read (a migrating slot), or nothing was done (result -1).
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
@@ -70,8 +74,11 @@ end
 -- The old index first of all (ARGV[9]): a refusal then comes before anything is done.
 local oldest, old_count
 if ARGV[9] == '1' then
-  oldest = first_score(old_index)
-  old_count = oldest and redis.call('ZCARD', old_index) or 0
+  local first = redis.pcall('ZRANGE', old_index, 0, 0, 'WITHSCORES')
+  if not first.err then
+    oldest = tonumber(first[2])
+    old_count = oldest and redis.call('ZCARD', old_index) or 0
+  end
 end
 local oldest_bucket = first_score(KEYS[1])
 if not oldest or (oldest_bucket and oldest_bucket < oldest) then
@@ -126,16 +133,20 @@ end
 
 -- The old index: each due user is reaped, then filed in its bucket (the bucket written before the
 -- old entry goes, so that a refusal part-way leaves the user findable), then leaves the old index.
-if ARGV[9] == '1' then
+local drained = {}  -- user -> its next expiry, or false: reaped by the drain (not again below)
+if old_count then
   local users = {}
   if old_count > 0 then
     users = redis.call('ZRANGEBYSCORE', old_index, '-inf', now, 'LIMIT', 0, budget)
   end
   budget = budget - #users
   for _, user in ipairs(users) do
+    local bucket = math.floor(fnv1a32(user) / 64) % 256
+    -- The bucket's key is checked before the user's writes, as its own (see the bucket pass).
+    redis.call('EXISTS', prefix .. 'hd:' .. bucket, KEYS[1])
     local next_live = reap_user(user)
+    drained[user] = next_live or false
     if next_live then
-      local bucket = math.floor(fnv1a32(user) / 64) % 256
       redis.call('ZADD', prefix .. 'hd:' .. bucket, next_live, user)
       redis.call('ZADD', KEYS[1], 'LT', next_live, bucket)
     end
@@ -157,11 +168,21 @@ for _, bucket in ipairs(buckets) do
     break
   end
   local hd = prefix .. 'hd:' .. bucket
+  -- Two keys, so that while the slot migrates a bucket key not on this node is refused rather
+  -- than read as empty: a one-key command on a missing key is served by the importing node (this
+  -- script runs there after an ASK once the declared keys have moved), and an empty read would
+  -- drop the bucket, and its users, from the bucket index. Like the users' EXISTS in reap_user.
+  redis.call('EXISTS', hd, KEYS[1])
   local lowest = redis.call('ZRANGE', hd, 0, budget, 'WITHSCORES')
   local moved, gone, earliest = {}, {}, nil
   local i = 1
   while i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
-    local next_live = reap_user(lowest[i])
+    -- A user both indexes had (filed again by this release) was reaped by the drain: its holds
+    -- key may be gone, and is not touched again ("Slot migrations").
+    local next_live = drained[lowest[i]]
+    if next_live == nil then
+      next_live = reap_user(lowest[i])
+    end
     if next_live then
       moved[#moved + 1] = next_live
       moved[#moved + 1] = lowest[i]
