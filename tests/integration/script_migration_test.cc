@@ -208,23 +208,42 @@ TEST_F(UserScriptMigrationTest, PlaceHoldThatExpiresTheLastHoldOnTheWayCreatesTh
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "3", "3", "3"));
 }
 
-TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
-  RedisClusterOptions options;
-  options.primaries = 2;
-  options.replicas_per_primary = 0;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Start(options));
-  const KeySchema keys("orderhold");
-  ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(keys.DueKey(kPartition)));
-  ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
-  const int target = 1 - owner;
+// A cluster of two primaries, no replicas: kPartition's slot, its owner and the other node.
+class ReapMigrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    options_.primaries = 2;
+    options_.replicas_per_primary = 0;
+    ASSERT_OK_AND_ASSIGN(cluster_, RedisCluster::Start(options_));
+    ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.BucketDueKey(kPartition)));
+    ASSERT_OK_AND_ASSIGN(owner_, cluster_->PrimaryFor(slot_));
+    target_ = 1 - owner_;
+  }
 
-  RedisStoreOptions store_options;
-  store_options.client.topology = std::make_shared<redis::StandaloneTopology>(
-      redis::HostPort{"127.0.0.1", cluster->node(owner).port()});
-  store_options.client.node.user = options.app_user;
-  store_options.client.node.password = options.app_password;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
-                       ConnectRedisStore(std::move(store_options)));
+  // A store talking to the slot's owner alone (standalone mode: no redirect is followed).
+  absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectToOwner() {
+    RedisStoreOptions store_options;
+    store_options.client.topology = std::make_shared<redis::StandaloneTopology>(
+        redis::HostPort{"127.0.0.1", cluster_->node(owner_).port()});
+    store_options.client.node.user = options_.app_user;
+    store_options.client.node.password = options_.app_password;
+    return ConnectRedisStore(std::move(store_options));
+  }
+
+  RedisClusterOptions options_;
+  std::unique_ptr<RedisCluster> cluster_;
+  const KeySchema keys_{"orderhold"};
+  int slot_ = -1;
+  int owner_ = -1;
+  int target_ = -1;
+};
+
+TEST_F(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
+  RedisCluster* const cluster = cluster_.get();
+  const KeySchema& keys = keys_;
+  const int slot = slot_, owner = owner_, target = target_;
+
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store, ConnectToOwner());
   const auto call = [] { return CallOptions{absl::Now() + absl::Seconds(5), std::nullopt}; };
 
   // Three users of the partition, each with a paid hold (an outcome record) and a due one; due in
@@ -334,13 +353,7 @@ TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
   // script skips it and reaps the buckets all the same (u[1]'s "later" hold, due 11 h from now).
   ASSERT_THAT(cluster->SetImporting(slot, target, owner), IsOk());
   ASSERT_THAT(cluster->SetMigrating(slot, owner, target), IsOk());
-  RedisStoreOptions fresh_options;
-  fresh_options.client.topology = std::make_shared<redis::StandaloneTopology>(
-      redis::HostPort{"127.0.0.1", cluster->node(owner).port()});
-  fresh_options.client.node.user = options.app_user;
-  fresh_options.client.node.password = options.app_password;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> fresh,
-                       ConnectRedisStore(std::move(fresh_options)));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> fresh, ConnectToOwner());
   ASSERT_OK_AND_ASSIGN(
       ReapResult while_migrating, Await<ReapResult>([&](auto done) {
         fresh->Reap(kPartition, reap_args,
@@ -360,15 +373,11 @@ TEST(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
 // the missing bucket would drop the bucket, and so its user, from the bucket index for good; the
 // bucket is read with a two-key EXISTS first, which Redis refuses instead, and the hold is reaped
 // once the slot has moved.
-TEST(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
-  RedisClusterOptions options;
-  options.primaries = 2;
-  options.replicas_per_primary = 0;
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Start(options));
-  const KeySchema keys("orderhold");
-  ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(keys.BucketDueKey(kPartition)));
-  ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
-  const int target = 1 - owner;
+TEST_F(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
+  RedisCluster* const cluster = cluster_.get();
+  const RedisClusterOptions& options = options_;
+  const KeySchema& keys = keys_;
+  const int slot = slot_, owner = owner_, target = target_;
 
   RedisStoreOptions store_options;
   store_options.client.node.user = options.app_user;
