@@ -32,9 +32,9 @@ if [[ "${1:-}" == "--sanitize" ]]; then
   # -O1 -g1, as AddressSanitizer's docs advise: reasonable speed, stack traces with file:line, and
   # a build far cheaper than -O2 -g (the sanitized build is the longest step of CI).
   # No benchmark or soak tools (ORDERHOLD_TOOLS): no test runs them. The libFuzzer targets
-  # (ORDERHOLD_FUZZ: every object also instrumented for coverage, which the tests do not notice)
-  # are built here too, so tests/fuzz/run.sh finds them built instead of compiling everything a
-  # third time (CI: ~110 s).
+  # (ORDERHOLD_FUZZ: server/ is also instrumented for libFuzzer's coverage, which the tests do not
+  # notice) are built here too, so tests/fuzz/run.sh finds them built instead of compiling
+  # everything a third time (CI: ~110 s).
   CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=ON -DORDERHOLD_SANITIZE=ON -DORDERHOLD_TOOLS=OFF -DORDERHOLD_FUZZ=ON
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
