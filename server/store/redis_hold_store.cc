@@ -435,49 +435,32 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
     std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }
-  // Whether to drain the old due index too (old_due_ in the header); until this call answers,
-  // the next calls ask again only after kOldDueRetry (so a failure defers it).
-  const int64_t host_ms = absl::ToUnixMillis(absl::Now());
-  std::shared_ptr<OldDueIndex> old_due;
-  if (old_due_->next_ask_ms[partition].load(std::memory_order_relaxed) <= host_ms) {
-    old_due = old_due_;
-    old_due->next_ask_ms[partition].store(host_ms + absl::ToInt64Milliseconds(kOldDueRetry),
-                                          std::memory_order_relaxed);
-  }
   redis::RedisCommand command = Eval<Script::kReap>(
       {keys_.BucketDueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition)},
       {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
        retention_ms_, max_outcomes_, std::move(args.owner),
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
-       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
-       old_due != nullptr ? "1" : ""});
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
   command.writes = true;
   // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
   // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.
   command.inline_ok = args.alone;
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done),
-             [old_due = std::move(old_due), partition,
-              host_ms](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
-               std::vector<int64_t> v;
-               if (!IntArray(reply, 4, &v)) return BadReply("reap.lua");
-               if (old_due != nullptr && v[3] >= 0) {
-                 old_due->next_ask_ms[partition].store(
-                     v[3] == 1 ? 0 : host_ms + absl::ToInt64Milliseconds(kOldDueRecheck),
-                     std::memory_order_relaxed);
-               }
-               ReapResult result;
-               result.now = FromMillis(v[0]);
-               result.more = v[1] == 1;
-               result.not_owner = v[1] == -1;
-               if (v[2] >= 0) result.oldest_due = FromMillis(v[2]);
-               result.reaped_expire_times.reserve(v.size() - 4);
-               for (size_t i = 4; i < v.size(); ++i) {
-                 result.reaped_expire_times.push_back(FromMillis(v[i]));
-               }
-               return result;
-             }));
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
+        std::vector<int64_t> v;
+        if (!IntArray(reply, 3, &v)) return BadReply("reap.lua");
+        ReapResult result;
+        result.now = FromMillis(v[0]);
+        result.more = v[1] == 1;
+        result.not_owner = v[1] == -1;
+        if (v[2] >= 0) result.oldest_due = FromMillis(v[2]);
+        result.reaped_expire_times.reserve(v.size() - 3);
+        for (size_t i = 3; i < v.size(); ++i) {
+          result.reaped_expire_times.push_back(FromMillis(v[i]));
+        }
+        return result;
+      }));
 }
 
 void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,

@@ -20,15 +20,11 @@
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 
-#include <array>
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "server/redis/redis_caller.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
@@ -95,22 +91,7 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
                  std::unique_ptr<redis::RedisCaller> background);
 
-  // The due index of releases before the bucketed one (KeySchema::DueKey): reap.lua drains it
-  // only when asked (its ARGV[9] says why it is not in KEYS), and Reap asks while it may have
-  // entries. Per partition, the host time (Unix ms) from which Reap asks again: 0 (the start) =
-  // every call; after a call that found it empty, kOldDueRecheck later, since a replica of the
-  // previous release may still file users there during a rolling upgrade; after a call that
-  // asked and failed (in Redis Cluster, refused while the slot migrates: the index is gone),
-  // kOldDueRetry later, so that the calls in between reap the buckets. Shared with the calls'
-  // callbacks.
-  struct OldDueIndex {
-    std::array<std::atomic<int64_t>, KeySchema::kPartitionCount> next_ask_ms{};
-  };
-  static constexpr absl::Duration kOldDueRecheck = absl::Seconds(60);
-  static constexpr absl::Duration kOldDueRetry = absl::Seconds(10);
-
   const KeySchema keys_;
-  const std::shared_ptr<OldDueIndex> old_due_ = std::make_shared<OldDueIndex>();
   const std::string retention_ms_;  // outcome retention, ms, as a script argument
   const std::string max_outcomes_;  // max outcome records per user, as a script argument
   std::unique_ptr<redis::RedisCaller> client_;      // requests

@@ -44,23 +44,20 @@
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
--- ARGV[9]  "1": also drain the partition's due index of releases before the buckets,
---          ARGV[1] .. "due" (member = user_id, score = the user's earliest expire time), no longer
---          written: its due users are reaped first, each then filed in its bucket. Not in KEYS,
---          and read first, before any write, with redis.pcall: it no longer exists once drained,
---          and Redis Cluster refuses a missing key of a migrating slot, or runs no script
---          declaring one (TRYAGAIN): declared, it would stop every reap for the whole of a
---          migration; refused, it is skipped (old_left = -1) and the buckets are reaped. The
---          caller asks for it only while it may have entries (RedisHoldStore::Reap). "" = leave
---          it alone.
--- Returns  {now, more, oldest_due, old_left, expire_1, expire_2, ...}: one expire time (Unix ms)
---          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
---          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
+-- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
+--          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
+--          replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
 --          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
---          lease (-1 does not mean "nothing due" then); old_left = 1 when the old index
---          (ARGV[9]) still has entries after this call, 0 when it has none, -1 when it was not
---          asked for, could not be read (a migrating slot), or nothing was done (result -1).
+--          lease (-1 does not mean "nothing due" then).
+-- Old index: the partition's due index of releases before the buckets, ARGV[1] .. "due" (member
+--          = user_id, score = the user's earliest expire time), is no longer written; every call
+--          drains it: its due users are reaped first, each then filed in its bucket. Not in KEYS,
+--          and read first, before any write, with redis.pcall: it no longer exists once drained
+--          (or never did), and Redis Cluster runs no script declaring a missing key of a
+--          migrating slot (TRYAGAIN: every reap would stop for the whole of a migration) and
+--          refuses a read of one in the old owner: then it is skipped and the buckets are reaped.
+--          Once drained, it costs one read of a missing key per call.
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
@@ -71,34 +68,33 @@ local old_index = prefix .. 'due'
 local function first_score(key)
   return tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
 end
--- The old index first of all (ARGV[9]): a refusal then comes before anything is done.
-local oldest, old_count
-if ARGV[9] == '1' then
-  local first = redis.pcall('ZRANGE', old_index, 0, 0, 'WITHSCORES')
-  if not first.err then
-    oldest = tonumber(first[2])
-    old_count = oldest and redis.call('ZCARD', old_index) or 0
-  end
+-- The old index first of all: a refusal then comes before anything is done. `oldest` is set
+-- (and the drain below runs) only when it exists and could be read.
+local oldest
+local first_old = redis.pcall('ZRANGE', old_index, 0, 0, 'WITHSCORES')
+if not first_old.err then
+  oldest = tonumber(first_old[2])
 end
+local drain_old = oldest ~= nil
 local oldest_bucket = first_score(KEYS[1])
 if not oldest or (oldest_bucket and oldest_bucket < oldest) then
   oldest = oldest_bucket
 end
 if ARGV[8] ~= '' then
   if not oldest or oldest > now - tonumber(ARGV[8]) then
-    return {now, -1, oldest or -1, -1}
+    return {now, -1, oldest or -1}
   end
 elseif ARGV[6] ~= '' then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[6] then
-    return {now, -1, -1, -1}
+    return {now, -1, -1}
   end
   redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
 end
 
 local budget = tonumber(ARGV[2])
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {now, 0, oldest or -1, -1}
+local out = {now, 0, oldest or -1}
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to
 -- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
@@ -134,11 +130,8 @@ end
 -- The old index: each due user is reaped, then filed in its bucket (the bucket written before the
 -- old entry goes, so that a refusal part-way leaves the user findable), then leaves the old index.
 local drained = {}  -- user -> its next expiry, or false: reaped by the drain (not again below)
-if old_count then
-  local users = {}
-  if old_count > 0 then
-    users = redis.call('ZRANGEBYSCORE', old_index, '-inf', now, 'LIMIT', 0, budget)
-  end
+if drain_old then
+  local users = redis.call('ZRANGEBYSCORE', old_index, '-inf', now, 'LIMIT', 0, budget)
   budget = budget - #users
   for _, user in ipairs(users) do
     local bucket = math.floor(fnv1a32(user) / 64) % 256
@@ -152,7 +145,6 @@ if old_count then
     end
     redis.call('ZREM', old_index, user)
   end
-  out[4] = (old_count > #users) and 1 or 0
 end
 
 -- The buckets due: in each, the due users among its lowest `budget` + 1 (all read before the
