@@ -148,6 +148,7 @@ absl::Status App::StartStore(const Config& config, const ValidConfig& valid,
   options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
   options.key_prefix = config.key_prefix;
   options.outcomes = config.outcomes;
+  options.hold_layout = config.hold_layout;
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr
                         ? std::shared_ptr<redis::RedisTopology>(options.cluster)

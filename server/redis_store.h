@@ -32,6 +32,8 @@ struct RedisStoreOptions {
   std::string key_prefix = "orderhold";
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
   store::OutcomePolicy outcomes;
+  // Where users' holds are kept (--hold_layout; see store::HoldLayout).
+  store::HoldLayout hold_layout = store::HoldLayout::kV1;
   // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.
   prometheus::Counter* moved_redirects = nullptr;
   prometheus::Counter* ask_redirects = nullptr;

@@ -46,6 +46,10 @@ std::string KeySchema::UserDueKey(absl::string_view user_id) const {
   return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "hd:", DueBucketOf(user_id));
 }
 
+std::string KeySchema::HoldsBucketKey(absl::string_view user_id) const {
+  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "h:", DueBucketOf(user_id));
+}
+
 std::string KeySchema::BucketDueKey(int partition) const {
   return absl::StrCat(PartitionPrefix(partition), "bdue");
 }

@@ -1,12 +1,18 @@
 // Redis key naming, in one place.
 //
-//   <prefix>:{<partition>}:u:<user_id>   the user's holds (sorted set: order_id -> expire ms)
+//   <prefix>:{<partition>}:u:<user_id>   the user's holds in layout v1 (sorted set: order_id ->
+//                                        expire ms); see "Hold layouts" in lua/prelude.lua
+//   <prefix>:{<partition>}:h:<bucket>    the holds of the partition's users in `bucket` (the
+//                                        due index's) in layout v2 (hash: user_id -> its holds,
+//                                        packed: lua/prelude.lua pack_holds)
 //   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
 //                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua,
 //                                        its holds' details (fields "\x01" + order_id: only
 //                                        holds with a scope, a quantity or labels) and life
 //                                        records (fields "\x02" + order_id: every hold; formats
-//                                        in hold_details_codec.h)
+//                                        in hold_details_codec.h): of every v1 hold, and of v2
+//                                        holds once ended (a v2 user has no x: or xt: before its
+//                                        first end)
 //   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
 //   <prefix>:{<partition>}:hd:<bucket>   the due index of the partition's users in `bucket`
 //                                        (sorted set: user_id -> the user's earliest expire ms)
@@ -86,6 +92,9 @@ class KeySchema {
   std::string EndedKey(absl::string_view user_id) const;
   // The due index of the user's bucket: <prefix>:{<partition>}:hd:<bucket>.
   std::string UserDueKey(absl::string_view user_id) const;
+  // The holds bucket of the user (layout v2): <prefix>:{<partition>}:h:<bucket>, the bucket of
+  // UserDueKey.
+  std::string HoldsBucketKey(absl::string_view user_id) const;
   // The partition's bucket index: <prefix>:{<partition>}:bdue.
   std::string BucketDueKey(int partition) const;
   // The partition's due index of earlier releases (drained by the reaper, never written).

@@ -160,7 +160,7 @@ std::vector<std::string> RedisHoldStore::Scripts() {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-    std::unique_ptr<redis::RedisCaller> background) {
+    std::unique_ptr<redis::RedisCaller> background, HoldLayout layout) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(key_prefix));
   if (outcomes.retention < absl::Milliseconds(1) || outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
@@ -169,18 +169,27 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   if (client == nullptr || background == nullptr) {
     return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
-  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
-      KeySchema(std::move(key_prefix)), outcomes, std::move(client), std::move(background)));
+  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(KeySchema(std::move(key_prefix)),
+                                                            outcomes, std::move(client),
+                                                            std::move(background), layout));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                                std::unique_ptr<redis::RedisCaller> client,
-                               std::unique_ptr<redis::RedisCaller> background)
+                               std::unique_ptr<redis::RedisCaller> background, HoldLayout layout)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
+      layout_(layout),
+      layout_mode_(layout == HoldLayout::kV1       ? "0"
+                   : layout == HoldLayout::kReadV2 ? "1"
+                                                   : "2"),
       client_(std::move(client)),
       background_(std::move(background)) {}
+
+std::string RedisHoldStore::HoldsBucketArg(absl::string_view user_id) const {
+  return layout_ == HoldLayout::kV1 ? keys_.UserKey(user_id) : keys_.HoldsBucketKey(user_id);
+}
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
@@ -188,14 +197,15 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   const bool scoped = !args.details.scope.empty();
   redis::RedisCommand command = Eval<Script::kPlaceHold>(
       {keys_.UserKey(args.user_id), keys_.UserDueKey(args.user_id), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition)},
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+       HoldsBucketArg(args.user_id)},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
        NowArg(options), retention_ms_, max_outcomes_, absl::StrCat(args.max_units),
        args.details.scope, absl::StrCat(std::max<int64_t>(1, args.details.quantity)),
        absl::StrCat(scoped ? args.details.scope_limits.max_holds : 0),
        absl::StrCat(scoped ? args.details.scope_limits.max_units : 0),
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime)))});
+       absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))), layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -236,11 +246,12 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
   const int partition = KeySchema::PartitionOf(user_id);
   redis::RedisCommand command = Eval<Script::kEndHold>(
       {keys_.UserKey(user_id), keys_.UserDueKey(user_id), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition)},
+       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+       HoldsBucketArg(user_id)},
       // Copies, not moves: the two arrays are built in an unspecified order, and the keys read
       // user_id.
       {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
-       max_outcomes_});
+       max_outcomes_, layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -267,7 +278,8 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
   redis::RedisCommand command = Eval<Script::kListHolds>(
-      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id)}, {NowArg(options)});
+      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id), HoldsBucketArg(user_id)},
+      {NowArg(options), layout_mode_, user_id});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
@@ -309,11 +321,12 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
   const int partition = KeySchema::PartitionOf(args.user_id);
   redis::RedisCommand command = Eval<Script::kExtendHold>(
       {keys_.UserKey(args.user_id), keys_.UserDueKey(args.user_id), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition)},
+       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+       HoldsBucketArg(args.user_id)},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
        max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl)))});
+       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl))), layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -360,9 +373,9 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
 
 void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
                              Callback<GetHoldResult> done) {
-  redis::RedisCommand command =
-      Eval<Script::kGetHold>({keys_.UserKey(user_id), keys_.OutcomesKey(user_id)},
-                             {order_id, NowArg(options), retention_ms_});
+  redis::RedisCommand command = Eval<Script::kGetHold>(
+      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id), HoldsBucketArg(user_id)},
+      {order_id, NowArg(options), retention_ms_, layout_mode_, user_id});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
@@ -396,8 +409,9 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
   const int partition = KeySchema::PartitionOf(user_id);
   redis::RedisCommand command = Eval<Script::kReleaseHolds>(
       {keys_.UserKey(user_id), keys_.UserDueKey(user_id), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition)},
-      {user_id, std::move(scope), NowArg(options), retention_ms_, max_outcomes_});
+       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+       HoldsBucketArg(user_id)},
+      {user_id, std::move(scope), NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
@@ -440,7 +454,8 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
       {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
        retention_ms_, max_outcomes_, std::move(args.owner),
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
-       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
+       layout_mode_});
   command.writes = true;
   // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
   // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.

@@ -5,6 +5,7 @@
 #
 #   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--backlog 60] [--no-replicas]
 #                               [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]
+#                               [--hold_layout v1|v2]
 # (--drain-only: phase 4 alone, written to <out>/reaper-drain.md; --cluster-only: phase 5 alone,
 # written to <out>/reaper-cluster.md.)
 #
@@ -68,6 +69,7 @@ CLUSTER=1
 CLUSTER_ONLY=0
 DRAIN_ONLY=0
 OUT="${REPO}/build/bench"
+LAYOUT=v1  # --hold_layout of the seeded holds and of every server
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
@@ -79,7 +81,8 @@ while (($#)); do
     --cluster-only) CLUSTER_ONLY=1 ;;
     --drain-only) DRAIN_ONLY=1 ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]" >&2
+    --hold_layout) LAYOUT="$2"; shift ;;
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--no-cluster] [--cluster-only] [--drain-only] [--out DIR] [--hold_layout v1|v2]" >&2
        exit 64 ;;
   esac
   shift
@@ -153,7 +156,8 @@ start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   for attempt in 1 2 3; do  # a port taken between free_port and the bind: try others
     port="$(free_port)" SRV_METRICS="$(free_port)"
     "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
-      --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" "$@" 2>"${WORK}/server-${name}.log" &
+      --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --hold_layout="${LAYOUT}" "$@" \
+      2>"${WORK}/server-${name}.log" &
     SRV_PID=$!
     PIDS+=("${SRV_PID}")
     wait_port "${SRV_METRICS}" && return 0
@@ -183,12 +187,14 @@ seed_and_measure() {
   FIRST=$((HOLDS / 30000 + MARGIN))
   echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
   T0="$(now_s)"
-  "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --users="${FIRST_USERS}" \
+  "${SEED}" --hold_layout="${LAYOUT}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
+    --users="${FIRST_USERS}" \
     --holds_per_user=3 --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" \
     >"${WORK}/seed-${FILES}.txt"
   if ((USERS > FIRST_USERS)); then
     REST_HOLDS=$(((USERS - FIRST_USERS) * 3))
-    "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --first_user="${FIRST_USERS}" \
+    "${SEED}" --hold_layout="${LAYOUT}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
+      --first_user="${FIRST_USERS}" \
       --users="$((USERS - FIRST_USERS))" --holds_per_user=3 --ttl=1h \
       --first_expiry="$(awk -v t="${T0}" -v n="$(now_s)" -v f="${FIRST}" -v s="${SPREAD}" \
                         'BEGIN { printf "%.3f", f + s - (n - t) }')s" \
@@ -335,7 +341,8 @@ DRAIN_HOLDS=$((DRAIN_USERS * 3))
 start_redis
 echo "reaper bench: drain: seeding ${DRAIN_HOLDS} holds due over ${BACKLOG_S} s, no server running" >&2
 T0="$(now_s)"
-"${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="${DRAIN_USERS}" \
+"${SEED}" --hold_layout="${LAYOUT}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+  --users="${DRAIN_USERS}" \
   --holds_per_user=3 --ttl=1h --first_expiry=1ms --expire_spread="${BACKLOG_S}s" >&2
 mapfile -t DUE_KEYS < <(redis-cli -p "${REDIS_PORT}" --scan --pattern '*:hd:*')
 # Users with holds left, summed over the due indexes in one script call (a ZCARD round trip per

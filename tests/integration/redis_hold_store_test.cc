@@ -435,5 +435,104 @@ TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// --hold_layout (HoldLayout): the rollout's mixed fleet, replicas on read_v2 and v2 at once. A
+// user's holds stay in the layout they are in whichever replica calls, and each replica counts,
+// lists, ends and reaps the other layout's holds as its own.
+class HoldLayoutTest : public RedisHoldStoreTest {
+ protected:
+  std::unique_ptr<RedisHoldStore> Connect(HoldLayout layout) {
+    RedisStoreOptions options;
+    options.client.topology =
+        std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
+    options.hold_layout = layout;
+    auto store = ConnectRedisStore(std::move(options));
+    EXPECT_THAT(store, IsOk());
+    return store.ok() ? *std::move(store) : nullptr;
+  }
+  static CallOptions At(absl::Time now) { return CallOptions{absl::Now() + absl::Seconds(5), now}; }
+  static absl::StatusOr<PlaceHoldResult> PlaceAt(RedisHoldStore& store, const std::string& user,
+                                                 const std::string& order, absl::Time now) {
+    return Await<PlaceHoldResult>([&](auto done) {
+      store.PlaceHold(PlaceHoldArgs{user, order, absl::Seconds(10), 3, 0, {}}, At(now),
+                      std::move(done));
+    });
+  }
+  // "1" when `key` exists, "0" when not; `field` given: whether the hash `key` has it.
+  std::string Exists(const std::string& key, const std::string& field = "") {
+    auto reply =
+        field.empty() ? redis_->Command({"EXISTS", key}) : redis_->Command({"HEXISTS", key, field});
+    EXPECT_THAT(reply, IsOk());
+    return reply.ok() ? *reply : "";
+  }
+};
+
+TEST_F(HoldLayoutTest, UsersStayInTheirLayoutAndEveryReplicaSeesBoth) {
+  std::unique_ptr<RedisHoldStore> read_v2 = Connect(HoldLayout::kReadV2);
+  std::unique_ptr<RedisHoldStore> v2 = Connect(HoldLayout::kV2);
+  ASSERT_NE(read_v2, nullptr);
+  ASSERT_NE(v2, nullptr);
+  const KeySchema& keys = v2->keys();
+  const absl::Time t0 = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
+
+  // alice starts in v1 (read_v2 places new users there) and stays there when v2 places for her.
+  ASSERT_THAT(PlaceAt(*read_v2, "alice", "a1", t0), IsOk());
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult a2, PlaceAt(*v2, "alice", "a2", t0));
+  EXPECT_EQ(a2.active_holds, 2);
+  EXPECT_EQ(redis_->Command({"ZCARD", keys.UserKey("alice")}).value_or(""), "2");
+  EXPECT_EQ(Exists(keys.HoldsBucketKey("alice"), "alice"), "0");
+
+  // bob starts in v2: one field of his holds bucket, no key of his own.
+  ASSERT_THAT(PlaceAt(*v2, "bob", "b1", t0), IsOk());
+  ASSERT_THAT(PlaceAt(*v2, "bob", "b2", t0 + absl::Seconds(1)), IsOk());
+  EXPECT_EQ(Exists(keys.HoldsBucketKey("bob"), "bob"), "1");
+  EXPECT_EQ(Exists(keys.UserKey("bob")), "0");
+  EXPECT_EQ(Exists(keys.OutcomesKey("bob")), "0");
+  // read_v2 counts bob's v2 holds against his limit, and places his third in v2.
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult b3, PlaceAt(*read_v2, "bob", "b3", t0 + absl::Seconds(2)));
+  EXPECT_EQ(b3.outcome, PlaceHoldResult::Outcome::kCreated);
+  EXPECT_EQ(b3.active_holds, 3);
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult b4, PlaceAt(*read_v2, "bob", "b4", t0 + absl::Seconds(2)));
+  EXPECT_EQ(b4.outcome, PlaceHoldResult::Outcome::kLimitReached);
+  EXPECT_EQ(b4.expire_time, t0 + absl::Seconds(10));  // b1's
+  EXPECT_EQ(Exists(keys.UserKey("bob")), "0");
+  auto listed = Await<ListHoldsResult>(
+      [&](auto done) { read_v2->ListHolds("bob", At(t0 + absl::Seconds(3)), std::move(done)); });
+  ASSERT_THAT(listed, IsOk());
+  ASSERT_EQ(listed->holds.size(), 3u);
+  EXPECT_EQ(listed->holds[0].order_id, "b1");
+  EXPECT_EQ(listed->holds[0].details.place_time, t0);
+
+  // Paid through read_v2: the ended v2 hold's record and life record move to bob's own keys,
+  // where GetHold through the other replica finds them.
+  auto paid = Await<EndHoldResult>([&](auto done) {
+    read_v2->EndHold("bob", "b2", HoldOutcome::kPaid, At(t0 + absl::Seconds(4)), std::move(done));
+  });
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(Exists(keys.OutcomesKey("bob")), "1");
+  auto got = Await<GetHoldResult>(
+      [&](auto done) { v2->GetHold("bob", "b2", At(t0 + absl::Seconds(5)), std::move(done)); });
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->state, GetHoldResult::State::kEnded);
+  EXPECT_EQ(got->end.outcome, HoldOutcome::kPaid);
+  EXPECT_EQ(got->hold.details.place_time, t0 + absl::Seconds(1));
+
+  // The reaper of either replica ends both layouts' holds; bob's field goes with his last hold.
+  const int partition = KeySchema::PartitionOf("bob");
+  std::vector<absl::Time> reaped;
+  for (int p : {KeySchema::PartitionOf("alice"), partition}) {
+    auto reap = Await<ReapResult>([&](auto done) {
+      read_v2->Reap(p, ReapArgs{}, At(t0 + absl::Minutes(1)), std::move(done));
+    });
+    ASSERT_THAT(reap, IsOk());
+    reaped.insert(reaped.end(), reap->reaped_expire_times.begin(), reap->reaped_expire_times.end());
+  }
+  EXPECT_EQ(reaped.size(), 4u);  // a1, a2, b1, b3 (b2 was paid)
+  EXPECT_EQ(Exists(keys.UserKey("alice")), "0");
+  EXPECT_EQ(Exists(keys.HoldsBucketKey("bob"), "bob"), "0");
+  // With no hold left, bob is a new user: read_v2 places him in v1.
+  ASSERT_THAT(PlaceAt(*read_v2, "bob", "b5", t0 + absl::Minutes(1)), IsOk());
+  EXPECT_EQ(Exists(keys.UserKey("bob")), "1");
+}
 }  // namespace
 }  // namespace orderhold::store

@@ -23,6 +23,7 @@
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
+ABSL_DECLARE_FLAG(std::string, hold_layout);
 ABSL_DECLARE_FLAG(std::string, redis_url);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
@@ -144,6 +145,22 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
+TEST(ConfigTest, HoldLayoutFlagTakesTheThreeStagesAndRejectsOthers) {
+  absl::FlagSaver restore_flags;
+  for (const auto& [word, layout] : std::vector<std::pair<std::string, store::HoldLayout>>{
+           {"v1", store::HoldLayout::kV1},
+           {"read_v2", store::HoldLayout::kReadV2},
+           {"v2", store::HoldLayout::kV2}}) {
+    absl::SetFlag(&FLAGS_hold_layout, word);
+    auto config = ConfigFromFlags();
+    ASSERT_THAT(config, IsOk());
+    EXPECT_EQ(config->hold_layout, layout) << word;
+  }
+  absl::SetFlag(&FLAGS_hold_layout, "v3");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("hold_layout: must be v1, read_v2 or v2, got \"v3\"")));
+}
+
 TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
@@ -163,6 +180,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+      "hold_layout=v1 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
@@ -336,6 +354,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.outcomes.retention == absl::Hours(1); }},
       {"max_outcomes_per_user", "10", "max_outcomes_per_user=10",
        [](const Config& c) { return c.outcomes.max_per_user == 10; }},
+      {"hold_layout", "v2", "hold_layout=v2",
+       [](const Config& c) { return c.hold_layout == store::HoldLayout::kV2; }},
       {"event_ack_timeout", "10s", "event_ack_timeout=10s",
        [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
       {"event_retention", "2h", "event_retention=2h",

@@ -4,15 +4,16 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..6]  as in place_hold.lua: the user's holds, its due-index bucket, the user's outcome
---             records and hold details (hash) and ended orders (sorted set), the partition's event
---             stream, the partition's bucket index
+-- KEYS[1..7]  as in place_hold.lua: the user's holds (v1), its due-index bucket, the user's
+--             outcome records and hold details (hash) and ended orders (sorted set), the
+--             partition's event stream, the partition's bucket index, the user's holds bucket (v2)
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
 -- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[5]  outcome retention, ms >= 1
 -- ARGV[6]  max outcome records per user, >= 1
+-- ARGV[7]  hold layout mode, as place_hold.lua's last argument (this script writes no new user)
 -- Returns  {result, now, expire, removed, outcome, end, details, life}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
 --                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
@@ -31,29 +32,35 @@
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
+           bdue = KEYS[6], hb = KEYS[7]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
--- Every read before the first write (see "Slot migrations" in prelude.lua).
-local score = redis.call('ZSCORE', k.holds, order)
+local u = load_holds(k, user, tonumber(ARGV[7]))
+-- An ended hold's details and life record: in k.outcomes (read before any write), or, for a
+-- hold this call finds due, its own (a v2 hold's reach k.outcomes only as this call ends it).
 local details, life = records_of_order(k, order)
-if score and tonumber(score) > now then
-  -- The user's earliest hold once this one is gone, read before the ZREM may delete the key.
-  local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
-  local earliest = first[2]
-  if first[1] == order then
-    earliest = first[4]
+local hold
+local stay = {}  -- the user's other holds, due ones included (the reaper ends those)
+for _, h in ipairs(u.holds) do
+  if h.order == order and h.expire > now then
+    hold = h
+  else
+    stay[#stay + 1] = h
+    if h.order == order then
+      details, life = h.details, h.life
+    end
   end
-  redis.call('ZREM', k.holds, order)
-  end_hold(k, user, order, outcome, score, now, details)
+end
+if hold then
+  save_holds(k, user, u, stay, nil, now, retention)
+  end_hold(k, user, hold, outcome, now, u.layout)
   trim_outcomes(k, now, retention, max_records)
-  set_due(k, user, earliest)
-  return {1, now, tonumber(score), 0, outcome, now, details_for(details, score) or '',
-    details_for(life, score) or ''}
+  set_due(k, user, stay[1] and stay[1].expire)
+  return {1, now, hold.expire, 0, outcome, now, hold.details or '', hold.life or ''}
 end
 
-local removed, ended, end_ms, expire = end_due_then_outcome(k, user, order, now, retention,
+local removed, ended, end_ms, expire = end_due_then_outcome(k, user, u, order, now, retention,
   max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or '',

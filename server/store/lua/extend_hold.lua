@@ -9,9 +9,10 @@
 -- Limits are not checked: an extension takes no new slot. It ends nothing, so no event either,
 -- except for holds found no longer live (ended as EXPIRED, each with its event, as end_hold.lua).
 --
--- KEYS[1..6]  as in place_hold.lua: the user's holds, its due-index bucket, the user's outcome
---             records, hold details and life records (hash) and ended orders (sorted set), the
---             partition's event stream, the partition's bucket index
+-- KEYS[1..7]  as in place_hold.lua: the user's holds (v1), its due-index bucket, the user's
+--             outcome records, hold details and life records (hash) and ended orders (sorted
+--             set), the partition's event stream, the partition's bucket index, the user's holds
+--             bucket (v2)
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1: the wanted time left from now
@@ -27,6 +28,7 @@
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
 --          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
 --          written at its first move.
+-- ARGV[11] hold layout mode, as place_hold.lua's last argument (this script writes no new user)
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
 --                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
@@ -43,38 +45,21 @@
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
+           bdue = KEYS[6], hb = KEYS[7]}
 local user, order = ARGV[1], ARGV[2]
 local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
 local MAX_REQUEST_IDS = 4
 
--- A life record's place time, cap, extension count and counted request ids (oldest first).
-local function parse_life(value)
-  local place, cap, count, n, pos = string.match(value, '^%d+:(%d+):(%d+):(%d+):(%d+):()')
-  local ids = {}
-  for _ = 1, tonumber(n) do
-    local len, start = string.match(value, '^(%d+):()', pos)
-    ids[#ids + 1] = string.sub(value, start, start + tonumber(len) - 1)
-    pos = start + tonumber(len)
+local u = load_holds(k, user, tonumber(ARGV[11]))
+local hold
+for _, h in ipairs(u.holds) do
+  if h.order == order and h.expire > now then
+    hold = h
   end
-  return tonumber(place), tonumber(cap), tonumber(count), ids
 end
-
-local function format_life(expire, place, cap, count, ids)
-  local parts = {expire, ':', place, ':', cap, ':', count, ':', #ids, ':'}
-  for _, id in ipairs(ids) do
-    parts[#parts + 1] = #id .. ':' .. id
-  end
-  return table.concat(parts)
-end
-
--- Every read before the first write (see "Slot migrations" in prelude.lua).
-local score = redis.call('ZSCORE', k.holds, order)
-local details, life = records_of_order(k, order)
-if score and tonumber(score) > now then
-  local expire = tonumber(score)
-  details, life = details_for(details, expire), details_for(life, expire)
+if hold then
+  local expire, details, life = hold.expire, hold.details, hold.life
   local place, cap, count, ids
   if life then
     place, cap, count, ids = parse_life(life)
@@ -108,28 +93,23 @@ if score and tonumber(score) > now then
       table.remove(ids, 1)
     end
   end
-  -- The user's earliest expiry once this hold has moved.
-  local first = redis.call('ZRANGE', k.holds, 0, 1, 'WITHSCORES')
-  local earliest = tonumber(first[2])
-  if first[1] == order then
-    earliest = math.min(new, tonumber(first[4] or new))
+  -- The hold moved, its details' expire and its life record with it; the due index follows the
+  -- user's earliest expiry (due holds stay: the reaper ends them).
+  local moved = {order = order, expire = new, life = format_life(new, place, cap, count, ids),
+    details = details and (new .. string.match(details, '^%d+(:.*)$'))}
+  local holds = {moved}
+  for _, h in ipairs(u.holds) do
+    if h.order ~= order then
+      holds[#holds + 1] = h
+    end
   end
-  redis.call('ZADD', k.holds, 'XX', new, order)
-  set_due(k, user, earliest)
-  life = format_life(new, place, cap, count, ids)
-  if details then
-    details = new .. string.match(details, '^%d+(:.*)$')
-    redis.call('HSET', k.outcomes, DETAILS .. order, details, LIFE .. order, life)
-  else
-    redis.call('HSET', k.outcomes, LIFE .. order, life)
-  end
-  -- The hash outlives the hold by the retention (see place_hold.lua); never shortened.
-  redis.call('PEXPIRE', k.outcomes, new - now + retention, 'NX')
-  redis.call('PEXPIRE', k.outcomes, new - now + retention, 'GT')
-  return {1, now, new, 0, 0, 0, details or '', life, 1, capped}
+  save_holds(k, user, u, holds, nil, now, retention)
+  sort_holds(holds)
+  set_due(k, user, holds[1].expire)
+  return {1, now, new, 0, 0, 0, moved.details or '', moved.life, 1, capped}
 end
 
-local removed, ended, end_ms, expire = end_due_then_outcome(k, user, order, now, retention,
+local removed, ended, end_ms, expire = end_due_then_outcome(k, user, u, order, now, retention,
   max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, '', '', 0, 0}

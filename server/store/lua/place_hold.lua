@@ -10,7 +10,8 @@
 -- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
 -- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
 --
--- KEYS[1]  the user's holds: sorted set, member = order_id, score = expire time (Unix ms)
+-- KEYS[1]  the user's holds in layout v1 (see "Hold layouts" in prelude.lua): sorted set, member =
+--          order_id, score = expire time (Unix ms)
 -- KEYS[2]  the due index of the user's bucket (<prefix>:{<partition>}:hd:<bucket>, keys.h): sorted
 --          set, member = user_id, score = the user's earliest expire time (Unix ms)
 -- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), and its holds' details
@@ -19,7 +20,9 @@
 -- KEYS[5]  the partition's event stream
 -- KEYS[6]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
 --          that bucket's due index, or earlier (set_due in prelude.lua)
---          All six share the user's hash tag.
+-- KEYS[7]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
+--          user_id, value = its holds in layout v2; KEYS[1] again when ARGV[15] is 0 (not read)
+--          All seven share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -38,6 +41,8 @@
 -- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
 --          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:", written for
 --          every hold (a ttl longer than the lifetime makes the expiry the cap)
+-- ARGV[15] hold layout mode (--hold_layout; "Hold layouts" in prelude.lua): 0 reads v1 only, 1
+--          reads both and places a user with no holds in v1, 2 reads both and places it in v2
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
 --           scope_units, violations, details, life}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
@@ -59,48 +64,43 @@
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
--- Helpers (now_ms, due_holds, details_of, details_of_order, quantity_scope, details_for, set_due,
--- expire_due, end_hold, trim_outcomes, outcome_of, DETAILS, LIFE): see prelude.lua, prepended when the
--- script is embedded.
+-- Helpers (now_ms, load_holds, split_due, save_holds, quantity_scope, set_due, expire_due,
+-- trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
 local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
+           bdue = KEYS[6], hb = KEYS[7]}
 local user, order = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
 local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
 local scope, quantity = ARGV[9], tonumber(ARGV[10])
 local scope_max_holds, scope_max_units = tonumber(ARGV[11]), tonumber(ARGV[12])
+local mode = tonumber(ARGV[15])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
-local due = due_holds(k.holds, now)
-local due_details = details_of(k, due)
-local removed = #due / 2
-local live = redis.call('ZRANGEBYSCORE', k.holds, '(' .. now, '+inf', 'WITHSCORES')
-local active = #live / 2
+local u = load_holds(k, user, mode)
+local due, live = split_due(u.holds, now)
+local removed, active = #due, #live
 local units, scope_holds, scope_units = 0, 0, 0
 local scope_first  -- the earliest expiry among the scope's live holds
-local existing, existing_details, existing_life
-for i = 1, #live, 2 do
-  local value = details_of_order(k, live[i])
-  local q, s = quantity_scope(value, live[i + 1])
+local existing
+for _, h in ipairs(live) do
+  local q, s = quantity_scope(h.details, h.expire)
   units = units + q
   if scope ~= '' and s == scope then
     scope_holds, scope_units = scope_holds + 1, scope_units + q
-    scope_first = scope_first or tonumber(live[i + 1])
+    scope_first = scope_first or h.expire
   end
-  if live[i] == order then
-    existing, existing_details = tonumber(live[i + 1]), details_for(value, live[i + 1]) or ''
+  if h.order == order then
+    existing = h
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
-if existing then
-  existing_life = details_for(redis.call('HGET', k.outcomes, LIFE .. order), existing) or ''
-end
+local earliest = live[1] and live[1].expire  -- the user's earliest expiry after the call
 
 local result, expire
 local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
 if existing then
-  result, expire, details, life = 0, existing, existing_details, existing_life
+  result, expire, details, life = 0, existing.expire, existing.details or '', existing.life or ''
 else
   local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
@@ -121,27 +121,20 @@ else
     if violations > 0 then
       result, expire = -1, 0
       if violations % 4 > 0 then
-        expire = tonumber(live[2] or now)
+        expire = earliest or now
       end
       if violations >= 4 then
         expire = math.max(expire, scope_first or now)
       end
     else
       result, expire = 1, now + tonumber(ARGV[3])
-      -- Before the expired holds are removed, so the holds key is never emptied on the way.
-      redis.call('ZADD', k.holds, expire, order)
       life = expire .. ':' .. now .. ':' .. math.max(expire, now + tonumber(ARGV[14])) .. ':0:0:'
       if ARGV[13] ~= '' then
         details = expire .. ':' .. now .. ':' .. ARGV[13]
-        redis.call('HSET', k.outcomes, DETAILS .. order, details, LIFE .. order, life)
-      else
-        redis.call('HSET', k.outcomes, LIFE .. order, life)
       end
-      -- The hash outlives every live hold by the retention (an end's record keeps the details
-      -- that long, and every due hold is ended by this call): from the latest live expiry, which
-      -- is never earlier than what the records need (their end + retention <= now + retention).
-      local latest = math.max(expire, tonumber(live[#live] or 0))
-      redis.call('PEXPIRE', k.outcomes, latest - now + retention)
+      live[#live + 1] = {order = order, expire = expire, details = details ~= '' and details,
+        life = life}
+      earliest = math.min(earliest or expire, expire)
       active, units = active + 1, units + quantity
       if scope ~= '' then
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
@@ -150,20 +143,23 @@ else
   end
 end
 
+-- The holds that stay (the new one, if any, with the live ones), in the user's layout or, for a
+-- user with none, the store's (mode 2: v2). In v1 the new hold's records make k.outcomes outlive
+-- every live hold by the retention (an end's record keeps the details that long, and every due
+-- hold is ended by this call).
+local layout = u.layout or (mode == 2 and 2 or 1)
 if removed > 0 then
-  expire_due(k, user, now, due, due_details)
+  expire_due(k, user, u, due, live, now, retention)
+elseif result == 1 then
+  save_holds(k, user, u, live, layout, now, retention)
 end
 -- A new hold of an order whose old record is past the retention: that record goes now, but not
--- the new details (trim_outcomes' `keep`).
+-- the new v1 details (trim_outcomes' `keep`).
 if removed > 0 or (result == 1 and record) then
-  trim_outcomes(k, now, retention, max_records, result == 1 and order or nil)
+  trim_outcomes(k, now, retention, max_records, result == 1 and layout == 1 and order or nil)
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then
-  local earliest = live[2]
-  if result == 1 and (not earliest or expire < tonumber(earliest)) then
-    earliest = expire
-  end
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,

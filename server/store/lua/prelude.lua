@@ -91,11 +91,6 @@ local function quantity_scope(value, expire)
   return tonumber(q), string.sub(value, pos, pos + tonumber(n) - 1)
 end
 
--- The details value of `order` (HGET: a read, before the script's first write), or false.
-local function details_of_order(k, order)
-  return redis.call('HGET', k.outcomes, DETAILS .. order) or false
-end
-
 -- The details and life values of `order` (reads, before the script's first write), each false
 -- when absent. Two HGETs rather than one HMGET: the documented ACL (deploy/redis/orderhold.acl)
 -- grants +hget, and a new command would make every deployment change its ACL before upgrading.
@@ -104,14 +99,200 @@ local function records_of_order(k, order)
     redis.call('HGET', k.outcomes, LIFE .. order) or false
 end
 
--- The details values of the holds in the flat array {order_1, expire_1, ...} (as due_holds
--- returns): {value_or_false_1, ...}, one per hold. A read: call it before the script's first write.
-local function details_of(k, flat)
-  local out = {}
-  for i = 1, #flat, 2 do
-    out[#out + 1] = details_of_order(k, flat[i])
+-- A hold's life record parsed: place (Unix ms), cap (max expire, Unix ms), count (extensions
+-- made) as numbers, and ids (the last request ids, a list of strings).
+local function parse_life(value)
+  local place, cap, count, n, pos = string.match(value, '^%d+:(%d+):(%d+):(%d+):(%d+):()')
+  local ids = {}
+  for _ = 1, tonumber(n) do
+    local len, start = string.match(value, '^(%d+):()', pos)
+    ids[#ids + 1] = string.sub(value, start, start + tonumber(len) - 1)
+    pos = start + tonumber(len)
   end
-  return out
+  return tonumber(place), tonumber(cap), tonumber(count), ids
+end
+
+-- The life record of a hold expiring at `expire` (LIFE above; parse_life's values).
+local function format_life(expire, place, cap, count, ids)
+  local parts = {expire, ':', place, ':', cap, ':', count, ':', #ids, ':'}
+  for _, id in ipairs(ids) do
+    parts[#parts + 1] = #id .. ':' .. id
+  end
+  return table.concat(parts)
+end
+
+-- Hold layouts: where a user's live holds (and its due ones the reaper has not ended yet) are kept.
+-- Every script works on them as a list of holds h = {order=, expire= (Unix ms, a number),
+-- details= (its details value, or false), life= (its life record, or false)}, earliest first, then
+-- by order_id (as a sorted set orders them), read once by load_holds and written once by
+-- save_holds, so the scripts do not depend on the layout.
+--   v1 (layout 1): the user's holds sorted set k.holds (member order_id, score expire), and each
+--      hold's details and life record as fields DETAILS .. order and LIFE .. order of k.outcomes.
+--      Three keys per user (~330 B per user with one hold: tests/bench/README.md).
+--   v2 (layout 2): one field of the user's holds bucket k.hb (a hash, <prefix>:{<partition>}:h:
+--      <bucket>, the bucket of the due index k.hd: keys.h), field = user_id, value = every hold of
+--      the user packed with `struct` (pack_holds). No key of the user's own until its first end,
+--      which creates k.outcomes and k.ended and copies the ended hold's details and life record
+--      there (end_hold), where GetHold and every later call look for an ended hold's.
+-- A user's holds are all in one layout: a call writes them in the layout they were read from, and
+-- only a user with none is placed in the store's layout (place_hold.lua's ARGV). So a user moves
+-- from v1 to v2 only once its v1 holds have all ended, and a rolling change of the store's layout
+-- never has to move holds (server/README.md "Hold layouts").
+-- `mode` (a script argument, --hold_layout): 0 reads only v1 (k.hb is then a copy of k.holds'
+-- name and never read: a key that does not exist would make Redis Cluster answer TRYAGAIN during a
+-- slot migration), 1 reads both and places new users in v1, 2 reads both and places them in v2.
+
+-- One hold packed for v2: order_id (1-byte length), expire, place and cap (doubles: Unix ms, exact
+-- below 2^53), the extension count (2 bytes), the request ids (a 1-byte count, each with a 1-byte
+-- length) and the details after "<expire>:<place>:" (2-byte length, empty for a plain hold).
+-- Lengths fit: ids are at most 128 bytes, request ids 64, details a few KB (server/domain/hold.h).
+-- A hold without a life record (placed by a release before them) is packed with its expire as
+-- place and cap; v2 never holds one, as no hold moves between layouts.
+local HOLD_FORMAT = '>Bc0dddHB'
+local function pack_holds(holds)
+  local parts = {}
+  for _, h in ipairs(holds) do
+    local place, cap, count, ids = h.expire, h.expire, 0, {}
+    if h.life then
+      place, cap, count, ids = parse_life(h.life)
+    end
+    parts[#parts + 1] = struct.pack(HOLD_FORMAT, #h.order, h.order, h.expire, place, cap, count,
+      #ids)
+    for _, id in ipairs(ids) do
+      parts[#parts + 1] = struct.pack('>Bc0', #id, id)
+    end
+    local tail = h.details and string.match(h.details, '^%d+:%d+:(.*)$') or ''
+    parts[#parts + 1] = struct.pack('>Hc0', #tail, tail)
+  end
+  return table.concat(parts)
+end
+
+-- The holds packed by pack_holds, in the order they were packed.
+local function unpack_holds(value)
+  local holds, pos = {}, 1
+  while pos <= #value do
+    local order, expire, place, cap, count, n, tail
+    order, expire, place, cap, count, n, pos = struct.unpack(HOLD_FORMAT, value, pos)
+    local ids = {}
+    for i = 1, n do
+      ids[i], pos = struct.unpack('>Bc0', value, pos)
+    end
+    tail, pos = struct.unpack('>Hc0', value, pos)
+    holds[#holds + 1] = {order = order, expire = expire,
+      details = tail ~= '' and (expire .. ':' .. place .. ':' .. tail),
+      life = format_life(expire, place, cap, count, ids)}
+  end
+  return holds
+end
+
+-- Sorts holds earliest first, then by order_id (a sorted set's order).
+local function sort_holds(holds)
+  table.sort(holds, function(a, b)
+    if a.expire ~= b.expire then
+      return a.expire < b.expire
+    end
+    return a.order < b.order
+  end)
+end
+
+-- The user's v1 holds (reads only).
+local function load_v1(k)
+  local flat = redis.call('ZRANGE', k.holds, 0, -1, 'WITHSCORES')
+  local holds = {}
+  for i = 1, #flat, 2 do
+    local details, life = records_of_order(k, flat[i])
+    holds[#holds + 1] = {order = flat[i], expire = tonumber(flat[i + 1]),
+      details = details_for(details, flat[i + 1]) or false,
+      life = details_for(life, flat[i + 1]) or false}
+  end
+  return {layout = #holds > 0 and 1 or nil, holds = holds}
+end
+
+-- The user's holds as read in either layout (reads only: call it before the script's first
+-- write): {layout = 1, 2, or nil when the user has none, holds = the list, earliest first}.
+-- `packed`: the user's v2 field when the caller read it already (reap.lua), false for none.
+local function load_holds(k, user, mode, packed)
+  if packed == nil and mode > 0 then
+    packed = redis.call('HGET', k.hb, user)
+  end
+  if packed then
+    return {layout = 2, holds = unpack_holds(packed)}
+  end
+  return load_v1(k)
+end
+
+-- Splits `holds` (earliest first) at `now`: those no longer live (expire <= now) and the live
+-- ones, both earliest first.
+local function split_due(holds, now)
+  local due, live = {}, {}
+  for _, h in ipairs(holds) do
+    if h.expire <= now then
+      due[#due + 1] = h
+    else
+      live[#live + 1] = h
+    end
+  end
+  return due, live
+end
+
+-- Writes `holds`, the user's whole list of holds once the call is done (any order), where
+-- load_holds read them (u.layout) or, for a user that had none, in `new_layout`.
+--   v2: the user's field (HSET), or HDEL when no hold stays: the last touch of k.hb, which it may
+--       empty (see "Slot migrations").
+--   v1: ZADD of the holds added or moved, HSET of their records that changed (k.outcomes then
+--       outlives the latest hold by `retention_ms`, never shortened), then ZREM of the holds gone:
+--       the last touch of k.holds, which it may empty, after the adds as it must be.
+-- Holds that end are not written anywhere else: end_hold records their ends.
+local function save_holds(k, user, u, holds, new_layout, now, retention_ms)
+  if (u.layout or new_layout) == 2 then
+    if #holds > 0 then
+      sort_holds(holds)
+      redis.call('HSET', k.hb, user, pack_holds(holds))
+    elseif u.layout == 2 then
+      redis.call('HDEL', k.hb, user)
+    end
+    return
+  end
+  local before, stays = {}, {}
+  for _, h in ipairs(u.holds) do
+    before[h.order] = h
+  end
+  local zadd, fields, latest = {}, {}, 0
+  for _, h in ipairs(holds) do
+    local b = before[h.order]
+    stays[h.order] = true
+    latest = math.max(latest, h.expire)
+    if not b or b.expire ~= h.expire then
+      zadd[#zadd + 1] = h.expire
+      zadd[#zadd + 1] = h.order
+    end
+    if h.details and (not b or b.details ~= h.details) then
+      fields[#fields + 1] = DETAILS .. h.order
+      fields[#fields + 1] = h.details
+    end
+    if h.life and (not b or b.life ~= h.life) then
+      fields[#fields + 1] = LIFE .. h.order
+      fields[#fields + 1] = h.life
+    end
+  end
+  if #zadd > 0 then
+    redis.call('ZADD', k.holds, unpack(zadd))
+  end
+  if #fields > 0 then
+    redis.call('HSET', k.outcomes, unpack(fields))
+    redis.call('PEXPIRE', k.outcomes, latest - now + retention_ms, 'NX')
+    redis.call('PEXPIRE', k.outcomes, latest - now + retention_ms, 'GT')
+  end
+  local gone = {}
+  for _, h in ipairs(u.holds) do
+    if not stays[h.order] then
+      gone[#gone + 1] = h.order
+    end
+  end
+  -- In chunks (unpack's stack limit); only the last can empty the key.
+  for i = 1, #gone, 1000 do
+    redis.call('ZREM', k.holds, unpack(gone, i, math.min(i + 999, #gone)))
+  end
 end
 
 -- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
@@ -120,18 +301,18 @@ local PAID, CANCELLED, EXPIRED = 1, 2, 3
 -- Whether this script execution already published its nudge (see end_hold).
 local nudged = false
 
--- Ends one hold (already removed from, or about to be removed from, the user's holds by the
--- caller): remembers its outcome and appends its event to the partition's stream, in the caller's
--- script, so there is never an end without an event nor an event without an end.
---   k        {holds=, hd=, bdue=, outcomes=, ended=, events=}: the user's keys and due-index
---            bucket, the partition's bucket index and stream (set_due)
---   outcome  PAID, CANCELLED or EXPIRED
---   expire   the hold's expire time; end_ms: when it ended (for EXPIRED: its expire time)
---   details  the hold's details value (details_of_order, read before the script's first write),
---            or nil/false; copied into the event when it is the hold's (details_for)
+-- Ends one hold (no longer in the list the caller saves with save_holds): remembers its outcome
+-- and appends its event to the partition's stream, in the caller's script, so there is never an
+-- end without an event nor an event without an end.
+--   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=}: the user's keys, holds and
+--            due-index buckets, the partition's bucket index and stream (set_due)
+--   h        the hold (load_holds); its details are copied into the event
+--   outcome  PAID, CANCELLED or EXPIRED; end_ms: when it ended (for EXPIRED: its expire time)
+--   layout   the layout the hold was read from (u.layout): a v2 hold's details and life record
+--            are written beside its outcome record, where v1 keeps them all along
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
--- set) order -> end_ms, which trim_outcomes uses to drop old records. The details stay beside the
--- record as long as it is kept (trim_outcomes drops both).
+-- set) order -> end_ms, which trim_outcomes uses to drop old records. The details and life record
+-- stay beside the record as long as it is kept (trim_outcomes drops them all).
 -- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms[, m=details]}, id = Redis
 -- server time. Readers ignore fields they do not know, so older releases read these events too.
 -- Nudge: the first end of a script execution also publishes an empty message on the partition's
@@ -151,15 +332,30 @@ local nudged = false
 --   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
 --   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
 --   of a hold; watchers then rely on the safety sweep.
-local function end_hold(k, user, order, outcome, expire, end_ms, details)
-  redis.call('HSET', k.outcomes, order, outcome .. ':' .. end_ms .. ':' .. expire)
-  redis.call('ZADD', k.ended, end_ms, order)
-  details = details_for(details, expire)
-  if details then
-    redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't',
-      end_ms, 'm', details)
+local function end_hold(k, user, h, outcome, end_ms, layout)
+  local record = outcome .. ':' .. end_ms .. ':' .. h.expire
+  if layout == 2 then
+    -- A v2 hold's details and life record were in its packed value: they move beside the record.
+    local fields = {h.order, record}
+    if h.details then
+      fields[#fields + 1] = DETAILS .. h.order
+      fields[#fields + 1] = h.details
+    end
+    if h.life then
+      fields[#fields + 1] = LIFE .. h.order
+      fields[#fields + 1] = h.life
+    end
+    redis.call('HSET', k.outcomes, unpack(fields))
   else
-    redis.call('XADD', k.events, '*', 'u', user, 'o', order, 'x', outcome, 'e', expire, 't', end_ms)
+    redis.call('HSET', k.outcomes, h.order, record)
+  end
+  redis.call('ZADD', k.ended, end_ms, h.order)
+  if h.details then
+    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', outcome, 'e', h.expire, 't',
+      end_ms, 'm', h.details)
+  else
+    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', outcome, 'e', h.expire, 't',
+      end_ms)
   end
   if not nudged then
     nudged = true
@@ -167,27 +363,14 @@ local function end_hold(k, user, order, outcome, expire, end_ms, details)
   end
 end
 
--- The holds in `holds_key` that are no longer live (score <= now): the flat array
--- {order_1, expire_1, ...}, earliest first.
-local function due_holds(holds_key, now)
-  return redis.call('ZRANGEBYSCORE', holds_key, '-inf', now, 'WITHSCORES')
-end
-
--- The earliest live hold in `holds_key` (score > now): {order, expire}, or {} when none.
-local function first_live(holds_key, now)
-  return redis.call('ZRANGEBYSCORE', holds_key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-end
-
--- Ends, as EXPIRED, every hold of the user that is no longer live (score <= now): `due` is
--- due_holds(k.holds, now) and `due_details` details_of(k, due), both read by the caller before its
--- first write. The holds key may be emptied (deleted) by this: the caller must not touch it
--- afterwards (see "Slot migrations").
-local function expire_due(k, user, now, due, due_details)
-  if #due > 0 then
-    for i = 1, #due, 2 do
-      end_hold(k, user, due[i], EXPIRED, due[i + 1], due[i + 1], due_details[(i + 1) / 2])
-    end
-    redis.call('ZREMRANGEBYSCORE', k.holds, '-inf', now)
+-- Ends, as EXPIRED, the holds in `due` (split_due's first list) of a user read as `u`, whose
+-- other holds `live` stay: saves `live` (save_holds), then records each end (end_hold). The holds'
+-- key or field may be emptied by this: the caller must not touch it afterwards ("Slot
+-- migrations").
+local function expire_due(k, user, u, due, live, now, retention_ms)
+  save_holds(k, user, u, live, nil, now, retention_ms)
+  for _, h in ipairs(due) do
+    end_hold(k, user, h, EXPIRED, h.expire, u.layout)
   end
 end
 
@@ -241,15 +424,15 @@ local function trim_outcomes(k, now, retention_ms, max_records, keep)
   drop_records(k, old, keep)
 end
 
--- How `order` ended, as a script sees it once expire_due(k, user, now, due) has run: EXPIRED at
--- its expire time when it is in `due`, else its outcome record `record` (HGET of k.outcomes, read
--- before the script's first write: see "Slot migrations"). Returns outcome, end_ms, expire
+-- How `order` ended, as a script sees it once the holds in `due` (split_due) have ended: EXPIRED
+-- at its expire time when it is in `due`, else its outcome record `record` (HGET of k.outcomes,
+-- read before the script's first write: see "Slot migrations"). Returns outcome, end_ms, expire
 -- (numbers), or nil when unknown or ended at or before now - retention_ms (a record not trimmed
 -- yet is ignored the same way).
 local function outcome_of(order, due, record, now, retention_ms)
-  for i = 1, #due, 2 do
-    if due[i] == order then
-      record = EXPIRED .. ':' .. due[i + 1] .. ':' .. due[i + 1]
+  for _, h in ipairs(due) do
+    if h.order == order then
+      record = EXPIRED .. ':' .. h.expire .. ':' .. h.expire
     end
   end
   if not record then
@@ -264,19 +447,17 @@ end
 
 -- For a script about `order` that found no live hold of it (Pay, CancelHold, ExtendHold): ends the
 -- user's holds that are no longer live as EXPIRED (lazy cleanup: expire_due, trim_outcomes and the
--- due index), then says how `order` ended, as outcome_of does. Reads all it needs before its first
--- write, and the caller must have written nothing before (see "Slot migrations"). Returns removed
--- (holds ended now), then outcome, end_ms, expire (nil when the order is unknown).
-local function end_due_then_outcome(k, user, order, now, retention_ms, max_records)
-  local due = due_holds(k.holds, now)
-  local due_details = details_of(k, due)
-  local next_live = first_live(k.holds, now)
+-- due index), then says how `order` ended, as outcome_of does. `u` is the user's holds
+-- (load_holds); reads the rest it needs before its first write, and the caller must have written
+-- nothing before (see "Slot migrations"). Returns removed (holds ended now), then outcome,
+-- end_ms, expire (nil when the order is unknown).
+local function end_due_then_outcome(k, user, u, order, now, retention_ms, max_records)
+  local due, live = split_due(u.holds, now)
   local record = redis.call('HGET', k.outcomes, order)
-  local removed = #due / 2
-  if removed > 0 then
-    expire_due(k, user, now, due, due_details)
+  if #due > 0 then
+    expire_due(k, user, u, due, live, now, retention_ms)
     trim_outcomes(k, now, retention_ms, max_records)
-    set_due(k, user, next_live[2])
+    set_due(k, user, live[1] and live[1].expire)
   end
-  return removed, outcome_of(order, due, record, now, retention_ms)
+  return #due, outcome_of(order, due, record, now, retention_ms)
 end

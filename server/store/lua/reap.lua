@@ -44,6 +44,8 @@
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
+-- ARGV[9]  hold layout mode, as place_hold.lua's last argument: with 1 or 2, the users of a bucket
+--          may have their holds in the holds bucket ARGV[1] .. "h:" .. bucket (layout v2)
 -- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
 --          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
 --          replica holds the lease or (standby) nothing is overdue enough (nothing done);
@@ -58,11 +60,17 @@
 --          migrating slot (TRYAGAIN: every reap would stop for the whole of a migration) and
 --          refuses a read of one in the old owner: then it is skipped and the buckets are reaped.
 --          Once drained, it costs one read of a missing key per call.
+-- Hold layouts: the bucket pass reads both ("Hold layouts" in prelude.lua); the old index's drain
+--          reads v1 only: the old index holds only users filed before the buckets, whose holds
+--          are v1 (--hold_layout=v2 comes after every replica runs a release with buckets for
+--          --max_hold_lifetime: server/README.md). A user there with no v1 hold left is only
+--          dropped from it: its bucket entry, written by the calls that placed its holds, stays.
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 local prefix = ARGV[1]
+local mode = tonumber(ARGV[9])
 local old_index = prefix .. 'due'
 
 local function first_score(key)
@@ -98,22 +106,28 @@ local out = {now, 0, oldest or -1}
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to
 -- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
--- every key of the user first (see the cluster note), then writes; its holds key may be emptied.
-local function reap_user(user)
+-- every key of the user first (see the cluster note), then writes; its holds key or field may be
+-- emptied. `hb`: the user's holds bucket (v2) and `packed` its field there, read by the caller
+-- (false: none; nil: the old index's drain, which reads v1 only, see "Hold layouts" below).
+local function reap_user(user, hb, packed)
   local k = {holds = prefix .. 'u:' .. user, outcomes = prefix .. 'x:' .. user,
-             ended = prefix .. 'xt:' .. user, events = KEYS[2]}
-  redis.call('EXISTS', k.holds, k.outcomes, k.ended)
-  local next_live = first_live(k.holds, now)
-  local due = due_holds(k.holds, now)
-  local due_details = details_of(k, due)
-  expire_due(k, user, now, due, due_details)
+             ended = prefix .. 'xt:' .. user, events = KEYS[2], hb = hb}
+  -- A v2 user's holds key is neither read nor written (and never exists): not asked for.
+  if packed then
+    redis.call('EXISTS', k.outcomes, k.ended)
+  else
+    redis.call('EXISTS', k.holds, k.outcomes, k.ended)
+  end
+  local u = load_holds(k, user, 0, packed or false)
+  local due, live = split_due(u.holds, now)
   if #due > 0 then
-    for i = 2, #due, 2 do
-      out[#out + 1] = tonumber(due[i])
+    expire_due(k, user, u, due, live, now, retention)
+    for _, h in ipairs(due) do
+      out[#out + 1] = h.expire
     end
     trim_outcomes(k, now, retention, max_records)
   end
-  return tonumber(next_live[2])
+  return live[1] and live[1].expire
 end
 
 -- FNV-1a-32 of s, as KeySchema in keys.cc (Lua numbers are doubles: exact below 2^53; the
@@ -164,16 +178,30 @@ for _, bucket in ipairs(buckets) do
   -- than read as empty: a one-key command on a missing key is served by the importing node (this
   -- script runs there after an ASK once the declared keys have moved), and an empty read would
   -- drop the bucket, and its users, from the bucket index. Like the users' EXISTS in reap_user.
-  redis.call('EXISTS', hd, KEYS[1])
+  -- The holds bucket (v2) likewise, when read at all (mode > 0).
+  local hb = prefix .. 'h:' .. bucket
+  if mode > 0 then
+    redis.call('EXISTS', hd, KEYS[1], hb)
+  else
+    redis.call('EXISTS', hd, KEYS[1])
+  end
   local lowest = redis.call('ZRANGE', hd, 0, budget, 'WITHSCORES')
-  local moved, gone, earliest = {}, {}, nil
+  -- The due users' fields in the holds bucket, all read before the first write of any of them:
+  -- one user's HDEL may empty the bucket ("Slot migrations"; no later user then has a field).
+  local packed = {}
   local i = 1
+  while mode > 0 and i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
+    packed[lowest[i]] = redis.call('HGET', hb, lowest[i])
+    i = i + 2
+  end
+  local moved, gone, earliest = {}, {}, nil
+  i = 1
   while i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
     -- A user both indexes had (filed again by this release) was reaped by the drain: its holds
     -- key may be gone, and is not touched again ("Slot migrations").
     local next_live = drained[lowest[i]]
     if next_live == nil then
-      next_live = reap_user(lowest[i])
+      next_live = reap_user(lowest[i], hb, packed[lowest[i]] or false)
     end
     if next_live then
       moved[#moved + 1] = next_live
