@@ -182,9 +182,10 @@ seed_and_measure() {
   # and live holds Redis keeps: the comparison isolates the number of users.
   FIRST_USERS="${SMALLEST}"
   SPREAD=$(((FIRST_USERS * 3 + RATE - 1) / RATE))
-  # First expiry after seeding (~36-46k holds/s here since every hold has a life record: count
-  # 30k, so that expiries never start before the server does) plus a margin.
-  FIRST=$((HOLDS / 30000 + MARGIN))
+  # First expiry after seeding plus a margin. Seeding ran at 36-46k holds/s on 2026-11-25 and at
+  # 18-23k/s (either layout) on a busier 2026-11-26, when 30k/s made the 1,000,000-user run start
+  # with a 22 s backlog: count 15k/s, so that expiries never start before the server does.
+  FIRST=$((HOLDS / 15000 + MARGIN))
   echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
   T0="$(now_s)"
   "${SEED}" --hold_layout="${LAYOUT}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \

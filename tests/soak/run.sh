@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/soak/run.sh: OrderHold's soak with an oracle (issue 26, step 5). Not part of the test
-# suite; .ci/run runs `--smoke` (60 s of load). Minutes of load at half of the measured maximum
+# suite; .ci/run runs `--smoke` (45 s of load). Minutes of load at half of the measured maximum
 # with a realistic mix, 3 server replicas, one consumer group watching and acking, and faults on a
 # schedule; then tests/soak/oracle.py replays what the clients saw and checks the promises.
 #
@@ -40,7 +40,7 @@
 #               due: SENTINEL FAILOVER, or CLUSTER FAILOVER on the replica of a primary in turn.
 #   samples     every 5 s: each server's RSS and open descriptors (/proc), Redis used_memory.
 # After the load: wait until every hold has expired and the reaper ended it, until the watcher has
-# had nothing new for 5 s, then for the retentions to pass; then Redis' keys (names, types, TTLs
+# had nothing new for 5 s (3 s in the smoke), then for the retentions to pass; then Redis' keys (names, types, TTLs
 # and MEMORY USAGE in keys-baseline.txt / keys-end.txt) and used_memory are compared with the
 # baseline taken before the first call, once the watch is open.
 #
@@ -97,8 +97,10 @@ OUTCOME_RETENTION_S=20
 # retention are trimmed even if unacked, and the oracle would count them as lost ends.
 EVENT_RETENTION_S=120
 USERS=20000
+DRAIN_POLL_S=5  # the watcher is drained once it has had nothing new for this long
 if ((SMOKE)); then
-  LOAD_S=60 MEASURE_S=3 FAULT_EVERY=8 FAILOVER_EVERY=24 TTL_S=3 LIFETIME=8s
+  # 45 s of load: the standalone faults (one every 8 s from 8 s) each come once.
+  LOAD_S=45 MEASURE_S=3 FAULT_EVERY=8 FAILOVER_EVERY=24 TTL_S=3 LIFETIME=8s DRAIN_POLL_S=3
   OUTCOME_RETENTION_S=5 EVENT_RETENTION_S=15 USERS=2000
   [[ "${MODE}" == standalone ]] || EVENT_RETENTION_S=60
 fi
@@ -458,7 +460,7 @@ for _ in $(seq 120); do
   size="$(stat -c %s "${OUT}/events.jsonl")"
   [[ "${size}" == "${last_size}" ]] && break
   last_size="${size}"
-  sleep 5
+  sleep "${DRAIN_POLL_S}"
 done
 DRAINED_US="$(now_us)"
 log "events drained; waiting $((EVENT_RETENTION_S > OUTCOME_RETENTION_S ? EVENT_RETENTION_S : OUTCOME_RETENTION_S)) s + a trim for the retentions"

@@ -195,30 +195,39 @@ local function sort_holds(holds)
   end)
 end
 
--- The user's v1 holds (reads only).
-local function load_v1(k)
+-- The user's v1 holds (reads only), with the records `want` asks for (see load_holds).
+local function load_v1(k, want)
   local flat = redis.call('ZRANGE', k.holds, 0, -1, 'WITHSCORES')
   local holds = {}
   for i = 1, #flat, 2 do
-    local details, life = records_of_order(k, flat[i])
-    holds[#holds + 1] = {order = flat[i], expire = tonumber(flat[i + 1]),
-      details = details_for(details, flat[i + 1]) or false,
-      life = details_for(life, flat[i + 1]) or false}
+    local order, expire = flat[i], tonumber(flat[i + 1])
+    local details, life = false, false
+    if not want.details_until or expire <= want.details_until then
+      details = details_for(redis.call('HGET', k.outcomes, DETAILS .. order), expire) or false
+    end
+    if want.life == true or want.life == order then
+      life = details_for(redis.call('HGET', k.outcomes, LIFE .. order), expire) or false
+    end
+    holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
   end
   return {layout = #holds > 0 and 1 or nil, holds = holds}
 end
 
 -- The user's holds as read in either layout (reads only: call it before the script's first
 -- write): {layout = 1, 2, or nil when the user has none, holds = the list, earliest first}.
+-- `want` (v1 only: a v2 value has every record) limits the records read, one HGET each: life =
+-- true (every hold's), an order_id (that hold's) or nil (none: `life` false); details_until = a
+-- time (Unix ms: only the holds expiring by then have `details`; the others read false) or nil
+-- (every hold's). A record not read is never written back (save_holds compares).
 -- `packed`: the user's v2 field when the caller read it already (reap.lua), false for none.
-local function load_holds(k, user, mode, packed)
+local function load_holds(k, user, mode, want, packed)
   if packed == nil and mode > 0 then
     packed = redis.call('HGET', k.hb, user)
   end
   if packed then
     return {layout = 2, holds = unpack_holds(packed)}
   end
-  return load_v1(k)
+  return load_v1(k, want)
 end
 
 -- Splits `holds` (earliest first) at `now`: those no longer live (expire <= now) and the live

@@ -118,7 +118,7 @@ local function reap_user(user, hb, packed)
   else
     redis.call('EXISTS', k.holds, k.outcomes, k.ended)
   end
-  local u = load_holds(k, user, 0, packed or false)
+  local u = load_holds(k, user, 0, {details_until = now}, packed or false)
   local due, live = split_due(u.holds, now)
   if #due > 0 then
     expire_due(k, user, u, due, live, now, retention)
