@@ -49,7 +49,8 @@ enum class HoldLayout {
   // "v2": reads both, places new users in the partition's holds buckets (h:<bucket>, one hash
   // field per user): ~70-80 B per live hold instead of ~170-340 (tests/bench/README.md). While a
   // slot migrates, a v2 user's calls are answered TRYAGAIN until it ends (its scripts still name
-  // its v1 key, which does not exist), as a v1 user's are when it has no outcome records.
+  // its v1 key, which does not exist), as a v1 user's are when it has no outcome records; with
+  // kReadV2 and kV2 the reaper also stops at a bucket without an h: key (only v1 users).
   kV2,
 };
 

@@ -534,5 +534,28 @@ TEST_F(HoldLayoutTest, UsersStayInTheirLayoutAndEveryReplicaSeesBoth) {
   ASSERT_THAT(PlaceAt(*read_v2, "bob", "b5", t0 + absl::Minutes(1)), IsOk());
   EXPECT_EQ(Exists(keys.UserKey("bob")), "1");
 }
+// A user still in the old due index of releases before the buckets (KeySchema::DueKey), whose v1
+// holds have ended and who has v2 holds now: the reaper's drain of the old index reads v1 only
+// and finds nothing, and the bucket pass must still reap the v2 hold rather than drop the user
+// from its bucket (it then never expired).
+TEST_F(HoldLayoutTest, AUserTheOldIndexDrainFindsEmptyIsReapedInItsLayout) {
+  std::unique_ptr<RedisHoldStore> v2 = Connect(HoldLayout::kV2);
+  ASSERT_NE(v2, nullptr);
+  const KeySchema& keys = v2->keys();
+  const absl::Time t0 = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
+  const int partition = KeySchema::PartitionOf("carol");
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult placed, PlaceAt(*v2, "carol", "c1", t0));
+  ASSERT_THAT(redis_->Command(
+                  {"ZADD", keys.DueKey(partition), absl::StrCat(absl::ToUnixMillis(t0)), "carol"}),
+              IsOk());
+  auto reaped = Await<ReapResult>([&](auto done) {
+    v2->Reap(partition, ReapArgs{}, At(placed.expire_time + absl::Seconds(1)), std::move(done));
+  });
+  ASSERT_THAT(reaped, IsOk());
+  EXPECT_THAT(reaped->reaped_expire_times, ::testing::ElementsAre(placed.expire_time));
+  EXPECT_EQ(Exists(keys.HoldsBucketKey("carol"), "carol"), "0");
+  EXPECT_EQ(Exists(keys.DueKey(partition)), "0");
+}
+
 }  // namespace
 }  // namespace orderhold::store

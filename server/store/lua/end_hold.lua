@@ -36,7 +36,8 @@ local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], e
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
-local u = load_holds(k, user, tonumber(ARGV[7]), {life = order})
+local u = load_holds(k, user, tonumber(ARGV[7]),
+  {life = order, details = order, details_until = now})
 -- An ended hold's details and life record: in k.outcomes (read before any write), or, for a
 -- hold this call finds due, its own (a v2 hold's reach k.outcomes only as this call ends it).
 local details, life = records_of_order(k, order)

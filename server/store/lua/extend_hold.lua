@@ -51,7 +51,8 @@ local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumb
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
 local MAX_REQUEST_IDS = 4
 
-local u = load_holds(k, user, tonumber(ARGV[11]), {life = order})
+local u = load_holds(k, user, tonumber(ARGV[11]),
+  {life = order, details = order, details_until = now})
 local hold
 for _, h in ipairs(u.holds) do
   if h.order == order and h.expire > now then

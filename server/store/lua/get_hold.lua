@@ -23,7 +23,7 @@
 local now = now_ms(ARGV[2])
 local k = {holds = KEYS[1], outcomes = KEYS[2], hb = KEYS[3]}
 local order, retention = ARGV[1], tonumber(ARGV[3])
-local u = load_holds(k, ARGV[5], tonumber(ARGV[4]), {life = order})
+local u = load_holds(k, ARGV[5], tonumber(ARGV[4]), {life = order, details = order})
 local details, life = records_of_order(k, order)
 local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its expire time)
 for _, h in ipairs(u.holds) do

@@ -18,8 +18,8 @@
 --          and life record ("" when it has none: placed by a release before life records).
 -- now_ms, load_holds, split_due: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[1])
-local u = load_holds({holds = KEYS[1], outcomes = KEYS[2], hb = KEYS[3]}, ARGV[3], tonumber(ARGV[2]),
-  {life = true})
+local k = {holds = KEYS[1], outcomes = KEYS[2], hb = KEYS[3]}
+local u = load_holds(k, ARGV[3], tonumber(ARGV[2]), {life = true, details = true})
 local _, live = split_due(u.holds, now)
 local flat, details, lives = {}, {}, {}
 for _, h in ipairs(live) do

@@ -77,7 +77,7 @@ local scope_max_holds, scope_max_units = tonumber(ARGV[11]), tonumber(ARGV[12])
 local mode = tonumber(ARGV[15])
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
-local u = load_holds(k, user, mode, {life = order})
+local u = load_holds(k, user, mode, {life = order, details = true})
 local due, live = split_due(u.holds, now)
 local removed, active = #due, #live
 local units, scope_holds, scope_units = 0, 0, 0

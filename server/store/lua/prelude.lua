@@ -143,12 +143,13 @@ end
 -- slot migration), 1 reads both and places new users in v1, 2 reads both and places them in v2.
 
 -- One hold packed for v2: order_id (1-byte length), expire, place and cap (doubles: Unix ms, exact
--- below 2^53), the extension count (2 bytes), the request ids (a 1-byte count, each with a 1-byte
--- length) and the details after "<expire>:<place>:" (2-byte length, empty for a plain hold).
+-- below 2^53), the extension count (4 bytes: unlimited by default, --max_extensions=0), the request
+-- ids (a 1-byte count, each with a 1-byte length) and the details after "<expire>:<place>:"
+-- (2-byte length, empty for a plain hold).
 -- Lengths fit: ids are at most 128 bytes, request ids 64, details a few KB (server/domain/hold.h).
 -- A hold without a life record (placed by a release before them) is packed with its expire as
 -- place and cap; v2 never holds one, as no hold moves between layouts.
-local HOLD_FORMAT = '>Bc0dddHB'
+local HOLD_FORMAT = '>Bc0dddI4B'
 local function pack_holds(holds)
   local parts = {}
   for _, h in ipairs(holds) do
@@ -185,13 +186,25 @@ local function unpack_holds(value)
   return holds
 end
 
+-- Whether string a sorts before string b byte by byte, as a sorted set orders members (Lua's `<`
+-- follows the locale's collation, which Redis sets from the environment).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
 -- Sorts holds earliest first, then by order_id (a sorted set's order).
 local function sort_holds(holds)
   table.sort(holds, function(a, b)
     if a.expire ~= b.expire then
       return a.expire < b.expire
     end
-    return a.order < b.order
+    return bytes_before(a.order, b.order)
   end)
 end
 
@@ -202,7 +215,8 @@ local function load_v1(k, want)
   for i = 1, #flat, 2 do
     local order, expire = flat[i], tonumber(flat[i + 1])
     local details, life = false, false
-    if not want.details_until or expire <= want.details_until then
+    if want.details == true or want.details == order or
+        (want.details_until and expire <= want.details_until) then
       details = details_for(redis.call('HGET', k.outcomes, DETAILS .. order), expire) or false
     end
     if want.life == true or want.life == order then
@@ -215,10 +229,10 @@ end
 
 -- The user's holds as read in either layout (reads only: call it before the script's first
 -- write): {layout = 1, 2, or nil when the user has none, holds = the list, earliest first}.
--- `want` (v1 only: a v2 value has every record) limits the records read, one HGET each: life =
--- true (every hold's), an order_id (that hold's) or nil (none: `life` false); details_until = a
--- time (Unix ms: only the holds expiring by then have `details`; the others read false) or nil
--- (every hold's). A record not read is never written back (save_holds compares).
+-- `want` (v1 only: a v2 value has every record) says which records to read, one HGET each: life =
+-- true (every hold's), an order_id (that hold's) or nil (none); details likewise, and also those
+-- of the holds expiring by details_until (Unix ms), if given. A record not read is false, and is
+-- never written back (save_holds compares).
 -- `packed`: the user's v2 field when the caller read it already (reap.lua), false for none.
 local function load_holds(k, user, mode, want, packed)
   if packed == nil and mode > 0 then

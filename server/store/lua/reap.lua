@@ -199,8 +199,10 @@ for _, bucket in ipairs(buckets) do
   while i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
     -- A user both indexes had (filed again by this release) was reaped by the drain: its holds
     -- key may be gone, and is not touched again ("Slot migrations").
+    -- A user the drain found without v1 holds may have v2 ones (placed after its v1 holds
+    -- ended, before the old index was drained): reaped here, as the drain reads v1 only.
     local next_live = drained[lowest[i]]
-    if next_live == nil then
+    if next_live == nil or (next_live == false and packed[lowest[i]]) then
       next_live = reap_user(lowest[i], hb, packed[lowest[i]] or false)
     end
     if next_live then

@@ -28,7 +28,7 @@ local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], e
 local user, scope = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local u = load_holds(k, user, tonumber(ARGV[6]), {life = true})
+local u = load_holds(k, user, tonumber(ARGV[6]), {life = true, details = true})
 local due, released, stay = {}, {}, {}
 for _, h in ipairs(u.holds) do
   if h.expire <= now then
