@@ -120,7 +120,7 @@ ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
 ABSL_FLAG(std::string, hold_layout, "v1",
           "Where users' live holds are kept in Redis: v1 (keys per user, as every release "
           "before), read_v2 (reads both layouts, places new users in v1), v2 (reads both, places "
-          "new users in shared hashes: ~5x less memory at one hold per user). Change v1 -> "
+          "new users in shared hashes: ~4x less memory at one hold per user). Change v1 -> "
           "read_v2 -> v2 one rolling restart at a time (server/README.md \"Hold layouts\").");
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
