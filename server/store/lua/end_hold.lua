@@ -38,10 +38,7 @@ local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
 local u = load_holds(k, user, tonumber(ARGV[7]),
   {life = order, details = order, details_until = now})
--- An ended hold's details and life record: in k.outcomes (read before any write), or, for a
--- hold this call finds due, its own (a v2 hold's reach k.outcomes only as this call ends it).
-local details, life = records_of_order(k, order)
-local hold
+local hold, due  -- the order's hold when live, or when no longer live (ended below)
 local stay = {}  -- the user's other holds, due ones included (the reaper ends those)
 for _, h in ipairs(u.holds) do
   if h.order == order and h.expire > now then
@@ -49,7 +46,7 @@ for _, h in ipairs(u.holds) do
   else
     stay[#stay + 1] = h
     if h.order == order then
-      details, life = h.details, h.life
+      due = h
     end
   end
 end
@@ -61,6 +58,14 @@ if hold then
   return {1, now, hold.expire, 0, outcome, now, hold.details or '', hold.life or ''}
 end
 
+-- An ended hold's details and life record: its own when found due (a v2 hold's reach k.outcomes
+-- only as this call ends it), else in k.outcomes (read before end_due_then_outcome's writes).
+local details, life
+if due then
+  details, life = due.details, due.life
+else
+  details, life = records_of_order(k, order)
+end
 local removed, ended, end_ms, expire = end_due_then_outcome(k, user, u, order, now, retention,
   max_records)
 if ended then

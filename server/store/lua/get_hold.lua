@@ -24,17 +24,22 @@ local now = now_ms(ARGV[2])
 local k = {holds = KEYS[1], outcomes = KEYS[2], hb = KEYS[3]}
 local order, retention = ARGV[1], tonumber(ARGV[3])
 local u = load_holds(k, ARGV[5], tonumber(ARGV[4]), {life = order, details = order})
-local details, life = records_of_order(k, order)
 local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its expire time)
 for _, h in ipairs(u.holds) do
   if h.order == order then
     if h.expire > now then
       return {1, now, h.expire, 0, 0, h.details or '', h.life or ''}
     end
-    due, details, life = {h}, h.details, h.life
+    due = {h}
   end
 end
-local outcome, end_ms, expire = outcome_of(order, due, #due == 0 and
+local details, life  -- an ended hold's: its own when due, else its records in k.outcomes
+if due[1] then
+  details, life = due[1].details, due[1].life
+else
+  details, life = records_of_order(k, order)
+end
+local outcome, end_ms, expire = outcome_of(order, due, not due[1] and
   redis.call('HGET', k.outcomes, order), now, retention)
 if outcome then
   return {2, now, expire, outcome, end_ms, details_for(details, expire) or '',

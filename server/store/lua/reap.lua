@@ -186,37 +186,41 @@ for _, bucket in ipairs(buckets) do
     redis.call('EXISTS', hd, KEYS[1])
   end
   local lowest = redis.call('ZRANGE', hd, 0, budget, 'WITHSCORES')
-  -- The due users' fields in the holds bucket, all read before the first write of any of them:
-  -- one user's HDEL may empty the bucket ("Slot migrations"; no later user then has a field).
-  local packed = {}
-  local i = 1
-  while mode > 0 and i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
-    packed[lowest[i]] = redis.call('HGET', hb, lowest[i])
-    i = i + 2
+  -- Its due users (at most `budget`) and, when v2 is read, their fields in the holds bucket, all
+  -- read before the first write of any of them: one user's HDEL may empty the bucket ("Slot
+  -- migrations"; no later user then has a field).
+  local users, packed = {}, {}
+  for i = 1, #lowest - 1, 2 do
+    if tonumber(lowest[i + 1]) > now or #users >= budget then
+      break
+    end
+    users[#users + 1] = lowest[i]
+    if mode > 0 then
+      packed[lowest[i]] = redis.call('HGET', hb, lowest[i])
+    end
   end
   local moved, gone, earliest = {}, {}, nil
-  i = 1
-  while i < #lowest and tonumber(lowest[i + 1]) <= now and (i + 1) / 2 <= budget do
+  for _, user in ipairs(users) do
     -- A user both indexes had (filed again by this release) was reaped by the drain: its holds
     -- key may be gone, and is not touched again ("Slot migrations").
     -- A user the drain found without v1 holds may have v2 ones (placed after its v1 holds
     -- ended, before the old index was drained): reaped here, as the drain reads v1 only.
-    local next_live = drained[lowest[i]]
-    if next_live == nil or (next_live == false and packed[lowest[i]]) then
-      next_live = reap_user(lowest[i], hb, packed[lowest[i]] or false)
+    local next_live = drained[user]
+    if next_live == nil or (next_live == false and packed[user]) then
+      next_live = reap_user(user, hb, packed[user] or false)
     end
     if next_live then
       moved[#moved + 1] = next_live
-      moved[#moved + 1] = lowest[i]
+      moved[#moved + 1] = user
       earliest = math.min(earliest or next_live, next_live)
     else
-      gone[#gone + 1] = lowest[i]
+      gone[#gone + 1] = user
     end
-    i = i + 2
   end
-  budget = budget - math.max(1, (i - 1) / 2)
-  if lowest[i + 1] then
-    earliest = math.min(earliest or tonumber(lowest[i + 1]), tonumber(lowest[i + 1]))
+  budget = budget - math.max(1, #users)
+  local first_left = lowest[2 * #users + 2]  -- the score of the first user not reaped
+  if first_left then
+    earliest = math.min(earliest or tonumber(first_left), tonumber(first_left))
   end
   if #moved > 0 then
     redis.call('ZADD', hd, unpack(moved))
