@@ -101,10 +101,43 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
   TickPacer pacer(
       partitions, clock_.Now(),
       PaceOptions{options_.pace_window, options_.max_in_flight, options_.max_calls_per_partition});
+  // Peeks: a group of partitions (in slot order) is peeked when its first one's call comes; the
+  // partitions found with nothing due by the group's last slot are skipped.
+  const size_t group_size = static_cast<size_t>(std::max(0, options_.peek_batch));
+  const absl::Duration group_span = partitions.empty()
+                                        ? absl::ZeroDuration()
+                                        : options_.pace_window * static_cast<double>(group_size) /
+                                              static_cast<double>(partitions.size());
+  std::vector<bool> peeked(store_.partition_count(), false);
+  size_t next_to_peek = 0;  // index in `partitions`
   while (!pacer.finished()) {
     if (stop_requested_.load()) pacer.Abandon();
     const absl::Time host_now = clock_.Now();
     while (std::optional<int> partition = pacer.Next(host_now)) {
+      if (group_size > 0 && !peeked[*partition]) {
+        std::vector<int> group;
+        while (next_to_peek < partitions.size() && group.size() < group_size) {
+          if (!peeked[partitions[next_to_peek]]) group.push_back(partitions[next_to_peek]);
+          ++next_to_peek;
+        }
+        if (std::find(group.begin(), group.end(), *partition) == group.end()) {
+          group.insert(group.begin(), *partition);  // not reached: Next() goes in slot order
+        }
+        const std::vector<bool> due = Peek(group, group_span, now, tick);
+        bool call = false;
+        for (size_t i = 0; i < group.size(); ++i) {
+          peeked[group[i]] = true;
+          if (group[i] == *partition) {
+            call = due[i];
+          } else if (!due[i]) {
+            pacer.Skip(group[i]);
+          }
+        }
+        if (!call) {
+          pacer.Done(*partition, false);
+          continue;
+        }
+      }
       metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
       ++tick.stats.calls;
       // Deadlines are host time (what the store compares them with), one budget per call.
@@ -144,6 +177,54 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
   }
   metrics_.reaper_calls_in_flight().Set(0);
   tick.stats.backlog_left = !pacer.left().empty();
+}
+
+std::vector<bool> Reaper::Peek(const std::vector<int>& group, absl::Duration within,
+                               std::optional<absl::Time> now, Tick& tick) {
+  struct Answers {
+    absl::Mutex mu;
+    std::vector<std::optional<absl::StatusOr<store::ReapResult>>> results ABSL_GUARDED_BY(mu);
+    size_t left ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto answers = std::make_shared<Answers>();
+  {
+    absl::MutexLock lock(&answers->mu);
+    answers->results.resize(group.size());
+    answers->left = group.size();
+  }
+  const absl::Time sent = clock_.Now();
+  const store::CallOptions call{absl::Now() + options_.call_timeout, now};
+  for (size_t i = 0; i < group.size(); ++i) {
+    store::ReapArgs args{0, options_.replica_id, options_.lease, std::nullopt};
+    if (tick.standby[group[i]]) args = {0, "", options_.lease, options_.standby_after};
+    store_.Reap(group[i], std::move(args), call,
+                [answers, i](absl::StatusOr<store::ReapResult> result) {
+                  absl::MutexLock lock(&answers->mu);
+                  answers->results[i] = std::move(result);
+                  --answers->left;
+                });
+  }
+  tick.stats.peeks += static_cast<int>(group.size());
+  std::vector<std::optional<absl::StatusOr<store::ReapResult>>> results;
+  {
+    absl::MutexLock lock(&answers->mu);
+    auto all_answered = [&answers]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(answers->mu) {
+      return answers->left == 0;
+    };
+    answers->mu.Await(absl::Condition(&all_answered));  // each call ends by its deadline
+    results.swap(answers->results);
+  }
+  const absl::Duration round_trip = clock_.Now() - sent;
+  std::vector<bool> due(group.size(), false);
+  for (size_t i = 0; i < group.size(); ++i) {
+    const absl::StatusOr<store::ReapResult>& result = *results[i];
+    // Counted as a first call (backlog, not_owner, errors): the partition's first look this tick;
+    // the group's one round trip once.
+    Account(group[i], /*first=*/true, result, i == 0 ? round_trip : absl::ZeroDuration(), tick);
+    due[i] = result.ok() && !result->not_owner && result->oldest_due.has_value() &&
+             *result->oldest_due <= result->now + within;
+  }
+  return due;
 }
 
 bool Reaper::Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,

@@ -16,8 +16,11 @@
 // does not own and reaps those whose oldest due hold is `standby_after` overdue, so a dead owner's
 // holds wait at most about standby_after + one interval rather than the whole lease.
 //
-// Work per tick: one call per owned partition plus one per batch of due users: it grows with the
-// due holds, not with the number of users. The calls are small (max_users_per_call) and paced
+// Work per tick: one peek per owned partition, `peek_batch` partitions per round trip, then one
+// call per partition with something due plus one per further batch of due users: it grows with
+// the due holds, not with the number of users, and an idle tick is a few round trips (it was one
+// per partition: the idle server's main CPU cost, tests/bench/README.md "Idle reaper"). The calls
+// are small (max_users_per_call) and paced
 // (server/reaper/tick_pacer.h): the partitions' first calls spread over `pace_window`, at most
 // `max_in_flight` outstanding, follow-ups of full batches at once within that bound; so Redis never
 // runs a long stretch of reaper scripts while requests wait, and a backlog still drains at full
@@ -75,6 +78,15 @@ struct ReaperOptions {
   // Zero: all may start at once (still max_in_flight at a time); the App sets 0.6 x the interval,
   // leaving the rest for follow-ups so a tick rarely overruns the next one's start.
   absl::Duration pace_window = absl::ZeroDuration();
+  // Peeks (ReapArgs::max_users = 0: the lease taken as by a call, the partition's oldest due
+  // hold read, nothing ended) sent at once, as one pipelined round trip, when the first call of a
+  // group's first partition comes: a partition whose oldest hold is not due by the end of the
+  // group's slots (start + pace_window * peek_batch / partitions) gets no call this tick, and the
+  // tick does not wait for its slot. 16 of 64: a peek costs Redis a few us, so a group is well
+  // under a millisecond of scripts in a row. A hold placed after its group's peek, with a ttl
+  // shorter than the group's slots (~0.15 s by default), waits for the next tick: its lag is at
+  // most one interval plus that. 0: no peeks, every partition's first call reaps.
+  int peek_batch = 16;
   // Deadline of one store call, from its start.
   absl::Duration call_timeout = absl::Seconds(2);
   // This replica's id in the registry; empty: no registry and no leases (reap every partition;
@@ -97,12 +109,14 @@ struct ReaperOptions {
 // What one tick did.
 struct ReapStats {
   int reaped = 0;             // holds ended as EXPIRED
-  int calls = 0;              // reap script calls made
+  int calls = 0;              // reap script calls made, peeks not included
+  int peeks = 0;              // peeks made (ReaperOptions::peek_batch)
   bool backlog_left = false;  // a partition had due holds left after max_calls_per_partition
   int owned = 0;              // partitions this replica reaped (all without a replica_id)
   int not_owner = 0;          // owned partitions skipped because another replica's lease held
   int standby_reaped = 0;     // of `reaped`, holds of partitions this replica does not own
-  absl::Duration redis_time;  // sum of the reap calls' round trips (host clock)
+  absl::Duration
+      redis_time;  // sum of the round trips of the reap calls and peek groups (host clock)
 };
 
 class Reaper {
@@ -145,6 +159,11 @@ class Reaper {
   std::vector<int> PlanTick(std::optional<absl::Time> now, Tick& tick);
   // Makes the paced reap calls over `partitions` until each is done or the tick is abandoned.
   void RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick);
+  // Peeks `group` (ReaperOptions::peek_batch) in one round trip and waits for the answers; returns
+  // per partition of `group` whether it has a hold due within `within` of the store's clock (false
+  // on an error, which goes to `tick`).
+  std::vector<bool> Peek(const std::vector<int>& group, absl::Duration within,
+                         std::optional<absl::Time> now, Tick& tick);
   // Counts one ended call into `tick` and the metrics; returns whether its partition has more due.
   bool Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
                absl::Duration round_trip, Tick& tick);

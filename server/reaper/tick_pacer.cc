@@ -10,6 +10,7 @@ TickPacer::TickPacer(std::vector<int> partitions, absl::Time start, PaceOptions 
   int size = 0;
   for (int partition : partitions_) size = std::max(size, partition + 1);
   calls_done_.assign(size, 0);
+  skipped_.assign(size, false);
 }
 
 absl::Time TickPacer::SlotOf(size_t k) const {
@@ -29,9 +30,20 @@ std::optional<int> TickPacer::Next(absl::Time now) {
   }
   if (next_first_ < partitions_.size() && SlotOf(next_first_) <= now) {
     ++in_flight_;
-    return partitions_[next_first_++];
+    const int partition = partitions_[next_first_++];
+    PassSkipped();
+    return partition;
   }
   return std::nullopt;
+}
+
+void TickPacer::Skip(int partition) {
+  skipped_[partition] = true;
+  PassSkipped();
+}
+
+void TickPacer::PassSkipped() {
+  while (next_first_ < partitions_.size() && skipped_[partitions_[next_first_]]) ++next_first_;
 }
 
 void TickPacer::Done(int partition, bool more) {

@@ -52,6 +52,10 @@ class TickPacer {
   // the partition is called again (unless it reached max_calls_per_partition).
   void Done(int partition, bool more);
 
+  // `partition`'s first call, not yet started, is not needed this tick (the reaper peeked and
+  // found nothing due): Next() never returns it and next_slot() does not wait for its slot.
+  void Skip(int partition);
+
   // From now on Next() starts nothing (the reaper is stopping); calls in flight still end.
   void Abandon() { abandoned_ = true; }
 
@@ -76,6 +80,8 @@ class TickPacer {
 
  private:
   absl::Time SlotOf(size_t k) const;
+  // Moves next_first_ past first calls marked skipped.
+  void PassSkipped();
 
   const std::vector<int> partitions_;
   const absl::Time start_;
@@ -83,6 +89,7 @@ class TickPacer {
   size_t next_first_ = 0;        // index in partitions_ of the next first call
   std::deque<int> follow_ups_;   // partitions whose batch was full, to call again
   std::vector<int> calls_done_;  // indexed by partition: calls ended so far this tick
+  std::vector<bool> skipped_;    // indexed by partition: Skip()ped
   std::vector<int> left_;
   int in_flight_ = 0;
   bool abandoned_ = false;

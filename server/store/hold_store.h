@@ -228,7 +228,11 @@ struct ReleaseHoldsResult {
 };
 
 struct ReapArgs {
-  int max_users = 100;  // users visited by this call, >= 1
+  // Users visited by this call, >= 0. 0: a peek. It takes or renews the lease, or answers
+  // not_owner, as a call does (standby: not_owner unless overdue enough). It reports oldest_due
+  // and ends nothing (more is false). The reaper peeks a group of partitions in one round trip and
+  // calls only those with something due (reaper.h).
+  int max_users = 100;
   // With an owner: the call takes (or renews) the partition's lease for `lease` and does nothing if
   // another owner holds it. Empty: no lease (tests, single replica tools).
   std::string owner;
@@ -300,7 +304,7 @@ class HoldStore {
   // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
   // index partition `partition` (0 <= partition < partition_count()) and keeps the due index right.
   // Safe to run concurrently from several processes: each due hold is ended, and reported, by
-  // exactly one call. INVALID_ARGUMENT for a partition out of range or max_users < 1.
+  // exactly one call. INVALID_ARGUMENT for a partition out of range or max_users < 0.
   virtual void Reap(int partition, ReapArgs args, CallOptions options,
                     Callback<ReapResult> done) = 0;
 

@@ -445,7 +445,7 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
 
 void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
                           Callback<ReapResult> done) {
-  if (!InRange(partition) || args.max_users < 1) {
+  if (!InRange(partition) || args.max_users < 0) {
     std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }

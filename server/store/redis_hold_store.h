@@ -60,8 +60,9 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   // store's commands name a script by its index in this list.
   static std::vector<std::string> Scripts();
   // Max commands per round trip advised for the background caller: the reaper keeps only a few
-  // calls in flight, so a batch never holds more than a handful of its scripts.
-  static constexpr int kBackgroundMaxPipeline = 8;
+  // calls in flight, so a batch never holds more than a handful of its scripts, besides a group
+  // of peeks (16 by default, a few us of Redis time each: reaper.h), which goes in one.
+  static constexpr int kBackgroundMaxPipeline = 16;
 
   // A store under `key_prefix` (see keys.h: non-empty, no `{`, `}`, whitespace or control
   // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),

@@ -1013,6 +1013,47 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   EXPECT_THAT(beat("r3", kT0 + absl::Seconds(3)), ElementsAre("r3"));
 }
 
+// A peek (max_users 0, the reaper's look at a partition before it calls: reaper.h) takes the
+// lease as a call does, reports the oldest hold and ends nothing.
+TEST_P(HoldStoreContractTest, APeekTakesTheLeaseReportsTheOldestAndEndsNothing) {
+  ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
+  auto peek = [&](int partition, const std::string& owner, absl::Time now) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(partition, ReapArgs{0, owner, absl::Seconds(30), std::nullopt}, At(now),
+                   std::move(done));
+    });
+  };
+  int zed = -1;
+  for (int s = 0; s < store_->partition_count(); ++s) {
+    auto r = peek(s, "replica-a", kT0 + absl::Seconds(2));
+    ASSERT_THAT(r, IsOk());
+    EXPECT_FALSE(r->not_owner);
+    EXPECT_FALSE(r->more);
+    EXPECT_THAT(r->reaped_expire_times, IsEmpty());
+    if (r->oldest_due.has_value()) {
+      EXPECT_EQ(zed, -1) << "one partition has a hold";
+      EXPECT_EQ(*r->oldest_due, kT0 + absl::Seconds(1));
+      zed = s;
+    }
+  }
+  ASSERT_GE(zed, 0);
+  // The hold is still live to the store's readers until a call ends it.
+  EXPECT_THAT(List("zed", kT0), ElementsAre(StoredHold{"o", kT0 + absl::Seconds(1), {}}));
+  auto other = peek(zed, "replica-b", kT0 + absl::Seconds(2));
+  ASSERT_THAT(other, IsOk());
+  EXPECT_TRUE(other->not_owner);  // replica-a's peek took the lease
+  auto reaped = ReapAs(zed, "replica-a", kT0 + absl::Seconds(2));
+  ASSERT_THAT(reaped, IsOk());
+  EXPECT_THAT(reaped->reaped_expire_times, ElementsAre(kT0 + absl::Seconds(1)));
+  auto after = peek(zed, "replica-a", kT0 + absl::Seconds(2));
+  ASSERT_THAT(after, IsOk());
+  EXPECT_EQ(after->oldest_due, std::nullopt);
+  auto negative = Await<ReapResult>([&](auto done) {
+    store_->Reap(zed, ReapArgs{-1, "", {}, std::nullopt}, At(kT0), std::move(done));
+  });
+  EXPECT_THAT(negative, ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST_P(HoldStoreContractTest, EndHoldEndsLiveHoldOnceAndRetriesSeeTheOutcome) {
   ASSERT_THAT(Place("alice", "a", absl::Seconds(10), kT0), IsOk());
   ASSERT_THAT(Place("alice", "b", absl::Seconds(10), kT0), IsOk());

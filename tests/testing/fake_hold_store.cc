@@ -340,7 +340,7 @@ void FakeHoldStore::ReleaseHolds(std::string user_id, std::string scope, store::
 
 void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions options,
                          store::Callback<store::ReapResult> done) {
-  if (partition < 0 || partition >= kPartitions || args.max_users < 1) {
+  if (partition < 0 || partition >= kPartitions || args.max_users < 0) {
     std::move(done)(absl::InvalidArgumentError("reap: partition or max_users out of range"));
     return;
   }
@@ -369,6 +369,19 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
       }
       leases_[partition] = {args.owner, result.now + args.lease};
     }
+    if (args.max_users == 0) {  // a peek: the oldest expire time, nothing ended
+      for (const auto& [user, holds] : holds_) {
+        if (PartitionOf(user) != partition) continue;
+        for (const auto& [order, held] : holds) {
+          if (!result.oldest_due.has_value() || held.expire < *result.oldest_due) {
+            result.oldest_due = held.expire;
+          }
+        }
+      }
+      ++peeks_;
+      return result;
+    }
+    ++reap_calls_;
     std::vector<std::string> due_users;
     for (const auto& [user, holds] : holds_) {
       if (PartitionOf(user) != partition) continue;

@@ -25,6 +25,16 @@ class FakeHoldStore final : public store::HoldStore {
   explicit FakeHoldStore(const Clock& clock, store::OutcomePolicy outcomes = {})
       : clock_(clock), outcomes_(outcomes) {}
 
+  // Reap calls answered so far: peeks (max_users 0) and the others.
+  int peeks() const {
+    absl::MutexLock lock(&mu_);
+    return peeks_;
+  }
+  int reap_calls() const {
+    absl::MutexLock lock(&mu_);
+    return reap_calls_;
+  }
+
   // While set, every operation fails with this status (simulates Redis down).
   void SetFailure(absl::Status failure) {
     absl::MutexLock lock(&mu_);
@@ -86,8 +96,10 @@ class FakeHoldStore final : public store::HoldStore {
 
   const Clock& clock_;
   const store::OutcomePolicy outcomes_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
+  int peeks_ ABSL_GUARDED_BY(mu_) = 0;
+  int reap_calls_ ABSL_GUARDED_BY(mu_) = 0;
   // user_id -> order_id -> expire_time and details
   std::map<std::string, std::map<std::string, Held>> holds_ ABSL_GUARDED_BY(mu_);
   // user_id -> order_id -> how it ended, and its details

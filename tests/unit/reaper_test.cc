@@ -1,6 +1,7 @@
 // The reaper's single step on the fake store: what it removes, and what it records.
 #include "server/reaper/reaper.h"
 
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -213,6 +214,86 @@ TEST_F(ReaperTest, StandbyReapsADeadOwnersPartitionsOnceTheyAreOverdue) {
   EXPECT_GT(second->standby_reaped, 0);
   EXPECT_EQ(first->reaped + second->reaped, 40);
   EXPECT_LT(second->owned, store_.partition_count());  // reaped without taking b's partitions over
+}
+
+// Peeks (ReaperOptions::peek_batch): an idle tick is one round trip of peeks and no reap call;
+// only partitions with something due are called.
+TEST_F(ReaperTest, AnIdleTickOnlyPeeksAndOnlyPartitionsWithDueHoldsAreCalled) {
+  Reaper reaper(store_, metrics_, ReaperOptions{}, clock_);
+  auto idle = reaper.RunOnce();
+  ASSERT_THAT(idle, IsOk());
+  EXPECT_EQ(idle->peeks, orderhold::testing::FakeHoldStore::kPartitions);
+  EXPECT_EQ(idle->calls, 0);
+  EXPECT_EQ(store_.peeks(), orderhold::testing::FakeHoldStore::kPartitions);
+  EXPECT_EQ(store_.reap_calls(), 0);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_last_success_timestamp_seconds"),
+            absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));
+
+  Place("due", "o", absl::Seconds(1));
+  Place("later", "o", absl::Seconds(60));
+  clock_.Advance(absl::Seconds(1));
+  auto busy = reaper.RunOnce();
+  ASSERT_THAT(busy, IsOk());
+  EXPECT_EQ(busy->reaped, 1);
+  EXPECT_EQ(busy->calls, 1);  // the partition of "due" alone, whatever "later"'s is
+  EXPECT_EQ(store_.reap_calls(), 1);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
+}
+
+TEST_F(ReaperTest, WithoutPeeksEveryPartitionIsCalled) {
+  ReaperOptions options;
+  options.peek_batch = 0;
+  Reaper reaper(store_, metrics_, options, clock_);
+  auto idle = reaper.RunOnce();
+  ASSERT_THAT(idle, IsOk());
+  EXPECT_EQ(idle->peeks, 0);
+  EXPECT_EQ(idle->calls, orderhold::testing::FakeHoldStore::kPartitions);
+  EXPECT_EQ(store_.peeks(), 0);
+}
+
+// The partitions a peek found idle are not waited for: with an hour-long window and nothing due,
+// the tick ends after the first group's peek, without the clock moving (a tick that waited for
+// their slots would block until the test moves the clock on).
+TEST_F(ReaperTest, PartitionsPeekedIdleAreNotWaitedFor) {
+  ReaperOptions options;
+  options.pace_window = absl::Hours(1);
+  options.peek_batch = 2;  // two groups over the 4 partitions: the second group's slot is late
+  Reaper reaper(store_, metrics_, options, clock_);
+  Place("later", "o", absl::Hours(2));  // not due within a group's 30 minutes of slots
+  std::atomic<bool> done = false;
+  absl::StatusOr<ReapStats> stats;
+  std::thread tick([&] {
+    stats = reaper.RunOnce();
+    done = true;
+  });
+  // The first group's peek happens at once; the second group's slot is 30 minutes in.
+  ASSERT_TRUE(Eventually([&] { return store_.peeks() == 2; }));
+  EXPECT_FALSE(done.load());
+  clock_.Advance(absl::Minutes(30));
+  const bool ended = Eventually([&] { return done.load(); });
+  if (!ended) clock_.Advance(absl::Hours(1));  // let the tick end before failing
+  tick.join();
+  EXPECT_TRUE(ended);
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->peeks, 4);
+  EXPECT_EQ(stats->calls, 0);
+}
+
+// A partition whose oldest hold comes due within its group's slots is called at its slot.
+TEST_F(ReaperTest, AHoldDueWithinTheGroupsSlotsIsReapedThisTick) {
+  ReaperOptions options;
+  options.pace_window = absl::Seconds(4);  // slots 1 s apart; one group of 4: 4 s of slots
+  Reaper reaper(store_, metrics_, options, clock_);
+  Place("soon", "o", absl::Seconds(5));
+  clock_.Advance(absl::Seconds(2));  // due in 3 s: not yet, but before the group's last slot
+  absl::StatusOr<ReapStats> stats;
+  std::thread tick([&] { stats = reaper.RunOnce(); });
+  ASSERT_TRUE(Eventually([&] { return store_.peeks() == 4; }));
+  clock_.Advance(absl::Seconds(4));  // every slot has come
+  tick.join();
+  ASSERT_THAT(stats, IsOk());
+  EXPECT_EQ(stats->peeks, 4);
+  EXPECT_EQ(stats->calls, 1);  // the partition of "soon", at its slot
 }
 
 }  // namespace

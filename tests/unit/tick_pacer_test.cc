@@ -37,6 +37,19 @@ TEST(TickPacerTest, FirstCallsAreSpreadEvenlyOverTheWindow) {
   EXPECT_THAT(pacer.left(), IsEmpty());
 }
 
+TEST(TickPacerTest, SkippedFirstCallsAreNeitherStartedNorWaitedFor) {
+  TickPacer pacer({0, 1, 2, 3}, kStart, {absl::Milliseconds(400), 4, 10});
+  EXPECT_THAT(StartAll(pacer, kStart), ElementsAre(0));
+  pacer.Skip(1);
+  pacer.Skip(3);
+  EXPECT_EQ(pacer.next_slot(), kStart + absl::Milliseconds(200));  // 2 keeps its own slot
+  EXPECT_THAT(StartAll(pacer, kStart + absl::Milliseconds(200)), ElementsAre(2));
+  EXPECT_EQ(pacer.next_slot(), absl::InfiniteFuture());  // 3's slot is not waited for
+  pacer.Done(0, false);
+  pacer.Done(2, false);
+  EXPECT_TRUE(pacer.finished());
+}
+
 TEST(TickPacerTest, NoWindowStartsAllAtOnceButNeverMoreThanMaxInFlight) {
   TickPacer pacer({5, 6, 7, 8, 9}, kStart, {absl::ZeroDuration(), 2, 10});
   EXPECT_THAT(StartAll(pacer, kStart), ElementsAre(5, 6));

@@ -37,7 +37,8 @@
 --          outcome records and hold details ARGV[1] .. "x:" .. user_id and ended orders
 --          ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time; a bucket visited that
---          had no due user counts as one)
+--          had no due user counts as one); 0: a peek, which takes the lease as a call does (or
+--          answers -1), then returns {now, 0, oldest_due} and ends nothing
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[4]  outcome retention, ms >= 1
 -- ARGV[5]  max outcome records per user, >= 1
@@ -101,6 +102,9 @@ elseif ARGV[6] ~= '' then
 end
 
 local budget = tonumber(ARGV[2])
+if budget == 0 then
+  return {now, 0, oldest or -1}
+end
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {now, 0, oldest or -1}
 
