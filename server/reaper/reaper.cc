@@ -102,13 +102,15 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
       partitions, clock_.Now(),
       PaceOptions{options_.pace_window, options_.max_in_flight, options_.max_calls_per_partition});
   // Peeks: a group of partitions (in slot order) is peeked when its first one's call comes; the
-  // partitions found with nothing due by the group's last slot are skipped.
+  // partitions found with nothing due by the group's last slot are skipped. A partition that
+  // reaped last tick is called without a peek (under load a peek would only delay its call).
   const size_t group_size = static_cast<size_t>(std::max(0, options_.peek_batch));
-  const absl::Duration group_span = partitions.empty()
-                                        ? absl::ZeroDuration()
-                                        : options_.pace_window * static_cast<double>(group_size) /
-                                              static_cast<double>(partitions.size());
-  std::vector<bool> peeked(store_.partition_count(), false);
+  std::vector<bool> peeked(store_.partition_count(), false);  // or needs no peek
+  if (busy_.size() != peeked.size()) busy_.assign(peeked.size(), false);
+  for (int partition : partitions) {
+    peeked[partition] = busy_[partition];
+    busy_[partition] = false;  // Account() sets it again
+  }
   size_t next_to_peek = 0;  // index in `partitions`
   while (!pacer.finished()) {
     if (stop_requested_.load()) pacer.Abandon();
@@ -116,14 +118,22 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
     while (std::optional<int> partition = pacer.Next(host_now)) {
       if (group_size > 0 && !peeked[*partition]) {
         std::vector<int> group;
+        size_t first = next_to_peek;
         while (next_to_peek < partitions.size() && group.size() < group_size) {
-          if (!peeked[partitions[next_to_peek]]) group.push_back(partitions[next_to_peek]);
+          if (!peeked[partitions[next_to_peek]]) {
+            if (group.empty()) first = next_to_peek;
+            group.push_back(partitions[next_to_peek]);
+          }
           ++next_to_peek;
         }
         if (std::find(group.begin(), group.end(), *partition) == group.end()) {
           group.insert(group.begin(), *partition);  // not reached: Next() goes in slot order
         }
-        const std::vector<bool> due = Peek(group, group_span, now, tick);
+        // The group's slots: from its first partition's to its last one's.
+        const absl::Duration within = options_.pace_window *
+                                      static_cast<double>(next_to_peek - first) /
+                                      static_cast<double>(partitions.size());
+        const std::vector<bool> due = Peek(group, within, now, tick);
         bool call = false;
         for (size_t i = 0; i < group.size(); ++i) {
           peeked[group[i]] = true;
@@ -245,6 +255,7 @@ bool Reaper::Account(int partition, bool first, const absl::StatusOr<store::Reap
     return false;
   }
   const int reaped = static_cast<int>(result->reaped_expire_times.size());
+  if (reaped > 0 || result->more) busy_[partition] = true;
   if (tick.standby[partition]) tick.stats.standby_reaped += reaped;
   for (absl::Time expire_time : result->reaped_expire_times) {
     metrics_.reaper_lag().Observe(absl::ToDoubleSeconds(result->now - expire_time));

@@ -16,8 +16,9 @@
 // does not own and reaps those whose oldest due hold is `standby_after` overdue, so a dead owner's
 // holds wait at most about standby_after + one interval rather than the whole lease.
 //
-// Work per tick: one peek per owned partition, `peek_batch` partitions per round trip, then one
-// call per partition with something due plus one per further batch of due users: it grows with
+// Work per tick: one peek per owned partition that reaped nothing in the last tick,
+// `peek_batch` partitions per round trip, then one call per partition with something due (or
+// that reaped last tick) plus one per further batch of due users: it grows with
 // the due holds, not with the number of users, and an idle tick is a few round trips (it was one
 // per partition: the idle server's main CPU cost, tests/bench/README.md "Idle reaper"). The calls
 // are small (max_users_per_call) and paced
@@ -79,13 +80,15 @@ struct ReaperOptions {
   // leaving the rest for follow-ups so a tick rarely overruns the next one's start.
   absl::Duration pace_window = absl::ZeroDuration();
   // Peeks (ReapArgs::max_users = 0: the lease taken as by a call, the partition's oldest due
-  // hold read, nothing ended) sent at once, as one pipelined round trip, when the first call of a
-  // group's first partition comes: a partition whose oldest hold is not due by the end of the
-  // group's slots (start + pace_window * peek_batch / partitions) gets no call this tick, and the
-  // tick does not wait for its slot. 16 of 64: a peek costs Redis a few us, so a group is well
-  // under a millisecond of scripts in a row. A hold placed after its group's peek, with a ttl
-  // shorter than the group's slots (~0.15 s by default), waits for the next tick: its lag is at
-  // most one interval plus that. 0: no peeks, every partition's first call reaps.
+  // hold read, nothing ended): when the first call of a group's first partition comes, the group
+  // (the next `peek_batch` partitions that need a peek) is peeked at once, as one pipelined round
+  // trip. A partition whose oldest hold is not due by the group's last slot gets no call this
+  // tick, and the tick does not wait for its slot. A partition that reaped in the last tick is
+  // called without a peek: under load every partition is, and a peek would only add a round
+  // trip. 16 of 64: a peek costs Redis a few us, so a group is well under a millisecond of
+  // scripts in a row. A hold placed after its group's peek, with a ttl shorter than the group's
+  // slots (~0.15 s by default), waits for the next tick: its lag is at most one interval plus
+  // that. 0: no peeks, every partition's first call reaps.
   int peek_batch = 16;
   // Deadline of one store call, from its start.
   absl::Duration call_timeout = absl::Seconds(2);
@@ -174,6 +177,9 @@ class Reaper {
   const Clock& clock_;
   Ownership ownership_;
   std::optional<EventTrimmer> trimmer_;  // with an event log only
+  // Per partition: its calls reaped something in its last tick, so the next tick calls it
+  // without a peek. Used by the thread running RunOnce (one tick at a time).
+  std::vector<bool> busy_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Stop() so a paced tick stops starting calls (read without mu_ by RunOnce).

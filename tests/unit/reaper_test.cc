@@ -238,6 +238,19 @@ TEST_F(ReaperTest, AnIdleTickOnlyPeeksAndOnlyPartitionsWithDueHoldsAreCalled) {
   EXPECT_EQ(busy->calls, 1);  // the partition of "due" alone, whatever "later"'s is
   EXPECT_EQ(store_.reap_calls(), 1);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 1);
+
+  // The partition that reaped is called without a peek the next tick (under load a peek would
+  // only delay its call); the others are peeked.
+  auto next = reaper.RunOnce();
+  ASSERT_THAT(next, IsOk());
+  EXPECT_EQ(next->peeks, orderhold::testing::FakeHoldStore::kPartitions - 1);
+  EXPECT_EQ(next->calls, 1);
+  EXPECT_EQ(next->reaped, 0);
+  // It reaped nothing: peeked again the tick after.
+  auto quiet = reaper.RunOnce();
+  ASSERT_THAT(quiet, IsOk());
+  EXPECT_EQ(quiet->peeks, orderhold::testing::FakeHoldStore::kPartitions);
+  EXPECT_EQ(quiet->calls, 0);
 }
 
 TEST_F(ReaperTest, WithoutPeeksEveryPartitionIsCalled) {
