@@ -23,7 +23,8 @@
 # Part 2, h2load: closed-loop PlaceHold with h2load (nghttp2-client) as the generator: one request
 # (user u1, order o1; after the first call it is the idempotent "already held" path, which runs the
 # whole script), -c 4 -m 32, for --h2load-seconds, against noop and redis, --rounds alternating;
-# calls/s medians and the ratio redis/noop (target >= 0.7).
+# calls/s medians and the ratio redis/noop (target >= 0.7), and the server's (and redis-server's)
+# CPU per call at that saturation: mostly work, few wake-ups (tests/bench/README.md "Idle reaper").
 # Output: tables on stdout, <out>/cpu.json and <out>/cpu.md (default <repo>/build/bench).
 set -euo pipefail
 
@@ -140,10 +141,11 @@ cpu_run() {  # kind, rate, round
 
 # One h2load run: prints a JSON object.
 h2load_run() {  # kind, round
-  local kind="$1" round="$2" rps
+  local kind="$1" round="$2" rps c0 c1 r0 r1
   start "${kind}"
   # PlaceHoldRequest{user_id: "u1", order_id: "o1"} in a gRPC frame (uncompressed, 8 bytes).
   printf '\x00\x00\x00\x00\x08\x0a\x02u1\x12\x02o1' >"${WORK}/place.bin"
+  c0="$(proc_cpu_s "${SERVER_PID}")" r0="$(redis_cpu_s -p "${REDIS_PORT}")"
   h2load -D "${H2LOAD_SECONDS}" --warm-up-time=1 -c 4 -m 32 -H 'content-type: application/grpc' \
     -H 'te: trailers' -d "${WORK}/place.bin" \
     "http://127.0.0.1:${PORT}/orderhold.v1.OrderHold/PlaceHold" >"${WORK}/h2load.log" 2>&1 || {
@@ -151,6 +153,7 @@ h2load_run() {  # kind, round
     cat "${WORK}/h2load.log" >&2
     exit 1
   }
+  c1="$(proc_cpu_s "${SERVER_PID}")" r1="$(redis_cpu_s -p "${REDIS_PORT}")"
   stop
   rps="$(awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "req/s,") print $i }' \
     "${WORK}/h2load.log")"
@@ -159,8 +162,16 @@ h2load_run() {  # kind, round
     cat "${WORK}/h2load.log" >&2
     exit 1
   }
+  # CPU per call at saturation, where few calls sleep, so what is left is work rather than
+  # wake-ups. The CPU is read around the whole run (1 s warm-up + the measured seconds), so the
+  # calls are taken as the measured rate over that whole time.
   jq -n --arg kind "${kind}" --argjson round "${round}" --argjson rps "${rps}" \
-    '{kind: $kind, round: $round, calls_per_s: $rps}'
+    --argjson seconds "$((H2LOAD_SECONDS + 1))" --argjson c0 "${c0}" --argjson c1 "${c1}" \
+    --argjson r0 "${r0}" --argjson r1 "${r1}" \
+    '($rps * $seconds) as $calls
+     | {kind: $kind, round: $round, calls_per_s: $rps,
+      server_cpu_us_per_call: (($c1 - $c0) * 1e6 / $calls),
+      redis_cpu_us_per_call: (if $kind == "redis" then ($r1 - $r0) * 1e6 / $calls else 0 end)}'
 }
 
 : >"${WORK}/cpu.jsonl"
@@ -210,7 +221,10 @@ jq -n --argjson smoke "${SMOKE}" --argjson seconds "${SECONDS_PER_RUN}" --argjso
          | .targets = {noop_vs_bare_le_1_2: (.noop_vs_bare <= 1.2),
                        redis_vs_noop_le_1_3: (.redis_vs_noop <= 1.3)}]),
    h2load: ({noop_calls_per_s: med($h2; "noop"; "calls_per_s"),
-            redis_calls_per_s: med($h2; "redis"; "calls_per_s"), runs: $h2}
+            redis_calls_per_s: med($h2; "redis"; "calls_per_s"),
+            noop_us: med($h2; "noop"; "server_cpu_us_per_call"),
+            redis_us: med($h2; "redis"; "server_cpu_us_per_call"),
+            redis_server_us: med($h2; "redis"; "redis_cpu_us_per_call"), runs: $h2}
            | .redis_vs_noop = (.redis_calls_per_s / .noop_calls_per_s)
            | .targets = {redis_vs_noop_ge_0_7: (.redis_vs_noop >= 0.7)})}' >"${OUT}/cpu.json"
 
@@ -221,7 +235,7 @@ jq -r 'def f1: . * 10 | round / 10; def f2: . * 100 | round / 100;
   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   (.cpu[] | "| \(.rate)/s | \(.bare_us | f1) | \(.noop_us | f1) | \(.redis_us | f1) (+ \(.redis_server_us | f1)) | \(.queued_us | f1) (+ \(.queued_redis_server_us | f1)) | \(.bare_switches | f2) / \(.noop_switches | f2) / \(.redis_switches | f2) / \(.queued_switches | f2) | \(.noop_vs_bare | f2): \(.targets.noop_vs_bare_le_1_2) | \(.redis_vs_noop | f2): \(.targets.redis_vs_noop_le_1_3) | \(.queued_vs_noop | f2) |"),
   "",
-  "h2load (closed loop, -c 4 -m 32, one PlaceHold request): noop \(.h2load.noop_calls_per_s | round)/s, Redis \(.h2load.redis_calls_per_s | round)/s: ratio \(.h2load.redis_vs_noop | f2) (>= 0.7: \(.h2load.targets.redis_vs_noop_ge_0_7))"' \
+  "h2load (closed loop, -c 4 -m 32, one PlaceHold request): noop \(.h2load.noop_calls_per_s | round)/s, Redis \(.h2load.redis_calls_per_s | round)/s: ratio \(.h2load.redis_vs_noop | f2) (>= 0.7: \(.h2load.targets.redis_vs_noop_ge_0_7)); server CPU per call there: noop \(.h2load.noop_us | f1) µs, Redis \(.h2load.redis_us | f1) µs (+ redis-server \(.h2load.redis_server_us | f1) µs)"' \
   "${OUT}/cpu.json" | tee "${OUT}/cpu.md"
 jq -e '[.cpu[].errors] | add == 0' "${OUT}/cpu.json" >/dev/null || {
   echo "cpu.sh: calls failed (see ${OUT}/cpu.json)" >&2
