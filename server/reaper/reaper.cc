@@ -117,11 +117,15 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
     const absl::Time host_now = clock_.Now();
     while (std::optional<int> partition = pacer.Next(host_now)) {
       if (group_size > 0 && !peeked[*partition]) {
+        // The group: the partitions needing a peek among the next `group_size` slots from the
+        // first one needing it (busy partitions in between take slots, not places: the group
+        // never spans more than group_size slots, which bounds the lag of a hold it misses).
         std::vector<int> group;
-        size_t first = next_to_peek;
-        while (next_to_peek < partitions.size() && group.size() < group_size) {
+        std::optional<size_t> first;
+        while (next_to_peek < partitions.size() &&
+               (!first.has_value() || next_to_peek - *first < group_size)) {
           if (!peeked[partitions[next_to_peek]]) {
-            if (group.empty()) first = next_to_peek;
+            if (!first.has_value()) first = next_to_peek;
             group.push_back(partitions[next_to_peek]);
           }
           ++next_to_peek;
@@ -129,10 +133,11 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
         if (std::find(group.begin(), group.end(), *partition) == group.end()) {
           group.insert(group.begin(), *partition);  // not reached: Next() goes in slot order
         }
-        // The group's slots: from its first partition's to its last one's.
-        const absl::Duration within = options_.pace_window *
-                                      static_cast<double>(next_to_peek - first) /
-                                      static_cast<double>(partitions.size());
+        // Due "by the group's last slot": within its slots' span from now.
+        const absl::Duration within =
+            options_.pace_window *
+            static_cast<double>(next_to_peek - first.value_or(next_to_peek)) /
+            static_cast<double>(partitions.size());
         const std::vector<bool> due = Peek(group, within, now, tick);
         bool call = false;
         for (size_t i = 0; i < group.size(); ++i) {
@@ -231,8 +236,9 @@ std::vector<bool> Reaper::Peek(const std::vector<int>& group, absl::Duration wit
     // Counted as a first call (backlog, not_owner, errors): the partition's first look this tick;
     // the group's one round trip once.
     Account(group[i], /*first=*/true, result, i == 0 ? round_trip : absl::ZeroDuration(), tick);
-    due[i] = result.ok() && !result->not_owner && result->oldest_due.has_value() &&
-             *result->oldest_due <= result->now + within;
+    // A failed peek leaves the partition to its call, which tries Redis again at its slot.
+    due[i] = !result.ok() || (!result->not_owner && result->oldest_due.has_value() &&
+                              *result->oldest_due <= result->now + within);
   }
   return due;
 }

@@ -29,8 +29,8 @@
 // never in a pipelined batch with requests. Every `event_trim_interval` the reaper also trims the
 // event streams of its partitions (server/reaper/event_trimmer.h).
 //
-// Thread-safety: RunOnce() may be called from any thread (tests call it with the loop stopped);
-// Start()/Stop() from one owner thread.
+// Thread-safety: RunOnce() may be called from any thread, one tick at a time (tests call it with
+// the loop stopped); Start()/Stop() from one owner thread.
 #ifndef ORDERHOLD_SERVER_REAPER_REAPER_H_
 #define ORDERHOLD_SERVER_REAPER_REAPER_H_
 
@@ -81,14 +81,15 @@ struct ReaperOptions {
   absl::Duration pace_window = absl::ZeroDuration();
   // Peeks (ReapArgs::max_users = 0: the lease taken as by a call, the partition's oldest due
   // hold read, nothing ended): when the first call of a group's first partition comes, the group
-  // (the next `peek_batch` partitions that need a peek) is peeked at once, as one pipelined round
-  // trip. A partition whose oldest hold is not due by the group's last slot gets no call this
-  // tick, and the tick does not wait for its slot. A partition that reaped in the last tick is
-  // called without a peek: under load every partition is, and a peek would only add a round
-  // trip. 16 of 64: a peek costs Redis a few us, so a group is well under a millisecond of
-  // scripts in a row. A hold placed after its group's peek, with a ttl shorter than the group's
-  // slots (~0.15 s by default), waits for the next tick: its lag is at most one interval plus
-  // that. 0: no peeks, every partition's first call reaps.
+  // (the partitions that need a peek among the next `peek_batch` slots) is peeked at once, as one
+  // pipelined round trip. A partition whose oldest hold is not due by the group's last slot gets
+  // no call this tick, and the tick does not wait for its slot. A partition that reaped in the last
+  // tick is called without a peek: under load every partition is, and a peek would only add a round
+  // trip. A failed peek leaves the partition to its call. 16 of 64: a peek costs Redis a few us,
+  // so a group is well under a millisecond of scripts in a row. A hold placed after its group's
+  // peek, with a ttl shorter than the group's slots (~0.15 s by default), or due between the
+  // group's last slot and a late first call (calls in flight held it back), waits for the next
+  // tick: at most one more interval. 0: no peeks, every partition's first call reaps.
   int peek_batch = 16;
   // Deadline of one store call, from its start.
   absl::Duration call_timeout = absl::Seconds(2);
@@ -163,8 +164,8 @@ class Reaper {
   // Makes the paced reap calls over `partitions` until each is done or the tick is abandoned.
   void RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick);
   // Peeks `group` (ReaperOptions::peek_batch) in one round trip and waits for the answers; returns
-  // per partition of `group` whether it has a hold due within `within` of the store's clock (false
-  // on an error, which goes to `tick`).
+  // per partition of `group` whether it is to be called: a hold due within `within` of the store's
+  // clock, or the peek failed (the error goes to `tick`; the call tries again at its slot).
   std::vector<bool> Peek(const std::vector<int>& group, absl::Duration within,
                          std::optional<absl::Time> now, Tick& tick);
   // Counts one ended call into `tick` and the metrics; returns whether its partition has more due.

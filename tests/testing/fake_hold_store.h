@@ -25,6 +25,9 @@ class FakeHoldStore final : public store::HoldStore {
   explicit FakeHoldStore(const Clock& clock, store::OutcomePolicy outcomes = {})
       : clock_(clock), outcomes_(outcomes) {}
 
+  // The index partition of `user_id` (std::hash: fixed within one build).
+  static int PartitionOf(const std::string& user_id);
+
   // Reap calls answered so far: peeks (max_users 0) and the others.
   int peeks() const {
     absl::MutexLock lock(&mu_);
@@ -70,7 +73,6 @@ class FakeHoldStore final : public store::HoldStore {
   void Answer(store::Callback<T>& done, Body body);
   // Truncated to ms, like Redis TIME in the scripts.
   absl::Time NowFor(const store::CallOptions& options) const;
-  static int PartitionOf(const std::string& user_id);
   // Ends every due hold of `user` as EXPIRED; returns their expire times.
   std::vector<absl::Time> ExpireDue(const std::string& user, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

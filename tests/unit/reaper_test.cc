@@ -294,11 +294,18 @@ TEST_F(ReaperTest, PartitionsPeekedIdleAreNotWaitedFor) {
 
 // A partition whose oldest hold comes due within its group's slots is called at its slot.
 TEST_F(ReaperTest, AHoldDueWithinTheGroupsSlotsIsReapedThisTick) {
+  using orderhold::testing::FakeHoldStore;
   ReaperOptions options;
   options.pace_window = absl::Seconds(4);  // slots 1 s apart; one group of 4: 4 s of slots
   Reaper reaper(store_, metrics_, options, clock_);
-  Place("soon", "o", absl::Seconds(5));
-  clock_.Advance(absl::Seconds(2));  // due in 3 s: not yet, but before the group's last slot
+  // A user of the last partition (slot at +3 s), its hold due at +2.5 s: not due at the peek,
+  // due by its partition's slot.
+  std::string user;
+  for (int i = 0; user.empty(); ++i) {
+    const std::string candidate = absl::StrCat("soon", i);
+    if (FakeHoldStore::PartitionOf(candidate) == FakeHoldStore::kPartitions - 1) user = candidate;
+  }
+  Place(user, "o", absl::Milliseconds(2500));
   absl::StatusOr<ReapStats> stats;
   std::thread tick([&] { stats = reaper.RunOnce(); });
   ASSERT_TRUE(Eventually([&] { return store_.peeks() == 4; }));
@@ -306,7 +313,8 @@ TEST_F(ReaperTest, AHoldDueWithinTheGroupsSlotsIsReapedThisTick) {
   tick.join();
   ASSERT_THAT(stats, IsOk());
   EXPECT_EQ(stats->peeks, 4);
-  EXPECT_EQ(stats->calls, 1);  // the partition of "soon", at its slot
+  EXPECT_EQ(stats->calls, 1);  // that partition alone, at its slot
+  EXPECT_EQ(stats->reaped, 1);
 }
 
 }  // namespace
