@@ -72,7 +72,6 @@ class RedisClient::Connection {
   }
 
   // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
-  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
   // otherwise.
   void Append(const RedisCommand& command, bool with_body) {
     if (command.asking) connection_->Append({"ASKING"});
@@ -80,12 +79,9 @@ class RedisClient::Connection {
       connection_->Append(command.args);
       return;
     }
-    std::vector<std::string> args;
-    args.reserve(command.args.size() + 2);
-    args.push_back(with_body ? "EVAL" : "EVALSHA");
-    args.push_back(with_body ? options_.scripts[command.script] : shas_[command.script]);
-    args.insert(args.end(), command.args.begin(), command.args.end());
-    connection_->Append(args);
+    connection_->Append({with_body ? absl::string_view("EVAL") : absl::string_view("EVALSHA"),
+                         with_body ? options_.scripts[command.script] : shas_[command.script]},
+                        command.args);
   }
 
  private:

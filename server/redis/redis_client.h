@@ -2,7 +2,7 @@
 // that pipelines queued commands (redis-plus-plus' pool + the batching of a pipelined client).
 //
 // Layers: RedisConnection (redis_connection.h) is "how to talk to a node" (our socket, plain or
-// TLS, hiredis' formatter and reader); RedisTopology (redis_topology.h) is "which node" (the
+// TLS, RESP commands, hiredis' reader); RedisTopology (redis_topology.h) is "which node" (the
 // standalone address, or the primary Sentinel names). This class is the pool: batching,
 // deadlines, fail-fast, script loading, error classification (redis_reply.h) and WAIT.
 //

@@ -1,7 +1,13 @@
 // RedisConnection: one connection to one Redis node over our own socket, plain or TLS (OpenSSL),
-// with hiredis kept for what it does well: formatting commands (redisFormatCommandArgv) and
-// parsing replies (redisReader). "How to talk to a node"; which node is the topology's business
-// (redis_topology.h).
+// with hiredis kept for what it does well: parsing replies (redisReader). "How to talk to a node";
+// which node is the topology's business (redis_topology.h).
+//
+// Commands are written as RESP arrays of bulk strings (https://redis.io/docs/reference/
+// protocol-spec/, "Sending commands to a Redis server") straight into the output buffer, with
+// absl's integer formatting for the lengths. hiredis' redisFormatCommandArgv formats each length
+// with sprintf into a buffer of its own; with a PlaceHold's 25 arguments, that, the copy of the
+// arguments it needed and hiredis' reply objects cost ~27,000 of the server's ~121,000 user-space
+// instructions per call (callgrind; tests/bench/README.md "Instructions per call").
 //
 // Why our own socket: hiredis 0.14 has no TLS, and its blocking context has one socket timeout
 // rather than a deadline per call. Here every call takes an absolute deadline and waits with
@@ -22,6 +28,7 @@
 #ifndef ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
 #define ORDERHOLD_SERVER_REDIS_REDIS_CONNECTION_H_
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "server/redis/redis_reply.h"
 #include "server/redis/redis_url.h"
 #include "server/redis/tls_context.h"
@@ -58,8 +66,12 @@ class RedisConnection {
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
 
-  // Formats `args` (binary-safe) into the output buffer; nothing is written yet.
-  void Append(const std::vector<std::string>& args);
+  // Formats the command `args` (binary-safe: any bytes, empty strings too) into the output
+  // buffer; nothing is written yet. `args` must not be empty.
+  void Append(absl::Span<const std::string> args) { Append({}, args); }
+  // Formats the command `head` followed by `tail` as one command, as Append(head + tail) would:
+  // for a prefix such as {"EVALSHA", sha} before a caller's arguments, without copying them.
+  void Append(std::initializer_list<absl::string_view> head, absl::Span<const std::string> tail);
   // Writes everything appended. UNAVAILABLE on an I/O error, DEADLINE_EXCEEDED when `deadline`
   // passes first; either way the connection is broken (broken() is true) and must be dropped.
   absl::Status Flush(absl::Time deadline);

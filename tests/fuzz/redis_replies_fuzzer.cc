@@ -1,10 +1,11 @@
 // Fuzzes what a Redis node (or anything answering on its port) sends back: the input is written as
 // a byte stream to a real RedisConnection over loopback, which reads replies until the stream ends
-// (hiredis' RESP reader, then the conversion to RedisReply, redis_connection.cc). Each reply then
-// goes through every parser of replies: error classification (redis_reply.h), the cluster slot
-// map (CLUSTER SHARDS and CLUSTER SLOTS) and MOVED/ASK redirects (cluster_slots.h), and Sentinel's
-// master address reply and +switch-master message (sentinel_topology.h). Any stream must give
-// replies and clean statuses, never crash, leak or hang.
+// (hiredis' RESP reader, building RedisReply trees through our reply functions,
+// redis_connection.cc). Each reply then goes through every parser of replies: error classification
+// (redis_reply.h), the cluster slot map (CLUSTER SHARDS and CLUSTER SLOTS) and MOVED/ASK redirects
+// (cluster_slots.h), and Sentinel's master address reply and +switch-master message
+// (sentinel_topology.h). Any stream must give replies and clean statuses, never crash, leak or
+// hang.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -72,6 +72,44 @@ TEST_F(RedisConnectionTest, RepliesOfEveryShapeIncludingErrorsAsReplies) {
   EXPECT_FALSE(connection_->broken());  // an error reply leaves the stream in step
 }
 
+// A command given as a head ({"EVAL", body}) and a tail of arguments is one command, binary-safe
+// and with empty arguments; nested replies of every shape keep their order and types (the reader
+// builds RedisReply in place).
+TEST_F(RedisConnectionTest, AHeadAndATailAreOneCommandAndNestedRepliesKeepTheirShape) {
+  const std::string binary("v\0\r\n", 4);
+  const std::vector<std::string> tail = {"1", "k", binary, ""};
+  connection_->Append({"EVAL",
+                       "redis.call('SET', KEYS[1], ARGV[1]) "
+                       "return {redis.call('GET', KEYS[1]), ARGV[2], #ARGV, "
+                       "{7, {ok='fine'}, {err='boom'}, false, {}}}"},
+                      tail);
+  connection_->Append({"PING"});
+  ASSERT_TRUE(connection_->Flush(In(absl::Seconds(2))).ok());
+  ASSERT_OK_AND_ASSIGN(RedisReply reply, connection_->Read(In(absl::Seconds(2))));
+  ASSERT_EQ(reply.type, Type::kArray);
+  ASSERT_EQ(reply.elements.size(), 4u);
+  EXPECT_EQ(reply.elements[0].type, Type::kString);
+  EXPECT_EQ(reply.elements[0].str, binary);
+  EXPECT_EQ(reply.elements[1].type, Type::kString);
+  EXPECT_EQ(reply.elements[1].str, "");
+  EXPECT_EQ(reply.elements[2].type, Type::kInteger);
+  EXPECT_EQ(reply.elements[2].integer, 2);
+  const RedisReply& nested = reply.elements[3];
+  ASSERT_EQ(nested.type, Type::kArray);
+  ASSERT_EQ(nested.elements.size(), 5u);
+  EXPECT_EQ(nested.elements[0].integer, 7);
+  EXPECT_EQ(nested.elements[1].type, Type::kStatus);
+  EXPECT_EQ(nested.elements[1].str, "fine");
+  EXPECT_EQ(nested.elements[2].type, Type::kError);
+  EXPECT_EQ(nested.elements[2].str, "boom");
+  EXPECT_EQ(nested.elements[3].type, Type::kNil);
+  EXPECT_EQ(nested.elements[4].type, Type::kArray);
+  EXPECT_TRUE(nested.elements[4].elements.empty());
+  ASSERT_OK_AND_ASSIGN(RedisReply pong, connection_->Read(In(absl::Seconds(2))));
+  EXPECT_EQ(pong.str, "PONG");
+  EXPECT_FALSE(connection_->broken());
+}
+
 TEST_F(RedisConnectionTest, PipelinesManyCommandsInOneFlushAndLargeValues) {
   const std::string big(1 << 20, 'x');  // larger than any socket buffer: partial writes and reads
   connection_->Append({"SET", "big", big});
