@@ -4,7 +4,10 @@
 # `--smoke` through run.sh's smoke.
 #
 #   tests/bench/cpu.sh [--smoke] [--rates 1000,3000,6000] [--seconds 10] [--rounds 3]
-#                      [--h2load-seconds 10] [--out DIR]
+#                      [--h2load-seconds 10] [--out DIR] [--server BIN]
+#
+# --server BIN runs BIN (another build's orderhold-server, e.g. the previous commit's) as the noop,
+# redis and queued servers, so a change is measured against its parent on the same machine.
 #
 # Part 1, cpu: open-loop PlaceHold (orderhold-bench --rate, 100,000 users, ttl 10m) at each rate
 # against three servers, each fresh, in --rounds rounds whose order alternates (forward, then
@@ -36,6 +39,7 @@ H2LOAD_SECONDS=10
 SMOKE=0
 OUT="${REPO}/build/bench"
 WARMUP=3
+SERVER_OVERRIDE=""
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
@@ -44,9 +48,10 @@ while (($#)); do
     --rounds) ROUNDS="$2"; shift ;;
     --h2load-seconds) H2LOAD_SECONDS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
+    --server) SERVER_OVERRIDE="$2"; shift ;;
     *)
       echo "usage: $0 [--smoke] [--rates R1,R2,...] [--seconds N] [--rounds N]" \
-        "[--h2load-seconds N] [--out DIR]" >&2
+        "[--h2load-seconds N] [--out DIR] [--server BIN]" >&2
       exit 64
       ;;
   esac
@@ -69,7 +74,8 @@ BUILD="${REPO}/build"
   cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
 cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-bare-server \
   -j "$(nproc)" >/dev/null
-SERVER="${BUILD}/server/orderhold-server"
+SERVER="${SERVER_OVERRIDE:-${BUILD}/server/orderhold-server}"
+[[ -x "${SERVER}" ]] || { echo "cpu.sh: ${SERVER} is not an executable" >&2; exit 64; }
 BARE="${BUILD}/tests/bench/orderhold-bare-server"
 BENCH="${BUILD}/client/orderhold-bench"
 
