@@ -1,5 +1,7 @@
 #include "server/store/keys.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace orderhold::store {
@@ -26,8 +28,11 @@ int KeySchema::DueBucketOf(absl::string_view user_id) {
   return static_cast<int>(Fnv1a32(user_id) / kPartitionCount % kDueBucketCount);
 }
 
-std::string KeySchema::PartitionPrefix(int partition) const {
-  return absl::StrCat(prefix_, ":{", partition, "}:");
+KeySchema::KeySchema(std::string prefix) : prefix_(std::move(prefix)) {
+  partition_prefixes_.reserve(kPartitionCount);
+  for (int partition = 0; partition < kPartitionCount; ++partition) {
+    partition_prefixes_.push_back(absl::StrCat(prefix_, ":{", partition, "}:"));
+  }
 }
 
 std::string KeySchema::UserKey(absl::string_view user_id) const {

@@ -65,6 +65,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -77,8 +78,11 @@ class KeySchema {
   // Due-index buckets per partition (see the table above). Part of the data model as well.
   static constexpr int kDueBucketCount = 256;
 
-  // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace).
-  explicit KeySchema(std::string prefix) : prefix_(std::move(prefix)) {}
+  // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace). Builds the
+  // kPartitionCount partition prefixes once, so each key of a call is one concatenation (each
+  // key cost ~740 instructions with its prefix formatted per call: callgrind, tests/bench/README.md
+  // "Instructions per call").
+  explicit KeySchema(std::string prefix);
 
   // FNV-1a 32-bit of the id, mod kPartitionCount: stable across processes and versions (unlike
   // absl::Hash, which is seeded per process).
@@ -105,14 +109,18 @@ class KeySchema {
   // replaced by "nudge", as the scripts derive it. Subscribed to by EventNudgeSubscriber.
   std::string NudgeChannel(int partition) const;
   std::string ReplicasKey() const;
-  // The prefix of every key of `partition`:
-  // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id.
-  std::string PartitionPrefix(int partition) const;
+  // The prefix of every key of `partition`, "<prefix>:{<partition>}:":
+  // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id. 0 <= partition <
+  // kPartitionCount (std::out_of_range otherwise: a bug, never input).
+  const std::string& PartitionPrefix(int partition) const {
+    return partition_prefixes_.at(static_cast<size_t>(partition));
+  }
 
   const std::string& prefix() const { return prefix_; }
 
  private:
   std::string prefix_;
+  std::vector<std::string> partition_prefixes_;  // [partition]
 };
 
 // Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than

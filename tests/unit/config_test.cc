@@ -56,6 +56,11 @@ TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   EXPECT_EQ(keys.UserDueKey("alice"), "orderhold:{39}:hd:79");
   EXPECT_EQ(keys.UserDueKey("bob"), "orderhold:{20}:hd:131");
   EXPECT_EQ(keys.BucketDueKey(20), "orderhold:{20}:bdue");
+  // The prefixes are built once, for every partition; a copy has its own.
+  const store::KeySchema copy = keys;
+  EXPECT_EQ(copy.PartitionPrefix(0), "orderhold:{0}:");
+  EXPECT_EQ(copy.PartitionPrefix(store::KeySchema::kPartitionCount - 1), "orderhold:{63}:");
+  EXPECT_EQ(copy.EventsKey(7), "orderhold:{7}:events");
 }
 
 TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
