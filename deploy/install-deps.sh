@@ -26,7 +26,8 @@ PACKAGES=(
   clang libclang-rt-14-dev                              # tests/fuzz (libFuzzer)
   nftables iproute2                                     # tests/e2e/network_faults_e2e_test.cc
   jq python3                                             # tests/bench/run.sh, tests/soak/ (run.sh, oracle.py)
-  nghttp2-client                                        # tests/bench/cpu.sh: h2load
+  nghttp2-client                                        # tests/bench/cpu.sh, callgrind.sh: h2load
+  valgrind                                              # tests/bench/callgrind.sh
   prometheus yq                                         # tests/deploy: promtool, Prometheus, YAML as JSON
   podman runc mmdebstrap docker-compose golang-github-containernetworking-plugin-dnsname  # tests/deploy (image, compose)
   python3-yaml systemd                                  # tests/deploy/k8s_test.sh, systemd_test.sh
