@@ -36,8 +36,10 @@ namespace {
 constexpr size_t kReadChunk = 16 * 1024;
 
 // hiredis' reader builds RedisReply trees directly (redisReplyObjectFunctions, hiredis' read.h),
-// instead of its own reply objects that would then be copied and freed: one allocation per reply
-// instead of one per element plus the copy (tests/bench/README.md "Instructions per call").
+// instead of its own reply objects that would then be copied and freed: the root and each array's
+// element vector are allocated (and strings past their inline buffer), where hiredis allocated
+// every element, its strings and pointer arrays, and the copy allocated again (tests/bench/
+// README.md "Instructions per call").
 // Elements arrive in order, each once its elder sibling is complete, so each is appended to its
 // parent's `elements`; when the vector grows only completed siblings move, and no reader task
 // points at those (a task's `obj` is the object being filled: the root or an array still open).

@@ -47,13 +47,9 @@ PIDS=()
 source "${REPO}/tests/bench/lib.sh"
 trap stop_pids_and_work EXIT
 start_redis
-# PlaceHoldRequest{user_id: "u1", order_id: "o1"} in a gRPC frame (uncompressed, 8 bytes).
-printf '\x00\x00\x00\x00\x08\x0a\x02u1\x12\x02o1' >"${WORK}/place.bin"
 
 place() {  # port, calls
-  h2load -n "$2" -c 4 -m 32 -H 'content-type: application/grpc' -H 'te: trailers' \
-    -d "${WORK}/place.bin" "http://127.0.0.1:$1/orderhold.v1.OrderHold/PlaceHold" \
-    >"${WORK}/h2load.log" 2>&1
+  h2load_place "$1" "${WORK}/h2load.log" -n "$2" -c 4 -m 32 || true
   grep -q "succeeded, 0 failed, 0 errored" "${WORK}/h2load.log" || {
     echo "callgrind.sh: h2load calls failed" >&2
     cat "${WORK}/h2load.log" >&2

@@ -149,12 +149,9 @@ cpu_run() {  # kind, rate, round
 h2load_run() {  # kind, round
   local kind="$1" round="$2" rps c0 c1 r0 r1
   start "${kind}"
-  # PlaceHoldRequest{user_id: "u1", order_id: "o1"} in a gRPC frame (uncompressed, 8 bytes).
-  printf '\x00\x00\x00\x00\x08\x0a\x02u1\x12\x02o1' >"${WORK}/place.bin"
   c0="$(proc_cpu_s "${SERVER_PID}")" r0="$(redis_cpu_s -p "${REDIS_PORT}")"
-  h2load -D "${H2LOAD_SECONDS}" --warm-up-time=1 -c 4 -m 32 -H 'content-type: application/grpc' \
-    -H 'te: trailers' -d "${WORK}/place.bin" \
-    "http://127.0.0.1:${PORT}/orderhold.v1.OrderHold/PlaceHold" >"${WORK}/h2load.log" 2>&1 || {
+  h2load_place "${PORT}" "${WORK}/h2load.log" -D "${H2LOAD_SECONDS}" --warm-up-time=1 -c 4 \
+    -m 32 || {
     echo "cpu.sh: h2load failed against ${kind}" >&2
     cat "${WORK}/h2load.log" >&2
     exit 1

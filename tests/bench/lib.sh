@@ -21,6 +21,10 @@
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
 #   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
 #                     reaches has used so far (INFO cpu; main thread and its helpers)
+#   h2load_place PORT OUT OPTIONS...  h2load against 127.0.0.1:PORT with OPTIONS (-D/-n, -c, -m),
+#                     every request PlaceHold{user_id "u1", order_id "o1"} (gRPC-framed; after the
+#                     first call the "already held" path, which runs the whole script); its output
+#                     to OUT, the request file in ${WORK}; fails as h2load does
 #   start_cluster DIR N  starts N redis-servers in cluster mode on free ports (data and bus port
 #                     each; no persistence; data in DIR/<port>), makes them one Redis Cluster of N
 #                     primaries and no replicas with `redis-cli --cluster create` (its even split of
@@ -145,6 +149,15 @@ proc_cpu_s() {
 redis_cpu_s() {
   redis-cli "$@" INFO cpu | tr -d '\r' | awk -F: '
     $1 == "used_cpu_user" || $1 == "used_cpu_sys" { s += $2 } END { printf "%.3f\n", s }'
+}
+
+h2load_place() {
+  local port="$1" out="$2"
+  shift 2
+  # PlaceHoldRequest{user_id: "u1", order_id: "o1"} in a gRPC frame (uncompressed, 8 bytes).
+  printf '\x00\x00\x00\x00\x08\x0a\x02u1\x12\x02o1' >"${WORK}/place.bin"
+  h2load "$@" -H 'content-type: application/grpc' -H 'te: trailers' -d "${WORK}/place.bin" \
+    "http://127.0.0.1:${port}/orderhold.v1.OrderHold/PlaceHold" >"${out}" 2>&1
 }
 
 start_cluster() {
