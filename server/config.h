@@ -79,6 +79,9 @@ struct Config {
   // How long a gRPC thread runs a lone call's Redis round trip itself before leaving it to the
   // I/O thread (RedisClientOptions::inline_wait); 0: never. 0-100ms.
   absl::Duration redis_inline_wait = absl::Milliseconds(1);
+  // Call the scripts as Redis Functions (FCALL) where Redis takes their library, else EVALSHA
+  // (RedisStoreOptions::functions).
+  bool redis_functions = true;
   // When > 0, every batch that ran a writing script is followed by WAIT redis_wait_replicas
   // redis_wait_timeout, and a write counts as done only if that many replicas acknowledged it.
   int redis_wait_replicas = 0;

@@ -10,6 +10,10 @@ namespace orderhold {
 absl::StatusOr<std::unique_ptr<store::RedisHoldStore>> ConnectRedisStore(
     RedisStoreOptions options) {
   options.client.scripts = store::RedisHoldStore::Scripts();
+  if (options.functions) {
+    options.client.function_library = store::RedisHoldStore::FunctionLibrary();
+    options.client.functions = store::RedisHoldStore::Functions();
+  }
   // One failure log for both callers, so a failure both see is logged once.
   if (options.client.failure_log == nullptr) {
     options.client.failure_log = std::make_shared<redis::RedisFailureLog>();

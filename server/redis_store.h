@@ -22,7 +22,9 @@ namespace orderhold {
 struct RedisStoreOptions {
   // Options of the request pool: credentials and TLS (client.node), database, topology
   // (standalone or Sentinel; ignored in cluster mode), connections, timeouts, WAIT, metrics.
-  // `scripts` is filled in with RedisHoldStore::Scripts(). The background caller copies it with
+  // `scripts` is filled in with RedisHoldStore::Scripts(), and with `functions` also
+  // `function_library` and `functions` (RedisHoldStore::FunctionLibrary(), Functions()). The
+  // background caller copies it with
   // one connection and RedisHoldStore::kBackgroundMaxPipeline; both share one failure log.
   redis::RedisClientOptions client;
   // Redis Cluster mode when set (--redis_mode=cluster): both callers are RedisClusterClients on
@@ -32,6 +34,9 @@ struct RedisStoreOptions {
   std::string key_prefix = "orderhold";
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
   store::OutcomePolicy outcomes;
+  // Call the scripts as Redis Functions (FCALL) where the node takes their library, else by
+  // EVALSHA (--redis_functions; redis::RedisClientOptions::function_library).
+  bool functions = true;
   // Where users' holds are kept (--hold_layout; see store::HoldLayout).
   store::HoldLayout hold_layout = store::HoldLayout::kV1;
   // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.

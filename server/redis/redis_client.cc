@@ -41,11 +41,13 @@ absl::StatusOr<RedisReply> ReplyOrError(RedisReply reply, bool cluster_replies) 
 
 }  // namespace
 
-// One connection, the topology generation it was made at, and the SHAs of the scripts loaded on
-// it. Used by one I/O thread only.
+// One connection, the topology generation it was made at, the SHAs of the scripts loaded on it,
+// and whether it calls them as functions (FCALL). Used by one I/O thread only.
 class RedisClient::Connection {
  public:
-  explicit Connection(const RedisClientOptions& options) : options_(options) {}
+  // `functions_refused`: the client's flag that a refused FUNCTION LOAD was logged.
+  Connection(const RedisClientOptions& options, std::atomic<bool>& functions_refused)
+      : options_(options), functions_refused_(functions_refused) {}
 
   bool connected() const { return connection_ != nullptr; }
   void Drop() { connection_.reset(); }
@@ -54,7 +56,7 @@ class RedisClient::Connection {
   bool Stale() const { return generation_ != options_.topology->generation(); }
 
   // Asks the topology for the primary, connects, and in one round trip AUTHs, SELECTs, checks
-  // ROLE and loads every script, all by `deadline`.
+  // ROLE and loads the function library and every script, all by `deadline`.
   absl::Status Connect(absl::Time deadline) {
     connection_.reset();
     RedisTopology& topology = *options_.topology;
@@ -71,22 +73,36 @@ class RedisClient::Connection {
     return absl::OkStatus();
   }
 
-  // EVALSHA for script commands (EVAL with the body when `with_body`), the command itself
-  // otherwise.
+  // FCALL (when the node took the library) or EVALSHA for script commands (EVAL with the body
+  // when `with_body`), the command itself otherwise.
   void Append(const RedisCommand& command, bool with_body) {
     if (command.asking) connection_->Append({"ASKING"});
     if (command.script < 0) {
       connection_->Append(command.args);
       return;
     }
-    connection_->Append({with_body ? absl::string_view("EVAL") : absl::string_view("EVALSHA"),
-                         with_body ? options_.scripts[command.script] : shas_[command.script]},
-                        command.args);
+    absl::string_view verb = "EVALSHA";
+    absl::string_view script = shas_[command.script];
+    if (with_body) {
+      verb = "EVAL";
+      script = options_.scripts[command.script];
+    } else if (fcall_) {
+      verb = "FCALL";
+      script = options_.functions[command.script];
+    }
+    connection_->Append({verb, script}, command.args);
   }
+
+  // Whether script commands go as FCALL.
+  bool fcall() const { return fcall_; }
+  // The node lost the library (FUNCTION FLUSH or DELETE): EVALSHA until the connection is made
+  // again (its handshake loads the library anew).
+  void StopFcall() { fcall_ = false; }
 
  private:
   // On a new connection to `primary`, in one round trip: AUTH, SELECT, CLIENT SETNAME, ROLE (when
-  // the topology asks for it) and SCRIPT LOAD of every script (their SHAs into shas_), all by
+  // the topology asks for it), FUNCTION LOAD of the library (when there is one: fcall_ says
+  // whether the node took it) and SCRIPT LOAD of every script (their SHAs into shas_), all by
   // `deadline`. UNAVAILABLE naming the step Redis refused, or the I/O error (with a hint to use
   // rediss:// when a plain connection was dropped before any answer).
   absl::Status Handshake(RedisConnection& connection, const HostPort& primary,
@@ -97,10 +113,12 @@ class RedisClient::Connection {
     const bool select = options_.db != 0;
     const bool name = !node_options.client_name.empty();
     const bool role = options_.topology->verify_role();
+    const bool functions = !options_.function_library.empty();
     if (!auth.empty()) connection.Append(auth);
     if (select) connection.Append({"SELECT", absl::StrCat(options_.db)});
     if (name) connection.Append({"CLIENT", "SETNAME", node_options.client_name});
     if (role) connection.Append({"ROLE"});
+    if (functions) connection.Append({"FUNCTION", "LOAD", options_.function_library});
     for (const std::string& script : options_.scripts)
       connection.Append({"SCRIPT", "LOAD", script});
     // Redis drops a plain client on its TLS port without a word: the first bytes are no TLS
@@ -154,6 +172,20 @@ class RedisClient::Connection {
                                                    reply.elements[0].str, "); re-resolving"));
       }
     }
+    fcall_ = false;
+    if (functions) {
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
+      // The library's name is a hash of its code: one of that name is this code, loaded by
+      // another connection or another replica of the same release.
+      fcall_ =
+          reply.type != RedisReply::Type::kError || (absl::StartsWith(reply.str, "ERR Library '") &&
+                                                     absl::EndsWith(reply.str, "' already exists"));
+      if (!fcall_ && !functions_refused_.exchange(true)) {
+        LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
+                   "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
+                   "to use Redis Functions)");
+      }
+    }
     shas_.resize(options_.scripts.size());
     for (std::string& sha : shas_) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
@@ -189,9 +221,11 @@ class RedisClient::Connection {
   }
 
   const RedisClientOptions& options_;
+  std::atomic<bool>& functions_refused_;
   std::unique_ptr<RedisConnection> connection_;
   uint64_t generation_ = 0;
   std::vector<std::string> shas_;
+  bool fcall_ = false;
 };
 
 // One I/O thread's loop and state: its connection and the batch under way. The steps of a turn:
@@ -204,7 +238,9 @@ class RedisClient::Connection {
 class RedisClient::IoThread {
  public:
   explicit IoThread(RedisClient& client)
-      : client_(client), options_(client.options_), connection_(client.options_) {}
+      : client_(client),
+        options_(client.options_),
+        connection_(client.options_, client.functions_refused_) {}
 
   void Run() {
     // A write to a socket Redis closed must come back as EPIPE, not kill the process.
@@ -394,10 +430,12 @@ class RedisClient::IoThread {
       // NOSCRIPT: the script cache was emptied (restart, failover, SCRIPT FLUSH). Retry once,
       // after the pipeline is drained so replies stay in order, with EVAL of the body: it
       // reloads the script into the cache (same SHA) and runs it in one command, so another
-      // flush cannot slip between a SCRIPT LOAD and the retry.
+      // flush cannot slip between a SCRIPT LOAD and the retry. "Function not found" (FUNCTION
+      // FLUSH or DELETE) is retried the same way, and the connection goes on by EVALSHA.
       std::vector<size_t> noscript;
       status = Read(live_, /*with_body=*/false, wait_, &noscript);
       if (status.ok() && !noscript.empty() && connection_.connected()) {
+        if (connection_.fcall()) connection_.StopFcall();
         bool wait = false;
         std::vector<size_t> unused;
         status = Write(noscript, /*with_body=*/true, &wait);
@@ -563,6 +601,12 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   if (options.failure_log == nullptr) options.failure_log = std::make_shared<RedisFailureLog>();
   if (options.inline_wait < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis client: inline_wait must be >= 0");
+  }
+  if (options.function_library.empty() ? !options.functions.empty()
+                                       : options.functions.size() != options.scripts.size()) {
+    return absl::InvalidArgumentError(
+        "redis client: a function library needs one function name per script, and names a "
+        "library");
   }
   std::unique_ptr<RedisClient> client(new RedisClient(std::move(options)));
   for (int i = 0; i < client->options_.connections; ++i) {

@@ -25,6 +25,16 @@
 // and called by EVALSHA; a NOSCRIPT reply (Redis restart, failover, SCRIPT FLUSH) is retried once
 // as EVAL of the body, which reloads the script and runs it in one step
 // (https://redis.io/docs/interact/programmability/eval-intro/).
+// With `function_library`, every new connection also sends FUNCTION LOAD of that library (Redis 7
+// Functions, https://redis.io/docs/latest/develop/interact/programmability/functions-intro/), and
+// where the node takes it (loaded now, or "already exists": the name is a hash of the code) the
+// scripts are called by FCALL of `functions` instead: the same code, but its helpers are compiled
+// once per load, where EVALSHA runs the whole body, closures and all, on every call (~2-3 µs of
+// Redis per PlaceHold, tests/bench/README.md). Where FUNCTION LOAD is refused (an ACL without
+// +function|load, a Redis before 7.0, a managed Redis without FUNCTION), the connection calls
+// by EVALSHA; the first refusal is logged once per client. An FCALL answered "Function not found"
+// (FUNCTION FLUSH or DELETE) is retried like NOSCRIPT, as EVAL of the body, and that connection
+// calls by EVALSHA until it is made again.
 //
 // Failover: before a batch is written, a connection made before the topology's last change
 // (RedisTopology::generation) is dropped, so after a switch is seen nothing more is written to
@@ -79,6 +89,7 @@
 #ifndef ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
 #define ORDERHOLD_SERVER_REDIS_REDIS_CLIENT_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -151,6 +162,13 @@ struct RedisClientOptions {
   absl::Duration inline_wait = absl::Milliseconds(1);
   // Lua script bodies, referred to by index in RedisCommand::script.
   std::vector<std::string> scripts;
+  // Optional: the same scripts as one Redis Functions library (the code FUNCTION LOAD takes,
+  // starting "#!lua name=<library>"), and each script's function name in it, by the same index
+  // as `scripts` (so as many). Its name must change whenever its code does (a hash of the code):
+  // a node that already has a library of that name is taken to have this code. Empty: scripts
+  // are called by EVALSHA only. See the file comment.
+  std::string function_library;
+  std::vector<std::string> functions;
   // orderhold_redis_errors_total, or null.
   prometheus::Counter* errors = nullptr;
   // Which failure was logged last, shared by the clients of one store so a failure they all
@@ -196,6 +214,8 @@ class RedisClient final : public RedisCaller {
   void MarkDown(const absl::Status& failure);
 
   const RedisClientOptions options_;
+  // Set by the first connection whose FUNCTION LOAD was refused, which logs why (once per client).
+  std::atomic<bool> functions_refused_ = false;
   absl::Mutex mu_;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

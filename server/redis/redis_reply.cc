@@ -6,7 +6,7 @@ namespace orderhold::redis {
 
 RedisErrorKind ClassifyRedisError(absl::string_view error) {
   const absl::string_view code = error.substr(0, error.find(' '));
-  if (code == "NOSCRIPT") return RedisErrorKind::kNoScript;
+  if (code == "NOSCRIPT" || error == "ERR Function not found") return RedisErrorKind::kNoScript;
   if (code == "READONLY" || code == "MASTERDOWN") return RedisErrorKind::kNotPrimary;
   if (code == "LOADING" || code == "BUSY" || code == "NOREPLICAS" || code == "OOM") {
     return RedisErrorKind::kRetryable;

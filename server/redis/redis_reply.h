@@ -32,7 +32,8 @@ struct RedisReply {
 // What an error reply means for the client.
 enum class RedisErrorKind {
   // NOSCRIPT: the node's script cache lacks the script (restart, failover, SCRIPT FLUSH; Redis 7
-  // no longer replicates SCRIPT LOAD). Retry once as EVAL of the body; the command did not run.
+  // no longer replicates SCRIPT LOAD); or FCALL's "ERR Function not found" (the library was
+  // flushed or deleted). Retry once as EVAL of the body; the command did not run.
   kNoScript,
   // READONLY (writing to a replica: the node was demoted) or MASTERDOWN (a replica whose link to
   // its primary is down): this connection talks to the wrong node. Drop it and make the topology

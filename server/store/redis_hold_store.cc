@@ -158,6 +158,14 @@ std::vector<std::string> RedisHoldStore::Scripts() {
   return bodies;
 }
 
+std::string RedisHoldStore::FunctionLibrary() { return lua::kFunctionLibrary; }
+
+std::vector<std::string> RedisHoldStore::Functions() {
+  std::vector<std::string> names;
+  for (const lua::ScriptSpec& spec : lua::kScripts) names.emplace_back(spec.function);
+  return names;
+}
+
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
     std::unique_ptr<redis::RedisCaller> background, HoldLayout layout) {

@@ -59,6 +59,12 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   // The Lua bodies both callers must load, by index (redis::RedisClientOptions::scripts): the
   // store's commands name a script by its index in this list.
   static std::vector<std::string> Scripts();
+  // The same scripts as one Redis Functions library (redis::RedisClientOptions::function_library:
+  // the code FUNCTION LOAD takes, "#!lua name=orderhold_<hash>" first) and each script's function
+  // name in it, in Scripts()' order (redis::RedisClientOptions::functions). Both name the code's
+  // hash, so releases with different scripts never call each other's.
+  static std::string FunctionLibrary();
+  static std::vector<std::string> Functions();
   // Max commands per round trip advised for the background caller: the reaper keeps only a few
   // calls in flight, so a batch never holds more than a handful of its scripts, besides a group
   // of peeks (16 by default, a few us of Redis time each: reaper.h), which goes in one.

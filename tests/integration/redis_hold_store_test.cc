@@ -82,13 +82,26 @@ TEST_F(RedisHoldStoreTest, UsesRedisServerClock) {
   EXPECT_EQ(due, score);
 }
 
+// How many times Redis ran `command` (lower case: "fcall", "evalsha", "eval"), from INFO
+// commandstats; 0 when it never did.
+int64_t CommandCalls(RedisServer& redis, absl::string_view command) {
+  absl::StatusOr<std::string> stats = redis.Command({"INFO", "commandstats"});
+  if (!stats.ok()) return -1;
+  const std::string prefix = absl::StrCat("cmdstat_", command, ":calls=");
+  const size_t at = stats->find(prefix);
+  if (at == std::string::npos) return 0;
+  return std::stoll(stats->substr(at + prefix.size()));
+}
+
 TEST_F(RedisHoldStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
-  // One connection, so the call after the flush reuses the connection whose SHAs went stale.
+  // One connection, so the call after the flush reuses the connection whose SHAs went stale; by
+  // EVALSHA (no function library), which is what SCRIPT FLUSH empties.
   RedisStoreOptions options;
   options.client.topology =
       std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
   options.client.connections = 1;
   options.client.errors = &metrics_.redis_errors();
+  options.functions = false;
   ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   ASSERT_THAT(redis_->Command({"SCRIPT", "FLUSH"}), IsOk());
@@ -105,6 +118,68 @@ TEST_F(RedisHoldStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   // Both NOSCRIPTs were answered by one EVAL retry each, and nothing counted as an error.
   ASSERT_OK_AND_ASSIGN(std::string stats, redis_->Command({"INFO", "commandstats"}));
   EXPECT_THAT(stats, ::testing::HasSubstr("cmdstat_eval:calls=2,"));
+  EXPECT_EQ(CommandCalls(*redis_, "fcall"), 0);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
+}
+
+TEST_F(RedisHoldStoreTest, ScriptsRunAsFunctionsAndSurviveAFunctionFlush) {
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
+  options.client.connections = 1;
+  options.client.errors = &metrics_.redis_errors();
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  // The library is loaded under the name the build gave it, and the call went by FCALL.
+  ASSERT_OK_AND_ASSIGN(std::string libraries, redis_->Command({"FUNCTION", "LIST"}));
+  const std::string library = RedisHoldStore::FunctionLibrary();
+  const size_t start = library.find("name=") + 5;
+  const std::string name = library.substr(start, library.find('\n') - start);
+  EXPECT_THAT(name, ::testing::MatchesRegex("orderhold_[0-9a-f]{12}"));
+  EXPECT_THAT(libraries, ::testing::HasSubstr(name));
+  EXPECT_THAT(libraries, ::testing::HasSubstr(absl::StrCat(name, "_place_hold")));
+  EXPECT_EQ(CommandCalls(*redis_, "fcall"), 1);
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 0);
+
+  // FUNCTION FLUSH: the next call is answered "Function not found", retried once as EVAL of the
+  // body, and the connection goes on by EVALSHA; a store made afterwards loads the library again.
+  ASSERT_THAT(redis_->Command({"FUNCTION", "FLUSH"}), IsOk());
+  auto second = Place("alice", "o2");
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->active_holds, 2);
+  auto list = Await<ListHoldsResult>([&](auto done) {
+    store_->ListHolds("alice", CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                      std::move(done));
+  });
+  ASSERT_THAT(list, IsOk());
+  EXPECT_EQ(list->holds.size(), 2u);
+  EXPECT_EQ(CommandCalls(*redis_, "fcall"), 2);
+  EXPECT_EQ(CommandCalls(*redis_, "eval"), 1);
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 1);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
+}
+
+TEST_F(RedisHoldStoreTest, AnAclWithoutFunctionsFallsBackToEvalsha) {
+  // An app user that may not FUNCTION LOAD or FCALL (a Redis ACL written before Functions).
+  ASSERT_THAT(redis_->Command({"ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all",
+                               "-function", "-fcall", "-fcall_ro"}),
+              IsOk());
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
+  options.client.node.user = "app";
+  options.client.node.password = "pw";
+  options.client.errors = &metrics_.redis_errors();
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
+  for (int i = 0; i < 3; ++i) {
+    auto placed = Place("alice", absl::StrCat("o", i));
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_EQ(placed->active_holds, i + 1);
+  }
+  EXPECT_EQ(CommandCalls(*redis_, "fcall"), 0);
+  EXPECT_EQ(CommandCalls(*redis_, "evalsha"), 3);
+  ASSERT_OK_AND_ASSIGN(std::string libraries, redis_->Command({"FUNCTION", "LIST"}));
+  EXPECT_EQ(libraries, "");
   EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 

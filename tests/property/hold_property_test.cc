@@ -1,11 +1,11 @@
 // Model-based property test: random histories of PlaceHold (scopes, quantities, labels, scope
 // limits, retries with a changed fingerprint, malformed calls) / Pay / CancelHold / ExtendHold
 // (request ids, caps, counts) / GetHold / ReleaseHolds / ListHolds / a reaper pass / a clock
-// advance / SCRIPT FLUSH, over three users and five order ids per user (so ids collide), run
-// against HoldModel (tests/property/hold_model.h) and HoldService over a store, comparing every
-// answer and, at the end, every user's holds and every order's GetHold. Two stores: the fake and
-// the Redis store on a real redis-server (one per binary, started on a free port; each history
-// under a key prefix of its own), both on the model's virtual clock (CallOptions::now).
+// advance / SCRIPT or FUNCTION FLUSH, over three users and five order ids per user (so ids
+// collide), run against HoldModel (tests/property/hold_model.h) and HoldService over a store,
+// comparing every answer and, at the end, every user's holds and every order's GetHold. Two stores:
+// the fake and the Redis store on a real redis-server (one per binary, started on a free port; each
+// history under a key prefix of its own), both on the model's virtual clock (CallOptions::now).
 //
 // RapidCheck generates the policy and the history and shrinks a failing one to a minimal
 // sequence (its output names the commands and prints a `reproduce` string). The number of
@@ -509,15 +509,17 @@ struct AdvanceToExpiry : Advance {
   }
 };
 
-// SCRIPT FLUSH on the Redis store's server: the next calls must load the scripts again.
+// SCRIPT FLUSH or FUNCTION FLUSH on the Redis store's server: the next calls must load the
+// scripts again (NOSCRIPT, or "Function not found" while the store calls by FCALL).
 struct ScriptFlush : Step {
+  std::string what = *rc::gen::element<std::string>("SCRIPT", "FUNCTION");
   std::string OnModel(HoldModel&) const override { return "OK"; }
   std::string OnSut(Sut& sut, int64_t) const override {
     if (sut.redis() == nullptr) return "OK";
-    auto reply = sut.redis()->Command({"SCRIPT", "FLUSH"});
+    auto reply = sut.redis()->Command({what, "FLUSH"});
     return reply.ok() ? "OK" : reply.status().ToString();
   }
-  void show(std::ostream& os) const override { os << "SCRIPT FLUSH"; }
+  void show(std::ostream& os) const override { os << what << " FLUSH"; }
 };
 
 rc::Gen<ModelPolicy> GenPolicy() {

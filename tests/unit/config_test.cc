@@ -182,7 +182,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
       "max_units=0 scope_limits= default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
       "reap_interval=1s key_prefix=orderhold "
-      "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_wait_replicas=0 "
+      "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
+      "redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "hold_layout=v1 "
@@ -349,6 +350,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.redis_timeout == absl::Milliseconds(250); }},
       {"redis_inline_wait", "2ms", "redis_inline_wait=2ms",
        [](const Config& c) { return c.redis_inline_wait == absl::Milliseconds(2); }},
+      {"redis_functions", "false", "redis_functions=false",
+       [](const Config& c) { return !c.redis_functions; }},
       {"redis_wait_replicas", "2", "redis_wait_replicas=2",
        [](const Config& c) { return c.redis_wait_replicas == 2; }},
       {"redis_wait_timeout", "200ms", "redis_wait_timeout=200ms",

@@ -14,6 +14,9 @@ TEST(RedisReplyTest, ClassifiesEveryErrorTheClientActsOn) {
   };
   const Case cases[] = {
       {"NOSCRIPT No matching script. Please use EVAL.", RedisErrorKind::kNoScript},
+      // FCALL of a function the node lacks (FUNCTION FLUSH or DELETE), as Redis 7.0.15 says it.
+      {"ERR Function not found", RedisErrorKind::kNoScript},
+      {"ERR Function not foundling", RedisErrorKind::kOther},
       {"READONLY You can't write against a read only replica.", RedisErrorKind::kNotPrimary},
       {"MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
        RedisErrorKind::kNotPrimary},

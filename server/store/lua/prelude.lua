@@ -324,6 +324,13 @@ local PAID, CANCELLED, EXPIRED = 1, 2, 3
 -- Whether this script execution already published its nudge (see end_hold).
 local nudged = false
 
+-- The prelude's only state that lives for one call: EVAL runs the whole prelude on every call,
+-- but the Functions library (lua::kFunctionLibrary, server/CMakeLists.txt) runs it once per
+-- FUNCTION LOAD, so each of its functions calls this first. State added here must be reset here.
+local function begin_call()
+  nudged = false
+end
+
 -- Ends one hold (no longer in the list the caller saves with save_holds): remembers its outcome
 -- and appends its event to the partition's stream, in the caller's script, so there is never an
 -- end without an event nor an event without an end.
