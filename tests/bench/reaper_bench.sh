@@ -24,8 +24,9 @@
 #              (orderhold_reaper_tick_duration_seconds: mostly pacing), the mean Redis time per
 #              tick (orderhold_reaper_tick_redis_seconds: the sum of its calls' round trips, which
 #              includes queueing and the server's threads on a busy machine), Redis' own script
-#              time per tick (INFO commandstats EVALSHA µs over the window / its ticks: no request
-#              load runs, so the reaper's calls, heartbeats and trims) and holds reaped per second;
+#              time per tick (INFO commandstats FCALL/EVALSHA/EVAL µs over the window / its ticks:
+#              no request load runs, so the reaper's calls, heartbeats and trims) and holds reaped
+#              per second;
 #              the backlog gauge is sampled every second (max reported).
 # Then, on the 1,000,000-user Redis (still expiring --rate holds per second):
 #   3 replicas two more servers join: each replica's share of the reaping over a window shows the
@@ -143,12 +144,14 @@ redis_memory() {
   for port in "${REDIS_PORTS[@]}"; do redis-cli -p "${port}" INFO memory; done | tr -d '\r' |
     awk -F: '$1 == "used_memory" { s += $2 } END { printf "%.2fM\n", s / 1048576 }'
 }
-# EVALSHA execution time so far (µs), summed over the nodes (INFO commandstats: Redis' own time in
+# Script execution time so far (µs): FCALL, EVALSHA and EVAL (the scripts go by FCALL with
+# --redis_functions, else EVALSHA), summed over the nodes (INFO commandstats: Redis' own time in
 # the scripts, without the network, the queue or the server's threads).
-redis_evalsha_us() {
+redis_script_us() {
   local port
   for port in "${REDIS_PORTS[@]}"; do redis-cli -p "${port}" INFO commandstats; done |
-    tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_evalsha" { s += $5 } END { printf "%d\n", s }'
+    tr -d '\r' | awk -F'[:=,]' '$1 == "cmdstat_fcall" || $1 == "cmdstat_evalsha" ||
+      $1 == "cmdstat_eval" { s += $5 } END { printf "%d\n", s }'
 }
 start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   local port name="$1" attempt
@@ -209,8 +212,8 @@ seed_and_measure() {
   sleep_until "$(awk -v t="${T0}" -v f="${FIRST}" 'BEGIN { printf "%.3f", t + f + 3 }')"
   scrape "${ONE_METRICS}" >"${WORK}/a-${FILES}.txt"
   TA="$(now_s)"
-  local evalsha_a
-  evalsha_a="$(redis_evalsha_us)"
+  local scripts_a
+  scripts_a="$(redis_script_us)"
   BACKLOG=0
   for _ in $(seq "${WINDOW}"); do
     sleep 1
@@ -219,13 +222,13 @@ seed_and_measure() {
   done
   scrape "${ONE_METRICS}" >"${WORK}/b-${FILES}.txt"
   TB="$(now_s)"
-  local evalsha_b
-  evalsha_b="$(redis_evalsha_us)"
+  local scripts_b
+  scripts_b="$(redis_script_us)"
   read -r N P50 P99 P999 MAXLE < <(hist_stats "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_lag_seconds)
   read -r TICK_MEAN TICKS < <(hist_mean "${WORK}/a-${FILES}.txt" "${WORK}/b-${FILES}.txt" orderhold_reaper_tick_duration_seconds)
-  # Redis' own script time per tick: every EVALSHA of the window (no request load runs here, so
+  # Redis' own script time per tick: every script call of the window (no request load runs here, so
   # the reaper's calls, its heartbeats and event trims) / the ticks in it.
-  EXEC[${LABEL}]="$(awk -v a="${evalsha_a}" -v b="${evalsha_b}" -v n="${TICKS}" \
+  EXEC[${LABEL}]="$(awk -v a="${scripts_a}" -v b="${scripts_b}" -v n="${TICKS}" \
     'BEGIN { if (n > 0) printf "%.4f", (b - a) / n / 1e6; else print "-" }')"
   # What a tick costs Redis (sum of its reap calls' round trips); the tick's wall time is mostly
   # pacing now. "-" with a server that predates the metric.
@@ -312,7 +315,7 @@ if ((CLUSTER)); then
   PIDS=()
 fi
 # The per-size table: mean Redis time per tick = the sum of its reap calls' round trips
-# (orderhold_reaper_tick_redis_seconds); Redis script time per tick = Redis' own EVALSHA time.
+# (orderhold_reaper_tick_redis_seconds); Redis script time per tick = Redis' own script time.
 rows_md() {
   echo "| users | live holds | Redis used_memory | reaped/s | lag p50 s | lag p99 s | lag p99.9 s | lag max | mean tick s | mean Redis time per tick s | Redis script time per tick s | max backlog s |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -414,7 +417,7 @@ EXEC_RATIO="$(awk -v a="${EXEC[${SMALL}]}" -v b="${EXEC[${LARGE}]}" 'BEGIN { if 
   echo
   rows_md
   echo
-  echo "Redis time per tick ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO} (the tick's wall time where the server has no orderhold_reaper_tick_redis_seconds); Redis' own script time per tick (INFO commandstats EVALSHA): ${EXEC_RATIO}"
+  echo "Redis time per tick ratio ${LARGE} / ${SMALL} users at the same expiry rate: ${RATIO} (the tick's wall time where the server has no orderhold_reaper_tick_redis_seconds); Redis' own script time per tick (INFO commandstats FCALL + EVALSHA + EVAL): ${EXEC_RATIO}"
   echo
   if ((CLUSTER)); then
     cluster_md

@@ -58,13 +58,13 @@
 #                          the 3 Redis processes share the cores with the server and the load
 #                          generator, so this measures what routing costs, not what sharding
 #                          gains: the "cluster/single throughput ratio" (cluster / plain, target
-#                          >= 0.9). Also the EVALSHA calls each primary saw (the balance) and the
+#                          >= 0.9). Also the script calls each primary saw (the balance) and the
 #                          server's MOVED/ASK redirects (0 expected: the map is fetched at start).
 #              --rounds rounds (default 3; 1 with --smoke); the order alternates, forward in odd
 #              rounds and backward in even ones, so slow drift on this noisy machine falls on every
 #              variant alike. Each variant's figure is the median over its rounds (each latency
 #              percentile separately); status codes are summed; the primary's INFO commandstats
-#              gives the EVALSHA and WAIT calls Redis saw (summed over a cluster's primaries). Ratios are of the medians, to plain.
+#              gives the script (FCALL/EVALSHA/EVAL) and WAIT calls Redis saw (summed over a cluster's primaries). Ratios are of the medians, to plain.
 #              Also CPU µs per call of the server, Redis (all primaries of a cluster) and the replica (user + system CPU over
 #              each process' life / the calls the server answered, from /proc, INFO cpu and
 #              /metrics): on 2 shared cores it varies much less from run to run than calls/s.
@@ -620,7 +620,8 @@ open_phase() {  # name, extra server flags...
   }
   stop_server
   # -> <name>-reaper.json: reaper figures over the whole phase (warmup included) and the SLOWLOG
-  # entries above the threshold, by script ("EVALSHA <sha>" -> name; other commands by name;
+  # entries above the threshold, by script ("EVALSHA <sha>" or "FCALL orderhold_<hash>_<name>" ->
+  # name; other commands by name;
   # Redis 7 also logs the commands a script runs, from client "?:0": "in-script <command>").
   local n p50 p99 p999 maxle tick ticks expired
   read -r n p50 p99 p999 maxle < <(hist_stats "${WORK}/${name}-metrics-a.txt" \
@@ -641,9 +642,13 @@ open_phase() {  # name, extra server flags...
     def num: if test("^[0-9.]+$") then tonumber else . end;
     ($shas | split("\n") | map(select(. != "") | split(" ") | {key: .[0], value: .[1]})
      | from_entries) as $by_sha
-    | [$log[0][] | {us: .[2], command: (.[3][0] | ascii_upcase),
-                    script: (if (.[3][0] | ascii_upcase) == "EVALSHA"
-                             then ($by_sha[.[3][1]] // "unknown script") else null end)}
+    # The script a logged command called: EVALSHA <sha>, or FCALL orderhold_<hash>_<script>
+    # (--redis_functions); null for any other command.
+    | def script_of($args): ($args[0] | ascii_upcase) as $c
+        | if $c == "EVALSHA" then ($by_sha[$args[1]] // "unknown script")
+          elif $c == "FCALL" then ($args[1] | sub("^orderhold_[0-9a-f]+_"; ""))
+          else null end;
+    [$log[0][] | {us: .[2], command: (.[3][0] | ascii_upcase), script: script_of(.[3])}
        + {in_script: (.[4] == "?:0")}
        | .name = (.script // (if .in_script then "in-script " else "" end) + .command)] as $entries
     # Each reap.lua entry with the longest command it ran that was itself over the threshold (0:
@@ -653,7 +658,7 @@ open_phase() {  # name, extra server flags...
     # not the script'"'"'s length.
     | (reduce ($log[0] | sort_by(.[0]))[] as $e ({longest: 0, reaps: []};
          if $e[4] == "?:0" then .longest = ([.longest, $e[2]] | max)
-         else (if ($e[3][0] | ascii_upcase) == "EVALSHA" and $by_sha[$e[3][1]] == "reap"
+         else (if script_of($e[3]) == "reap"
                then .reaps += [{us: $e[2], longest: .longest}] else . end)
               | .longest = 0
          end) | .reaps) as $reaps
@@ -771,7 +776,7 @@ open_markdown() {  # results.json -> phase 4's tables (markdown)
     (["open-reaper-off (--reap_interval=1h)", .open_reaper_off], ["open-reaper-on (default reaper)", .open_reaper_on]
      | "| \(.[0]) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p90 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \([.[1].codes | to_entries[] | "\(.key) \(.value)"] | join(", ")) | \(.[1] | per_round(.latency_ms.p99)) | \(.[1] | per_round(.latency_ms.p999)) |"),
     "",
-    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by SHA1 of prelude.lua + <script>.lua:",
+    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by FCALL function name (orderhold_<hash>_<script>) or EVALSHA SHA1 of prelude.lua + <script>.lua:",
     "",
     "| phase, round | holds expired (reaper + lazily by PlaceHold) | of which by the reaper | CPU % Redis / server | reaper lag p50 / p99 / p99.9 s | mean tick s (ticks) | SLOWLOG entries > 0.5 ms, by script or command: count, max µs, total ms |",
     "|---|---:|---:|---|---|---|---|",
@@ -851,15 +856,17 @@ TRANSPORTS+=(tls replica wait cluster)
 SCOPED_FLAGS=(--scopes=4 --quantity=2 --scope_max_holds=2 --scope_max_units=8)
 TLS_DIR="${WORK}/tls"
 make_tls_certs "${TLS_DIR}"
-command_calls() {  # redis-cli args... -> "evalsha_calls wait_calls" from INFO commandstats
+command_calls() {  # redis-cli args... -> "script_calls wait_calls" from INFO commandstats
+  # Script calls: FCALL (--redis_functions), EVALSHA (without it) and EVAL (a reload).
   redis-cli "$@" INFO commandstats | tr -d '\r' | awk -F'[:=,]' '
-    $1 == "cmdstat_evalsha" { e = $3 } $1 == "cmdstat_wait" { w = $3 }
+    $1 == "cmdstat_fcall" || $1 == "cmdstat_evalsha" || $1 == "cmdstat_eval" { e += $3 }
+    $1 == "cmdstat_wait" { w = $3 }
     END { printf "%d %d\n", e, w }'
 }
 transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   local variant="$1" round="$2" port replica_port="" url bin="${SERVER}" flags=() pids=() cli=()
   local bench_flags=()
-  local name="${variant}-${round}" evalsha waits calls server_cpu redis_cpu replica_cpu=null
+  local name="${variant}-${round}" scripts waits calls server_cpu redis_cpu replica_cpu=null
   local nodes=() cluster=null redirects e w
   port="$(free_port)"
   cli=(-p "${port}")
@@ -916,12 +923,12 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
   # SIGKILL: a graceful stop waits about 1 s for the metrics exposer, per run; nothing here needs it.
   stop_server KILL
   if ((${#nodes[@]})); then
-    # A cluster: calls and CPU summed over the primaries; each one's EVALSHA calls kept.
-    evalsha=0 waits=0 redis_cpu=0
+    # A cluster: calls and CPU summed over the primaries; each one's script calls kept.
+    scripts=0 waits=0 redis_cpu=0
     local by_node=()
     for port in "${nodes[@]}"; do
       read -r e w < <(command_calls -p "${port}")
-      evalsha=$((evalsha + e)) waits=$((waits + w))
+      scripts=$((scripts + e)) waits=$((waits + w))
       by_node+=("${e}")
       redis_cpu="$(awk -v a="${redis_cpu}" -v b="$(redis_cpu_s -p "${port}")" \
         'BEGIN { printf "%.3f", a + b }')"
@@ -929,21 +936,21 @@ transport_run() {  # variant, round -> appends the run to transport-runs.jsonl
     redirects="$(awk '/^orderhold_redis_redirects_total\{/ { n += $2 } END { printf "%d", n }' \
       "${WORK}/${name}-metrics.txt")"
     cluster="$(jq -cn --argjson redirects "${redirects}" \
-      '{primaries: $ARGS.positional | length, evalsha_by_primary: ($ARGS.positional | map(tonumber)),
+      '{primaries: $ARGS.positional | length, scripts_by_primary: ($ARGS.positional | map(tonumber)),
         redirects: $redirects}' --args "${by_node[@]}")"
   else
-    read -r evalsha waits < <(command_calls "${cli[@]}")
+    read -r scripts waits < <(command_calls "${cli[@]}")
     redis_cpu="$(redis_cpu_s "${cli[@]}")"
   fi
   [[ -n "${replica_port}" ]] && replica_cpu="$(redis_cpu_s -p "${replica_port}")"
   stop_pids "${pids[@]}"
-  jq -c --arg variant "${variant}" --argjson round "${round}" --argjson evalsha "${evalsha}" \
+  jq -c --arg variant "${variant}" --argjson round "${round}" --argjson scripts "${scripts}" \
     --argjson waits "${waits}" --argjson calls "${calls}" --argjson server_cpu "${server_cpu}" \
     --argjson redis_cpu "${redis_cpu}" --argjson replica_cpu "${replica_cpu}" \
     --argjson cluster "${cluster}" '
     def per_call($s): if $s == null or $calls == 0 then null else $s * 1e6 / $calls end;
     {variant: $variant, round: $round} + .
-    + {redis_calls: {evalsha: $evalsha, wait: $waits},
+    + {redis_calls: {scripts: $scripts, wait: $waits},
        cpu: {server_calls: $calls, server_s: $server_cpu, redis_s: $redis_cpu,
              replica_s: $replica_cpu},
        cpu_us_per_call: {server: per_call($server_cpu), redis: per_call($redis_cpu),
@@ -975,14 +982,14 @@ jq -s --arg baseline "${BASELINE_SERVER}" --arg scoped "${SCOPED_FLAGS[*]}" '
        completed: (map(.completed) | add), errors: (map(.errors) | add),
        codes: ([.[].codes | to_entries[]] | group_by(.key)
                | map({key: .[0].key, value: (map(.value) | add)}) | from_entries),
-       redis_calls: {evalsha: (map(.redis_calls.evalsha) | add),
+       redis_calls: {scripts: (map(.redis_calls.scripts) | add),
                      wait: (map(.redis_calls.wait) | add)},
        cpu_us_per_call: (reduce ("server", "redis", "replica") as $p
                            ({}; .[$p] = ($runs | map(.cpu_us_per_call[$p]) | median))),
        cpu_us_per_call_per_round: map(.cpu_us_per_call),
        cluster: (if .[0].cluster == null then null else {
          primaries: .[0].cluster.primaries,
-         evalsha_by_primary: (map(.cluster.evalsha_by_primary) | transpose | map(add)),
+         scripts_by_primary: (map(.cluster.scripts_by_primary) | transpose | map(add)),
          redirects: (map(.cluster.redirects) | add)} end)}})
      | from_entries) as $v
   | {rounds: ([.[].round] | max), order: $order,
@@ -1117,7 +1124,7 @@ jq -r '
   "",
   "Transport: phase 2'"'"'s closed-loop PlaceHold once per way of reaching Redis, each run on fresh redis-server(s) and a fresh server; \(.transport.rounds) round(s) in alternating order (\(.transport.order | join(", "))). Figures are medians over the rounds (each percentile and CPU figure separately), status codes and Redis calls summed. CPU µs per call: the process'"'"' user + system CPU over its life (warmup included) / the calls the server answered:",
   "",
-  "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | CPU µs/call: server / Redis / replica | status codes | Redis WAIT / EVALSHA calls |",
+  "| variant | calls/s | per round | / plain | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | CPU µs/call: server / Redis / replica | status codes | Redis WAIT / script calls |",
   "|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---|",
   (.transport.variants.plain.throughput as $plain
    | ["plain", "plain: redis://"],
@@ -1127,7 +1134,7 @@ jq -r '
      ["wait", "wait: primary + 1 replica, --redis_wait_replicas=1"],
      ["cluster", "cluster: 3 primaries, no replicas, --redis_mode=cluster"]
    | . as [$key, $title] | $root.transport.variants[$key] | select(. != null)
-   | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(.cpu_us_per_call | "\(.server | f1n) / \(.redis | f1n) / \(.replica | f1n)") | \(codes) | \(.redis_calls.wait) / \(.redis_calls.evalsha) |"),
+   | "| \($title) | \(.throughput | f0) | \(.throughputs | map(f0) | join(" / ")) | \(.throughput / $plain | f3) | \(.latency_ms.p50 | f2) | \(.latency_ms.p90 | f2) | \(.latency_ms.p99 | f2) | \(.latency_ms.p999 | f2) | \(.latency_ms.max | f2) | \(.cpu_us_per_call | "\(.server | f1n) / \(.redis | f1n) / \(.replica | f1n)") | \(codes) | \(.redis_calls.wait) / \(.redis_calls.scripts) |"),
   "",
   "| transport ratio (calls/s, medians) | value | target |",
   "|---|---:|---|",
@@ -1141,7 +1148,7 @@ jq -r '
   "| cluster/single throughput ratio: 3-primary cluster / plain | \(.transport.ratios.cluster_vs_plain | f3) (per round \(.transport.ratios.cluster_vs_plain_per_round | map(f3) | join(" / "))) | >= 0.9: \(.targets.cluster_vs_single_ge_0_9) |",
   "",
   (.transport.variants.cluster.cluster
-   | "Cluster: EVALSHA calls per primary over its runs \(.evalsha_by_primary | map(tostring) | join(" / ")) (shares \((.evalsha_by_primary | add) as $t | .evalsha_by_primary | map(. * 100 / $t | round | tostring + "%") | join(" / ")); 21/22/21 of the 64 partition tags = 33/34/33%), MOVED/ASK redirects counted by the server: \(.redirects) (0 expected).")
+   | "Cluster: script calls per primary over its runs \(.scripts_by_primary | map(tostring) | join(" / ")) (shares \((.scripts_by_primary | add) as $t | .scripts_by_primary | map(. * 100 / $t | round | tostring + "%") | join(" / ")); 21/22/21 of the 64 partition tags = 33/34/33%), MOVED/ASK redirects counted by the server: \(.redirects) (0 expected).")
 ' "${OUT}/results.json" | tee "${OUT}/results.md"
 { echo; open_markdown "${OUT}/results.json"; echo; } | tee -a "${OUT}/results.md"
 events_markdown "${OUT}/results.json" | tee -a "${OUT}/results.md"
