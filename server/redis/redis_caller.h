@@ -1,7 +1,8 @@
 // RedisCaller: where OrderHold's code sends Redis commands — the interface the hold store and the
 // reaper's calls depend on, whatever the deployment: one node's pool (RedisClient,
 // redis_client.h) or a Redis Cluster (RedisClusterClient, redis_cluster_client.h). A command is
-// a plain command or an EVALSHA of a script the caller was created with; the answer comes back
+// a plain command or a call of a script the caller was created with (FCALL of its function, or
+// EVALSHA; redis_client.h "Scripts"); the answer comes back
 // once, asynchronously (see RedisCaller::Submit).
 //
 // Thread-safety: every function here is thread-safe; see RedisCaller for its methods.
@@ -20,8 +21,9 @@
 
 namespace orderhold::redis {
 
-// One command. With `script` >= 0 it is sent as EVALSHA <sha of scripts[script]> <args...>, so
-// args start with numkeys; otherwise args is the whole command ("PING").
+// One command. With `script` >= 0 it is sent as FCALL <functions[script]> <args...> where the
+// node took the function library, else EVALSHA <sha of scripts[script]> <args...>, so args start
+// with numkeys; otherwise args is the whole command ("PING").
 struct RedisCommand {
   // `script` of a plain command.
   static constexpr int kNoScript = -1;

@@ -180,7 +180,15 @@ class RedisClient::Connection {
       fcall_ =
           reply.type != RedisReply::Type::kError || (absl::StartsWith(reply.str, "ERR Library '") &&
                                                      absl::EndsWith(reply.str, "' already exists"));
-      if (!fcall_ && !functions_refused_.exchange(true)) {
+      // Refused for good (the ACL, a Redis without FUNCTION): said once per client. Any other
+      // failure (OOM, a library Redis cannot compile) is said for each connection it affects.
+      const bool refused = absl::StartsWith(reply.str, "NOPERM") ||
+                           absl::StrContains(reply.str, "unknown command") ||
+                           absl::StrContains(reply.str, "unknown subcommand");
+      if (!fcall_ && !refused) {
+        LogWarning("redis: FUNCTION LOAD at ", node, " failed (", reply.str,
+                   "): this connection calls the scripts by EVALSHA until it is made again");
+      } else if (!fcall_ && !functions_refused_.exchange(true)) {
         LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
                    "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
                    "to use Redis Functions)");

@@ -32,7 +32,9 @@
 // once per load, where EVALSHA runs the whole body, closures and all, on every call (~2-3 µs of
 // Redis per PlaceHold, tests/bench/README.md). Where FUNCTION LOAD is refused (an ACL without
 // +function|load, a Redis before 7.0, a managed Redis without FUNCTION), the connection calls
-// by EVALSHA; the first refusal is logged once per client. An FCALL answered "Function not found"
+// by EVALSHA; the first refusal is logged once per client. Where it fails otherwise (OOM, a
+// library the node cannot compile), that connection calls by EVALSHA until it is made again, and
+// each such connection logs why. An FCALL answered "Function not found"
 // (FUNCTION FLUSH or DELETE) is retried like NOSCRIPT, as EVAL of the body, and that connection
 // calls by EVALSHA until it is made again.
 //

@@ -38,7 +38,7 @@ class NodeTopology final : public RedisTopology {
 
 int CommandSlot(const RedisCommand& command) {
   if (command.script >= 0) {
-    // EVALSHA sha numkeys key...: args start with numkeys.
+    // FCALL function / EVALSHA sha, then numkeys key...: args start with numkeys.
     if (command.args.size() >= 2 && command.args[0] != "0") return HashSlot(command.args[1]);
     return RedisTopology::kAnySlot;
   }

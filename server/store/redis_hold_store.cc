@@ -24,9 +24,9 @@ struct Arg {
   std::string value;
 };
 
-// The command calling `kScript` (EVALSHA of its index in Scripts()) with its KEYS and ARGV. The
-// counts are store/lua/scripts.txt's, checked by the compiler (array sizes, neither more nor
-// fewer). The two arrays are function arguments, built in an unspecified order: an element of
+// The command calling `kScript` (FCALL or EVALSHA of its index in Scripts()) with its KEYS and
+// ARGV. The counts are store/lua/scripts.txt's, checked by the compiler (array sizes, neither more
+// nor fewer). The two arrays are function arguments, built in an unspecified order: an element of
 // one must not move from what the other reads. `more` is the variable ARGV tail of a script listed
 // there as "N+" (check_groups), and stays empty for the others.
 template <Script kScript>

@@ -1,6 +1,7 @@
 // RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (one primary, found
 // directly or by Sentinel, or a Redis Cluster: every script's keys share one hash tag, see
-// keys.h). Every operation is one EVALSHA of a script in server/store/lua/, sent through a
+// keys.h). Every operation is one call of a script in server/store/lua/ (FCALL of its function,
+// or EVALSHA: redis_client.h "Scripts"), sent through a
 // redis::RedisCaller the app built (a pipelining RedisClient, or a RedisClusterClient in cluster
 // mode: one such pool per primary; see ConnectRedisStore in server/redis_store.h); "now" is
 // Redis server TIME unless CallOptions::now is set. The store builds no client.

@@ -1116,7 +1116,7 @@ jq -r '
   "|---|---:|---|",
   "| PlaceHold / ceiling | \(.ratios.place_vs_ceiling | f2) | >= 0.7: \(.targets.place_vs_ceiling_ge_0_7) |",
   "| mix / ceiling | \(.ratios.mix_vs_ceiling | f2) | |",
-  "| PlaceHold / Redis EVALSHA alone | \(.ratios.place_vs_redis_evalsha | f2) | |",
+  "| PlaceHold (by FCALL with --redis_functions) / Redis EVALSHA alone | \(.ratios.place_vs_redis_evalsha | f2) | |",
   "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_3_per_user) | |",
   "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_1_per_user) | |",
   "| Redis bytes per live hold, 3 holds/user, --hold_layout=v2 | \(.memory.v2_bytes_per_hold_3_per_user) | <= 120 (both v2 rows): \(.targets.memory_le_120_bytes_per_hold) |",

@@ -159,6 +159,59 @@ TEST_F(RedisHoldStoreTest, ScriptsRunAsFunctionsAndSurviveAFunctionFlush) {
   EXPECT_EQ(MetricValue(registry_, "orderhold_redis_errors_total"), 0);
 }
 
+// Redis out of memory (maxmemory below what it uses, noeviction): a script that may write is
+// refused before it runs (a function without allow-oom; scripts.txt), so it leaves nothing half
+// done, while the no-writes and allow-oom ones (reads, event reads and trims, lease releases)
+// still run, as they did by EVAL.
+TEST_F(RedisHoldStoreTest, OutOfMemoryRefusesAWritingScriptWholeButReadsTrimsAndLeasesRun) {
+  const CallOptions options{absl::Now() + absl::Seconds(2), std::nullopt};
+  const int partition = KeySchema::PartitionOf("alice");
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  ASSERT_THAT(Place("alice", "o2"), IsOk());
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                store_->EnsureGroup(partition, "g", GroupStart::kEarliest, options,
+                                    std::move(done));
+              }),
+              IsOk());
+  ASSERT_THAT(Await<EndHoldResult>([&](auto done) {
+                store_->EndHold("alice", "o1", HoldOutcome::kPaid, options, std::move(done));
+              }),
+              IsOk());
+  ASSERT_THAT(redis_->Command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), IsOk());
+  ASSERT_THAT(redis_->Command({"CONFIG", "SET", "maxmemory", "1"}), IsOk());
+
+  EXPECT_THAT(Place("alice", "o3"),
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::HasSubstr("OOM")));
+  auto list = Await<ListHoldsResult>(
+      [&](auto done) { store_->ListHolds("alice", options, std::move(done)); });
+  ASSERT_THAT(list, IsOk());
+  ASSERT_EQ(list->holds.size(), 1u);
+  EXPECT_EQ(list->holds[0].order_id, "o2");
+  auto events = Await<std::vector<StoredEvent>>([&](auto done) {
+    store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true}, options,
+                       std::move(done));
+  });
+  ASSERT_THAT(events, IsOk());
+  EXPECT_EQ(events->size(), 1u);
+  EXPECT_THAT(Await<TrimEventsResult>([&](auto done) {
+                store_->TrimEvents(partition, absl::Now() - absl::Hours(1), options,
+                                   std::move(done));
+              }),
+              IsOk());
+  EXPECT_THAT(Await<bool>([&](auto done) {
+                store_->ReleaseLease(partition, "replica-1", options, std::move(done));
+              }),
+              IsOk());
+  // Nothing of the refused call was written; with memory back it goes through.
+  ASSERT_OK_AND_ASSIGN(std::string members,
+                       redis_->Command({"ZRANGE", store_->keys().UserKey("alice"), "0", "-1"}));
+  EXPECT_EQ(members, "o2");
+  ASSERT_THAT(redis_->Command({"CONFIG", "SET", "maxmemory", "0"}), IsOk());
+  auto placed = Place("alice", "o3");
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->active_holds, 2);
+}
+
 TEST_F(RedisHoldStoreTest, AnAclWithoutFunctionsFallsBackToEvalsha) {
   // An app user that may not FUNCTION LOAD or FCALL (a Redis ACL written before Functions).
   ASSERT_THAT(redis_->Command({"ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all",

@@ -1,5 +1,6 @@
 -- prelude.lua: helpers prepended to every OrderHold script when it is embedded at build time
--- (server/CMakeLists.txt), so each script stays one atomic EVALSHA body.
+-- (server/CMakeLists.txt), so each script stays one atomic EVALSHA body; in the Functions library
+-- (lua::kFunctionLibrary) they are the library's top level, run once per FUNCTION LOAD.
 
 -- The instant to decide expiry against, Unix ms: `arg` when given (tests only), else the Redis
 -- server clock (TIME), so every replica agrees.
