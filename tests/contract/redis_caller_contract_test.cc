@@ -286,6 +286,13 @@ class RedisCallerContractTest : public ::testing::TestWithParam<Kind> {
     });
   }
   static RedisCommand Echo(std::string value) { return RedisCommand{0, {"1", kKey, value}}; }
+  // The echo script's answer to `sent` through `caller`, checked to be `want` ("f:" + sent when
+  // it went by FCALL of kEchoLibrary's function).
+  static void ExpectEcho(RedisCaller& caller, const std::string& sent, const std::string& want) {
+    absl::StatusOr<RedisReply> reply = Call(caller, Echo(sent));
+    ASSERT_THAT(reply, IsOk());
+    EXPECT_EQ(reply->str, want) << "sent " << sent;
+  }
   static RedisCommand Set(std::string value) {
     RedisCommand command{-1, {"SET", kKey, std::move(value)}};
     command.writes = true;
@@ -299,18 +306,12 @@ class RedisCallerContractTest : public ::testing::TestWithParam<Kind> {
 TEST_P(RedisCallerContractTest, ScriptsAnswerByEvalshaAndSurviveScriptFlush) {
   std::unique_ptr<RedisCaller> caller = MakeCaller();
   ASSERT_NE(caller, nullptr);
-  absl::StatusOr<RedisReply> first = Call(*caller, Echo("before"));
-  ASSERT_THAT(first, IsOk());
-  EXPECT_EQ(first->str, "before");
+  ExpectEcho(*caller, "before", "before");
   // A restart, failover or SCRIPT FLUSH empties the script cache: NOSCRIPT is answered by EVAL of
   // the body (which loads it again), never by an error to the caller.
   ASSERT_THAT(backend_->OnEveryNode({"SCRIPT", "FLUSH"}), IsOk());
-  absl::StatusOr<RedisReply> second = Call(*caller, Echo("after"));
-  ASSERT_THAT(second, IsOk());
-  EXPECT_EQ(second->str, "after");
-  absl::StatusOr<RedisReply> third = Call(*caller, Echo("again"));
-  ASSERT_THAT(third, IsOk());
-  EXPECT_EQ(third->str, "again");
+  ExpectEcho(*caller, "after", "after");
+  ExpectEcho(*caller, "again", "again");
 }
 
 TEST_P(RedisCallerContractTest, ACommandPastItsDeadlineIsDeadlineExceededAndDoesNotRun) {
@@ -470,29 +471,19 @@ TEST_P(RedisCallerContractTest, ScriptsAnswerByFcallAndSurviveFunctionFlush) {
   pool.functions = {"orderhold_contract_echo"};
   std::unique_ptr<RedisCaller> caller = MakeCaller(pool);
   ASSERT_NE(caller, nullptr);
-  absl::StatusOr<RedisReply> first = Call(*caller, Echo("before"));
-  ASSERT_THAT(first, IsOk());
-  EXPECT_EQ(first->str, "f:before");
+  ExpectEcho(*caller, "before", "f:before");
   // FUNCTION FLUSH (or DELETE): "Function not found" is answered by EVAL of the script's body,
   // never by an error to the caller, and the connection goes on by EVALSHA.
   ASSERT_THAT(backend_->OnEveryNode({"FUNCTION", "FLUSH"}), IsOk());
-  absl::StatusOr<RedisReply> second = Call(*caller, Echo("after"));
-  ASSERT_THAT(second, IsOk());
-  EXPECT_EQ(second->str, "after");
-  absl::StatusOr<RedisReply> third = Call(*caller, Echo("again"));
-  ASSERT_THAT(third, IsOk());
-  EXPECT_EQ(third->str, "again");
+  ExpectEcho(*caller, "after", "after");
+  ExpectEcho(*caller, "again", "again");
   // A new connection loads the library again; one that finds it loaded calls it too.
   std::unique_ptr<RedisCaller> fresh = MakeCaller(pool);
   ASSERT_NE(fresh, nullptr);
-  absl::StatusOr<RedisReply> reloaded = Call(*fresh, Echo("reloaded"));
-  ASSERT_THAT(reloaded, IsOk());
-  EXPECT_EQ(reloaded->str, "f:reloaded");
+  ExpectEcho(*fresh, "reloaded", "f:reloaded");
   std::unique_ptr<RedisCaller> another = MakeCaller(pool);
   ASSERT_NE(another, nullptr);
-  absl::StatusOr<RedisReply> loaded = Call(*another, Echo("loaded"));
-  ASSERT_THAT(loaded, IsOk());
-  EXPECT_EQ(loaded->str, "f:loaded");
+  ExpectEcho(*another, "loaded", "f:loaded");
   ASSERT_THAT(backend_->OnEveryNode({"FUNCTION", "FLUSH"}), IsOk());
 }
 

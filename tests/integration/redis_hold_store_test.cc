@@ -60,6 +60,17 @@ class RedisHoldStoreTest : public ::testing::Test {
     });
   }
 
+  // Store options on redis_ with one connection (so a call after a flush reuses the connection
+  // that met it), counting errors in metrics_.
+  RedisStoreOptions OneConnection() {
+    RedisStoreOptions options;
+    options.client.topology =
+        std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
+    options.client.connections = 1;
+    options.client.errors = &metrics_.redis_errors();
+    return options;
+  }
+
   std::unique_ptr<RedisServer> redis_;
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
@@ -96,11 +107,7 @@ int64_t CommandCalls(RedisServer& redis, absl::string_view command) {
 TEST_F(RedisHoldStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
   // One connection, so the call after the flush reuses the connection whose SHAs went stale; by
   // EVALSHA (no function library), which is what SCRIPT FLUSH empties.
-  RedisStoreOptions options;
-  options.client.topology =
-      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
-  options.client.connections = 1;
-  options.client.errors = &metrics_.redis_errors();
+  RedisStoreOptions options = OneConnection();
   options.functions = false;
   ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
@@ -123,11 +130,7 @@ TEST_F(RedisHoldStoreTest, ScriptFlushMidRunIsRecoveredTransparently) {
 }
 
 TEST_F(RedisHoldStoreTest, ScriptsRunAsFunctionsAndSurviveAFunctionFlush) {
-  RedisStoreOptions options;
-  options.client.topology =
-      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
-  options.client.connections = 1;
-  options.client.errors = &metrics_.redis_errors();
+  RedisStoreOptions options = OneConnection();
   ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
   ASSERT_THAT(Place("alice", "o1"), IsOk());
   // The library is loaded under the name the build gave it, and the call went by FCALL.
