@@ -93,8 +93,6 @@ class RedisClient::Connection {
     connection_->Append({verb, script}, command.args);
   }
 
-  // Whether script commands go as FCALL.
-  bool fcall() const { return fcall_; }
   // The node lost the library (FUNCTION FLUSH or DELETE): EVALSHA until the connection is made
   // again (its handshake loads the library anew).
   void StopFcall() { fcall_ = false; }
@@ -180,18 +178,20 @@ class RedisClient::Connection {
       fcall_ =
           reply.type != RedisReply::Type::kError || (absl::StartsWith(reply.str, "ERR Library '") &&
                                                      absl::EndsWith(reply.str, "' already exists"));
-      // Refused for good (the ACL, a Redis without FUNCTION): said once per client. Any other
-      // failure (OOM, a library Redis cannot compile) is said for each connection it affects.
-      const bool refused = absl::StartsWith(reply.str, "NOPERM") ||
-                           absl::StrContains(reply.str, "unknown command") ||
-                           absl::StrContains(reply.str, "unknown subcommand");
-      if (!fcall_ && !refused) {
-        LogWarning("redis: FUNCTION LOAD at ", node, " failed (", reply.str,
-                   "): this connection calls the scripts by EVALSHA until it is made again");
-      } else if (!fcall_ && !functions_refused_.exchange(true)) {
-        LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
-                   "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
-                   "to use Redis Functions)");
+      if (!fcall_) {
+        // Refused for good (the ACL, a Redis without FUNCTION): said once per client. Any other
+        // failure (OOM, a library Redis cannot compile) is said for each connection it affects.
+        const bool refused = absl::StartsWith(reply.str, "NOPERM") ||
+                             absl::StrContains(reply.str, "unknown command") ||
+                             absl::StrContains(reply.str, "unknown subcommand");
+        if (!refused) {
+          LogWarning("redis: FUNCTION LOAD at ", node, " failed (", reply.str,
+                     "): this connection calls the scripts by EVALSHA until it is made again");
+        } else if (!functions_refused_.exchange(true)) {
+          LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
+                     "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
+                     "to use Redis Functions)");
+        }
       }
     }
     shas_.resize(options_.scripts.size());
@@ -443,7 +443,7 @@ class RedisClient::IoThread {
       std::vector<size_t> noscript;
       status = Read(live_, /*with_body=*/false, wait_, &noscript);
       if (status.ok() && !noscript.empty() && connection_.connected()) {
-        if (connection_.fcall()) connection_.StopFcall();
+        connection_.StopFcall();
         bool wait = false;
         std::vector<size_t> unused;
         status = Write(noscript, /*with_body=*/true, &wait);
