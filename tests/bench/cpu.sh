@@ -28,6 +28,11 @@
 # whole script), -c 4 -m 32, for --h2load-seconds, against noop and redis, --rounds alternating;
 # calls/s medians and the ratio redis/noop (target >= 0.7), and the server's (and redis-server's)
 # CPU per call at that saturation: mostly work, few wake-ups (tests/bench/README.md "Idle reaper").
+# From those, the throughput ratio on paper for cores of their own: the lower of the server-bound
+# ratio (no-op ÷ PlaceHold server CPU per call) and the Redis-bound one (one primary at
+# 1 ÷ redis-server CPU per call, against a no-op ceiling of 2 server cores). Context switches are
+# reported voluntary (a thread slept) and in all (with preemptions by the processes sharing the
+# cores).
 # Output: tables on stdout, <out>/cpu.json and <out>/cpu.md (default <repo>/build/bench).
 set -euo pipefail
 
@@ -88,8 +93,9 @@ trap stop_pids_and_work EXIT
 
 start_redis
 rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
-switches() {  # context switches (voluntary + not) of every thread of process $1
-  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { s += $2 } END { print s }'
+switches() {  # "voluntary involuntary" context switches of every thread of process $1
+  cat /proc/"$1"/task/*/status 2>/dev/null |
+    awk '/^voluntary_ctxt/ { v += $2 } /^nonvoluntary_ctxt/ { n += $2 } END { print v + 0, n + 0 }'
 }
 
 SERVER_PID=""
@@ -119,37 +125,41 @@ stop() {
 
 # One open-loop run: prints a JSON object.
 cpu_run() {  # kind, rate, round
-  local kind="$1" rate="$2" round="$3" c0 c1 s0 s1 r0 r1 t0 t1 bench_pid
+  local kind="$1" rate="$2" round="$3" c0 c1 v0 v1 n0 n1 r0 r1 t0 t1 bench_pid
   start "${kind}"
   "${BENCH}" --target="127.0.0.1:${PORT}" --rate="${rate}" --mix=place=100 --users=100000 \
     --ttl=10m --warmup="${WARMUP}s" --duration="$((SECONDS_PER_RUN + 1))s" \
     --json --progress=false >"${WORK}/bench.json" 2>"${WORK}/bench.log" &
   bench_pid=$!
   sleep "${WARMUP}"
-  c0="$(proc_cpu_s "${SERVER_PID}")" s0="$(switches "${SERVER_PID}")"
+  c0="$(proc_cpu_s "${SERVER_PID}")"
+  read -r v0 n0 < <(switches "${SERVER_PID}")
   r0="$(redis_cpu_s -p "${REDIS_PORT}")" t0="$(now_s)"
   sleep "${SECONDS_PER_RUN}"
-  c1="$(proc_cpu_s "${SERVER_PID}")" s1="$(switches "${SERVER_PID}")"
+  c1="$(proc_cpu_s "${SERVER_PID}")"
+  read -r v1 n1 < <(switches "${SERVER_PID}")
   r1="$(redis_cpu_s -p "${REDIS_PORT}")" t1="$(now_s)"
   wait "${bench_pid}" || { echo "cpu.sh: orderhold-bench failed against ${kind}" >&2; cat "${WORK}/bench.log" >&2; exit 1; }
   stop
   jq -n --arg kind "${kind}" --argjson rate "${rate}" --argjson round "${round}" \
-    --argjson c0 "${c0}" --argjson c1 "${c1}" --argjson s "$((s1 - s0))" --argjson r0 "${r0}" \
+    --argjson c0 "${c0}" --argjson c1 "${c1}" --argjson v "$((v1 - v0))" --argjson n "$((n1 - n0))" \
+    --argjson r0 "${r0}" \
     --argjson r1 "${r1}" --argjson t0 "${t0}" --argjson t1 "${t1}" \
     --slurpfile bench "${WORK}/bench.json" \
     '($rate * ($t1 - $t0)) as $calls
      | {kind: $kind, rate: $rate, round: $round,
         server_cpu_us_per_call: (($c1 - $c0) * 1e6 / $calls),
-        switches_per_call: ($s / $calls),
+        switches_per_call: (($v + $n) / $calls), voluntary_switches_per_call: ($v / $calls),
         redis_cpu_us_per_call: (if $kind == "redis" or $kind == "queued" then ($r1 - $r0) * 1e6 / $calls else 0 end),
         errors: $bench[0].errors, p99_ms: $bench[0].latency_ms.p99}'
 }
 
 # One h2load run: prints a JSON object.
 h2load_run() {  # kind, round
-  local kind="$1" round="$2" rps c0 c1 r0 r1
+  local kind="$1" round="$2" rps c0 c1 v0 v1 n0 n1 r0 r1
   start "${kind}"
   c0="$(proc_cpu_s "${SERVER_PID}")" r0="$(redis_cpu_s -p "${REDIS_PORT}")"
+  read -r v0 n0 < <(switches "${SERVER_PID}")
   h2load_place "${PORT}" "${WORK}/h2load.log" -D "${H2LOAD_SECONDS}" --warm-up-time=1 -c 4 \
     -m 32 || {
     echo "cpu.sh: h2load failed against ${kind}" >&2
@@ -157,6 +167,7 @@ h2load_run() {  # kind, round
     exit 1
   }
   c1="$(proc_cpu_s "${SERVER_PID}")" r1="$(redis_cpu_s -p "${REDIS_PORT}")"
+  read -r v1 n1 < <(switches "${SERVER_PID}")
   stop
   rps="$(awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "req/s,") print $i }' \
     "${WORK}/h2load.log")"
@@ -170,10 +181,11 @@ h2load_run() {  # kind, round
   # calls are taken as the measured rate over that whole time.
   jq -n --arg kind "${kind}" --argjson round "${round}" --argjson rps "${rps}" \
     --argjson seconds "$((H2LOAD_SECONDS + 1))" --argjson c0 "${c0}" --argjson c1 "${c1}" \
-    --argjson r0 "${r0}" --argjson r1 "${r1}" \
+    --argjson r0 "${r0}" --argjson r1 "${r1}" --argjson v "$((v1 - v0))" --argjson n "$((n1 - n0))" \
     '($rps * $seconds) as $calls
      | {kind: $kind, round: $round, calls_per_s: $rps,
       server_cpu_us_per_call: (($c1 - $c0) * 1e6 / $calls),
+      switches_per_call: (($v + $n) / $calls), voluntary_switches_per_call: ($v / $calls),
       redis_cpu_us_per_call: (if $kind == "redis" then ($r1 - $r0) * 1e6 / $calls else 0 end)}'
 }
 
@@ -205,7 +217,21 @@ jq -n --argjson smoke "${SMOKE}" --argjson seconds "${SECONDS_PER_RUN}" --argjso
   def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
                      else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def med($runs; $kind; $field): [$runs[] | select(.kind == $kind) | .[$field]] | median;
-  {machine: $machine, date: (now | todate), smoke: ($smoke == 1), seconds: $seconds, rounds: $rounds,
+  ({noop_calls_per_s: med($h2; "noop"; "calls_per_s"),
+    redis_calls_per_s: med($h2; "redis"; "calls_per_s"),
+    noop_us: med($h2; "noop"; "server_cpu_us_per_call"),
+    redis_us: med($h2; "redis"; "server_cpu_us_per_call"),
+    redis_server_us: med($h2; "redis"; "redis_cpu_us_per_call"),
+    noop_switches: med($h2; "noop"; "switches_per_call"),
+    redis_switches: med($h2; "redis"; "switches_per_call"), runs: $h2}
+   | .redis_vs_noop = (.redis_calls_per_s / .noop_calls_per_s)
+   | .targets = {redis_vs_noop_ge_0_7: (.redis_vs_noop >= 0.7)}
+   # On paper, cores of its own: the server-bound ratio (CPU per call at saturation), and the
+   # Redis-bound one of one primary against a server on 2 cores; the lower binds.
+   | .paper = {server_bound: (.noop_us / .redis_us),
+               redis_bound_2_cores: (.noop_us / (2 * .redis_server_us))}
+   | .paper.ratio = ([.paper.server_bound, .paper.redis_bound_2_cores] | min)) as $h2o
+  | {machine: $machine, date: (now | todate), smoke: ($smoke == 1), seconds: $seconds, rounds: $rounds,
    cpu: ([$cpu | group_by(.rate)[] | . as $runs
          | {rate: .[0].rate,
             bare_us: med($runs; "bare"; "server_cpu_us_per_call"),
@@ -218,18 +244,14 @@ jq -n --argjson smoke "${SMOKE}" --argjson seconds "${SECONDS_PER_RUN}" --argjso
             bare_switches: med($runs; "bare"; "switches_per_call"),
             noop_switches: med($runs; "noop"; "switches_per_call"),
             redis_switches: med($runs; "redis"; "switches_per_call"),
+            noop_voluntary: med($runs; "noop"; "voluntary_switches_per_call"),
+            redis_voluntary: med($runs; "redis"; "voluntary_switches_per_call"),
             errors: ([$runs[].errors] | add), runs: $runs}
          | .noop_vs_bare = (.noop_us / .bare_us) | .redis_vs_noop = (.redis_us / .noop_us)
          | .queued_vs_noop = (.queued_us / .noop_us)
          | .targets = {noop_vs_bare_le_1_2: (.noop_vs_bare <= 1.2),
                        redis_vs_noop_le_1_3: (.redis_vs_noop <= 1.3)}]),
-   h2load: ({noop_calls_per_s: med($h2; "noop"; "calls_per_s"),
-            redis_calls_per_s: med($h2; "redis"; "calls_per_s"),
-            noop_us: med($h2; "noop"; "server_cpu_us_per_call"),
-            redis_us: med($h2; "redis"; "server_cpu_us_per_call"),
-            redis_server_us: med($h2; "redis"; "redis_cpu_us_per_call"), runs: $h2}
-           | .redis_vs_noop = (.redis_calls_per_s / .noop_calls_per_s)
-           | .targets = {redis_vs_noop_ge_0_7: (.redis_vs_noop >= 0.7)})}' >"${OUT}/cpu.json"
+   h2load: $h2o}' >"${OUT}/cpu.json"
 
 jq -r 'def f1: . * 10 | round / 10; def f2: . * 100 | round / 100;
   "## Server CPU per PlaceHold, open loop (\(.date); \(.machine); \(.seconds) s x \(.rounds) rounds, medians)" + (if .smoke then " SMOKE RUN: figures are not meaningful." else "" end),
@@ -238,7 +260,9 @@ jq -r 'def f1: . * 10 | round / 10; def f2: . * 100 | round / 100;
   "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   (.cpu[] | "| \(.rate)/s | \(.bare_us | f1) | \(.noop_us | f1) | \(.redis_us | f1) (+ \(.redis_server_us | f1)) | \(.queued_us | f1) (+ \(.queued_redis_server_us | f1)) | \(.bare_switches | f2) / \(.noop_switches | f2) / \(.redis_switches | f2) / \(.queued_switches | f2) | \(.noop_vs_bare | f2): \(.targets.noop_vs_bare_le_1_2) | \(.redis_vs_noop | f2): \(.targets.redis_vs_noop_le_1_3) | \(.queued_vs_noop | f2) |"),
   "",
-  "h2load (closed loop, -c 4 -m 32, one PlaceHold request): noop \(.h2load.noop_calls_per_s | round)/s, Redis \(.h2load.redis_calls_per_s | round)/s: ratio \(.h2load.redis_vs_noop | f2) (>= 0.7: \(.h2load.targets.redis_vs_noop_ge_0_7)); server CPU per call there: noop \(.h2load.noop_us | f1) µs, Redis \(.h2load.redis_us | f1) µs (+ redis-server \(.h2load.redis_server_us | f1) µs)"' \
+  "h2load (closed loop, -c 4 -m 32, one PlaceHold request): noop \(.h2load.noop_calls_per_s | round)/s, Redis \(.h2load.redis_calls_per_s | round)/s: ratio \(.h2load.redis_vs_noop | f2) (>= 0.7: \(.h2load.targets.redis_vs_noop_ge_0_7)); server CPU per call there: noop \(.h2load.noop_us | f1) µs, Redis \(.h2load.redis_us | f1) µs (+ redis-server \(.h2load.redis_server_us | f1) µs)",
+  "",
+  "Throughput on paper, cores of their own: \(.h2load.paper.ratio | f2), the lower of server-bound \(.h2load.paper.server_bound | f2) (no-op ÷ PlaceHold server CPU per call at saturation) and Redis-bound \(.h2load.paper.redis_bound_2_cores | f2) (one primary at 1 ÷ redis-server µs per call, against a no-op ceiling of 2 server cores). Voluntary / all context switches per call: open loop noop \([.cpu[] | "\(.noop_voluntary | f2) / \(.noop_switches | f2)"] | join(", ")), Redis \([.cpu[] | "\(.redis_voluntary | f2) / \(.redis_switches | f2)"] | join(", ")); h2load noop \(.h2load.noop_switches | f2), Redis \(.h2load.redis_switches | f2)."' \
   "${OUT}/cpu.json" | tee "${OUT}/cpu.md"
 jq -e '[.cpu[].errors] | add == 0' "${OUT}/cpu.json" >/dev/null || {
   echo "cpu.sh: calls failed (see ${OUT}/cpu.json)" >&2
