@@ -12,8 +12,9 @@
 #              store), PlaceHold only, closed loop: what gRPC + our adapter/domain/metrics cost.
 #   2 place    the real server, PlaceHold only, 100,000 users (uniform), closed loop.
 #     mix      70% PlaceHold / 20% Pay / 10% ListHolds, same population.
-#   3 redis    redis-benchmark running place_hold.lua via EVALSHA, same concurrency: what Redis
-#              alone does with the same script, one command per round trip per client.
+#   3 redis    redis-benchmark calling place_hold by FCALL (the build's function library, as the
+#              server loads it), same concurrency: what Redis alone does with the same script,
+#              one command per round trip per client.
 #   4 open     open loop (latency from the intended send time) at half of phase 2's throughput,
 #              PlaceHold only, ttl=10s, same population, each on a fresh server and an empty
 #              Redis: open-reaper-off (--reap_interval=1h: the reaper ticks once at start, expired
@@ -1018,12 +1019,18 @@ jq -s --arg baseline "${BASELINE_SERVER}" --arg scoped "${SCOPED_FLAGS[*]}" '
 
 open_phases
 
-# 3. Redis alone: the embedded script (prelude + place_hold.lua), EVALSHA, same concurrency.
+# 3. Redis alone: place_hold as the server calls it (FCALL of the build's function library, the
+# text embedded in lua_scripts.h as lua::kFunctionLibrary), same concurrency.
 rcli FLUSHALL >/dev/null
-SHA="$(cat "${REPO}/server/store/lua/prelude.lua" "${REPO}/server/store/lua/place_hold.lua" |
-  rcli -x SCRIPT LOAD)"
+rcli CONFIG RESETSTAT >/dev/null
+awk '/kFunctionLibrary\[\] = R"lua\(/ { f = 1; sub(/.*R"lua\(/, ""); print; next }
+     f && /\)lua";/ { sub(/\)lua";.*/, ""); print; exit } f' \
+  "${BUILD}/server/generated/server/store/lua_scripts.h" >"${WORK}/library.lua"
+rcli -x FUNCTION LOAD REPLACE <"${WORK}/library.lua" >/dev/null
+PLACE_FUNCTION="$(grep -o "orderhold_[0-9a-f]*_place_hold" "${WORK}/library.lua" | head -1)"
+[[ -n "${PLACE_FUNCTION}" ]] || { echo "bench: no place_hold in the function library" >&2; exit 1; }
 REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d * 2; if (n < 20000) n = 20000; printf "%d", n }')"
-echo "bench: redis-benchmark EVALSHA (${REDIS_REQUESTS} requests)" >&2
+echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests)" >&2
 # KEYS and ARGV as place_hold.lua's header lists them, for phase 2's plain hold: max_units 0, no
 # scope, quantity 1, no scope limits, no details (a plain hold stores none: ARGV[13] "") and the
 # default lifetime cap (ARGV[14], 2 h: its life record), layout v1 (ARGV[15] 0: KEYS[7], the holds
@@ -1031,11 +1038,18 @@ echo "bench: redis-benchmark EVALSHA (${REDIS_REQUESTS} requests)" >&2
 # draws each __rand_int__ apart, so a bucket per user would be one key per user): larger than the
 # server's 256 per partition, so if anything dearer.
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
-  EVALSHA "${SHA}" 7 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:hd:0" \
+  FCALL "${PLACE_FUNCTION}" 7 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:hd:0" \
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
   "orderhold:{0}:bdue" "orderhold:{0}:u:__rand_int__" \
   "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 0 \
   >"${WORK}/redis.csv"
+# redis-benchmark counts an error reply as an answer: every call must have run the script.
+FCALL_FAILED="$(rcli INFO commandstats | tr -d '\r' |
+  awk -F'failed_calls=' '/^cmdstat_fcall:/ { print $2 + 0 }')"
+[[ "${FCALL_FAILED:-1}" == 0 ]] || {
+  echo "bench: ${FCALL_FAILED:-all} FCALL ${PLACE_FUNCTION} calls failed" >&2
+  exit 1
+}
 REDIS_RPS="$(awk -F'"' 'NR == 2 { printf "%d", $4 }' "${WORK}/redis.csv")"
 REDIS_P99="$(awk -F'"' 'NR == 2 { print $14 }' "${WORK}/redis.csv")"
 
@@ -1074,7 +1088,7 @@ jq -n \
     open_ttl_s: $open[0].open_ttl_s,
     open_reaper_off: $open[0].open_reaper_off,
     open_reaper_on: $open[0].open_reaper_on,
-    redis_evalsha: {throughput: $redis_rps, p99_ms: $redis_p99},
+    redis_alone: {throughput: $redis_rps, p99_ms: $redis_p99},
     memory: {holds: $memory_holds, bytes_per_hold_3_per_user: $mem3,
              bytes_per_hold_1_per_user: $mem1, v2_bytes_per_hold_3_per_user: $mem3_v2,
              v2_bytes_per_hold_1_per_user: $mem1_v2},
@@ -1082,7 +1096,7 @@ jq -n \
     events: $events[0],
     ratios: ({place_vs_ceiling: ($place[0].throughput / $ceiling[0].throughput),
              mix_vs_ceiling: ($mix[0].throughput / $ceiling[0].throughput),
-             place_vs_redis_evalsha: ($place[0].throughput / $redis_rps)} + $open[0].ratios),
+             place_vs_redis_alone: ($place[0].throughput / $redis_rps)} + $open[0].ratios),
     targets: ({place_vs_ceiling_ge_0_7: ($place[0].throughput / $ceiling[0].throughput >= 0.7),
               memory_le_120_bytes_per_hold: ($mem3_v2 <= 120 and $mem1_v2 <= 120),
               plain_vs_baseline_ge_0_95: (if $transport[0].ratios.plain_vs_baseline == null then null
@@ -1110,13 +1124,13 @@ jq -r '
    ["open-reaper-off: open loop PlaceHold @ \(.open_reaper_off.rate | f0)/s, --reap_interval=1h", .open_reaper_off],
    ["open-reaper-on: open loop PlaceHold @ \(.open_reaper_on.rate | f0)/s, default reaper", .open_reaper_on]
    | "| \(.[0]) | \(.[1].throughput | f0) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p90 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \(.[1] | codes) |"),
-  "| redis-benchmark EVALSHA place_hold.lua (-c \(.concurrency)) | \(.redis_evalsha.throughput) | | | \(.redis_evalsha.p99_ms) | | | |",
+  "| redis-benchmark FCALL place_hold (-c \(.concurrency)) | \(.redis_alone.throughput) | | | \(.redis_alone.p99_ms) | | | |",
   "",
   "| ratio / figure | value | target |",
   "|---|---:|---|",
   "| PlaceHold / ceiling | \(.ratios.place_vs_ceiling | f2) | >= 0.7: \(.targets.place_vs_ceiling_ge_0_7) |",
   "| mix / ceiling | \(.ratios.mix_vs_ceiling | f2) | |",
-  "| PlaceHold (by FCALL with --redis_functions) / Redis EVALSHA alone | \(.ratios.place_vs_redis_evalsha | f2) | |",
+  "| PlaceHold / Redis alone (both by FCALL) | \(.ratios.place_vs_redis_alone | f2) | |",
   "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_3_per_user) | |",
   "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_1_per_user) | |",
   "| Redis bytes per live hold, 3 holds/user, --hold_layout=v2 | \(.memory.v2_bytes_per_hold_3_per_user) | <= 120 (both v2 rows): \(.targets.memory_le_120_bytes_per_hold) |",
@@ -1160,7 +1174,7 @@ jq -e '[.ceiling, .place, .mix, .open_reaper_off, .open_reaper_on]
   echo "bench: a phase completed no calls or had service errors (UNAVAILABLE, DEADLINE_EXCEEDED, ...)" >&2
   exit 1
 }
-jq -e '.redis_evalsha.throughput > 0 and .memory.bytes_per_hold_3_per_user > 0' \
+jq -e '.redis_alone.throughput > 0 and .memory.bytes_per_hold_3_per_user > 0' \
   "${OUT}/results.json" >/dev/null || { echo "bench: redis-benchmark or memory phase gave nothing" >&2; exit 1; }
 # Transport: every run of every variant completed calls without service errors, and Redis saw WAIT
 # from the wait variant and only from it. The wait variant may have a few UNAVAILABLE "not yet
