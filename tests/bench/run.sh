@@ -1019,15 +1019,13 @@ jq -s --arg baseline "${BASELINE_SERVER}" --arg scoped "${SCOPED_FLAGS[*]}" '
 
 open_phases
 
-# 3. Redis alone: place_hold as the server calls it (FCALL of the build's function library, the
-# text embedded in lua_scripts.h as lua::kFunctionLibrary), same concurrency.
+# 3. Redis alone: place_hold as the server calls it (FCALL of the build's function library,
+# written by server/CMakeLists.txt beside lua_scripts.h), same concurrency.
 rcli FLUSHALL >/dev/null
 rcli CONFIG RESETSTAT >/dev/null
-awk '/kFunctionLibrary\[\] = R"lua\(/ { f = 1; sub(/.*R"lua\(/, ""); print; next }
-     f && /\)lua";/ { sub(/\)lua";.*/, ""); print; exit } f' \
-  "${BUILD}/server/generated/server/store/lua_scripts.h" >"${WORK}/library.lua"
-rcli -x FUNCTION LOAD REPLACE <"${WORK}/library.lua" >/dev/null
-PLACE_FUNCTION="$(grep -o "orderhold_[0-9a-f]*_place_hold" "${WORK}/library.lua" | head -1)"
+LIBRARY="${BUILD}/server/generated/server/store/function_library.lua"
+rcli -x FUNCTION LOAD REPLACE <"${LIBRARY}" >/dev/null
+PLACE_FUNCTION="$(grep -o "orderhold_[0-9a-f]*_place_hold" "${LIBRARY}" | head -1)"
 [[ -n "${PLACE_FUNCTION}" ]] || { echo "bench: no place_hold in the function library" >&2; exit 1; }
 REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d * 2; if (n < 20000) n = 20000; printf "%d", n }')"
 echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests)" >&2
