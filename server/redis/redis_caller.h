@@ -10,13 +10,13 @@
 #define ORDERHOLD_SERVER_REDIS_REDIS_CALLER_H_
 
 #include <string>
-#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/redis/redis_args.h"
 #include "server/redis/redis_reply.h"
 
 namespace orderhold::redis {
@@ -28,7 +28,7 @@ struct RedisCommand {
   // `script` of a plain command.
   static constexpr int kNoScript = -1;
   int script = kNoScript;
-  std::vector<std::string> args;
+  RedisArgs args;  // packed: one allocation for all of them (redis_args.h)
   // The command may write: with RedisClientOptions::wait_replicas > 0 it is answered OK only
   // once that many replicas acknowledged its batch (WAIT).
   bool writes = false;

@@ -78,7 +78,7 @@ class RedisClient::Connection {
   void Append(const RedisCommand& command, bool with_body) {
     if (command.asking) connection_->Append({"ASKING"});
     if (command.script < 0) {
-      connection_->Append(command.args);
+      connection_->Append({}, command.args);
       return;
     }
     absl::string_view verb = "EVALSHA";

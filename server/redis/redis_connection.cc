@@ -324,18 +324,22 @@ absl::Status RedisConnection::Handshake(const TlsContext& tls, absl::Time deadli
   }
 }
 
-void RedisConnection::Append(std::initializer_list<absl::string_view> head,
-                             absl::Span<const std::string> tail) {
-  // "*<count>\r\n", then "$<length>\r\n<bytes>\r\n" per argument: at most 24 bytes of framing
-  // each (a 20-digit length). The room is made once and written through a cursor, then trimmed:
-  // string appends per piece cost ~130 instructions per argument, absl::StrAppend more (it
-  // zero-fills each piece's room first; callgrind, tests/bench/README.md).
-  size_t size = 24;
+namespace {
+
+// Formats `head` then the `count` arguments of `for_each_tail` (which calls its argument with each
+// of them, `tail_bytes` in all) as one RESP command at the end of `out`: "*<count>\r\n", then
+// "$<length>\r\n<bytes>\r\n" per argument, at most 24 bytes of framing each (a 20-digit
+// length). The room is made once and written through a cursor, then trimmed: string appends per
+// piece cost ~130 instructions per argument, absl::StrAppend more (it zero-fills each piece's
+// room first; callgrind, tests/bench/README.md).
+template <typename ForEachTail>
+void AppendCommand(std::initializer_list<absl::string_view> head, size_t count, size_t tail_bytes,
+                   const ForEachTail& for_each_tail, std::string& out) {
+  size_t size = 24 + tail_bytes + 24 * count;
   for (absl::string_view arg : head) size += arg.size() + 24;
-  for (const std::string& arg : tail) size += arg.size() + 24;
-  const size_t start = out_.size();
-  out_.resize(start + size);
-  char* cursor = out_.data() + start;
+  const size_t start = out.size();
+  out.resize(start + size);
+  char* cursor = out.data() + start;
   const auto put = [&cursor](const char* data, size_t n) {
     if (n == 0) return;  // an empty argument's data() may be null
     std::memcpy(cursor, data, n);
@@ -347,15 +351,34 @@ void RedisConnection::Append(std::initializer_list<absl::string_view> head,
     put(digits.data(), digits.size());
     put("\r\n", 2);
   };
-  frame('*', head.size() + tail.size());
+  frame('*', head.size() + count);
   const auto bulk = [&](absl::string_view arg) {
     frame('$', arg.size());
     put(arg.data(), arg.size());
     put("\r\n", 2);
   };
   for (absl::string_view arg : head) bulk(arg);
-  for (const std::string& arg : tail) bulk(arg);
-  out_.resize(static_cast<size_t>(cursor - out_.data()));
+  for_each_tail(bulk);
+  out.resize(static_cast<size_t>(cursor - out.data()));
+}
+
+}  // namespace
+
+void RedisConnection::Append(std::initializer_list<absl::string_view> head,
+                             absl::Span<const std::string> tail) {
+  size_t bytes = 0;
+  for (const std::string& arg : tail) bytes += arg.size();
+  AppendCommand(
+      head, tail.size(), bytes,
+      [tail](const auto& bulk) {
+        for (const std::string& arg : tail) bulk(arg);
+      },
+      out_);
+}
+
+void RedisConnection::Append(std::initializer_list<absl::string_view> head, const RedisArgs& tail) {
+  AppendCommand(
+      head, tail.size(), tail.bytes(), [&tail](const auto& bulk) { tail.ForEach(bulk); }, out_);
 }
 
 absl::Status RedisConnection::Flush(absl::Time deadline) {

@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "server/redis/redis_args.h"
 #include "server/redis/redis_reply.h"
 #include "server/redis/redis_url.h"
 #include "server/redis/tls_context.h"
@@ -72,6 +73,8 @@ class RedisConnection {
   // Formats the command `head` followed by `tail` as one command, as Append(head + tail) would:
   // for a prefix such as {"EVALSHA", sha} before a caller's arguments, without copying them.
   void Append(std::initializer_list<absl::string_view> head, absl::Span<const std::string> tail);
+  // The same for a command's packed arguments (RedisCommand::args).
+  void Append(std::initializer_list<absl::string_view> head, const RedisArgs& tail);
   // Writes everything appended. UNAVAILABLE on an I/O error, DEADLINE_EXCEEDED when `deadline`
   // passes first; either way the connection is broken (broken() is true) and must be dropped.
   absl::Status Flush(absl::Time deadline);

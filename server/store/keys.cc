@@ -33,38 +33,46 @@ KeySchema::KeySchema(std::string prefix) : prefix_(std::move(prefix)) {
   for (int partition = 0; partition < kPartitionCount; ++partition) {
     partition_prefixes_.push_back(absl::StrCat(prefix_, ":{", partition, "}:"));
   }
+  buckets_.reserve(kDueBucketCount);
+  for (int bucket = 0; bucket < kDueBucketCount; ++bucket) {
+    buckets_.push_back(absl::StrCat(bucket));
+  }
 }
 
-std::string KeySchema::UserKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "u:", user_id);
+std::string KeySchema::Pieces::Join() const { return absl::StrCat(partition_prefix, kind, id); }
+
+KeySchema::Pieces KeySchema::UserKeyPieces(absl::string_view user_id) const {
+  return {PartitionPrefix(PartitionOf(user_id)), "u:", user_id};
 }
 
-std::string KeySchema::OutcomesKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "x:", user_id);
+KeySchema::Pieces KeySchema::OutcomesKeyPieces(absl::string_view user_id) const {
+  return {PartitionPrefix(PartitionOf(user_id)), "x:", user_id};
 }
 
-std::string KeySchema::EndedKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "xt:", user_id);
+KeySchema::Pieces KeySchema::EndedKeyPieces(absl::string_view user_id) const {
+  return {PartitionPrefix(PartitionOf(user_id)), "xt:", user_id};
 }
 
-std::string KeySchema::UserDueKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "hd:", DueBucketOf(user_id));
+KeySchema::Pieces KeySchema::UserDueKeyPieces(absl::string_view user_id) const {
+  return {PartitionPrefix(PartitionOf(user_id)),
+          "hd:", buckets_[static_cast<size_t>(DueBucketOf(user_id))]};
 }
 
-std::string KeySchema::HoldsBucketKey(absl::string_view user_id) const {
-  return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "h:", DueBucketOf(user_id));
+KeySchema::Pieces KeySchema::HoldsBucketKeyPieces(absl::string_view user_id) const {
+  return {PartitionPrefix(PartitionOf(user_id)),
+          "h:", buckets_[static_cast<size_t>(DueBucketOf(user_id))]};
 }
 
-std::string KeySchema::BucketDueKey(int partition) const {
-  return absl::StrCat(PartitionPrefix(partition), "bdue");
+KeySchema::Pieces KeySchema::BucketDueKeyPieces(int partition) const {
+  return {PartitionPrefix(partition), "bdue", {}};
+}
+
+KeySchema::Pieces KeySchema::EventsKeyPieces(int partition) const {
+  return {PartitionPrefix(partition), "events", {}};
 }
 
 std::string KeySchema::DueKey(int partition) const {
   return absl::StrCat(PartitionPrefix(partition), "due");
-}
-
-std::string KeySchema::EventsKey(int partition) const {
-  return absl::StrCat(PartitionPrefix(partition), "events");
 }
 
 std::string KeySchema::LeaseKey(int partition) const {

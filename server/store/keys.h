@@ -91,19 +91,44 @@ class KeySchema {
   // bits above the partition's, so stable across processes and versions as PartitionOf is.
   static int DueBucketOf(absl::string_view user_id);
 
-  std::string UserKey(absl::string_view user_id) const;
-  std::string OutcomesKey(absl::string_view user_id) const;
-  std::string EndedKey(absl::string_view user_id) const;
+  // A key as the three pieces it is the concatenation of: views into this schema and the
+  // caller's user id, valid while both are. For writing a key straight into a command's packed
+  // arguments (redis::RedisArgs::PushCat) instead of into a string of its own; Join() is the key.
+  struct Pieces {
+    absl::string_view partition_prefix;  // "<prefix>:{<partition>}:"
+    absl::string_view kind;              // "u:", "hd:", "bdue", ...
+    absl::string_view id;                // the user id, the bucket in decimal, or empty
+    std::string Join() const;
+  };
+
+  std::string UserKey(absl::string_view user_id) const { return UserKeyPieces(user_id).Join(); }
+  std::string OutcomesKey(absl::string_view user_id) const {
+    return OutcomesKeyPieces(user_id).Join();
+  }
+  std::string EndedKey(absl::string_view user_id) const { return EndedKeyPieces(user_id).Join(); }
   // The due index of the user's bucket: <prefix>:{<partition>}:hd:<bucket>.
-  std::string UserDueKey(absl::string_view user_id) const;
+  std::string UserDueKey(absl::string_view user_id) const {
+    return UserDueKeyPieces(user_id).Join();
+  }
   // The holds bucket of the user (layout v2): <prefix>:{<partition>}:h:<bucket>, the bucket of
   // UserDueKey.
-  std::string HoldsBucketKey(absl::string_view user_id) const;
+  std::string HoldsBucketKey(absl::string_view user_id) const {
+    return HoldsBucketKeyPieces(user_id).Join();
+  }
   // The partition's bucket index: <prefix>:{<partition>}:bdue.
-  std::string BucketDueKey(int partition) const;
+  std::string BucketDueKey(int partition) const { return BucketDueKeyPieces(partition).Join(); }
+  // The keys above (and EventsKey) as Pieces; a partition out of range is std::out_of_range, as
+  // in PartitionPrefix.
+  Pieces UserKeyPieces(absl::string_view user_id) const;
+  Pieces OutcomesKeyPieces(absl::string_view user_id) const;
+  Pieces EndedKeyPieces(absl::string_view user_id) const;
+  Pieces UserDueKeyPieces(absl::string_view user_id) const;
+  Pieces HoldsBucketKeyPieces(absl::string_view user_id) const;
+  Pieces BucketDueKeyPieces(int partition) const;
+  Pieces EventsKeyPieces(int partition) const;
   // The partition's due index of earlier releases (drained by the reaper, never written).
   std::string DueKey(int partition) const;
-  std::string EventsKey(int partition) const;
+  std::string EventsKey(int partition) const { return EventsKeyPieces(partition).Join(); }
   std::string LeaseKey(int partition) const;
   // The partition's nudge channel (see the table above): EventsKey(partition) with "events"
   // replaced by "nudge", as the scripts derive it. Subscribed to by EventNudgeSubscriber.
@@ -121,6 +146,7 @@ class KeySchema {
  private:
   std::string prefix_;
   std::vector<std::string> partition_prefixes_;  // [partition]
+  std::vector<std::string> buckets_;             // [bucket]: the bucket in decimal
 };
 
 // Checks a --key_prefix value. INVALID_ARGUMENT naming `key_prefix` when it is empty, longer than

@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
@@ -16,36 +17,63 @@ namespace {
 
 using lua::Script;
 
-// One KEYS or ARGV element of Eval. Not default-constructible, so that an Eval call with fewer
-// elements than store/lua/scripts.txt says does not compile (std::array would default the rest).
-struct Arg {
-  Arg(std::string s) : value(std::move(s)) {}  // NOLINT: implicit, as a string
-  Arg(const char* s) : value(s) {}             // NOLINT: implicit, as a string
-  std::string value;
+// One KEYS or ARGV element of Eval: a string, a key's pieces or a number. A view, not a copy:
+// what it names is a variable or a temporary of the Eval call's full expression, which outlives
+// the call. Not default-constructible, so that an Eval call with fewer elements than
+// store/lua/scripts.txt says does not compile (std::array would default the rest).
+class Arg {
+ public:
+  Arg(const std::string& s) : pieces_{s, {}, {}} {}  // NOLINT: implicit, as a string
+  Arg(const char* s) : pieces_{s, {}, {}} {}         // NOLINT: implicit, as a string
+  Arg(absl::string_view s) : pieces_{s, {}, {}} {}   // NOLINT: implicit, as a string
+  Arg(const KeySchema::Pieces& key)                  // NOLINT: implicit, as a key
+      : pieces_{key.partition_prefix, key.kind, key.id} {}
+  Arg(int64_t number) : number_(number), is_number_(true) {}  // NOLINT: implicit, in decimal
+
+  // The bytes it adds (an upper bound for a number), for RedisArgs::Reserve.
+  size_t size() const {
+    return is_number_ ? 20 : pieces_[0].size() + pieces_[1].size() + pieces_[2].size();
+  }
+  void AddTo(redis::RedisArgs& args) const {
+    if (is_number_) {
+      args.PushInt(number_);
+    } else {
+      args.PushCat({pieces_[0], pieces_[1], pieces_[2]});
+    }
+  }
+
+ private:
+  absl::string_view pieces_[3];
+  int64_t number_ = 0;
+  bool is_number_ = false;
 };
 
 // The command calling `kScript` (FCALL or EVALSHA of its index in Scripts()) with its KEYS and
-// ARGV. The counts are store/lua/scripts.txt's, checked by the compiler (array sizes, neither more
-// nor fewer). The two arrays are function arguments, built in an unspecified order: an element of
-// one must not move from what the other reads. `more` is the variable ARGV tail of a script listed
-// there as "N+" (check_groups), and stays empty for the others.
+// ARGV, packed into one buffer (redis_args.h: no string per key). The counts are
+// store/lua/scripts.txt's, checked by the compiler (array sizes, neither more nor fewer). `more`
+// is the variable ARGV tail of a script listed there as "N+" (check_groups), and stays empty for
+// the others.
 template <Script kScript>
-redis::RedisCommand Eval(std::array<Arg, lua::Spec(kScript).keys> keys,
-                         std::array<Arg, lua::Spec(kScript).argv> argv,
-                         std::vector<std::string> more = {}) {
+redis::RedisCommand Eval(const std::array<Arg, lua::Spec(kScript).keys>& keys,
+                         const std::array<Arg, lua::Spec(kScript).argv>& argv,
+                         const std::vector<std::string>& more = {}) {
   static_assert(lua::Spec(kScript).keys >= 1, "every script names its keys (Redis Cluster)");
   redis::RedisCommand command;
   command.script = static_cast<int>(kScript);
-  command.args.reserve(1 + keys.size() + argv.size() + more.size());
-  command.args.push_back(absl::StrCat(keys.size()));  // numkeys
-  for (Arg& key : keys) command.args.push_back(std::move(key.value));
-  for (Arg& arg : argv) command.args.push_back(std::move(arg.value));
-  for (std::string& arg : more) command.args.push_back(std::move(arg));
+  size_t bytes = 4;  // numkeys
+  for (const Arg& arg : keys) bytes += arg.size();
+  for (const Arg& arg : argv) bytes += arg.size();
+  for (const std::string& arg : more) bytes += arg.size();
+  command.args.Reserve(1 + keys.size() + argv.size() + more.size(), bytes);
+  command.args.PushInt(static_cast<int64_t>(keys.size()));  // numkeys
+  for (const Arg& key : keys) key.AddTo(command.args);
+  for (const Arg& arg : argv) arg.AddTo(command.args);
+  for (const std::string& arg : more) command.args.Push(arg);
   return command;
 }
 
 // A plain command (no script).
-redis::RedisCommand Plain(std::vector<std::string> args) {
+redis::RedisCommand Plain(redis::RedisArgs args) {
   redis::RedisCommand command;
   command.script = redis::RedisCommand::kNoScript;
   command.args = std::move(args);
@@ -76,9 +104,12 @@ std::string NowArg(const CallOptions& options) {
   return options.now.has_value() ? absl::StrCat(absl::ToUnixMillis(*options.now)) : "";
 }
 
+// A script reply's integers: the fixed ones of every script fit inline (no allocation per call).
+using Ints = absl::InlinedVector<int64_t, 16>;
+
 // Parses the reply as an array of at least `min_size` integers; with `ints` set, only its first
 // `ints` elements (at least min_size) must be integers and are parsed.
-bool IntArray(const redis::RedisReply& reply, size_t min_size, std::vector<int64_t>* out,
+bool IntArray(const redis::RedisReply& reply, size_t min_size, Ints* out,
               std::optional<size_t> ints = std::nullopt) {
   if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < min_size)
     return false;
@@ -195,8 +226,9 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
       client_(std::move(client)),
       background_(std::move(background)) {}
 
-std::string RedisHoldStore::HoldsBucketArg(absl::string_view user_id) const {
-  return layout_ == HoldLayout::kV1 ? keys_.UserKey(user_id) : keys_.HoldsBucketKey(user_id);
+KeySchema::Pieces RedisHoldStore::HoldsBucketArg(absl::string_view user_id) const {
+  return layout_ == HoldLayout::kV1 ? keys_.UserKeyPieces(user_id)
+                                    : keys_.HoldsBucketKeyPieces(user_id);
 }
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
@@ -204,23 +236,24 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
   const int partition = KeySchema::PartitionOf(args.user_id);
   const bool scoped = !args.details.scope.empty();
   redis::RedisCommand command = Eval<Script::kPlaceHold>(
-      {keys_.UserKey(args.user_id), keys_.UserDueKey(args.user_id), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+      {keys_.UserKeyPieces(args.user_id), keys_.UserDueKeyPieces(args.user_id),
+       keys_.OutcomesKeyPieces(args.user_id), keys_.EndedKeyPieces(args.user_id),
+       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
        HoldsBucketArg(args.user_id)},
-      {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), absl::StrCat(args.max_holds),
-       NowArg(options), retention_ms_, max_outcomes_, absl::StrCat(args.max_units),
-       args.details.scope, absl::StrCat(std::max<int64_t>(1, args.details.quantity)),
-       absl::StrCat(scoped ? args.details.scope_limits.max_holds : 0),
-       absl::StrCat(scoped ? args.details.scope_limits.max_units : 0),
+      {args.user_id, args.order_id, Millis(args.ttl), int64_t{args.max_holds}, NowArg(options),
+       retention_ms_, max_outcomes_, int64_t{args.max_units}, args.details.scope,
+       std::max<int64_t>(1, args.details.quantity),
+       int64_t{scoped ? args.details.scope_limits.max_holds : 0},
+       int64_t{scoped ? args.details.scope_limits.max_units : 0},
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))), layout_mode_});
+       std::max<int64_t>(1, Millis(args.max_lifetime)), layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
              [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
-               std::vector<int64_t> v;
+               Ints v;
                if (!IntArray(reply, 13, &v, 11) || v[0] < -2 || v[0] > 1) {
                  return BadReply("place_hold.lua");
                }
@@ -252,20 +285,19 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
   const int partition = KeySchema::PartitionOf(user_id);
-  redis::RedisCommand command = Eval<Script::kEndHold>(
-      {keys_.UserKey(user_id), keys_.UserDueKey(user_id), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
-       HoldsBucketArg(user_id)},
-      // Copies, not moves: the two arrays are built in an unspecified order, and the keys read
-      // user_id.
-      {user_id, order_id, absl::StrCat(static_cast<int>(outcome)), NowArg(options), retention_ms_,
-       max_outcomes_, layout_mode_});
+  redis::RedisCommand command =
+      Eval<Script::kEndHold>({keys_.UserKeyPieces(user_id), keys_.UserDueKeyPieces(user_id),
+                              keys_.OutcomesKeyPieces(user_id), keys_.EndedKeyPieces(user_id),
+                              keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
+                              HoldsBucketArg(user_id)},
+                             {user_id, order_id, int64_t{static_cast<int>(outcome)},
+                              NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<EndHoldResult> {
-        std::vector<int64_t> v;
+        Ints v;
         if (!IntArray(reply, 8, &v, 6) || v[0] < 0 || v[0] > 2) return BadReply("end_hold.lua");
         EndHoldResult result;
         result.now = FromMillis(v[1]);
@@ -286,7 +318,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
   redis::RedisCommand command = Eval<Script::kListHolds>(
-      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id), HoldsBucketArg(user_id)},
+      {keys_.UserKeyPieces(user_id), keys_.OutcomesKeyPieces(user_id), HoldsBucketArg(user_id)},
       {NowArg(options), layout_mode_, user_id});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -328,8 +360,9 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                 Callback<ExtendHoldResult> done) {
   const int partition = KeySchema::PartitionOf(args.user_id);
   redis::RedisCommand command = Eval<Script::kExtendHold>(
-      {keys_.UserKey(args.user_id), keys_.UserDueKey(args.user_id), keys_.OutcomesKey(args.user_id),
-       keys_.EndedKey(args.user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+      {keys_.UserKeyPieces(args.user_id), keys_.UserDueKeyPieces(args.user_id),
+       keys_.OutcomesKeyPieces(args.user_id), keys_.EndedKeyPieces(args.user_id),
+       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
        HoldsBucketArg(args.user_id)},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
        max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
@@ -342,7 +375,7 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
       Parsed(std::move(done),
              [order_id = args.order_id](
                  const redis::RedisReply& reply) -> absl::StatusOr<ExtendHoldResult> {
-               std::vector<int64_t> v;
+               Ints v;
                if (!IntArray(reply, 10, &v, 6) || v[0] < -1 || v[0] > 2) {
                  return BadReply("extend_hold.lua");
                }
@@ -382,14 +415,14 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
 void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
                              Callback<GetHoldResult> done) {
   redis::RedisCommand command = Eval<Script::kGetHold>(
-      {keys_.UserKey(user_id), keys_.OutcomesKey(user_id), HoldsBucketArg(user_id)},
+      {keys_.UserKeyPieces(user_id), keys_.OutcomesKeyPieces(user_id), HoldsBucketArg(user_id)},
       {order_id, NowArg(options), retention_ms_, layout_mode_, user_id});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
              [order_id](const redis::RedisReply& reply) -> absl::StatusOr<GetHoldResult> {
-               std::vector<int64_t> v;
+               Ints v;
                if (!IntArray(reply, 7, &v, 5) || v[0] < 0 || v[0] > 2) {
                  return BadReply("get_hold.lua");
                }
@@ -416,16 +449,17 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
                                   Callback<ReleaseHoldsResult> done) {
   const int partition = KeySchema::PartitionOf(user_id);
   redis::RedisCommand command = Eval<Script::kReleaseHolds>(
-      {keys_.UserKey(user_id), keys_.UserDueKey(user_id), keys_.OutcomesKey(user_id),
-       keys_.EndedKey(user_id), keys_.EventsKey(partition), keys_.BucketDueKey(partition),
+      {keys_.UserKeyPieces(user_id), keys_.UserDueKeyPieces(user_id),
+       keys_.OutcomesKeyPieces(user_id), keys_.EndedKeyPieces(user_id),
+       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
        HoldsBucketArg(user_id)},
-      {user_id, std::move(scope), NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
+      {user_id, scope, NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
                   Parsed(std::move(done),
                          [](const redis::RedisReply& reply) -> absl::StatusOr<ReleaseHoldsResult> {
-                           std::vector<int64_t> v;
+                           Ints v;
                            if (!IntArray(reply, 3, &v, 2) ||
                                reply.elements[2].type != redis::RedisReply::Type::kArray ||
                                reply.elements[2].elements.size() % 4 != 0) {
@@ -458,9 +492,10 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
     return;
   }
   redis::RedisCommand command = Eval<Script::kReap>(
-      {keys_.BucketDueKey(partition), keys_.EventsKey(partition), keys_.LeaseKey(partition)},
+      {keys_.BucketDueKeyPieces(partition), keys_.EventsKeyPieces(partition),
+       keys_.LeaseKey(partition)},
       {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
-       retention_ms_, max_outcomes_, std::move(args.owner),
+       retention_ms_, max_outcomes_, args.owner,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
        layout_mode_});
@@ -471,7 +506,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
-        std::vector<int64_t> v;
+        Ints v;
         if (!IntArray(reply, 3, &v)) return BadReply("reap.lua");
         ReapResult result;
         result.now = FromMillis(v[0]);
@@ -490,7 +525,7 @@ void RedisHoldStore::Heartbeat(std::string replica_id, absl::Duration ttl, CallO
                                Callback<std::vector<std::string>> done) {
   redis::RedisCommand command = Eval<Script::kHeartbeat>(
       {keys_.ReplicasKey()},
-      {std::move(replica_id), absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)});
+      {replica_id, absl::StrCat(std::max<int64_t>(1, Millis(ttl))), NowArg(options)});
   command.writes = true;
   command.inline_ok = true;  // one call per reaper tick
   background_->Submit(
@@ -515,7 +550,7 @@ void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOpt
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("release_lease"));
   redis::RedisCommand command =
-      Eval<Script::kReleaseLease>({keys_.LeaseKey(partition)}, {std::move(replica_id)});
+      Eval<Script::kReleaseLease>({keys_.LeaseKey(partition)}, {replica_id});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -527,7 +562,7 @@ void RedisHoldStore::ReleaseLease(int partition, std::string replica_id, CallOpt
 }
 
 void RedisHoldStore::Unregister(std::string replica_id, CallOptions options, Callback<bool> done) {
-  redis::RedisCommand command = Plain({"ZREM", keys_.ReplicasKey(), std::move(replica_id)});
+  redis::RedisCommand command = Plain({"ZREM", keys_.ReplicasKey(), replica_id});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -542,7 +577,7 @@ void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart st
                                  CallOptions options, Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("ensure_group"));
   redis::RedisCommand command = Eval<Script::kEnsureGroup>(
-      {keys_.EventsKey(partition)}, {std::move(group), start == GroupStart::kEarliest ? "0" : "$"});
+      {keys_.EventsKeyPieces(partition)}, {group, start == GroupStart::kEarliest ? "0" : "$"});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
@@ -557,8 +592,8 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
                                 Callback<std::vector<StoredEvent>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
   redis::RedisCommand command = Eval<Script::kReadEvents>(
-      {keys_.EventsKey(partition)},
-      {std::move(args.group), std::move(args.consumer), absl::StrCat(std::max(1, args.max_events)),
+      {keys_.EventsKeyPieces(partition)},
+      {args.group, args.consumer, absl::StrCat(std::max(1, args.max_events)),
        args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
        args.own_pending ? "1" : "0"});
   // It writes (the group's pending list), and with --redis_wait_replicas the WAIT that follows
@@ -607,8 +642,8 @@ void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
   if (!InRange(partition)) return std::move(done)(OutOfRange("check_groups"));
   if (groups.empty()) return std::move(done)(std::vector<GroupWork>{});
   redis::RedisCommand command = Eval<Script::kCheckGroups>(
-      {keys_.EventsKey(partition)},
-      {claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}, std::move(groups));
+      {keys_.EventsKeyPieces(partition)},
+      {claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}, groups);
   background_->Submit(
       std::move(command), options.deadline,
       Parsed(
@@ -638,9 +673,9 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
     std::move(done)(int64_t{0});
     return;
   }
-  redis::RedisCommand command = Plain({"XACK", keys_.EventsKey(partition), std::move(group)});
+  redis::RedisCommand command = Plain({"XACK", keys_.EventsKey(partition), group});
   command.writes = true;
-  for (std::string& id : stream_ids) command.args.push_back(std::move(id));
+  for (const std::string& id : stream_ids) command.args.Push(id);
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<int64_t> {
@@ -653,9 +688,10 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
 void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions options,
                                 Callback<TrimEventsResult> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
-  redis::RedisCommand command = Eval<Script::kTrimEvents>(
-      {keys_.EventsKey(partition)}, {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
-                                     absl::StrCat(kMaxTrimIdsPerGroup)});
+  redis::RedisCommand command =
+      Eval<Script::kTrimEvents>({keys_.EventsKeyPieces(partition)},
+                                {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
+                                 absl::StrCat(kMaxTrimIdsPerGroup)});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
@@ -675,7 +711,7 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
                  }
                  GroupBacklog group{e[i].str, std::nullopt};
                  if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
-                 result.groups.push_back(std::move(group));
+                 result.groups.push_back(group);
                }
                return result;
              }));

@@ -124,7 +124,7 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
 
   // The key a user script names for the user's holds bucket: HoldsBucketKey, or with kV1 (which
   // never reads it) UserKey again, so that no missing key is named (see HoldLayout).
-  std::string HoldsBucketArg(absl::string_view user_id) const;
+  KeySchema::Pieces HoldsBucketArg(absl::string_view user_id) const;
 
   const KeySchema keys_;
   const std::string retention_ms_;  // outcome retention, ms, as a script argument

@@ -63,6 +63,30 @@ TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   EXPECT_EQ(copy.EventsKey(7), "orderhold:{7}:events");
 }
 
+TEST(KeySchemaTest, PiecesJoinToTheKeys) {
+  const store::KeySchema keys("oh");
+  // Pieces view the id: the key of a long id (past std::string's inline room) is whole.
+  const std::string id(40, 'z');
+  const store::KeySchema::Pieces user = keys.UserKeyPieces(id);
+  EXPECT_EQ(user.partition_prefix, keys.PartitionPrefix(store::KeySchema::PartitionOf(id)));
+  EXPECT_EQ(user.kind, "u:");
+  EXPECT_EQ(user.id, id);
+  EXPECT_EQ(user.Join(), keys.UserKey(id));
+  EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("oh:{39}:u:alice"));
+  EXPECT_EQ(keys.OutcomesKey("alice"), "oh:{39}:x:alice");
+  EXPECT_EQ(keys.EndedKey("alice"), "oh:{39}:xt:alice");
+  EXPECT_EQ(keys.UserDueKey("alice"), "oh:{39}:hd:79");
+  EXPECT_EQ(keys.HoldsBucketKey("alice"), "oh:{39}:h:79");
+  EXPECT_EQ(keys.BucketDueKey(39), "oh:{39}:bdue");
+  EXPECT_EQ(keys.EventsKey(39), "oh:{39}:events");
+  EXPECT_EQ(keys.HoldsBucketKeyPieces("alice").id, "79");
+  EXPECT_EQ(keys.BucketDueKeyPieces(0).id, "");
+  // Every bucket is written in decimal, the last one too.
+  for (int partition : {0, 63}) {
+    EXPECT_EQ(keys.EventsKeyPieces(partition).Join(), absl::StrCat("oh:{", partition, "}:events"));
+  }
+}
+
 TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   Config config;
   EXPECT_THAT(ValidateConfig(config), IsOk());

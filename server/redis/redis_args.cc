@@ -1,0 +1,43 @@
+#include "server/redis/redis_args.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace orderhold::redis {
+
+RedisArgs::RedisArgs(std::initializer_list<absl::string_view> args) {
+  size_t bytes = 0;
+  for (absl::string_view arg : args) bytes += arg.size();
+  Reserve(args.size(), bytes);
+  for (absl::string_view arg : args) Push(arg);
+}
+
+RedisArgs::RedisArgs(const std::vector<std::string>& args) {
+  size_t bytes = 0;
+  for (const std::string& arg : args) bytes += arg.size();
+  Reserve(args.size(), bytes);
+  for (const std::string& arg : args) Push(arg);
+}
+
+void RedisArgs::Reserve(size_t args, size_t bytes) {
+  ends_.reserve(ends_.size() + args);
+  bytes_.reserve(bytes_.size() + bytes);
+}
+
+void RedisArgs::Push(absl::string_view arg) {
+  if (!arg.empty()) bytes_.append(arg.data(), arg.size());  // an empty view's data() may be null
+  ends_.push_back(static_cast<uint32_t>(bytes_.size()));
+}
+
+void RedisArgs::PushCat(std::initializer_list<absl::string_view> pieces) {
+  for (absl::string_view piece : pieces) {
+    if (!piece.empty()) bytes_.append(piece.data(), piece.size());
+  }
+  ends_.push_back(static_cast<uint32_t>(bytes_.size()));
+}
+
+void RedisArgs::PushInt(int64_t value) {
+  const absl::AlphaNum digits(value);  // formatted in its own buffer, no allocation
+  Push(digits.Piece());
+}
+
+}  // namespace orderhold::redis
