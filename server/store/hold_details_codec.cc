@@ -1,8 +1,9 @@
 #include "server/store/hold_details_codec.h"
 
+#include <charconv>
+#include <system_error>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace orderhold::store {
@@ -17,7 +18,10 @@ bool ReadNumber(absl::string_view* in, int64_t* out) {
   for (char c : in->substr(0, colon)) {
     if (c < '0' || c > '9') return false;
   }
-  if (!absl::SimpleAtoi(in->substr(0, colon), out)) return false;
+  // Digits only (checked above), so std::from_chars reads the same number absl::SimpleAtoi
+  // would, without its sign, base and whitespace handling; 19 digits can still overflow.
+  const std::from_chars_result read = std::from_chars(in->data(), in->data() + colon, *out);
+  if (read.ec != std::errc() || read.ptr != in->data() + colon) return false;
   in->remove_prefix(colon + 1);
   return true;
 }

@@ -2,6 +2,8 @@
 // read back, round trips of any bytes, and refusal of anything malformed.
 #include "server/store/hold_details_codec.h"
 
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -51,9 +53,16 @@ TEST(HoldDetailsCodecTest, MalformedValuesAreRefused) {
   for (const std::string bad :
        {"", "1:2", "1:2:3", "x:2:1:0:0:0:0:", "1:2:0:0:0:0:0:", "1:2:1:5:abc0:0:0:",
         "1:2:1:0:0:0:1:", "1:2:1:0:0:0:1:3:ab", "1:2:1:0:0:0:0:trailing",
-        "-1:2:1:0:0:0:0:", "1:2:1:0:0:0:99999999999999999999:", "1:2:1:0::0:0:"}) {
+        "-1:2:1:0:0:0:0:", "1:2:1:0:0:0:99999999999999999999:", "1:2:1:0::0:0:",
+        // 19 digits past int64's range, and a sign.
+        "9223372036854775808:2:1:0:0:0:0:", "9999999999999999999:2:1:0:0:0:0:",
+        "+1:2:1:0:0:0:0:"}) {
     EXPECT_FALSE(DecodeDetails(bad).has_value()) << bad;
   }
+  // The largest number is read whole.
+  const std::optional<DecodedDetails> max = DecodeDetails("9223372036854775807:2:1:0:0:0:0:");
+  ASSERT_TRUE(max.has_value());
+  EXPECT_EQ(max->expire_ms, std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace
