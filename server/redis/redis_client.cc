@@ -375,29 +375,29 @@ class RedisClient::IoThread {
     return true;
   }
 
-  // Answers the commands whose deadline already passed (they are never sent) and returns the
-  // others' indices, with the latest of their deadlines.
-  std::vector<size_t> Split(absl::Time* latest_deadline) {
+  // Answers the commands whose deadline already passed (they are never sent) and puts the
+  // others' indices in live_ (its room is kept from batch to batch: no allocation per call),
+  // with the latest of their deadlines.
+  void Split(absl::Time* latest_deadline) {
     results_.assign(batch_.size(), std::nullopt);
     const absl::Time now = absl::Now();
     *latest_deadline = now;
-    std::vector<size_t> live;
+    live_.clear();
     for (size_t i = 0; i < batch_.size(); ++i) {
       if (batch_[i].deadline <= now) {
         results_[i] = absl::DeadlineExceededError("deadline passed before the Redis call was sent");
       } else {
         *latest_deadline = std::max(*latest_deadline, batch_[i].deadline);
-        live.push_back(i);
+        live_.push_back(i);
       }
     }
-    return live;
   }
 
   // Splits the batch, connects when needed (replacing a connection Redis closed while it sat
   // idle when `check_idle`) and writes the live commands: written_ says they are on the wire;
   // otherwise status_ holds the failure (or OK when nothing was live).
   void Start(bool check_idle) {
-    live_ = Split(&latest_deadline_);
+    Split(&latest_deadline_);
     written_ = false;
     status_ = absl::OkStatus();
     if (live_.empty()) return;
