@@ -1,5 +1,9 @@
 #include "server/redis/redis_args.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 
 namespace orderhold::redis {
@@ -11,13 +15,6 @@ RedisArgs::RedisArgs(std::initializer_list<absl::string_view> args) {
   for (absl::string_view arg : args) Push(arg);
 }
 
-RedisArgs::RedisArgs(const std::vector<std::string>& args) {
-  size_t bytes = 0;
-  for (const std::string& arg : args) bytes += arg.size();
-  Reserve(args.size(), bytes);
-  for (const std::string& arg : args) Push(arg);
-}
-
 void RedisArgs::Reserve(size_t args, size_t bytes) {
   ends_.reserve(ends_.size() + args);
   bytes_.reserve(bytes_.size() + bytes);
@@ -25,12 +22,20 @@ void RedisArgs::Reserve(size_t args, size_t bytes) {
 
 void RedisArgs::Push(absl::string_view arg) {
   if (!arg.empty()) bytes_.append(arg.data(), arg.size());  // an empty view's data() may be null
-  ends_.push_back(static_cast<uint32_t>(bytes_.size()));
+  EndArgument();
 }
 
 void RedisArgs::PushCat(std::initializer_list<absl::string_view> pieces) {
   for (absl::string_view piece : pieces) {
     if (!piece.empty()) bytes_.append(piece.data(), piece.size());
+  }
+  EndArgument();
+}
+
+void RedisArgs::EndArgument() {
+  if (bytes_.size() > std::numeric_limits<uint32_t>::max()) {
+    std::fputs("orderhold: RedisArgs past 4 GiB (a bug: no Redis command is that large)\n", stderr);
+    std::abort();
   }
   ends_.push_back(static_cast<uint32_t>(bytes_.size()));
 }

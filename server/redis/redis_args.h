@@ -9,7 +9,8 @@
 // (callgrind figures: tests/bench/README.md "Packed command arguments").
 //
 // Arguments are binary-safe: any bytes, empty ones too; at most 4 GiB in all (32-bit offsets; a
-// Redis argument is at most 512 MB, proto-max-bulk-len).
+// Redis argument is at most 512 MB, proto-max-bulk-len). A push past 4 GiB is a bug, not input:
+// it aborts the process with a message instead of wrapping an offset.
 //
 // Thread-safety: a value type; const methods may be called concurrently, others not.
 #ifndef ORDERHOLD_SERVER_REDIS_REDIS_ARGS_H_
@@ -19,7 +20,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
-#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
@@ -36,16 +36,14 @@ class RedisArgs {
   // The arguments `args`, copied: {"GET", key}. Implicit, so that a braced list of strings is a
   // command's arguments (RedisCommand{RedisCommand::kNoScript, {"GET", key}}).
   RedisArgs(std::initializer_list<absl::string_view> args);  // NOLINT(google-explicit-constructor)
-  // The arguments `args`, copied (a command built as a vector, such as RedisAuthCommand's).
-  explicit RedisArgs(const std::vector<std::string>& args);
-
   // Makes room for `args` more arguments of `bytes` bytes in all, so that the pushes that follow
   // allocate nothing.
   void Reserve(size_t args, size_t bytes);
   // Appends one argument, copied.
   void Push(absl::string_view arg);
   // Appends one argument made of `pieces` concatenated (as absl::StrCat would, without the
-  // temporary string): PushCat({partition_prefix, "u:", user_id}).
+  // temporary string): PushCat({partition_prefix, "u:", user_id}). The pieces must not view this
+  // object's own arguments (an append may move them).
   void PushCat(std::initializer_list<absl::string_view> pieces);
   // Appends one argument: `value` in decimal ("-12").
   void PushInt(int64_t value);
@@ -77,6 +75,9 @@ class RedisArgs {
   }
 
  private:
+  // Closes the argument whose bytes were just appended (aborts past 4 GiB, see above).
+  void EndArgument();
+
   std::string bytes_;                                // every argument, back to back
   absl::InlinedVector<uint32_t, kInlineArgs> ends_;  // end offset of each in bytes_
 };

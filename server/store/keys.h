@@ -79,9 +79,10 @@ class KeySchema {
   static constexpr int kDueBucketCount = 256;
 
   // `prefix` must be validated by the caller (non-empty, no `{`, `}` or whitespace). Builds the
-  // kPartitionCount partition prefixes once, so each key of a call is one concatenation (each
-  // key cost ~740 instructions with its prefix formatted per call: callgrind, tests/bench/README.md
-  // "Instructions per call").
+  // kPartitionCount partition prefixes and the kDueBucketCount bucket numbers once, so each key
+  // of a call is one concatenation, or none (Pieces): each key cost ~740 instructions with its
+  // prefix formatted per call (callgrind, tests/bench/README.md "Instructions per call").
+  // Thread-safety: const methods may be called concurrently.
   explicit KeySchema(std::string prefix);
 
   // FNV-1a 32-bit of the id, mod kPartitionCount: stable across processes and versions (unlike
@@ -98,6 +99,7 @@ class KeySchema {
     absl::string_view partition_prefix;  // "<prefix>:{<partition>}:"
     absl::string_view kind;              // "u:", "hd:", "bdue", ...
     absl::string_view id;                // the user id, the bucket in decimal, or empty
+    // The key: the three pieces concatenated.
     std::string Join() const;
   };
 

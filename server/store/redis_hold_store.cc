@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <optional>
 #include <utility>
 
@@ -19,16 +20,19 @@ using lua::Script;
 
 // One KEYS or ARGV element of Eval: a string, a key's pieces or a number. A view, not a copy:
 // what it names is a variable or a temporary of the Eval call's full expression, which outlives
-// the call. Not default-constructible, so that an Eval call with fewer elements than
-// store/lua/scripts.txt says does not compile (std::array would default the rest).
+// the call (never keep an Arg). Not default-constructible, so that an Eval call with fewer
+// elements than store/lua/scripts.txt says does not compile (std::array would default the rest).
 class Arg {
  public:
-  Arg(const std::string& s) : pieces_{s, {}, {}} {}  // NOLINT: implicit, as a string
-  Arg(const char* s) : pieces_{s, {}, {}} {}         // NOLINT: implicit, as a string
-  Arg(absl::string_view s) : pieces_{s, {}, {}} {}   // NOLINT: implicit, as a string
-  Arg(const KeySchema::Pieces& key)                  // NOLINT: implicit, as a key
-      : pieces_{key.partition_prefix, key.kind, key.id} {}
-  Arg(int64_t number) : number_(number), is_number_(true) {}  // NOLINT: implicit, in decimal
+  // NOLINTBEGIN(google-explicit-constructor): implicit, as the string, key or number it names.
+  Arg(const std::string& s) : pieces_{s, {}, {}} {}
+  Arg(const char* s) : pieces_{s, {}, {}} {}
+  Arg(absl::string_view s) : pieces_{s, {}, {}} {}
+  Arg(const KeySchema::Pieces& key) : pieces_{key.partition_prefix, key.kind, key.id} {}
+  // Exactly int64_t, in decimal: a bool, double, size_t or enum does not convert silently.
+  template <typename T>
+  requires std::same_as<T, int64_t> Arg(T number) : number_(number), is_number_(true) {}
+  // NOLINTEND(google-explicit-constructor)
 
   // The bytes it adds (an upper bound for a number), for RedisArgs::Reserve.
   size_t size() const {
@@ -675,6 +679,9 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
   }
   redis::RedisCommand command = Plain({"XACK", keys_.EventsKey(partition), group});
   command.writes = true;
+  size_t bytes = 0;
+  for (const std::string& id : stream_ids) bytes += id.size();
+  command.args.Reserve(stream_ids.size(), bytes);
   for (const std::string& id : stream_ids) command.args.Push(id);
   client_->Submit(
       std::move(command), options.deadline,
@@ -711,7 +718,7 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
                  }
                  GroupBacklog group{e[i].str, std::nullopt};
                  if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
-                 result.groups.push_back(group);
+                 result.groups.push_back(std::move(group));
                }
                return result;
              }));

@@ -123,7 +123,8 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
                  std::unique_ptr<redis::RedisCaller> background, HoldLayout layout);
 
   // The key a user script names for the user's holds bucket: HoldsBucketKey, or with kV1 (which
-  // never reads it) UserKey again, so that no missing key is named (see HoldLayout).
+  // never reads it) UserKey again, so that no missing key is named (see HoldLayout). As pieces
+  // (KeySchema::Pieces): views valid while `user_id` and this store are.
   KeySchema::Pieces HoldsBucketArg(absl::string_view user_id) const;
 
   const KeySchema keys_;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -67,12 +69,13 @@ TEST(KeySchemaTest, PiecesJoinToTheKeys) {
   const store::KeySchema keys("oh");
   // Pieces view the id: the key of a long id (past std::string's inline room) is whole.
   const std::string id(40, 'z');
+  const int partition = store::KeySchema::PartitionOf(id);
   const store::KeySchema::Pieces user = keys.UserKeyPieces(id);
-  EXPECT_EQ(user.partition_prefix, keys.PartitionPrefix(store::KeySchema::PartitionOf(id)));
+  EXPECT_EQ(user.partition_prefix, absl::StrCat("oh:{", partition, "}:"));
   EXPECT_EQ(user.kind, "u:");
   EXPECT_EQ(user.id, id);
-  EXPECT_EQ(user.Join(), keys.UserKey(id));
-  EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("oh:{39}:u:alice"));
+  EXPECT_EQ(user.Join(), absl::StrCat("oh:{", partition, "}:u:", id));
+  EXPECT_EQ(keys.UserKey("alice"), "oh:{39}:u:alice");
   EXPECT_EQ(keys.OutcomesKey("alice"), "oh:{39}:x:alice");
   EXPECT_EQ(keys.EndedKey("alice"), "oh:{39}:xt:alice");
   EXPECT_EQ(keys.UserDueKey("alice"), "oh:{39}:hd:79");
@@ -81,9 +84,21 @@ TEST(KeySchemaTest, PiecesJoinToTheKeys) {
   EXPECT_EQ(keys.EventsKey(39), "oh:{39}:events");
   EXPECT_EQ(keys.HoldsBucketKeyPieces("alice").id, "79");
   EXPECT_EQ(keys.BucketDueKeyPieces(0).id, "");
-  // Every bucket is written in decimal, the last one too.
-  for (int partition : {0, 63}) {
-    EXPECT_EQ(keys.EventsKeyPieces(partition).Join(), absl::StrCat("oh:{", partition, "}:events"));
+  // The bucket table: every bucket, the first and the last too, written in decimal. 20,000 ids
+  // reach all 256 buckets (a miss would fail the count).
+  std::set<int> buckets;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string user_id = absl::StrCat("user-", i);
+    const int bucket = store::KeySchema::DueBucketOf(user_id);
+    const std::string prefix = absl::StrCat("oh:{", store::KeySchema::PartitionOf(user_id), "}:");
+    ASSERT_EQ(keys.UserDueKey(user_id), absl::StrCat(prefix, "hd:", bucket)) << user_id;
+    ASSERT_EQ(keys.HoldsBucketKey(user_id), absl::StrCat(prefix, "h:", bucket)) << user_id;
+    buckets.insert(bucket);
+  }
+  EXPECT_EQ(buckets.size(), static_cast<size_t>(store::KeySchema::kDueBucketCount));
+  for (int p : {0, store::KeySchema::kPartitionCount - 1}) {
+    EXPECT_EQ(keys.EventsKeyPieces(p).Join(), absl::StrCat("oh:{", p, "}:events"));
+    EXPECT_EQ(keys.BucketDueKeyPieces(p).Join(), absl::StrCat("oh:{", p, "}:bdue"));
   }
 }
 
