@@ -20,19 +20,13 @@ void RedisArgs::Reserve(size_t args, size_t bytes) {
   bytes_.reserve(bytes_.size() + bytes);
 }
 
-void RedisArgs::Push(absl::string_view arg) {
-  if (!arg.empty()) bytes_.append(arg.data(), arg.size());  // an empty view's data() may be null
-  EndArgument();
-}
+void RedisArgs::Push(absl::string_view arg) { PushCat({arg}); }
 
 void RedisArgs::PushCat(std::initializer_list<absl::string_view> pieces) {
   for (absl::string_view piece : pieces) {
+    // An empty view's data() may be null.
     if (!piece.empty()) bytes_.append(piece.data(), piece.size());
   }
-  EndArgument();
-}
-
-void RedisArgs::EndArgument() {
   if (bytes_.size() > std::numeric_limits<uint32_t>::max()) {
     std::fputs("orderhold: RedisArgs past 4 GiB (a bug: no Redis command is that large)\n", stderr);
     std::abort();

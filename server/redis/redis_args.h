@@ -75,9 +75,6 @@ class RedisArgs {
   }
 
  private:
-  // Closes the argument whose bytes were just appended (aborts past 4 GiB, see above).
-  void EndArgument();
-
   std::string bytes_;                                // every argument, back to back
   absl::InlinedVector<uint32_t, kInlineArgs> ends_;  // end offset of each in bytes_
 };

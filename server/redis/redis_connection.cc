@@ -364,14 +364,13 @@ void AppendCommand(std::initializer_list<absl::string_view> head, size_t count, 
 
 }  // namespace
 
-void RedisConnection::Append(std::initializer_list<absl::string_view> head,
-                             absl::Span<const std::string> tail) {
+void RedisConnection::Append(absl::Span<const std::string> args) {
   size_t bytes = 0;
-  for (const std::string& arg : tail) bytes += arg.size();
+  for (const std::string& arg : args) bytes += arg.size();
   AppendCommand(
-      head, tail.size(), bytes,
-      [tail](const auto& bulk) {
-        for (const std::string& arg : tail) bulk(arg);
+      {}, args.size(), bytes,
+      [args](const auto& bulk) {
+        for (const std::string& arg : args) bulk(arg);
       },
       out_);
 }

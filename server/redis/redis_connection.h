@@ -69,11 +69,10 @@ class RedisConnection {
 
   // Formats the command `args` (binary-safe: any bytes, empty strings too) into the output
   // buffer; nothing is written yet. `args` must not be empty.
-  void Append(absl::Span<const std::string> args) { Append({}, args); }
-  // Formats the command `head` followed by `tail` as one command, as Append(head + tail) would:
-  // for a prefix such as {"EVALSHA", sha} before a caller's arguments, without copying them.
-  void Append(std::initializer_list<absl::string_view> head, absl::Span<const std::string> tail);
-  // The same for a command's packed arguments (RedisCommand::args).
+  void Append(absl::Span<const std::string> args);
+  // Formats the command `head` followed by a command's packed arguments `tail`
+  // (RedisCommand::args) as one command, as Append(head + tail) would: for a prefix such as
+  // {"EVALSHA", sha} before a caller's arguments, without copying them.
   void Append(std::initializer_list<absl::string_view> head, const RedisArgs& tail);
   // Writes everything appended. UNAVAILABLE on an I/O error, DEADLINE_EXCEEDED when `deadline`
   // passes first; either way the connection is broken (broken() is true) and must be dropped.

@@ -27,7 +27,6 @@ class Arg {
   // NOLINTBEGIN(google-explicit-constructor): implicit, as the string, key or number it names.
   Arg(const std::string& s) : pieces_{s, {}, {}} {}
   Arg(const char* s) : pieces_{s, {}, {}} {}
-  Arg(absl::string_view s) : pieces_{s, {}, {}} {}
   Arg(const KeySchema::Pieces& key) : pieces_{key.partition_prefix, key.kind, key.id} {}
   // Exactly int64_t, in decimal: a bool, double, size_t or enum does not convert silently.
   template <typename T>

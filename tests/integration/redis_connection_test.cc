@@ -72,12 +72,12 @@ TEST_F(RedisConnectionTest, RepliesOfEveryShapeIncludingErrorsAsReplies) {
   EXPECT_FALSE(connection_->broken());  // an error reply leaves the stream in step
 }
 
-// A command given as a head ({"EVAL", body}) and a tail of arguments is one command, binary-safe
-// and with empty arguments; nested replies of every shape keep their order and types (the reader
-// builds RedisReply in place).
+// A command given as a head ({"EVAL", body}) and a tail of packed arguments (RedisArgs, as every
+// RedisCommand sends them) is one command, binary-safe and with empty arguments; nested replies
+// of every shape keep their order and types (the reader builds RedisReply in place).
 TEST_F(RedisConnectionTest, AHeadAndATailAreOneCommandAndNestedRepliesKeepTheirShape) {
   const std::string binary("v\0\r\n", 4);
-  const std::vector<std::string> tail = {"1", "k", binary, ""};
+  const RedisArgs tail{"1", "k", binary, ""};
   connection_->Append({"EVAL",
                        "redis.call('SET', KEYS[1], ARGV[1]) "
                        "return {redis.call('GET', KEYS[1]), ARGV[2], #ARGV, "
