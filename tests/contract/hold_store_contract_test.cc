@@ -702,6 +702,46 @@ TEST_P(HoldStoreContractTest, AHoldLongerThanTheLifetimeIsCappedAtItsExpiry) {
 }
 
 // A due order answers EXPIRED from itself even when the per-user cap trims its fresh record.
+// Instants are written into records and scores as integers whatever their size. Lua formats a
+// number it concatenates with '%.14g', exact to 14 digits only; Unix ms have 15 from the year
+// 5138 on. A hold placed, extended, listed, ended and expired there keeps every instant exactly.
+TEST_P(HoldStoreContractTest, FifteenDigitInstantsAreKeptExactly) {
+  const absl::Time t0 = absl::FromUnixMillis(100'000'000'000'123);
+  auto placed = PlaceIn("alice", "o1", "event:E1", 2, LevelLimits{2, 8}, t0);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->outcome, Outcome::kCreated);
+  EXPECT_EQ(placed->expire_time, t0 + absl::Seconds(10));
+  EXPECT_EQ(placed->details.place_time, t0);
+  EXPECT_EQ(placed->details.max_expire_time, t0 + absl::Hours(2));
+  EXPECT_EQ(placed->details.quantity, 2);
+  ASSERT_THAT(Place("alice", "plain", absl::Seconds(5), t0), IsOk());
+
+  auto extended = Extend("alice", "o1", absl::Seconds(20), t0 + absl::Seconds(1));
+  ASSERT_THAT(extended, IsOk());
+  EXPECT_TRUE(extended->extended);
+  EXPECT_EQ(extended->hold.expire_time, t0 + absl::Seconds(21));
+  EXPECT_EQ(extended->hold.details.place_time, t0);
+  EXPECT_EQ(extended->hold.details.extensions, 1);
+  HoldDetails plain;
+  plain.place_time = t0;
+  plain.max_expire_time = t0 + absl::Hours(2);
+  EXPECT_THAT(ListFull("alice", t0 + absl::Seconds(2)),
+              ElementsAre(StoredHold{"plain", t0 + absl::Seconds(5), plain}, extended->hold));
+
+  auto paid = End("alice", "o1", t0 + absl::Seconds(3));
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->end,
+            (HoldEnd{HoldOutcome::kPaid, t0 + absl::Seconds(3), t0 + absl::Seconds(21)}));
+  EXPECT_EQ(paid->details, extended->hold.details);
+  EXPECT_THAT(ReapAll(t0 + absl::Seconds(6)), ElementsAre(t0 + absl::Seconds(5)));
+  auto expired = Get("alice", "plain", t0 + absl::Seconds(7));
+  ASSERT_THAT(expired, IsOk());
+  EXPECT_EQ(expired->state, GetHoldResult::State::kEnded);
+  EXPECT_EQ(expired->end,
+            (HoldEnd{HoldOutcome::kExpired, t0 + absl::Seconds(5), t0 + absl::Seconds(5)}));
+  EXPECT_EQ(expired->hold, (StoredHold{"plain", t0 + absl::Seconds(5), plain}));
+}
+
 TEST_P(HoldStoreContractTest, ADueOrderAnswersExpiredWhateverTheRecordCapKeeps) {
   store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 1});
   ASSERT_NE(store_, nullptr);

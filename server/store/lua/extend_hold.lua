@@ -97,7 +97,7 @@ if hold then
   -- The hold moved, its details' expire and its life record with it; the due index follows the
   -- user's earliest expiry (due holds stay: the reaper ends them).
   local moved = {order = order, expire = new, life = format_life(new, place, cap, count, ids),
-    details = details and (new .. string.match(details, '^%d+(:.*)$'))}
+    details = details and (int_str(new) .. string.match(details, '^%d+(:.*)$'))}
   local holds = {moved}
   for _, h in ipairs(u.holds) do
     if h.order ~= order then

@@ -9,9 +9,9 @@
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- Returns  {now, id_1, id_2, ...}: the live replicas, this one included, sorted by id.
 local now = now_ms(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', int_str(now))
+redis.call('ZADD', KEYS[1], int_str(now + tonumber(ARGV[2])), ARGV[1])
+local ids = redis.call('ZRANGE', KEYS[1], '0', '-1')
 table.sort(ids)
 table.insert(ids, 1, now)
 return ids

@@ -24,7 +24,7 @@ local _, live = split_due(u.holds, now)
 local flat, details, lives = {}, {}, {}
 for _, h in ipairs(live) do
   flat[#flat + 1] = h.order
-  flat[#flat + 1] = '' .. h.expire
+  flat[#flat + 1] = int_str(h.expire)
   details[#details + 1] = h.details or ''
   lives[#lives + 1] = h.life or ''
 end

@@ -128,9 +128,9 @@ else
       end
     else
       result, expire = 1, now + tonumber(ARGV[3])
-      life = expire .. ':' .. now .. ':' .. math.max(expire, now + tonumber(ARGV[14])) .. ':0:0:'
+      life = string.format('%d:%d:%d:0:0:', expire, now, math.max(expire, now + tonumber(ARGV[14])))
       if ARGV[13] ~= '' then
-        details = expire .. ':' .. now .. ':' .. ARGV[13]
+        details = string.format('%d:%d:', expire, now) .. ARGV[13]
       end
       live[#live + 1] = {order = order, expire = expire, details = details ~= '' and details,
         life = life}

@@ -12,6 +12,17 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- An integer (Unix ms, a duration in ms, a count: exact below 2^53) as its decimal string. Lua
+-- formats a number as a float: `..` and table.concat with '%.14g' (exact to 14 digits only), and
+-- redis.call converts a number argument with '%.17g', both through glibc's floating-point
+-- formatter (~0.3 µs a number); '%d' takes the integer path. Used for the numbers the per-call
+-- scripts and the reaper send to Redis or write into records (a created hold formatted 8 to 10:
+-- tests/bench/README.md "Numbers in the scripts"); the event scripts, run per poll, keep plain
+-- numbers.
+local function int_str(x)
+  return string.format('%d', x)
+end
+
 -- Slot migrations (Redis Cluster resharding). While a script's slot is MIGRATING, Redis refuses,
 -- part-way through the script, any access to a key of that slot that is not on this node: one that
 -- moved, one that never existed, and one that this very script emptied (Redis deletes an empty
@@ -35,8 +46,9 @@ end
 -- migrations").
 local function set_due(k, user, earliest)
   if earliest then
-    redis.call('ZADD', k.hd, earliest, user)
-    redis.call('ZADD', k.bdue, 'LT', earliest, string.match(k.hd, ':hd:(%d+)$'))
+    local score = int_str(earliest)
+    redis.call('ZADD', k.hd, score, user)
+    redis.call('ZADD', k.bdue, 'LT', score, string.match(k.hd, ':hd:(%d+)$'))
   else
     redis.call('ZREM', k.hd, user)
   end
@@ -115,9 +127,9 @@ end
 
 -- The life record of a hold expiring at `expire` (LIFE above; parse_life's values).
 local function format_life(expire, place, cap, count, ids)
-  local parts = {expire, ':', place, ':', cap, ':', count, ':', #ids, ':'}
+  local parts = {string.format('%d:%d:%d:%d:%d:', expire, place, cap, count, #ids)}
   for _, id in ipairs(ids) do
-    parts[#parts + 1] = #id .. ':' .. id
+    parts[#parts + 1] = int_str(#id) .. ':' .. id
   end
   return table.concat(parts)
 end
@@ -181,7 +193,7 @@ local function unpack_holds(value)
     end
     tail, pos = struct.unpack('>Hc0', value, pos)
     holds[#holds + 1] = {order = order, expire = expire,
-      details = tail ~= '' and (expire .. ':' .. place .. ':' .. tail),
+      details = tail ~= '' and (string.format('%d:%d:', expire, place) .. tail),
       life = format_life(expire, place, cap, count, ids)}
   end
   return holds
@@ -211,7 +223,7 @@ end
 
 -- The user's v1 holds (reads only), with the records `want` asks for (see load_holds).
 local function load_v1(k, want)
-  local flat = redis.call('ZRANGE', k.holds, 0, -1, 'WITHSCORES')
+  local flat = redis.call('ZRANGE', k.holds, '0', '-1', 'WITHSCORES')
   local holds = {}
   for i = 1, #flat, 2 do
     local order, expire = flat[i], tonumber(flat[i + 1])
@@ -287,7 +299,7 @@ local function save_holds(k, user, u, holds, new_layout, now, retention_ms)
     stays[h.order] = true
     latest = math.max(latest, h.expire)
     if not b or b.expire ~= h.expire then
-      zadd[#zadd + 1] = h.expire
+      zadd[#zadd + 1] = int_str(h.expire)
       zadd[#zadd + 1] = h.order
     end
     if h.details and (not b or b.details ~= h.details) then
@@ -304,8 +316,9 @@ local function save_holds(k, user, u, holds, new_layout, now, retention_ms)
   end
   if #fields > 0 then
     redis.call('HSET', k.outcomes, unpack(fields))
-    redis.call('PEXPIRE', k.outcomes, latest - now + retention_ms, 'NX')
-    redis.call('PEXPIRE', k.outcomes, latest - now + retention_ms, 'GT')
+    local ttl = int_str(latest - now + retention_ms)
+    redis.call('PEXPIRE', k.outcomes, ttl, 'NX')
+    redis.call('PEXPIRE', k.outcomes, ttl, 'GT')
   end
   local gone = {}
   for _, h in ipairs(u.holds) do
@@ -364,7 +377,8 @@ end
 --   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
 --   of a hold; watchers then rely on the safety sweep.
 local function end_hold(k, user, h, outcome, end_ms, layout)
-  local record = outcome .. ':' .. end_ms .. ':' .. h.expire
+  local x, t, e = int_str(outcome), int_str(end_ms), int_str(h.expire)
+  local record = x .. ':' .. t .. ':' .. e
   if layout == 2 then
     -- A v2 hold's details and life record were in its packed value: they move beside the record.
     local fields = {h.order, record}
@@ -380,13 +394,12 @@ local function end_hold(k, user, h, outcome, end_ms, layout)
   else
     redis.call('HSET', k.outcomes, h.order, record)
   end
-  redis.call('ZADD', k.ended, end_ms, h.order)
+  redis.call('ZADD', k.ended, t, h.order)
   if h.details then
-    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', outcome, 'e', h.expire, 't',
-      end_ms, 'm', h.details)
+    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t, 'm',
+      h.details)
   else
-    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', outcome, 'e', h.expire, 't',
-      end_ms)
+    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t)
   end
   if not nudged then
     nudged = true
@@ -432,26 +445,27 @@ end
 -- now), the ended set is deleted and, unless live holds' details remain, so is the hash (emptied);
 -- neither is touched again (see "Slot migrations"): k.outcomes is touched last.
 local function trim_outcomes(k, now, retention_ms, max_records, keep)
-  local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
+  local bound, ttl = int_str(now - retention_ms), int_str(retention_ms)
+  local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', bound)
   local left = redis.call('ZCARD', k.ended) - #old
   -- NX for a hash created by this end, GT so as never to shorten what a live hold's details need.
-  redis.call('PEXPIRE', k.outcomes, retention_ms, 'NX')
-  redis.call('PEXPIRE', k.outcomes, retention_ms, 'GT')
+  redis.call('PEXPIRE', k.outcomes, ttl, 'NX')
+  redis.call('PEXPIRE', k.outcomes, ttl, 'GT')
   if left == 0 then
     redis.call('DEL', k.ended)
     drop_records(k, old, keep)
     return
   end
   if #old > 0 then
-    redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', now - retention_ms)
+    redis.call('ZREMRANGEBYSCORE', k.ended, '-inf', bound)
   end
   if left > max_records then
-    local popped = redis.call('ZPOPMIN', k.ended, left - max_records)
+    local popped = redis.call('ZPOPMIN', k.ended, int_str(left - max_records))
     for i = 1, #popped, 2 do
       old[#old + 1] = popped[i]
     end
   end
-  redis.call('PEXPIRE', k.ended, retention_ms)
+  redis.call('PEXPIRE', k.ended, ttl)
   drop_records(k, old, keep)
 end
 
@@ -463,7 +477,7 @@ end
 local function outcome_of(order, due, record, now, retention_ms)
   for _, h in ipairs(due) do
     if h.order == order then
-      record = EXPIRED .. ':' .. h.expire .. ':' .. h.expire
+      record = string.format('%d:%d:%d', EXPIRED, h.expire, h.expire)
     end
   end
   if not record then

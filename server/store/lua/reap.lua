@@ -149,17 +149,19 @@ end
 -- old entry goes, so that a refusal part-way leaves the user findable), then leaves the old index.
 local drained = {}  -- user -> its next expiry, or false: reaped by the drain (not again below)
 if drain_old then
-  local users = redis.call('ZRANGEBYSCORE', old_index, '-inf', now, 'LIMIT', 0, budget)
+  local users = redis.call('ZRANGEBYSCORE', old_index, '-inf', int_str(now), 'LIMIT', '0',
+    int_str(budget))
   budget = budget - #users
   for _, user in ipairs(users) do
-    local bucket = math.floor(fnv1a32(user) / 64) % 256
+    local bucket = int_str(math.floor(fnv1a32(user) / 64) % 256)
     -- The bucket's key is checked before the user's writes, as its own (see the bucket pass).
     redis.call('EXISTS', prefix .. 'hd:' .. bucket, KEYS[1])
     local next_live = reap_user(user)
     drained[user] = next_live or false
     if next_live then
-      redis.call('ZADD', prefix .. 'hd:' .. bucket, next_live, user)
-      redis.call('ZADD', KEYS[1], 'LT', next_live, bucket)
+      local score = int_str(next_live)
+      redis.call('ZADD', prefix .. 'hd:' .. bucket, score, user)
+      redis.call('ZADD', KEYS[1], 'LT', score, bucket)
     end
     redis.call('ZREM', old_index, user)
   end
@@ -171,7 +173,8 @@ end
 -- ZREM, which alone may empty the bucket's key, and is its last touch ("Slot migrations").
 local buckets = {}
 if budget > 0 then
-  buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, budget)
+  buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int_str(now), 'LIMIT', '0',
+    int_str(budget))
 end
 for _, bucket in ipairs(buckets) do
   if budget <= 0 then
@@ -189,7 +192,7 @@ for _, bucket in ipairs(buckets) do
   else
     redis.call('EXISTS', hd, KEYS[1])
   end
-  local lowest = redis.call('ZRANGE', hd, 0, budget, 'WITHSCORES')
+  local lowest = redis.call('ZRANGE', hd, '0', int_str(budget), 'WITHSCORES')
   -- Its due users (at most `budget`) and, when v2 is read, their fields in the holds bucket, all
   -- read before the first write of any of them: one user's HDEL may empty the bucket ("Slot
   -- migrations"; no later user then has a field).
@@ -214,7 +217,7 @@ for _, bucket in ipairs(buckets) do
       next_live = reap_user(user, hb, packed[user] or false)
     end
     if next_live then
-      moved[#moved + 1] = next_live
+      moved[#moved + 1] = int_str(next_live)
       moved[#moved + 1] = user
       earliest = math.min(earliest or next_live, next_live)
     else
@@ -233,7 +236,7 @@ for _, bucket in ipairs(buckets) do
     redis.call('ZREM', hd, unpack(gone))
   end
   if earliest then
-    redis.call('ZADD', KEYS[1], earliest, bucket)
+    redis.call('ZADD', KEYS[1], int_str(earliest), bucket)
   else
     redis.call('ZREM', KEYS[1], bucket)
   end
