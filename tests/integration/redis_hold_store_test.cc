@@ -453,6 +453,27 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(exists, "0");
 }
 
+// A user's records hash (its holds' life records in layout v1) lives the outcome retention past its
+// latest hold, and a later hold never shortens that (keep_for in lua/prelude.lua: PEXPIRE NX for
+// the hash a first hold creates, GT after).
+TEST_F(RedisHoldStoreTest, RecordsOutliveTheLatestHoldAndAreNeverShortened) {
+  const std::string key = store_->keys().OutcomesKey("u");
+  const auto pttl = [&]() -> int64_t {
+    absl::StatusOr<std::string> reply = redis_->Command({"PTTL", key});
+    EXPECT_THAT(reply, IsOk());
+    return reply.ok() ? std::stoll(*reply) : 0;
+  };
+  const int64_t retention = absl::ToInt64Milliseconds(store::OutcomePolicy{}.retention);
+  const int64_t slack = absl::ToInt64Milliseconds(absl::Minutes(1));
+  ASSERT_THAT(Place("u", "short", absl::Minutes(1)), IsOk());
+  EXPECT_GT(pttl(), retention + absl::ToInt64Milliseconds(absl::Minutes(1)) - slack);
+  ASSERT_THAT(Place("u", "long", absl::Minutes(20)), IsOk());
+  const int64_t raised = pttl();
+  EXPECT_GT(raised, retention + absl::ToInt64Milliseconds(absl::Minutes(20)) - slack);
+  ASSERT_THAT(Place("u", "shorter", absl::Minutes(5)), IsOk());
+  EXPECT_GT(pttl(), raised - slack);
+}
+
 // set_due (lua/prelude.lua) never raises a bucket's score in the partition's bucket index: after a
 // Pay of the bucket's earliest hold it is early, and the reaper's visit at that score finds
 // nothing due and sets it right; the last end removes the bucket from both levels.

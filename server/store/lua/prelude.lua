@@ -23,6 +23,16 @@ local function int_str(x)
   return string.format('%d', x)
 end
 
+-- Makes `key` live at least `ttl_ms` more (a decimal string), never shortening its time to live:
+-- PEXPIRE NX for a key without one (a hash this call created), else PEXPIRE GT (GT alone would
+-- leave such a key persistent: Redis treats no expiry as an infinite one). One command when NX
+-- applies, as for a new user's first hold.
+local function keep_for(key, ttl_ms)
+  if redis.call('PEXPIRE', key, ttl_ms, 'NX') == 0 then
+    redis.call('PEXPIRE', key, ttl_ms, 'GT')
+  end
+end
+
 -- Slot migrations (Redis Cluster resharding). While a script's slot is MIGRATING, Redis refuses,
 -- part-way through the script, any access to a key of that slot that is not on this node: one that
 -- moved, one that never existed, and one that this very script emptied (Redis deletes an empty
@@ -316,9 +326,7 @@ local function save_holds(k, user, u, holds, new_layout, now, retention_ms)
   end
   if #fields > 0 then
     redis.call('HSET', k.outcomes, unpack(fields))
-    local ttl = int_str(latest - now + retention_ms)
-    redis.call('PEXPIRE', k.outcomes, ttl, 'NX')
-    redis.call('PEXPIRE', k.outcomes, ttl, 'GT')
+    keep_for(k.outcomes, int_str(latest - now + retention_ms))
   end
   local gone = {}
   for _, h in ipairs(u.holds) do
@@ -448,9 +456,8 @@ local function trim_outcomes(k, now, retention_ms, max_records, keep)
   local bound, ttl = int_str(now - retention_ms), int_str(retention_ms)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', bound)
   local left = redis.call('ZCARD', k.ended) - #old
-  -- NX for a hash created by this end, GT so as never to shorten what a live hold's details need.
-  redis.call('PEXPIRE', k.outcomes, ttl, 'NX')
-  redis.call('PEXPIRE', k.outcomes, ttl, 'GT')
+  -- Never shortening what a live hold's details need.
+  keep_for(k.outcomes, ttl)
   if left == 0 then
     redis.call('DEL', k.ended)
     drop_records(k, old, keep)
