@@ -701,7 +701,6 @@ TEST_P(HoldStoreContractTest, AHoldLongerThanTheLifetimeIsCappedAtItsExpiry) {
   EXPECT_EQ(extended->hold.expire_time, kT0 + absl::Seconds(60));
 }
 
-// A due order answers EXPIRED from itself even when the per-user cap trims its fresh record.
 // Instants are written into records and scores as integers whatever their size. Lua formats a
 // number it concatenates with '%.14g', exact to 14 digits only; Unix ms have 15 from the year
 // 5138 on. A hold placed, extended, listed, ended and expired there keeps every instant exactly.
@@ -742,6 +741,7 @@ TEST_P(HoldStoreContractTest, FifteenDigitInstantsAreKeptExactly) {
   EXPECT_EQ(expired->hold, (StoredHold{"plain", t0 + absl::Seconds(5), plain}));
 }
 
+// A due order answers EXPIRED from itself even when the per-user cap trims its fresh record.
 TEST_P(HoldStoreContractTest, ADueOrderAnswersExpiredWhateverTheRecordCapKeeps) {
   store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 1});
   ASSERT_NE(store_, nullptr);

@@ -15,10 +15,10 @@ end
 -- An integer (Unix ms, a duration in ms, a count: exact below 2^53) as its decimal string. Lua
 -- formats a number as a float: `..` and table.concat with '%.14g' (exact to 14 digits only), and
 -- redis.call converts a number argument with '%.17g', both through glibc's floating-point
--- formatter (~0.3 µs a number); '%d' takes the integer path. Used for the numbers the per-call
--- scripts and the reaper send to Redis or write into records (a created hold formatted 8 to 10:
--- tests/bench/README.md "Numbers in the scripts"); the event scripts, run per poll, keep plain
--- numbers.
+-- formatter (~0.3 µs a number); '%d' takes the integer path (Lua 5.1 casts to a C long: 64 bits
+-- on the 64-bit builds Redis runs on). Used for the numbers the per-call scripts and the reaper
+-- send to Redis or write into records (a created hold formatted 8 to 10: tests/bench/README.md
+-- "Numbers in the scripts"); the event scripts, run per poll, keep plain numbers.
 local function int_str(x)
   return string.format('%d', x)
 end

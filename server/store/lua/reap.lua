@@ -75,12 +75,12 @@ local mode = tonumber(ARGV[9])
 local old_index = prefix .. 'due'
 
 local function first_score(key)
-  return tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+  return tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
 end
 -- The old index first of all: a refusal then comes before anything is done. `oldest` is set
 -- (and the drain below runs) only when it exists and could be read.
 local oldest
-local first_old = redis.pcall('ZRANGE', old_index, 0, 0, 'WITHSCORES')
+local first_old = redis.pcall('ZRANGE', old_index, '0', '0', 'WITHSCORES')
 if not first_old.err then
   oldest = tonumber(first_old[2])
 end
