@@ -363,6 +363,26 @@ TEST_P(HoldStoreContractTest, RetryOfLiveOrderReturnsItUnchanged) {
   EXPECT_EQ(retry->active_holds, 1);                       // no second slot
 }
 
+// A retry answers from the live hold, and ends the user's other holds that fell due as every
+// call does (place_hold.lua parses the retention for that path alone).
+TEST_P(HoldStoreContractTest, RetryOfALiveOrderEndsTheUsersDueHolds) {
+  ASSERT_THAT(Place("alice", "short", absl::Seconds(1), kT0), IsOk());
+  ASSERT_THAT(Place("alice", "long", absl::Seconds(60), kT0), IsOk());
+  auto retry = Place("alice", "long", absl::Seconds(30), kT0 + absl::Seconds(2));
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_EQ(retry->outcome, Outcome::kAlreadyHeld);
+  EXPECT_EQ(retry->expire_time, kT0 + absl::Seconds(60));
+  EXPECT_EQ(retry->active_holds, 1);
+  EXPECT_EQ(retry->expired_removed, 1);
+  // Ended once, by the retry: nothing is left to reap, and its outcome is remembered.
+  EXPECT_THAT(ReapAll(kT0 + absl::Seconds(3)), IsEmpty());
+  auto late = End("alice", "short", kT0 + absl::Seconds(3));
+  ASSERT_THAT(late, IsOk());
+  EXPECT_EQ(late->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(late->end,
+            (HoldEnd{HoldOutcome::kExpired, kT0 + absl::Seconds(1), kT0 + absl::Seconds(1)}));
+}
+
 TEST_P(HoldStoreContractTest, RefusesAtLimitAndNamesEarliestExpiry) {
   ASSERT_THAT(Place("alice", "a", absl::Seconds(30), kT0), IsOk());
   ASSERT_THAT(Place("alice", "b", absl::Seconds(10), kT0), IsOk());

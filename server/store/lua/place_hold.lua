@@ -70,11 +70,11 @@ local now = now_ms(ARGV[5])
 local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6], hb = KEYS[7]}
 local user, order = ARGV[1], ARGV[2]
-local retention, max_records = tonumber(ARGV[6]), tonumber(ARGV[7])
-local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
-local scope, quantity = ARGV[9], tonumber(ARGV[10])
-local scope_max_holds, scope_max_units = tonumber(ARGV[11]), tonumber(ARGV[12])
+local scope = ARGV[9]
 local mode = tonumber(ARGV[15])
+-- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use
+-- them: the limits only to decide a new hold, the retention only when something is written or an
+-- ended order is looked up. An "already held" answer (a client's retry) parses none of them.
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local u = load_holds(k, user, mode, {life = order, details = true})
@@ -95,6 +95,7 @@ for _, h in ipairs(live) do
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
+local retention = (removed > 0 or not existing) and tonumber(ARGV[6])  -- else unused
 local earliest = live[1] and live[1].expire  -- the user's earliest expiry after the call
 
 local result, expire
@@ -106,16 +107,20 @@ else
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
   else
+    local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
+    local quantity = tonumber(ARGV[10])
+    local scope_max_holds = scope ~= '' and tonumber(ARGV[11]) or 0
+    local scope_max_units = scope ~= '' and tonumber(ARGV[12]) or 0
     if active + 1 > max_holds then
       violations = violations + 1
     end
     if max_units > 0 and units + quantity > max_units then
       violations = violations + 2
     end
-    if scope ~= '' and scope_max_holds > 0 and scope_holds + 1 > scope_max_holds then
+    if scope_max_holds > 0 and scope_holds + 1 > scope_max_holds then
       violations = violations + 4
     end
-    if scope ~= '' and scope_max_units > 0 and scope_units + quantity > scope_max_units then
+    if scope_max_units > 0 and scope_units + quantity > scope_max_units then
       violations = violations + 8
     end
     if violations > 0 then
@@ -156,7 +161,7 @@ end
 -- A new hold of an order whose old record is past the retention: that record goes now, but not
 -- the new v1 details (trim_outcomes' `keep`).
 if removed > 0 or (result == 1 and record) then
-  trim_outcomes(k, now, retention, max_records, result == 1 and layout == 1 and order or nil)
+  trim_outcomes(k, now, retention, tonumber(ARGV[7]), result == 1 and layout == 1 and order or nil)
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then
