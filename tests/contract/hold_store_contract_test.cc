@@ -364,7 +364,7 @@ TEST_P(HoldStoreContractTest, RetryOfLiveOrderReturnsItUnchanged) {
 }
 
 // A retry answers from the live hold, and ends the user's other holds that fell due as every
-// call does (place_hold.lua parses the retention for that path alone).
+// call does (the one retry path on which place_hold.lua parses the retention).
 TEST_P(HoldStoreContractTest, RetryOfALiveOrderEndsTheUsersDueHolds) {
   ASSERT_THAT(Place("alice", "short", absl::Seconds(1), kT0), IsOk());
   ASSERT_THAT(Place("alice", "long", absl::Seconds(60), kT0), IsOk());

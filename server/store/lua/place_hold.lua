@@ -74,7 +74,8 @@ local scope = ARGV[9]
 local mode = tonumber(ARGV[15])
 -- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use
 -- them: the limits only to decide a new hold, the retention only when something is written or an
--- ended order is looked up. An "already held" answer (a client's retry) parses none of them.
+-- ended order is looked up. An "already held" answer that ends no other hold (a client's retry)
+-- parses none of them.
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
 local u = load_holds(k, user, mode, {life = order, details = true})
