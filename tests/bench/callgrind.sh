@@ -5,6 +5,7 @@
 # "Instructions per call"). On demand; not part of the suite or CI.
 #
 #   tests/bench/callgrind.sh [--calls 10000] [--server BIN] [--out DIR]
+#   tests/bench/callgrind.sh --open-rates 50,200 [--open-seconds 30] [--server BIN] [--out DIR]
 #
 # Each server runs under `valgrind --tool=callgrind` (~50x slower), gets 500 warm-up calls, then
 # its counters are zeroed (callgrind_control -z), h2load sends --calls PlaceHolds (closed loop,
@@ -13,29 +14,59 @@
 # difference, and the 15 functions whose own (exclusive) instructions differ most between the two.
 # --server BIN runs another build's orderhold-server (e.g. the previous commit's). Dumps are left
 # in --out (default <repo>/build/bench/callgrind): read them with callgrind_annotate.
+#
+# --open-rates R1,R2 (calls/s, R1 < R2, e.g. 50,200) measures the open-loop regime of cpu.sh's
+# 1,000/s phase instead, where calls do not batch: each store runs under callgrind at each rate
+# (orderhold-bench --rate, PlaceHold over 100,000 users: mostly new holds), 15 s of warm-up, then
+# --open-seconds (default 30) between zeroing and dumping the counters. Calls are counted from
+# orderhold_grpc_requests_total{method="PlaceHold"} around that window. Instructions per call at
+# a rate r are w + B / r (w: the call's own work; B: the background's instructions per second:
+# the reaper, health, metrics); the two rates give w and B for each store, and the script prints
+# them with Redis / noop per call at 1,000/s. Instructions, not time: the work a machine with
+# cheap wake-ups and cores of its own would still do (tests/bench/README.md "Server CPU at
+# 1,000/s"). The kernel's part is not counted.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 CALLS=10000
 SERVER_OVERRIDE=""
+OPEN_RATES=""
+OPEN_SECONDS=30
 OUT="${REPO}/build/bench/callgrind"
 while (($#)); do
   case "$1" in
     --calls) CALLS="$2"; shift ;;
     --server) SERVER_OVERRIDE="$2"; shift ;;
     --out) OUT="$2"; shift ;;
-    *) echo "usage: $0 [--calls N] [--server BIN] [--out DIR]" >&2; exit 64 ;;
+    --open-rates) OPEN_RATES="$2"; shift ;;
+    --open-seconds) OPEN_SECONDS="$2"; shift ;;
+    *)
+      echo "usage: $0 [--calls N] [--open-rates R1,R2 [--open-seconds N]] [--server BIN]" \
+        "[--out DIR]" >&2
+      exit 64
+      ;;
   esac
   shift
 done
 [[ "${CALLS}" =~ ^[1-9][0-9]*$ ]] || { echo "callgrind.sh: --calls must be a positive number" >&2; exit 64; }
+[[ "${OPEN_SECONDS}" =~ ^[1-9][0-9]*$ ]] || {
+  echo "callgrind.sh: --open-seconds must be a positive number" >&2
+  exit 64
+}
+if [[ -n "${OPEN_RATES}" ]]; then
+  if ! [[ "${OPEN_RATES}" =~ ^([1-9][0-9]*),([1-9][0-9]*)$ ]] ||
+    ((BASH_REMATCH[1] >= BASH_REMATCH[2])); then
+    echo "callgrind.sh: --open-rates is two rates in calls/s, the lower first (e.g. 50,200)" >&2
+    exit 64
+  fi
+fi
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
 if [[ -z "${SERVER_OVERRIDE}" ]]; then
   [[ -f "${BUILD}/build.ninja" ]] ||
     cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
-  cmake --build "${BUILD}" --target orderhold-server -j "$(nproc)" >/dev/null
+  cmake --build "${BUILD}" --target orderhold-server orderhold-bench -j "$(nproc)" >/dev/null
 fi
 SERVER="${SERVER_OVERRIDE:-${BUILD}/server/orderhold-server}"
 [[ -x "${SERVER}" ]] || { echo "callgrind.sh: ${SERVER} is not an executable" >&2; exit 64; }
@@ -80,6 +111,84 @@ run() {  # store (noop | redis): leaves ${OUT}/<store>.out
   mv "${OUT}/${store}.out.1" "${OUT}/${store}.calls"
   rm -f "${OUT}/${store}.out"
 }
+
+# PlaceHold calls the server has finished (any status), from its metrics.
+placed_calls() {  # metrics port
+  scrape "$1" | awk '/^orderhold_grpc_requests_total\{/ && /method="PlaceHold"/ { n += $2 }
+    END { printf "%d", n }'
+}
+
+open_run() {  # store, rate: prints the server's instructions per PlaceHold at that open-loop rate
+  local store="$1" rate="$2" port metrics pid bench_pid n0 n1 total
+  port="$(free_port)"
+  metrics="$(free_port)"
+  while [[ "${metrics}" == "${port}" ]]; do metrics="$(free_port)"; done
+  redis-cli -p "${REDIS_PORT}" FLUSHALL >/dev/null
+  rm -f "${OUT}/${store}-${rate}.out"*
+  valgrind --tool=callgrind --callgrind-out-file="${OUT}/${store}-${rate}.out" \
+    "${SERVER}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
+    --metrics_address="127.0.0.1:${metrics}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+    2>"${WORK}/${store}.log" &
+  pid=$!
+  PIDS+=("${pid}")
+  wait_port "${port}"
+  "${BUILD}/client/orderhold-bench" --target="127.0.0.1:${port}" --rate="${rate}" \
+    --mix=place=100 --users=100000 --ttl=10m --warmup=0s --duration="$((OPEN_SECONDS + 25))s" \
+    --json --progress=false >"${WORK}/bench.json" 2>"${WORK}/bench.log" &
+  bench_pid=$!
+  sleep 15
+  n0="$(placed_calls "${metrics}")"
+  callgrind_control -z "${pid}" >/dev/null 2>&1
+  sleep "${OPEN_SECONDS}"
+  callgrind_control -d "${pid}" >/dev/null 2>&1
+  n1="$(placed_calls "${metrics}")"
+  wait "${bench_pid}" || {
+    echo "callgrind.sh: orderhold-bench failed against ${store}" >&2
+    cat "${WORK}/bench.log" >&2
+    exit 1
+  }
+  kill "${pid}"
+  wait "${pid}" 2>/dev/null || true
+  total="$(callgrind_annotate --threshold=100 "${OUT}/${store}-${rate}.out.1" |
+    awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
+  rm -f "${OUT}/${store}-${rate}.out"
+  ((n1 > n0)) || { echo "callgrind.sh: no PlaceHold finished at ${rate}/s (${store})" >&2; exit 1; }
+  echo "$((total / (n1 - n0)))"
+}
+
+if [[ -n "${OPEN_RATES}" ]]; then
+  IFS=, read -r low high <<<"${OPEN_RATES}"
+  declare -A per_call
+  for store in noop redis; do
+    for rate in "${low}" "${high}"; do
+      echo "callgrind.sh: ${store} at ${rate}/s" >&2
+      per_call["${store}-${rate}"]="$(open_run "${store}" "${rate}")"
+    done
+  done
+  python3 - "${low}" "${high}" "${per_call[noop-${low}]}" "${per_call[noop-${high}]}" \
+    "${per_call[redis-${low}]}" "${per_call[redis-${high}]}" <<'EOF'
+import sys
+
+low, high, n_low, n_high, r_low, r_high = map(float, sys.argv[1:])
+
+
+def fit(at_low, at_high):  # instructions per call at rate r = w + b / r
+    b = (at_low - at_high) / (1 / low - 1 / high)
+    return at_high - b / high, b
+
+
+(wn, bn), (wr, br) = fit(n_low, n_high), fit(r_low, r_high)
+print("server instructions per PlaceHold, open loop (user space; mostly new holds):")
+print(f"  at {low:.0f}/s: noop {n_low:,.0f}, Redis {r_low:,.0f} ({r_low / n_low:.2f}x)")
+print(f"  at {high:.0f}/s: noop {n_high:,.0f}, Redis {r_high:,.0f} ({r_high / n_high:.2f}x)")
+print(f"  the call's own: noop {wn:,.0f}, Redis {wr:,.0f} ({wr / wn:.2f}x); background: "
+      f"noop {bn:,.0f}, Redis {br:,.0f} per second")
+n1k, r1k = wn + bn / 1000, wr + br / 1000
+print(f"  so at 1,000/s: noop {n1k:,.0f}, Redis {r1k:,.0f}: {r1k / n1k:.2f}x "
+      f"(cpu.sh's target for CPU time: <= 1.3)")
+EOF
+  exit 0
+fi
 
 run noop
 run redis
