@@ -88,26 +88,36 @@ place() {  # port, calls
   }
 }
 
-run() {  # store (noop | redis): leaves ${OUT}/<store>.out
-  local store="$1" port metrics pid
-  port="$(free_port)"
-  metrics="$(free_port)"
-  while [[ "${metrics}" == "${port}" ]]; do metrics="$(free_port)"; done
+# Starts the server of store $1 (noop | redis) under callgrind, dumping to $2: sets PORT, METRICS
+# and PID.
+start_callgrind() {
+  PORT="$(free_port)"
+  METRICS="$(free_port)"
+  while [[ "${METRICS}" == "${PORT}" ]]; do METRICS="$(free_port)"; done
   redis-cli -p "${REDIS_PORT}" FLUSHALL >/dev/null
-  rm -f "${OUT}/${store}.out"*
-  valgrind --tool=callgrind --callgrind-out-file="${OUT}/${store}.out" \
-    "${SERVER}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
-    --metrics_address="127.0.0.1:${metrics}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
-    2>"${WORK}/${store}.log" &
-  pid=$!
-  PIDS+=("${pid}")
-  wait_port "${port}"
-  place "${port}" 500
-  callgrind_control -z "${pid}" >/dev/null 2>&1
-  place "${port}" "${CALLS}"
-  callgrind_control -d "${pid}" >/dev/null 2>&1
-  kill "${pid}"
-  wait "${pid}" 2>/dev/null || true
+  rm -f "$2"*
+  valgrind --tool=callgrind --callgrind-out-file="$2" \
+    "${SERVER}" --store="$1" --grpc_address="127.0.0.1:${PORT}" \
+    --metrics_address="127.0.0.1:${METRICS}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+    2>"${WORK}/$1.log" &
+  PID=$!
+  PIDS+=("${PID}")
+  wait_port "${PORT}"
+}
+
+stop_callgrind() {
+  kill "${PID}"
+  wait "${PID}" 2>/dev/null || true
+}
+
+run() {  # store (noop | redis): leaves ${OUT}/<store>.calls
+  local store="$1"
+  start_callgrind "${store}" "${OUT}/${store}.out"
+  place "${PORT}" 500
+  callgrind_control -z "${PID}" >/dev/null 2>&1
+  place "${PORT}" "${CALLS}"
+  callgrind_control -d "${PID}" >/dev/null 2>&1
+  stop_callgrind
   mv "${OUT}/${store}.out.1" "${OUT}/${store}.calls"
   rm -f "${OUT}/${store}.out"
 }
@@ -118,42 +128,30 @@ placed_calls() {  # metrics port
     END { printf "%d", n }'
 }
 
-open_run() {  # store, rate: prints the server's instructions per PlaceHold at that open-loop rate
-  local store="$1" rate="$2" port metrics pid bench_pid n0 n1 total
-  port="$(free_port)"
-  metrics="$(free_port)"
-  while [[ "${metrics}" == "${port}" ]]; do metrics="$(free_port)"; done
-  redis-cli -p "${REDIS_PORT}" FLUSHALL >/dev/null
-  rm -f "${OUT}/${store}-${rate}.out"*
-  valgrind --tool=callgrind --callgrind-out-file="${OUT}/${store}-${rate}.out" \
-    "${SERVER}" --store="${store}" --grpc_address="127.0.0.1:${port}" \
-    --metrics_address="127.0.0.1:${metrics}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
-    2>"${WORK}/${store}.log" &
-  pid=$!
-  PIDS+=("${pid}")
-  wait_port "${port}"
-  "${BUILD}/client/orderhold-bench" --target="127.0.0.1:${port}" --rate="${rate}" \
+open_run() {  # store, rate: sets PER_CALL to the server's instructions per PlaceHold at that rate
+  local store="$1" rate="$2" bench_pid n0 n1 total
+  start_callgrind "${store}" "${OUT}/${store}-${rate}.out"
+  "${BUILD}/client/orderhold-bench" --target="127.0.0.1:${PORT}" --rate="${rate}" \
     --mix=place=100 --users=100000 --ttl=10m --warmup=0s --duration="$((OPEN_SECONDS + 25))s" \
     --json --progress=false >"${WORK}/bench.json" 2>"${WORK}/bench.log" &
   bench_pid=$!
   sleep 15
-  n0="$(placed_calls "${metrics}")"
-  callgrind_control -z "${pid}" >/dev/null 2>&1
+  n0="$(placed_calls "${METRICS}")"
+  callgrind_control -z "${PID}" >/dev/null 2>&1
   sleep "${OPEN_SECONDS}"
-  callgrind_control -d "${pid}" >/dev/null 2>&1
-  n1="$(placed_calls "${metrics}")"
+  callgrind_control -d "${PID}" >/dev/null 2>&1
+  n1="$(placed_calls "${METRICS}")"
   wait "${bench_pid}" || {
     echo "callgrind.sh: orderhold-bench failed against ${store}" >&2
     cat "${WORK}/bench.log" >&2
     exit 1
   }
-  kill "${pid}"
-  wait "${pid}" 2>/dev/null || true
+  stop_callgrind
   total="$(callgrind_annotate --threshold=100 "${OUT}/${store}-${rate}.out.1" |
     awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
   rm -f "${OUT}/${store}-${rate}.out"
   ((n1 > n0)) || { echo "callgrind.sh: no PlaceHold finished at ${rate}/s (${store})" >&2; exit 1; }
-  echo "$((total / (n1 - n0)))"
+  PER_CALL=$((total / (n1 - n0)))
 }
 
 if [[ -n "${OPEN_RATES}" ]]; then
@@ -162,7 +160,8 @@ if [[ -n "${OPEN_RATES}" ]]; then
   for store in noop redis; do
     for rate in "${low}" "${high}"; do
       echo "callgrind.sh: ${store} at ${rate}/s" >&2
-      per_call["${store}-${rate}"]="$(open_run "${store}" "${rate}")"
+      open_run "${store}" "${rate}"  # in this shell, so the exit trap stops its server
+      per_call["${store}-${rate}"]="${PER_CALL}"
     done
   done
   python3 - "${low}" "${high}" "${per_call[noop-${low}]}" "${per_call[noop-${high}]}" \
