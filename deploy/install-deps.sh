@@ -46,8 +46,11 @@ esac
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
-  # `dpkg -s` also succeeds for removed packages whose config files remain: check the state.
-  dpkg -s "${pkg}" 2>/dev/null | grep -qx 'Status: install ok installed' || missing+=("${pkg}")
+  # The state, not the exit code: a removed package whose config files remain is still known.
+  # One field and no pipe: `dpkg -s | grep -q` under pipefail failed now and then (grep's early
+  # exit cut dpkg's output: SIGPIPE) and reinstalled what was there.
+  [[ "$(dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null)" == "install ok installed" ]] ||
+    missing+=("${pkg}")
 done
 ((${#missing[@]} == 0)) && exit 0
 
