@@ -5,7 +5,7 @@
 # "Instructions per call"). On demand; not part of the suite or CI.
 #
 #   tests/bench/callgrind.sh [--calls 10000] [--server BIN] [--out DIR]
-#   tests/bench/callgrind.sh --open-rates 50,200 [--open-seconds 30] [--server BIN] [--out DIR]
+#   tests/bench/callgrind.sh --open-rates 25,50 [--open-seconds 30] [--server BIN] [--out DIR]
 #
 # Each server runs under `valgrind --tool=callgrind` (~50x slower), gets 500 warm-up calls, then
 # its counters are zeroed (callgrind_control -z), h2load sends --calls PlaceHolds (closed loop,
@@ -15,16 +15,19 @@
 # --server BIN runs another build's orderhold-server (e.g. the previous commit's). Dumps are left
 # in --out (default <repo>/build/bench/callgrind): read them with callgrind_annotate.
 #
-# --open-rates R1,R2 (calls/s, R1 < R2, e.g. 50,200) measures the open-loop regime of cpu.sh's
-# 1,000/s phase instead, where calls do not batch: each store runs under callgrind at each rate
-# (orderhold-bench --rate, PlaceHold over 100,000 users: mostly new holds), 15 s of warm-up, then
-# --open-seconds (default 30) between zeroing and dumping the counters. Calls are counted from
-# orderhold_grpc_requests_total{method="PlaceHold"} around that window. Instructions per call at
-# a rate r are w + B / r (w: the call's own work; B: the background's instructions per second:
-# the reaper, health, metrics); the two rates give w and B for each store, and the script prints
-# them with Redis / noop per call at 1,000/s. Instructions, not time: the work a machine with
-# cheap wake-ups and cores of its own would still do (tests/bench/README.md "Server CPU at
-# 1,000/s"). The kernel's part is not counted.
+# --open-rates R1[,R2...] (calls/s, e.g. 25,50) measures the open-loop regime of cpu.sh's
+# 1,000/s phase instead, where calls do not batch. Each store's server runs under callgrind once
+# with no calls and once per rate (orderhold-bench --rate, PlaceHold over 100,000 users: mostly new
+# holds, the path cpu.sh drives; this checkout's orderhold-bench, also with --server), each time
+# 15 s of warm-up, then --open-seconds (default 30) between zeroing and dumping the counters. The
+# idle run gives the background's instructions per second B (reaper, health, metrics, gRPC's
+# timers); a run at rate r gives instructions per call I(r), counted from
+# orderhold_grpc_requests_total{method="PlaceHold"} around the window, and the call's own work
+# w = I(r) - B / r. Prints, per rate, w for each store and Redis / noop for w and for w + B / 1,000
+# (cpu.sh's 1,000/s). w should not depend on r: if it falls as r rises, calls overlap under
+# callgrind (~50x slower) and the lower rate is the one to read. Instructions, not time: the work
+# a machine with cheap wake-ups and cores of its own would still do (tests/bench/README.md "Server
+# CPU at 1,000/s"). The kernel's part is not counted.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -41,7 +44,7 @@ while (($#)); do
     --open-rates) OPEN_RATES="$2"; shift ;;
     --open-seconds) OPEN_SECONDS="$2"; shift ;;
     *)
-      echo "usage: $0 [--calls N] [--open-rates R1,R2 [--open-seconds N]] [--server BIN]" \
+      echo "usage: $0 [--calls N] [--open-rates R1[,R2...] [--open-seconds N]] [--server BIN]" \
         "[--out DIR]" >&2
       exit 64
       ;;
@@ -54,11 +57,10 @@ done
   exit 64
 }
 if [[ -n "${OPEN_RATES}" ]]; then
-  if ! [[ "${OPEN_RATES}" =~ ^([1-9][0-9]*),([1-9][0-9]*)$ ]] ||
-    ((BASH_REMATCH[1] >= BASH_REMATCH[2])); then
-    echo "callgrind.sh: --open-rates is two rates in calls/s, the lower first (e.g. 50,200)" >&2
+  [[ "${OPEN_RATES}" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || {
+    echo "callgrind.sh: --open-rates is a comma-separated list of calls/s (e.g. 25,50)" >&2
     exit 64
-  fi
+  }
 fi
 
 "${REPO}/deploy/install-deps.sh"
@@ -66,10 +68,17 @@ BUILD="${REPO}/build"
 if [[ -z "${SERVER_OVERRIDE}" ]]; then
   [[ -f "${BUILD}/build.ninja" ]] ||
     cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
-  cmake --build "${BUILD}" --target orderhold-server orderhold-bench -j "$(nproc)" >/dev/null
+  cmake --build "${BUILD}" --target orderhold-server -j "$(nproc)" >/dev/null
 fi
 SERVER="${SERVER_OVERRIDE:-${BUILD}/server/orderhold-server}"
 [[ -x "${SERVER}" ]] || { echo "callgrind.sh: ${SERVER} is not an executable" >&2; exit 64; }
+BENCH="${BUILD}/client/orderhold-bench"
+if [[ -n "${OPEN_RATES}" ]]; then
+  [[ -f "${BUILD}/build.ninja" ]] ||
+    cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
+  cmake --build "${BUILD}" --target orderhold-bench -j "$(nproc)" >/dev/null
+  [[ -x "${BENCH}" ]] || { echo "callgrind.sh: ${BENCH} is not an executable" >&2; exit 64; }
+fi
 
 mkdir -p "${OUT}"
 WORK="$(mktemp -d)"
@@ -105,9 +114,23 @@ start_callgrind() {
   wait_port "${PORT}"
 }
 
+forget_pid() {  # pid: an ended process; a later one with its number is not the exit trap's to kill
+  local kept=() p
+  for p in "${PIDS[@]}"; do [[ "${p}" == "$1" ]] || kept+=("${p}"); done
+  PIDS=("${kept[@]}")
+}
+
 stop_callgrind() {
   kill "${PID}"
   wait "${PID}" 2>/dev/null || true
+  forget_pid "${PID}"
+}
+
+program_total() {  # callgrind dump: its total instructions
+  local total
+  total="$(callgrind_annotate --threshold=100 "$1" | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
+  [[ "${total}" =~ ^[0-9]+$ ]] || { echo "callgrind.sh: no total in $1" >&2; exit 1; }
+  echo "${total}"
 }
 
 run() {  # store (noop | redis): leaves ${OUT}/<store>.calls
@@ -128,13 +151,28 @@ placed_calls() {  # metrics port
     END { printf "%d", n }'
 }
 
+idle_run() {  # store: sets PER_SECOND to the idle server's instructions per second
+  local store="$1" t0 t1 total
+  start_callgrind "${store}" "${OUT}/${store}-idle.out"
+  sleep 15
+  callgrind_control -z "${PID}" >/dev/null 2>&1
+  t0="$(now_s)"
+  sleep "${OPEN_SECONDS}"
+  callgrind_control -d "${PID}" >/dev/null 2>&1
+  t1="$(now_s)"
+  stop_callgrind
+  total="$(program_total "${OUT}/${store}-idle.out.1")"
+  PER_SECOND="$(python3 -c "print(round(${total} / (${t1} - ${t0})))")"
+}
+
 open_run() {  # store, rate: sets PER_CALL to the server's instructions per PlaceHold at that rate
   local store="$1" rate="$2" bench_pid n0 n1 total
   start_callgrind "${store}" "${OUT}/${store}-${rate}.out"
-  "${BUILD}/client/orderhold-bench" --target="127.0.0.1:${PORT}" --rate="${rate}" \
+  "${BENCH}" --target="127.0.0.1:${PORT}" --rate="${rate}" \
     --mix=place=100 --users=100000 --ttl=10m --warmup=0s --duration="$((OPEN_SECONDS + 25))s" \
     --json --progress=false >"${WORK}/bench.json" 2>"${WORK}/bench.log" &
   bench_pid=$!
+  PIDS+=("${bench_pid}")
   sleep 15
   n0="$(placed_calls "${METRICS}")"
   callgrind_control -z "${PID}" >/dev/null 2>&1
@@ -146,45 +184,46 @@ open_run() {  # store, rate: sets PER_CALL to the server's instructions per Plac
     cat "${WORK}/bench.log" >&2
     exit 1
   }
+  forget_pid "${bench_pid}"
   stop_callgrind
-  total="$(callgrind_annotate --threshold=100 "${OUT}/${store}-${rate}.out.1" |
-    awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')"
-  rm -f "${OUT}/${store}-${rate}.out"
+  total="$(program_total "${OUT}/${store}-${rate}.out.1")"
   ((n1 > n0)) || { echo "callgrind.sh: no PlaceHold finished at ${rate}/s (${store})" >&2; exit 1; }
   PER_CALL=$((total / (n1 - n0)))
 }
 
 if [[ -n "${OPEN_RATES}" ]]; then
-  IFS=, read -r low high <<<"${OPEN_RATES}"
-  declare -A per_call
+  IFS=, read -r -a rates <<<"${OPEN_RATES}"
+  figures=()  # store:idle:B, then store:rate:I(r)
   for store in noop redis; do
-    for rate in "${low}" "${high}"; do
+    echo "callgrind.sh: ${store}, idle" >&2
+    idle_run "${store}"  # in this shell, so the exit trap stops its server
+    figures+=("${store}:idle:${PER_SECOND}")
+    for rate in "${rates[@]}"; do
       echo "callgrind.sh: ${store} at ${rate}/s" >&2
-      open_run "${store}" "${rate}"  # in this shell, so the exit trap stops its server
-      per_call["${store}-${rate}"]="${PER_CALL}"
+      open_run "${store}" "${rate}"
+      figures+=("${store}:${rate}:${PER_CALL}")
     done
   done
-  python3 - "${low}" "${high}" "${per_call[noop-${low}]}" "${per_call[noop-${high}]}" \
-    "${per_call[redis-${low}]}" "${per_call[redis-${high}]}" <<'EOF'
+  python3 - "${figures[@]}" <<'EOF'
 import sys
 
-low, high, n_low, n_high, r_low, r_high = map(float, sys.argv[1:])
-
-
-def fit(at_low, at_high):  # instructions per call at rate r = w + b / r
-    b = (at_low - at_high) / (1 / low - 1 / high)
-    return at_high - b / high, b
-
-
-(wn, bn), (wr, br) = fit(n_low, n_high), fit(r_low, r_high)
-print("server instructions per PlaceHold, open loop (user space; mostly new holds):")
-print(f"  at {low:.0f}/s: noop {n_low:,.0f}, Redis {r_low:,.0f} ({r_low / n_low:.2f}x)")
-print(f"  at {high:.0f}/s: noop {n_high:,.0f}, Redis {r_high:,.0f} ({r_high / n_high:.2f}x)")
-print(f"  the call's own: noop {wn:,.0f}, Redis {wr:,.0f} ({wr / wn:.2f}x); background: "
-      f"noop {bn:,.0f}, Redis {br:,.0f} per second")
-n1k, r1k = wn + bn / 1000, wr + br / 1000
-print(f"  so at 1,000/s: noop {n1k:,.0f}, Redis {r1k:,.0f}: {r1k / n1k:.2f}x "
-      f"(cpu.sh's target for CPU time: <= 1.3)")
+idle, per_call = {}, {}
+for figure in sys.argv[1:]:
+    store, rate, value = figure.split(":")
+    if rate == "idle":
+        idle[store] = float(value)
+    else:
+        per_call[(store, int(rate))] = float(value)
+print("server instructions per PlaceHold, open loop (user space; mostly new holds)")
+print(f"  idle: noop {idle['noop']:,.0f}, Redis {idle['redis']:,.0f} per second (B)")
+print("  rate/s | per call I(r) noop, Redis | own work w = I(r) - B/r: noop, Redis, ratio | "
+      "at 1,000/s (w + B/1000): ratio")
+for rate in sorted({r for _, r in per_call}):
+    i_n, i_r = per_call[("noop", rate)], per_call[("redis", rate)]
+    w_n, w_r = i_n - idle["noop"] / rate, i_r - idle["redis"] / rate
+    at_n, at_r = w_n + idle["noop"] / 1000, w_r + idle["redis"] / 1000
+    print(f"  {rate:6d} | {i_n:,.0f}, {i_r:,.0f} | {w_n:,.0f}, {w_r:,.0f}, {w_r / w_n:.2f}x | "
+          f"{at_r / at_n:.2f}x (cpu.sh's target for CPU time: <= 1.3)")
 EOF
   exit 0
 fi
