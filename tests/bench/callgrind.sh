@@ -65,19 +65,20 @@ fi
 
 "${REPO}/deploy/install-deps.sh"
 BUILD="${REPO}/build"
-if [[ -z "${SERVER_OVERRIDE}" ]]; then
+BENCH="${BUILD}/client/orderhold-bench"
+targets=()  # this checkout's server unless --server, and its orderhold-bench for --open-rates
+if [[ -z "${SERVER_OVERRIDE}" ]]; then targets+=(orderhold-server); fi
+if [[ -n "${OPEN_RATES}" ]]; then targets+=(orderhold-bench); fi
+if ((${#targets[@]} > 0)); then
   [[ -f "${BUILD}/build.ninja" ]] ||
     cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
-  cmake --build "${BUILD}" --target orderhold-server -j "$(nproc)" >/dev/null
+  cmake --build "${BUILD}" --target "${targets[@]}" -j "$(nproc)" >/dev/null
 fi
 SERVER="${SERVER_OVERRIDE:-${BUILD}/server/orderhold-server}"
 [[ -x "${SERVER}" ]] || { echo "callgrind.sh: ${SERVER} is not an executable" >&2; exit 64; }
-BENCH="${BUILD}/client/orderhold-bench"
-if [[ -n "${OPEN_RATES}" ]]; then
-  [[ -f "${BUILD}/build.ninja" ]] ||
-    cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=ON >/dev/null
-  cmake --build "${BUILD}" --target orderhold-bench -j "$(nproc)" >/dev/null
-  [[ -x "${BENCH}" ]] || { echo "callgrind.sh: ${BENCH} is not an executable" >&2; exit 64; }
+if [[ -n "${OPEN_RATES}" && ! -x "${BENCH}" ]]; then
+  echo "callgrind.sh: ${BENCH} is not an executable" >&2
+  exit 64
 fi
 
 mkdir -p "${OUT}"
