@@ -19,6 +19,9 @@
 #                     sets REDIS_PORT and REDIS_PID (also appended to the caller's PIDS), waits
 #                     until it listens
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
+#   children_cpu_s    CPU seconds (user + system) of the calling shell's children that it has
+#                     waited for (cutime + cstime of /proc/$$/stat): read before and after a
+#                     command run in the foreground, the difference is that command's CPU
 #   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
 #                     reaches has used so far (INFO cpu; main thread and its helpers)
 #   h2load_place PORT OUT OPTIONS...  h2load against 127.0.0.1:PORT with OPTIONS (-D/-n, -c, -m),
@@ -144,6 +147,12 @@ proc_cpu_s() {
   local ticks
   ticks="$(getconf CLK_TCK)"
   sed 's/^.*) //' "/proc/$1/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($12 + $13) / hz }'
+}
+
+children_cpu_s() {
+  local ticks
+  ticks="$(getconf CLK_TCK)"
+  sed 's/^.*) //' "/proc/$$/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($14 + $15) / hz }'
 }
 
 redis_cpu_s() {
