@@ -32,9 +32,11 @@
 # ratio (no-op ÷ PlaceHold server CPU per call) and the Redis-bound one (one primary at
 # 1 ÷ redis-server CPU per call, against a no-op ceiling of 2 server cores). And the most this
 # machine can show, where h2load, the server and Redis share the cores: h2load's CPU per call is
-# read too (the shell's waited-for children, children_cpu_s), and the bound is (no-op server +
-# h2load CPU per call) ÷ (the same + redis-server CPU per PlaceHold), the ratio a PlaceHold that
-# cost the server and h2load no more than a no-op call would reach. Context switches are
+# read too (children_cpu_s), and the bound is (no-op server + h2load CPU per call) ÷ (the same +
+# redis-server CPU per PlaceHold). It assumes the PlaceHold run keeps the cores no busier than the
+# no-op run (both print their busy cores: calls/s × the three processes' CPU per call) and that a
+# PlaceHold costs the server and h2load at least what a no-op call does; it holds for this much
+# Redis work per PlaceHold. Context switches are
 # reported voluntary (a thread slept) and in all (with preemptions by the processes sharing the
 # cores).
 # Output: tables on stdout, <out>/cpu.json and <out>/cpu.md (default <repo>/build/bench).
@@ -177,6 +179,11 @@ h2load_run() {  # kind, round
   stop
   rps="$(awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "req/s,") print $i }' \
     "${WORK}/h2load.log")"
+  if ! [[ "${rps}" =~ ^[0-9.]+$ ]] || ! awk -v r="${rps}" 'BEGIN { exit !(r > 0) }'; then
+    echo "cpu.sh: h2load completed no calls against ${kind}" >&2
+    cat "${WORK}/h2load.log" >&2
+    exit 1
+  fi
   grep -q '^requests: .* 0 errored' "${WORK}/h2load.log" || {
     echo "cpu.sh: h2load saw errors against ${kind}" >&2
     cat "${WORK}/h2load.log" >&2
@@ -242,9 +249,12 @@ jq -n --argjson smoke "${SMOKE}" --argjson seconds "${SECONDS_PER_RUN}" --argjso
                redis_bound_2_cores: (.noop_us / (2 * .redis_server_us))}
    | .paper.ratio = ([.paper.server_bound, .paper.redis_bound_2_cores] | min)
    # The most this machine can show, where h2load, the server and Redis share the cores: at
-   # saturation calls/s ~ busy cores ÷ the CPU all three spend per call, so even a PlaceHold that
-   # cost the server and h2load no more than a no-op call would add the CPU redis-server spends
-   # per PlaceHold to the total of a no-op call.
+   # saturation calls/s ~ busy cores ÷ the CPU all three spend per call, so a PlaceHold that cost
+   # the server and h2load no more than a no-op call, with the cores no busier, would still add
+   # the CPU redis-server spends per PlaceHold to the total of a no-op call.
+   | .noop_busy_cores = (.noop_calls_per_s * (.noop_us + .noop_generator_us) / 1e6)
+   | .redis_busy_cores = (.redis_calls_per_s
+                          * (.redis_us + .redis_server_us + .redis_generator_us) / 1e6)
    | .shared_cores_bound = ((.noop_us + .noop_generator_us)
                             / (.noop_us + .noop_generator_us + .redis_server_us))) as $h2o
   | {machine: $machine, date: (now | todate), smoke: ($smoke == 1), seconds: $seconds, rounds: $rounds,
@@ -278,7 +288,7 @@ jq -r 'def f1: . * 10 | round / 10; def f2: . * 100 | round / 100;
   "",
   "h2load (closed loop, -c 4 -m 32, one PlaceHold request): noop \(.h2load.noop_calls_per_s | round)/s, Redis \(.h2load.redis_calls_per_s | round)/s: ratio \(.h2load.redis_vs_noop | f2) (>= 0.7: \(.h2load.targets.redis_vs_noop_ge_0_7)); server CPU per call there: noop \(.h2load.noop_us | f1) µs, Redis \(.h2load.redis_us | f1) µs (+ redis-server \(.h2load.redis_server_us | f1) µs)",
   "",
-  "Throughput on paper, cores of their own: \(.h2load.paper.ratio | f2), the lower of server-bound \(.h2load.paper.server_bound | f2) (no-op ÷ PlaceHold server CPU per call at saturation) and Redis-bound \(.h2load.paper.redis_bound_2_cores | f2) (one primary at 1 ÷ redis-server µs per call, against a no-op ceiling of 2 server cores). On this machine, where h2load, the server and Redis share the cores, the measured ratio can be at most \(.h2load.shared_cores_bound | f2): (no-op server + h2load CPU per call) ÷ (the same + redis-server CPU per PlaceHold), as if a PlaceHold cost the server and h2load no more than a no-op call (h2load CPU per call: noop \(.h2load.noop_generator_us | f1) µs, Redis \(.h2load.redis_generator_us | f1) µs). Voluntary / all context switches per call: open loop noop \([.cpu[] | "\(.noop_voluntary | f2) / \(.noop_switches | f2)"] | join(", ")), Redis \([.cpu[] | "\(.redis_voluntary | f2) / \(.redis_switches | f2)"] | join(", ")); h2load noop \(.h2load.noop_switches | f2), Redis \(.h2load.redis_switches | f2)."' \
+  "Throughput on paper, cores of their own: \(.h2load.paper.ratio | f2), the lower of server-bound \(.h2load.paper.server_bound | f2) (no-op ÷ PlaceHold server CPU per call at saturation) and Redis-bound \(.h2load.paper.redis_bound_2_cores | f2) (one primary at 1 ÷ redis-server µs per call, against a no-op ceiling of 2 server cores). On this machine, where h2load, the server and Redis share the cores, the measured ratio can be at most \(.h2load.shared_cores_bound | f2): (no-op server + h2load CPU per call) ÷ (the same + redis-server CPU per PlaceHold), what a PlaceHold that cost the server and h2load no more than a no-op call would reach with the cores no busier (busy cores: noop \(.h2load.noop_busy_cores | f2), Redis \(.h2load.redis_busy_cores | f2); h2load CPU per call: noop \(.h2load.noop_generator_us | f1) µs, Redis \(.h2load.redis_generator_us | f1) µs). Voluntary / all context switches per call: open loop noop \([.cpu[] | "\(.noop_voluntary | f2) / \(.noop_switches | f2)"] | join(", ")), Redis \([.cpu[] | "\(.redis_voluntary | f2) / \(.redis_switches | f2)"] | join(", ")); h2load noop \(.h2load.noop_switches | f2), Redis \(.h2load.redis_switches | f2)."' \
   "${OUT}/cpu.json" | tee "${OUT}/cpu.md"
 jq -e '[.cpu[].errors] | add == 0' "${OUT}/cpu.json" >/dev/null || {
   echo "cpu.sh: calls failed (see ${OUT}/cpu.json)" >&2

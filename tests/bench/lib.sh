@@ -19,9 +19,11 @@
 #                     sets REDIS_PORT and REDIS_PID (also appended to the caller's PIDS), waits
 #                     until it listens
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
-#   children_cpu_s    CPU seconds (user + system) of the calling shell's children that it has
-#                     waited for (cutime + cstime of /proc/$$/stat): read before and after a
-#                     command run in the foreground, the difference is that command's CPU
+#   children_cpu_s    CPU seconds (user + system) of the children the script's main shell ($$)
+#                     has waited for (cutime + cstime of /proc/$$/stat): read before and after a
+#                     command the main shell runs in the foreground, the difference is that
+#                     command's CPU (plus a few ms of the reads themselves); from a subshell or a
+#                     pipeline, what it waits for is not counted
 #   redis_cpu_s ARGS...  CPU seconds (user + system) the redis-server that `redis-cli ARGS...`
 #                     reaches has used so far (INFO cpu; main thread and its helpers)
 #   h2load_place PORT OUT OPTIONS...  h2load against 127.0.0.1:PORT with OPTIONS (-D/-n, -c, -m),
