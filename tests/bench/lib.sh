@@ -143,19 +143,16 @@ start_redis() {
   wait_port "${REDIS_PORT}"
 }
 
-proc_cpu_s() {
-  # Fields 14 and 15 of /proc/PID/stat (utime, stime) in clock ticks; the command name (field 2)
-  # is cut off first, as it may contain spaces.
+# Seconds in fields N and N+1 of a /proc/<pid>/stat file (clock ticks); the command name (field 2)
+# is cut off first, as it may contain spaces.
+stat_cpu_s() {  # stat file, N
   local ticks
   ticks="$(getconf CLK_TCK)"
-  sed 's/^.*) //' "/proc/$1/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($12 + $13) / hz }'
+  sed 's/^.*) //' "$1" | awk -v hz="${ticks}" -v i="$(($2 - 2))" '{ printf "%.3f\n", ($i + $(i + 1)) / hz }'
 }
 
-children_cpu_s() {
-  local ticks
-  ticks="$(getconf CLK_TCK)"
-  sed 's/^.*) //' "/proc/$$/stat" | awk -v hz="${ticks}" '{ printf "%.3f\n", ($14 + $15) / hz }'
-}
+proc_cpu_s() { stat_cpu_s "/proc/$1/stat" 14; }  # utime, stime
+children_cpu_s() { stat_cpu_s "/proc/$$/stat" 16; }  # cutime, cstime
 
 redis_cpu_s() {
   redis-cli "$@" INFO cpu | tr -d '\r' | awk -F: '
