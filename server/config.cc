@@ -122,11 +122,6 @@ ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
 ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
           "How long a hold's outcome (PAID/CANCELLED/EXPIRED) is remembered for idempotent "
           "Pay/CancelHold and to refuse placing an ended order again.");
-ABSL_FLAG(std::string, hold_layout, "v1",
-          "Where users' live holds are kept in Redis: v1 (keys per user, as every release "
-          "before), read_v2 (reads both layouts, places new users in v1), v2 (reads both, places "
-          "new users in shared hashes: ~4x less memory at one hold per user). Change v1 -> "
-          "read_v2 -> v2 one rolling restart at a time (server/README.md \"Hold layouts\").");
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
 ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
@@ -306,10 +301,6 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
-      OneOf(FLAGS_hold_layout, &Config::hold_layout,
-            {{"v1", store::HoldLayout::kV1},
-             {"read_v2", store::HoldLayout::kReadV2},
-             {"v2", store::HoldLayout::kV2}}),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
       Field(FLAGS_max_watches, &Config::max_watches),

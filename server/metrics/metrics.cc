@@ -97,6 +97,10 @@ Metrics::Metrics(prometheus::Registry& registry)
                             "tick, in the partitions this replica owns or checks as standby.")),
       reaper_owned_partitions_(Gauge(registry, "orderhold_reaper_owned_partitions",
                                      "Index partitions this replica reaps.")),
+      layout_migration_users_left_(
+          Gauge(registry, "orderhold_layout_migration_users_left",
+                "Users of the partitions this replica owns that the layout migration's sweep has "
+                "still to check (an upper bound of those in an older shape); 0 once done.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",

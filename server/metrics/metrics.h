@@ -123,6 +123,10 @@ class Metrics {
   prometheus::Gauge& reaper_backlog() { return reaper_backlog_; }
   // orderhold_reaper_owned_partitions: index partitions this replica reaps.
   prometheus::Gauge& reaper_owned_partitions() { return reaper_owned_partitions_; }
+  // orderhold_layout_migration_users_left: users of the partitions this replica owns that the
+  // layout migration's sweep has still to check (an upper bound of those still in an older shape;
+  // reaper/migration_sweep.h); 0 once every owned partition is done. Sum across replicas.
+  prometheus::Gauge& layout_migration_users_left() { return layout_migration_users_left_; }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
   // orderhold_redis_failovers_total: changes of the Redis primary's address this replica saw
@@ -191,6 +195,7 @@ class Metrics {
   std::map<std::string, prometheus::Gauge*> oldest_unacked_ ABSL_GUARDED_BY(groups_mu_);
   prometheus::Gauge& reaper_backlog_;
   prometheus::Gauge& reaper_owned_partitions_;
+  prometheus::Gauge& layout_migration_users_left_;
   prometheus::Counter& redis_errors_;
   prometheus::Counter& redis_failovers_;
   prometheus::Counter& redis_topology_refreshes_;

@@ -19,7 +19,11 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
       metrics_(metrics),
       options_(options),
       clock_(clock),
-      ownership_(store, options.replica_id, options.membership_ttl, options.call_timeout) {
+      ownership_(store, options.replica_id, options.membership_ttl, options.call_timeout),
+      sweep_(store, metrics,
+             MigrationSweepOptions{.max_in_flight = options.max_in_flight,
+                                   .call_timeout = options.call_timeout,
+                                   .replica_id = options.replica_id}) {
   if (events != nullptr) {
     trimmer_.emplace(*events, metrics, clock,
                      EventTrimOptions{.retention = options.event_retention,
@@ -50,6 +54,8 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   if (trimmer_.has_value() && tick.store_now.has_value() && !tick.owned.empty()) {
     trimmer_->MaybeTrim(tick.owned, *tick.store_now);
   }
+  // After the tick's reaping, which took the leases the steps check.
+  if (!tick.owned.empty()) sweep_.Step(tick.owned);
   metrics_.reaper_tick_duration().Observe(absl::ToDoubleSeconds(clock_.Now() - started));
   if (!tick.first_error.ok()) return tick.first_error;
   metrics_.reaper_last_success().Set(absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));

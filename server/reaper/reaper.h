@@ -47,6 +47,7 @@
 #include "server/common/clock.h"
 #include "server/metrics/metrics.h"
 #include "server/reaper/event_trimmer.h"
+#include "server/reaper/migration_sweep.h"
 #include "server/reaper/ownership.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
@@ -139,7 +140,8 @@ class Reaper {
   // orderhold_events_appended_total (as each call ends, so a tick cut short still counts what it
   // ended),
   // orderhold_reaper_lag_seconds (store clock), orderhold_reaper_tick_duration_seconds,
-  // orderhold_reaper_tick_redis_seconds and orderhold_reaper_calls_in_flight; on full success sets
+  // orderhold_reaper_tick_redis_seconds and orderhold_reaper_calls_in_flight; then one step of
+  // the layout migration's sweep of the owned partitions (migration_sweep.h); on full success sets
   // orderhold_reaper_last_success_timestamp_seconds. `now` overrides the store clock (tests).
   // Returns the first store error (UNAVAILABLE, DEADLINE_EXCEEDED) after doing what it could.
   absl::StatusOr<ReapStats> RunOnce(std::optional<absl::Time> now = std::nullopt);
@@ -178,6 +180,7 @@ class Reaper {
   const Clock& clock_;
   Ownership ownership_;
   std::optional<EventTrimmer> trimmer_;  // with an event log only
+  MigrationSweep sweep_;
   // Per partition: its calls reaped something in its last tick, so the next tick calls it
   // without a peek. Used by the thread running RunOnce (one tick at a time).
   std::vector<bool> busy_;

@@ -259,6 +259,22 @@ struct ReapResult {
   std::optional<absl::Time> oldest_due;
 };
 
+// One step of the background sweep that moves data written by earlier releases into the store's
+// layout (MigrateStep).
+struct MigrateArgs {
+  std::string owner;    // the calling replica: the step runs only while it holds the lease
+  int max_users = 256;  // users checked by this step, at least (whole groups), >= 1
+  std::string cursor;   // "" to start, else the previous step's MigrateResult::cursor
+};
+
+struct MigrateResult {
+  bool not_owner = false;  // another replica (or none) holds the partition's lease: nothing done
+  // Users of the partition the sweep has still to check after this step: an upper bound of those
+  // still in an older shape; 0 once the sweep is done.
+  int64_t users_left = 0;
+  std::string cursor;  // the next step's MigrateArgs::cursor; "" once the sweep is done
+};
+
 class HoldStore {
  public:
   virtual ~HoldStore() = default;
@@ -307,6 +323,14 @@ class HoldStore {
   // exactly one call. INVALID_ARGUMENT for a partition out of range or max_users < 0.
   virtual void Reap(int partition, ReapArgs args, CallOptions options,
                     Callback<ReapResult> done) = 0;
+
+  // One bounded step of the sweep that moves the data earlier releases wrote in partition
+  // `partition` into the store's layout, for the users no call touches (a call moves the user it
+  // touches itself, before it decides). Safe against every concurrent call and replica: each user
+  // moves in one atomic step. A store without older data (the fakes) answers users_left 0 and
+  // cursor "". INVALID_ARGUMENT for a partition out of range or max_users < 1.
+  virtual void MigrateStep(int partition, MigrateArgs args, CallOptions options,
+                           Callback<MigrateResult> done) = 0;
 
   // Registers `replica_id` as a live reaper for `ttl` and yields the live replicas' ids (this one
   // included), sorted.

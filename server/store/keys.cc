@@ -41,38 +41,28 @@ KeySchema::KeySchema(std::string prefix) : prefix_(std::move(prefix)) {
 
 std::string KeySchema::Pieces::Join() const { return absl::StrCat(partition_prefix, kind, id); }
 
-KeySchema::Pieces KeySchema::UserKeyPieces(absl::string_view user_id) const {
-  return {PartitionPrefix(PartitionOf(user_id)), "u:", user_id};
+KeySchema::UserKeys KeySchema::ForUser(absl::string_view user_id) const {
+  const uint32_t hash = Fnv1a32(user_id);
+  UserKeys keys;
+  keys.partition = static_cast<int>(hash % kPartitionCount);
+  keys.bucket = static_cast<int>(hash / kPartitionCount % kDueBucketCount);
+  const std::string& prefix = PartitionPrefix(keys.partition);
+  const std::string& bucket = buckets_[static_cast<size_t>(keys.bucket)];
+  keys.holds_bucket = {prefix, "h:", bucket};
+  keys.due_bucket = {prefix, "hd:", bucket};
+  keys.outcomes = {prefix, "x:", user_id};
+  keys.ended = {prefix, "xt:", user_id};
+  keys.events = {prefix, "events", {}};
+  keys.bucket_index = {prefix, "bdue", {}};
+  return keys;
 }
 
-KeySchema::Pieces KeySchema::OutcomesKeyPieces(absl::string_view user_id) const {
-  return {PartitionPrefix(PartitionOf(user_id)), "x:", user_id};
-}
-
-KeySchema::Pieces KeySchema::EndedKeyPieces(absl::string_view user_id) const {
-  return {PartitionPrefix(PartitionOf(user_id)), "xt:", user_id};
-}
-
-KeySchema::Pieces KeySchema::UserDueKeyPieces(absl::string_view user_id) const {
-  return {PartitionPrefix(PartitionOf(user_id)),
-          "hd:", buckets_[static_cast<size_t>(DueBucketOf(user_id))]};
-}
-
-KeySchema::Pieces KeySchema::HoldsBucketKeyPieces(absl::string_view user_id) const {
-  return {PartitionPrefix(PartitionOf(user_id)),
-          "h:", buckets_[static_cast<size_t>(DueBucketOf(user_id))]};
-}
-
-KeySchema::Pieces KeySchema::BucketDueKeyPieces(int partition) const {
+KeySchema::Pieces KeySchema::BucketIndexKeyPieces(int partition) const {
   return {PartitionPrefix(partition), "bdue", {}};
 }
 
 KeySchema::Pieces KeySchema::EventsKeyPieces(int partition) const {
   return {PartitionPrefix(partition), "events", {}};
-}
-
-std::string KeySchema::DueKey(int partition) const {
-  return absl::StrCat(PartitionPrefix(partition), "due");
 }
 
 std::string KeySchema::LeaseKey(int partition) const {

@@ -1,29 +1,21 @@
 // Redis key naming, in one place.
 //
-//   <prefix>:{<partition>}:u:<user_id>   the user's holds in layout v1 (sorted set: order_id ->
-//                                        expire ms); see "Hold layouts" in lua/prelude.lua
-//   <prefix>:{<partition>}:h:<bucket>    the holds of the partition's users in `bucket` (the
-//                                        due index's) in layout v2 (hash: user_id -> its holds,
-//                                        packed: lua/prelude.lua pack_holds)
+//   <prefix>:{<partition>}:h:<bucket>    the live holds of the partition's users in `bucket`
+//                                        (hash: user_id -> the user's holds, packed:
+//                                        lua/prelude.lua pack_holds, with each hold's details and
+//                                        life record)
 //   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
 //                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua,
-//                                        its holds' details (fields "\x01" + order_id: only
-//                                        holds with a scope, a quantity or labels) and life
-//                                        records (fields "\x02" + order_id: every hold; formats
-//                                        in hold_details_codec.h): of every v1 hold, and of v2
-//                                        holds once ended (a v2 user has no x: or xt: before its
-//                                        first end)
+//                                        with its ended holds' details (fields "\x01" + order_id:
+//                                        only holds with a scope, a quantity or labels) and life
+//                                        records (fields "\x02" + order_id; formats in
+//                                        hold_details_codec.h). Created at the user's first end.
 //   <prefix>:{<partition>}:xt:<user_id>  the user's ended orders (sorted set: order_id -> end ms)
 //   <prefix>:{<partition>}:hd:<bucket>   the due index of the partition's users in `bucket`
 //                                        (sorted set: user_id -> the user's earliest expire ms)
 //   <prefix>:{<partition>}:bdue          the partition's bucket index (sorted set: bucket ->
 //                                        the earliest score in its hd:<bucket>, or earlier:
 //                                        see lua/prelude.lua set_due)
-//   <prefix>:{<partition>}:due           the partition's due index as releases before the
-//                                        bucketed one wrote it (sorted set: user_id -> earliest
-//                                        expire ms): no longer written, only drained by the
-//                                        reaper (lua/reap.lua), which moves each user it visits
-//                                        to hd:<bucket>
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
 //   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
 //                                        expiry)
@@ -37,6 +29,8 @@
 //                                        a channel published in a script. ACL: &<prefix>:*
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
+// Keys of the shapes earlier releases wrote are known only to their migration
+// (lua/migrations/v1_layout.lua).
 //
 // partition = FNV-1a-32(user_id) mod kPartitionCount, written in decimal inside a Redis Cluster
 // hash tag (https://redis.io/docs/reference/cluster-spec/#hash-tags); "<partition>" above stands
@@ -45,21 +39,21 @@
 // data-model change. The reaper visits kPartitionCount indexes per tick, never all users.
 //
 // bucket = (FNV-1a-32(user_id) / kPartitionCount) mod kDueBucketCount (the hash bits the
-// partition does not use; lua/reap.lua computes it too, for users of the old index). Why buckets:
-// one sorted set per partition holding every user with a hold is a skiplist, ~110 B per user;
-// kDueBucketCount small ones per partition stay listpacks (zset-max-listpack-entries, 128 by
-// default: up to ~2M users with holds, with ids of at most zset-max-listpack-value bytes, 64 by
-// default; deploy/README.md), ~20 B per user. That is the Redis memory-optimization
-// guide's idea (https://redis.io/docs/management/optimization/memory-optimization/, "Use hashes
-// when possible": many small aggregates instead of one big one), measured in
-// tests/bench/README.md ("Memory per live hold").
+// partition does not use). Why buckets: one sorted set per partition holding every user with a
+// hold is a skiplist, ~110 B per user; kDueBucketCount small ones per partition stay listpacks
+// (zset-max-listpack-entries, 128 by default: up to ~2M users with holds, with ids of at most
+// zset-max-listpack-value bytes, 64 by default; deploy/README.md), ~20 B per user, and the holds
+// buckets likewise (hash-max-listpack-entries). That is the Redis memory-optimization guide's
+// idea (https://redis.io/docs/management/optimization/memory-optimization/, "Use hashes when
+// possible": many small aggregates instead of one big one), measured in tests/bench/README.md
+// ("Memory per live hold").
 //
 // Ids are stored verbatim: `{`, `}`, `:`, `*` and spaces in a user_id cannot change the slot (the
 // tag is the first `{...}` and precedes the id) nor reach another user's key (the mapping from
-// user_id to key is injective: fixed prefix + tag derived from the id + ":u:" + the id itself).
+// user_id to key is injective: fixed prefix + tag derived from the id + ":x:" + the id itself).
 // Commands are sent as binary-safe arguments and no pattern (KEYS/SCAN) is ever run on them.
 //
-// kPartitionCount is part of the data model: changing it orphans index entries.
+// kPartitionCount and kDueBucketCount are part of the data model: changing them orphans data.
 #ifndef ORDERHOLD_SERVER_STORE_KEYS_H_
 #define ORDERHOLD_SERVER_STORE_KEYS_H_
 
@@ -97,39 +91,42 @@ class KeySchema {
   // arguments (redis::RedisArgs::PushCat) instead of into a string of its own; Join() is the key.
   struct Pieces {
     absl::string_view partition_prefix;  // "<prefix>:{<partition>}:"
-    absl::string_view kind;              // "u:", "hd:", "bdue", ...
+    absl::string_view kind;              // "h:", "hd:", "x:", "bdue", ...
     absl::string_view id;                // the user id, the bucket in decimal, or empty
     // The key: the three pieces concatenated.
     std::string Join() const;
   };
 
-  std::string UserKey(absl::string_view user_id) const { return UserKeyPieces(user_id).Join(); }
-  std::string OutcomesKey(absl::string_view user_id) const {
-    return OutcomesKeyPieces(user_id).Join();
-  }
-  std::string EndedKey(absl::string_view user_id) const { return EndedKeyPieces(user_id).Join(); }
-  // The due index of the user's bucket: <prefix>:{<partition>}:hd:<bucket>.
-  std::string UserDueKey(absl::string_view user_id) const {
-    return UserDueKeyPieces(user_id).Join();
-  }
-  // The holds bucket of the user (layout v2): <prefix>:{<partition>}:h:<bucket>, the bucket of
-  // UserDueKey.
+  // Every key of one user's scripts, with its partition and bucket: the user id is hashed once.
+  // Views into this schema and `user_id` (Pieces), valid while both are.
+  struct UserKeys {
+    int partition = 0;
+    int bucket = 0;
+    Pieces holds_bucket;  // <prefix>:{<partition>}:h:<bucket>, the user's field there
+    Pieces due_bucket;    // <prefix>:{<partition>}:hd:<bucket>, the user's due-index bucket
+    Pieces outcomes;      // <prefix>:{<partition>}:x:<user_id>
+    Pieces ended;         // <prefix>:{<partition>}:xt:<user_id>
+    Pieces events;        // <prefix>:{<partition>}:events
+    Pieces bucket_index;  // <prefix>:{<partition>}:bdue
+  };
+  UserKeys ForUser(absl::string_view user_id) const;
+
+  // The keys above as strings (tests and tools; the store uses ForUser).
   std::string HoldsBucketKey(absl::string_view user_id) const {
-    return HoldsBucketKeyPieces(user_id).Join();
+    return ForUser(user_id).holds_bucket.Join();
   }
-  // The partition's bucket index: <prefix>:{<partition>}:bdue.
-  std::string BucketDueKey(int partition) const { return BucketDueKeyPieces(partition).Join(); }
-  // The keys above (and EventsKey) as Pieces; a partition out of range is std::out_of_range, as
-  // in PartitionPrefix.
-  Pieces UserKeyPieces(absl::string_view user_id) const;
-  Pieces OutcomesKeyPieces(absl::string_view user_id) const;
-  Pieces EndedKeyPieces(absl::string_view user_id) const;
-  Pieces UserDueKeyPieces(absl::string_view user_id) const;
-  Pieces HoldsBucketKeyPieces(absl::string_view user_id) const;
-  Pieces BucketDueKeyPieces(int partition) const;
+  std::string DueBucketKey(absl::string_view user_id) const {
+    return ForUser(user_id).due_bucket.Join();
+  }
+  std::string OutcomesKey(absl::string_view user_id) const {
+    return ForUser(user_id).outcomes.Join();
+  }
+  std::string EndedKey(absl::string_view user_id) const { return ForUser(user_id).ended.Join(); }
+  // The partition's bucket index: <prefix>:{<partition>}:bdue. A partition out of range is
+  // std::out_of_range, as in PartitionPrefix.
+  std::string BucketIndexKey(int partition) const { return BucketIndexKeyPieces(partition).Join(); }
+  Pieces BucketIndexKeyPieces(int partition) const;
   Pieces EventsKeyPieces(int partition) const;
-  // The partition's due index of earlier releases (drained by the reaper, never written).
-  std::string DueKey(int partition) const;
   std::string EventsKey(int partition) const { return EventsKeyPieces(partition).Join(); }
   std::string LeaseKey(int partition) const;
   // The partition's nudge channel (see the table above): EventsKey(partition) with "events"
@@ -137,7 +134,7 @@ class KeySchema {
   std::string NudgeChannel(int partition) const;
   std::string ReplicasKey() const;
   // The prefix of every key of `partition`, "<prefix>:{<partition>}:":
-  // UserKey(id) == PartitionPrefix(PartitionOf(id)) + "u:" + id. 0 <= partition <
+  // OutcomesKey(id) == PartitionPrefix(PartitionOf(id)) + "x:" + id. 0 <= partition <
   // kPartitionCount (std::out_of_range otherwise: a bug, never input).
   const std::string& PartitionPrefix(int partition) const {
     return partition_prefixes_.at(static_cast<size_t>(partition));

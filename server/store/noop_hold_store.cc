@@ -87,6 +87,11 @@ void NoopHoldStore::Reap(int /*partition*/, ReapArgs /*args*/, CallOptions optio
   std::move(done)(std::move(result));
 }
 
+void NoopHoldStore::MigrateStep(int /*partition*/, MigrateArgs /*args*/, CallOptions /*options*/,
+                                Callback<MigrateResult> done) {
+  std::move(done)(MigrateResult{});
+}
+
 void NoopHoldStore::Heartbeat(std::string replica_id, absl::Duration /*ttl*/,
                               CallOptions /*options*/, Callback<std::vector<std::string>> done) {
   std::move(done)(std::vector<std::string>{std::move(replica_id)});

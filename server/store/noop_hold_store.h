@@ -7,9 +7,9 @@
 // Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); EndHold -> ended
 // (expire_time = end_time = now); ListHolds -> no holds; ExtendHold -> extended (expire_time =
 // now + ttl, under a cap of now + max_lifetime); GetHold -> unknown; ReleaseHolds -> none; Reap ->
-// nothing due; Heartbeat -> only this replica; ReleaseLease, Unregister -> true; Ping -> the host
-// clock. It has no event log. "now" is CallOptions::now when set, else the host clock truncated to
-// the millisecond. Never fails.
+// nothing due; MigrateStep -> nothing left; Heartbeat -> only this replica; ReleaseLease,
+// Unregister -> true; Ping -> the host clock. It has no event log. "now" is CallOptions::now when
+// set, else the host clock truncated to the millisecond. Never fails.
 //
 // Thread-safe (stateless).
 #ifndef ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
@@ -35,6 +35,8 @@ class NoopHoldStore final : public HoldStore {
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  void MigrateStep(int partition, MigrateArgs args, CallOptions options,
+                   Callback<MigrateResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;
   void ReleaseLease(int partition, std::string replica_id, CallOptions options,

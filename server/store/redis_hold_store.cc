@@ -202,7 +202,7 @@ std::vector<std::string> RedisHoldStore::Functions() {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-    std::unique_ptr<redis::RedisCaller> background, HoldLayout layout) {
+    std::unique_ptr<redis::RedisCaller> background) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(key_prefix));
   if (outcomes.retention < absl::Milliseconds(1) || outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
@@ -211,45 +211,33 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   if (client == nullptr || background == nullptr) {
     return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
-  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(KeySchema(std::move(key_prefix)),
-                                                            outcomes, std::move(client),
-                                                            std::move(background), layout));
+  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
+      KeySchema(std::move(key_prefix)), outcomes, std::move(client), std::move(background)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                                std::unique_ptr<redis::RedisCaller> client,
-                               std::unique_ptr<redis::RedisCaller> background, HoldLayout layout)
+                               std::unique_ptr<redis::RedisCaller> background)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
-      layout_(layout),
-      layout_mode_(layout == HoldLayout::kV1       ? "0"
-                   : layout == HoldLayout::kReadV2 ? "1"
-                                                   : "2"),
       client_(std::move(client)),
       background_(std::move(background)) {}
 
-KeySchema::Pieces RedisHoldStore::HoldsBucketArg(absl::string_view user_id) const {
-  return layout_ == HoldLayout::kV1 ? keys_.UserKeyPieces(user_id)
-                                    : keys_.HoldsBucketKeyPieces(user_id);
-}
-
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
-  const int partition = KeySchema::PartitionOf(args.user_id);
+  const KeySchema::UserKeys keys = keys_.ForUser(args.user_id);
   const bool scoped = !args.details.scope.empty();
   redis::RedisCommand command = Eval<Script::kPlaceHold>(
-      {keys_.UserKeyPieces(args.user_id), keys_.UserDueKeyPieces(args.user_id),
-       keys_.OutcomesKeyPieces(args.user_id), keys_.EndedKeyPieces(args.user_id),
-       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
-       HoldsBucketArg(args.user_id)},
+      {keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
+       keys.bucket_index},
       {args.user_id, args.order_id, Millis(args.ttl), int64_t{args.max_holds}, NowArg(options),
        retention_ms_, max_outcomes_, int64_t{args.max_units}, args.details.scope,
        std::max<int64_t>(1, args.details.quantity),
        int64_t{scoped ? args.details.scope_limits.max_holds : 0},
        int64_t{scoped ? args.details.scope_limits.max_units : 0},
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-       std::max<int64_t>(1, Millis(args.max_lifetime)), layout_mode_});
+       std::max<int64_t>(1, Millis(args.max_lifetime))});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -287,14 +275,12 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
 
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
-  const int partition = KeySchema::PartitionOf(user_id);
+  const KeySchema::UserKeys keys = keys_.ForUser(user_id);
   redis::RedisCommand command =
-      Eval<Script::kEndHold>({keys_.UserKeyPieces(user_id), keys_.UserDueKeyPieces(user_id),
-                              keys_.OutcomesKeyPieces(user_id), keys_.EndedKeyPieces(user_id),
-                              keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
-                              HoldsBucketArg(user_id)},
+      Eval<Script::kEndHold>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
+                              keys.events, keys.bucket_index},
                              {user_id, order_id, int64_t{static_cast<int>(outcome)},
-                              NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
+                              NowArg(options), retention_ms_, max_outcomes_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -320,9 +306,8 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
 
 void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
                                Callback<ListHoldsResult> done) {
-  redis::RedisCommand command = Eval<Script::kListHolds>(
-      {keys_.UserKeyPieces(user_id), keys_.OutcomesKeyPieces(user_id), HoldsBucketArg(user_id)},
-      {NowArg(options), layout_mode_, user_id});
+  redis::RedisCommand command =
+      Eval<Script::kListHolds>({keys_.ForUser(user_id).holds_bucket}, {user_id, NowArg(options)});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
@@ -361,16 +346,14 @@ void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
 
 void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                 Callback<ExtendHoldResult> done) {
-  const int partition = KeySchema::PartitionOf(args.user_id);
+  const KeySchema::UserKeys keys = keys_.ForUser(args.user_id);
   redis::RedisCommand command = Eval<Script::kExtendHold>(
-      {keys_.UserKeyPieces(args.user_id), keys_.UserDueKeyPieces(args.user_id),
-       keys_.OutcomesKeyPieces(args.user_id), keys_.EndedKeyPieces(args.user_id),
-       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
-       HoldsBucketArg(args.user_id)},
+      {keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
+       keys.bucket_index},
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
        max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl))), layout_mode_});
+       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl)))});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -417,9 +400,9 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
 
 void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
                              Callback<GetHoldResult> done) {
+  const KeySchema::UserKeys keys = keys_.ForUser(user_id);
   redis::RedisCommand command = Eval<Script::kGetHold>(
-      {keys_.UserKeyPieces(user_id), keys_.OutcomesKeyPieces(user_id), HoldsBucketArg(user_id)},
-      {order_id, NowArg(options), retention_ms_, layout_mode_, user_id});
+      {keys.holds_bucket, keys.outcomes}, {user_id, order_id, NowArg(options), retention_ms_});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
@@ -450,13 +433,11 @@ void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOpti
 
 void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                                   Callback<ReleaseHoldsResult> done) {
-  const int partition = KeySchema::PartitionOf(user_id);
-  redis::RedisCommand command = Eval<Script::kReleaseHolds>(
-      {keys_.UserKeyPieces(user_id), keys_.UserDueKeyPieces(user_id),
-       keys_.OutcomesKeyPieces(user_id), keys_.EndedKeyPieces(user_id),
-       keys_.EventsKeyPieces(partition), keys_.BucketDueKeyPieces(partition),
-       HoldsBucketArg(user_id)},
-      {user_id, scope, NowArg(options), retention_ms_, max_outcomes_, layout_mode_});
+  const KeySchema::UserKeys keys = keys_.ForUser(user_id);
+  redis::RedisCommand command =
+      Eval<Script::kReleaseHolds>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
+                                   keys.events, keys.bucket_index},
+                                  {user_id, scope, NowArg(options), retention_ms_, max_outcomes_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
@@ -495,13 +476,12 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
     return;
   }
   redis::RedisCommand command = Eval<Script::kReap>(
-      {keys_.BucketDueKeyPieces(partition), keys_.EventsKeyPieces(partition),
+      {keys_.BucketIndexKeyPieces(partition), keys_.EventsKeyPieces(partition),
        keys_.LeaseKey(partition)},
       {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
        retention_ms_, max_outcomes_, args.owner,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
-       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
-       layout_mode_});
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
   command.writes = true;
   // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
   // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.
@@ -520,6 +500,34 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
         for (size_t i = 3; i < v.size(); ++i) {
           result.reaped_expire_times.push_back(FromMillis(v[i]));
         }
+        return result;
+      }));
+}
+
+void RedisHoldStore::MigrateStep(int partition, MigrateArgs args, CallOptions options,
+                                 Callback<MigrateResult> done) {
+  if (!InRange(partition) || args.max_users < 1) {
+    std::move(done)(absl::InvalidArgumentError("migrate: partition or max_users out of range"));
+    return;
+  }
+  redis::RedisCommand command = Eval<Script::kMigrate>(
+      {keys_.BucketIndexKeyPieces(partition), keys_.EventsKeyPieces(partition),
+       keys_.LeaseKey(partition)},
+      {keys_.PartitionPrefix(partition), args.owner, int64_t{args.max_users}, args.cursor});
+  command.writes = true;
+  background_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<MigrateResult> {
+        int64_t left = 0;
+        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 2 ||
+            !ToInt(reply.elements[0], &left) ||
+            reply.elements[1].type != redis::RedisReply::Type::kString) {
+          return BadReply("migrate.lua");
+        }
+        MigrateResult result;
+        result.not_owner = left < 0;
+        result.users_left = std::max<int64_t>(0, left);
+        result.cursor = reply.elements[1].str;
         return result;
       }));
 }

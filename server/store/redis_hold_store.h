@@ -33,28 +33,6 @@
 
 namespace orderhold::store {
 
-// Where the store keeps users' live holds in Redis (--hold_layout; "Hold layouts" in
-// lua/prelude.lua, and keys.h). A user's holds are always all in one layout: each call writes them
-// where it read them, and only a user with no holds is placed in the store's layout, so changing
-// the flag moves no data. The rollout (server/README.md "Hold layouts"): every replica on kReadV2,
-// then kV2; back from kV2 to kReadV2 is safe at any time, to kV1 only once no user has v2 holds.
-enum class HoldLayout {
-  // "v1": a sorted set and a hash per user (u:, x:). Reads v1 only, as every release before, and
-  // its scripts name no key that may not exist (a slot migration is served as before).
-  kV1,
-  // "read_v2": reads both layouts (counts, lists and ends v2 holds too), places new users in v1.
-  // Its scripts name the user's holds bucket, which does not exist before v2 is written: while a
-  // slot migrates, Redis Cluster answers TRYAGAIN until it ends (do not reshard during the
-  // rollout).
-  kReadV2,
-  // "v2": reads both, places new users in the partition's holds buckets (h:<bucket>, one hash
-  // field per user): ~70-80 B per live hold instead of ~170-340 (tests/bench/README.md). While a
-  // slot migrates, a v2 user's calls are answered TRYAGAIN until it ends (its scripts still name
-  // its v1 key, which does not exist), as a v1 user's are when it has no outcome records; with
-  // kReadV2 and kV2 the reaper also stops at a bucket without an h: key (only v1 users).
-  kV2,
-};
-
 class RedisHoldStore final : public HoldStore, public HoldEventLog {
  public:
   // The Lua bodies both callers must load, by index (redis::RedisClientOptions::scripts): the
@@ -75,11 +53,10 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),
   // sending requests through `client` and the reaper's calls through `background` (one
   // connection of its own; see the file comment). Both callers must have been built with
-  // Scripts(). Holds are read and placed as `layout` says. INVALID_ARGUMENT for a bad key_prefix
-  // or outcome policy, or a null caller.
+  // Scripts(). INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.
   static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(
       std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-      std::unique_ptr<redis::RedisCaller> background, HoldLayout layout = HoldLayout::kV1);
+      std::unique_ptr<redis::RedisCaller> background);
 
   // HoldStore.
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
@@ -93,6 +70,9 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
+  // On the background connection, as Reap: migrate.lua (lua/migrations/ say what moves).
+  void MigrateStep(int partition, MigrateArgs args, CallOptions options,
+                   Callback<MigrateResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, CallOptions options,
                  Callback<std::vector<std::string>> done) override;
   void ReleaseLease(int partition, std::string replica_id, CallOptions options,
@@ -120,18 +100,11 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-                 std::unique_ptr<redis::RedisCaller> background, HoldLayout layout);
-
-  // The key a user script names for the user's holds bucket: HoldsBucketKey, or with kV1 (which
-  // never reads it) UserKey again, so that no missing key is named (see HoldLayout). As pieces
-  // (KeySchema::Pieces): views valid while `user_id` and this store are.
-  KeySchema::Pieces HoldsBucketArg(absl::string_view user_id) const;
+                 std::unique_ptr<redis::RedisCaller> background);
 
   const KeySchema keys_;
   const std::string retention_ms_;  // outcome retention, ms, as a script argument
   const std::string max_outcomes_;  // max outcome records per user, as a script argument
-  const HoldLayout layout_;
-  const std::string layout_mode_;  // layout_ as the scripts' mode argument: "0", "1" or "2"
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };

@@ -70,12 +70,10 @@ absl::Status AddAppUser(orderhold::testing::RedisServer& redis) {
 }
 
 // RedisHoldStore on a redis-server of its own; with `tls`, over rediss:// with mutual TLS (the
-// server wants a client certificate) to the server's TLS port, verified against the test CA. Its
-// stores keep holds in `layout` (--hold_layout).
+// server wants a client certificate) to the server's TLS port, verified against the test CA.
 class RedisFactory : public StoreFactory {
  public:
-  explicit RedisFactory(bool tls, HoldLayout layout = HoldLayout::kV1)
-      : tls_(tls), layout_(layout) {}
+  explicit RedisFactory(bool tls) : tls_(tls) {}
   ~RedisFactory() override {
     redis_.reset();
     std::error_code ignored;
@@ -93,7 +91,6 @@ class RedisFactory : public StoreFactory {
     options.client.node.password = "contract-pw";
     options.key_prefix = absl::StrCat("contract", ++tests_);  // isolates tests sharing the server
     options.outcomes = outcomes;
-    options.hold_layout = layout_;
     auto store = ConnectRedisStore(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? std::move(*store) : nullptr;
@@ -133,7 +130,6 @@ class RedisFactory : public StoreFactory {
   }
 
   const bool tls_;
-  const HoldLayout layout_;
   std::string certs_dir_;  // TLS: the certificates, removed with the factory
   std::shared_ptr<const redis::TlsContext> tls_context_;
   std::unique_ptr<orderhold::testing::RedisServer> redis_;
@@ -146,7 +142,7 @@ class RedisFactory : public StoreFactory {
 // start time. As the fixture's app user, whose ACL is deploy/redis/orderhold.acl plus
 // kClusterAppAclRules, so the suite also proves that ACL is enough in cluster mode; its key
 // pattern "~orderhold:*" is kept, and each store gets a fresh prefix "orderhold:contract<N>"
-// (isolates the tests sharing the cluster, as RedisFactory's prefixes do). Holds in layout v2.
+// (isolates the tests sharing the cluster, as RedisFactory's prefixes do).
 class RedisClusterFactory : public StoreFactory {
  public:
   std::unique_ptr<HoldStore> Make(OutcomePolicy outcomes) override {
@@ -172,9 +168,6 @@ class RedisClusterFactory : public StoreFactory {
     options.cluster = *std::move(topology);
     options.key_prefix = absl::StrCat("orderhold:contract", ++tests_);
     options.outcomes = outcomes;
-    // Layout v2, the one a deployment moves to (the other factories cover v1; the cluster e2e
-    // tests run v1 in Cluster).
-    options.hold_layout = HoldLayout::kV2;
     auto store = ConnectRedisStore(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
     return store.ok() ? std::move(*store) : nullptr;
@@ -193,20 +186,17 @@ class Factories : public ::testing::Environment {
     if (name == "fake") return *instance_->fake_;
     if (name == "redis_tls") return *instance_->redis_tls_;
     if (name == "redis_cluster") return *instance_->redis_cluster_;
-    if (name == "redis_v2") return *instance_->redis_v2_;
     return *instance_->redis_;
   }
   void SetUp() override {
     fake_ = std::make_unique<FakeFactory>();
     redis_ = std::make_unique<RedisFactory>(/*tls=*/false);
     redis_tls_ = std::make_unique<RedisFactory>(/*tls=*/true);
-    redis_v2_ = std::make_unique<RedisFactory>(/*tls=*/false, HoldLayout::kV2);
     redis_cluster_ = std::make_unique<RedisClusterFactory>();
     instance_ = this;
   }
   void TearDown() override {
     redis_cluster_.reset();
-    redis_v2_.reset();
     redis_tls_.reset();
     redis_.reset();
     fake_.reset();
@@ -217,7 +207,6 @@ class Factories : public ::testing::Environment {
   std::unique_ptr<FakeFactory> fake_;
   std::unique_ptr<RedisFactory> redis_;
   std::unique_ptr<RedisFactory> redis_tls_;
-  std::unique_ptr<RedisFactory> redis_v2_;  // --hold_layout=v2
   std::unique_ptr<RedisClusterFactory> redis_cluster_;
 };
 ::testing::Environment* const kFactories = ::testing::AddGlobalTestEnvironment(new Factories);
@@ -1320,8 +1309,7 @@ TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {
 // Redis Cluster (issue 12, tests/CMakeLists.txt runs those cases as one process so the cluster
 // starts once); "_" as test names allow no "-".
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
-                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster",
-                                           "redis_v2"),
+                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

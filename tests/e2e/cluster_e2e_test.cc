@@ -37,6 +37,7 @@
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold {
 namespace {
@@ -192,7 +193,8 @@ class ClusterE2eTest : public ::testing::Test {
     client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
                                                client::ClientOptions{kCallTimeout});
     for (int user = 0; user < kUsers; ++user) {
-      user_slots_.push_back(redis::HashSlot(app_->redis_store()->keys().UserKey(UserId(user))));
+      user_slots_.push_back(
+          redis::HashSlot(app_->redis_store()->keys().HoldsBucketKey(UserId(user))));
     }
   }
 
@@ -233,8 +235,8 @@ class ClusterE2eTest : public ::testing::Test {
       }
       ++verdict.checked;
       absl::StatusOr<std::string> score = cluster_->Command(
-          owner->second,
-          {"ZSCORE", app_->redis_store()->keys().UserKey(UserId(call.user)), call.order});
+          owner->second, testing::StoredHoldsCommand(app_->redis_store()->keys(), UserId(call.user),
+                                                     "score", call.order));
       EXPECT_THAT(score, IsOk());
       if (score.ok() && *score == "(nil)") {
         ++verdict.lost;

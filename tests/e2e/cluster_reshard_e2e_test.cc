@@ -117,7 +117,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   const store::KeySchema keys("orderhold");
   std::vector<std::pair<int, int>> tag_slots;  // (slot, partition)
   for (int partition = 0; partition < store::KeySchema::kPartitionCount; ++partition) {
-    tag_slots.emplace_back(redis::HashSlot(keys.DueKey(partition)), partition);
+    tag_slots.emplace_back(redis::HashSlot(keys.BucketIndexKey(partition)), partition);
   }
   std::sort(tag_slots.begin(), tag_slots.end());
   std::vector<int> moving, staying;
@@ -130,7 +130,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
     }
   }
   ASSERT_EQ(moving.size(), static_cast<size_t>(kMovedTags));
-  const int slot_count = redis::HashSlot(keys.DueKey(moving.back())) + 1;
+  const int slot_count = redis::HashSlot(keys.BucketIndexKey(moving.back())) + 1;
 
   // Users of the moving partitions and of as many others.
   std::map<int, std::vector<std::string>> users_of;
@@ -198,7 +198,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
     keys_moving +=
         std::stoll(cluster
                        ->Command(0, {"CLUSTER", "COUNTKEYSINSLOT",
-                                     absl::StrCat(redis::HashSlot(keys.DueKey(partition)))})
+                                     absl::StrCat(redis::HashSlot(keys.BucketIndexKey(partition)))})
                        .value_or("0"));
   }
   // During the reshards, a third reaper in standby mode (as a replica reaps a partition whose owner
@@ -232,7 +232,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   ASSERT_OK_AND_ASSIGN(std::string out, cluster->Reshard(0, 1, slot_count));
   const absl::Duration there = absl::Now() - reshard_start;
   for (int partition : moving) {
-    EXPECT_EQ(cluster->PrimaryFor(redis::HashSlot(keys.DueKey(partition))).value_or(-1), 1)
+    EXPECT_EQ(cluster->PrimaryFor(redis::HashSlot(keys.BucketIndexKey(partition))).value_or(-1), 1)
         << "partition " << partition;
   }
   ASSERT_TRUE(load.ServeMore(500));
@@ -242,7 +242,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   stop_standby = true;
   standby.join();
   for (int partition : moving) {
-    EXPECT_EQ(cluster->PrimaryFor(redis::HashSlot(keys.DueKey(partition))).value_or(-1), 0)
+    EXPECT_EQ(cluster->PrimaryFor(redis::HashSlot(keys.BucketIndexKey(partition))).value_or(-1), 0)
         << "partition " << partition;
   }
   ASSERT_TRUE(load.ServeMore(500));
@@ -283,7 +283,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   const bool reaped = Eventually(
       [&] {
         for (int partition : chosen) {
-          const std::string index = keys.BucketDueKey(partition);
+          const std::string index = keys.BucketIndexKey(partition);
           absl::StatusOr<int> owner = cluster->PrimaryFor(redis::HashSlot(index));
           if (!owner.ok()) return false;
           absl::StatusOr<std::string> card = cluster->Command(*owner, {"ZCARD", index});
@@ -379,7 +379,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   std::vector<std::string> moved_desc;
   for (int partition : moving) {
     moved_desc.push_back(
-        absl::StrCat("{", partition, "}@", redis::HashSlot(keys.DueKey(partition))));
+        absl::StrCat("{", partition, "}@", redis::HashSlot(keys.BucketIndexKey(partition))));
   }
   std::printf(
       "[reshard] cluster of 2 primaries up in %.2f s; moved slots 0-%d (%d partition tags: %s) "

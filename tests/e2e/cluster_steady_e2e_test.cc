@@ -29,6 +29,7 @@
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold {
 namespace {
@@ -77,7 +78,7 @@ TEST(ClusterSteadyE2eTest, OneReplicaAsSeedFindsEveryPrimaryAndServesWithoutRedi
   ASSERT_EQ(per_partition.size(), static_cast<size_t>(store::KeySchema::kPartitionCount));
   std::set<int> owners;
   for (int partition = 0; partition < store::KeySchema::kPartitionCount; ++partition) {
-    ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(keys.DueKey(partition)));
+    ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(keys.BucketIndexKey(partition)));
     ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
     owners.insert(owner);
   }
@@ -149,11 +150,13 @@ TEST(ClusterSteadyE2eTest, OneReplicaAsSeedFindsEveryPrimaryAndServesWithoutRedi
   // The unpaid holds are on the primaries of their slots (so every primary served some).
   std::map<int, int> holds_on;
   for (const std::string& user : users) {
-    const std::string key = keys.UserKey(user);
+    const std::string key = keys.HoldsBucketKey(user);
     ASSERT_OK_AND_ASSIGN(const int slot, cluster->KeySlot(key));
     ASSERT_OK_AND_ASSIGN(const int owner, cluster->PrimaryFor(slot));
-    ASSERT_OK_AND_ASSIGN(std::string score,
-                         cluster->Command(owner, {"ZSCORE", key, absl::StrCat("o", kRounds - 1)}));
+    ASSERT_OK_AND_ASSIGN(
+        std::string score,
+        cluster->Command(owner, testing::StoredHoldsCommand(keys, user, "score",
+                                                            absl::StrCat("o", kRounds - 1))));
     EXPECT_NE(score, "(nil)") << user;
     ++holds_on[owner];
   }

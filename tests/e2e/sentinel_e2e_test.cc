@@ -38,6 +38,7 @@
 #include "tests/testing/metric_values.h"
 #include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold {
 namespace {
@@ -171,8 +172,8 @@ class SentinelE2eTest : public ::testing::Test {
       ++created[hold.user];
       if (hold.at < since) continue;
       ++verdict.checked;
-      const std::vector<std::string> zscore = {
-          "ZSCORE", app_->redis_store()->keys().UserKey(hold.user), hold.order};
+      const std::vector<std::string> zscore =
+          testing::StoredHoldsCommand(app_->redis_store()->keys(), hold.user, "score", hold.order);
       absl::StatusOr<std::string> score = group_->node(*primary).Command(zscore);
       // Sentinel's CLIENT KILL at the failover closed the fixture's connection: once more.
       if (!score.ok()) score = group_->node(*primary).Command(zscore);

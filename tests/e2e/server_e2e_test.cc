@@ -26,6 +26,7 @@
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold {
 namespace {
@@ -232,8 +233,8 @@ TEST_F(ServerE2eTest, ExpiredButUnreapedHoldsAreNeitherCountedListedNorPayable) 
     return list.ok() && list->holds_size() == 0;
   }));
   // Still in Redis: nothing reaped them.
-  ASSERT_OK_AND_ASSIGN(std::string stored,
-                       redis_->Command({"ZCARD", app_->redis_store()->keys().UserKey("alice")}));
+  ASSERT_OK_AND_ASSIGN(std::string stored, redis_->Command(testing::StoredHoldsCommand(
+                                               app_->redis_store()->keys(), "alice", "count")));
   EXPECT_EQ(stored, "3");
   EXPECT_THAT(client_->Pay("alice", "a"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("EXPIRED")));

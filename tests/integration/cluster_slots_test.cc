@@ -59,9 +59,9 @@ std::vector<std::string> KeysToCheck() {
   for (const char* prefix : {"orderhold", "oh-test"}) {
     const KeySchema schema(prefix);
     for (int partition = 0; partition < KeySchema::kPartitionCount; ++partition) {
-      for (const std::string& key :
-           {schema.DueKey(partition), schema.EventsKey(partition), schema.LeaseKey(partition),
-            schema.BucketDueKey(partition), schema.PartitionPrefix(partition)}) {
+      for (const std::string& key : {schema.BucketIndexKey(partition), schema.EventsKey(partition),
+                                     schema.LeaseKey(partition), schema.NudgeChannel(partition),
+                                     schema.PartitionPrefix(partition)}) {
         keys.push_back(key);
       }
     }
@@ -70,10 +70,10 @@ std::vector<std::string> KeysToCheck() {
                                       "{x}", "with space", "ü", "*?[", std::string("\0\xff", 2)};
     for (int i = 0; i < 300; ++i) users.push_back(absl::StrCat("user-", i));
     for (const std::string& user : users) {
-      keys.push_back(schema.UserKey(user));
+      keys.push_back(schema.HoldsBucketKey(user));
       keys.push_back(schema.OutcomesKey(user));
       keys.push_back(schema.EndedKey(user));
-      keys.push_back(schema.UserDueKey(user));
+      keys.push_back(schema.DueBucketKey(user));
     }
   }
   for (const char* key : {"", "123456789", "{user1000}.following", "{user1000}.followers",
@@ -127,10 +127,10 @@ TEST(ClusterSlotsLiveTest, OrderHoldPartitionsAreSixtyFourDistinctSlots) {
     ASSERT_FALSE(users[partition].empty()) << partition;
     std::set<std::string> of_partition;
     for (const std::string& key :
-         {schema.UserKey(users[partition]), schema.OutcomesKey(users[partition]),
-          schema.EndedKey(users[partition]), schema.UserDueKey(users[partition]),
-          schema.DueKey(partition), schema.BucketDueKey(partition), schema.EventsKey(partition),
-          schema.LeaseKey(partition)}) {
+         {schema.HoldsBucketKey(users[partition]), schema.OutcomesKey(users[partition]),
+          schema.EndedKey(users[partition]), schema.DueBucketKey(users[partition]),
+          schema.BucketIndexKey(partition), schema.EventsKey(partition), schema.LeaseKey(partition),
+          schema.NudgeChannel(partition)}) {
       ASSERT_OK_AND_ASSIGN(const std::string slot, node->Command({"CLUSTER", "KEYSLOT", key}));
       of_partition.insert(slot);
     }

@@ -26,6 +26,7 @@
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold::store {
 namespace {
@@ -103,7 +104,7 @@ class RedisFailoverTest : public ::testing::Test {
 
   bool HasHold(RedisServer& node, const std::string& user, const std::string& order) {
     absl::StatusOr<std::string> score =
-        node.Command({"ZSCORE", store_->keys().UserKey(user), order});
+        node.Command(testing::StoredHoldsCommand(store_->keys(), user, "score", order));
     return score.ok() && *score != "(nil)";
   }
 
@@ -384,8 +385,8 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
   EXPECT_GT(after_failover.load(), kPairs / 2);
   EXPECT_EQ(misses.load(), 0) << "lists that missed an acknowledged hold";
   // The last holds were acknowledged by B, the new primary.
-  EXPECT_NE(b->Command({"ZSCORE", store->keys().UserKey(absl::StrCat("dns-", kPairs - 1)),
-                        absl::StrCat("o", kPairs - 1)})
+  EXPECT_NE(b->Command(testing::StoredHoldsCommand(store->keys(), absl::StrCat("dns-", kPairs - 1),
+                                                   "score", absl::StrCat("o", kPairs - 1)))
                 .value_or("(nil)"),
             "(nil)");
 }

@@ -23,6 +23,7 @@
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold::store {
 namespace {
@@ -84,12 +85,12 @@ TEST_F(RedisHoldStoreTest, UsesRedisServerClock) {
   int64_t redis_seconds = std::stoll(time.substr(0, time.find('\n')));
   EXPECT_NEAR(absl::ToUnixSeconds(result->now), redis_seconds, 2);
   EXPECT_EQ(result->expire_time - result->now, absl::Milliseconds(200));
-  // Score = expire time in ms; the user is in its bucket's due index at that score.
-  ASSERT_OK_AND_ASSIGN(std::string score,
-                       redis_->Command({"ZSCORE", store_->keys().UserKey("alice"), "o1"}));
+  // The stored expire time in ms; the user is in its bucket's due index at that score.
+  ASSERT_OK_AND_ASSIGN(std::string score, redis_->Command(testing::StoredHoldsCommand(
+                                              store_->keys(), "alice", "score", "o1")));
   EXPECT_EQ(score, absl::StrCat(absl::ToUnixMillis(result->expire_time)));
   ASSERT_OK_AND_ASSIGN(std::string due,
-                       redis_->Command({"ZSCORE", store_->keys().UserDueKey("alice"), "alice"}));
+                       redis_->Command({"ZSCORE", store_->keys().DueBucketKey("alice"), "alice"}));
   EXPECT_EQ(due, score);
 }
 
@@ -206,8 +207,8 @@ TEST_F(RedisHoldStoreTest, OutOfMemoryRefusesAWritingScriptWholeButReadsTrimsAnd
               }),
               IsOk());
   // Nothing of the refused call was written; with memory back it goes through.
-  ASSERT_OK_AND_ASSIGN(std::string members,
-                       redis_->Command({"ZRANGE", store_->keys().UserKey("alice"), "0", "-1"}));
+  ASSERT_OK_AND_ASSIGN(std::string members, redis_->Command(testing::StoredHoldsCommand(
+                                                store_->keys(), "alice", "orders")));
   EXPECT_EQ(members, "o2");
   ASSERT_THAT(redis_->Command({"CONFIG", "SET", "maxmemory", "0"}), IsOk());
   auto placed = Place("alice", "o3");
@@ -413,8 +414,8 @@ TEST_F(RedisHoldStoreTest, ConcurrentPlaceHoldsForOneUserGrantExactlyMaxHolds) {
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(created.load(), 3);
   EXPECT_EQ(refused.load(), kCalls - 3);
-  ASSERT_OK_AND_ASSIGN(std::string count,
-                       redis_->Command({"ZCARD", store_->keys().UserKey("alice")}));
+  ASSERT_OK_AND_ASSIGN(std::string count, redis_->Command(testing::StoredHoldsCommand(
+                                              store_->keys(), "alice", "count")));
   EXPECT_EQ(count, "3");
 }
 
@@ -434,10 +435,9 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(stats->reaped, 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_reaper_lag_seconds"), 10);
   EXPECT_EQ(MetricValue(registry_, "orderhold_holds_expired_total"), 10);
-  // Left: the keeper's key, its bucket's due index and its partition's bucket index, its hash
-  // (its hold's life record), each expired
-  // user's outcome records (hash and sorted set, both with a TTL of --outcome_retention) and the
-  // event streams they wrote to. Plain holds store no details.
+  // Left: the keeper's holds bucket, its bucket's due index and its partition's bucket index (it
+  // has no key of its own before its first end), each expired user's outcome records (hash and
+  // sorted set, both with a TTL of --outcome_retention) and the event streams they wrote to.
   ASSERT_OK_AND_ASSIGN(std::string dbsize, redis_->Command({"DBSIZE"}));
   std::set<std::string> streams;
   for (int i = 0; i < 10; ++i) {
@@ -447,31 +447,11 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
                          redis_->Command({"PTTL", store_->keys().OutcomesKey(user)}));
     EXPECT_GT(std::stoll(ttl), 0) << user;
   }
-  EXPECT_EQ(dbsize, absl::StrCat(4 + 10 * 2 + streams.size()));
-  ASSERT_OK_AND_ASSIGN(std::string exists,
-                       redis_->Command({"EXISTS", store_->keys().UserKey("user0")}));
+  EXPECT_EQ(dbsize, absl::StrCat(3 + 10 * 2 + streams.size()));
+  ASSERT_OK_AND_ASSIGN(
+      std::string exists,
+      redis_->Command({"HEXISTS", store_->keys().HoldsBucketKey("user0"), "user0"}));
   EXPECT_EQ(exists, "0");
-}
-
-// A user's records hash (its holds' life records in layout v1) lives the outcome retention past its
-// latest hold, and a later hold never shortens that (keep_for in lua/prelude.lua: PEXPIRE NX for
-// the hash a first hold creates, GT after).
-TEST_F(RedisHoldStoreTest, RecordsOutliveTheLatestHoldAndAreNeverShortened) {
-  const std::string key = store_->keys().OutcomesKey("u");
-  const auto pttl = [&]() -> int64_t {
-    absl::StatusOr<std::string> reply = redis_->Command({"PTTL", key});
-    EXPECT_THAT(reply, IsOk());
-    return reply.ok() ? std::stoll(*reply) : 0;
-  };
-  const int64_t retention = absl::ToInt64Milliseconds(store::OutcomePolicy{}.retention);
-  const int64_t slack = absl::ToInt64Milliseconds(absl::Minutes(1));
-  ASSERT_THAT(Place("u", "short", absl::Minutes(1)), IsOk());
-  EXPECT_GT(pttl(), retention + absl::ToInt64Milliseconds(absl::Minutes(1)) - slack);
-  ASSERT_THAT(Place("u", "long", absl::Minutes(20)), IsOk());
-  const int64_t raised = pttl();
-  EXPECT_GT(raised, retention + absl::ToInt64Milliseconds(absl::Minutes(20)) - slack);
-  ASSERT_THAT(Place("u", "shorter", absl::Minutes(5)), IsOk());
-  EXPECT_GT(pttl(), raised - slack);
 }
 
 // set_due (lua/prelude.lua) never raises a bucket's score in the partition's bucket index: after a
@@ -488,7 +468,7 @@ TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper)
   const auto score = [&](const std::string& key, const std::string& member) {
     return redis_->Command({"ZSCORE", key, member}).value_or("?");
   };
-  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(first.expire_time));
+  EXPECT_EQ(score(keys.BucketIndexKey(partition), bucket), ms(first.expire_time));
 
   ASSERT_OK_AND_ASSIGN(EndHoldResult paid, Await<EndHoldResult>([&](auto done) {
                          store_->EndHold(user, "o1", HoldOutcome::kPaid,
@@ -496,8 +476,8 @@ TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper)
                                          std::move(done));
                        }));
   EXPECT_EQ(paid.result, EndHoldResult::Result::kEnded);
-  EXPECT_EQ(score(keys.UserDueKey(user), user), ms(second.expire_time));
-  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(first.expire_time)) << "early";
+  EXPECT_EQ(score(keys.DueBucketKey(user), user), ms(second.expire_time));
+  EXPECT_EQ(score(keys.BucketIndexKey(partition), bucket), ms(first.expire_time)) << "early";
 
   const auto reap = [&](absl::Time at) {
     return Await<ReapResult>([&](auto done) {
@@ -507,65 +487,13 @@ TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper)
   };
   ASSERT_OK_AND_ASSIGN(ReapResult nothing, reap(first.expire_time + absl::Seconds(1)));
   EXPECT_THAT(nothing.reaped_expire_times, ::testing::IsEmpty());
-  EXPECT_EQ(score(keys.BucketDueKey(partition), bucket), ms(second.expire_time));
+  EXPECT_EQ(score(keys.BucketIndexKey(partition), bucket), ms(second.expire_time));
 
   ASSERT_OK_AND_ASSIGN(ReapResult last, reap(second.expire_time));
   EXPECT_THAT(last.reaped_expire_times, ::testing::ElementsAre(second.expire_time));
-  EXPECT_EQ(redis_->Command({"EXISTS", keys.UserDueKey(user), keys.BucketDueKey(partition)})
+  EXPECT_EQ(redis_->Command({"EXISTS", keys.DueBucketKey(user), keys.BucketIndexKey(partition)})
                 .value_or("?"),
             "0");
-}
-
-// A rolling upgrade: the holds of users that a release before the bucketed index filed in the
-// partition's old due index (keys.h) still expire on time, one event each; each user the reaper
-// visits there moves to its bucket (the bucket computed by reap.lua in Lua, the key here by
-// KeySchema in C++: ids with high bytes and a long one check that both agree).
-TEST_F(RedisHoldStoreTest, UsersOfTheOldDueIndexAreReapedAndMovedToTheirBuckets) {
-  const KeySchema& keys = store_->keys();
-  const std::vector<std::string> users = {
-      "bob", "\xff\x80 caf\xc3\xa9 {x}:u:", std::string(128, 'z'), "u123456"};
-  const auto ms = [](absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); };
-  std::vector<PlaceHoldResult> firsts, seconds;
-  // Expiries in the order of `users`, so that each reap below ends only its user's hold (or an
-  // earlier user's, already ended) should two users share a partition.
-  for (size_t i = 0; i < users.size(); ++i) {
-    const std::string& user = users[i];
-    ASSERT_OK_AND_ASSIGN(PlaceHoldResult first, Place(user, "o1", absl::Minutes(10 + i)));
-    ASSERT_OK_AND_ASSIGN(PlaceHoldResult second, Place(user, "o2", absl::Minutes(30 + i)));
-    firsts.push_back(first);
-    seconds.push_back(second);
-    // As the release before wrote it: in the old index only.
-    const int partition = KeySchema::PartitionOf(user);
-    ASSERT_THAT(redis_->Command({"ZREM", keys.UserDueKey(user), user}), IsOk());
-    ASSERT_THAT(redis_->Command({"DEL", keys.BucketDueKey(partition)}), IsOk());
-    ASSERT_THAT(redis_->Command({"ZADD", keys.DueKey(partition), ms(first.expire_time), user}),
-                IsOk());
-  }
-  const auto reap = [&](int partition, absl::Time at) {
-    return Await<ReapResult>([&](auto done) {
-      store_->Reap(partition, ReapArgs{}, CallOptions{absl::Now() + absl::Seconds(2), at},
-                   std::move(done));
-    });
-  };
-  for (size_t i = 0; i < users.size(); ++i) {
-    const std::string& user = users[i];
-    SCOPED_TRACE(absl::CHexEscape(user));
-    const int partition = KeySchema::PartitionOf(user);
-    ASSERT_OK_AND_ASSIGN(ReapResult reaped, reap(partition, firsts[i].expire_time));
-    EXPECT_THAT(reaped.reaped_expire_times, ::testing::Contains(firsts[i].expire_time));
-    EXPECT_EQ(redis_->Command({"ZSCORE", keys.DueKey(partition), user}).value_or("?"), "(nil)");
-    EXPECT_EQ(redis_->Command({"ZSCORE", keys.UserDueKey(user), user}).value_or("?"),
-              ms(seconds[i].expire_time));
-    EXPECT_EQ(redis_
-                  ->Command({"ZSCORE", keys.BucketDueKey(partition),
-                             absl::StrCat(KeySchema::DueBucketOf(user))})
-                  .value_or("?"),
-              ms(seconds[i].expire_time));
-    ASSERT_OK_AND_ASSIGN(ReapResult later, reap(partition, seconds[i].expire_time));
-    EXPECT_THAT(later.reaped_expire_times, ::testing::Contains(seconds[i].expire_time));
-    EXPECT_EQ(redis_->Command({"EXISTS", keys.UserKey(user)}).value_or("?"), "0");
-    EXPECT_EQ(redis_->Command({"ZSCORE", keys.UserDueKey(user), user}).value_or("?"), "(nil)");
-  }
 }
 
 TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
@@ -585,128 +513,6 @@ TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
   bad_prefix.key_prefix = "bad{prefix}";
   EXPECT_THAT(ConnectRedisStore(std::move(bad_prefix)),
               StatusIs(absl::StatusCode::kInvalidArgument));
-}
-
-// --hold_layout (HoldLayout): the rollout's mixed fleet, replicas on read_v2 and v2 at once. A
-// user's holds stay in the layout they are in whichever replica calls, and each replica counts,
-// lists, ends and reaps the other layout's holds as its own.
-class HoldLayoutTest : public RedisHoldStoreTest {
- protected:
-  std::unique_ptr<RedisHoldStore> Connect(HoldLayout layout) {
-    RedisStoreOptions options;
-    options.client.topology =
-        std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
-    options.hold_layout = layout;
-    auto store = ConnectRedisStore(std::move(options));
-    EXPECT_THAT(store, IsOk());
-    return store.ok() ? *std::move(store) : nullptr;
-  }
-  static CallOptions At(absl::Time now) { return CallOptions{absl::Now() + absl::Seconds(5), now}; }
-  static absl::StatusOr<PlaceHoldResult> PlaceAt(RedisHoldStore& store, const std::string& user,
-                                                 const std::string& order, absl::Time now) {
-    return Await<PlaceHoldResult>([&](auto done) {
-      store.PlaceHold(PlaceHoldArgs{user, order, absl::Seconds(10), 3, 0, {}}, At(now),
-                      std::move(done));
-    });
-  }
-  // "1" when `key` exists, "0" when not; `field` given: whether the hash `key` has it.
-  std::string Exists(const std::string& key, const std::string& field = "") {
-    auto reply =
-        field.empty() ? redis_->Command({"EXISTS", key}) : redis_->Command({"HEXISTS", key, field});
-    EXPECT_THAT(reply, IsOk());
-    return reply.ok() ? *reply : "";
-  }
-};
-
-TEST_F(HoldLayoutTest, UsersStayInTheirLayoutAndEveryReplicaSeesBoth) {
-  std::unique_ptr<RedisHoldStore> read_v2 = Connect(HoldLayout::kReadV2);
-  std::unique_ptr<RedisHoldStore> v2 = Connect(HoldLayout::kV2);
-  ASSERT_NE(read_v2, nullptr);
-  ASSERT_NE(v2, nullptr);
-  const KeySchema& keys = v2->keys();
-  const absl::Time t0 = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
-
-  // alice starts in v1 (read_v2 places new users there) and stays there when v2 places for her.
-  ASSERT_THAT(PlaceAt(*read_v2, "alice", "a1", t0), IsOk());
-  ASSERT_OK_AND_ASSIGN(PlaceHoldResult a2, PlaceAt(*v2, "alice", "a2", t0));
-  EXPECT_EQ(a2.active_holds, 2);
-  EXPECT_EQ(redis_->Command({"ZCARD", keys.UserKey("alice")}).value_or(""), "2");
-  EXPECT_EQ(Exists(keys.HoldsBucketKey("alice"), "alice"), "0");
-
-  // bob starts in v2: one field of his holds bucket, no key of his own.
-  ASSERT_THAT(PlaceAt(*v2, "bob", "b1", t0), IsOk());
-  ASSERT_THAT(PlaceAt(*v2, "bob", "b2", t0 + absl::Seconds(1)), IsOk());
-  EXPECT_EQ(Exists(keys.HoldsBucketKey("bob"), "bob"), "1");
-  EXPECT_EQ(Exists(keys.UserKey("bob")), "0");
-  EXPECT_EQ(Exists(keys.OutcomesKey("bob")), "0");
-  // read_v2 counts bob's v2 holds against his limit, and places his third in v2.
-  ASSERT_OK_AND_ASSIGN(PlaceHoldResult b3, PlaceAt(*read_v2, "bob", "b3", t0 + absl::Seconds(2)));
-  EXPECT_EQ(b3.outcome, PlaceHoldResult::Outcome::kCreated);
-  EXPECT_EQ(b3.active_holds, 3);
-  ASSERT_OK_AND_ASSIGN(PlaceHoldResult b4, PlaceAt(*read_v2, "bob", "b4", t0 + absl::Seconds(2)));
-  EXPECT_EQ(b4.outcome, PlaceHoldResult::Outcome::kLimitReached);
-  EXPECT_EQ(b4.expire_time, t0 + absl::Seconds(10));  // b1's
-  EXPECT_EQ(Exists(keys.UserKey("bob")), "0");
-  auto listed = Await<ListHoldsResult>(
-      [&](auto done) { read_v2->ListHolds("bob", At(t0 + absl::Seconds(3)), std::move(done)); });
-  ASSERT_THAT(listed, IsOk());
-  ASSERT_EQ(listed->holds.size(), 3u);
-  EXPECT_EQ(listed->holds[0].order_id, "b1");
-  EXPECT_EQ(listed->holds[0].details.place_time, t0);
-
-  // Paid through read_v2: the ended v2 hold's record and life record move to bob's own keys,
-  // where GetHold through the other replica finds them.
-  auto paid = Await<EndHoldResult>([&](auto done) {
-    read_v2->EndHold("bob", "b2", HoldOutcome::kPaid, At(t0 + absl::Seconds(4)), std::move(done));
-  });
-  ASSERT_THAT(paid, IsOk());
-  EXPECT_EQ(paid->result, EndHoldResult::Result::kEnded);
-  EXPECT_EQ(Exists(keys.OutcomesKey("bob")), "1");
-  auto got = Await<GetHoldResult>(
-      [&](auto done) { v2->GetHold("bob", "b2", At(t0 + absl::Seconds(5)), std::move(done)); });
-  ASSERT_THAT(got, IsOk());
-  EXPECT_EQ(got->state, GetHoldResult::State::kEnded);
-  EXPECT_EQ(got->end.outcome, HoldOutcome::kPaid);
-  EXPECT_EQ(got->hold.details.place_time, t0 + absl::Seconds(1));
-
-  // The reaper of either replica ends both layouts' holds; bob's field goes with his last hold.
-  const int partition = KeySchema::PartitionOf("bob");
-  std::vector<absl::Time> reaped;
-  for (int p : {KeySchema::PartitionOf("alice"), partition}) {
-    auto reap = Await<ReapResult>([&](auto done) {
-      read_v2->Reap(p, ReapArgs{}, At(t0 + absl::Minutes(1)), std::move(done));
-    });
-    ASSERT_THAT(reap, IsOk());
-    reaped.insert(reaped.end(), reap->reaped_expire_times.begin(), reap->reaped_expire_times.end());
-  }
-  EXPECT_EQ(reaped.size(), 4u);  // a1, a2, b1, b3 (b2 was paid)
-  EXPECT_EQ(Exists(keys.UserKey("alice")), "0");
-  EXPECT_EQ(Exists(keys.HoldsBucketKey("bob"), "bob"), "0");
-  // With no hold left, bob is a new user: read_v2 places him in v1.
-  ASSERT_THAT(PlaceAt(*read_v2, "bob", "b5", t0 + absl::Minutes(1)), IsOk());
-  EXPECT_EQ(Exists(keys.UserKey("bob")), "1");
-}
-// A user still in the old due index of releases before the buckets (KeySchema::DueKey), whose v1
-// holds have ended and who has v2 holds now: the reaper's drain of the old index reads v1 only
-// and finds nothing, and the bucket pass must still reap the v2 hold rather than drop the user
-// from its bucket (it then never expired).
-TEST_F(HoldLayoutTest, AUserTheOldIndexDrainFindsEmptyIsReapedInItsLayout) {
-  std::unique_ptr<RedisHoldStore> v2 = Connect(HoldLayout::kV2);
-  ASSERT_NE(v2, nullptr);
-  const KeySchema& keys = v2->keys();
-  const absl::Time t0 = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
-  const int partition = KeySchema::PartitionOf("carol");
-  ASSERT_OK_AND_ASSIGN(PlaceHoldResult placed, PlaceAt(*v2, "carol", "c1", t0));
-  ASSERT_THAT(redis_->Command(
-                  {"ZADD", keys.DueKey(partition), absl::StrCat(absl::ToUnixMillis(t0)), "carol"}),
-              IsOk());
-  auto reaped = Await<ReapResult>([&](auto done) {
-    v2->Reap(partition, ReapArgs{}, At(placed.expire_time + absl::Seconds(1)), std::move(done));
-  });
-  ASSERT_THAT(reaped, IsOk());
-  EXPECT_THAT(reaped->reaped_expire_times, ::testing::ElementsAre(placed.expire_time));
-  EXPECT_EQ(Exists(keys.HoldsBucketKey("carol"), "carol"), "0");
-  EXPECT_EQ(Exists(keys.DueKey(partition)), "0");
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/stored_holds.h"
 
 namespace orderhold::store {
 namespace {
@@ -46,7 +47,7 @@ class UserScriptMigrationTest : public ::testing::Test {
     options.primaries = 2;
     options.replicas_per_primary = 0;
     ASSERT_OK_AND_ASSIGN(cluster_, RedisCluster::Start(options));
-    ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.DueKey(kPartition)));
+    ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.BucketIndexKey(kPartition)));
     ASSERT_OK_AND_ASSIGN(owner_, cluster_->PrimaryFor(slot_));
     RedisStoreOptions store_options;
     store_options.client.topology = std::make_shared<redis::StandaloneTopology>(
@@ -117,8 +118,8 @@ TEST_F(UserScriptMigrationTest, EndingTheLastLiveHoldAnswersAndClearsTheDueIndex
   ASSERT_OK_AND_ASSIGN(EndHoldResult ended, End("o1", absl::Now()));
   EXPECT_EQ(ended.result, EndHoldResult::Result::kEnded);
   StopMigration();
-  EXPECT_EQ(Owner({"EXISTS", keys_.UserKey(user_)}), "0");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
+  EXPECT_EQ(Owner({"HEXISTS", keys_.HoldsBucketKey(user_), user_}), "0");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.DueBucketKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "1"));  // two PAID, once each
 }
 
@@ -166,7 +167,7 @@ TEST_F(UserScriptMigrationTest, EndingTheEarliestOfTwoHoldsMovesTheDueIndexToThe
   ASSERT_OK_AND_ASSIGN(EndHoldResult ended, End("o1", absl::Now()));
   EXPECT_EQ(ended.result, EndHoldResult::Result::kEnded);
   StopMigration();
-  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}),
+  EXPECT_EQ(Owner({"ZSCORE", keys_.DueBucketKey(user_), user_}),
             absl::StrCat(absl::ToUnixMillis(second.expire_time)));
   (void)first;
 }
@@ -181,8 +182,8 @@ TEST_F(UserScriptMigrationTest, EndHoldThatExpiresTheLastHoldOnTheWayAnswersAndC
   EXPECT_EQ(ended.end.outcome, HoldOutcome::kExpired);
   EXPECT_EQ(ended.expired_removed, 1);
   StopMigration();
-  EXPECT_EQ(Owner({"EXISTS", keys_.UserKey(user_)}), "0");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
+  EXPECT_EQ(Owner({"HEXISTS", keys_.HoldsBucketKey(user_), user_}), "0");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.DueBucketKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "3"));  // PAID, then one EXPIRED
 }
 
@@ -203,20 +204,20 @@ TEST_F(UserScriptMigrationTest, PlaceHoldThatExpiresTheLastHoldOnTheWayCreatesTh
   EXPECT_EQ(again.outcome, PlaceHoldResult::Outcome::kEnded);
   EXPECT_EQ(again.ended.outcome, HoldOutcome::kExpired);
   StopMigration();
-  EXPECT_EQ(Owner({"ZRANGE", keys_.UserKey(user_), "0", "-1"}), "");
-  EXPECT_EQ(Owner({"ZSCORE", keys_.UserDueKey(user_), user_}), "(nil)");
+  EXPECT_EQ(Owner(testing::StoredHoldsCommand(keys_, user_, "orders")), "");
+  EXPECT_EQ(Owner({"ZSCORE", keys_.DueBucketKey(user_), user_}), "(nil)");
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "3", "3", "3"));
 }
 
 // A cluster of two primaries, no replicas: kPartition's slot, its owner and the other node. Its
-// stores keep holds in the layout the test is instantiated with (--hold_layout v1 or v2).
-class ReapMigrationTest : public ::testing::TestWithParam<HoldLayout> {
+// stores keep holds as every store does (the user's field of its holds bucket).
+class ReapMigrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     options_.primaries = 2;
     options_.replicas_per_primary = 0;
     ASSERT_OK_AND_ASSIGN(cluster_, RedisCluster::Start(options_));
-    ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.BucketDueKey(kPartition)));
+    ASSERT_OK_AND_ASSIGN(slot_, cluster_->KeySlot(keys_.BucketIndexKey(kPartition)));
     ASSERT_OK_AND_ASSIGN(owner_, cluster_->PrimaryFor(slot_));
     target_ = 1 - owner_;
   }
@@ -228,27 +229,18 @@ class ReapMigrationTest : public ::testing::TestWithParam<HoldLayout> {
         redis::HostPort{"127.0.0.1", cluster_->node(owner_).port()});
     store_options.client.node.user = options_.app_user;
     store_options.client.node.password = options_.app_password;
-    store_options.hold_layout = GetParam();
     return ConnectRedisStore(std::move(store_options));
   }
 
-  // Whether `user` has a hold `order` in its layout (on the slot's owner).
+  // Whether `user` has a hold `order` (on the slot's owner).
   bool HasHold(const std::string& user, const std::string& order) {
-    if (GetParam() == HoldLayout::kV1) {
-      return cluster_->Command(owner_, {"ZSCORE", keys_.UserKey(user), order}).value_or("?") !=
-             "(nil)";
-    }
-    // v2: the user's packed field holds each order id after its 1-byte length.
-    const std::string packed =
-        cluster_->Command(owner_, {"HGET", keys_.HoldsBucketKey(user), user}).value_or("");
-    return absl::StrContains(packed, std::string(1, static_cast<char>(order.size())) + order);
+    return cluster_->Command(owner_, testing::StoredHoldsCommand(keys_, user, "score", order))
+               .value_or("(nil)") != "(nil)";
   }
-  // Whether `user` has any hold left in its layout.
+  // Whether `user` has any hold left.
   bool HasHolds(const std::string& user) {
-    return GetParam() == HoldLayout::kV1
-               ? cluster_->Command(owner_, {"EXISTS", keys_.UserKey(user)}).value_or("?") != "0"
-               : cluster_->Command(owner_, {"HEXISTS", keys_.HoldsBucketKey(user), user})
-                         .value_or("?") != "0";
+    return cluster_->Command(owner_, {"HEXISTS", keys_.HoldsBucketKey(user), user}).value_or("?") !=
+           "0";
   }
 
   RedisClusterOptions options_;
@@ -259,7 +251,7 @@ class ReapMigrationTest : public ::testing::TestWithParam<HoldLayout> {
   int target_ = -1;
 };
 
-TEST_P(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
+TEST_F(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
   RedisCluster* const cluster = cluster_.get();
   const KeySchema& keys = keys_;
   const int slot = slot_, owner = owner_, target = target_;
@@ -349,9 +341,10 @@ TEST_P(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
   EXPECT_FALSE(has_due_hold(users[0]));
   // u[0]'s bucket is written once its users are reaped, before the next bucket (u[1]'s) is read:
   // in one bucket, u[0]'s entry would stay (early, and harmless) after the refusal at u[1].
-  ASSERT_NE(keys.UserDueKey(users[0]), keys.UserDueKey(users[1]));
-  EXPECT_EQ(cluster->Command(owner, {"ZSCORE", keys.UserDueKey(users[0]), users[0]}).value_or("?"),
-            "(nil)")
+  ASSERT_NE(keys.DueBucketKey(users[0]), keys.DueBucketKey(users[1]));
+  EXPECT_EQ(
+      cluster->Command(owner, {"ZSCORE", keys.DueBucketKey(users[0]), users[0]}).value_or("?"),
+      "(nil)")
       << "u[0] left in the due index: the call was refused after its holds key was emptied";
   EXPECT_TRUE(has_due_hold(users[1]));
   EXPECT_EQ(cluster->Command(owner, {"HGET", keys.OutcomesKey(users[1]), "due"}).value_or("?"),
@@ -390,7 +383,7 @@ TEST_P(ReapMigrationTest, EachUserIsReapedWholeOrNotAtAllWhileItsSlotMigrates) {
 // the missing bucket would drop the bucket, and so its user, from the bucket index for good; the
 // bucket is read with a two-key EXISTS first, which Redis refuses instead, and the hold is reaped
 // once the slot has moved.
-TEST_P(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
+TEST_F(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
   RedisCluster* const cluster = cluster_.get();
   const RedisClusterOptions& options = options_;
   const KeySchema& keys = keys_;
@@ -399,7 +392,6 @@ TEST_P(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
   RedisStoreOptions store_options;
   store_options.client.node.user = options.app_user;
   store_options.client.node.password = options.app_password;
-  store_options.hold_layout = GetParam();
   redis::ClusterTopologyOptions topology_options;
   for (int i = 0; i < 2; ++i) {
     topology_options.seeds.push_back({"127.0.0.1", cluster->node(i).port()});
@@ -446,7 +438,7 @@ TEST_P(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
   ASSERT_THAT(
       cluster->Command(
           owner, {"MIGRATE", "127.0.0.1", absl::StrCat(cluster->node(target).port()), "", "0",
-                  "5000", "AUTH", options.admin_password, "KEYS", keys.BucketDueKey(kPartition),
+                  "5000", "AUTH", options.admin_password, "KEYS", keys.BucketIndexKey(kPartition),
                   keys.EventsKey(kPartition), keys.LeaseKey(kPartition)}),
       IsOk());
   const absl::Time later = due.expire_time + absl::Seconds(1);
@@ -464,11 +456,6 @@ TEST_P(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
   EXPECT_THAT(reaped->reaped_expire_times, ::testing::ElementsAre(due.expire_time))
       << "the hold's bucket was dropped from the bucket index";
 }
-
-INSTANTIATE_TEST_SUITE_P(Layouts, ReapMigrationTest,
-                         ::testing::Values(HoldLayout::kV1, HoldLayout::kV2), [](const auto& info) {
-                           return info.param == HoldLayout::kV1 ? "v1" : "v2";
-                         });
 
 }  // namespace
 }  // namespace orderhold::store

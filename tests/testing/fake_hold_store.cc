@@ -338,6 +338,16 @@ void FakeHoldStore::ReleaseHolds(std::string user_id, std::string scope, store::
   });
 }
 
+void FakeHoldStore::MigrateStep(int partition, store::MigrateArgs args,
+                                store::CallOptions /*options*/,
+                                store::Callback<store::MigrateResult> done) {
+  if (partition < 0 || partition >= kPartitions || args.max_users < 1) {
+    std::move(done)(absl::InvalidArgumentError("migrate: partition or max_users out of range"));
+    return;
+  }
+  std::move(done)(store::MigrateResult{});
+}
+
 void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions options,
                          store::Callback<store::ReapResult> done) {
   if (partition < 0 || partition >= kPartitions || args.max_users < 0) {

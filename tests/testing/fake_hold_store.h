@@ -58,6 +58,9 @@ class FakeHoldStore final : public store::HoldStore {
                     store::Callback<store::ReleaseHoldsResult> done) override;
   void Reap(int partition, store::ReapArgs args, store::CallOptions options,
             store::Callback<store::ReapResult> done) override;
+  // Keeps no data of earlier releases: nothing left to move.
+  void MigrateStep(int partition, store::MigrateArgs args, store::CallOptions options,
+                   store::Callback<store::MigrateResult> done) override;
   void Heartbeat(std::string replica_id, absl::Duration ttl, store::CallOptions options,
                  store::Callback<std::vector<std::string>> done) override;
   void ReleaseLease(int partition, std::string replica_id, store::CallOptions options,

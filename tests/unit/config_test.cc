@@ -25,7 +25,6 @@
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
-ABSL_DECLARE_FLAG(std::string, hold_layout);
 ABSL_DECLARE_FLAG(std::string, redis_url);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
@@ -45,19 +44,20 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 TEST(KeySchemaTest, UserAndIndexShareTheHashTag) {
   store::KeySchema keys("orderhold");
   const int partition = store::KeySchema::PartitionOf("alice");
-  EXPECT_EQ(keys.UserKey("alice"), absl::StrCat("orderhold:{", partition, "}:u:alice"));
-  EXPECT_EQ(keys.DueKey(partition), absl::StrCat("orderhold:{", partition, "}:due"));
-  EXPECT_EQ(keys.UserKey("{x}"),
-            keys.PartitionPrefix(store::KeySchema::PartitionOf("{x}")) + "u:{x}");
+  EXPECT_EQ(keys.OutcomesKey("alice"), absl::StrCat("orderhold:{", partition, "}:x:alice"));
+  EXPECT_EQ(keys.BucketIndexKey(partition), absl::StrCat("orderhold:{", partition, "}:bdue"));
+  EXPECT_EQ(keys.OutcomesKey("{x}"),
+            keys.PartitionPrefix(store::KeySchema::PartitionOf("{x}")) + "x:{x}");
   // FNV-1a is fixed: these values are part of the data model and must never change.
   EXPECT_EQ(store::KeySchema::PartitionOf(""), 2166136261u % 64);
   EXPECT_EQ(store::KeySchema::PartitionOf("a"), 0xe40c292cu % 64);
   // The due-index bucket: the hash bits above the partition's (FNV-1a-32("alice") = 2267157479,
-  // "bob" = 2261164244; reap.lua computes the same in Lua).
+  // "bob" = 2261164244; the migration of the due index before buckets computes the same in Lua:
+  // store/lua/migrations/v1_layout.lua).
   EXPECT_EQ(store::KeySchema::DueBucketOf("a"), 0xe40c292cu / 64 % 256);
-  EXPECT_EQ(keys.UserDueKey("alice"), "orderhold:{39}:hd:79");
-  EXPECT_EQ(keys.UserDueKey("bob"), "orderhold:{20}:hd:131");
-  EXPECT_EQ(keys.BucketDueKey(20), "orderhold:{20}:bdue");
+  EXPECT_EQ(keys.DueBucketKey("alice"), "orderhold:{39}:hd:79");
+  EXPECT_EQ(keys.DueBucketKey("bob"), "orderhold:{20}:hd:131");
+  EXPECT_EQ(keys.BucketIndexKey(20), "orderhold:{20}:bdue");
   // The prefixes are built once, for every partition; a copy has its own.
   const store::KeySchema copy = keys;
   EXPECT_EQ(copy.PartitionPrefix(0), "orderhold:{0}:");
@@ -70,20 +70,25 @@ TEST(KeySchemaTest, PiecesJoinToTheKeys) {
   // Pieces view the id: the key of a long id (past std::string's inline room) is whole.
   const std::string id(40, 'z');
   const int partition = store::KeySchema::PartitionOf(id);
-  const store::KeySchema::Pieces user = keys.UserKeyPieces(id);
-  EXPECT_EQ(user.partition_prefix, absl::StrCat("oh:{", partition, "}:"));
-  EXPECT_EQ(user.kind, "u:");
-  EXPECT_EQ(user.id, id);
-  EXPECT_EQ(user.Join(), absl::StrCat("oh:{", partition, "}:u:", id));
-  EXPECT_EQ(keys.UserKey("alice"), "oh:{39}:u:alice");
+  const store::KeySchema::UserKeys user = keys.ForUser(id);
+  EXPECT_EQ(user.partition, partition);
+  EXPECT_EQ(user.bucket, store::KeySchema::DueBucketOf(id));
+  EXPECT_EQ(user.outcomes.partition_prefix, absl::StrCat("oh:{", partition, "}:"));
+  EXPECT_EQ(user.outcomes.kind, "x:");
+  EXPECT_EQ(user.outcomes.id, id);
+  EXPECT_EQ(user.outcomes.Join(), absl::StrCat("oh:{", partition, "}:x:", id));
+  EXPECT_EQ(user.ended.Join(), absl::StrCat("oh:{", partition, "}:xt:", id));
+  EXPECT_EQ(user.events.Join(), absl::StrCat("oh:{", partition, "}:events"));
+  EXPECT_EQ(user.bucket_index.Join(), absl::StrCat("oh:{", partition, "}:bdue"));
   EXPECT_EQ(keys.OutcomesKey("alice"), "oh:{39}:x:alice");
   EXPECT_EQ(keys.EndedKey("alice"), "oh:{39}:xt:alice");
-  EXPECT_EQ(keys.UserDueKey("alice"), "oh:{39}:hd:79");
+  EXPECT_EQ(keys.DueBucketKey("alice"), "oh:{39}:hd:79");
   EXPECT_EQ(keys.HoldsBucketKey("alice"), "oh:{39}:h:79");
-  EXPECT_EQ(keys.BucketDueKey(39), "oh:{39}:bdue");
+  EXPECT_EQ(keys.BucketIndexKey(39), "oh:{39}:bdue");
   EXPECT_EQ(keys.EventsKey(39), "oh:{39}:events");
-  EXPECT_EQ(keys.HoldsBucketKeyPieces("alice").id, "79");
-  EXPECT_EQ(keys.BucketDueKeyPieces(0).id, "");
+  EXPECT_EQ(keys.ForUser("alice").holds_bucket.id, "79");
+  EXPECT_EQ(keys.ForUser("alice").due_bucket.kind, "hd:");
+  EXPECT_EQ(keys.BucketIndexKeyPieces(0).id, "");
   // The bucket table: every bucket, the first and the last too, written in decimal. 20,000 ids
   // reach all 256 buckets (a miss would fail the count).
   std::set<int> buckets;
@@ -91,14 +96,14 @@ TEST(KeySchemaTest, PiecesJoinToTheKeys) {
     const std::string user_id = absl::StrCat("user-", i);
     const int bucket = store::KeySchema::DueBucketOf(user_id);
     const std::string prefix = absl::StrCat("oh:{", store::KeySchema::PartitionOf(user_id), "}:");
-    ASSERT_EQ(keys.UserDueKey(user_id), absl::StrCat(prefix, "hd:", bucket)) << user_id;
+    ASSERT_EQ(keys.DueBucketKey(user_id), absl::StrCat(prefix, "hd:", bucket)) << user_id;
     ASSERT_EQ(keys.HoldsBucketKey(user_id), absl::StrCat(prefix, "h:", bucket)) << user_id;
     buckets.insert(bucket);
   }
   EXPECT_EQ(buckets.size(), static_cast<size_t>(store::KeySchema::kDueBucketCount));
   for (int p : {0, store::KeySchema::kPartitionCount - 1}) {
     EXPECT_EQ(keys.EventsKeyPieces(p).Join(), absl::StrCat("oh:{", p, "}:events"));
-    EXPECT_EQ(keys.BucketDueKeyPieces(p).Join(), absl::StrCat("oh:{", p, "}:bdue"));
+    EXPECT_EQ(keys.BucketIndexKeyPieces(p).Join(), absl::StrCat("oh:{", p, "}:bdue"));
   }
 }
 
@@ -189,22 +194,6 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
-TEST(ConfigTest, HoldLayoutFlagTakesTheThreeStagesAndRejectsOthers) {
-  absl::FlagSaver restore_flags;
-  for (const auto& [word, layout] : std::vector<std::pair<std::string, store::HoldLayout>>{
-           {"v1", store::HoldLayout::kV1},
-           {"read_v2", store::HoldLayout::kReadV2},
-           {"v2", store::HoldLayout::kV2}}) {
-    absl::SetFlag(&FLAGS_hold_layout, word);
-    auto config = ConfigFromFlags();
-    ASSERT_THAT(config, IsOk());
-    EXPECT_EQ(config->hold_layout, layout) << word;
-  }
-  absl::SetFlag(&FLAGS_hold_layout, "v3");
-  EXPECT_THAT(ConfigFromFlags(),
-              StatusIs(kInvalid, HasSubstr("hold_layout: must be v1, read_v2 or v2, got \"v3\"")));
-}
-
 TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
@@ -225,7 +214,6 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-      "hold_layout=v1 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
@@ -401,8 +389,6 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.outcomes.retention == absl::Hours(1); }},
       {"max_outcomes_per_user", "10", "max_outcomes_per_user=10",
        [](const Config& c) { return c.outcomes.max_per_user == 10; }},
-      {"hold_layout", "v2", "hold_layout=v2",
-       [](const Config& c) { return c.hold_layout == store::HoldLayout::kV2; }},
       {"event_ack_timeout", "10s", "event_ack_timeout=10s",
        [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
       {"event_retention", "2h", "event_retention=2h",

@@ -4,16 +4,15 @@
 -- a hold could be paid in the millisecond after it expired, paid twice by two replicas, or end
 -- without its event.
 --
--- KEYS[1..7]  as in place_hold.lua: the user's holds (v1), its due-index bucket, the user's
---             outcome records and hold details (hash) and ended orders (sorted set), the
---             partition's event stream, the partition's bucket index, the user's holds bucket (v2)
+-- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
+--             outcome records (hash) and ended orders (sorted set), the partition's event stream,
+--             the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
 -- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[5]  outcome retention, ms >= 1
 -- ARGV[6]  max outcome records per user, >= 1
--- ARGV[7]  hold layout mode, as place_hold.lua's last argument (this script writes no new user)
 -- Returns  {result, now, expire, removed, outcome, end, details, life}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
 --                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
@@ -24,23 +23,22 @@
 --                  (lazy cleanup, each with its event; the order itself may be one of them, so
 --                  the answer is the same before and after the reaper has run)
 --          details the hold's details (prelude.lua) for results 1 and 2 while they are kept, else
---                  "" (none, or a hold placed by a release without details)
+--                  "" (none)
 --          life    the hold's life record (LIFE in prelude.lua) for results 1 and 2 while it is
---                  kept, else "" (none: placed by a release before life records)
+--                  kept, else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], hb = KEYS[7]}
+local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 
-local u = load_holds(k, user, tonumber(ARGV[7]),
-  {life = order, details = order, details_until = now})
+local holds = load_holds(k, user, true)
 local hold, due  -- the order's hold when live, or when no longer live (ended below)
 local stay = {}  -- the user's other holds, due ones included (the reaper ends those)
-for _, h in ipairs(u.holds) do
+for _, h in ipairs(holds) do
   if h.order == order and h.expire > now then
     hold = h
   else
@@ -51,22 +49,22 @@ for _, h in ipairs(u.holds) do
   end
 end
 if hold then
-  save_holds(k, user, u, stay, nil, now, retention)
-  end_hold(k, user, hold, outcome, now, u.layout)
+  save_holds(k, user, true, stay)
+  end_hold(k, user, hold, outcome, now)
   trim_outcomes(k, now, retention, max_records)
   set_due(k, user, stay[1] and stay[1].expire)
   return {1, now, hold.expire, 0, outcome, now, hold.details or '', hold.life or ''}
 end
 
--- An ended hold's details and life record: its own when found due (a v2 hold's reach k.outcomes
--- only as this call ends it), else in k.outcomes (read before end_due_then_outcome's writes).
+-- An ended hold's details and life record: its own when found due (they reach k.outcomes only as
+-- this call ends it), else in k.outcomes (read before end_due_then_outcome's writes).
 local details, life
 if due then
   details, life = due.details, due.life
 else
   details, life = records_of_order(k, order)
 end
-local removed, ended, end_ms, expire = end_due_then_outcome(k, user, u, order, now, retention,
+local removed, ended, end_ms, expire = end_due_then_outcome(k, user, holds, order, now, retention,
   max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or '',

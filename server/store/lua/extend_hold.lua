@@ -9,10 +9,9 @@
 -- Limits are not checked: an extension takes no new slot. It ends nothing, so no event either,
 -- except for holds found no longer live (ended as EXPIRED, each with its event, as end_hold.lua).
 --
--- KEYS[1..7]  as in place_hold.lua: the user's holds (v1), its due-index bucket, the user's
---             outcome records, hold details and life records (hash) and ended orders (sorted
---             set), the partition's event stream, the partition's bucket index, the user's holds
---             bucket (v2)
+-- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
+--             outcome records (hash) and ended orders (sorted set), the partition's event stream,
+--             the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1: the wanted time left from now
@@ -24,11 +23,10 @@
 --          a call that moved the expiry: it changes nothing and answers the hold as it is (moved =
 --          2), so a constant request_id cannot extend twice.
 -- ARGV[9]  lifetime cap, ms >= 1, and
--- ARGV[10] default ttl, ms >= 1: for a hold without a life record (placed by an earlier release),
+-- ARGV[10] default ttl, ms >= 1: for a hold without a life record (a migration's, prelude.lua),
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
 --          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
 --          written at its first move.
--- ARGV[11] hold layout mode, as place_hold.lua's last argument (this script writes no new user)
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
 --                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
@@ -44,17 +42,16 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
-local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], hb = KEYS[7]}
+local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
 local MAX_REQUEST_IDS = 4
 
-local u = load_holds(k, user, tonumber(ARGV[11]),
-  {life = order, details = order, details_until = now})
+local holds = load_holds(k, user, true)
 local hold
-for _, h in ipairs(u.holds) do
+for _, h in ipairs(holds) do
   if h.order == order and h.expire > now then
     hold = h
   end
@@ -98,19 +95,18 @@ if hold then
   -- user's earliest expiry (due holds stay: the reaper ends them).
   local moved = {order = order, expire = new, life = format_life(new, place, cap, count, ids),
     details = details and (int_str(new) .. string.match(details, '^%d+(:.*)$'))}
-  local holds = {moved}
-  for _, h in ipairs(u.holds) do
+  local after = {moved}
+  for _, h in ipairs(holds) do
     if h.order ~= order then
-      holds[#holds + 1] = h
+      after[#after + 1] = h
     end
   end
-  save_holds(k, user, u, holds, nil, now, retention)
-  sort_holds(holds)
-  set_due(k, user, holds[1].expire)
+  save_holds(k, user, true, after)  -- sorts them
+  set_due(k, user, after[1].expire)
   return {1, now, new, 0, 0, 0, moved.details or '', moved.life, 1, capped}
 end
 
-local removed, ended, end_ms, expire = end_due_then_outcome(k, user, u, order, now, retention,
+local removed, ended, end_ms, expire = end_due_then_outcome(k, user, holds, order, now, retention,
   max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, '', '', 0, 0}

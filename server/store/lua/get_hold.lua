@@ -4,15 +4,13 @@
 -- reaper has not removed yet must read as EXPIRED at its expire time, exactly as it will once
 -- reaped, so the answer is the same before and after the reaper on every replica.
 --
--- KEYS[1]  the user's holds in layout v1 (see place_hold.lua)
--- KEYS[2]  the user's outcome records, hold details and life records (hash, see prelude.lua)
--- KEYS[3]  the user's holds bucket (layout v2, as in place_hold.lua); KEYS[1] again when
---          ARGV[4] is 0
--- ARGV[1]  order_id
--- ARGV[2]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[3]  outcome retention, ms >= 1: an end at or before now - retention is forgotten
--- ARGV[4]  hold layout mode, as place_hold.lua's last argument
--- ARGV[5]  user_id (its field in KEYS[3])
+-- KEYS[1]  the user's holds bucket (as in place_hold.lua)
+-- KEYS[2]  the user's outcome records, with its ended holds' details and life records (hash, see
+--          prelude.lua)
+-- ARGV[1]  user_id (its field in KEYS[1])
+-- ARGV[2]  order_id
+-- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV[4]  outcome retention, ms >= 1: an end at or before now - retention is forgotten
 -- Returns  {state, now, expire, outcome, end, details, life}
 --          state   1 live (expire = its expiry; outcome, end = 0)
 --                  2 ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end (Unix ms; for EXPIRED
@@ -20,12 +18,11 @@
 --                  0 unknown (never placed, or ended longer ago than the retention)
 --          details, life  the hold's (prelude.lua), "" when it has none
 -- Helpers: see prelude.lua, prepended when the script is embedded.
-local now = now_ms(ARGV[2])
-local k = {holds = KEYS[1], outcomes = KEYS[2], hb = KEYS[3]}
-local order, retention = ARGV[1], tonumber(ARGV[3])
-local u = load_holds(k, ARGV[5], tonumber(ARGV[4]), {life = order, details = order})
+local now = now_ms(ARGV[3])
+local k = {hb = KEYS[1], outcomes = KEYS[2]}
+local order, retention = ARGV[2], tonumber(ARGV[4])
 local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its expire time)
-for _, h in ipairs(u.holds) do
+for _, h in ipairs(load_holds(k, ARGV[1], false)) do
   if h.order == order then
     if h.expire > now then
       return {1, now, h.expire, 0, 0, h.details or '', h.life or ''}

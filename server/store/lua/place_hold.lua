@@ -10,19 +10,17 @@
 -- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
 -- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
 --
--- KEYS[1]  the user's holds in layout v1 (see "Hold layouts" in prelude.lua): sorted set, member =
---          order_id, score = expire time (Unix ms)
+-- KEYS[1]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
+--          user_id, value = its live holds, packed (see pack_holds in prelude.lua)
 -- KEYS[2]  the due index of the user's bucket (<prefix>:{<partition>}:hd:<bucket>, keys.h): sorted
 --          set, member = user_id, score = the user's earliest expire time (Unix ms)
--- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), and its holds' details
---          (fields DETAILS .. order_id, see prelude.lua)
+-- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), with its ended holds'
+--          details and life records
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
 -- KEYS[6]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
 --          that bucket's due index, or earlier (set_due in prelude.lua)
--- KEYS[7]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
---          user_id, value = its holds in layout v2; KEYS[1] again when ARGV[15] is 0 (not read)
---          All seven share the user's hash tag.
+--          All six share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
 -- ARGV[3]  ttl, integer ms >= 1
@@ -39,10 +37,8 @@
 --          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
 --          no details are stored (only its life record, ARGV[14])
 -- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
---          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:", written for
---          every hold (a ttl longer than the lifetime makes the expiry the cap)
--- ARGV[15] hold layout mode (--hold_layout; "Hold layouts" in prelude.lua): 0 reads v1 only, 1
---          reads both and places a user with no holds in v1, 2 reads both and places it in v2
+--          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:" (a ttl longer than
+--          the lifetime makes the expiry the cap)
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
 --           scope_units, violations, details, life}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
@@ -58,28 +54,26 @@
 --          violations (result -1): the exceeded levels, bits: 1 user holds, 2 user units,
 --                  4 scope holds, 8 scope units
 --          details result 1: the new hold's details ("" for a plain hold); 0: the existing hold's
---                  ("" when it has none: plain, or placed by a release without details); else ""
---          life    results 1 and 0: the hold's life record ("" when it has none: placed by a
---                  release before life records); else ""
+--                  ("" when it has none); else ""
+--          life    results 1 and 0: the hold's life record; else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, load_holds, split_due, save_holds, quantity_scope, set_due, expire_due,
 -- trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[5])
-local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], hb = KEYS[7]}
+local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, order = ARGV[1], ARGV[2]
 local scope = ARGV[9]
-local mode = tonumber(ARGV[15])
 -- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use
 -- them: the limits only to decide a new hold, the retention only when something is written or an
 -- ended order is looked up. An "already held" answer that ends no other hold (a client's retry)
 -- parses none of them.
 
 -- Every read before the first write (see "Slot migrations" in prelude.lua).
-local u = load_holds(k, user, mode, {life = order, details = true})
-local due, live = split_due(u.holds, now)
+local holds = load_holds(k, user, true)
+local due, live = split_due(holds, now)
 local removed, active = #due, #live
 local units, scope_holds, scope_units = 0, 0, 0
 local scope_first  -- the earliest expiry among the scope's live holds
@@ -149,20 +143,15 @@ else
   end
 end
 
--- The holds that stay (the new one, if any, with the live ones), in the user's layout or, for a
--- user with none, the store's (mode 2: v2). In v1 the new hold's records make k.outcomes outlive
--- every live hold by the retention (an end's record keeps the details that long, and every due
--- hold is ended by this call).
-local layout = u.layout or (mode == 2 and 2 or 1)
+-- The holds that stay: the new one, if any, with the live ones.
 if removed > 0 then
-  expire_due(k, user, u, due, live, now, retention)
+  expire_due(k, user, due, live)
 elseif result == 1 then
-  save_holds(k, user, u, live, layout, now, retention)
+  save_holds(k, user, #holds > 0, live)
 end
--- A new hold of an order whose old record is past the retention: that record goes now, but not
--- the new v1 details (trim_outcomes' `keep`).
+-- A new hold of an order whose old record is past the retention: that record goes now.
 if removed > 0 or (result == 1 and record) then
-  trim_outcomes(k, now, retention, tonumber(ARGV[7]), result == 1 and layout == 1 and order or nil)
+  trim_outcomes(k, now, retention, tonumber(ARGV[7]))
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 if removed > 0 or result == 1 then

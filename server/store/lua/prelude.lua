@@ -18,7 +18,7 @@ end
 -- formatter (~0.3 µs a number); '%d' takes the integer path (Lua 5.1 casts to a C long: 64 bits
 -- on the 64-bit builds Redis runs on). Used for the numbers the per-call scripts and the reaper
 -- send to Redis or write into records (a created hold formatted 8 to 10: tests/bench/README.md
--- "Numbers in the scripts"); the event scripts, run per poll, keep plain numbers.
+-- "Numbers in the scripts"); the event scripts keep plain numbers.
 local function int_str(x)
   return string.format('%d', x)
 end
@@ -73,22 +73,21 @@ local function stream_id_after(a, b)
 end
 
 -- Hold details (format in server/store/hold_details_codec.h): "<expire>:<place>:<quantity>:<n>:
--- <scope>...", kept in the user's outcome records hash (k.outcomes) under the field DETAILS ..
+-- <scope>...". A live hold's are in its packed value (pack_holds); an ended hold's are kept beside
+-- its outcome record, in the user's outcome records hash (k.outcomes), under the field DETAILS ..
 -- order_id. DETAILS is a control character, which no order_id contains (ids refuse them), so a
--- details field never meets an outcome record (field = order_id). In that hash, not a key of their
--- own: every script that may need them already names it in KEYS, so a slot migration treats them
--- as it treats the records ("Slot migrations" below), and a user costs no extra key. Only a hold
--- with a scope, a quantity other than 1 or labels has details; a plain hold has none, and reads as
--- quantity 1, no scope. The value of a hold is the one whose <expire> is the hold's; any other (a
--- leftover of an earlier hold of the same order_id) is ignored the same way and not copied into
--- events.
+-- details field never meets an outcome record (field = order_id). Only a hold with a scope, a
+-- quantity other than 1 or labels has details; a plain hold has none, and reads as quantity 1, no
+-- scope. The value of a hold is the one whose <expire> is the hold's; any other (a leftover of an
+-- earlier hold of the same order_id) is ignored the same way and not copied into events.
 local DETAILS = '\1'
 
 -- A hold's life record (format in server/store/hold_details_codec.h): "<expire>:<place>:
--- <max_expire>:<extensions>:<n>:{<len>:<request id>}*", in the same hash under the field
--- LIFE .. order_id, for every hold placed by this release. Unlike the details it changes:
--- extend_hold.lua rewrites it (and the details' <expire>) whenever it moves the expiry. It is
--- self-checking by its <expire> as the details are (details_for), and kept and dropped with them.
+-- <max_expire>:<extensions>:<n>:{<len>:<request id>}*", for every hold: in its packed value while
+-- it is live, then beside its outcome record under the field LIFE .. order_id. Unlike the details
+-- it changes: extend_hold.lua rewrites it (and the details' <expire>) whenever it moves the
+-- expiry. It is self-checking by its <expire> as the details are (details_for), and kept and
+-- dropped with them.
 local LIFE = '\2'
 
 -- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
@@ -144,41 +143,41 @@ local function format_life(expire, place, cap, count, ids)
   return table.concat(parts)
 end
 
--- Hold layouts: where a user's live holds (and its due ones the reaper has not ended yet) are kept.
--- Every script works on them as a list of holds h = {order=, expire= (Unix ms, a number),
--- details= (its details value, or false), life= (its life record, or false)}, earliest first, then
--- by order_id (as a sorted set orders them), read once by load_holds and written once by
--- save_holds, so the scripts do not depend on the layout.
---   v1 (layout 1): the user's holds sorted set k.holds (member order_id, score expire), and each
---      hold's details and life record as fields DETAILS .. order and LIFE .. order of k.outcomes.
---      Three keys per user (~330 B per user with one hold: tests/bench/README.md).
---   v2 (layout 2): one field of the user's holds bucket k.hb (a hash, <prefix>:{<partition>}:h:
---      <bucket>, the bucket of the due index k.hd: keys.h), field = user_id, value = every hold of
---      the user packed with `struct` (pack_holds). No key of the user's own until its first end,
---      which creates k.outcomes and k.ended and copies the ended hold's details and life record
---      there (end_hold), where GetHold and every later call look for an ended hold's.
--- A user's holds are all in one layout: a call writes them in the layout they were read from, and
--- only a user with none is placed in the store's layout (place_hold.lua's ARGV). So a user moves
--- from v1 to v2 only once its v1 holds have all ended, and a rolling change of the store's layout
--- never has to move holds (server/README.md "Hold layouts").
--- `mode` (a script argument, --hold_layout): 0 reads only v1 (k.hb is then a copy of k.holds'
--- name and never read: a key that does not exist would make Redis Cluster answer TRYAGAIN during a
--- slot migration), 1 reads both and places new users in v1, 2 reads both and places them in v2.
+-- A user's live holds (and its due ones the reaper has not ended yet): one field of the user's
+-- holds bucket k.hb (a hash, <prefix>:{<partition>}:h:<bucket>, the bucket of the due index k.hd:
+-- keys.h), field = user_id, value = every hold of the user packed with `struct` (pack_holds). No
+-- key of the user's own until its first end, which creates k.outcomes and k.ended and copies the
+-- ended hold's details and life record there (end_hold), where GetHold and every later call look
+-- for an ended hold's. Every script works on them as a list of holds h = {order=, expire= (Unix
+-- ms, a number), details= (its details value, or false), life= (its life record, or false)},
+-- earliest first, then by order_id, read once by load_holds and written once by save_holds.
 
--- One hold packed for v2: order_id (1-byte length), expire, place and cap (doubles: Unix ms, exact
--- below 2^53), the extension count (4 bytes: unlimited by default, --max_extensions=0), the request
--- ids (a 1-byte count, each with a 1-byte length) and the details after "<expire>:<place>:"
--- (2-byte length, empty for a plain hold).
--- Lengths fit: ids are at most 128 bytes, request ids 64, details a few KB (server/domain/hold.h).
--- A hold without a life record (placed by a release before them) is packed with its expire as
--- place and cap; v2 never holds one, as no hold moves between layouts.
+-- Migrations of data that earlier releases wrote in other shapes (lua/migrations/*.lua, prepended
+-- after this prelude by server/CMakeLists.txt, so that deleting such a file removes its migration
+-- and nothing else) register here:
+--   users       function(k, user, holds, writes) -> holds: called by load_holds with the user's
+--               holds as read from k.hb; returns them with those the older shapes still keep
+--               added. With `writes` (a script that may write) it moves them into k.hb first.
+--   partitions  function(p, budget, cursor, now, retention, max_records) -> left, cursor: one
+--               bounded step of the background sweep of one partition (migrate.lua).
+local migrations = {users = {}, partitions = {}}
+
+-- One hold packed: order_id (1-byte length), expire, place and cap (doubles: Unix ms, exact below
+-- 2^53), the extension count (4 bytes: unlimited by default, --max_extensions=0), the request ids
+-- (a 1-byte count, each with a 1-byte length) and the details after "<expire>:<place>:" (2-byte
+-- length, empty for a plain hold). Lengths fit: ids are at most 128 bytes, request ids 64,
+-- details a few KB (server/domain/hold.h). A hold without a life record (one a migration moved
+-- from a shape that had none) is packed with cap 0, read back as life = false, and its place time
+-- from its details (0 without).
 local HOLD_FORMAT = '>Bc0dddI4B'
 local function pack_holds(holds)
   local parts = {}
   for _, h in ipairs(holds) do
-    local place, cap, count, ids = h.expire, h.expire, 0, {}
+    local place, cap, count, ids = 0, 0, 0, {}
     if h.life then
       place, cap, count, ids = parse_life(h.life)
+    elseif h.details then
+      place = tonumber(string.match(h.details, '^%d+:(%d+):'))
     end
     parts[#parts + 1] = struct.pack(HOLD_FORMAT, #h.order, h.order, h.expire, place, cap, count,
       #ids)
@@ -204,7 +203,7 @@ local function unpack_holds(value)
     tail, pos = struct.unpack('>Hc0', value, pos)
     holds[#holds + 1] = {order = order, expire = expire,
       details = tail ~= '' and (string.format('%d:%d:', expire, place) .. tail),
-      life = format_life(expire, place, cap, count, ids)}
+      life = cap > 0 and format_life(expire, place, cap, count, ids)}
   end
   return holds
 end
@@ -221,7 +220,7 @@ local function bytes_before(a, b)
   return #a < #b
 end
 
--- Sorts holds earliest first, then by order_id (a sorted set's order).
+-- Sorts holds earliest first, then by order_id.
 local function sort_holds(holds)
   table.sort(holds, function(a, b)
     if a.expire ~= b.expire then
@@ -231,40 +230,19 @@ local function sort_holds(holds)
   end)
 end
 
--- The user's v1 holds (reads only), with the records `want` asks for (see load_holds).
-local function load_v1(k, want)
-  local flat = redis.call('ZRANGE', k.holds, '0', '-1', 'WITHSCORES')
-  local holds = {}
-  for i = 1, #flat, 2 do
-    local order, expire = flat[i], tonumber(flat[i + 1])
-    local details, life = false, false
-    if want.details == true or want.details == order or
-        (want.details_until and expire <= want.details_until) then
-      details = details_for(redis.call('HGET', k.outcomes, DETAILS .. order), expire) or false
-    end
-    if want.life == true or want.life == order then
-      life = details_for(redis.call('HGET', k.outcomes, LIFE .. order), expire) or false
-    end
-    holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
-  end
-  return {layout = #holds > 0 and 1 or nil, holds = holds}
-end
-
--- The user's holds as read in either layout (reads only: call it before the script's first
--- write): {layout = 1, 2, or nil when the user has none, holds = the list, earliest first}.
--- `want` (v1 only: a v2 value has every record) says which records to read, one HGET each: life =
--- true (every hold's), an order_id (that hold's) or nil (none); details likewise, and also those
--- of the holds expiring by details_until (Unix ms), if given. A record not read is false, and is
--- never written back (save_holds compares).
--- `packed`: the user's v2 field when the caller read it already (reap.lua), false for none.
-local function load_holds(k, user, mode, want, packed)
-  if packed == nil and mode > 0 then
+-- The user's holds, earliest first (reads only, unless a migration moves older data: call it
+-- before the script's first write). `writes`: the script may write (a migration may then move the
+-- user's data; read-only scripts pass false). `packed`: the user's field when the caller read it
+-- already (reap.lua), false for none, nil to read it here.
+local function load_holds(k, user, writes, packed)
+  if packed == nil then
     packed = redis.call('HGET', k.hb, user)
   end
-  if packed then
-    return {layout = 2, holds = unpack_holds(packed)}
+  local holds = packed and unpack_holds(packed) or {}
+  for _, migrate in ipairs(migrations.users) do
+    holds = migrate(k, user, holds, writes)
   end
-  return load_v1(k, want)
+  return holds
 end
 
 -- Splits `holds` (earliest first) at `now`: those no longer live (expire <= now) and the live
@@ -281,62 +259,16 @@ local function split_due(holds, now)
   return due, live
 end
 
--- Writes `holds`, the user's whole list of holds once the call is done (any order), where
--- load_holds read them (u.layout) or, for a user that had none, in `new_layout`.
---   v2: the user's field (HSET), or HDEL when no hold stays: the last touch of k.hb, which it may
---       empty (see "Slot migrations").
---   v1: ZADD of the holds added or moved, HSET of their records that changed (k.outcomes then
---       outlives the latest hold by `retention_ms`, never shortened), then ZREM of the holds gone:
---       the last touch of k.holds, which it may empty, after the adds as it must be.
--- Holds that end are not written anywhere else: end_hold records their ends.
-local function save_holds(k, user, u, holds, new_layout, now, retention_ms)
-  if (u.layout or new_layout) == 2 then
-    if #holds > 0 then
-      sort_holds(holds)
-      redis.call('HSET', k.hb, user, pack_holds(holds))
-    elseif u.layout == 2 then
-      redis.call('HDEL', k.hb, user)
-    end
-    return
-  end
-  local before, stays = {}, {}
-  for _, h in ipairs(u.holds) do
-    before[h.order] = h
-  end
-  local zadd, fields, latest = {}, {}, 0
-  for _, h in ipairs(holds) do
-    local b = before[h.order]
-    stays[h.order] = true
-    latest = math.max(latest, h.expire)
-    if not b or b.expire ~= h.expire then
-      zadd[#zadd + 1] = int_str(h.expire)
-      zadd[#zadd + 1] = h.order
-    end
-    if h.details and (not b or b.details ~= h.details) then
-      fields[#fields + 1] = DETAILS .. h.order
-      fields[#fields + 1] = h.details
-    end
-    if h.life and (not b or b.life ~= h.life) then
-      fields[#fields + 1] = LIFE .. h.order
-      fields[#fields + 1] = h.life
-    end
-  end
-  if #zadd > 0 then
-    redis.call('ZADD', k.holds, unpack(zadd))
-  end
-  if #fields > 0 then
-    redis.call('HSET', k.outcomes, unpack(fields))
-    keep_for(k.outcomes, int_str(latest - now + retention_ms))
-  end
-  local gone = {}
-  for _, h in ipairs(u.holds) do
-    if not stays[h.order] then
-      gone[#gone + 1] = h.order
-    end
-  end
-  -- In chunks (unpack's stack limit); only the last can empty the key.
-  for i = 1, #gone, 1000 do
-    redis.call('ZREM', k.holds, unpack(gone, i, math.min(i + 999, #gone)))
+-- Writes `holds`, the user's whole list of holds once the call is done (any order): the user's
+-- field (HSET), or HDEL when no hold stays and `had` (the user had holds before the call): the
+-- last touch of k.hb, which it may empty (see "Slot migrations"). Holds that end are not written
+-- anywhere else: end_hold records their ends.
+local function save_holds(k, user, had, holds)
+  if #holds > 0 then
+    sort_holds(holds)
+    redis.call('HSET', k.hb, user, pack_holds(holds))
+  elseif had then
+    redis.call('HDEL', k.hb, user)
   end
 end
 
@@ -358,10 +290,9 @@ end
 -- end without an event nor an event without an end.
 --   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=}: the user's keys, holds and
 --            due-index buckets, the partition's bucket index and stream (set_due)
---   h        the hold (load_holds); its details are copied into the event
+--   h        the hold (load_holds); its details are copied into the event, and its details and
+--            life record, which were in its packed value, are written beside its outcome record
 --   outcome  PAID, CANCELLED or EXPIRED; end_ms: when it ended (for EXPIRED: its expire time)
---   layout   the layout the hold was read from (u.layout): a v2 hold's details and life record
---            are written beside its outcome record, where v1 keeps them all along
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
 -- set) order -> end_ms, which trim_outcomes uses to drop old records. The details and life record
 -- stay beside the record as long as it is kept (trim_outcomes drops them all).
@@ -384,24 +315,18 @@ end
 --   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
 --   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
 --   of a hold; watchers then rely on the safety sweep.
-local function end_hold(k, user, h, outcome, end_ms, layout)
+local function end_hold(k, user, h, outcome, end_ms)
   local x, t, e = int_str(outcome), int_str(end_ms), int_str(h.expire)
-  local record = x .. ':' .. t .. ':' .. e
-  if layout == 2 then
-    -- A v2 hold's details and life record were in its packed value: they move beside the record.
-    local fields = {h.order, record}
-    if h.details then
-      fields[#fields + 1] = DETAILS .. h.order
-      fields[#fields + 1] = h.details
-    end
-    if h.life then
-      fields[#fields + 1] = LIFE .. h.order
-      fields[#fields + 1] = h.life
-    end
-    redis.call('HSET', k.outcomes, unpack(fields))
-  else
-    redis.call('HSET', k.outcomes, h.order, record)
+  local fields = {h.order, x .. ':' .. t .. ':' .. e}
+  if h.details then
+    fields[#fields + 1] = DETAILS .. h.order
+    fields[#fields + 1] = h.details
   end
+  if h.life then
+    fields[#fields + 1] = LIFE .. h.order
+    fields[#fields + 1] = h.life
+  end
+  redis.call('HSET', k.outcomes, unpack(fields))
   redis.call('ZADD', k.ended, t, h.order)
   if h.details then
     redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t, 'm',
@@ -415,29 +340,25 @@ local function end_hold(k, user, h, outcome, end_ms, layout)
   end
 end
 
--- Ends, as EXPIRED, the holds in `due` (split_due's first list) of a user read as `u`, whose
--- other holds `live` stay: saves `live` (save_holds), then records each end (end_hold). The holds'
--- key or field may be emptied by this: the caller must not touch it afterwards ("Slot
--- migrations").
-local function expire_due(k, user, u, due, live, now, retention_ms)
-  save_holds(k, user, u, live, nil, now, retention_ms)
+-- Ends, as EXPIRED, the holds in `due` (split_due's first list) of a user, whose other holds
+-- `live` stay: saves `live` (save_holds), then records each end (end_hold). The user's field may
+-- be emptied by this: the caller must not touch k.hb afterwards ("Slot migrations").
+local function expire_due(k, user, due, live)
+  save_holds(k, user, true, live)
   for _, h in ipairs(due) do
-    end_hold(k, user, h, EXPIRED, h.expire, u.layout)
+    end_hold(k, user, h, EXPIRED, h.expire)
   end
 end
 
--- Drops the outcome records of the orders in `orders` (a list) and their details and life
--- records, except those of `keep` (an order this script has just placed again: its new ones).
--- HDEL, the last touch of k.outcomes in a script, since it may empty the hash ("Slot
+-- Drops the outcome records of the orders in `orders` (a list) with their details and life
+-- records. HDEL, the last touch of k.outcomes in a script, since it may empty the hash ("Slot
 -- migrations"); only its last chunk can.
-local function drop_records(k, orders, keep)
+local function drop_records(k, orders)
   local fields = {}
   for _, order in ipairs(orders) do
     fields[#fields + 1] = order
-    if order ~= keep then
-      fields[#fields + 1] = DETAILS .. order
-      fields[#fields + 1] = LIFE .. order
-    end
+    fields[#fields + 1] = DETAILS .. order
+    fields[#fields + 1] = LIFE .. order
   end
   -- In chunks (unpack's stack limit: ReleaseHolds may drop thousands); the last touch still.
   for i = 1, #fields, 999 do
@@ -446,21 +367,20 @@ local function drop_records(k, orders, keep)
 end
 
 -- Bounds the user's outcome records after end_hold: drops records that ended at or before
--- now - retention_ms, then the oldest beyond max_records, with their details (except `keep`, see
--- drop_records). The records' keys expire retention_ms after the last end, and no earlier than a
--- live hold's details need (place_hold.lua), so a user who never comes back leaves nothing behind.
--- When every record is past the retention (a hold that expired longer than that ago, ended only
--- now), the ended set is deleted and, unless live holds' details remain, so is the hash (emptied);
--- neither is touched again (see "Slot migrations"): k.outcomes is touched last.
-local function trim_outcomes(k, now, retention_ms, max_records, keep)
+-- now - retention_ms, then the oldest beyond max_records, with their details and life records
+-- (drop_records). Both keys expire retention_ms after the last end (never sooner than they were
+-- set to), so a user who never comes back leaves nothing behind. When every record is past the
+-- retention (a hold that expired longer than that ago, ended only now), the ended set is deleted
+-- and the hash emptied; neither is touched again (see "Slot migrations"): k.outcomes is touched
+-- last.
+local function trim_outcomes(k, now, retention_ms, max_records)
   local bound, ttl = int_str(now - retention_ms), int_str(retention_ms)
   local old = redis.call('ZRANGEBYSCORE', k.ended, '-inf', bound)
   local left = redis.call('ZCARD', k.ended) - #old
-  -- Never shortening what a live hold's details need.
   keep_for(k.outcomes, ttl)
   if left == 0 then
     redis.call('DEL', k.ended)
-    drop_records(k, old, keep)
+    drop_records(k, old)
     return
   end
   if #old > 0 then
@@ -473,7 +393,7 @@ local function trim_outcomes(k, now, retention_ms, max_records, keep)
     end
   end
   redis.call('PEXPIRE', k.ended, ttl)
-  drop_records(k, old, keep)
+  drop_records(k, old)
 end
 
 -- How `order` ended, as a script sees it once the holds in `due` (split_due) have ended: EXPIRED
@@ -499,15 +419,15 @@ end
 
 -- For a script about `order` that found no live hold of it (Pay, CancelHold, ExtendHold): ends the
 -- user's holds that are no longer live as EXPIRED (lazy cleanup: expire_due, trim_outcomes and the
--- due index), then says how `order` ended, as outcome_of does. `u` is the user's holds
+-- due index), then says how `order` ended, as outcome_of does. `holds` is the user's holds
 -- (load_holds); reads the rest it needs before its first write, and the caller must have written
 -- nothing before (see "Slot migrations"). Returns removed (holds ended now), then outcome,
 -- end_ms, expire (nil when the order is unknown).
-local function end_due_then_outcome(k, user, u, order, now, retention_ms, max_records)
-  local due, live = split_due(u.holds, now)
+local function end_due_then_outcome(k, user, holds, order, now, retention_ms, max_records)
+  local due, live = split_due(holds, now)
   local record = redis.call('HGET', k.outcomes, order)
   if #due > 0 then
-    expire_due(k, user, u, due, live, now, retention_ms)
+    expire_due(k, user, due, live)
     trim_outcomes(k, now, retention_ms, max_records)
     set_due(k, user, live[1] and live[1].expire)
   end

@@ -12,16 +12,15 @@
 -- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
 -- partition's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
 --
--- Cluster note: the user keys and the buckets' due indexes are built here from ARGV[1] rather
--- than passed in KEYS (they are only known after reading the indexes). They share KEYS[1]'s hash
--- tag, so every key this script touches is in KEYS[1]'s hash slot. While that slot migrates
--- (resharding), Redis refuses, part-way through the script, any access to one of them that is not
--- on this node, whether it moved or was never there ("non local key"), and keeps the writes made
--- before. So each user's keys are all read before any of them is written, and the user's next
--- expiry is read before its holds key is emptied (an emptied key is deleted, and then refused): a
--- refusal comes before the user's first write, each user is reaped whole or not at all (and once
--- per call: a user in both indexes is not reaped again by the bucket pass), and the next call
--- after the migration reaps the rest, one event per hold
+-- Cluster note: the user keys, the buckets' due indexes and the holds buckets are built here from
+-- ARGV[1] rather than passed in KEYS (they are only known after reading the indexes). They share
+-- KEYS[1]'s hash tag, so every key this script touches is in KEYS[1]'s hash slot. While that slot
+-- migrates (resharding), Redis refuses, part-way through the script, any access to one of them
+-- that is not on this node, whether it moved or was never there ("non local key"), and keeps the
+-- writes made before. So each user's keys are all read before any of them is written, and the
+-- user's next expiry is read before its field is emptied (an emptied key is deleted, and then
+-- refused): a refusal comes before the user's first write, each user is reaped whole or not at
+-- all, and the next call after the migration reaps the rest, one event per hold
 -- (tests/integration/script_migration_test.cc). A user without outcome records is refused too
 -- while the slot migrates, so the partition's reaping waits for the migration to end. A bucket's
 -- due index is read before the bucket's first write, and written once its users are reaped: a
@@ -33,7 +32,8 @@
 --          earliest expire time), or earlier (set_due in prelude.lua: this script sets it right)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
--- ARGV[1]  the key prefix of that partition; a user's holds are ARGV[1] .. "u:" .. user_id, its
+-- ARGV[1]  the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h): a bucket's due
+--          index is ARGV[1] .. "hd:" .. bucket, its holds ARGV[1] .. "h:" .. bucket, a user's
 --          outcome records and hold details ARGV[1] .. "x:" .. user_id and ended orders
 --          ARGV[1] .. "xt:" .. user_id
 -- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time; a bucket visited that
@@ -45,50 +45,19 @@
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
--- ARGV[9]  hold layout mode, as place_hold.lua's last argument: with 1 or 2, the users of a bucket
---          may have their holds in the holds bucket ARGV[1] .. "h:" .. bucket (layout v2)
 -- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
 --          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
 --          replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
 --          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
 --          lease (-1 does not mean "nothing due" then).
--- Old index: the partition's due index of releases before the buckets, ARGV[1] .. "due" (member
---          = user_id, score = the user's earliest expire time), is no longer written; every call
---          drains it: its due users are reaped first, each then filed in its bucket. Not in KEYS,
---          and read first, before any write, with redis.pcall: it no longer exists once drained
---          (or never did), and Redis Cluster runs no script declaring a missing key of a
---          migrating slot (TRYAGAIN: every reap would stop for the whole of a migration) and
---          refuses a read of one in the old owner: then it is skipped and the buckets are reaped.
---          Once drained, it costs one read of a missing key per call.
--- Hold layouts: the bucket pass reads both ("Hold layouts" in prelude.lua); the old index's drain
---          reads v1 only: the old index holds only users filed before the buckets, whose holds
---          are v1 (--hold_layout=v2 comes after every replica runs a release with buckets for
---          --max_hold_lifetime: server/README.md). A user there with no v1 hold left is only
---          dropped from it: its bucket entry, written by the calls that placed its holds, stays.
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 local prefix = ARGV[1]
-local mode = tonumber(ARGV[9])
-local old_index = prefix .. 'due'
 
-local function first_score(key)
-  return tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
-end
--- The old index first of all: a refusal then comes before anything is done. `oldest` is set
--- (and the drain below runs) only when it exists and could be read.
-local oldest
-local first_old = redis.pcall('ZRANGE', old_index, '0', '0', 'WITHSCORES')
-if not first_old.err then
-  oldest = tonumber(first_old[2])
-end
-local drain_old = oldest ~= nil
-local oldest_bucket = first_score(KEYS[1])
-if not oldest or (oldest_bucket and oldest_bucket < oldest) then
-  oldest = oldest_bucket
-end
+local oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
 if ARGV[8] ~= '' then
   if not oldest or oldest > now - tonumber(ARGV[8]) then
     return {now, -1, oldest or -1}
@@ -110,22 +79,16 @@ local out = {now, 0, oldest or -1}
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to
 -- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
--- every key of the user first (see the cluster note), then writes; its holds key or field may be
--- emptied. `hb`: the user's holds bucket (v2) and `packed` its field there, read by the caller
--- (false: none; nil: the old index's drain, which reads v1 only, see "Hold layouts" below).
-local function reap_user(user, hb, packed)
-  local k = {holds = prefix .. 'u:' .. user, outcomes = prefix .. 'x:' .. user,
-             ended = prefix .. 'xt:' .. user, events = KEYS[2], hb = hb}
-  -- A v2 user's holds key is neither read nor written (and never exists): not asked for.
-  if packed then
-    redis.call('EXISTS', k.outcomes, k.ended)
-  else
-    redis.call('EXISTS', k.holds, k.outcomes, k.ended)
-  end
-  local u = load_holds(k, user, 0, {details_until = now}, packed or false)
-  local due, live = split_due(u.holds, now)
+-- every key of the user first (see the cluster note), then writes; its field of the holds bucket
+-- may be emptied. `bucket`: the user's holds bucket and due index ({hb=, hd=}); `packed`: its
+-- field there, read by the caller (false: none).
+local function reap_user(user, bucket, packed)
+  local k = {hb = bucket.hb, hd = bucket.hd, bdue = KEYS[1], outcomes = prefix .. 'x:' .. user,
+             ended = prefix .. 'xt:' .. user, events = KEYS[2]}
+  redis.call('EXISTS', k.outcomes, k.ended)
+  local due, live = split_due(load_holds(k, user, true, packed), now)
   if #due > 0 then
-    expire_due(k, user, u, due, live, now, retention)
+    expire_due(k, user, due, live)
     for _, h in ipairs(due) do
       out[#out + 1] = h.expire
     end
@@ -134,88 +97,37 @@ local function reap_user(user, hb, packed)
   return live[1] and live[1].expire
 end
 
--- FNV-1a-32 of s, as KeySchema in keys.cc (Lua numbers are doubles: exact below 2^53; the
--- multiplication by 16777619 = 2^24 + 403 is split so that it stays there).
-local function fnv1a32(s)
-  local h = 2166136261
-  for i = 1, #s do
-    h = bit.bxor(h, string.byte(s, i)) % 4294967296
-    h = (h * 403 + (h % 256) * 16777216) % 4294967296
-  end
-  return h
-end
-
--- The old index: each due user is reaped, then filed in its bucket (the bucket written before the
--- old entry goes, so that a refusal part-way leaves the user findable), then leaves the old index.
-local drained = {}  -- user -> its next expiry, or false: reaped by the drain (not again below)
-if drain_old then
-  local users = redis.call('ZRANGEBYSCORE', old_index, '-inf', int_str(now), 'LIMIT', '0',
-    int_str(budget))
-  budget = budget - #users
-  for _, user in ipairs(users) do
-    local bucket = int_str(math.floor(fnv1a32(user) / 64) % 256)
-    -- The bucket's key is checked before the user's writes, as its own (see the bucket pass).
-    redis.call('EXISTS', prefix .. 'hd:' .. bucket, KEYS[1])
-    local next_live = reap_user(user)
-    drained[user] = next_live or false
-    if next_live then
-      local score = int_str(next_live)
-      redis.call('ZADD', prefix .. 'hd:' .. bucket, score, user)
-      redis.call('ZADD', KEYS[1], 'LT', score, bucket)
-    end
-    redis.call('ZREM', old_index, user)
-  end
-end
-
 -- The buckets due: in each, the due users among its lowest `budget` + 1 (all read before the
 -- bucket's first write), each reaped; then the bucket's index entries, and its score set to its
 -- true earliest (the reaped users' next expiries and the first user not reaped). ZADDs before the
 -- ZREM, which alone may empty the bucket's key, and is its last touch ("Slot migrations").
-local buckets = {}
-if budget > 0 then
-  buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int_str(now), 'LIMIT', '0',
-    int_str(budget))
-end
+local buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int_str(now), 'LIMIT', '0',
+  int_str(budget))
 for _, bucket in ipairs(buckets) do
   if budget <= 0 then
     break
   end
-  local hd = prefix .. 'hd:' .. bucket
-  -- Two keys, so that while the slot migrates a bucket key not on this node is refused rather
+  local keys = {hd = prefix .. 'hd:' .. bucket, hb = prefix .. 'h:' .. bucket}
+  -- Three keys, so that while the slot migrates a bucket key not on this node is refused rather
   -- than read as empty: a one-key command on a missing key is served by the importing node (this
   -- script runs there after an ASK once the declared keys have moved), and an empty read would
   -- drop the bucket, and its users, from the bucket index. Like the users' EXISTS in reap_user.
-  -- The holds bucket (v2) likewise, when read at all (mode > 0).
-  local hb = prefix .. 'h:' .. bucket
-  if mode > 0 then
-    redis.call('EXISTS', hd, KEYS[1], hb)
-  else
-    redis.call('EXISTS', hd, KEYS[1])
-  end
-  local lowest = redis.call('ZRANGE', hd, '0', int_str(budget), 'WITHSCORES')
-  -- Its due users (at most `budget`) and, when v2 is read, their fields in the holds bucket, all
-  -- read before the first write of any of them: one user's HDEL may empty the bucket ("Slot
-  -- migrations"; no later user then has a field).
+  redis.call('EXISTS', keys.hd, KEYS[1], keys.hb)
+  local lowest = redis.call('ZRANGE', keys.hd, '0', int_str(budget), 'WITHSCORES')
+  -- Its due users (at most `budget`) and their fields in the holds bucket, all read before the
+  -- first write of any of them: one user's HDEL may empty the bucket ("Slot migrations"; no later
+  -- user then has a field).
   local users, packed = {}, {}
   for i = 1, #lowest - 1, 2 do
     if tonumber(lowest[i + 1]) > now or #users >= budget then
       break
     end
     users[#users + 1] = lowest[i]
-    if mode > 0 then
-      packed[lowest[i]] = redis.call('HGET', hb, lowest[i])
-    end
+    packed[lowest[i]] = redis.call('HGET', keys.hb, lowest[i])
   end
   local moved, gone, earliest = {}, {}, nil
   for _, user in ipairs(users) do
-    -- A user both indexes had (filed again by this release) was reaped by the drain: its holds
-    -- key may be gone, and is not touched again ("Slot migrations").
-    -- A user the drain found without v1 holds may have v2 ones (placed after its v1 holds
-    -- ended, before the old index was drained): reaped here, as the drain reads v1 only.
-    local next_live = drained[user]
-    if next_live == nil or (next_live == false and packed[user]) then
-      next_live = reap_user(user, hb, packed[user] or false)
-    end
+    local next_live = reap_user(user, keys, packed[user])
     if next_live then
       moved[#moved + 1] = int_str(next_live)
       moved[#moved + 1] = user
@@ -230,10 +142,10 @@ for _, bucket in ipairs(buckets) do
     earliest = math.min(earliest or tonumber(first_left), tonumber(first_left))
   end
   if #moved > 0 then
-    redis.call('ZADD', hd, unpack(moved))
+    redis.call('ZADD', keys.hd, unpack(moved))
   end
   if #gone > 0 then
-    redis.call('ZREM', hd, unpack(gone))
+    redis.call('ZREM', keys.hd, unpack(gone))
   end
   if earliest then
     redis.call('ZADD', KEYS[1], int_str(earliest), bucket)

@@ -4,16 +4,14 @@
 -- Why Lua: one atomic step against a concurrent PlaceHold of the same user, whose script runs
 -- wholly before or after this one: its hold is then released, or live afterwards and counted.
 --
--- KEYS[1..7]  as in place_hold.lua: the user's holds (v1), its due-index bucket, the user's
---             outcome records, hold details and life records (hash) and ended orders (sorted
---             set), the partition's event stream, the partition's bucket index, the user's holds
---             bucket (v2)
+-- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
+--             outcome records (hash) and ended orders (sorted set), the partition's event stream,
+--             the partition's bucket index
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  scope; "" = every live hold of the user
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[4]  outcome retention, ms >= 1
 -- ARGV[5]  max outcome records per user, >= 1
--- ARGV[6]  hold layout mode, as place_hold.lua's last argument (this script writes no new user)
 -- Returns  {now, removed, {order_1, expire_1, details_1, life_1, order_2, ...}}
 --          removed  holds found no longer live and ended as EXPIRED (each with its event; not
 --                   listed)
@@ -23,14 +21,14 @@
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[3])
-local k = {holds = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], hb = KEYS[7]}
+local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
+           bdue = KEYS[6]}
 local user, scope = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 
-local u = load_holds(k, user, tonumber(ARGV[6]), {life = true, details = true})
+local holds = load_holds(k, user, true)
 local due, released, stay = {}, {}, {}
-for _, h in ipairs(u.holds) do
+for _, h in ipairs(holds) do
   if h.expire <= now then
     due[#due + 1] = h
   else
@@ -45,12 +43,12 @@ end
 
 local out = {}
 if #due + #released > 0 then
-  save_holds(k, user, u, stay, nil, now, retention)
+  save_holds(k, user, true, stay)
   for _, h in ipairs(due) do
-    end_hold(k, user, h, EXPIRED, h.expire, u.layout)
+    end_hold(k, user, h, EXPIRED, h.expire)
   end
   for _, h in ipairs(released) do
-    end_hold(k, user, h, CANCELLED, now, u.layout)
+    end_hold(k, user, h, CANCELLED, now)
     out[#out + 1] = h.order
     out[#out + 1] = h.expire
     out[#out + 1] = h.details or ''

@@ -1,0 +1,68 @@
+#include "server/reaper/migration_sweep.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "server/common/fan_in.h"
+#include "server/common/log.h"
+
+namespace orderhold::reaper {
+
+MigrationSweep::MigrationSweep(store::HoldStore& store, metrics::Metrics& metrics,
+                               MigrationSweepOptions options)
+    : store_(store),
+      metrics_(metrics),
+      options_(std::move(options)),
+      partitions_(static_cast<size_t>(store.partition_count())) {}
+
+int MigrationSweep::Step(const std::vector<int>& owned) {
+  std::vector<int> todo;
+  for (int partition : owned) {
+    if (!partitions_[static_cast<size_t>(partition)].done) todo.push_back(partition);
+  }
+  const size_t step = static_cast<size_t>(std::max(1, options_.max_in_flight));
+  for (size_t first = 0; first < todo.size(); first += step) {
+    const size_t n = std::min(step, todo.size() - first);
+    // Deadlines are host time (what the store compares them with), one budget per round.
+    const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
+    std::vector<absl::StatusOr<store::MigrateResult>> results =
+        AwaitAll<store::MigrateResult>(n, [&](size_t i, auto done) {
+          const Partition& state = partitions_[static_cast<size_t>(todo[first + i])];
+          store_.MigrateStep(todo[first + i],
+                             store::MigrateArgs{.owner = options_.replica_id,
+                                                .max_users = options_.max_users,
+                                                .cursor = state.cursor},
+                             call, std::move(done));
+        });
+    for (size_t i = 0; i < n; ++i) {
+      const int partition = todo[first + i];
+      Partition& state = partitions_[static_cast<size_t>(partition)];
+      if (!results[i].ok()) {
+        metrics_.redis_errors().Increment();
+        continue;
+      }
+      if (results[i]->not_owner) continue;
+      state.cursor = results[i]->cursor;
+      state.users_left = results[i]->users_left;
+      if (state.cursor.empty()) {
+        state.done = true;
+        state.users_left = 0;
+        LogInfo("reaper: layout migration of partition ", partition,
+                " done: no user of it is left in an older shape");
+      }
+    }
+  }
+  int64_t left = 0;
+  for (int partition : owned) left += partitions_[static_cast<size_t>(partition)].users_left;
+  metrics_.layout_migration_users_left().Set(static_cast<double>(left));
+  return static_cast<int>(todo.size());
+}
+
+bool MigrationSweep::Done(const std::vector<int>& owned) const {
+  return std::all_of(owned.begin(), owned.end(), [&](int partition) {
+    return partitions_[static_cast<size_t>(partition)].done;
+  });
+}
+
+}  // namespace orderhold::reaper

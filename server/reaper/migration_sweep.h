@@ -1,0 +1,78 @@
+// MigrationSweep: the reaper's step that moves, partition by partition, the data earlier releases
+// wrote in older shapes into the store's layout, for the users no call touches
+// (HoldStore::MigrateStep; what moves is the store's: server/store/lua/migrations/). A call moves
+// the user it touches itself and the reaper a user whose hold comes due, so the sweep is what
+// makes the migration end: once it has checked every user of every partition, nothing of the old
+// shapes is left but what older replicas still running write.
+//
+// Each tick, for each partition this replica owns whose sweep is not done, one step of at most
+// MigrationSweepOptions::max_users users (whole buckets), a few calls at a time, like the reap
+// calls (tick_pacer.h): each step is one short script, leased per partition (a step runs only
+// while this replica holds the partition's reaper lease). The progress (a cursor per partition)
+// is this process's: a partition that changes owner is swept again from the start by its new
+// owner, a restarted replica sweeps its partitions again (cheap when nothing is left: one EXISTS
+// per user, e.g. ~64 steps of 256 users per partition at 1M users).
+//
+// Metrics: orderhold_layout_migration_users_left (the users the sweep has still to check in the
+// partitions this replica owns: an upper bound of those still in an older shape; 0 once done), a
+// log line when a partition's sweep is done.
+//
+// Thread-safety: Step is called by the reaper's thread, one tick at a time.
+#ifndef ORDERHOLD_SERVER_REAPER_MIGRATION_SWEEP_H_
+#define ORDERHOLD_SERVER_REAPER_MIGRATION_SWEEP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/metrics/metrics.h"
+#include "server/store/hold_store.h"
+
+namespace orderhold::reaper {
+
+struct MigrationSweepOptions {
+  // Users checked per step, at least (whole buckets): ~0.5 us of Redis per user with nothing to
+  // move, a few us per user moved, so a step is a short script.
+  int max_users = 256;
+  // Steps outstanding at once (>= 1), as the reap calls.
+  int max_in_flight = 4;
+  // Deadline of one round of steps.
+  absl::Duration call_timeout = absl::Seconds(2);
+  // This replica's id (the lease owner); empty: no lease checked (tests, single-process tools).
+  std::string replica_id;
+};
+
+class MigrationSweep {
+ public:
+  // `store` and `metrics` must outlive this object.
+  MigrationSweep(store::HoldStore& store, metrics::Metrics& metrics, MigrationSweepOptions options);
+  MigrationSweep(const MigrationSweep&) = delete;
+  MigrationSweep& operator=(const MigrationSweep&) = delete;
+
+  // One step for each partition of `owned` whose sweep is not done, then sets the gauge to the
+  // users left in `owned` (a partition whose first step has not answered yet counts 0). Blocks
+  // until the steps answered (each round at most call_timeout). A failed step (UNAVAILABLE,
+  // DEADLINE_EXCEEDED, a slot migrating) is retried next tick from the same cursor. Returns the
+  // number of steps made.
+  int Step(const std::vector<int>& owned);
+
+  // Whether every partition of `owned` has been swept by this process.
+  bool Done(const std::vector<int>& owned) const;
+
+ private:
+  struct Partition {
+    std::string cursor;      // the next step's
+    bool done = false;       // the sweep ended
+    int64_t users_left = 0;  // from the last answer
+  };
+
+  store::HoldStore& store_;
+  metrics::Metrics& metrics_;
+  const MigrationSweepOptions options_;
+  std::vector<Partition> partitions_;  // [partition]
+};
+
+}  // namespace orderhold::reaper
+
+#endif  // ORDERHOLD_SERVER_REAPER_MIGRATION_SWEEP_H_

@@ -1,0 +1,38 @@
+-- migrate.lua: one bounded step of the background sweep that moves one partition's data written
+-- by earlier releases into today's layout (prelude.lua), for the users no call touches.
+--
+-- Why Lua: each user is moved in one atomic step, against the calls of every replica (which move
+-- a user they touch themselves, in their own script: load_holds in prelude.lua), so a user's
+-- holds are counted, listed and ended exactly once wherever they are.
+-- What is moved, and how, is each migration's (lua/migrations/*.lua, registered in
+-- migrations.partitions: prelude.lua); with none registered a step finds nothing left.
+--
+-- KEYS[1]  the partition's bucket index (as in reap.lua)
+-- KEYS[2]  the partition's event stream
+-- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry; as in reap.lua)
+-- ARGV[1]  the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h)
+-- ARGV[2]  the calling replica's id: the step runs only while that replica holds the lease (taken
+--          by its reap.lua calls); "" = no lease (tests, single replica tools)
+-- ARGV[3]  max users to check in this step, integer >= 1 (bounds the script's run time)
+-- ARGV[4]  the sweep's cursor: "" to start, else what the previous step returned
+-- Returns  {left, cursor}: left = users of the partition the sweep has still to check (an upper
+--          bound of those still in an older shape; 0 once done), -1 when another replica holds
+--          the lease or none does (nothing done: try again later); cursor = the next step's
+--          ARGV[4], "" once the sweep is done
+-- Helpers and the migrations: see prelude.lua, prepended when the script is embedded.
+if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[2] then
+  return {-1, ARGV[4]}
+end
+local partition = {prefix = ARGV[1], bdue = KEYS[1], events = KEYS[2]}
+for i, step in ipairs(migrations.partitions) do
+  -- The migrations run one after the other: a cursor "<i>:<theirs>" is the i-th one's.
+  local at, theirs = string.match(ARGV[4], '^(%d+):(.*)$')
+  at = tonumber(at) or 1
+  if i >= at then
+    local n, next_cursor = step(partition, tonumber(ARGV[3]), i == at and theirs or '')
+    if next_cursor ~= '' then
+      return {n, int_str(i) .. ':' .. next_cursor}
+    end
+  end
+end
+return {0, ''}

@@ -1,0 +1,158 @@
+-- migrations/v1_layout.lua: moves the holds that releases before the one-layout release kept in
+-- their older shapes into today's layout (the user's field of its holds bucket: prelude.lua),
+-- online, user by user. The only code that knows those shapes; server/CMakeLists.txt prepends it,
+-- after prelude.lua, to every script. Deleting this file (and its test,
+-- tests/integration/layout_migration_test.cc) removes the migration and nothing else: when that
+-- is safe is in server/README.md ("Upgrading").
+--
+-- The older shapes (under the same partition prefix "<prefix>:{<partition>}:", keys.h):
+--   u:<user_id>  sorted set, member = order_id, score = expire (Unix ms): the user's live holds
+--                (and due ones not ended yet), "layout v1". Each hold's details and life record
+--                are the fields DETAILS .. order_id and LIFE .. order_id (prelude.lua) of the
+--                user's outcome records hash x:<user_id>; a hold placed before details or life
+--                records existed has none. Every release before this one wrote it by default.
+--   due          sorted set, member = user_id, score = the user's earliest expiry: the
+--                partition's due index before the buckets (hd:<bucket> and bdue). Its users'
+--                holds are in u:<user_id>; they may have no hd:<bucket> entry.
+-- A user is moved by the first call that touches it (load_holds, in that call's script, before
+-- the call decides: its old holds count from that call on), and by the reaper when one of its
+-- holds comes due (reap.lua reads users through load_holds too); the users nobody touches by the
+-- sweep (migrate.lua), bucket by bucket.
+--
+-- Redis Cluster: these keys are not in any script's KEYS (a key that does not exist, as these
+-- will not once moved, would have Redis answer TRYAGAIN to every call for the whole of a slot
+-- migration). They are read as reap.lua reads its users' keys: together with a key the script
+-- declared, in one EXISTS, so that while the slot migrates a key not on this node is refused
+-- rather than read as empty (a one-key read of a missing key is served by the importing node),
+-- and before the user's first write. While a slot migrates, a call for a user without live holds
+-- is then refused until the migration ends (its u: key is missing there, as in the releases that
+-- named it in KEYS); this ends with this file.
+
+-- FNV-1a-32 of s, as KeySchema in keys.cc (Lua numbers are doubles: exact below 2^53; the
+-- multiplication by 16777619 = 2^24 + 403 is split so that it stays there). For the due index of
+-- before the buckets, whose entries do not name their bucket.
+local function v1_fnv1a32(s)
+  local h = 2166136261
+  for i = 1, #s do
+    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = (h * 403 + (h % 256) * 16777216) % 4294967296
+  end
+  return h
+end
+
+-- Whether `key` (of the script's slot, not in KEYS) exists, asked with `guard` (another key the
+-- script may read) so that a slot migration refuses rather than answers (see above): EXISTS counts
+-- `key` once and `guard` twice.
+local function v1_exists(key, guard)
+  return redis.call('EXISTS', key, guard, guard) % 2 == 1
+end
+
+-- The user hook (load_holds): for a user with no field in k.hb, the holds of u:<user>, each with
+-- its details and life record from x:<user>; with `writes`, they are written to k.hb, the user is
+-- filed in its due-index bucket (set_due: a user of the old due index has no entry there), and
+-- u:<user> is deleted. The details and life fields stay in x:<user>, which outlives them by the
+-- outcome retention (end_hold writes them there again; trim_outcomes drops them with the record).
+-- A user with a field is not looked up: every release that reads fields writes a user that has
+-- holds where they are (server/README.md "Upgrading"), so it has no u:<user>; and no key outside
+-- KEYS is touched then, so its calls go on while its slot migrates.
+migrations.users[#migrations.users + 1] = function(k, user, holds, writes)
+  if #holds > 0 then
+    return holds
+  end
+  local prefix = string.match(k.hb, '^(.*}:)h:%d+$')
+  local v1 = prefix .. 'u:' .. user
+  local guard = k.hd or k.hb
+  if not v1_exists(v1, guard) then
+    return holds
+  end
+  local outcomes = k.outcomes or prefix .. 'x:' .. user
+  local has_records = k.outcomes ~= nil or v1_exists(outcomes, guard)
+  local flat = redis.call('ZRANGE', v1, '0', '-1', 'WITHSCORES')
+  for i = 1, #flat, 2 do
+    local order, expire = flat[i], tonumber(flat[i + 1])
+    local details, life = false, false
+    if has_records then
+      details = details_for(redis.call('HGET', outcomes, DETAILS .. order), expire) or false
+      life = details_for(redis.call('HGET', outcomes, LIFE .. order), expire) or false
+    end
+    holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
+  end
+  sort_holds(holds)
+  if writes then
+    save_holds(k, user, false, holds)
+    if holds[1] then
+      set_due(k, user, holds[1].expire)
+    end
+    redis.call('DEL', v1)
+  end
+  return holds
+end
+
+-- Due-index buckets per partition (KeySchema::kDueBucketCount, keys.h).
+local V1_BUCKETS = 256
+
+-- Moves `user`, filed in `bucket` ({hb=, hd=}), when it has holds in u:<user> (through load_holds
+-- and the hook above); `p`: the partition (migrate.lua). Every key it may touch is checked
+-- present on this node before its first write, the bucket's keys included (see "Slot migrations"
+-- in prelude.lua): a write creating a key the importing node does not have yet would make the
+-- migration of that key fail.
+local function v1_move_user(p, bucket, user)
+  if not v1_exists(p.prefix .. 'u:' .. user, p.bdue) then
+    return
+  end
+  redis.call('EXISTS', bucket.hb, bucket.hd, p.bdue)
+  load_holds({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, events = p.events,
+              outcomes = p.prefix .. 'x:' .. user, ended = p.prefix .. 'xt:' .. user}, user, true)
+end
+
+-- The users left to check: those of the old due index and of the buckets from `from` on.
+local function v1_left(p, from)
+  local left = redis.call('ZCARD', p.prefix .. 'due')
+  for b = from, V1_BUCKETS - 1 do
+    left = left + redis.call('ZCARD', p.prefix .. 'hd:' .. int_str(b))
+  end
+  return left
+end
+
+-- The partition hook (migrate.lua): checks at least `budget` users (whole buckets) and moves those
+-- in an older shape. First the old due index, earliest first, each user then dropped from it
+-- (moved or not: one moved by a call has its bucket entry already); then bucket by bucket, from
+-- `cursor` ("" = the start, "due" = the old index, "b<n>" = bucket n). A bucket is checked whole
+-- in one step: its members' order changes between steps (scores move, users come and go), so an
+-- offset could skip a user. Returns the users left to check and the next cursor ("" when done).
+migrations.partitions[#migrations.partitions + 1] = function(p, budget, cursor)
+  local old = p.prefix .. 'due'
+  local checked = 0
+  local at = tonumber(string.match(cursor, '^b(%d+)$'))
+  if not at then
+    if v1_exists(old, p.bdue) then
+      local users = redis.call('ZRANGE', old, '0', int_str(budget - 1))
+      for _, user in ipairs(users) do
+        local b = int_str(math.floor(v1_fnv1a32(user) / 64) % V1_BUCKETS)
+        v1_move_user(p, {hb = p.prefix .. 'h:' .. b, hd = p.prefix .. 'hd:' .. b}, user)
+        redis.call('ZREM', old, user)
+      end
+      if #users >= budget then
+        return v1_left(p, 0), 'due'
+      end
+      checked = #users
+    end
+    at = 0
+  end
+  while at < V1_BUCKETS do
+    local b = int_str(at)
+    local bucket = {hb = p.prefix .. 'h:' .. b, hd = p.prefix .. 'hd:' .. b}
+    if v1_exists(bucket.hd, p.bdue) then
+      local users = redis.call('ZRANGE', bucket.hd, '0', '-1')
+      for _, user in ipairs(users) do
+        v1_move_user(p, bucket, user)
+      end
+      checked = checked + #users
+    end
+    at = at + 1
+    if checked >= budget and at < V1_BUCKETS then
+      return v1_left(p, at), 'b' .. int_str(at)
+    end
+  end
+  return 0, ''
+end
