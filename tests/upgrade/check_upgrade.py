@@ -8,9 +8,12 @@ Reads the work directory rolling_upgrade.sh fills:
   streams/*.json    XRANGE of every partition's event stream (redis-cli --json)
   pending           pending (unacked) entries of the group, summed over the streams
   violations        violations the shell script found itself
+  quiet             "user order" per line: the quiet users (untouched from their placement until
+                    phase C's migration sweep) and their live hold, which phases S and R leave alone
 Modes:
-  --wait SECONDS    waits until every placed order has an event; lists the missing ones and fails
-  --orders          prints "user order" for every placed order
+  --wait SECONDS    waits until every placed order but the quiet holds has an event; lists the
+                    missing ones and fails
+  --orders          prints "user order" for every placed order but the quiet users' ones
   (none)            checks everything, prints the summary and the violations; exit 1 on any
 """
 
@@ -115,13 +118,28 @@ class Orders:
                     violations.append(f"{c.order}: created=false via {c.replica} but never created")
 
 
+def read_quiet(work):
+    """The quiet users and their quiet holds' order ids (rolling_upgrade.sh's file)."""
+    path = os.path.join(work, "quiet")
+    users, orders = set(), set()
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    user, order = line.split()
+                    users.add(user)
+                    orders.add(order)
+    return users, orders
+
+
 def wait_for_events(work, seconds):
     deadline = time.time() + seconds
+    _, quiet = read_quiet(work)
     while True:
         violations = []
         orders = Orders(read_ledger(work), violations)
         seen = {e["hold"]["orderId"] for _, e in read_events(work)}
-        missing = sorted(set(orders.placed) - seen)
+        missing = sorted(set(orders.placed) - seen - quiet)
         if not missing:
             return 0
         if time.time() > deadline:
@@ -281,8 +299,11 @@ def check(work):
         if c.op == "place" and c.order not in placed and c.rc not in (8, 9):
             violations.append(f"{c.order}: PlaceHold via {c.replica} exit {c.rc}: {c.err}")
 
-    # Outcomes remembered: phase R paid every order through both releases.
-    before_r = [o for o, info in placed.items() if info["phase"] in ("A", "B")]
+    # Outcomes remembered: phase R paid every order through both releases (but the quiet users':
+    # phase C checks theirs).
+    quiet_users, quiet = read_quiet(work)
+    before_r = [o for o, info in placed.items()
+                if info["phase"] in ("A0", "A", "B") and info["user"] not in quiet_users]
     for order in before_r:
         via = {c.replica for c in calls if c.phase == "R" and c.op == "pay" and c.order == order}
         if via != {"old", "new"}:
@@ -310,8 +331,9 @@ def check(work):
     print("calls (replica op exit: count):")
     for (replica, op, rc), n in sorted(by.items()):
         print(f"  {replica:3} {op:6} {rc:2}: {n}")
-    print(f"orders placed: {len(placed)} (old {sum(i['replica'] == 'old' for i in placed.values())}"
-          f", new {sum(i['replica'] == 'new' for i in placed.values())}); ended: "
+    by_replica = collections.Counter(i["replica"] for i in placed.values())
+    print(f"orders placed: {len(placed)} (pre {by_replica['pre']}, old {by_replica['old']}, "
+          f"new {by_replica['new']}; {len(quiet)} quiet until phase C); ended: "
           f"{dict(outcomes)}; races across replicas: {races} Pay/Cancel, {place_races} PlaceHold")
     print(f"refused at the cap: {by_rc(calls, 'place', 8)}; ListHolds answers: {len(lists)}; "
           f"deepest per user: {dict(sorted(depth_max.items()))} (cap {MAX_HOLDS})")
@@ -348,8 +370,10 @@ def main():
         return wait_for_events(args.work, args.wait)
     if args.orders:
         orders = Orders(read_ledger(args.work), [])
+        quiet_users, _ = read_quiet(args.work)
         for order, info in sorted(orders.placed.items()):
-            print(info["user"], order)
+            if info["user"] not in quiet_users:
+                print(info["user"], order)
         return 0
     return check(args.work)
 

@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
-# tests/upgrade/rolling_upgrade.sh: a rolling upgrade, for real. The previous release's
-# orderhold-server (built here from its commit) and this build's run side by side on one Redis,
-# as during a rolling upgrade, and every invariant of unscoped calls must hold across them:
+# tests/upgrade/rolling_upgrade.sh: a rolling upgrade, for real. Two earlier releases and this
+# build's orderhold-server run on one Redis as an upgrade would run them: the release before the
+# due-index buckets (PRE_BUCKETS, stopped before this one starts: it cannot run beside it), then
+# the previous release (FROM) beside this one, and every invariant of unscoped calls must hold
+# across them. The old shapes they wrote (u:<user> sorted sets, the pre-bucket `due` index) must be
+# moved into this release's layout by its migration (server/store/lua/migrations/v1_layout.lua):
 #
-#   A  before the upgrade, only the OLD replica runs: holds are placed (some 4 s, some 10 min),
-#      some paid, some cancelled;
+#   A0 only the PRE_BUCKETS release runs: holds are placed for users of their own (some 6 s, some
+#      10 min), some paid, some cancelled: u:<user> keys and the old `due` index. It is stopped;
+#   A  only the FROM release runs, in its default layout (v1): holds are placed (some 4 s, some
+#      10 min), some paid, some cancelled: u:<user> keys and bucket entries. It is restarted with
+#      --hold_layout=read_v2 (the rolling flag change server/README.md "Upgrading" asks for before
+#      this release may run beside it);
 #   B  the NEW replica starts beside it. Two workers per user drive concurrent unscoped PlaceHold /
 #      Pay / CancelHold / ListHolds through either replica at random (max_holds 3, ttls of 1.5 s to
 #      60 s, at-cap refusals freeing a slot through either replica, Pay racing Cancel or Pay and
 #      PlaceHold racing PlaceHold on both replicas at once, bursts of four PlaceHolds through
 #      both); a consumer group watches the events
-#      with one consumer on each replica (acking). Meanwhile the holds of phase A are checked
-#      through the NEW replica: listed with their expiry, a retry answers created=false, the 4 s
-#      ones are ended by a reaper (their users are not touched until their EXPIRED event came),
-#      the long ones are payable, the paid and cancelled ones are remembered;
+#      with one consumer on each replica (acking). Meanwhile the holds of phases A0 and A are
+#      checked through the NEW replica: listed with their expiry, a retry answers created=false,
+#      the short ones are ended by a reaper (their users are not touched until their EXPIRED event
+#      came), the long ones are payable, the paid and cancelled ones are remembered;
 #   S  every hold still live is cancelled (through either replica), and the test waits until every
-#      placed order has its event;
-#   R  then every order is paid through BOTH replicas and placed again through one: the
-#      answers must match its one event (already_paid, or FAILED_PRECONDITION naming the outcome
-#      and end time, in both releases);
-#   C  the OLD replica is stopped (the upgrade is done): the NEW one alone still reaps.
+#      placed order has its event (but the quiet users' holds, below);
+#   R  then every order (but the quiet users') is paid through BOTH replicas and placed again
+#      through one: the answers must match its one event (already_paid, or FAILED_PRECONDITION
+#      naming the outcome and end time, in both releases);
+#   C  the OLD replica is stopped (the upgrade is done): the NEW one alone still reaps. Some users
+#      of phases A0 and A (the quiet ones) have a 10 min hold that nothing has touched since it was
+#      placed: the new replica's migration sweep alone must move them. Within 60 s it owns every
+#      partition, has logged "layout migration of partition N done" for each of the 64 and its
+#      orderhold_layout_migration_users_left is 0; then no <prefix>:*:u:* and no <prefix>:*:due
+#      key is left, and the quiet holds are still listed with their expiry (then cancelled, so
+#      that they have their event too).
 #
-# Redis (a private redis-server on a free port) has the application's ACL user of
-# deploy/redis/orderhold.acl, and both releases connect as it.
+# Redis (a private redis-server on a free port; with --cluster, a Redis Cluster of 3 primaries)
+# has the application's ACL user of deploy/redis/orderhold.acl, and every release connects as it.
+# With --cluster, the slots of the partitions still holding old shapes when phase C starts are
+# migrated to another primary, slowly (key by key), while the sweep runs.
 #
 # Then check_upgrade.py reads every call, every event the watchers got and the Redis streams:
 #   - exact cap: per user, intervals [expire - ttl, end) on Redis' clock overlap at most 3 deep;
@@ -33,39 +48,52 @@
 #   - outcomes remembered: the phase R answers; a retried PlaceHold never extends the expiry.
 # Exit status 0 only when nothing was violated; the summary lists what was.
 #
-# Not in ctest (building the old release takes minutes). Usage:
-#   tests/upgrade/rolling_upgrade.sh [--from REF] [--build DIR] [--cache DIR] [--duration SECONDS]
-#                                    [--keep] [--build-only]
-#     --from REF      the previous release (default below)
+# Not in ctest (building the old releases takes minutes). Usage:
+#   tests/upgrade/rolling_upgrade.sh [--from REF] [--pre-buckets REF] [--build DIR] [--cache DIR]
+#                                    [--duration SECONDS] [--cluster] [--keep] [--build-only]
+#     --from REF      the previous release, run beside this one (default below: 619bf43)
+#     --pre-buckets REF  the release before the due-index buckets, run before FROM (default below:
+#                     the parent of 4f8e00b, which introduced hd:<bucket> and bdue)
 #     --build DIR     where this release's orderhold-server and orderhold-cli are (default
 #                     <repo>/build, as tests/run.sh builds it)
 #     --cache DIR     where old releases are built, one directory per commit, reused while its
 #                     binary exists (default <repo>/build-upgrade)
 #     --duration S    length of phase B (default 30)
+#     --cluster       run against a Redis Cluster (3 primaries, no replicas) with a slot migration
+#                     during phase C's sweep
 #     --keep          keep the work directory (logs, ledger, events) for a look afterwards
-#     --build-only    build the old release (warm the cache) and exit
-# The old release is extracted with `git archive` (no worktree: the repository's state is not
-# touched) and built with `nice -n 19`, one job (Release, target orderhold-server only). The
-# client is this build's orderhold-cli for both replicas: client/ did not change between the
-# releases, and an unscoped call sets no new field, so the bytes sent are the old client's.
+#     --build-only    build the old releases (warm the cache) and exit
+# An old release is extracted with `git archive` (no worktree: the repository's state is not
+# touched) and built with `nice -n 19`, one job (Release, target orderhold-server only), one
+# release after the other. The client is this build's orderhold-cli for every replica: client/
+# and proto/ did not change since PRE_BUCKETS, and an unscoped call sets no new field, so the
+# bytes sent are the old client's.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="${REPO}/tests/upgrade"
-# The previous release: the commit before 1ae8997 (issue 24's core: the details key, the new
-# stream field `m`, the new script bodies), i.e. `git log --format=%H -n1 1ae8997^`.
-FROM=d91192cb222de436c421a40e75d3d7fc88664dcc
+# The previous release: the one before 161ec5c (one layout; --hold_layout removed), i.e.
+# `git rev-parse 619bf43`. It runs beside this one with --hold_layout=read_v2.
+# The release before the buckets: the parent of 4f8e00b ("The due index in two levels": hd:<bucket>
+# and bdue replace the per-partition `due` index), i.e. `git rev-parse 4f8e00b^`. It writes every
+# hold in u:<user> and files its users in `due`; it cannot run beside this release (it reads
+# neither the buckets nor the holds bucket), so it runs first, alone.
+FROM=619bf43fa2296326a932d5c2d847dff999526b49
+PRE_BUCKETS=19be69773277a8101080c79f83b3a3a3e298c860
 BUILD="${REPO}/build"
 CACHE="${REPO}/build-upgrade"
 DURATION=30
 KEEP=0
 BUILD_ONLY=0
+CLUSTER=0
 while (($#)); do
   case "$1" in
     --from) FROM="${2:?--from needs a REF}"; shift 2 ;;
+    --pre-buckets) PRE_BUCKETS="${2:?--pre-buckets needs a REF}"; shift 2 ;;
     --build) BUILD="${2:?--build needs a DIR}"; shift 2 ;;
     --cache) CACHE="${2:?--cache needs a DIR}"; shift 2 ;;
     --duration) DURATION="${2:?--duration needs seconds}"; shift 2 ;;
+    --cluster) CLUSTER=1; shift ;;
     --keep) KEEP=1; shift ;;
     --build-only) BUILD_ONLY=1; shift ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -86,36 +114,42 @@ for tool in redis-server redis-cli python3 jq git cmake ninja; do
   command -v "${tool}" >/dev/null || die "${tool} missing (deploy/install-deps.sh installs it)"
 done
 
-# --- the old release ---------------------------------------------------------------------------
-OLD_SHA="$(git -C "${REPO}" rev-parse --verify --quiet "${FROM}^{commit}")" ||
+# --- the old releases -------------------------------------------------------------------------
+FROM_SHA="$(git -C "${REPO}" rev-parse --verify --quiet "${FROM}^{commit}")" ||
   die "--from ${FROM}: not a commit of ${REPO}"
-OLD_DIR="${CACHE}/${OLD_SHA}"
-OLD_SERVER="${OLD_DIR}/build/server/orderhold-server"
+PRE_SHA="$(git -C "${REPO}" rev-parse --verify --quiet "${PRE_BUCKETS}^{commit}")" ||
+  die "--pre-buckets ${PRE_BUCKETS}: not a commit of ${REPO}"
+old_server() { echo "${CACHE}/$1/build/server/orderhold-server"; }  # old_server SHA
+# build_old SHA: builds orderhold-server of commit SHA in ${CACHE}/SHA, unless its binary is there.
 build_old() {
-  if [[ -x "${OLD_SERVER}" ]]; then
-    log "old release ${OLD_SHA:0:7}: cached (${OLD_SERVER})"
+  local sha="$1" dir="${CACHE}/$1" server
+  server="$(old_server "${sha}")"
+  if [[ -x "${server}" ]]; then
+    log "old release ${sha:0:7}: cached (${server})"
     return
   fi
-  log "old release ${OLD_SHA:0:7}: building orderhold-server in ${OLD_DIR} (nice 19, -j1; minutes)"
+  log "old release ${sha:0:7}: building orderhold-server in ${dir} (nice 19, -j1; minutes)"
   local began=${SECONDS}
-  mkdir -p "${OLD_DIR}"
+  mkdir -p "${dir}"
   # Extracted once (the marker): an interrupted build resumes where ninja stopped.
-  if [[ ! -f "${OLD_DIR}/src/.extracted" ]]; then
-    rm -rf "${OLD_DIR}/src"
-    mkdir -p "${OLD_DIR}/src"
-    git -C "${REPO}" archive "${OLD_SHA}" | tar -x -C "${OLD_DIR}/src"
-    touch "${OLD_DIR}/src/.extracted"
+  if [[ ! -f "${dir}/src/.extracted" ]]; then
+    rm -rf "${dir}/src"
+    mkdir -p "${dir}/src"
+    git -C "${REPO}" archive "${sha}" | tar -x -C "${dir}/src"
+    touch "${dir}/src/.extracted"
   fi
-  if ! { nice -n 19 cmake -G Ninja -S "${OLD_DIR}/src" -B "${OLD_DIR}/build" \
+  if ! { nice -n 19 cmake -G Ninja -S "${dir}/src" -B "${dir}/build" \
            -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF &&
-         nice -n 19 cmake --build "${OLD_DIR}/build" -j 1 --target orderhold-server; } \
-       >"${OLD_DIR}/build.log" 2>&1; then
-    tail -30 "${OLD_DIR}/build.log" >&2
-    die "building ${OLD_SHA:0:7} failed (whole log: ${OLD_DIR}/build.log)"
+         nice -n 19 cmake --build "${dir}/build" -j 1 --target orderhold-server; } \
+       >"${dir}/build.log" 2>&1; then
+    tail -30 "${dir}/build.log" >&2
+    die "building ${sha:0:7} failed (whole log: ${dir}/build.log)"
   fi
-  log "old release ${OLD_SHA:0:7}: built in $((SECONDS - began)) s"
+  log "old release ${sha:0:7}: built in $((SECONDS - began)) s"
 }
-build_old
+# One after the other: one job at a time on the machine.
+build_old "${FROM_SHA}"
+build_old "${PRE_SHA}"
 ((BUILD_ONLY)) && exit 0
 
 NEW_SERVER_SRC="${BUILD}/server/orderhold-server"
@@ -141,41 +175,78 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# A process stopped and waited for here leaves PIDS (its id may be reused by then).
+forget_pid() {
+  local i
+  for i in "${!PIDS[@]}"; do [[ "${PIDS[i]}" == "$1" ]] && unset 'PIDS[i]'; done
+  PIDS=("${PIDS[@]}")
+}
 
 # Copies, so a rebuild of ${BUILD} during the run cannot swap a binary under it.
 mkdir -p "${WORK}/bin" "${WORK}/ledger" "${WORK}/events"
 cp "${NEW_SERVER_SRC}" "${WORK}/bin/orderhold-server-new"
-cp "${OLD_SERVER}" "${WORK}/bin/orderhold-server-old"
+cp "$(old_server "${FROM_SHA}")" "${WORK}/bin/orderhold-server-old"
+cp "$(old_server "${PRE_SHA}")" "${WORK}/bin/orderhold-server-pre"
 cp "${CLI_SRC}" "${WORK}/bin/orderhold-cli"
 CLI="${WORK}/bin/orderhold-cli"
-log "old: ${OLD_SHA:0:7} ($(git -C "${REPO}" log -1 --format=%s "${OLD_SHA}" | cut -c1-60))"
+log "pre: ${PRE_SHA:0:7} ($(git -C "${REPO}" log -1 --format=%s "${PRE_SHA}" | cut -c1-60))"
+log "old: ${FROM_SHA:0:7} ($(git -C "${REPO}" log -1 --format=%s "${FROM_SHA}" | cut -c1-60))"
 log "new: ${NEW_SERVER_SRC} (built $(date -r "${NEW_SERVER_SRC}" '+%F %T');" \
   "HEAD $(git -C "${REPO}" rev-parse --short HEAD))"
 
 # --- Redis, with the application's ACL user (deploy/redis/orderhold.acl) ------------------------
-# Both releases connect as that user: the mixed fleet needs no command the ACL lacks.
-REDIS_PORT="$(free_port)"
-redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
-  --dir "${WORK}" --logfile "${WORK}/redis.log" &
-PIDS+=($!)
-wait_port "${REDIS_PORT}"
+# Every release connects as that user: the mixed fleet needs no command the ACL lacks.
 REDIS_PASSWORD="upgrade-$$-${RANDOM}"
 read -r -a ACL_RULES < <(awk 'NR == 1 { for (i = 5; i <= NF; i++) printf "%s ", $i; print "" }' \
   "${REPO}/deploy/redis/orderhold.acl")
-redis-cli -p "${REDIS_PORT}" ACL SETUSER orderhold on ">${REDIS_PASSWORD}" "${ACL_RULES[@]}" \
-  >/dev/null
+REDIS_FLAGS=()
+if ((CLUSTER)); then
+  # 3 primaries (lib.sh start_cluster); a cluster client needs a few commands more
+  # (tests/testing/redis_cluster.h, kClusterAppAclRules).
+  start_cluster "${WORK}/cluster" 3 || die "no Redis Cluster"
+  PIDS+=("${CLUSTER_PIDS[@]}")
+  REDIS_PORTS=("${CLUSTER_PORTS[@]}")
+  ACL_RULES+=(+cluster\|shards +cluster\|slots +asking +client\|setname)
+  REDIS_FLAGS=(--redis_mode=cluster)
+else
+  REDIS_PORT="$(free_port)"
+  redis-server --port "${REDIS_PORT}" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "${WORK}" --logfile "${WORK}/redis.log" &
+  PIDS+=($!)
+  wait_port "${REDIS_PORT}"
+  REDIS_PORTS=("${REDIS_PORT}")
+fi
+addrs=()
+for p in "${REDIS_PORTS[@]}"; do
+  redis-cli -p "${p}" ACL SETUSER orderhold on ">${REDIS_PASSWORD}" "${ACL_RULES[@]}" >/dev/null
+  addrs+=("127.0.0.1:${p}")
+done
 # The URL holds a password: passed in the environment, not on a command line (ps shows those).
-export ORDERHOLD_REDIS_URL="redis://orderhold:${REDIS_PASSWORD}@127.0.0.1:${REDIS_PORT}"
+ORDERHOLD_REDIS_URL="redis://orderhold:${REDIS_PASSWORD}@$(IFS=,; echo "${addrs[*]}")"
+export ORDERHOLD_REDIS_URL
+# The keys matching PATTERN, on every primary (the admin user: no password).
+scan_keys() {
+  local p
+  for p in "${REDIS_PORTS[@]}"; do redis-cli -p "${p}" --scan --pattern "$1"; done
+}
+# Keys of the older shapes (v1_layout.lua's header): users' u:<user> sets, the pre-bucket `due`.
+count_keys() { scan_keys "$1" | wc -l; }
+old_shapes() {
+  echo "$(count_keys 'orderhold:*:u:*') u: keys, $(count_keys 'orderhold:*:due') due keys," \
+    "$(count_keys 'orderhold:*:hd:*') hd: keys, $(count_keys 'orderhold:*:h:*') h: keys"
+}
 
 # --- the replicas ------------------------------------------------------------------------------
 declare -A GRPC_PORT METRICS_PORT SERVER_PID
-start_replica() {  # start_replica old|new
+start_replica() {  # start_replica pre|old|new [FLAG...]: the release's binary, FLAGs added
   local name="$1"
+  shift
   GRPC_PORT[${name}]="$(free_port)"
   METRICS_PORT[${name}]="$(free_port)"
   "${WORK}/bin/orderhold-server-${name}" --grpc_address="127.0.0.1:${GRPC_PORT[${name}]}" \
     --metrics_address="127.0.0.1:${METRICS_PORT[${name}]}" --max_holds=3 \
-    --reap_interval=200ms --redis_connections=2 >"${WORK}/server-${name}.log" 2>&1 &
+    --reap_interval=200ms --redis_connections=2 "${REDIS_FLAGS[@]}" "$@" \
+    >>"${WORK}/server-${name}.log" 2>&1 &
   SERVER_PID[${name}]=$!
   PIDS+=($!)
   local deadline=$((SECONDS + 20))
@@ -185,7 +256,18 @@ start_replica() {  # start_replica old|new
     ((SECONDS < deadline)) || die "the ${name} replica is not SERVING after 20 s"
     sleep 0.1
   done
-  log "${name} replica up: gRPC 127.0.0.1:${GRPC_PORT[${name}]}, metrics :${METRICS_PORT[${name}]}"
+  log "${name} replica up${*:+ ($*)}: gRPC 127.0.0.1:${GRPC_PORT[${name}]}," \
+    "metrics :${METRICS_PORT[${name}]}"
+}
+# stop_replica NAME TAG: its metrics to metrics-TAG.txt, then SIGTERM; it must exit 0.
+stop_replica() {
+  local name="$1" rc=0
+  scrape "${METRICS_PORT[${name}]}" >"${WORK}/metrics-$2.txt" || true
+  kill -TERM "${SERVER_PID[${name}]}"
+  wait "${SERVER_PID[${name}]}" || rc=$?
+  forget_pid "${SERVER_PID[${name}]}"
+  ((rc == 0)) || violation "the ${name} replica ($2) exited ${rc} on SIGTERM"
+  log "${name} replica stopped (SIGTERM)"
 }
 
 # --- calls, recorded -----------------------------------------------------------------------------
@@ -249,27 +331,85 @@ placed_expire() {
 # escaping).
 has_event() { grep -qF "\"orderId\":\"$1\"," "${WORK}"/events/*.jsonl 2>/dev/null; }
 
-# --- phase A: the old release alone --------------------------------------------------------------
-A_USERS=(a1 a2 a3)         # touched only by the phase-A checks
-B_USERS=(b1 b2 b3 b4)      # also driven by the phase-B workers
+# --- phase A0: the release before the buckets, alone ---------------------------------------------
+P_USERS=(p1 p2 p3)           # checked through the new replica in phase B, as A_USERS
+Q0_USERS=(q01 q02 q03 q04 q05)  # quiet: one long hold nobody touches until phase C's sweep
+A_USERS=(a1 a2 a3)           # touched only by the phase-A checks
+QA_USERS=(qa1 qa2 qa3 qa4 qa5)  # quiet, as Q0_USERS
+B_USERS=(b1 b2 b3 b4)        # also driven by the phase-B workers
+QUIET="${WORK}/quiet"        # the quiet holds: check_upgrade.py leaves them out until phase C
+: >"${QUIET}"
+
+# The checked users' holds: long, paid, cancelled, one refused over the cap, and a short one last.
+old_holds() {  # old_holds PHASE REPLICA SHORT_TTL_MS USER...
+  local phase="$1" r="$2" short="$3" u
+  shift 3
+  for u in "$@"; do
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-long" 600000 -- 0 \
+      '.created and .activeHolds == 1'
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-paid" 600000 -- 0 \
+      '.created and .activeHolds == 2'
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-cancel" 600000 -- 0 \
+      '.created and .activeHolds == 3'
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-over" 600000 -- 8 'RESOURCE_EXHAUSTED'
+    expect "${phase}" "${r}" pay "${u}" "${phase}-${u}-paid" -- 0 '.alreadyPaid == false'
+    expect "${phase}" "${r}" cancel "${u}" "${phase}-${u}-cancel" -- 0 \
+      '.alreadyCancelled == false'
+  done
+  # Last, so they are still live when the next release starts.
+  for u in "$@"; do
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-short" "${short}" -- 0 \
+      '.created and .activeHolds == 2'
+  done
+}
+# The quiet users' holds: one ended (PAY or CANCEL), then the quiet one, 10 min.
+quiet_holds() {  # quiet_holds PHASE REPLICA pay|cancel USER...
+  local phase="$1" r="$2" end="$3" u
+  shift 3
+  for u in "$@"; do
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-${end}" 600000 -- 0 \
+      '.created and .activeHolds == 1'
+    expect "${phase}" "${r}" "${end}" "${u}" "${phase}-${u}-${end}" -- 0
+    expect "${phase}" "${r}" place "${u}" "${phase}-${u}-quiet" 600000 -- 0 \
+      '.created and .activeHolds == 1'
+    echo "${u} ${phase}-${u}-quiet" >>"${QUIET}"
+  done
+}
+
+start_replica pre
+log "phase A0: holds through the release before the buckets only"
+old_holds A0 pre 6000 "${P_USERS[@]}"
+A0_SHORT_DEADLINE=$(($(date +%s) + 7))
+quiet_holds A0 pre pay "${Q0_USERS[@]}"
+# What this test stands on: that release wrote its users' holds in u: keys and filed them in the
+# old due index, not in buckets.
+n_u="$(count_keys 'orderhold:*:u:*')"
+want_u=$((${#P_USERS[@]} + ${#Q0_USERS[@]}))
+log "phase A0: $(old_shapes)"
+((n_u == want_u)) || violation "A0: ${n_u} u: keys, want ${want_u} (one per user)"
+(($(count_keys 'orderhold:*:due') > 0)) || violation "A0: no old due index written"
+(($(count_keys 'orderhold:*:hd:*') == 0)) || violation "A0: the pre-bucket release wrote hd: keys"
+stop_replica pre pre
+
+# --- phase A: the previous release alone, in its default layout (v1) -----------------------------
 start_replica old
-log "phase A: holds through the old replica only"
-for u in "${A_USERS[@]}"; do
-  expect A old place "${u}" "A-${u}-long" 600000 -- 0 '.created and .activeHolds == 1'
-  expect A old place "${u}" "A-${u}-paid" 600000 -- 0 '.created and .activeHolds == 2'
-  expect A old place "${u}" "A-${u}-cancel" 600000 -- 0 '.created and .activeHolds == 3'
-  expect A old place "${u}" "A-${u}-over" 600000 -- 8 'RESOURCE_EXHAUSTED'
-  expect A old pay "${u}" "A-${u}-paid" -- 0 '.alreadyPaid == false'
-  expect A old cancel "${u}" "A-${u}-cancel" -- 0 '.alreadyCancelled == false'
-done
+log "phase A: holds through the old replica only (layout v1)"
+old_holds A old 4000 "${A_USERS[@]}"
+# (the short ones of A_USERS are placed last by old_holds; those of B_USERS after them)
 for u in "${B_USERS[@]}"; do
   expect A old place "${u}" "A-${u}-long" 600000 -- 0 '.created and .activeHolds == 1'
-done
-# Last, so they are still live when the new replica starts.
-for u in "${A_USERS[@]}" "${B_USERS[@]}"; do
   expect A old place "${u}" "A-${u}-short" 4000 -- 0 '.created and .activeHolds == 2'
 done
 A_SHORT_DEADLINE=$(($(date +%s) + 5))
+quiet_holds A old cancel "${QA_USERS[@]}"
+n_u="$(count_keys 'orderhold:*:u:*')"
+want_u=$((want_u + ${#A_USERS[@]} + ${#QA_USERS[@]} + ${#B_USERS[@]}))
+log "phase A: $(old_shapes)"
+((n_u == want_u)) || violation "A: ${n_u} u: keys, want ${want_u} (one per user)"
+(($(count_keys 'orderhold:*:h:*') == 0)) || violation "A: the old release in v1 wrote h: keys"
+# The rolling flag change the upgrade asks for first: every old replica reads the new layout.
+stop_replica old old-v1
+start_replica old --hold_layout=read_v2
 
 # --- phase B: old and new side by side -----------------------------------------------------------
 start_replica new
@@ -336,42 +476,47 @@ worker() {
   done
 }
 
-# The phase-A holds, through the new replica, while the workers run.
-check_phase_a() {
-  local u expire left listed
-  for u in "${A_USERS[@]}"; do
-    expire="$(placed_expire "A-${u}-long")"
-    listed="[.holds[] | select(.orderId == \"A-${u}-long\" and .expireTime == \"${expire}\")]"
+# The holds of phase PHASE (A0 or A), through the new replica, while the workers run.
+check_old_holds() {  # check_old_holds PHASE SHORT_DEADLINE USER...
+  local phase="$1" short_deadline="$2" u expire left listed
+  shift 2
+  for u in "$@"; do
+    expire="$(placed_expire "${phase}-${u}-long")"
+    listed="[.holds[] | select(.orderId == \"${phase}-${u}-long\" and .expireTime == \"${expire}\")]"
     expect B new list "${u}" "" -- 0 "${listed} | length == 1"
     expect B old list "${u}" "" -- 0 "${listed} | length == 1"
   done
-  # The 4 s holds: ended by a reaper (until their event, these users get only ListHolds, which
+  # The short holds: ended by a reaper (until their event, these users get only ListHolds, which
   # writes nothing; a PlaceHold, Pay or CancelHold would end them itself), one EXPIRED event each.
-  for u in "${A_USERS[@]}"; do
-    until has_event "A-${u}-short"; do
-      (($(date +%s) < A_SHORT_DEADLINE + 15)) || {
-        violation "A-${u}-short: no event 15 s after its expiry (not reaped?)"
+  for u in "$@"; do
+    until has_event "${phase}-${u}-short"; do
+      (($(date +%s) < short_deadline + 15)) || {
+        violation "${phase}-${u}-short: no event 15 s after its expiry (not reaped?)"
         break
       }
       sleep 0.2
     done
   done
-  for u in "${A_USERS[@]}"; do
-    expect B new list "${u}" "" -- 0 "[.holds[].orderId] | index(\"A-${u}-short\") == null"
+  for u in "$@"; do
+    expect B new list "${u}" "" -- 0 "[.holds[].orderId] | index(\"${phase}-${u}-short\") == null"
     # A retry through the new release: the same hold, not extended, not ALREADY_EXISTS.
-    expire="$(placed_expire "A-${u}-long")"
-    expect B new place "${u}" "A-${u}-long" 900000 -- 0 \
+    expire="$(placed_expire "${phase}-${u}-long")"
+    expect B new place "${u}" "${phase}-${u}-long" 900000 -- 0 \
       ".created == false and .hold.expireTime == \"${expire}\""
-    expect B new pay "${u}" "A-${u}-long" -- 0 '.alreadyPaid == false'
-    expect B old pay "${u}" "A-${u}-long" -- 0 '.alreadyPaid == true'
-    expect B new pay "${u}" "A-${u}-paid" -- 0 '.alreadyPaid == true'
-    expect B new cancel "${u}" "A-${u}-paid" -- 9 'already ended: PAID'
-    expect B new cancel "${u}" "A-${u}-cancel" -- 0 '.alreadyCancelled == true'
-    expect B new pay "${u}" "A-${u}-short" -- 9 'already ended: EXPIRED'
-    expect B new place "${u}" "A-${u}-short" 1000 -- 9 'already ended: EXPIRED'
-    left="$(placed_expire "A-${u}-over")"
-    [[ -z "${left}" ]] || violation "A-${u}-over: placed over the cap"
+    expect B new pay "${u}" "${phase}-${u}-long" -- 0 '.alreadyPaid == false'
+    expect B old pay "${u}" "${phase}-${u}-long" -- 0 '.alreadyPaid == true'
+    expect B new pay "${u}" "${phase}-${u}-paid" -- 0 '.alreadyPaid == true'
+    expect B new cancel "${u}" "${phase}-${u}-paid" -- 9 'already ended: PAID'
+    expect B new cancel "${u}" "${phase}-${u}-cancel" -- 0 '.alreadyCancelled == true'
+    expect B new pay "${u}" "${phase}-${u}-short" -- 9 'already ended: EXPIRED'
+    expect B new place "${u}" "${phase}-${u}-short" 1000 -- 9 'already ended: EXPIRED'
+    left="$(placed_expire "${phase}-${u}-over")"
+    [[ -z "${left}" ]] || violation "${phase}-${u}-over: placed over the cap"
   done
+}
+check_phase_a() {
+  check_old_holds A0 "${A0_SHORT_DEADLINE}" "${P_USERS[@]}"
+  check_old_holds A "${A_SHORT_DEADLINE}" "${A_USERS[@]}"
 }
 
 log "phase B: ${DURATION} s of concurrent calls through both replicas," \
@@ -392,7 +537,7 @@ log "phase B: done ($(cat "${WORK}"/ledger/*.tsv | wc -l) calls so far)"
 
 # Every hold still live is cancelled (alternating replicas), so every placed hold has ended.
 n=0
-for u in "${A_USERS[@]}" "${B_USERS[@]}"; do
+for u in "${P_USERS[@]}" "${A_USERS[@]}" "${B_USERS[@]}"; do
   call S new list "${u}"
   [[ "${RC}" == 0 ]] || { violation "S: ListHolds ${u} exit ${RC}: ${ERR}"; continue; }
   for o in $(jq -r '.holds[].orderId' <<<"${OUT}"); do
@@ -424,13 +569,60 @@ for pid in "${RECHECKS[@]}"; do
 done
 
 # --- phase C: the upgrade done, the old replica gone ---------------------------------------------
-scrape "${METRICS_PORT[old]}" >"${WORK}/metrics-old.txt" || true
-log "phase C: old replica stopped (SIGTERM); the new one alone"
+# The value of unlabelled metric M on the new replica's /metrics, as an integer ("" if none).
+new_metric() {
+  scrape "${METRICS_PORT[new]}" 2>/dev/null | awk -v m="$1" '$1 == m { printf "%d\n", $2 }'
+}
+log "phase C: before: $(old_shapes); the new replica's users left to sweep:" \
+  "$(new_metric orderhold_layout_migration_users_left), owned partitions:" \
+  "$(new_metric orderhold_reaper_owned_partitions)"
+log "phase C: quiet users still in an older shape: $(scan_keys 'orderhold:*:u:q*' |
+  sed 's/.*:u://' | sort | tr '\n' ' ')"
+
+# --cluster: the slots that still hold older shapes move to the next primary, key by key, while
+# the sweep runs (a step on a slot being migrated is refused and retried: migration_sweep.h).
+migrate_slot() {  # migrate_slot SLOT FROM_PORT TO_PORT
+  local slot="$1" from="$2" to="$3" from_id to_id key p
+  from_id="$(redis-cli -p "${from}" CLUSTER MYID)"
+  to_id="$(redis-cli -p "${to}" CLUSTER MYID)"
+  redis-cli -p "${to}" CLUSTER SETSLOT "${slot}" IMPORTING "${from_id}" >/dev/null
+  redis-cli -p "${from}" CLUSTER SETSLOT "${slot}" MIGRATING "${to_id}" >/dev/null
+  sleep 1  # the slot stays half-migrated a while: the sweep's steps meet it
+  while key="$(redis-cli -p "${from}" CLUSTER GETKEYSINSLOT "${slot}" 1)" && [[ -n "${key}" ]]; do
+    redis-cli -p "${from}" MIGRATE 127.0.0.1 "${to}" "" 0 5000 KEYS "${key}" >/dev/null
+    sleep 0.1
+  done
+  for p in "${REDIS_PORTS[@]}"; do
+    redis-cli -p "${p}" CLUSTER SETSLOT "${slot}" NODE "${to_id}" >/dev/null
+  done
+  echo "slot ${slot}: 127.0.0.1:${from} -> 127.0.0.1:${to}"
+}
+MIGRATOR=""
+if ((CLUSTER)); then
+  declare -A SLOT_FROM
+  for i in "${!REDIS_PORTS[@]}"; do
+    p="${REDIS_PORTS[i]}"
+    while read -r key; do
+      SLOT_FROM[$(redis-cli -p "${p}" CLUSTER KEYSLOT "${key}")]="${i}"
+    done < <(redis-cli -p "${p}" --scan --pattern 'orderhold:*:u:*'
+             redis-cli -p "${p}" --scan --pattern 'orderhold:*:due')
+  done
+  log "phase C: migrating slots ${!SLOT_FROM[*]} (those of the older shapes left) during the sweep"
+  (
+    for slot in "${!SLOT_FROM[@]}"; do
+      i="${SLOT_FROM[${slot}]}"
+      migrate_slot "${slot}" "${REDIS_PORTS[i]}" "${REDIS_PORTS[(i + 1) % ${#REDIS_PORTS[@]}]}"
+    done
+  ) >"${WORK}/slot-migrations.log" 2>&1 &
+  MIGRATOR=$!
+  PIDS+=("${MIGRATOR}")
+fi
+
 kill "${WATCH_PID[old]}"
-kill -TERM "${SERVER_PID[old]}"
-old_rc=0
-wait "${SERVER_PID[old]}" || old_rc=$?
-((old_rc == 0)) || violation "the old replica exited ${old_rc} on SIGTERM"
+wait "${WATCH_PID[old]}" 2>/dev/null || true
+forget_pid "${WATCH_PID[old]}"
+stop_replica old old-read_v2
+log "phase C: the new replica alone"
 for i in 1 2 3; do
   expect C new place c1 "C-c1-${i}" 1000 -- 0 '.created'
 done
@@ -445,21 +637,83 @@ for i in 1 2 3; do
   done
 done
 
+# The sweep: nobody touches the quiet users; the new replica must own every partition, have swept
+# each (its log line) and count no user left.
+SWEEP_WAIT=$((CLUSTER ? 120 : 60))
+log "phase C: the new replica's migration sweep (${SWEEP_WAIT} s at most)"
+sweep_began=${SECONDS}
+swept_before="$(grep -o 'layout migration of partition [0-9]* done' "${WORK}/server-new.log" |
+  sort -u | wc -l)"
+max_left=0
+while :; do
+  owned="$(new_metric orderhold_reaper_owned_partitions)"
+  left="$(new_metric orderhold_layout_migration_users_left)"
+  swept="$(grep -o 'layout migration of partition [0-9]* done' "${WORK}/server-new.log" |
+    sort -u | wc -l)"
+  ((${left:-0} > max_left)) && max_left=${left}
+  [[ "${owned}" == 64 && "${left}" == 0 && "${swept}" == 64 ]] && break
+  if ((SECONDS - sweep_began >= SWEEP_WAIT)); then
+    violation "C: the migration sweep not done after ${SWEEP_WAIT} s: owned partitions" \
+      "${owned:-?}, users left ${left:-?}, partitions swept ${swept} of 64"
+    break
+  fi
+  sleep 0.5
+done
+if [[ -n "${MIGRATOR}" ]]; then
+  wait "${MIGRATOR}" || violation "C: a slot migration failed (slot-migrations.log)"
+  forget_pid "${MIGRATOR}"
+  log "phase C: $(wc -l <"${WORK}/slot-migrations.log") slot(s) migrated"
+fi
+log "phase C: sweep done in $((SECONDS - sweep_began)) s: $((swept - swept_before)) partitions" \
+  "swept since the old replica stopped, users left at most ${max_left} seen; $(old_shapes)"
+for pattern in 'orderhold:*:u:*' 'orderhold:*:due'; do
+  keys="$(scan_keys "${pattern}" | sort | head -20 | tr '\n' ' ')"
+  [[ -z "${keys}" ]] || violation "C: keys ${pattern} left after the sweep: ${keys}"
+done
+# The quiet holds, moved by the sweep alone: still listed with their expiry, their user's ended
+# order remembered (phase R left these users alone). Then cancelled, so each has its one event.
+while read -r u o; do
+  expire="$(placed_expire "${o}")"
+  expect C new list "${u}" "" -- 0 \
+    "[.holds[] | select(.orderId == \"${o}\" and .expireTime == \"${expire}\")] | length == 1"
+  case "${o}" in
+    A0-*)
+      expect C new pay "${u}" "A0-${u}-pay" -- 0 '.alreadyPaid == true'
+      expect C new cancel "${u}" "A0-${u}-pay" -- 9 'already ended: PAID' ;;
+    *)
+      expect C new cancel "${u}" "A-${u}-cancel" -- 0 '.alreadyCancelled == true'
+      expect C new pay "${u}" "A-${u}-cancel" -- 9 'already ended: CANCELLED' ;;
+  esac
+  expect C new cancel "${u}" "${o}" -- 0 '.alreadyCancelled == false'
+done <"${QUIET}"
+C_DEADLINE=$((SECONDS + 15))
+while read -r u o; do
+  until has_event "${o}"; do
+    if ((SECONDS >= C_DEADLINE)); then
+      violation "${o}: no event 15 s after its cancel"
+      break
+    fi
+    sleep 0.2
+  done
+done <"${QUIET}"
+
 # --- the verdict ---------------------------------------------------------------------------------
 scrape "${METRICS_PORT[new]}" >"${WORK}/metrics-new.txt" || true
 kill "${WATCH_PID[new]}"
 wait "${WATCH_PID[new]}" 2>/dev/null || true
 mkdir -p "${WORK}/streams"
 pending=0
-while read -r key; do
-  redis-cli -p "${REDIS_PORT}" --json XRANGE "${key}" - + \
-    >"${WORK}/streams/${key//[^A-Za-z0-9]/_}.json"
-  n="$(redis-cli -p "${REDIS_PORT}" --json XPENDING "${key}" upgrade 2>/dev/null |
-    jq '.[0] // 0')" || n=0
-  pending=$((pending + ${n:-0}))
-done < <(redis-cli -p "${REDIS_PORT}" --scan --pattern 'orderhold:*:events')
+for p in "${REDIS_PORTS[@]}"; do
+  while read -r key; do
+    redis-cli -p "${p}" --json XRANGE "${key}" - + \
+      >"${WORK}/streams/${key//[^A-Za-z0-9]/_}.json"
+    n="$(redis-cli -p "${p}" --json XPENDING "${key}" upgrade 2>/dev/null |
+      jq '.[0] // 0')" || n=0
+    pending=$((pending + ${n:-0}))
+  done < <(redis-cli -p "${p}" --scan --pattern 'orderhold:*:events')
+done
 echo "${pending}" >"${WORK}/pending"
-for r in old new; do
+for r in pre old-v1 old-read_v2 new; do
   m="${WORK}/metrics-${r}.txt"
   log "${r} replica counted: placed $(counter "${m}" orderhold_holds_placed_total)," \
     "paid $(counter "${m}" orderhold_holds_paid_total)," \
@@ -468,6 +722,6 @@ for r in old new; do
 done
 verdict=0
 python3 "${HERE}/check_upgrade.py" --work "${WORK}" || verdict=1
-log "rolling upgrade ${OLD_SHA:0:7} -> this build: $( ((verdict)) && echo FAILED || echo passed)" \
-  "in $((SECONDS - START)) s"
+log "rolling upgrade ${PRE_SHA:0:7} (stopped) + ${FROM_SHA:0:7} -> this build$( ((CLUSTER)) &&
+  echo ' (Redis Cluster)'): $( ((verdict)) && echo FAILED || echo passed) in $((SECONDS - START)) s"
 exit "${verdict}"

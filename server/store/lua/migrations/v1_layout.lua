@@ -47,18 +47,13 @@ local function v1_exists(key, guard)
   return redis.call('EXISTS', key, guard, guard) % 2 == 1
 end
 
--- The user hook (load_holds): for a user with no field in k.hb, the holds of u:<user>, each with
--- its details and life record from x:<user>; with `writes`, they are written to k.hb, the user is
--- filed in its due-index bucket (set_due: a user of the old due index has no entry there), and
--- u:<user> is deleted. The details and life fields stay in x:<user>, which outlives them by the
--- outcome retention (end_hold writes them there again; trim_outcomes drops them with the record).
--- A user with a field is not looked up: every release that reads fields writes a user that has
--- holds where they are (server/README.md "Upgrading"), so it has no u:<user>; and no key outside
--- KEYS is touched then, so its calls go on while its slot migrates.
-migrations.users[#migrations.users + 1] = function(k, user, holds, writes)
-  if #holds > 0 then
-    return holds
-  end
+-- `holds` (the user's, as read from k.hb) with the holds of u:<user> added (an order in both is
+-- kept once, as in k.hb), each with its details and life record from x:<user>; with `writes`,
+-- they are written to k.hb, the user is filed in its due-index bucket (set_due: a user of the old
+-- due index has no entry there), and u:<user> is deleted. The details and life fields stay in
+-- x:<user>, which outlives them by the outcome retention (end_hold writes them there again;
+-- trim_outcomes drops them with the record).
+local function v1_merge(k, user, holds, writes)
   local prefix = string.match(k.hb, '^(.*}:)h:%d+$')
   local v1 = prefix .. 'u:' .. user
   local guard = k.hd or k.hb
@@ -67,15 +62,21 @@ migrations.users[#migrations.users + 1] = function(k, user, holds, writes)
   end
   local outcomes = k.outcomes or prefix .. 'x:' .. user
   local has_records = k.outcomes ~= nil or v1_exists(outcomes, guard)
+  local known = {}
+  for _, h in ipairs(holds) do
+    known[h.order] = true
+  end
   local flat = redis.call('ZRANGE', v1, '0', '-1', 'WITHSCORES')
   for i = 1, #flat, 2 do
     local order, expire = flat[i], tonumber(flat[i + 1])
-    local details, life = false, false
-    if has_records then
-      details = details_for(redis.call('HGET', outcomes, DETAILS .. order), expire) or false
-      life = details_for(redis.call('HGET', outcomes, LIFE .. order), expire) or false
+    if not known[order] then
+      local details, life = false, false
+      if has_records then
+        details = details_for(redis.call('HGET', outcomes, DETAILS .. order), expire) or false
+        life = details_for(redis.call('HGET', outcomes, LIFE .. order), expire) or false
+      end
+      holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
     end
-    holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
   end
   sort_holds(holds)
   if writes then
@@ -88,11 +89,21 @@ migrations.users[#migrations.users + 1] = function(k, user, holds, writes)
   return holds
 end
 
+-- The user hook (load_holds): v1_merge for a user with no field in k.hb. A user with a field is
+-- not looked up: every release that reads fields places the holds of a user that has some where
+-- they are (server/README.md "Upgrading"), so it has no u:<user>; and no key outside KEYS is
+-- touched then, so its calls go on while its slot migrates. (The sweep merges such a user too.)
+migrations.users[#migrations.users + 1] = function(k, user, holds, writes)
+  if #holds > 0 then
+    return holds
+  end
+  return v1_merge(k, user, holds, writes)
+end
+
 -- Due-index buckets per partition (KeySchema::kDueBucketCount, keys.h).
 local V1_BUCKETS = 256
 
--- Moves `user`, filed in `bucket` ({hb=, hd=}), when it has holds in u:<user> (through load_holds
--- and the hook above); `p`: the partition (migrate.lua). Every key it may touch is checked
+-- Moves `user`, filed in `bucket` ({hb=, hd=}), when it has holds in u:<user> (v1_merge); `p`: the partition (migrate.lua). Every key it may touch is checked
 -- present on this node before its first write, the bucket's keys included (see "Slot migrations"
 -- in prelude.lua): a write creating a key the importing node does not have yet would make the
 -- migration of that key fail.
@@ -101,8 +112,10 @@ local function v1_move_user(p, bucket, user)
     return
   end
   redis.call('EXISTS', bucket.hb, bucket.hd, p.bdue)
-  load_holds({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, events = p.events,
-              outcomes = p.prefix .. 'x:' .. user, ended = p.prefix .. 'xt:' .. user}, user, true)
+  local packed = redis.call('HGET', bucket.hb, user)
+  v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, events = p.events,
+            outcomes = p.prefix .. 'x:' .. user, ended = p.prefix .. 'xt:' .. user}, user,
+    packed and unpack_holds(packed) or {}, true)
 end
 
 -- The users left to check: those of the old due index and of the buckets from `from` on.
