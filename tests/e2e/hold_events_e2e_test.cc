@@ -300,7 +300,7 @@ TEST_P(HoldEventsE2eTest, MaxWatchesRefusesOneMoreAndDeliveriesAreTimed) {
             absl::ToDoubleSeconds(2 * waited));
 }
 
-// Issue 13: idle watches cost Redis (almost) nothing, and an end reaches every group at once,
+// Idle watches cost Redis (almost) nothing, and an end reaches every group at once,
 // woken by the script's nudge, long before any safety sweep could have found it.
 TEST_P(HoldEventsE2eTest, IdleWatchesCostRedisNothingAndANudgeDeliversBeforeAnySweep) {
   Config config = TestConfig(/*run_reaper=*/false);  // the reaper's calls would blur the count

@@ -1,9 +1,8 @@
-// Scoped limits end to end (issue 24): two replicas (Apps) on one real redis-server, called over
-// real gRPC channels with the generated stubs, as a ticketing backend calls them. Concurrent
-// PlaceHolds over two scopes never exceed any level, in holds or in units, whether a scope's
-// limits come from the --scope_limits file or from the request; refused calls leave no trace; a
-// refusal's google.rpc details reach the client; SIGHUP's reload keeps the old rules when the
-// file is bad.
+// Scoped limits end to end: two replicas (Apps) on one real redis-server, called over real gRPC
+// channels with the generated stubs, as a ticketing backend calls them. Concurrent PlaceHolds
+// over two scopes never exceed any level, in holds or in units, whether a scope's limits come
+// from the --scope_limits file or from the request; refused calls leave no trace; a refusal's
+// google.rpc details reach the client; SIGHUP's reload keeps the old rules when the file is bad.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>

@@ -517,7 +517,7 @@ TEST(EventToProtoTest, EveryField) {
   }
 }
 
-// ---- Issue 24: scopes, quantities, labels, usage, error details ------------------------------
+// ---- Scopes, quantities, labels, usage, error details -----------------------------------------
 
 TEST(ToGrpcStatusTest, GoogleRpcPayloadsBecomeTheBinaryStatusDetails) {
   absl::Status status = absl::ResourceExhaustedError("full");

@@ -52,8 +52,9 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="${REPO}/tests/upgrade"
-# The previous release: the commit before 1ae8997 (issue 24's core: the details key, the new
-# stream field `m`, the new script bodies), i.e. `git log --format=%H -n1 1ae8997^`.
+# The previous release: the commit before 1ae8997 (the commit that brought scopes, quantities
+# and labels: the details key, the new stream field `m`, the new script bodies), i.e.
+# `git log --format=%H -n1 1ae8997^`.
 FROM=d91192cb222de436c421a40e75d3d7fc88664dcc
 BUILD="${REPO}/build"
 CACHE="${REPO}/build-upgrade"
