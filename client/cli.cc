@@ -141,6 +141,45 @@ std::string OfLimit(uint32_t used, uint32_t max) {
   return max == 0 ? absl::StrCat(used, " (no limit)") : absl::StrCat(used, "/", max);
 }
 
+// One scope limit as `list --scope` shows it.
+struct ListedLimit {
+  uint32_t max = 0;      // 0: no limit
+  bool differs = false;  // the listed holds carry different values: no one limit to show
+};
+
+// The scope's limits a scoped list counts against: those its holds carry (Hold.scope_limits: each
+// was placed, and is checked, under its own, often the request's scope_limits), not
+// ListHoldsResponse.scope_usage's, which are the server's rules for the scope and may be none
+// while every placement carried limits. Without a listed hold that carries limits (none listed):
+// the server's rules, what a `place` without --scope_max_* would meet.
+std::pair<ListedLimit, ListedLimit> ListedScopeLimits(
+    const orderhold::v1::ListHoldsResponse& response, const orderhold::v1::LimitUsage* rules) {
+  ListedLimit holds, units;
+  bool found = false;
+  for (const orderhold::v1::Hold& hold : response.holds()) {
+    if (!hold.has_scope_limits()) continue;
+    const orderhold::v1::ScopeLimits& limits = hold.scope_limits();
+    if (!found) {
+      holds.max = limits.max_holds();
+      units.max = limits.max_units();
+      found = true;
+      continue;
+    }
+    holds.differs = holds.differs || limits.max_holds() != holds.max;
+    units.differs = units.differs || limits.max_units() != units.max;
+  }
+  if (!found && rules != nullptr) {
+    holds.max = rules->max_holds();
+    units.max = rules->max_units();
+  }
+  return {holds, units};
+}
+
+// OfLimit, or "2 (limits differ by hold)".
+std::string OfListedLimit(uint32_t used, ListedLimit limit) {
+  return limit.differs ? absl::StrCat(used, " (limits differ by hold)") : OfLimit(used, limit.max);
+}
+
 // The usage lines of an answer (no newlines) when ShowsUsage; none otherwise.
 std::vector<std::string> UsageLines(const orderhold::v1::LimitUsage& user_usage,
                                     const orderhold::v1::LimitUsage* scope_usage,
@@ -266,20 +305,25 @@ std::string FormatListHolds(absl::string_view user_id,
   const orderhold::v1::LimitUsage* scope_usage =
       response.has_scope_usage() ? &response.scope_usage() : nullptr;
   const int listed = response.holds_size();
+  const auto [holds_limit, units_limit] = ListedScopeLimits(response, scope_usage);
   std::string out;
   if (scope.empty()) {
     out = absl::StrFormat("%s: %d/%d holds\n", user_id, listed, response.max_holds());
+  } else if (holds_limit.differs || holds_limit.max == 0) {
+    out = absl::StrFormat("%s in scope %s: %d holds (%s)\n", user_id, scope, listed,
+                          holds_limit.differs ? "limits differ by hold" : "no limit");
   } else {
-    const uint32_t max = scope_usage != nullptr ? scope_usage->max_holds() : 0;
-    out = max == 0
-              ? absl::StrFormat("%s in scope %s: %d holds (no limit)\n", user_id, scope, listed)
-              : absl::StrFormat("%s in scope %s: %d/%d holds\n", user_id, scope, listed, max);
+    out = absl::StrFormat("%s in scope %s: %d/%d holds\n", user_id, scope, listed, holds_limit.max);
   }
   for (const orderhold::v1::Hold& hold : response.holds()) {
     absl::StrAppend(&out, "  ", FormatHold(hold), "\n");
   }
-  for (const std::string& line : UsageLines(response.user_usage(), scope_usage, scope)) {
-    absl::StrAppend(&out, line, "\n");
+  if (!ShowsUsage(response.user_usage(), scope_usage)) return out;
+  absl::StrAppend(&out, FormatUsage("user", response.user_usage()), "\n");
+  if (scope_usage != nullptr) {
+    absl::StrAppend(&out, "scope ", scope, ": holds ",
+                    OfListedLimit(scope_usage->holds(), holds_limit), ", units ",
+                    OfListedLimit(scope_usage->units(), units_limit), "\n");
   }
   return out;
 }

@@ -173,7 +173,10 @@ std::string FormatReleaseHolds(absl::string_view user_id,
 // when ShowsUsage, the usage lines as in FormatPlaceHold; every line ends in '\n'. `user_id` is
 // the user asked about (the response does not repeat it when it is empty). With a `scope` (the
 // list was filtered by it) the header counts against the scope's limit instead:
-// "alice in scope event:E42: 1/2 holds", or "... 1 holds (no limit)".
+// "alice in scope event:E42: 1/2 holds", "... 1 holds (no limit)", or "... 2 holds (limits differ
+// by hold)". The scope limits shown, there and in the scope's usage line, are those the listed
+// holds carry (Hold.scope_limits, e.g. a place's --scope_max_*), not the server's rules that
+// ListHoldsResponse.scope_usage reports; the server's rules only when no listed hold carries any.
 std::string FormatListHolds(absl::string_view user_id,
                             const orderhold::v1::ListHoldsResponse& response,
                             absl::string_view scope = "");

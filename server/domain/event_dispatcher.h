@@ -1,5 +1,5 @@
 // EventDispatcher: decides, for one server, which partition streams its WatchHoldEvents watches
-// read and when, so that delivery costs Redis nothing while no hold ends (issue 13).
+// read and when, so that delivery costs Redis nothing while no hold ends.
 //
 // Work is per (consumer group, partition): a flag "read this partition for this group", plus
 // "and claim its events pending longer than ack_timeout". Flags are raised by

@@ -1,5 +1,6 @@
 #include "server/grpc/conversions.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -157,8 +158,10 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
 
 void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
   out->set_scope(details.scope);
-  // 1 is not sent (0 means 1, as in the request), so a plain hold's bytes are as before units.
-  if (details.quantity != 1) out->set_quantity(static_cast<uint32_t>(details.quantity));
+  // Always set, 1 included: a consumer that sums quantity (an expiry handler releasing seats)
+  // must not read a single-unit hold as 0. The store's quantity is >= 1; max() keeps that true on
+  // the wire whatever it reads.
+  out->set_quantity(static_cast<uint32_t>(std::max<int64_t>(1, details.quantity)));
   for (const auto& [key, value] : details.labels) (*out->mutable_labels())[key] = value;
   if (details.place_time.has_value()) {
     TimestampToProto(*details.place_time, out->mutable_place_time());

@@ -99,8 +99,8 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
 // details as DetailsToProto writes them.
 void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out);
 
-// A hold's scope, quantity, labels, place_time and max_expire_time (when known), extensions and
-// scope_limits (scoped holds only).
+// A hold's scope, quantity (always, >= 1), labels, place_time and max_expire_time (when known),
+// extensions and scope_limits (scoped holds only).
 void DetailsToProto(const store::HoldDetails& details, v1::Hold* out);
 
 // One level's usage as the API's LimitUsage.

@@ -77,8 +77,9 @@ Metrics::Metrics(prometheus::Registry& registry)
                                       "consumer group acked them.")),
       watches_(Gauge(registry, "orderhold_watches",
                      "WatchHoldEvents streams open on this server (at most --max_watches).")),
-      // 1 ms .. 60 s: milliseconds when watchers are woken promptly, up to the poll interval
-      // and the reaper's lag (an expired hold's end time is its expire time) otherwise.
+      // 1 ms .. 60 s: milliseconds when a nudge wakes the watchers, up to the safety sweep's
+      // interval when a nudge was missed, plus the reaper's lag for an expiry (its end time is
+      // its expire time).
       event_delivery_delay_(
           BuildHistogram()
               .Name("orderhold_event_delivery_delay_seconds")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/cpu.sh: server CPU per call (issue 27), every figure from one run on this machine.
+# tests/bench/cpu.sh: server CPU per call, every figure from one run on this machine.
 # Not part of the test suite; tests/bench/run.sh runs it as its last phase (cpu), and CI runs
 # `--smoke` through run.sh's smoke.
 #

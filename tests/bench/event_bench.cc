@@ -1,5 +1,5 @@
-// orderhold-event-bench: the load side of tests/bench/run.sh's event phases (issue 13: event
-// delivery that costs nothing while idle). Not a test and not for production use.
+// orderhold-event-bench: the load side of tests/bench/run.sh's event phases (event delivery that
+// costs nothing while idle). Not a test and not for production use.
 //
 // It opens `--watchers` WatchHoldEvents streams spread over `--groups` consumer groups (watcher w
 // is consumer "<group>-c<w / groups>" of group "<group_prefix>-g<w % groups>", on connection

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bench/reaper_bench.sh: the reaper at scale (issue "Hold lifecycle"). Not part of the test
+# tests/bench/reaper_bench.sh: the reaper at scale. Not part of the test
 # suite; CI runs only `--smoke` (small sizes, short windows: checks the pipeline and that figures
 # come out).
 #

@@ -36,7 +36,7 @@
 #   6 transport  (run right after phase 2) phase 2's closed-loop PlaceHold once per way of reaching
 #              Redis, each run on its own fresh redis-server(s) and a fresh server:
 #                plain     redis://, one redis-server (the reference of the ratios);
-#                scoped    the same with PlaceHolds that have scopes set (issue 24): each draws one
+#                scoped    the same with PlaceHolds that have scopes set: each draws one
 #                          of 4 scopes, 2 units, scope limits 2 holds / 8 units carried in the
 #                          request (SCOPED_FLAGS), so place_hold.lua checks all four levels; its
 #                          "scoped/plain throughput ratio" has the target >= 0.9. The scope limits
@@ -72,7 +72,7 @@
 #   8 cpu      (last; tests/bench/cpu.sh, see its header) server CPU per PlaceHold at 1,000,
 #              3,000 and 6,000/s open loop against a bare gRPC server, --store=noop and Redis
 #              (inline round trips on and off), and h2load's closed-loop Redis / no-op ratio.
-#   7 events   (issue 13) the three event phases, each once on standalone Redis (the same
+#   7 events   the three event phases, each once on standalone Redis (the same
 #              redis-server) and once on a 3-primary Redis Cluster (start_cluster, as phase 6's
 #              cluster variant), a fresh server (--max_watches=1000) and an empty Redis per phase
 #              (per watcher count in idle);
@@ -108,12 +108,12 @@
 # /tmp/before/server/store/lua --open-rate <the after run's rate>.
 # --open-rate N: the open-loop phases (4, and 7's PlaceHold) at N calls/s instead of half of phase
 # 2's maximum, which moves with the machine's load (17,000-24,000/s in one evening): for comparing
-# two builds at one rate. Not the issue's figure.
+# two builds at one rate, not for the targets (stated at half of phase 2's maximum).
 #
-# --baseline-server PATH: the issue-11 bar is "plain PlaceHold with the new transport (own socket,
-# hiredis only for formatting and parsing) within 5% of the old client (hiredis' blocking
-# redisContext), measured in the same run". The old client is the server at ea620a5, the last
-# commit before issue 11. The baseline binary gets only --store, --grpc_address,
+# --baseline-server PATH: the bar the Redis transport was rewritten to is "plain PlaceHold with the
+# new transport (own socket, hiredis only for formatting and parsing) within 5% of the old client
+# (hiredis' blocking redisContext), measured in the same run". The old client is the server at
+# ea620a5, the last commit before that rewrite. The baseline binary gets only --store, --grpc_address,
 # --metrics_address and --redis_url, which that commit has. To reproduce:
 #   git worktree add /tmp/orderhold-ea620a5 ea620a5
 #   cmake -G Ninja -S /tmp/orderhold-ea620a5 -B /tmp/orderhold-ea620a5/build \
@@ -307,7 +307,7 @@ bench() {  # name, extra flags... (a later --warmup overrides the default)
 }
 value() { jq -r "$2" "${WORK}/$1.json"; }
 
-# 7. Events (issue 13): functions here, run last (or right after phase 2 with --events-only).
+# 7. Events: functions here, run last (or right after phase 2 with --events-only).
 # EV_NODES (the primaries' ports), EV_URL and EV_FLAGS say which Redis the current mode uses.
 ev_flush() { local p; for p in "${EV_NODES[@]}"; do redis-cli -p "${p}" FLUSHALL >/dev/null; done; }
 ev_redis_ops() {  # commands processed so far, summed over the primaries
@@ -530,7 +530,7 @@ events_markdown() {  # results.json -> the events section of results.md, on stdo
     def codes: [.codes | to_entries[] | "\(.key) \(.value)"] | join(", ");
     .events as $e | $e.config as $c
     | "",
-    "## Events (issue 13): idle watchers, PlaceHold beside them, delivery",
+    "## Events: idle watchers, PlaceHold beside them, delivery",
     "",
     "Each mode on a fresh server (--max_watches=1000) and an empty Redis per phase (per watcher count in idle); standalone = one redis-server, cluster = 3 primaries, no replicas (--redis_mode=cluster). Watchers come from orderhold-event-bench, round-robin over consumer groups, 10 HTTP/2 connections.",
     "",
@@ -1145,7 +1145,7 @@ jq -r '
   "|---|---:|---|",
   "| PlaceHold, this server / --baseline-server | \(if .transport.ratios.plain_vs_baseline == null then "(no --baseline-server)" else "\(.transport.ratios.plain_vs_baseline | f3) (per round \(.transport.ratios.plain_vs_baseline_per_round | map(f3) | join(" / ")))" end) | >= 0.95: \(.targets.plain_vs_baseline_ge_0_95) |",
   "| server CPU per call, this server / --baseline-server | \(.transport.ratios.server_cpu_per_call_plain_vs_baseline | if . == null then "(no --baseline-server)" else f3 end) | |",
-  "| scoped/plain throughput ratio: PlaceHold with scopes set / plain (issue 24) | \(.transport.ratios.scoped_vs_plain | f3) (per round \(.transport.ratios.scoped_vs_plain_per_round | map(f3) | join(" / "))) | >= 0.9: \(.targets.scoped_vs_plain_ge_0_9) |",
+  "| scoped/plain throughput ratio: PlaceHold with scopes set / plain | \(.transport.ratios.scoped_vs_plain | f3) (per round \(.transport.ratios.scoped_vs_plain_per_round | map(f3) | join(" / "))) | >= 0.9: \(.targets.scoped_vs_plain_ge_0_9) |",
   "| TLS / plain | \(.transport.ratios.tls_vs_plain | f3) | |",
   "| primary + replica, no WAIT / plain | \(.transport.ratios.replica_vs_plain | f3) | |",
   "| WAIT 1 / plain | \(.transport.ratios.wait_vs_plain | f3) | |",

@@ -204,7 +204,7 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
   }
 }
 
-// Issue 24: a bad --scope_limits file stops the start with exit 2 naming the line and field; on
+// A bad --scope_limits file stops the start with exit 2 naming the line and field; on
 // SIGHUP a bad file keeps the old rules (logged and counted) and a good one applies at once.
 TEST_F(BinariesE2eTest, ScopeLimitsFileIsCheckedAtStartAndReloadedOnSighup) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/limits-", getpid(), ".yaml");
@@ -245,7 +245,7 @@ TEST_F(BinariesE2eTest, ScopeLimitsFileIsCheckedAtStartAndReloadedOnSighup) {
   std::remove(path.c_str());
 }
 
-// Issue 14: --log_format=json (here from the environment, as a container sets it) writes one
+// --log_format=json (here from the environment, as a container sets it) writes one
 // JSON object per line, from the first line to the last.
 TEST_F(BinariesE2eTest, JsonLogFormatWritesOnlyJsonLines) {
   setenv("ORDERHOLD_LOG_FORMAT", "json", 1);
@@ -309,7 +309,7 @@ TEST_F(BinariesE2eTest, EnvironmentFallbackAndMaskedPassword) {
   EXPECT_THAT(help.log(), Not(HasSubstr("hunter2")));
 }
 
-// Issue 14: "the CLI over TLS". The server requires client certificates (--tls_client_ca_file);
+// The CLI over TLS. The server requires client certificates (--tls_client_ca_file);
 // the CLI and the bench connect with the --tls_* flags an operator would give them.
 TEST_F(BinariesE2eTest, CliAndBenchOverMutualTls) {
   ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());
@@ -349,8 +349,8 @@ TEST_F(BinariesE2eTest, CliAndBenchOverMutualTls) {
   EXPECT_THAT(measured.output, HasSubstr("\"errors\":0,"));
 }
 
-// Issue 11: "The server's certificate is always verified; a failed verification is a clear log
-// line naming the reason, health NOT_SERVING, and calls UNAVAILABLE." Mutual TLS, by name
+// Redis over TLS: the server's certificate is always verified; a failed verification is a clear
+// log line naming the reason, health NOT_SERVING, and calls UNAVAILABLE. Mutual TLS, by name
 // (rediss://localhost: the certificate's DNS SAN), the CA given by flag; first the wrong one.
 TEST(BinariesTlsE2eTest, WrongCaIsAClearLogLineNotServingAndUnavailableRightCaServes) {
   ASSERT_OK_AND_ASSIGN(const std::unique_ptr<ScopedCerts> scoped, ScopedCerts::Create());

@@ -1,8 +1,8 @@
 // Redis Cluster end to end: Apps (the same wiring as orderhold-server) in --redis_mode=cluster
 // against a real cluster of 3 primaries with one replica each (RedisCluster, free ports), as the
 // app user of deploy/redis/orderhold.acl plus the cluster rules, with 50 concurrent PlaceHold
-// callers through gRPC. Issue 12's failure cases 3 (graceful CLUSTER FAILOVER), 4 (kill -9 of a
-// primary) and 7 (every seed down at start).
+// callers through gRPC. Three failures: a graceful CLUSTER FAILOVER, kill -9 of a primary, and
+// every seed node down at start.
 //
 // The oracle of every case: each PlaceHold answered created=true is afterwards on the primary
 // that serves its slot — read with ZSCORE straight from the cluster, not through the code under

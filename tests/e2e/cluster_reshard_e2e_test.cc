@@ -1,4 +1,4 @@
-// Issue 12 case 6: a real `redis-cli --cluster reshard` of slots holding live holds, under
+// Resharding: a real `redis-cli --cluster reshard` of slots holding live holds, under
 // PlaceHold/Pay load, while the reapers of two Apps (--redis_mode=cluster, the same wiring as
 // orderhold-server) end holds that expire every second. The slots moved are those of several of
 // the 64 partition hash tags ({0}..{63}, server/store/keys.h): each such slot carries one

@@ -1,4 +1,4 @@
-// Redis Cluster in steady state, end to end (issue 12, test 2): an App in --redis_mode=cluster
+// Redis Cluster in steady state, end to end: an App in --redis_mode=cluster
 // whose --redis_url names ONE replica of a real 3 primaries + 3 replicas cluster, as the app user
 // of deploy/redis/orderhold.acl plus the cluster rules (RedisCluster's default ACL, i.e. the ACL
 // line the README gives for cluster mode). From that one seed it must learn the whole slot map

@@ -1,4 +1,4 @@
-// TLS and mutual TLS on the gRPC port (issue 14 item 7), in one process: a real redis-server,
+// TLS and mutual TLS on the gRPC port, in one process: a real redis-server,
 // App (the same wiring as orderhold-server) on port 0 with --tls_* settings, and clients built by
 // the client library's NewChannel, with certificates made by openssl (testing::TlsCerts). Two
 // certificate sets, each its own CA: `certs_` and `other_` (a stranger's CA, and the set a
@@ -113,7 +113,7 @@ class GrpcTlsE2eTest : public ::testing::Test {
   std::unique_ptr<App> app_;
 };
 
-// Issue 14: "plain client to a TLS server refused"; a client trusting the server's CA gets health
+// A plain client to a TLS server is refused; a client trusting the server's CA gets health
 // and its calls; one trusting another CA, or checking another name, is refused.
 TEST_F(GrpcTlsE2eTest, TlsPortRefusesPlaintextAndServesClientsThatTrustItsCa) {
   StartApp(TlsConfig(certs_->server_cert(), certs_->server_key()));
@@ -142,8 +142,8 @@ TEST_F(GrpcTlsE2eTest, TlsPortRefusesPlaintextAndServesClientsThatTrustItsCa) {
   EXPECT_THAT(Place(named, "misnamed-1"), StatusIs(kUnavailable));
 }
 
-// Issue 14: "mTLS without a client certificate refused, with one accepted"; and one signed by a
-// CA the server does not trust is refused too.
+// Mutual TLS: a client without a certificate is refused, one with a certificate the client CA
+// signed is accepted, and one signed by a CA the server does not trust is refused too.
 TEST_F(GrpcTlsE2eTest, MutualTlsWantsAClientCertificateSignedByTheClientCa) {
   StartApp(TlsConfig(certs_->server_cert(), certs_->server_key(), certs_->ca_cert()));
 
@@ -164,7 +164,7 @@ TEST_F(GrpcTlsE2eTest, MutualTlsWantsAClientCertificateSignedByTheClientCa) {
   EXPECT_EQ(listed->holds(0).order_id(), "known-1");
 }
 
-// Issue 14: "a certificate rotated on disk is served to new connections without restart". The
+// A certificate rotated on disk is served to new connections without a restart. The
 // files are replaced as the kubelet updates a mounted Secret (and so as cert-manager's renewals
 // arrive): the new set is written to a new directory, then the `..data` symlink the file names
 // go through is swapped by one rename, so key and certificate change together.

@@ -230,6 +230,8 @@ TEST_P(HoldEventsE2eTest, EachOutcomeIsOneEventRetriesAddNoneAndTwoGroupsSeeEver
     for (const HoldEvent& event : watcher->events()) {
       outcomes[event.hold().order_id()] = event.outcome();
       EXPECT_EQ(event.delivery_count(), 1u);
+      // Plain holds: one unit each, sent as 1 so a consumer summing quantities releases it.
+      EXPECT_EQ(event.hold().quantity(), 1u) << event.hold().order_id();
     }
     EXPECT_THAT(outcomes, UnorderedElementsAre(std::pair("paid", orderhold::v1::PAID),
                                                std::pair("cancelled", orderhold::v1::CANCELLED),
@@ -300,7 +302,7 @@ TEST_P(HoldEventsE2eTest, MaxWatchesRefusesOneMoreAndDeliveriesAreTimed) {
             absl::ToDoubleSeconds(2 * waited));
 }
 
-// Issue 13: idle watches cost Redis (almost) nothing, and an end reaches every group at once,
+// Idle watches cost Redis (almost) nothing, and an end reaches every group at once,
 // woken by the script's nudge, long before any safety sweep could have found it.
 TEST_P(HoldEventsE2eTest, IdleWatchesCostRedisNothingAndANudgeDeliversBeforeAnySweep) {
   Config config = TestConfig(/*run_reaper=*/false);  // the reaper's calls would blur the count

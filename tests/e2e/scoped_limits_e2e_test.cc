@@ -1,9 +1,8 @@
-// Scoped limits end to end (issue 24): two replicas (Apps) on one real redis-server, called over
-// real gRPC channels with the generated stubs, as a ticketing backend calls them. Concurrent
-// PlaceHolds over two scopes never exceed any level, in holds or in units, whether a scope's
-// limits come from the --scope_limits file or from the request; refused calls leave no trace; a
-// refusal's google.rpc details reach the client; SIGHUP's reload keeps the old rules when the
-// file is bad.
+// Scoped limits end to end: two replicas (Apps) on one real redis-server, called over real gRPC
+// channels with the generated stubs, as a ticketing backend calls them. Concurrent PlaceHolds
+// over two scopes never exceed any level, in holds or in units, whether a scope's limits come
+// from the --scope_limits file or from the request; refused calls leave no trace; a refusal's
+// google.rpc details reach the client; SIGHUP's reload keeps the old rules when the file is bad.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -138,7 +137,8 @@ class ScopedLimitsE2eTest : public ::testing::Test {
           grpc::Status status = Place(i % static_cast<int>(stubs_.size()), request, &response);
           if (status.ok() && response.created()) {
             ++created;
-            created_units += std::max<uint32_t>(1, response.hold().quantity());  // 0 means 1
+            EXPECT_GE(response.hold().quantity(), 1u);  // always sent, 1 included
+            created_units += response.hold().quantity();
           } else if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
             ++refused;
           } else {
@@ -157,7 +157,8 @@ class ScopedLimitsE2eTest : public ::testing::Test {
     const v1::ListHoldsResponse listed = List(0, user);
     for (const v1::Hold& hold : listed.holds()) {
       ++result.holds[hold.scope()];
-      const int64_t units = std::max<uint32_t>(1, hold.quantity());  // 0 means 1
+      EXPECT_GE(hold.quantity(), 1u);  // always sent, 1 included
+      const int64_t units = hold.quantity();
       result.units[hold.scope()] += units;
       ++result.total_holds;
       result.total_units += units;
@@ -290,19 +291,20 @@ void CollectSetFields(const google::protobuf::Message& message, std::set<std::st
   }
 }
 
-// A server without --scope_limits or --max_units, called without the new fields, answers with the
-// fields of the release before scopes only (the same values as before: the existing tests), so
-// its answers are byte for byte what they were. (A RESOURCE_EXHAUSTED keeps its message and gains
-// the google.rpc details in the status trailer.) Since ExtendHold, every Hold also carries its
-// place_time and max_expire_time, the two fields its lifetime cap adds to every hold.
-TEST_F(ScopedLimitsE2eTest, PlainCallsOnAServerWithoutRulesAnswerOnlyTheFieldsOfBefore) {
+// A server without --scope_limits or --max_units, called without scope, quantity, labels or
+// scope_limits, answers no usage and no scope fields: the hold's ids, expiry, remaining time,
+// place_time and max_expire_time (its lifetime cap), and its quantity, which every Hold carries
+// (1 here) so that a consumer summing quantities counts it. (A RESOURCE_EXHAUSTED keeps its
+// message and gains the google.rpc details in the status trailer.)
+TEST_F(ScopedLimitsE2eTest, PlainCallsOnAServerWithoutRulesAnswerNoUsageAndNoScope) {
   StartReplicas(1, 0, "");
   const std::set<std::string> hold = {
       "orderhold.v1.Hold.user_id",         "orderhold.v1.Hold.order_id",
       "orderhold.v1.Hold.expire_time",     "orderhold.v1.Hold.remaining",
       "google.protobuf.Timestamp.seconds", "google.protobuf.Timestamp.nanos",
       "google.protobuf.Duration.seconds",  "google.protobuf.Duration.nanos",
-      "orderhold.v1.Hold.place_time",      "orderhold.v1.Hold.max_expire_time"};
+      "orderhold.v1.Hold.place_time",      "orderhold.v1.Hold.max_expire_time",
+      "orderhold.v1.Hold.quantity"};
   auto only = [&](const google::protobuf::Message& message, std::set<std::string> allowed) {
     std::set<std::string> set;
     CollectSetFields(message, &set);
@@ -316,6 +318,7 @@ TEST_F(ScopedLimitsE2eTest, PlainCallsOnAServerWithoutRulesAnswerOnlyTheFieldsOf
   plain.set_order_id("o1");
   v1::PlaceHoldResponse placed;
   ASSERT_TRUE(Place(0, plain, &placed).ok());
+  EXPECT_EQ(placed.hold().quantity(), 1u);
   only(placed,
        {"orderhold.v1.PlaceHoldResponse.hold", "orderhold.v1.PlaceHoldResponse.created",
         "orderhold.v1.PlaceHoldResponse.active_holds", "orderhold.v1.PlaceHoldResponse.max_holds"});

@@ -190,7 +190,7 @@ class SentinelE2eTest : public ::testing::Test {
   std::unique_ptr<client::OrderHoldClient> client_;
 };
 
-// Case 2 of issue 11, WAIT 1 with one replica: the promoted replica has no replica of its own
+// WAIT 1 with one replica: the promoted replica has no replica of its own
 // until Sentinel demotes the old primary, so writes are refused ("not yet replicated") until
 // then, and nothing acknowledged is lost. Holds with a 1 s ttl, placed throughout, each end with
 // an event that a consumer group receives: the reaper and event delivery carry on. Events too are

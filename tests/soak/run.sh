@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/soak/run.sh: OrderHold's soak with an oracle (issue 26, step 5). Not part of the test
+# tests/soak/run.sh: OrderHold's soak with an oracle. Not part of the test
 # suite; .ci/run runs `--smoke` (45 s of load). Minutes of load at half of the measured maximum
 # with a realistic mix, 3 server replicas, one consumer group watching and acking, and faults on a
 # schedule; then tests/soak/oracle.py replays what the clients saw and checks the promises.

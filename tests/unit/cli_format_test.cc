@@ -26,6 +26,7 @@
 namespace orderhold::client {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
@@ -271,6 +272,37 @@ TEST(FormatListHoldsTest, ScopeFilterCountsAgainstTheScopesLimit) {
             "bob in scope event:E7: 0 holds (no limit)\n"
             "user: holds 0/3, units 0 (no limit)\n"
             "scope event:E7: holds 0 (no limit), units 0 (no limit)\n");
+}
+
+// `list --scope` right after `place --scope_max_holds 2 --scope_max_units 8`: the server's rules
+// for the scope are none (scope_usage's limits are 0), but the holds were placed, and are checked,
+// under the limits they carry. The header and the scope line show those, not "(no limit)".
+TEST(FormatListHoldsTest, ScopeFilterShowsTheLimitsTheHoldsCarry) {
+  orderhold::v1::ListHoldsResponse response;
+  response.set_max_holds(3);
+  *response.add_holds() = MakeScopedHold(absl::Minutes(29));
+  orderhold::v1::Hold second = MakeScopedHold(absl::Minutes(30));
+  second.set_order_id("order-10");
+  *response.add_holds() = second;
+  *response.mutable_user_usage() = Usage(2, 3, 4, 0);
+  *response.mutable_scope_usage() = Usage(2, 0, 4, 0);  // the server's rules: none
+  const std::string out = FormatListHolds("alice", response, "event:E42");
+  EXPECT_THAT(out, StartsWith("alice in scope event:E42: 2/2 holds\n"));
+  EXPECT_THAT(out, EndsWith("user: holds 2/3, units 4 (no limit)\n"
+                            "scope event:E42: holds 2/2, units 4/8\n"));
+
+  // Holds placed under different limits: each line shows its own, the header says they differ.
+  second.mutable_scope_limits()->set_max_holds(3);
+  *response.mutable_holds(1) = second;
+  const std::string mixed = FormatListHolds("alice", response, "event:E42");
+  EXPECT_THAT(mixed, StartsWith("alice in scope event:E42: 2 holds (limits differ by hold)\n"));
+  EXPECT_THAT(mixed, EndsWith("scope event:E42: holds 2 (limits differ by hold), units 4/8\n"));
+
+  // Holds that carry no limits (a scoped hold answered without them): the server's rules.
+  for (orderhold::v1::Hold& hold : *response.mutable_holds()) hold.clear_scope_limits();
+  *response.mutable_scope_usage() = Usage(2, 5, 4, 0);
+  EXPECT_THAT(FormatListHolds("alice", response, "event:E42"),
+              StartsWith("alice in scope event:E42: 2/5 holds\n"));
 }
 
 TEST(FormatPayTest, OneLine) {

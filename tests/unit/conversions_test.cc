@@ -517,7 +517,7 @@ TEST(EventToProtoTest, EveryField) {
   }
 }
 
-// ---- Issue 24: scopes, quantities, labels, usage, error details ------------------------------
+// ---- Scopes, quantities, labels, usage, error details -----------------------------------------
 
 TEST(ToGrpcStatusTest, GoogleRpcPayloadsBecomeTheBinaryStatusDetails) {
   absl::Status status = absl::ResourceExhaustedError("full");
@@ -584,10 +584,10 @@ TEST(HoldToProtoTest, DetailsOfScopedAndUnscopedHolds) {
   EXPECT_EQ(client::FromProtoTimestamp(out.place_time()), kT0);
   EXPECT_EQ(out.scope_limits().max_holds(), 1u);
   EXPECT_EQ(out.scope_limits().max_units(), 4u);
-  // Unscoped, placed by a release without details: quantity 1, no place_time, no scope_limits.
+  // Unscoped, without recorded details: quantity 1, no place_time, no scope_limits.
   v1::Hold plain;
   HoldToProto(AHold(), kT0, &plain);
-  EXPECT_EQ(plain.quantity(), 0u);  // 1 is not sent: 0 means 1
+  EXPECT_EQ(plain.quantity(), 1u);  // sent: a consumer summing quantities counts it
   EXPECT_FALSE(plain.has_place_time());
   EXPECT_FALSE(plain.has_scope_limits());
   EXPECT_TRUE(plain.labels().empty());
@@ -626,6 +626,42 @@ TEST(EventToProtoTest, TheHoldCarriesItsDetails) {
   EXPECT_EQ(out.hold().quantity(), 3u);
   EXPECT_EQ(out.hold().labels().at("seats"), "A1,A2,A3");
   EXPECT_EQ(client::FromProtoTimestamp(out.hold().place_time()), kT0 - absl::Minutes(30));
+}
+
+// A consumer releasing seats sums event.hold.quantity: a single-unit hold must read 1, not 0, in
+// every answer and every event.
+TEST(QuantityToProtoTest, OneIsSentInEveryAnswerAndEvent) {
+  store::StoredEvent event;  // no details recorded: quantity 1
+  event.user_id = "alice";
+  event.order_id = "order-1";
+  event.end = store::HoldEnd{store::HoldOutcome::kExpired, kT0, kT0};
+  v1::HoldEvent out;
+  EventToProto(event, &out);
+  EXPECT_EQ(out.hold().quantity(), 1u);
+  event.details.scope = "event:E42";  // scoped, one unit
+  EventToProto(event, &out);
+  EXPECT_EQ(out.hold().quantity(), 1u);
+
+  const domain::Hold hold = AHold();
+  EXPECT_EQ(PlaceHoldReplyToProto({hold, kT0, true, 1, 3, {}, std::nullopt}).hold().quantity(), 1u);
+  EXPECT_EQ(PayReplyToProto({hold, kT0, false}).hold().quantity(), 1u);
+  EXPECT_EQ(CancelReplyToProto({hold, kT0, false}).hold().quantity(), 1u);
+  EXPECT_EQ(ListHoldsReplyToProto({{hold}, kT0, 3, {}, std::nullopt}).holds(0).quantity(), 1u);
+  EXPECT_EQ(ReleaseHoldsReplyToProto({{hold}, kT0}).holds(0).quantity(), 1u);
+  domain::ExtendHoldReply extended;
+  extended.hold = hold;
+  extended.now = kT0;
+  EXPECT_EQ(ExtendHoldReplyToProto(extended).hold().quantity(), 1u);
+  domain::GetHoldReply got;
+  got.hold = hold;
+  got.now = kT0;
+  EXPECT_EQ(GetHoldReplyToProto(got).hold().quantity(), 1u);
+  // The wire carries what the store holds, never less than 1.
+  domain::Hold zero = AHold();
+  zero.details.quantity = 0;
+  v1::Hold zero_out;
+  HoldToProto(zero, kT0, &zero_out);
+  EXPECT_EQ(zero_out.quantity(), 1u);
 }
 
 }  // namespace

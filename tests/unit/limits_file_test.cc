@@ -40,7 +40,7 @@ constexpr absl::string_view kExampleJson = R"({
   "rules": [{"prefix": "event:", "max_holds": 2, "max_units": 8}]
 })";
 
-constexpr absl::string_view kExampleYaml = R"(# the example of the issue
+constexpr absl::string_view kExampleYaml = R"(# a file of one default and one rule, with a comment
 default:
   max_holds: 1
   max_units: 0
@@ -60,7 +60,7 @@ TEST(LimitsFileTest, JsonAndYamlOfTheSameShapeGiveTheSameRules) {
   EXPECT_EQ(from_yaml.rules()[0].limits, (ScopeLimits{2, 8}));
   EXPECT_EQ(from_yaml.Resolve("event:E42"), (ScopeLimits{2, 8}));
   EXPECT_EQ(from_yaml.Resolve("show:S1"), (ScopeLimits{1, 0}));
-  // The one-line form of the issue, and YAML's flow style.
+  // The same rules as one line of JSON, and in YAML's flow style.
   ASSERT_OK_AND_ASSIGN(
       const ScopeRules one_line,
       ParseLimitsFile(R"({"default": {"max_holds": 1, "max_units": 0}, "rules": [{"prefix": )"
