@@ -45,13 +45,20 @@ int MigrationSweep::Step(const std::vector<int>& owned) {
       if (results[i]->not_owner) continue;
       state.cursor = results[i]->cursor;
       state.users_left = results[i]->users_left;
+      state.users_moved += results[i]->users_moved;
       if (state.cursor.empty()) {
         state.done = true;
         state.users_left = 0;
-        LogInfo("reaper: layout migration of partition ", partition,
-                " done: no user of it is left in an older shape");
+        if (state.users_moved > 0) {
+          LogInfo("reaper: layout migration of partition ", partition, " done: ", state.users_moved,
+                  " users moved, none is left in an older shape");
+        }
       }
     }
+  }
+  if (!todo.empty() && Done(owned)) {
+    LogInfo("reaper: layout migration done in the ", owned.size(),
+            " partitions this replica owns: no user is left in an older shape");
   }
   int64_t left = 0;
   for (int partition : owned) left += partitions_[static_cast<size_t>(partition)].users_left;

@@ -15,7 +15,8 @@
 //
 // Metrics: orderhold_layout_migration_users_left (the users the sweep has still to check in the
 // partitions this replica owns: an upper bound of those still in an older shape; 0 once done), a
-// log line when a partition's sweep is done.
+// log line when the sweep of a partition that had users to move is done, and one when every
+// owned partition is (so a fresh deployment logs one line, not one per partition).
 //
 // Thread-safety: Step is called by the reaper's thread, one tick at a time.
 #ifndef ORDERHOLD_SERVER_REAPER_MIGRATION_SWEEP_H_
@@ -62,9 +63,10 @@ class MigrationSweep {
 
  private:
   struct Partition {
-    std::string cursor;      // the next step's
-    bool done = false;       // the sweep ended
-    int64_t users_left = 0;  // from the last answer
+    std::string cursor;       // the next step's
+    bool done = false;        // the sweep ended
+    int64_t users_left = 0;   // from the last answer
+    int64_t users_moved = 0;  // by this process's sweep of the partition so far
   };
 
   store::HoldStore& store_;

@@ -272,7 +272,8 @@ struct MigrateResult {
   // Users of the partition the sweep has still to check after this step: an upper bound of those
   // still in an older shape; 0 once the sweep is done.
   int64_t users_left = 0;
-  std::string cursor;  // the next step's MigrateArgs::cursor; "" once the sweep is done
+  std::string cursor;       // the next step's MigrateArgs::cursor; "" once the sweep is done
+  int64_t users_moved = 0;  // users this step moved into the store's layout
 };
 
 class HoldStore {

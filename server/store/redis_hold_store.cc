@@ -519,12 +519,15 @@ void RedisHoldStore::MigrateStep(int partition, MigrateArgs args, CallOptions op
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<MigrateResult> {
         int64_t left = 0;
-        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 2 ||
+        int64_t moved = 0;
+        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 3 ||
             !ToInt(reply.elements[0], &left) ||
-            reply.elements[1].type != redis::RedisReply::Type::kString) {
+            reply.elements[1].type != redis::RedisReply::Type::kString ||
+            !ToInt(reply.elements[2], &moved)) {
           return BadReply("migrate.lua");
         }
         MigrateResult result;
+        result.users_moved = moved;
         result.not_owner = left < 0;
         result.users_left = std::max<int64_t>(0, left);
         result.cursor = reply.elements[1].str;

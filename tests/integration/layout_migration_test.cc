@@ -104,6 +104,7 @@ class LayoutMigrationTest : public ::testing::Test {
       EXPECT_THAT(step, IsOk());
       if (!step.ok()) return steps;
       EXPECT_FALSE(step->not_owner);
+      moved_ += step->users_moved;
       if (step->cursor.empty()) {
         EXPECT_EQ(step->users_left, 0);
         return steps;
@@ -118,6 +119,7 @@ class LayoutMigrationTest : public ::testing::Test {
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<RedisHoldStore> store_;
   absl::Time base_;
+  int64_t moved_ = 0;  // users the sweeps moved (Sweep)
 };
 
 TEST_F(LayoutMigrationTest, AnOldUsersHoldsCountFromTheFirstCallWhichMovesThem) {
@@ -224,6 +226,7 @@ TEST_F(LayoutMigrationTest, TheSweepMovesEveryUntouchedUserAndEnds) {
     old_users.push_back(user);
   }
   EXPECT_GT(Sweep(5, 4), 2);
+  EXPECT_EQ(moved_, static_cast<int64_t>(old_users.size()));
   for (const std::string& user : old_users) {
     EXPECT_FALSE(Old(user)) << user;
   }
@@ -231,7 +234,9 @@ TEST_F(LayoutMigrationTest, TheSweepMovesEveryUntouchedUserAndEnds) {
     // A user in both shapes (an older replica wrote both): every hold counted once.
     EXPECT_EQ(Run(StoredHoldsCommand(keys(), user, "count")), "3") << user;
   }
+  moved_ = 0;
   EXPECT_EQ(Sweep(5, 1000), 1);
+  EXPECT_EQ(moved_, 0);
 }
 
 TEST_F(LayoutMigrationTest, TheReapersSweepSetsTheGaugeToZero) {

@@ -109,13 +109,14 @@ local V1_BUCKETS = 256
 -- migration of that key fail.
 local function v1_move_user(p, bucket, user)
   if not v1_exists(p.prefix .. 'u:' .. user, p.bdue) then
-    return
+    return 0
   end
   redis.call('EXISTS', bucket.hb, bucket.hd, p.bdue)
   local packed = redis.call('HGET', bucket.hb, user)
   v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, events = p.events,
             outcomes = p.prefix .. 'x:' .. user, ended = p.prefix .. 'xt:' .. user}, user,
     packed and unpack_holds(packed) or {}, true)
+  return 1
 end
 
 -- The users left to check: those of the old due index and of the buckets from `from` on.
@@ -132,21 +133,23 @@ end
 -- (moved or not: one moved by a call has its bucket entry already); then bucket by bucket, from
 -- `cursor` ("" = the start, "due" = the old index, "b<n>" = bucket n). A bucket is checked whole
 -- in one step: its members' order changes between steps (scores move, users come and go), so an
--- offset could skip a user. Returns the users left to check and the next cursor ("" when done).
+-- offset could skip a user. Returns the users left to check, the next cursor ("" when done) and
+-- the users moved by this step.
 migrations.partitions[#migrations.partitions + 1] = function(p, budget, cursor)
   local old = p.prefix .. 'due'
-  local checked = 0
+  local checked, moved = 0, 0
   local at = tonumber(string.match(cursor, '^b(%d+)$'))
   if not at then
     if v1_exists(old, p.bdue) then
       local users = redis.call('ZRANGE', old, '0', int_str(budget - 1))
       for _, user in ipairs(users) do
         local b = int_str(math.floor(v1_fnv1a32(user) / 64) % V1_BUCKETS)
-        v1_move_user(p, {hb = p.prefix .. 'h:' .. b, hd = p.prefix .. 'hd:' .. b}, user)
+        moved = moved + v1_move_user(p, {hb = p.prefix .. 'h:' .. b, hd = p.prefix .. 'hd:' .. b},
+          user)
         redis.call('ZREM', old, user)
       end
       if #users >= budget then
-        return v1_left(p, 0), 'due'
+        return v1_left(p, 0), 'due', moved
       end
       checked = #users
     end
@@ -158,14 +161,14 @@ migrations.partitions[#migrations.partitions + 1] = function(p, budget, cursor)
     if v1_exists(bucket.hd, p.bdue) then
       local users = redis.call('ZRANGE', bucket.hd, '0', '-1')
       for _, user in ipairs(users) do
-        v1_move_user(p, bucket, user)
+        moved = moved + v1_move_user(p, bucket, user)
       end
       checked = checked + #users
     end
     at = at + 1
     if checked >= budget and at < V1_BUCKETS then
-      return v1_left(p, at), 'b' .. int_str(at)
+      return v1_left(p, at), 'b' .. int_str(at), moved
     end
   end
-  return 0, ''
+  return 0, '', moved
 end
