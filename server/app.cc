@@ -148,7 +148,6 @@ absl::Status App::StartStore(const Config& config, const ValidConfig& valid,
   options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
   options.key_prefix = config.key_prefix;
   options.outcomes = config.outcomes;
-  options.hold_layout = config.hold_layout;
   options.functions = config.redis_functions;
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr

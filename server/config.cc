@@ -22,6 +22,22 @@
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
 
+namespace orderhold {
+
+// The value of a removed flag: only whether it was given, with any value (even an empty one), on
+// the command line or through its ORDERHOLD_* variable. Kept as a flag so that a deployment still
+// passing it is told what changed (Removed() below) instead of having it ignored.
+struct RemovedFlag {
+  bool given = false;
+};
+bool AbslParseFlag(absl::string_view, RemovedFlag* flag, std::string*) {
+  flag->given = true;
+  return true;
+}
+std::string AbslUnparseFlag(RemovedFlag flag) { return flag.given ? "(given)" : ""; }
+
+}  // namespace orderhold
+
 // The flags, in the order DescribeConfig lists them. Each one is also a row of Settings() below
 // (the tests fail for a flag of this file without one).
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host:port).");
@@ -122,11 +138,9 @@ ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
 ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
           "How long a hold's outcome (PAID/CANCELLED/EXPIRED) is remembered for idempotent "
           "Pay/CancelHold and to refuse placing an ended order again.");
-ABSL_FLAG(std::string, hold_layout, "v1",
-          "Where users' live holds are kept in Redis: v1 (keys per user, as every release "
-          "before), read_v2 (reads both layouts, places new users in v1), v2 (reads both, places "
-          "new users in shared hashes: ~4x less memory at one hold per user). Change v1 -> "
-          "read_v2 -> v2 one rolling restart at a time (server/README.md \"Hold layouts\").");
+ABSL_FLAG(orderhold::RemovedFlag, hold_layout, orderhold::RemovedFlag{},
+          "Removed: this release keeps one hold layout and moves older data by itself "
+          "(server/README.md \"Upgrading\"). Given at all, the server refuses to start.");
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
 ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
@@ -162,7 +176,8 @@ struct Setting {
   // Reads the flag into `config`. INVALID_ARGUMENT naming the setting when the flag parsed but is
   // not a value the setting knows (enum-like words); ranges are ValidateConfig's to check.
   std::function<absl::Status(Config& config)> load;
-  // The value in `config` as DescribeConfig shows it, secrets masked.
+  // The value in `config` as DescribeConfig shows it, secrets masked; empty for a removed flag
+  // (DescribeConfig leaves it out).
   std::function<std::string(const Config& config)> describe;
 };
 
@@ -238,6 +253,19 @@ Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
       }};
 }
 
+// A removed flag: given at all, ConfigFromFlags fails with INVALID_ARGUMENT "--<name> was
+// removed: <why>". It has no Config member and DescribeConfig does not list it.
+Setting Removed(const absl::Flag<RemovedFlag>& flag, absl::string_view why) {
+  const absl::string_view name = absl::GetFlagReflectionHandle(flag).Name();
+  return Setting{
+      name,
+      [&flag, name, why](Config&) {
+        if (!absl::GetFlag(flag).given) return absl::OkStatus();
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " was removed: ", why));
+      },
+      nullptr};
+}
+
 // The password never leaves the process: MaskedUrl, or "(invalid)" for a URL that does not parse.
 std::string DescribeRedisUrl(const std::string& url) {
   auto endpoint = redis::ParseRedisUrl(url);
@@ -253,7 +281,9 @@ absl::Duration DefaultReaperLease(const Config& config) {
 
 // Every setting, in the order of the flags above. Adding one: its ABSL_FLAG, its Config member and
 // its row here (a secret: DescribedField with a function that masks it), then its Sample in
-// tests/unit/config_test.cc, which fails until both exist.
+// tests/unit/config_test.cc, which fails until both exist. Removing one: its ABSL_FLAG becomes a
+// RemovedFlag with a Removed row saying why (and its name goes to config_test.cc's
+// kRemovedFlags), so that a deployment still setting it fails at start instead of being ignored.
 const std::vector<Setting>& Settings() {
   static const auto* const settings = new std::vector<Setting>{
       Field(FLAGS_grpc_address, &Config::grpc_address),
@@ -306,10 +336,9 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
-      OneOf(FLAGS_hold_layout, &Config::hold_layout,
-            {{"v1", store::HoldLayout::kV1},
-             {"read_v2", store::HoldLayout::kReadV2},
-             {"v2", store::HoldLayout::kV2}}),
+      Removed(FLAGS_hold_layout,
+              "this release keeps one hold layout and moves older data by itself; see "
+              "server/README.md \"Upgrading\""),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
       Field(FLAGS_max_watches, &Config::max_watches),
@@ -498,9 +527,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
 }
 
 std::string DescribeConfig(const Config& config) {
-  return absl::StrJoin(Settings(), " ", [&config](std::string* out, const Setting& setting) {
-    absl::StrAppend(out, setting.name, "=", setting.describe(config));
-  });
+  std::string described;
+  for (const Setting& setting : Settings()) {
+    if (setting.describe == nullptr) continue;  // a removed flag
+    absl::StrAppend(&described, described.empty() ? "" : " ", setting.name, "=",
+                    setting.describe(config));
+  }
+  return described;
 }
 
 }  // namespace orderhold

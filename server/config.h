@@ -16,7 +16,6 @@
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
-#include "server/store/redis_hold_store.h"
 
 namespace orderhold {
 
@@ -96,8 +95,7 @@ struct Config {
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
-  store::HoldLayout hold_layout = store::HoldLayout::kV1;  // --hold_layout
-  domain::EventPolicy events;                              // --event_ack_timeout
+  domain::EventPolicy events;           // --event_ack_timeout
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
   int max_watches = kDefaultMaxWatches;
@@ -154,15 +152,17 @@ absl::Status ApplyEnvironmentFallbacks();
 // "--" are not flags.
 bool AsksForUsage(int argc, const char* const* argv);
 
-// The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
-// naming --store or --redis_mode when it is not one of its words. --reaper_lease unset (or empty)
-// is kReaperLeaseIntervals x --reap_interval. No message contains a password.
+// The Config from the (parsed) flags, validated: ValidateConfig's errors, INVALID_ARGUMENT
+// naming --store or --redis_mode when it is not one of its words, or INVALID_ARGUMENT "--<flag>
+// was removed: <why>" when a removed flag (--hold_layout) is given, whatever its value (on the
+// command line or through its variable). --reaper_lease unset (or empty) is
+// kReaperLeaseIntervals x --reap_interval. No message contains a password.
 absl::StatusOr<Config> ConfigFromFlags();
 
 // One line "grpc_address=... redis_url=redis://:****@host... store=redis": every server flag as
-// name=value, in the order config.cc defines them, with the passwords masked: the URL's (an
-// unparseable redis_url shows as "(invalid)") and redis_sentinel_password ("****" when set, empty
-// when not).
+// name=value (removed flags aside), in the order config.cc defines them, with the passwords masked:
+// the URL's (an unparseable redis_url shows as "(invalid)") and redis_sentinel_password ("****"
+// when set, empty when not).
 std::string DescribeConfig(const Config& config);
 
 }  // namespace orderhold

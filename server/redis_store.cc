@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<store::RedisHoldStore>> ConnectRedisStore(
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::RedisCaller> reaper,
                              caller(std::move(background)));
   return store::RedisHoldStore::Create(std::move(options.key_prefix), options.outcomes,
-                                       std::move(requests), std::move(reaper), options.hold_layout);
+                                       std::move(requests), std::move(reaper));
 }
 
 }  // namespace orderhold

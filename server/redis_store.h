@@ -37,8 +37,6 @@ struct RedisStoreOptions {
   // Call the scripts as Redis Functions (FCALL) where the node takes their library, else by
   // EVALSHA (--redis_functions; redis::RedisClientOptions::function_library).
   bool functions = true;
-  // Where users' holds are kept (--hold_layout; see store::HoldLayout).
-  store::HoldLayout hold_layout = store::HoldLayout::kV1;
   // orderhold_redis_redirects_total{kind="moved"|"ask"} in cluster mode; nullable.
   prometheus::Counter* moved_redirects = nullptr;
   prometheus::Counter* ask_redirects = nullptr;

@@ -5,7 +5,6 @@
 #
 #   tests/bench/reaper_bench.sh [--smoke] [--rate 5000] [--window 30] [--backlog 60] [--no-replicas]
 #                               [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]
-#                               [--hold_layout v1|v2]
 # (--drain-only: phase 4 alone, written to <out>/reaper-drain.md; --cluster-only: phase 5 alone,
 # written to <out>/reaper-cluster.md.)
 #
@@ -70,7 +69,6 @@ CLUSTER=1
 CLUSTER_ONLY=0
 DRAIN_ONLY=0
 OUT="${REPO}/build/bench"
-LAYOUT=v1  # --hold_layout of the seeded holds and of every server
 while (($#)); do
   case "$1" in
     --smoke) SMOKE=1 ;;
@@ -82,8 +80,7 @@ while (($#)); do
     --cluster-only) CLUSTER_ONLY=1 ;;
     --drain-only) DRAIN_ONLY=1 ;;
     --out) OUT="$2"; shift ;;
-    --hold_layout) LAYOUT="$2"; shift ;;
-    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--no-cluster] [--cluster-only] [--drain-only] [--out DIR] [--hold_layout v1|v2]" >&2
+    *) echo "usage: $0 [--smoke] [--rate N] [--window SECONDS] [--backlog SECONDS] [--no-replicas] [--no-cluster] [--cluster-only] [--drain-only] [--out DIR]" >&2
        exit 64 ;;
   esac
   shift
@@ -159,7 +156,7 @@ start_server() {  # name [extra server flags...] -> sets SRV_PID, SRV_METRICS
   for attempt in 1 2 3; do  # a port taken between free_port and the bind: try others
     port="$(free_port)" SRV_METRICS="$(free_port)"
     "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address="127.0.0.1:${SRV_METRICS}" \
-      --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" --hold_layout="${LAYOUT}" "$@" \
+      --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" "$@" \
       2>"${WORK}/server-${name}.log" &
     SRV_PID=$!
     PIDS+=("${SRV_PID}")
@@ -191,13 +188,13 @@ seed_and_measure() {
   FIRST=$((HOLDS / 15000 + MARGIN))
   echo "reaper bench: seeding ${HOLDS} holds (${USERS} users), ${RATE}/s expiring from +${FIRST}s" >&2
   T0="$(now_s)"
-  "${SEED}" --hold_layout="${LAYOUT}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
+  "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
     --users="${FIRST_USERS}" \
     --holds_per_user=3 --ttl=1h --first_expiry="${FIRST}s" --expire_spread="${SPREAD}s" \
     >"${WORK}/seed-${FILES}.txt"
   if ((USERS > FIRST_USERS)); then
     REST_HOLDS=$(((USERS - FIRST_USERS) * 3))
-    "${SEED}" --hold_layout="${LAYOUT}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
+    "${SEED}" --redis_url="${REDIS_URL}" --redis_mode="${REDIS_MODE}" \
       --first_user="${FIRST_USERS}" \
       --users="$((USERS - FIRST_USERS))" --holds_per_user=3 --ttl=1h \
       --first_expiry="$(awk -v t="${T0}" -v n="$(now_s)" -v f="${FIRST}" -v s="${SPREAD}" \
@@ -345,7 +342,7 @@ DRAIN_HOLDS=$((DRAIN_USERS * 3))
 start_redis
 echo "reaper bench: drain: seeding ${DRAIN_HOLDS} holds due over ${BACKLOG_S} s, no server running" >&2
 T0="$(now_s)"
-"${SEED}" --hold_layout="${LAYOUT}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
+"${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" \
   --users="${DRAIN_USERS}" \
   --holds_per_user=3 --ttl=1h --first_expiry=1ms --expire_spread="${BACKLOG_S}s" >&2
 mapfile -t DUE_KEYS < <(redis-cli -p "${REDIS_PORT}" --scan --pattern '*:hd:*')

@@ -31,8 +31,7 @@
 #              and Redis' INFO commandstats (<out>/<phase>-r<round>-commandstats.txt: calls and
 #              µs per command, those run inside scripts included).
 #   5 memory   INFO used_memory before/after 1,000,000 holds seeded through the real script:
-#              3 holds per user (333,334 users, everyone at the default limit), and 1 per user;
-#              each in both hold layouts (--hold_layout v1 and v2; the target is v2's).
+#              3 holds per user (333,334 users, everyone at the default limit), and 1 per user.
 #   6 transport  (run right after phase 2) phase 2's closed-loop PlaceHold once per way of reaching
 #              Redis, each run on its own fresh redis-server(s) and a fresh server:
 #                plain     redis://, one redis-server (the reference of the ratios);
@@ -1052,19 +1051,16 @@ REDIS_RPS="$(awk -F'"' 'NR == 2 { printf "%d", $4 }' "${WORK}/redis.csv")"
 REDIS_P99="$(awk -F'"' 'NR == 2 { print $14 }' "${WORK}/redis.csv")"
 
 # 5. Memory per live hold.
-memory_per_hold() {  # users, holds per user, hold layout (v1 or v2: --hold_layout)
+memory_per_hold() {  # users, holds per user
   rcli FLUSHALL >/dev/null
   local before after
   before="$(used_memory)"
-  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="$1" --holds_per_user="$2" \
-    --hold_layout="$3" >&2
+  "${SEED}" --redis_url="redis://127.0.0.1:${REDIS_PORT}" --users="$1" --holds_per_user="$2" >&2
   after="$(used_memory)"
   awk -v a="${after}" -v b="${before}" -v n="$(($1 * $2))" 'BEGIN { printf "%.1f", (a - b) / n }'
 }
-MEM3="$(memory_per_hold "$(((MEMORY_HOLDS + 2) / 3))" 3 v1)"
-MEM1="$(memory_per_hold "${MEMORY_HOLDS}" 1 v1)"
-MEM3_V2="$(memory_per_hold "$(((MEMORY_HOLDS + 2) / 3))" 3 v2)"
-MEM1_V2="$(memory_per_hold "${MEMORY_HOLDS}" 1 v2)"
+MEM3="$(memory_per_hold "$(((MEMORY_HOLDS + 2) / 3))" 3)"
+MEM1="$(memory_per_hold "${MEMORY_HOLDS}" 1)"
 
 # 7. Events: idle watchers, PlaceHold beside them, delivery; standalone and cluster.
 events_phases
@@ -1078,7 +1074,6 @@ jq -n \
   --slurpfile mix "${WORK}/mix.json" --slurpfile open "${WORK}/open.json" \
   --argjson redis_rps "${REDIS_RPS}" --argjson redis_p99 "${REDIS_P99:-0}" \
   --argjson mem3 "${MEM3}" --argjson mem1 "${MEM1}" --argjson memory_holds "${MEMORY_HOLDS}" \
-  --argjson mem3_v2 "${MEM3_V2}" --argjson mem1_v2 "${MEM1_V2}" \
   --slurpfile transport "${WORK}/transport.json" --slurpfile events "${WORK}/events.json" \
   '{machine: $machine, date: (now | todate), smoke: ($smoke == 1), duration_s: $duration,
     concurrency: $concurrency, users: $users,
@@ -1088,15 +1083,14 @@ jq -n \
     open_reaper_on: $open[0].open_reaper_on,
     redis_alone: {throughput: $redis_rps, p99_ms: $redis_p99},
     memory: {holds: $memory_holds, bytes_per_hold_3_per_user: $mem3,
-             bytes_per_hold_1_per_user: $mem1, v2_bytes_per_hold_3_per_user: $mem3_v2,
-             v2_bytes_per_hold_1_per_user: $mem1_v2},
+             bytes_per_hold_1_per_user: $mem1},
     transport: $transport[0],
     events: $events[0],
     ratios: ({place_vs_ceiling: ($place[0].throughput / $ceiling[0].throughput),
              mix_vs_ceiling: ($mix[0].throughput / $ceiling[0].throughput),
              place_vs_redis_alone: ($place[0].throughput / $redis_rps)} + $open[0].ratios),
     targets: ({place_vs_ceiling_ge_0_7: ($place[0].throughput / $ceiling[0].throughput >= 0.7),
-              memory_le_120_bytes_per_hold: ($mem3_v2 <= 120 and $mem1_v2 <= 120),
+              memory_le_120_bytes_per_hold: ($mem3 <= 120 and $mem1 <= 120),
               plain_vs_baseline_ge_0_95: (if $transport[0].ratios.plain_vs_baseline == null then null
                                           else $transport[0].ratios.plain_vs_baseline >= 0.95 end),
               cluster_vs_single_ge_0_9: ($transport[0].ratios.cluster_vs_plain >= 0.9),
@@ -1129,10 +1123,8 @@ jq -r '
   "| PlaceHold / ceiling | \(.ratios.place_vs_ceiling | f2) | >= 0.7: \(.targets.place_vs_ceiling_ge_0_7) |",
   "| mix / ceiling | \(.ratios.mix_vs_ceiling | f2) | |",
   "| PlaceHold / Redis alone (both by FCALL) | \(.ratios.place_vs_redis_alone | f2) | |",
-  "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_3_per_user) | |",
-  "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds), --hold_layout=v1 | \(.memory.bytes_per_hold_1_per_user) | |",
-  "| Redis bytes per live hold, 3 holds/user, --hold_layout=v2 | \(.memory.v2_bytes_per_hold_3_per_user) | <= 120 (both v2 rows): \(.targets.memory_le_120_bytes_per_hold) |",
-  "| Redis bytes per live hold, 1 hold/user, --hold_layout=v2 | \(.memory.v2_bytes_per_hold_1_per_user) | |",
+  "| Redis bytes per live hold, 3 holds/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_3_per_user) | <= 120 (both rows): \(.targets.memory_le_120_bytes_per_hold) |",
+  "| Redis bytes per live hold, 1 hold/user (\(.memory.holds) holds) | \(.memory.bytes_per_hold_1_per_user) | |",
   "",
   "Transport: phase 2'"'"'s closed-loop PlaceHold once per way of reaching Redis, each run on fresh redis-server(s) and a fresh server; \(.transport.rounds) round(s) in alternating order (\(.transport.order | join(", "))). Figures are medians over the rounds (each percentile and CPU figure separately), status codes and Redis calls summed. CPU µs per call: the process'"'"' user + system CPU over its life (warmup included) / the calls the server answered:",
   "",

@@ -47,7 +47,6 @@ ABSL_FLAG(absl::Duration, first_expiry, absl::ZeroDuration(),
           "When > 0: the first hold expires this long after the start, whatever --ttl.");
 ABSL_FLAG(int, in_flight, 4096, "Max PlaceHolds outstanding.");
 ABSL_FLAG(int, connections, 4, "Redis connections.");
-ABSL_FLAG(std::string, hold_layout, "v1", "v1 or v2: the layout the holds are placed in.");
 
 namespace orderhold::store {
 namespace {
@@ -97,13 +96,6 @@ int Run() {
   options.client.command_timeout = absl::Seconds(10);
   options.client.node.connect_timeout = absl::Seconds(2);
   options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
-  const std::string layout = absl::GetFlag(FLAGS_hold_layout);
-  if (layout != "v1" && layout != "v2") {
-    std::fprintf(stderr, "--hold_layout: must be v1 or v2, got \"%s\"\n", layout.c_str());
-    return 2;
-  }
-  options.hold_layout =
-      layout == "v2" ? orderhold::store::HoldLayout::kV2 : orderhold::store::HoldLayout::kV1;
   auto store = ConnectRedisStore(std::move(options));
   if (!store.ok()) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());

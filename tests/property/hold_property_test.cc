@@ -51,8 +51,7 @@ namespace {
 // keys after retention_ms of *real* time (>= 120 s here), far longer than a history runs.
 const absl::Time kBase = absl::FromUnixMillis(1800000000000);
 
-// kRedisV2: the Redis store with --hold_layout=v2 (users' holds packed in bucket hashes).
-enum class Backend { kFake, kRedis, kRedisV2 };
+enum class Backend { kFake, kRedis };
 
 // The shared redis-server of this binary, started on first use.
 testing::RedisServer* SharedRedis() {
@@ -202,7 +201,6 @@ class Sut {
           std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
       options.key_prefix = absl::StrCat("prop", ++histories);
       options.outcomes = outcomes;
-      if (backend == Backend::kRedisV2) options.hold_layout = store::HoldLayout::kV2;
       auto store = ConnectRedisStore(std::move(options));
       if (store.ok()) {
         store_ = *std::move(store);
@@ -563,10 +561,6 @@ void CheckHistory(Backend backend) {
 RC_GTEST_PROP(HoldModelProperty, FakeStoreAnswersAsTheModel, ()) { CheckHistory(Backend::kFake); }
 
 RC_GTEST_PROP(HoldModelProperty, RedisStoreAnswersAsTheModel, ()) { CheckHistory(Backend::kRedis); }
-
-RC_GTEST_PROP(HoldModelProperty, RedisV2StoreAnswersAsTheModel, ()) {
-  CheckHistory(Backend::kRedisV2);
-}
 
 }  // namespace
 }  // namespace orderhold::property

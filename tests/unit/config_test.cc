@@ -25,7 +25,6 @@
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
-ABSL_DECLARE_FLAG(std::string, hold_layout);
 ABSL_DECLARE_FLAG(std::string, redis_url);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
@@ -189,20 +188,33 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
-TEST(ConfigTest, HoldLayoutFlagTakesTheThreeStagesAndRejectsOthers) {
+// --hold_layout was removed: given with any value (the old default, an empty one), on the command
+// line or through its variable, it stops the start saying where to read on; it is no setting.
+TEST(ConfigTest, RemovedHoldLayoutFlagIsRefusedWhateverItsValue) {
+  const std::string removed =
+      "--hold_layout was removed: this release keeps one hold layout and moves older data by "
+      "itself; see server/README.md \"Upgrading\"";
   absl::FlagSaver restore_flags;
-  for (const auto& [word, layout] : std::vector<std::pair<std::string, store::HoldLayout>>{
-           {"v1", store::HoldLayout::kV1},
-           {"read_v2", store::HoldLayout::kReadV2},
-           {"v2", store::HoldLayout::kV2}}) {
-    absl::SetFlag(&FLAGS_hold_layout, word);
-    auto config = ConfigFromFlags();
-    ASSERT_THAT(config, IsOk());
-    EXPECT_EQ(config->hold_layout, layout) << word;
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(DescribeConfig(*config), Not(HasSubstr("hold_layout")));
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag("hold_layout");
+  ASSERT_NE(flag, nullptr);
+  for (const char* value : {"v1", "read_v2", "v2", "v3", ""}) {
+    {
+      absl::FlagSaver restore_flag;
+      std::string error;
+      ASSERT_TRUE(flag->ParseFrom(value, &error)) << value << ": " << error;
+      EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, removed)) << value;
+    }
+    absl::FlagSaver restore_flag;
+    setenv("ORDERHOLD_HOLD_LAYOUT", value, 1);
+    const absl::Status applied = ApplyEnvironmentFallbacks();
+    unsetenv("ORDERHOLD_HOLD_LAYOUT");
+    ASSERT_THAT(applied, IsOk()) << value;
+    EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, removed)) << value;
   }
-  absl::SetFlag(&FLAGS_hold_layout, "v3");
-  EXPECT_THAT(ConfigFromFlags(),
-              StatusIs(kInvalid, HasSubstr("hold_layout: must be v1, read_v2 or v2, got \"v3\"")));
+  EXPECT_THAT(ConfigFromFlags(), IsOk());
 }
 
 TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
@@ -225,18 +237,23 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-      "hold_layout=v1 "
       "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
-// The flags config.cc defines, found through absl rather than through config.cc's own table, so
-// that a flag added without its row fails the tests below.
+// Flags config.cc still defines only to refuse them (its Removed rows): not settings.
+const std::set<std::string> kRemovedFlags = {"hold_layout"};
+
+// The flags config.cc defines (removed ones aside), found through absl rather than through
+// config.cc's own table, so that a flag added without its row fails the tests below.
 std::vector<absl::CommandLineFlag*> ServerFlags() {
   std::vector<absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::EndsWith(flag->Filename(), "server/config.cc")) flags.push_back(flag);
+    if (absl::EndsWith(flag->Filename(), "server/config.cc") &&
+        !kRemovedFlags.contains(std::string(name))) {
+      flags.push_back(flag);
+    }
   }
   return flags;
 }
@@ -401,8 +418,6 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.outcomes.retention == absl::Hours(1); }},
       {"max_outcomes_per_user", "10", "max_outcomes_per_user=10",
        [](const Config& c) { return c.outcomes.max_per_user == 10; }},
-      {"hold_layout", "v2", "hold_layout=v2",
-       [](const Config& c) { return c.hold_layout == store::HoldLayout::kV2; }},
       {"event_ack_timeout", "10s", "event_ack_timeout=10s",
        [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
       {"event_retention", "2h", "event_retention=2h",
