@@ -173,8 +173,10 @@ namespace {
 // reaches Config, and how DescribeConfig shows it.
 struct Setting {
   absl::string_view name;
-  // Reads the flag into `config`. INVALID_ARGUMENT naming the setting when the flag parsed but is
-  // not a value the setting knows (enum-like words); ranges are ValidateConfig's to check.
+  // Reads the flag into `config`, parsing what needs parsing and reading the file a flag names,
+  // once. INVALID_ARGUMENT naming the setting when the flag parsed but is not a value the setting
+  // knows (enum-like words, a URL that does not parse, a limits file that cannot be read or is
+  // not valid); ranges and combinations are ValidateConfig's to check.
   std::function<absl::Status(Config& config)> load;
   // The value in `config` as DescribeConfig shows it, secrets masked; empty for a removed flag
   // (DescribeConfig leaves it out).
@@ -266,10 +268,39 @@ Setting Removed(const absl::Flag<RemovedFlag>& flag, absl::string_view why) {
       nullptr};
 }
 
-// The password never leaves the process: MaskedUrl, or "(invalid)" for a URL that does not parse.
-std::string DescribeRedisUrl(const std::string& url) {
-  auto endpoint = redis::ParseRedisUrl(url);
-  return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
+// --redis_url, parsed once here into Config::redis_url: ParseRedisUrl's INVALID_ARGUMENT
+// "redis_url: ..." (which never quotes the URL) when it does not parse. DescribeConfig shows it
+// with the password masked (MaskedUrl): the password never leaves the process.
+Setting RedisUrl(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   ORDERHOLD_ASSIGN_OR_RETURN(config.redis_url,
+                                              redis::ParseRedisUrl(absl::GetFlag(flag)));
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.redis_url.MaskedUrl(); }};
+}
+
+// --scope_limits: the file's path into Config::scope_limits_file and its rules, read once here,
+// into Config::scope_rules (App reads the file again only on SIGHUP). INVALID_ARGUMENT
+// "scope_limits: <LoadLimitsFile's error>" when it cannot be read or is not valid. DescribeConfig
+// shows the path.
+Setting ScopeLimitsFile(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) {
+                   config.scope_limits_file = absl::GetFlag(flag);
+                   config.scope_rules = domain::ScopeRules();
+                   if (config.scope_limits_file.empty()) return absl::OkStatus();
+                   absl::StatusOr<domain::ScopeRules> rules =
+                       LoadLimitsFile(config.scope_limits_file);
+                   if (!rules.ok()) {
+                     return absl::InvalidArgumentError(
+                         absl::StrCat("scope_limits: ", rules.status().message()));
+                   }
+                   config.scope_rules = *std::move(rules);
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.scope_limits_file; }};
 }
 
 // Set or not is all a log may say of a secret.
@@ -306,7 +337,7 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerLimits::max_connection_idle),
       Field(FLAGS_grpc_max_connection_age, &Config::grpc_limits,
             &grpc_api::ServerLimits::max_connection_age),
-      DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
+      RedisUrl(FLAGS_redis_url),
       OneOf(FLAGS_redis_mode, &Config::redis_mode,
             {{"standalone", RedisMode::kStandalone},
              {"sentinel", RedisMode::kSentinel},
@@ -320,7 +351,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &redis::RedisTlsOptions::server_name),
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
       Field(FLAGS_max_units, &Config::policy, &domain::HoldPolicy::max_units),
-      Field(FLAGS_scope_limits, &Config::scope_limits_file),
+      ScopeLimitsFile(FLAGS_scope_limits),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
       Field(FLAGS_max_hold_lifetime, &Config::policy, &domain::HoldPolicy::max_hold_lifetime),
@@ -375,8 +406,8 @@ absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint
 
 // The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
 // a value: the URL and the sentinel password are secrets, and the rest is no help there.
-absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
-  ORDERHOLD_ASSIGN_OR_RETURN(redis::RedisEndpoint endpoint, redis::ParseRedisUrl(config.redis_url));
+absl::Status ValidateRedis(const Config& config) {
+  const redis::RedisEndpoint& endpoint = config.redis_url;
   switch (config.redis_mode) {
     case RedisMode::kCluster:
       if (endpoint.db != 0) {
@@ -436,27 +467,17 @@ absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
     return absl::InvalidArgumentError(
         "redis_wait_timeout: must be >= 1ms when redis_wait_replicas > 0");
   }
-  return endpoint;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateConfig(const Config& config) { return CheckConfig(config).status(); }
-
-absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
+absl::Status ValidateConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
   ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerTlsOptions(config.grpc_tls));
-  ValidConfig valid;
-  ORDERHOLD_ASSIGN_OR_RETURN(valid.redis, ValidateRedis(config));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
-  if (!config.scope_limits_file.empty()) {
-    absl::StatusOr<domain::ScopeRules> rules = LoadLimitsFile(config.scope_limits_file);
-    if (!rules.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("scope_limits: ", rules.status().message()));
-    }
-    valid.scope_rules = *std::move(rules);
-  }
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reap_interval: must be > 0");
@@ -492,7 +513,7 @@ absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");
   }
-  return valid;
+  return absl::OkStatus();
 }
 
 absl::Status ApplyEnvironmentFallbacks() {
