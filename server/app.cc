@@ -40,14 +40,15 @@ metrics::RedisReconnectReason ToMetric(redis::ReconnectReason reason) {
   return metrics::RedisReconnectReason::kIoError;
 }
 
-// Fills in how `client` finds and talks to Redis from --redis_url (`endpoint`, parsed by
-// CheckConfig) and --redis_mode: credentials,
-// TLS for rediss://, the database, the topology (standalone: the URL's host; sentinel: its hosts
-// are the sentinels; cluster: its hosts are seeds, and the slot map goes to `*cluster_topology`
-// instead), WAIT, and the reconnect and failover metrics.
-absl::Status ConnectRedis(const Config& config, const redis::RedisEndpoint& endpoint,
-                          metrics::Metrics& metrics, redis::RedisClientOptions& client,
+// Fills in how `client` finds and talks to Redis from --redis_url (config.redis_url, parsed by
+// ConfigFromFlags) and --redis_mode: credentials, TLS for rediss://, the database, the topology
+// (standalone: the URL's host; sentinel: its hosts are the sentinels; cluster: its hosts are
+// seeds, and the slot map goes to `*cluster_topology` instead), WAIT, and the reconnect and
+// failover metrics.
+absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
+                          redis::RedisClientOptions& client,
                           std::shared_ptr<redis::ClusterTopology>* cluster_topology) {
+  const redis::RedisEndpoint& endpoint = config.redis_url;
   client.node.user = endpoint.user;
   client.node.password = endpoint.password;
   if (endpoint.tls) {
@@ -96,7 +97,6 @@ absl::Status ConnectRedis(const Config& config, const redis::RedisEndpoint& endp
 
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
                                                 prometheus::Registry& registry) {
-  ORDERHOLD_ASSIGN_OR_RETURN(const ValidConfig valid, CheckConfig(config));
   // First: a certificate that cannot be loaded stops the start before anything connects.
   ORDERHOLD_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                              grpc_api::MakeServerCredentials(config.grpc_tls));
@@ -105,9 +105,9 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
   store::EventNudgeOptions nudges;
-  ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, valid, nudges));
+  ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
-  app->holds_->SetScopeRules(valid.scope_rules);
+  app->holds_->SetScopeRules(config.scope_rules);
   app->scope_limits_file_ = config.scope_limits_file;
   ORDERHOLD_RETURN_IF_ERROR(app->StartEvents(config, clock, std::move(nudges)));
   ORDERHOLD_RETURN_IF_ERROR(app->Listen(config, std::move(credentials)));
@@ -130,15 +130,13 @@ absl::Status App::ReloadScopeLimits() {
   return absl::OkStatus();
 }
 
-absl::Status App::StartStore(const Config& config, const ValidConfig& valid,
-                             store::EventNudgeOptions& nudges) {
+absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nudges) {
   if (config.store == StoreKind::kNoop) {
     store_ = std::make_unique<store::NoopHoldStore>();
     return absl::OkStatus();
   }
   RedisStoreOptions options;
-  ORDERHOLD_RETURN_IF_ERROR(
-      ConnectRedis(config, valid.redis, *metrics_, options.client, &options.cluster));
+  ORDERHOLD_RETURN_IF_ERROR(ConnectRedis(config, *metrics_, options.client, &options.cluster));
   options.moved_redirects = &metrics_->redis_redirects_moved();
   options.ask_redirects = &metrics_->redis_redirects_ask();
   options.client.connections = config.redis_connections;

@@ -30,13 +30,15 @@ namespace orderhold {
 
 class App {
  public:
-  // Validates `config`, starts everything and listens on config.grpc_address. Redis being down is
-  // not an error (health starts NOT_SERVING and recovers by itself). Metrics are registered on
-  // `registry`, which must outlive the App.
+  // Starts everything from `config` and listens on config.grpc_address. `config` is as
+  // ConfigFromFlags returns it, or one that passes ValidateConfig (tests build their own): Start
+  // wires its values (the parsed redis_url, the scope_rules read) and checks none of them again.
+  // Redis being down is not an error (health starts NOT_SERVING and recovers by itself). Metrics
+  // are registered on `registry`, which must outlive the App.
   // The gRPC port is plaintext, or TLS / mutual TLS with config.grpc_tls (health and reflection
   // included; see grpc/tls_credentials.h).
-  // Errors: INVALID_ARGUMENT (config, or a --tls_* file that cannot be loaded: the message names
-  // the flag and the file), UNAVAILABLE (cannot listen: address taken or invalid;
+  // Errors: INVALID_ARGUMENT (a --tls_* or --redis_tls_* file that cannot be loaded: the message
+  // names the flag and the file), UNAVAILABLE (cannot listen: address taken or invalid;
   // SO_REUSEPORT is off, so a taken port is always an error).
   static absl::StatusOr<std::unique_ptr<App>> Start(const Config& config,
                                                     prometheus::Registry& registry);
@@ -69,8 +71,7 @@ class App {
   App() = default;
   // The steps of Start, in order. The store (Redis or no-op) and, for Redis, the nudge
   // subscriber's connection options in `nudges`.
-  absl::Status StartStore(const Config& config, const ValidConfig& valid,
-                          store::EventNudgeOptions& nudges);
+  absl::Status StartStore(const Config& config, store::EventNudgeOptions& nudges);
   // Event reads, the dispatcher and the nudge subscriber (nothing with --store=noop).
   absl::Status StartEvents(const Config& config, const Clock& clock,
                            store::EventNudgeOptions nudges);

@@ -22,6 +22,22 @@
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
 
+namespace orderhold {
+
+// The value of a removed flag: only whether it was given, with any value (even an empty one), on
+// the command line or through its ORDERHOLD_* variable. Kept as a flag so that a deployment still
+// passing it is told what changed (Removed() below) instead of having it ignored.
+struct RemovedFlag {
+  bool given = false;
+};
+bool AbslParseFlag(absl::string_view, RemovedFlag* flag, std::string*) {
+  flag->given = true;
+  return true;
+}
+std::string AbslUnparseFlag(RemovedFlag flag) { return flag.given ? "(given)" : ""; }
+
+}  // namespace orderhold
+
 // The flags, in the order DescribeConfig lists them. Each one is also a row of Settings() below
 // (the tests fail for a flag of this file without one).
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host:port).");
@@ -122,6 +138,9 @@ ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
 ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
           "How long a hold's outcome (PAID/CANCELLED/EXPIRED) is remembered for idempotent "
           "Pay/CancelHold and to refuse placing an ended order again.");
+ABSL_FLAG(orderhold::RemovedFlag, hold_layout, orderhold::RemovedFlag{},
+          "Removed: this release keeps one hold layout and moves older data by itself "
+          "(server/README.md \"Upgrading\"). Given at all, the server refuses to start.");
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
 ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
@@ -154,10 +173,13 @@ namespace {
 // reaches Config, and how DescribeConfig shows it.
 struct Setting {
   absl::string_view name;
-  // Reads the flag into `config`. INVALID_ARGUMENT naming the setting when the flag parsed but is
-  // not a value the setting knows (enum-like words); ranges are ValidateConfig's to check.
+  // Reads the flag into `config`, parsing what needs parsing and reading the file a flag names,
+  // once. INVALID_ARGUMENT naming the setting when the flag parsed but is not a value the setting
+  // knows (enum-like words, a URL that does not parse, a limits file that cannot be read or is
+  // not valid); ranges and combinations are ValidateConfig's to check.
   std::function<absl::Status(Config& config)> load;
-  // The value in `config` as DescribeConfig shows it, secrets masked.
+  // The value in `config` as DescribeConfig shows it, secrets masked; empty for a removed flag
+  // (DescribeConfig leaves it out).
   std::function<std::string(const Config& config)> describe;
 };
 
@@ -233,10 +255,52 @@ Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
       }};
 }
 
-// The password never leaves the process: MaskedUrl, or "(invalid)" for a URL that does not parse.
-std::string DescribeRedisUrl(const std::string& url) {
-  auto endpoint = redis::ParseRedisUrl(url);
-  return endpoint.ok() ? endpoint->MaskedUrl() : "(invalid)";
+// A removed flag: given at all, ConfigFromFlags fails with INVALID_ARGUMENT "--<name> was
+// removed: <why>". It has no Config member and DescribeConfig does not list it.
+Setting Removed(const absl::Flag<RemovedFlag>& flag, absl::string_view why) {
+  const absl::string_view name = absl::GetFlagReflectionHandle(flag).Name();
+  return Setting{
+      name,
+      [&flag, name, why](Config&) {
+        if (!absl::GetFlag(flag).given) return absl::OkStatus();
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " was removed: ", why));
+      },
+      nullptr};
+}
+
+// --redis_url, parsed once here into Config::redis_url: ParseRedisUrl's INVALID_ARGUMENT
+// "redis_url: ..." (which never quotes the URL) when it does not parse. DescribeConfig shows it
+// with the password masked (MaskedUrl): the password never leaves the process.
+Setting RedisUrl(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   ORDERHOLD_ASSIGN_OR_RETURN(config.redis_url,
+                                              redis::ParseRedisUrl(absl::GetFlag(flag)));
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.redis_url.MaskedUrl(); }};
+}
+
+// --scope_limits: the file's path into Config::scope_limits_file and its rules, read once here,
+// into Config::scope_rules (App reads the file again only on SIGHUP). INVALID_ARGUMENT
+// "scope_limits: <LoadLimitsFile's error>" when it cannot be read or is not valid. DescribeConfig
+// shows the path.
+Setting ScopeLimitsFile(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) {
+                   config.scope_limits_file = absl::GetFlag(flag);
+                   config.scope_rules = domain::ScopeRules();
+                   if (config.scope_limits_file.empty()) return absl::OkStatus();
+                   absl::StatusOr<domain::ScopeRules> rules =
+                       LoadLimitsFile(config.scope_limits_file);
+                   if (!rules.ok()) {
+                     return absl::InvalidArgumentError(
+                         absl::StrCat("scope_limits: ", rules.status().message()));
+                   }
+                   config.scope_rules = *std::move(rules);
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.scope_limits_file; }};
 }
 
 // Set or not is all a log may say of a secret.
@@ -248,7 +312,9 @@ absl::Duration DefaultReaperLease(const Config& config) {
 
 // Every setting, in the order of the flags above. Adding one: its ABSL_FLAG, its Config member and
 // its row here (a secret: DescribedField with a function that masks it), then its Sample in
-// tests/unit/config_test.cc, which fails until both exist.
+// tests/unit/config_test.cc, which fails until both exist. Removing one: its ABSL_FLAG becomes a
+// RemovedFlag with a Removed row saying why (and its name goes to config_test.cc's
+// kRemovedFlags), so that a deployment still setting it fails at start instead of being ignored.
 const std::vector<Setting>& Settings() {
   static const auto* const settings = new std::vector<Setting>{
       Field(FLAGS_grpc_address, &Config::grpc_address),
@@ -271,7 +337,7 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerLimits::max_connection_idle),
       Field(FLAGS_grpc_max_connection_age, &Config::grpc_limits,
             &grpc_api::ServerLimits::max_connection_age),
-      DescribedField(FLAGS_redis_url, &DescribeRedisUrl, &Config::redis_url),
+      RedisUrl(FLAGS_redis_url),
       OneOf(FLAGS_redis_mode, &Config::redis_mode,
             {{"standalone", RedisMode::kStandalone},
              {"sentinel", RedisMode::kSentinel},
@@ -285,7 +351,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_tls_server_name, &Config::redis_tls, &redis::RedisTlsOptions::server_name),
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
       Field(FLAGS_max_units, &Config::policy, &domain::HoldPolicy::max_units),
-      Field(FLAGS_scope_limits, &Config::scope_limits_file),
+      ScopeLimitsFile(FLAGS_scope_limits),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
       Field(FLAGS_max_hold_lifetime, &Config::policy, &domain::HoldPolicy::max_hold_lifetime),
@@ -301,6 +367,9 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
+      Removed(FLAGS_hold_layout,
+              "this release keeps one hold layout and moves older data by itself; see "
+              "server/README.md \"Upgrading\""),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
       Field(FLAGS_max_watches, &Config::max_watches),
@@ -337,8 +406,8 @@ absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint
 
 // The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
 // a value: the URL and the sentinel password are secrets, and the rest is no help there.
-absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
-  ORDERHOLD_ASSIGN_OR_RETURN(redis::RedisEndpoint endpoint, redis::ParseRedisUrl(config.redis_url));
+absl::Status ValidateRedis(const Config& config) {
+  const redis::RedisEndpoint& endpoint = config.redis_url;
   switch (config.redis_mode) {
     case RedisMode::kCluster:
       if (endpoint.db != 0) {
@@ -398,27 +467,17 @@ absl::StatusOr<redis::RedisEndpoint> ValidateRedis(const Config& config) {
     return absl::InvalidArgumentError(
         "redis_wait_timeout: must be >= 1ms when redis_wait_replicas > 0");
   }
-  return endpoint;
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status ValidateConfig(const Config& config) { return CheckConfig(config).status(); }
-
-absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
+absl::Status ValidateConfig(const Config& config) {
   if (config.grpc_address.empty()) return absl::InvalidArgumentError("grpc_address: empty");
   if (config.metrics_address.empty()) return absl::InvalidArgumentError("metrics_address: empty");
   ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerTlsOptions(config.grpc_tls));
-  ValidConfig valid;
-  ORDERHOLD_ASSIGN_OR_RETURN(valid.redis, ValidateRedis(config));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateRedis(config));
   ORDERHOLD_RETURN_IF_ERROR(domain::ValidatePolicy(config.policy));
-  if (!config.scope_limits_file.empty()) {
-    absl::StatusOr<domain::ScopeRules> rules = LoadLimitsFile(config.scope_limits_file);
-    if (!rules.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("scope_limits: ", rules.status().message()));
-    }
-    valid.scope_rules = *std::move(rules);
-  }
   ORDERHOLD_RETURN_IF_ERROR(store::ValidateKeyPrefix(config.key_prefix));
   if (config.reap_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("reap_interval: must be > 0");
@@ -454,7 +513,7 @@ absl::StatusOr<ValidConfig> CheckConfig(const Config& config) {
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");
   }
-  return valid;
+  return absl::OkStatus();
 }
 
 absl::Status ApplyEnvironmentFallbacks() {
@@ -489,9 +548,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
 }
 
 std::string DescribeConfig(const Config& config) {
-  return absl::StrJoin(Settings(), " ", [&config](std::string* out, const Setting& setting) {
-    absl::StrAppend(out, setting.name, "=", setting.describe(config));
-  });
+  std::string described;
+  for (const Setting& setting : Settings()) {
+    if (setting.describe == nullptr) continue;  // a removed flag
+    absl::StrAppend(&described, described.empty() ? "" : " ", setting.name, "=",
+                    setting.describe(config));
+  }
+  return described;
 }
 
 }  // namespace orderhold

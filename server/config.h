@@ -16,7 +16,6 @@
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
-#include "server/store/redis_hold_store.h"
 
 namespace orderhold {
 
@@ -52,15 +51,19 @@ inline constexpr int kDefaultMaxWatches = 1000;
 // Upper bound of --max_watches.
 inline constexpr int kMaxMaxWatches = 1000000;
 
-// Every setting of orderhold-server with its default (the flags' defaults). Tests build one
-// directly; main gets one from ConfigFromFlags.
+// Every setting of orderhold-server with its default (the flags' defaults), as typed values:
+// ConfigFromFlags parses --redis_url and reads the --scope_limits file once, into redis_url and
+// scope_rules, and App only wires them. Tests build one directly; main gets one from
+// ConfigFromFlags.
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics (plain HTTP, always)
   grpc_api::ServerTlsOptions grpc_tls;           // --tls_*: TLS / mutual TLS on grpc_address
   grpc_api::ServerLimits grpc_limits;            // --grpc_*: streams, message size, keepalive,
                                                  // connection idle and age
-  std::string redis_url = "redis://127.0.0.1:6379";
+  // --redis_url, parsed (redis_url.h): the hosts, the data nodes' credentials, the database and
+  // rediss://. The default is the flag's, redis://127.0.0.1:6379.
+  redis::RedisEndpoint redis_url;
   RedisMode redis_mode = RedisMode::kStandalone;
   // Sentinel mode only: the monitored master's name, and the sentinels' own ACL credentials
   // (empty: no AUTH to the sentinels; the URL's credentials are the data nodes').
@@ -70,8 +73,12 @@ struct Config {
   redis::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
   domain::HoldPolicy policy;            // --max_holds, --max_units, --default_ttl, --max_ttl,
                                         // --max_hold_lifetime, --max_extensions
-  // --scope_limits: the file of per-scope limits (limits_file.h); empty: none. Re-read on SIGHUP.
+  // --scope_limits: the file of per-scope limits (limits_file.h); empty: none. App re-reads it on
+  // SIGHUP (App::ReloadScopeLimits).
   std::string scope_limits_file;
+  // The rules ConfigFromFlags read from scope_limits_file (none without a file): App starts with
+  // them, without reading the file again.
+  domain::ScopeRules scope_rules;
   absl::Duration reap_interval = absl::Seconds(1);
   std::string key_prefix = "orderhold";
   int redis_connections = 4;                        // pool size, one I/O thread each
@@ -111,7 +118,7 @@ struct Config {
 };
 
 // INVALID_ARGUMENT naming the setting when a value is out of range (addresses non-empty,
-// redis_url parseable, policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
+// policy valid, durations > 0, key_prefix valid, 1 <= redis_connections <=
 // 64, 1 <= max_outcomes_per_user <= 100000, 1 <= max_watches <= kMaxMaxWatches,
 // reaper_lease > reap_interval) or the Redis settings
 // do not fit together:
@@ -128,17 +135,9 @@ struct Config {
 // - the gRPC port's TLS settings (grpc_tls): grpc_api::ValidateServerTlsOptions (certificate and
 //   key together, a client CA only with them, a refresh interval of whole seconds >= 1s). The
 //   files themselves are read by App::Start.
-// The message never contains a password (the URL's or the sentinels').
+// It parses and reads nothing (ConfigFromFlags parsed redis_url and read scope_rules). The message
+// never contains a password (the URL's or the sentinels').
 absl::Status ValidateConfig(const Config& config);
-
-// What validating a Config parsed, handed to the app as typed values so that nothing is parsed
-// twice (App::Start wires these; it does not read redis_url again).
-struct ValidConfig {
-  redis::RedisEndpoint redis;      // --redis_url: hosts, credentials, database, rediss://
-  domain::ScopeRules scope_rules;  // --scope_limits, read and checked (no file: no rules)
-};
-// ValidateConfig's checks and errors, returning what they parsed.
-absl::StatusOr<ValidConfig> CheckConfig(const Config& config);
 
 // Sets every flag of the server whose environment variable ORDERHOLD_<NAME> is set (e.g.
 // ORDERHOLD_MAX_HOLDS=5). Call before absl::ParseCommandLine so the command line wins.
@@ -153,15 +152,19 @@ absl::Status ApplyEnvironmentFallbacks();
 // "--" are not flags.
 bool AsksForUsage(int argc, const char* const* argv);
 
-// The Config from the (parsed) flags, validated: ValidateConfig's errors, or INVALID_ARGUMENT
-// naming --store or --redis_mode when it is not one of its words. --reaper_lease unset (or empty)
-// is kReaperLeaseIntervals x --reap_interval. No message contains a password.
+// The Config from the (parsed) flags, validated: --redis_url parsed (INVALID_ARGUMENT
+// "redis_url: ..." when it does not parse, never quoting the URL), the --scope_limits file read
+// (INVALID_ARGUMENT "scope_limits: <LoadLimitsFile's error>"), then ValidateConfig's errors;
+// INVALID_ARGUMENT naming --store or --redis_mode when it is not one of its words, or "--<flag>
+// was removed: <why>" when a removed flag (--hold_layout) is given, whatever its value (on the
+// command line or through its variable). --reaper_lease unset (or empty) is
+// kReaperLeaseIntervals x --reap_interval. No message contains a password.
 absl::StatusOr<Config> ConfigFromFlags();
 
 // One line "grpc_address=... redis_url=redis://:****@host... store=redis": every server flag as
-// name=value, in the order config.cc defines them, with the passwords masked: the URL's (an
-// unparseable redis_url shows as "(invalid)") and redis_sentinel_password ("****" when set, empty
-// when not).
+// name=value (removed flags aside), in the order config.cc defines them, with the passwords masked:
+// the URL's (RedisEndpoint::MaskedUrl) and redis_sentinel_password ("****" when set, empty when
+// not).
 std::string DescribeConfig(const Config& config);
 
 }  // namespace orderhold

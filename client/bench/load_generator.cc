@@ -238,28 +238,9 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
   const auto deadline = absl::ToChronoTime(absl::Now() + options_.deadline);
 
   switch (method) {
-    case Method::kPlaceHold: {
-      auto* call = new TypedCall<orderhold::v1::PlaceHoldRequest, orderhold::v1::PlaceHoldResponse>(
-          method, intended_ns, measured, deadline);
-      const int64_t user = users_.Draw();
-      const int64_t order = next_order_.fetch_add(1, std::memory_order_relaxed);
-      call->request.set_user_id(UserId(options_.user_prefix, user));
-      call->request.set_order_id(OrderId(run_seed_, order));
-      if (options_.ttl > absl::ZeroDuration()) {
-        *call->request.mutable_ttl() = ToProtoDuration(options_.ttl);
-      }
-      // A refusal at a scope's limit is RESOURCE_EXHAUSTED like one at the user's: an answer
-      // counted in the codes, not a service error.
-      place_shaper_.Apply(place_shaper_.DrawScope(), &call->request);
-      async->PlaceHold(&call->context, &call->request, &call->response,
-                       [this, call, user, order](grpc::Status status) {
-                         if (feed_pool_ && status.ok() && call->response.created()) {
-                           pool_.Push({user, order});
-                         }
-                         OnDone(call, status);
-                       });
+    case Method::kPlaceHold:
+      StartPlaceHold(async, intended_ns, measured, deadline);
       return;
-    }
     case Method::kPay: {
       auto* call = new TypedCall<orderhold::v1::PayRequest, orderhold::v1::PayResponse>(
           method, intended_ns, measured, deadline);
@@ -321,6 +302,30 @@ void LoadGenerator::StartCall(int64_t intended_ns, bool measured) {
   }
   // Unreachable (PickMethod never returns kCount); keep the in-flight count balanced anyway.
   ReleaseInFlight();
+}
+
+void LoadGenerator::StartPlaceHold(orderhold::v1::OrderHold::StubInterface::async_interface* async,
+                                   int64_t intended_ns, bool measured,
+                                   std::chrono::system_clock::time_point deadline) {
+  auto* call = new TypedCall<orderhold::v1::PlaceHoldRequest, orderhold::v1::PlaceHoldResponse>(
+      Method::kPlaceHold, intended_ns, measured, deadline);
+  const int64_t user = users_.Draw();
+  const int64_t order = next_order_.fetch_add(1, std::memory_order_relaxed);
+  call->request.set_user_id(UserId(options_.user_prefix, user));
+  call->request.set_order_id(OrderId(run_seed_, order));
+  if (options_.ttl > absl::ZeroDuration()) {
+    *call->request.mutable_ttl() = ToProtoDuration(options_.ttl);
+  }
+  // A refusal at a scope's limit is RESOURCE_EXHAUSTED like one at the user's: an answer counted
+  // in the codes, not a service error.
+  place_shaper_.Apply(place_shaper_.DrawScope(), &call->request);
+  async->PlaceHold(&call->context, &call->request, &call->response,
+                   [this, call, user, order](grpc::Status status) {
+                     if (feed_pool_ && status.ok() && call->response.created()) {
+                       pool_.Push({user, order});
+                     }
+                     OnDone(call, status);
+                   });
 }
 
 void LoadGenerator::OnDone(Call* call, const grpc::Status& status) {

@@ -31,6 +31,7 @@
 #include <grpcpp/support/status.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -151,6 +152,12 @@ class LoadGenerator {
   // Starts one call of a randomly picked method whose latency is measured from
   // `intended_ns` (monotonic nanoseconds). `measured` calls are recorded.
   void StartCall(int64_t intended_ns, bool measured);
+  // StartCall's PlaceHold on `async`: a new order of a drawn user, with --ttl and the workload's
+  // scope shape; a hold it created goes to the pool Pay, CancelHold, ExtendHold and GetHold draw
+  // from. `deadline` counts from the actual start (see StartCall).
+  void StartPlaceHold(orderhold::v1::OrderHold::StubInterface::async_interface* async,
+                      int64_t intended_ns, bool measured,
+                      std::chrono::system_clock::time_point deadline);
   // Sets the user_id and order_id of a Pay or CancelHold request: a hold this run placed, newest
   // first, or, with none available, an order never placed (the answer is then NOT_FOUND: a
   // realistic "end after expiry", still a full round trip to Redis).

@@ -55,11 +55,11 @@ absl::Status ValidateServerTlsOptions(const ServerTlsOptions& options);
 // The credentials for ServerBuilder::AddListeningPort: grpc::InsecureServerCredentials() when
 // TLS is off, else TLS served from the watched files (see the top of this file), requiring and
 // verifying a client certificate when client_ca_file is set. `options` are as
-// ValidateServerTlsOptions accepts them (config.cc's CheckConfig checks them once, before
-// App::Start calls this). Errors: INVALID_ARGUMENT naming the flag (tls_cert_file, tls_key_file,
-// tls_client_ca_file) and the file when a file cannot be read or holds no PEM certificate or key,
-// or when the key does not belong to the certificate. Thread-safe; the watcher it starts lives as
-// long as the credentials (and so the server) do.
+// ValidateServerTlsOptions accepts them (config.cc's ValidateConfig checks them once, in
+// ConfigFromFlags, before App::Start calls this). Errors: INVALID_ARGUMENT naming the flag
+// (tls_cert_file, tls_key_file, tls_client_ca_file) and the file when a file cannot be read or
+// holds no PEM certificate or key, or when the key does not belong to the certificate. Thread-safe;
+// the watcher it starts lives as long as the credentials (and so the server) do.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const ServerTlsOptions& options);
 

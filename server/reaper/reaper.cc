@@ -44,6 +44,13 @@ struct Reaper::Tick {
   std::optional<absl::Time> store_now;  // Redis' clock, from the last answer
 };
 
+struct Reaper::PeekCursor {
+  const std::vector<int>& partitions;  // the tick's, in slot order
+  size_t group_size;                   // ReaperOptions::peek_batch (0: no peeks)
+  std::vector<bool> peeked;            // per partition: peeked this tick, or needs no peek
+  size_t next = 0;                     // index in `partitions` of the next slot to group
+};
+
 absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   const absl::Time started = clock_.Now();
   Tick tick;
@@ -108,56 +115,15 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
       partitions, clock_.Now(),
       PaceOptions{options_.pace_window, options_.max_in_flight, options_.max_calls_per_partition});
   // Peeks: a group of partitions (in slot order) is peeked when its first one's call comes; the
-  // partitions found with nothing due by the group's last slot are skipped. A partition that
-  // reaped last tick is called without a peek (under load a peek would only delay its call).
-  const size_t group_size = static_cast<size_t>(std::max(0, options_.peek_batch));
-  std::vector<bool> peeked(store_.partition_count(), false);  // or needs no peek
-  if (busy_.size() != peeked.size()) busy_.assign(peeked.size(), false);
-  for (int partition : partitions) {
-    peeked[partition] = busy_[partition];
-    busy_[partition] = false;  // Account() sets it again
-  }
-  size_t next_to_peek = 0;  // index in `partitions`
+  // partitions found with nothing due by the group's last slot are skipped.
+  PeekCursor peeks = StartPeeks(partitions);
   while (!pacer.finished()) {
     if (stop_requested_.load()) pacer.Abandon();
     const absl::Time host_now = clock_.Now();
     while (std::optional<int> partition = pacer.Next(host_now)) {
-      if (group_size > 0 && !peeked[*partition]) {
-        // The group: the partitions needing a peek among the next `group_size` slots from the
-        // first one needing it (busy partitions in between take slots, not places: the group
-        // never spans more than group_size slots, which bounds the lag of a hold it misses).
-        std::vector<int> group;
-        std::optional<size_t> first;
-        while (next_to_peek < partitions.size() &&
-               (!first.has_value() || next_to_peek - *first < group_size)) {
-          if (!peeked[partitions[next_to_peek]]) {
-            if (!first.has_value()) first = next_to_peek;
-            group.push_back(partitions[next_to_peek]);
-          }
-          ++next_to_peek;
-        }
-        if (std::find(group.begin(), group.end(), *partition) == group.end()) {
-          group.insert(group.begin(), *partition);  // not reached: Next() goes in slot order
-        }
-        // Due "by the group's last slot": within its slots' span from now.
-        const absl::Duration within =
-            options_.pace_window *
-            static_cast<double>(next_to_peek - first.value_or(next_to_peek)) /
-            static_cast<double>(partitions.size());
-        const std::vector<bool> due = Peek(group, within, now, tick);
-        bool call = false;
-        for (size_t i = 0; i < group.size(); ++i) {
-          peeked[group[i]] = true;
-          if (group[i] == *partition) {
-            call = due[i];
-          } else if (!due[i]) {
-            pacer.Skip(group[i]);
-          }
-        }
-        if (!call) {
-          pacer.Done(*partition, false);
-          continue;
-        }
+      if (!PeekBeforeCall(*partition, peeks, pacer, now, tick)) {
+        pacer.Done(*partition, false);
+        continue;
       }
       metrics_.reaper_calls_in_flight().Set(pacer.in_flight());
       ++tick.stats.calls;
@@ -198,6 +164,56 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
   }
   metrics_.reaper_calls_in_flight().Set(0);
   tick.stats.backlog_left = !pacer.left().empty();
+}
+
+Reaper::PeekCursor Reaper::StartPeeks(const std::vector<int>& partitions) {
+  PeekCursor peeks{partitions, static_cast<size_t>(std::max(0, options_.peek_batch)),
+                   std::vector<bool>(store_.partition_count(), false)};
+  // A partition that reaped last tick is called without a peek (under load a peek would only
+  // delay its call).
+  if (busy_.size() != peeks.peeked.size()) busy_.assign(peeks.peeked.size(), false);
+  for (int partition : partitions) {
+    peeks.peeked[partition] = busy_[partition];
+    busy_[partition] = false;  // Account() sets it again
+  }
+  return peeks;
+}
+
+bool Reaper::PeekBeforeCall(int partition, PeekCursor& peeks, TickPacer& pacer,
+                            std::optional<absl::Time> now, Tick& tick) {
+  if (peeks.group_size == 0 || peeks.peeked[partition]) return true;
+  const std::vector<int>& partitions = peeks.partitions;
+  // The group: the partitions needing a peek among the next `group_size` slots from the first one
+  // needing it (busy partitions in between take slots, not places: the group never spans more
+  // than group_size slots, which bounds the lag of a hold it misses).
+  std::vector<int> group;
+  std::optional<size_t> first;
+  while (peeks.next < partitions.size() &&
+         (!first.has_value() || peeks.next - *first < peeks.group_size)) {
+    if (!peeks.peeked[partitions[peeks.next]]) {
+      if (!first.has_value()) first = peeks.next;
+      group.push_back(partitions[peeks.next]);
+    }
+    ++peeks.next;
+  }
+  if (std::find(group.begin(), group.end(), partition) == group.end()) {
+    group.insert(group.begin(), partition);  // not reached: Next() goes in slot order
+  }
+  // Due "by the group's last slot": within its slots' span from now.
+  const absl::Duration within = options_.pace_window *
+                                static_cast<double>(peeks.next - first.value_or(peeks.next)) /
+                                static_cast<double>(partitions.size());
+  const std::vector<bool> due = Peek(group, within, now, tick);
+  bool call = false;
+  for (size_t i = 0; i < group.size(); ++i) {
+    peeks.peeked[group[i]] = true;
+    if (group[i] == partition) {
+      call = due[i];
+    } else if (!due[i]) {
+      pacer.Skip(group[i]);
+    }
+  }
+  return call;
 }
 
 std::vector<bool> Reaper::Peek(const std::vector<int>& group, absl::Duration within,

@@ -49,6 +49,7 @@
 #include "server/reaper/event_trimmer.h"
 #include "server/reaper/migration_sweep.h"
 #include "server/reaper/ownership.h"
+#include "server/reaper/tick_pacer.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 
@@ -165,6 +166,18 @@ class Reaper {
   std::vector<int> PlanTick(std::optional<absl::Time> now, Tick& tick);
   // Makes the paced reap calls over `partitions` until each is done or the tick is abandoned.
   void RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick);
+  // One tick's peek state: which partitions still need a peek before their call, and the next
+  // slot a peek group may start from (defined in reaper.cc).
+  struct PeekCursor;
+  // The peek state for a tick over `partitions` (in slot order, kept by reference): each needs a
+  // peek but those that reaped last tick (busy_, which this clears for Account to set again).
+  PeekCursor StartPeeks(const std::vector<int>& partitions);
+  // Before `partition`'s call: when it still needs a peek, peeks the group it opens (those needing
+  // one among the next ReaperOptions::peek_batch slots) in one round trip, has `pacer` skip the
+  // others of the group found with nothing due by its last slot, and returns whether `partition`
+  // itself is to be called. True at once when it needs no peek (or peek_batch is 0).
+  bool PeekBeforeCall(int partition, PeekCursor& peeks, TickPacer& pacer,
+                      std::optional<absl::Time> now, Tick& tick);
   // Peeks `group` (ReaperOptions::peek_batch) in one round trip and waits for the answers; returns
   // per partition of `group` whether it is to be called: a hold due within `within` of the store's
   // clock, or the peek failed (the error goes to `tick`; the call tries again at its slot).

@@ -1,6 +1,7 @@
 #include "server/redis/pem_files.h"
 
 #include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <openssl/x509.h>
 
 #include <memory>

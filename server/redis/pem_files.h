@@ -5,12 +5,14 @@
 #ifndef ORDERHOLD_SERVER_REDIS_PEM_FILES_H_
 #define ORDERHOLD_SERVER_REDIS_PEM_FILES_H_
 
-#include <openssl/ssl.h>
-
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+
+// OpenSSL's SSL_CTX, declared rather than included: grpc/ includes this file, and OpenSSL is the
+// redis room's private dependency (server/CMakeLists.txt).
+struct ssl_ctx_st;
 
 namespace orderhold::redis {
 
@@ -23,7 +25,7 @@ std::string SslErrors(absl::string_view fallback);
 // the file: "<cert_flag>: cannot load <file>: <OpenSSL's reasons>" (missing, unreadable, not
 // PEM), the same for the key, or "<key_flag>: <file> does not match <cert_flag>" when the key
 // belongs to another certificate. Thread-safe for distinct contexts.
-absl::Status UseCertificateAndKey(SSL_CTX* ctx, const std::string& cert_file,
+absl::Status UseCertificateAndKey(ssl_ctx_st* ctx, const std::string& cert_file,
                                   const std::string& key_file, absl::string_view cert_flag,
                                   absl::string_view key_flag);
 

@@ -106,19 +106,7 @@ class RedisClient::Connection {
   absl::Status Handshake(RedisConnection& connection, const HostPort& primary,
                          absl::Time deadline) {
     const NodeOptions& node_options = options_.node;
-    const std::vector<std::string> auth =
-        RedisAuthCommand(node_options.user, node_options.password);
-    const bool select = options_.db != 0;
-    const bool name = !node_options.client_name.empty();
-    const bool role = options_.topology->verify_role();
-    const bool functions = !options_.function_library.empty();
-    if (!auth.empty()) connection.Append(auth);
-    if (select) connection.Append({"SELECT", absl::StrCat(options_.db)});
-    if (name) connection.Append({"CLIENT", "SETNAME", node_options.client_name});
-    if (role) connection.Append({"ROLE"});
-    if (functions) connection.Append({"FUNCTION", "LOAD", options_.function_library});
-    for (const std::string& script : options_.scripts)
-      connection.Append({"SCRIPT", "LOAD", script});
+    const HandshakeSteps steps = AppendHandshake(connection);
     // Redis drops a plain client on its TLS port without a word: the first bytes are no TLS
     // hello, so it closes the connection (reset by peer) before answering anything. Only this
     // step knows the connection is fresh and nothing was answered yet, so the hint lives here.
@@ -141,7 +129,7 @@ class RedisClient::Connection {
     };
     ORDERHOLD_RETURN_IF_ERROR(hint(connection.Flush(deadline)));
     const std::string node = primary.ToString();
-    if (!auth.empty()) {
+    if (steps.auth) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
@@ -149,18 +137,18 @@ class RedisClient::Connection {
                          " at ", node, " failed: ", reply.str));
       }
     }
-    if (select) {
+    if (steps.select) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       if (reply.type == RedisReply::Type::kError) {
         return absl::UnavailableError(
             absl::StrCat("redis: SELECT ", options_.db, " at ", node, " failed: ", reply.str));
       }
     }
-    if (name) {
+    if (steps.name) {
       // An error (an ACL without +client|setname) does not matter: the name is for CLIENT LIST.
       ORDERHOLD_RETURN_IF_ERROR(read().status());
     }
-    if (role) {
+    if (steps.role) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       // An error (an ACL without +role) skips the check: READONLY still catches a replica.
       if (reply.type == RedisReply::Type::kArray && !reply.elements.empty() &&
@@ -171,28 +159,9 @@ class RedisClient::Connection {
       }
     }
     fcall_ = false;
-    if (functions) {
+    if (steps.functions) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
-      // The library's name is a hash of its code: one of that name is this code, loaded by
-      // another connection or another replica of the same release.
-      fcall_ =
-          reply.type != RedisReply::Type::kError || (absl::StartsWith(reply.str, "ERR Library '") &&
-                                                     absl::EndsWith(reply.str, "' already exists"));
-      if (!fcall_) {
-        // Refused for good (the ACL, a Redis without FUNCTION): said once per client. Any other
-        // failure (OOM, a library Redis cannot compile) is said for each connection it affects.
-        const bool refused = absl::StartsWith(reply.str, "NOPERM") ||
-                             absl::StrContains(reply.str, "unknown command") ||
-                             absl::StrContains(reply.str, "unknown subcommand");
-        if (!refused) {
-          LogWarning("redis: FUNCTION LOAD at ", node, " failed (", reply.str,
-                     "): this connection calls the scripts by EVALSHA until it is made again");
-        } else if (!functions_refused_.exchange(true)) {
-          LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
-                     "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
-                     "to use Redis Functions)");
-        }
-      }
+      TakeFunctionLoadReply(reply, node);
     }
     shas_.resize(options_.scripts.size());
     for (std::string& sha : shas_) {
@@ -204,6 +173,63 @@ class RedisClient::Connection {
       sha = std::move(reply.str);
     }
     return absl::OkStatus();
+  }
+
+  // What a handshake sent, in order: each step's reply is read in the same order (then one reply
+  // per SCRIPT LOAD).
+  struct HandshakeSteps {
+    bool auth = false;       // AUTH: the node's credentials are set
+    bool select = false;     // SELECT: a database other than 0
+    bool name = false;       // CLIENT SETNAME: a client name is set
+    bool role = false;       // ROLE: the topology asks for the node's role to be checked
+    bool functions = false;  // FUNCTION LOAD: there is a function library
+  };
+
+  // Appends a handshake's commands to `connection` without sending them: AUTH, SELECT, CLIENT
+  // SETNAME, ROLE and FUNCTION LOAD as the options ask, then SCRIPT LOAD of every script. Returns
+  // which of the optional steps it appended.
+  HandshakeSteps AppendHandshake(RedisConnection& connection) const {
+    const NodeOptions& node_options = options_.node;
+    const std::vector<std::string> auth =
+        RedisAuthCommand(node_options.user, node_options.password);
+    const HandshakeSteps steps{.auth = !auth.empty(),
+                               .select = options_.db != 0,
+                               .name = !node_options.client_name.empty(),
+                               .role = options_.topology->verify_role(),
+                               .functions = !options_.function_library.empty()};
+    if (steps.auth) connection.Append(auth);
+    if (steps.select) connection.Append({"SELECT", absl::StrCat(options_.db)});
+    if (steps.name) connection.Append({"CLIENT", "SETNAME", node_options.client_name});
+    if (steps.role) connection.Append({"ROLE"});
+    if (steps.functions) connection.Append({"FUNCTION", "LOAD", options_.function_library});
+    for (const std::string& script : options_.scripts)
+      connection.Append({"SCRIPT", "LOAD", script});
+    return steps;
+  }
+
+  // Takes FUNCTION LOAD's `reply` from `node` into fcall_: the scripts are called by FCALL when
+  // the library loaded, or was already there; else by EVALSHA, and the failure is logged (a
+  // refusal once per client, any other failure once per connection).
+  void TakeFunctionLoadReply(const RedisReply& reply, const std::string& node) {
+    // The library's name is a hash of its code: one of that name is this code, loaded by
+    // another connection or another replica of the same release.
+    fcall_ =
+        reply.type != RedisReply::Type::kError || (absl::StartsWith(reply.str, "ERR Library '") &&
+                                                   absl::EndsWith(reply.str, "' already exists"));
+    if (fcall_) return;
+    // Refused for good (the ACL, a Redis without FUNCTION): said once per client. Any other
+    // failure (OOM, a library Redis cannot compile) is said for each connection it affects.
+    const bool refused = absl::StartsWith(reply.str, "NOPERM") ||
+                         absl::StrContains(reply.str, "unknown command") ||
+                         absl::StrContains(reply.str, "unknown subcommand");
+    if (!refused) {
+      LogWarning("redis: FUNCTION LOAD at ", node, " failed (", reply.str,
+                 "): this connection calls the scripts by EVALSHA until it is made again");
+    } else if (!functions_refused_.exchange(true)) {
+      LogWarning("redis: FUNCTION LOAD at ", node, " refused (", reply.str,
+                 "): calling the scripts by EVALSHA (give the ACL +function|load and +fcall "
+                 "to use Redis Functions)");
+    }
   }
 
   // Asks the topology again once the node answered, and lets it accept the connection; returns

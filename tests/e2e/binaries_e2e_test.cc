@@ -191,8 +191,9 @@ TEST_F(BinariesE2eTest, BadFlagsExitNonZeroNamingTheFlag) {
   };
   for (const Case& bad :
        {Case{"--max_holds=0", 2}, Case{"--key_prefix=a{b}", 2}, Case{"--reap_interval=soon", 1},
-        Case{"--redis_url=redis://default:hunter2", 2},        // "@host" forgotten
-        Case{"--tls_cert_file=/etc/orderhold/tls.crt", 2}}) {  // without --tls_key_file
+        Case{"--redis_url=redis://default:hunter2", 2},     // "@host" forgotten
+        Case{"--tls_cert_file=/etc/orderhold/tls.crt", 2},  // without --tls_key_file
+        Case{"--hold_layout=v1", 2}}) {                     // removed: refused, any value
     ServerProcess server;
     std::vector<std::string> args = ServerArgs();
     args.push_back(bad.flag);

@@ -35,6 +35,7 @@
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/stored_holds.h"
@@ -49,6 +50,7 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::LoadCall;
 using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
 using ::orderhold::testing::StatusIs;
@@ -183,7 +185,7 @@ class ClusterE2eTest : public ::testing::Test {
   Config ClusterConfig(int wait_replicas) {
     Config config = testing::FailoverAppConfig(kMaxHolds);
     config.redis_mode = RedisMode::kCluster;
-    config.redis_url = cluster_->SeedUrl();
+    config.redis_url = ParsedRedisUrl(cluster_->SeedUrl());
     config.redis_wait_replicas = wait_replicas;
     return config;
   }

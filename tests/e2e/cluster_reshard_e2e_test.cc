@@ -51,6 +51,7 @@
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 
@@ -63,6 +64,7 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::LoadCall;
 using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
 using ::orderhold::testing::ResumingWatcher;
@@ -149,7 +151,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   Config config;
   config.grpc_address = "127.0.0.1:0";
   config.redis_mode = RedisMode::kCluster;
-  config.redis_url = cluster->SeedUrl();
+  config.redis_url = ParsedRedisUrl(cluster->SeedUrl());
   config.redis_connections = 2;
   config.reap_interval = absl::Milliseconds(100);
   config.reaper_lease = absl::Seconds(1);

@@ -27,6 +27,7 @@
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/stored_holds.h"
@@ -39,6 +40,7 @@ using ::orderhold::testing::Eventually;
 using ::orderhold::testing::Health;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::Watcher;
 
@@ -55,7 +57,7 @@ TEST(ClusterSteadyE2eTest, OneReplicaAsSeedFindsEveryPrimaryAndServesWithoutRedi
   Config config;
   config.grpc_address = "127.0.0.1:0";
   config.redis_mode = RedisMode::kCluster;
-  config.redis_url = cluster->SeedUrl({seed});  // one replica, nothing else
+  config.redis_url = ParsedRedisUrl(cluster->SeedUrl({seed}));  // one replica, nothing else
   config.redis_timeout = absl::Milliseconds(500);
   config.health_check_interval = absl::Milliseconds(50);
   config.reap_interval = absl::Milliseconds(200);

@@ -31,6 +31,7 @@
 #include "tests/testing/eventually.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_cluster.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -42,6 +43,7 @@ using ::orderhold::testing::Eventually;
 using ::orderhold::testing::HistogramSum;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::RedisServerOptions;
@@ -108,10 +110,10 @@ class HoldEventsE2eTest : public ::testing::TestWithParam<RedisKind> {
     Config config;
     config.grpc_address = "127.0.0.1:0";
     if (GetParam() == RedisKind::kStandalone) {
-      config.redis_url = redis_->url();
+      config.redis_url = ParsedRedisUrl(redis_->url());
     } else {
       config.redis_mode = RedisMode::kCluster;
-      config.redis_url = cluster_->SeedUrl();
+      config.redis_url = ParsedRedisUrl(cluster_->SeedUrl());
     }
     config.run_reaper = run_reaper;
     config.reap_interval = absl::Milliseconds(50);

@@ -30,6 +30,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/app.h"
 #include "server/store/keys.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
@@ -37,6 +38,7 @@ namespace orderhold {
 namespace {
 
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisServer;
 using ::testing::HasSubstr;
 
@@ -57,7 +59,7 @@ class HoldLifeE2eTest : public ::testing::Test {
     for (int i = 0; i < 2; ++i) {
       Config config;
       config.grpc_address = "127.0.0.1:0";
-      config.redis_url = redis_->url();
+      config.redis_url = ParsedRedisUrl(redis_->url());
       config.run_reaper = reaper;
       config.reap_interval = absl::Milliseconds(10);
       config.health_check_interval = absl::Milliseconds(50);

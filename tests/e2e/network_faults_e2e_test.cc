@@ -35,6 +35,7 @@
 #include "tests/testing/fault_proxy.h"
 #include "tests/testing/grpc_health.h"
 #include "tests/testing/os_util.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
@@ -45,6 +46,7 @@ using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
 using ::orderhold::testing::Health;
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::ParsedRedisUrl;
 
 constexpr absl::Duration kRedisTimeout = absl::Milliseconds(500);
 constexpr int kMaxHolds = 3;
@@ -55,7 +57,7 @@ class NetworkFaultsE2eTest : public ::testing::Test {
   void StartApp(const std::string& redis_url) {
     Config config;
     config.grpc_address = "127.0.0.1:0";
-    config.redis_url = redis_url;
+    config.redis_url = ParsedRedisUrl(redis_url);
     config.redis_timeout = kRedisTimeout;
     config.health_check_interval = absl::Milliseconds(100);
     config.policy.max_holds = kMaxHolds;

@@ -27,8 +27,10 @@
 #include "gtest/gtest.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/app.h"
+#include "server/limits_file.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/os_util.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
@@ -37,6 +39,7 @@ namespace {
 
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisServer;
 using ::testing::HasSubstr;
 
@@ -80,12 +83,15 @@ class ScopedLimitsE2eTest : public ::testing::Test {
     for (int i = 0; i < replicas; ++i) {
       Config config;
       config.grpc_address = "127.0.0.1:0";
-      config.redis_url = redis_->url();
+      config.redis_url = ParsedRedisUrl(redis_->url());
       config.run_reaper = false;
       config.health_check_interval = absl::Milliseconds(50);
       config.policy.max_holds = 3;
       config.policy.max_units = max_units;
       config.scope_limits_file = limits_file;
+      if (!limits_file.empty()) {
+        ASSERT_OK_AND_ASSIGN(config.scope_rules, LoadLimitsFile(limits_file));
+      }
       registries_.push_back(std::make_unique<prometheus::Registry>());
       auto app = App::Start(config, *registries_.back());
       ASSERT_THAT(app, IsOk());

@@ -36,6 +36,7 @@
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/hold_load.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/sentinel_group.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/stored_holds.h"
@@ -49,6 +50,7 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::LoadCall;
 using ::orderhold::testing::LoadOptions;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::ResumingWatcher;
 using ::orderhold::testing::SentinelGroup;
 using ::orderhold::testing::SentinelGroupOptions;
@@ -139,7 +141,7 @@ class SentinelE2eTest : public ::testing::Test {
   Config SentinelConfig(int wait_replicas) {
     Config config = testing::FailoverAppConfig(kMaxHolds);
     config.redis_mode = RedisMode::kSentinel;
-    config.redis_url = group_->SentinelUrl();
+    config.redis_url = ParsedRedisUrl(group_->SentinelUrl());
     config.redis_sentinel_master = group_->master_name();
     config.redis_wait_replicas = wait_replicas;
     return config;

@@ -24,6 +24,7 @@
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/stored_holds.h"
@@ -36,6 +37,7 @@ using ::grpc::health::v1::HealthCheckResponse;
 using ::orderhold::testing::Eventually;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::StatusIs;
 using ::testing::AllOf;
@@ -66,7 +68,7 @@ class ServerE2eTest : public ::testing::Test {
   Config TestConfig(bool run_reaper = false) {
     Config config;
     config.grpc_address = "127.0.0.1:0";
-    config.redis_url = redis_->url();
+    config.redis_url = ParsedRedisUrl(redis_->url());
     config.run_reaper = run_reaper;
     config.reap_interval = absl::Milliseconds(50);
     config.health_check_interval = absl::Milliseconds(50);

@@ -1,15 +1,19 @@
-// Fuzzes the server's configuration check (server/config.h, CheckConfig): every string and number
-// a flag or ORDERHOLD_* variable can set (addresses, the Redis URL, Sentinel names, the key prefix,
-// limits and durations), drawn from the input. Any combination must give a ValidConfig or
-// INVALID_ARGUMENT naming the flag, never crash. File flags stay empty (no file is read).
+// Fuzzes the server's configuration check (server/config.h: ParseRedisUrl of --redis_url, as
+// ConfigFromFlags runs it, then ValidateConfig): every string and number a flag or ORDERHOLD_*
+// variable can set (addresses, the Redis URL, Sentinel names, the key prefix, limits and
+// durations), drawn from the input. Any combination must give OK or INVALID_ARGUMENT naming the
+// flag, never crash. File flags stay empty (no file is read).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/config.h"
+#include "server/redis/redis_url.h"
 
 namespace {
 
@@ -25,7 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Config config;
   config.grpc_address = in.ConsumeRandomLengthString(64);
   config.metrics_address = in.ConsumeRandomLengthString(64);
-  config.redis_url = in.ConsumeRandomLengthString(256);
+  absl::StatusOr<redis::RedisEndpoint> url =
+      redis::ParseRedisUrl(in.ConsumeRandomLengthString(256));
+  if (url.ok()) config.redis_url = *std::move(url);
   config.redis_mode = static_cast<RedisMode>(in.ConsumeIntegralInRange<int>(0, 2));
   config.redis_sentinel_master = in.ConsumeRandomLengthString(64);
   config.redis_sentinel_username = in.ConsumeRandomLengthString(32);
@@ -50,6 +56,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.max_watches = in.ConsumeIntegral<int>();
   config.reaper_lease = Millis(in);
   config.shutdown_grace = Millis(in);
-  (void)CheckConfig(config);
+  (void)ValidateConfig(config);
   return 0;
 }

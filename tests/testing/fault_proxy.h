@@ -5,7 +5,7 @@
 // does not package; no protocol knowledge: bytes are forwarded as they come.
 //
 //   auto proxy = FaultProxy::Start("127.0.0.1", redis->port());
-//   config.redis_url = absl::StrCat("redis://127.0.0.1:", (*proxy)->port());
+//   config.redis_url = ParsedRedisUrl(absl::StrCat("redis://127.0.0.1:", (*proxy)->port()));
 //   (*proxy)->SetLatency(absl::Milliseconds(50), absl::Milliseconds(20));  // 50 +- 20 ms a chunk
 //   (*proxy)->Stall();  ...  (*proxy)->Resume();
 //   (*proxy)->ResetAll();

@@ -28,7 +28,7 @@
 //
 //   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisCluster> cluster, RedisCluster::Start());
 //   config.redis_mode = "cluster";
-//   config.redis_url = cluster->SeedUrl();         // redis://orderhold:ohpw@127.0.0.1:p0,...
+//   config.redis_url = ParsedRedisUrl(cluster->SeedUrl());  // redis://orderhold:ohpw@...:p0,...
 //   ASSERT_OK_AND_ASSIGN(int slot, cluster->KeySlot("orderhold:{17}:u:alice"));  // 12304
 //   ASSERT_OK_AND_ASSIGN(int owner, cluster->PrimaryFor(slot));
 //   const int replica = cluster->InitialReplica(owner);

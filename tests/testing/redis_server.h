@@ -11,7 +11,7 @@
 //   ASSERT_TRUE(redis.ok()) << redis.status();
 //   store_options.client.topology =
 //   std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", (*redis)->port()});
-//   config.redis_url = (*redis)->url();                     // "redis://127.0.0.1:41234"
+//   config.redis_url = ParsedRedisUrl((*redis)->url());     // "redis://127.0.0.1:41234"
 //   EXPECT_EQ((*redis)->Command({"SET", "k", "v"}).value(), "OK");
 //   ASSERT_TRUE((*redis)->Stop().ok());                     // now connects are refused
 //   ASSERT_TRUE((*redis)->Restart().ok());                  // same port, same dir
@@ -29,7 +29,8 @@
 //   o.tls = RedisTlsOptions{.cert_file = certs->server_cert(), .key_file = certs->server_key(),
 //                           .ca_cert_file = certs->ca_cert()};
 //   auto redis = RedisServer::Start(o);
-//   config.redis_url = "rediss://orderhold:ohpw@127.0.0.1:" + std::to_string((*redis)->tls_port());
+//   config.redis_url = ParsedRedisUrl(
+//       "rediss://orderhold:ohpw@127.0.0.1:" + std::to_string((*redis)->tls_port()));
 //
 // Config files. The options above are written to `redis.conf` in the data directory once, at
 // Start(), after `extra_config` (a later line wins). Redis may rewrite that file (Sentinel sends

@@ -18,7 +18,7 @@
 //
 //   ASSERT_OK_AND_ASSIGN(std::unique_ptr<SentinelGroup> group, SentinelGroup::Start());
 //   config.redis_mode = "sentinel";
-//   config.redis_url = group->SentinelUrl();  // redis://orderhold:ohpw@127.0.0.1:s0,...
+//   config.redis_url = ParsedRedisUrl(group->SentinelUrl());  // redis://orderhold:ohpw@...:s0,...
 //   config.redis_sentinel_master = group->master_name();
 //   ASSERT_OK(group->Failover());
 //   ASSERT_OK(group->WaitForPrimary(group->node(1).port(), absl::Seconds(10)));

@@ -18,14 +18,17 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/limits_file.h"
 #include "server/store/event_log.h"
 #include "server/store/keys.h"
+#include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/status_matchers.h"
 
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
 ABSL_DECLARE_FLAG(std::string, redis_url);
+ABSL_DECLARE_FLAG(std::string, scope_limits);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
 ABSL_DECLARE_FLAG(std::string, redis_mode);
@@ -35,6 +38,7 @@ namespace orderhold {
 namespace {
 
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
@@ -110,9 +114,6 @@ TEST(KeySchemaTest, PiecesJoinToTheKeys) {
 TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   Config config;
   EXPECT_THAT(ValidateConfig(config), IsOk());
-  config.redis_url = "nope";
-  EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("redis_url")));
-  config = Config{};
   config.key_prefix = "a{b}";
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("key_prefix")));
   config = Config{};
@@ -121,10 +122,6 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config = Config{};
   config.policy.max_units = -1;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("max_units")));
-  config = Config{};
-  config.scope_limits_file = "/nonexistent/limits.yaml";
-  EXPECT_THAT(ValidateConfig(config),
-              StatusIs(kInvalid, HasSubstr("scope_limits: /nonexistent/limits.yaml")));
   config = Config{};
   config.reap_interval = absl::ZeroDuration();
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reap_interval")));
@@ -164,6 +161,43 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reaper_lease")));
 }
 
+// ConfigFromFlags parses --redis_url and reads the --scope_limits file, once, into the typed values
+// App wires; their errors are its own. ValidateConfig parses and reads nothing.
+TEST(ConfigTest, RedisUrlIsParsedAndTheScopeLimitsFileReadOnceByConfigFromFlags) {
+  const std::string limits = ORDERHOLD_DEPLOY_DIR "/limits.example.yaml";
+  absl::FlagSaver restore_flags;
+  absl::SetFlag(&FLAGS_redis_url, "rediss://app:hunter2@redis.local:6380/2");
+  absl::SetFlag(&FLAGS_scope_limits, limits);
+  ASSERT_OK_AND_ASSIGN(const Config config, ConfigFromFlags());
+  EXPECT_EQ(config.redis_url.hosts, (std::vector<redis::HostPort>{{"redis.local", 6380}}));
+  EXPECT_TRUE(config.redis_url.tls);
+  EXPECT_EQ(config.redis_url.user, "app");
+  EXPECT_EQ(config.redis_url.password, "hunter2");
+  EXPECT_EQ(config.redis_url.db, 2);
+  EXPECT_EQ(config.scope_limits_file, limits);
+  ASSERT_OK_AND_ASSIGN(const domain::ScopeRules rules, LoadLimitsFile(limits));
+  ASSERT_FALSE(rules.rules().empty());
+  ASSERT_EQ(config.scope_rules.rules().size(), rules.rules().size());
+  for (size_t i = 0; i < rules.rules().size(); ++i) {
+    EXPECT_EQ(config.scope_rules.rules()[i].prefix, rules.rules()[i].prefix) << i;
+  }
+
+  absl::SetFlag(&FLAGS_redis_url, "nope");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("redis_url")));
+  absl::SetFlag(&FLAGS_redis_url, "redis://127.0.0.1:6379");
+  absl::SetFlag(&FLAGS_scope_limits, "/nonexistent/limits.yaml");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("scope_limits: /nonexistent/limits.yaml")));
+  absl::SetFlag(&FLAGS_scope_limits, "");
+  ASSERT_OK_AND_ASSIGN(const Config without_file, ConfigFromFlags());
+  EXPECT_TRUE(without_file.scope_rules.rules().empty());
+
+  // The file is App's to read again (on SIGHUP), not ValidateConfig's.
+  Config named;
+  named.scope_limits_file = "/nonexistent/limits.yaml";
+  EXPECT_THAT(ValidateConfig(named), IsOk());
+}
+
 TEST(ConfigTest, EnvironmentFallbacksSetFlags) {
   setenv("ORDERHOLD_MAX_HOLDS", "5", 1);
   setenv("ORDERHOLD_DEFAULT_TTL", "45s", 1);
@@ -194,6 +228,35 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
+// --hold_layout was removed: given with any value (the old default, an empty one), on the command
+// line or through its variable, it stops the start saying where to read on; it is no setting.
+TEST(ConfigTest, RemovedHoldLayoutFlagIsRefusedWhateverItsValue) {
+  const std::string removed =
+      "--hold_layout was removed: this release keeps one hold layout and moves older data by "
+      "itself; see server/README.md \"Upgrading\"";
+  absl::FlagSaver restore_flags;
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_THAT(DescribeConfig(*config), Not(HasSubstr("hold_layout")));
+  absl::CommandLineFlag* flag = absl::FindCommandLineFlag("hold_layout");
+  ASSERT_NE(flag, nullptr);
+  for (const char* value : {"v1", "read_v2", "v2", "v3", ""}) {
+    {
+      absl::FlagSaver restore_flag;
+      std::string error;
+      ASSERT_TRUE(flag->ParseFrom(value, &error)) << value << ": " << error;
+      EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, removed)) << value;
+    }
+    absl::FlagSaver restore_flag;
+    setenv("ORDERHOLD_HOLD_LAYOUT", value, 1);
+    const absl::Status applied = ApplyEnvironmentFallbacks();
+    unsetenv("ORDERHOLD_HOLD_LAYOUT");
+    ASSERT_THAT(applied, IsOk()) << value;
+    EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, removed)) << value;
+  }
+  EXPECT_THAT(ConfigFromFlags(), IsOk());
+}
+
 TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
@@ -219,12 +282,18 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
-// The flags config.cc defines, found through absl rather than through config.cc's own table, so
-// that a flag added without its row fails the tests below.
+// Flags config.cc still defines only to refuse them (its Removed rows): not settings.
+const std::set<std::string> kRemovedFlags = {"hold_layout"};
+
+// The flags config.cc defines (removed ones aside), found through absl rather than through
+// config.cc's own table, so that a flag added without its row fails the tests below.
 std::vector<absl::CommandLineFlag*> ServerFlags() {
   std::vector<absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::EndsWith(flag->Filename(), "server/config.cc")) flags.push_back(flag);
+    if (absl::EndsWith(flag->Filename(), "server/config.cc") &&
+        !kRemovedFlags.contains(std::string(name))) {
+      flags.push_back(flag);
+    }
   }
   return flags;
 }
@@ -302,7 +371,11 @@ const std::vector<Sample>& Samples() {
       {"grpc_max_connection_age", "1h", "grpc_max_connection_age=1h",
        [](const Config& c) { return c.grpc_limits.max_connection_age == absl::Hours(1); }},
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
-       [](const Config& c) { return c.redis_url == "redis://u:hunter2@h:7/3"; }},
+       [](const Config& c) {
+         return c.redis_url.hosts == std::vector<redis::HostPort>{{"h", 7}} &&
+                c.redis_url.user == "u" && c.redis_url.password == "hunter2" &&
+                c.redis_url.db == 3 && !c.redis_url.tls;
+       }},
       {"redis_mode",
        "sentinel",
        "redis_mode=sentinel",
@@ -355,7 +428,8 @@ const std::vector<Sample>& Samples() {
       {"scope_limits", ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
        "scope_limits=" ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
        [](const Config& c) {
-         return c.scope_limits_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml";
+         return c.scope_limits_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml" &&
+                !c.scope_rules.rules().empty();
        }},
       {"default_ttl", "45s", "default_ttl=45s",
        [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},
@@ -512,15 +586,8 @@ TEST(ConfigTest, AsksForUsageSpotsEveryHelpFlag) {
 TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
   absl::FlagSaver restore_flags;
   for (const char* url : {"redis://default:hunter2", "redis://u:hunter2@h:0",
-                          "redis://u:hunter2%zz@h", "http://u:hunter2@h", "redis://u:hunter2@"}) {
-    Config config;
-    config.redis_url = url;
-    const absl::Status invalid = ValidateConfig(config);
-    EXPECT_THAT(invalid, StatusIs(kInvalid, HasSubstr("redis_url"))) << url;
-    EXPECT_THAT(invalid.ToString(), Not(HasSubstr("hunter2"))) << url;
-    EXPECT_THAT(DescribeConfig(config), HasSubstr("redis_url=(invalid)")) << url;
-    EXPECT_THAT(DescribeConfig(config), Not(HasSubstr("hunter2"))) << url;
-
+                          "redis://u:hunter2%zz@h", "http://u:hunter2@h", "redis://u:hunter2@",
+                          "redis://app:hunter2@s1:26379,,s2", "redis://app:hunter2@[::1"}) {
     absl::SetFlag(&FLAGS_redis_url, url);
     auto from_flags = ConfigFromFlags();
     EXPECT_THAT(from_flags, StatusIs(kInvalid, HasSubstr("redis_url"))) << url;
@@ -543,7 +610,7 @@ TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
   absl::SetFlag(&FLAGS_max_holds, 3);
   auto config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(config->redis_url, "redis://app:hunter2@redis.local:6380/2");
+  EXPECT_EQ(config->redis_url.password, "hunter2");
   EXPECT_THAT(DescribeConfig(*config), HasSubstr("redis_url=redis://app:****@redis.local:6380/2"));
   EXPECT_THAT(DescribeConfig(*config), Not(HasSubstr("hunter2")));
 }
@@ -551,7 +618,7 @@ TEST(ConfigTest, NoErrorOrDescriptionCarriesTheRedisPassword) {
 // A valid sentinel-mode Config: three sentinels, a master name, credentials for both.
 Config SentinelConfig() {
   Config config;
-  config.redis_url = "redis://app:hunter2@s1:26379,s2:26379,s3:26379";
+  config.redis_url = ParsedRedisUrl("redis://app:hunter2@s1:26379,s2:26379,s3:26379");
   config.redis_mode = RedisMode::kSentinel;
   config.redis_sentinel_master = "mymaster";
   config.redis_sentinel_username = "watcher";
@@ -587,11 +654,11 @@ TEST(ConfigTest, RedisModeChoosesStandaloneSentinelOrCluster) {
 TEST(ConfigTest, ClusterModeTakesSeedListsAndRefusesADatabaseOtherThanZero) {
   Config cluster;
   cluster.redis_mode = RedisMode::kCluster;
-  cluster.redis_url = "redis://orderhold:pw@n1:7000,n2:7000,[::1]:7001";
+  cluster.redis_url = ParsedRedisUrl("redis://orderhold:pw@n1:7000,n2:7000,[::1]:7001");
   EXPECT_THAT(ValidateConfig(cluster), IsOk());
-  cluster.redis_url = "redis://n1:7000/0";
+  cluster.redis_url = ParsedRedisUrl("redis://n1:7000/0");
   EXPECT_THAT(ValidateConfig(cluster), IsOk());
-  cluster.redis_url = "redis://n1:7000,n2:7000/2";
+  cluster.redis_url = ParsedRedisUrl("redis://n1:7000,n2:7000/2");
   EXPECT_THAT(ValidateConfig(cluster),
               StatusIs(kInvalid, AllOf(HasSubstr("redis_url"), HasSubstr("only database 0"))));
 }
@@ -599,7 +666,7 @@ TEST(ConfigTest, ClusterModeTakesSeedListsAndRefusesADatabaseOtherThanZero) {
 TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSettings) {
   EXPECT_THAT(ValidateConfig(SentinelConfig()), IsOk());
   Config config = SentinelConfig();
-  config.redis_url = "redis://s1";  // one sentinel is allowed (if unwise)
+  config.redis_url = ParsedRedisUrl("redis://s1");  // one sentinel is allowed (if unwise)
   EXPECT_THAT(ValidateConfig(config), IsOk());
   config = SentinelConfig();
   config.redis_sentinel_username.clear();  // AUTH with a password only
@@ -619,7 +686,7 @@ TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSetting
 
   // Standalone: one host, and no sentinel setting (it means --redis_mode=sentinel was forgotten).
   config = Config{};
-  config.redis_url = "redis://a:1,b:2";
+  config.redis_url = ParsedRedisUrl("redis://a:1,b:2");
   EXPECT_THAT(ValidateConfig(config),
               StatusIs(kInvalid, AllOf(HasSubstr("redis_url: lists 2 hosts"),
                                        HasSubstr("--redis_mode=standalone takes one"),
@@ -651,7 +718,7 @@ TEST(ConfigTest, TlsSettingsNeedARedissUrlAndCertificateAndKeyComeTogether) {
         << flag;
   }
   Config config;
-  config.redis_url = "rediss://app:hunter2@redis.example.com:6380";
+  config.redis_url = ParsedRedisUrl("rediss://app:hunter2@redis.example.com:6380");
   EXPECT_THAT(ValidateConfig(config), IsOk());  // the system's CAs, the URL's host
   config.redis_tls.ca_file = "ca.pem";
   config.redis_tls.server_name = "redis.internal";
@@ -666,7 +733,7 @@ TEST(ConfigTest, TlsSettingsNeedARedissUrlAndCertificateAndKeyComeTogether) {
               StatusIs(kInvalid, HasSubstr("redis_tls_key_file: needs --redis_tls_cert_file")));
   // Sentinel mode over TLS: the sentinels are reached over TLS too.
   config = SentinelConfig();
-  config.redis_url = "rediss://app:hunter2@s1:26379,s2:26379";
+  config.redis_url = ParsedRedisUrl("rediss://app:hunter2@s1:26379,s2:26379");
   config.redis_tls.ca_file = "ca.pem";
   EXPECT_THAT(ValidateConfig(config), IsOk());
 }
@@ -758,7 +825,7 @@ TEST(ConfigTest, NoRedisErrorOrDescriptionCarriesEitherPassword) {
       [](Config& c) { c.redis_tls.ca_file = "ca.pem"; },
       [](Config& c) { c.redis_tls.server_name = "hunter2"; },
       [](Config& c) {
-        c.redis_url = "rediss://app:hunter2@s1:26379";
+        c.redis_url = ParsedRedisUrl("rediss://app:hunter2@s1:26379");
         c.redis_tls.cert_file = "c.pem";
       },
       [](Config& c) { c.redis_wait_replicas = 17; },
@@ -766,8 +833,6 @@ TEST(ConfigTest, NoRedisErrorOrDescriptionCarriesEitherPassword) {
         c.redis_wait_replicas = 1;
         c.redis_wait_timeout = absl::ZeroDuration();
       },
-      [](Config& c) { c.redis_url = "redis://app:hunter2@s1:26379,,s2"; },
-      [](Config& c) { c.redis_url = "redis://app:hunter2@[::1"; },
   };
   for (size_t i = 0; i < breakages.size(); ++i) {
     Config config = SentinelConfig();
