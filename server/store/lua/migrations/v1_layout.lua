@@ -60,6 +60,8 @@ local function v1_merge(k, user, holds, writes)
   if not v1_exists(v1, guard) then
     return holds
   end
+  -- k.outcomes is set by the scripts that declare x:<user> in KEYS (present on this node when the
+  -- script runs); the others read it guarded.
   local outcomes = k.outcomes or prefix .. 'x:' .. user
   local has_records = k.outcomes ~= nil or v1_exists(outcomes, guard)
   local known = {}
@@ -113,8 +115,10 @@ local function v1_move_user(p, bucket, user)
   end
   redis.call('EXISTS', bucket.hb, bucket.hd, p.bdue)
   local packed = redis.call('HGET', bucket.hb, user)
-  v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, events = p.events,
-            outcomes = p.prefix .. 'x:' .. user, ended = p.prefix .. 'xt:' .. user}, user,
+  -- No k.outcomes: x:<user> is not in migrate.lua's KEYS, so v1_merge reads it guarded (while the
+  -- slot migrates, this step may run on the importing node, where a one-key read of a key still
+  -- on the source answers empty and the holds would lose their details and life records).
+  v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue}, user,
     packed and unpack_holds(packed) or {}, true)
   return 1
 end
