@@ -17,15 +17,21 @@ MigrationSweep::MigrationSweep(store::HoldStore& store, metrics::Metrics& metric
       partitions_(static_cast<size_t>(store.partition_count())) {}
 
 int MigrationSweep::Step(const std::vector<int>& owned) {
+  // The partitions not done, from where the last tick's time ran out (each gets its turn).
   std::vector<int> todo;
-  for (int partition : owned) {
+  for (size_t i = 0; i < owned.size(); ++i) {
+    const int partition = owned[(i + next_) % owned.size()];
     if (!partitions_[static_cast<size_t>(partition)].done) todo.push_back(partition);
   }
+  // Deadlines are host time (what the store compares them with).
+  const absl::Time stop = absl::Now() + options_.tick_budget;
   const size_t step = static_cast<size_t>(std::max(1, options_.max_in_flight));
-  for (size_t first = 0; first < todo.size(); first += step) {
+  size_t stepped = 0;
+  for (size_t first = 0; first < todo.size() && absl::Now() < stop; first += step) {
     const size_t n = std::min(step, todo.size() - first);
-    // Deadlines are host time (what the store compares them with), one budget per round.
-    const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
+    stepped += n;
+    const store::CallOptions call{std::min(stop, absl::Now() + options_.call_timeout),
+                                  std::nullopt};
     std::vector<absl::StatusOr<store::MigrateResult>> results =
         AwaitAll<store::MigrateResult>(n, [&](size_t i, auto done) {
           const Partition& state = partitions_[static_cast<size_t>(todo[first + i])];
@@ -56,6 +62,7 @@ int MigrationSweep::Step(const std::vector<int>& owned) {
       }
     }
   }
+  next_ = owned.empty() ? 0 : (next_ + stepped) % owned.size();
   if (!todo.empty() && Done(owned)) {
     LogInfo("reaper: layout migration done in the ", owned.size(),
             " partitions this replica owns: no user is left in an older shape");
@@ -63,7 +70,7 @@ int MigrationSweep::Step(const std::vector<int>& owned) {
   int64_t left = 0;
   for (int partition : owned) left += partitions_[static_cast<size_t>(partition)].users_left;
   metrics_.layout_migration_users_left().Set(static_cast<double>(left));
-  return static_cast<int>(todo.size());
+  return static_cast<int>(stepped);
 }
 
 bool MigrationSweep::Done(const std::vector<int>& owned) const {

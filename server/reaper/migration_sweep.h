@@ -40,6 +40,11 @@ struct MigrationSweepOptions {
   int max_in_flight = 4;
   // Deadline of one round of steps.
   absl::Duration call_timeout = absl::Seconds(2);
+  // The most one Step may take, rounds and their calls included: a step refused while its slot
+  // migrates (Redis Cluster's TRYAGAIN, retried by the client within the call's deadline) must not
+  // hold the reaper's next tick back. The partitions not stepped go first next time. The reaper
+  // gives it a quarter of --reap_interval.
+  absl::Duration tick_budget = absl::Milliseconds(250);
   // This replica's id (the lease owner); empty: no lease checked (tests, single-process tools).
   std::string replica_id;
 };
@@ -51,9 +56,10 @@ class MigrationSweep {
   MigrationSweep(const MigrationSweep&) = delete;
   MigrationSweep& operator=(const MigrationSweep&) = delete;
 
-  // One step for each partition of `owned` whose sweep is not done, then sets the gauge to the
-  // users left in `owned` (a partition whose first step has not answered yet counts 0). Blocks
-  // until the steps answered (each round at most call_timeout). A failed step (UNAVAILABLE,
+  // One step for each partition of `owned` whose sweep is not done, as many as tick_budget allows
+  // (those left go first next time), then sets the gauge to the users left in `owned` (a
+  // partition whose first step has not answered yet counts 0). Blocks until the steps answered
+  // (at most tick_budget). A failed step (UNAVAILABLE,
   // DEADLINE_EXCEEDED, a slot migrating) is retried next tick from the same cursor. Returns the
   // number of steps made.
   int Step(const std::vector<int>& owned);
@@ -73,6 +79,7 @@ class MigrationSweep {
   metrics::Metrics& metrics_;
   const MigrationSweepOptions options_;
   std::vector<Partition> partitions_;  // [partition]
+  size_t next_ = 0;                    // where in `owned` the next Step starts
 };
 
 }  // namespace orderhold::reaper

@@ -23,6 +23,7 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
       sweep_(store, metrics,
              MigrationSweepOptions{.max_in_flight = options.max_in_flight,
                                    .call_timeout = options.call_timeout,
+                                   .tick_budget = options.interval / 4,
                                    .replica_id = options.replica_id}) {
   if (events != nullptr) {
     trimmer_.emplace(*events, metrics, clock,
