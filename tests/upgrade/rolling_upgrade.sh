@@ -29,10 +29,10 @@
 #   C  the OLD replica is stopped (the upgrade is done): the NEW one alone still reaps. Some users
 #      of phases A0 and A (the quiet ones) have a 10 min hold that nothing has touched since it was
 #      placed: the new replica's migration sweep alone must move them. Within 60 s it owns every
-#      partition, has logged "layout migration of partition N done" for each of the 64 and its
-#      orderhold_layout_migration_users_left is 0; then no <prefix>:*:u:* and no <prefix>:*:due
-#      key is left, and the quiet holds are still listed with their expiry (then cancelled, so
-#      that they have their event too).
+#      partition, has logged "layout migration done in the 64 partitions this replica owns" and
+#      its orderhold_layout_migration_users_left is 0; then no <prefix>:*:u:* and no
+#      <prefix>:*:due key is left, and the quiet holds are still listed with their expiry and
+#      their users' ended orders remembered (then cancelled, so that they have their event too).
 #
 # Redis (a private redis-server on a free port; with --cluster, a Redis Cluster of 3 primaries)
 # has the application's ACL user of deploy/redis/orderhold.acl, and every release connects as it.
@@ -482,7 +482,8 @@ check_old_holds() {  # check_old_holds PHASE SHORT_DEADLINE USER...
   shift 2
   for u in "$@"; do
     expire="$(placed_expire "${phase}-${u}-long")"
-    listed="[.holds[] | select(.orderId == \"${phase}-${u}-long\" and .expireTime == \"${expire}\")]"
+    listed="[.holds[] | select(.orderId == \"${phase}-${u}-long\" and"
+    listed+=" .expireTime == \"${expire}\")]"
     expect B new list "${u}" "" -- 0 "${listed} | length == 1"
     expect B old list "${u}" "" -- 0 "${listed} | length == 1"
   done
@@ -579,49 +580,60 @@ log "phase C: before: $(old_shapes); the new replica's users left to sweep:" \
 log "phase C: quiet users still in an older shape: $(scan_keys 'orderhold:*:u:q*' |
   sed 's/.*:u://' | sort | tr '\n' ' ')"
 
-# --cluster: the slots that still hold older shapes move to the next primary, key by key, while
-# the sweep runs (a step on a slot being migrated is refused and retried: migration_sweep.h).
-migrate_slot() {  # migrate_slot SLOT FROM_PORT TO_PORT
-  local slot="$1" from="$2" to="$3" from_id to_id key p
-  from_id="$(redis-cli -p "${from}" CLUSTER MYID)"
+# --cluster: the slots that still hold older shapes move to the next primary while the sweep runs
+# (a step on a slot being migrated is refused and retried: migration_sweep.h). Each is marked
+# MIGRATING/IMPORTING before the old replica stops (so the new one's first steps there meet the
+# migration), then its keys move one by one, 0.3 s apart, and the slot is assigned.
+declare -A SLOT_FROM SLOT_TO
+mark_slot() {  # mark_slot SLOT FROM_PORT TO_PORT
+  redis-cli -p "$3" CLUSTER SETSLOT "$1" IMPORTING "$(redis-cli -p "$2" CLUSTER MYID)" >/dev/null
+  redis-cli -p "$2" CLUSTER SETSLOT "$1" MIGRATING "$(redis-cli -p "$3" CLUSTER MYID)" >/dev/null
+}
+move_slot() {  # move_slot SLOT FROM_PORT TO_PORT
+  local slot="$1" from="$2" to="$3" to_id key p n=0
   to_id="$(redis-cli -p "${to}" CLUSTER MYID)"
-  redis-cli -p "${to}" CLUSTER SETSLOT "${slot}" IMPORTING "${from_id}" >/dev/null
-  redis-cli -p "${from}" CLUSTER SETSLOT "${slot}" MIGRATING "${to_id}" >/dev/null
-  sleep 1  # the slot stays half-migrated a while: the sweep's steps meet it
   while key="$(redis-cli -p "${from}" CLUSTER GETKEYSINSLOT "${slot}" 1)" && [[ -n "${key}" ]]; do
     redis-cli -p "${from}" MIGRATE 127.0.0.1 "${to}" "" 0 5000 KEYS "${key}" >/dev/null
-    sleep 0.1
+    n=$((n + 1))
+    sleep 0.3
   done
   for p in "${REDIS_PORTS[@]}"; do
     redis-cli -p "${p}" CLUSTER SETSLOT "${slot}" NODE "${to_id}" >/dev/null
   done
-  echo "slot ${slot}: 127.0.0.1:${from} -> 127.0.0.1:${to}"
+  echo "$(date +%T.%N | cut -c1-12) slot ${slot}: ${n} keys 127.0.0.1:${from} -> 127.0.0.1:${to}"
 }
 MIGRATOR=""
 if ((CLUSTER)); then
-  declare -A SLOT_FROM
   for i in "${!REDIS_PORTS[@]}"; do
     p="${REDIS_PORTS[i]}"
     while read -r key; do
-      SLOT_FROM[$(redis-cli -p "${p}" CLUSTER KEYSLOT "${key}")]="${i}"
+      slot="$(redis-cli -p "${p}" CLUSTER KEYSLOT "${key}")"
+      SLOT_FROM[${slot}]="${p}"
+      SLOT_TO[${slot}]="${REDIS_PORTS[(i + 1) % ${#REDIS_PORTS[@]}]}"
     done < <(redis-cli -p "${p}" --scan --pattern 'orderhold:*:u:*'
              redis-cli -p "${p}" --scan --pattern 'orderhold:*:due')
   done
-  log "phase C: migrating slots ${!SLOT_FROM[*]} (those of the older shapes left) during the sweep"
+  for slot in "${!SLOT_FROM[@]}"; do
+    mark_slot "${slot}" "${SLOT_FROM[${slot}]}" "${SLOT_TO[${slot}]}"
+  done
+  log "phase C: slots ${!SLOT_FROM[*]} (those of the older shapes left) marked migrating"
+fi
+
+NEW_LOG_AT="$(wc -l <"${WORK}/server-new.log")"  # the new replica's log lines so far
+kill "${WATCH_PID[old]}"
+wait "${WATCH_PID[old]}" 2>/dev/null || true
+forget_pid "${WATCH_PID[old]}"
+stop_replica old old-read_v2
+sweep_began=${SECONDS}
+if ((CLUSTER)); then
   (
     for slot in "${!SLOT_FROM[@]}"; do
-      i="${SLOT_FROM[${slot}]}"
-      migrate_slot "${slot}" "${REDIS_PORTS[i]}" "${REDIS_PORTS[(i + 1) % ${#REDIS_PORTS[@]}]}"
+      move_slot "${slot}" "${SLOT_FROM[${slot}]}" "${SLOT_TO[${slot}]}"
     done
   ) >"${WORK}/slot-migrations.log" 2>&1 &
   MIGRATOR=$!
   PIDS+=("${MIGRATOR}")
 fi
-
-kill "${WATCH_PID[old]}"
-wait "${WATCH_PID[old]}" 2>/dev/null || true
-forget_pid "${WATCH_PID[old]}"
-stop_replica old old-read_v2
 log "phase C: the new replica alone"
 for i in 1 2 3; do
   expect C new place c1 "C-c1-${i}" 1000 -- 0 '.created'
@@ -638,23 +650,28 @@ for i in 1 2 3; do
 done
 
 # The sweep: nobody touches the quiet users; the new replica must own every partition, have swept
-# each (its log line) and count no user left.
+# each (its log line: "layout migration done in the 64 partitions this replica owns", or one
+# "layout migration of partition N done" per partition as the first builds of this release logged
+# it) and count no user left.
+sweep_done() {
+  tail -n "+$((NEW_LOG_AT + 1))" "${WORK}/server-new.log" |
+    grep -q 'layout migration done in the 64 partitions' ||
+    (($(grep -o 'layout migration of partition [0-9]* done' "${WORK}/server-new.log" |
+      sort -u | wc -l) == 64))
+}
 SWEEP_WAIT=$((CLUSTER ? 120 : 60))
-log "phase C: the new replica's migration sweep (${SWEEP_WAIT} s at most)"
-sweep_began=${SECONDS}
-swept_before="$(grep -o 'layout migration of partition [0-9]* done' "${WORK}/server-new.log" |
-  sort -u | wc -l)"
+log "phase C: the new replica's migration sweep (${SWEEP_WAIT} s at most since the old stopped)"
 max_left=0
 while :; do
   owned="$(new_metric orderhold_reaper_owned_partitions)"
   left="$(new_metric orderhold_layout_migration_users_left)"
-  swept="$(grep -o 'layout migration of partition [0-9]* done' "${WORK}/server-new.log" |
-    sort -u | wc -l)"
   ((${left:-0} > max_left)) && max_left=${left}
-  [[ "${owned}" == 64 && "${left}" == 0 && "${swept}" == 64 ]] && break
-  if ((SECONDS - sweep_began >= SWEEP_WAIT)); then
+  sweep_s=$((SECONDS - sweep_began))
+  [[ "${owned}" == 64 && "${left}" == 0 ]] && sweep_done && break
+  if ((sweep_s >= SWEEP_WAIT)); then
     violation "C: the migration sweep not done after ${SWEEP_WAIT} s: owned partitions" \
-      "${owned:-?}, users left ${left:-?}, partitions swept ${swept} of 64"
+      "${owned:-?}, users left ${left:-?}, $(sweep_done && echo 'its log says done' ||
+        echo 'no log line saying done')"
     break
   fi
   sleep 0.5
@@ -662,10 +679,14 @@ done
 if [[ -n "${MIGRATOR}" ]]; then
   wait "${MIGRATOR}" || violation "C: a slot migration failed (slot-migrations.log)"
   forget_pid "${MIGRATOR}"
-  log "phase C: $(wc -l <"${WORK}/slot-migrations.log") slot(s) migrated"
+  log "phase C: $(wc -l <"${WORK}/slot-migrations.log") slot(s) migrated," \
+    "the last at $(tail -1 "${WORK}/slot-migrations.log" | cut -d' ' -f1)"
 fi
-log "phase C: sweep done in $((SECONDS - sweep_began)) s: $((swept - swept_before)) partitions" \
-  "swept since the old replica stopped, users left at most ${max_left} seen; $(old_shapes)"
+moved="$(tail -n "+$((NEW_LOG_AT + 1))" "${WORK}/server-new.log" |
+  grep -o 'layout migration of partition [0-9]* done: [0-9]* users moved' |
+  awk '{ n++; u += $7 } END { printf "%d users in %d partitions", u, n }')"
+log "phase C: sweep done ${sweep_s} s after the old replica stopped (moved since: ${moved};" \
+  "users left: at most ${max_left} seen); $(old_shapes)"
 for pattern in 'orderhold:*:u:*' 'orderhold:*:due'; do
   keys="$(scan_keys "${pattern}" | sort | head -20 | tr '\n' ' ')"
   [[ -z "${keys}" ]] || violation "C: keys ${pattern} left after the sweep: ${keys}"
@@ -713,6 +734,13 @@ for p in "${REDIS_PORTS[@]}"; do
   done < <(redis-cli -p "${p}" --scan --pattern 'orderhold:*:events')
 done
 echo "${pending}" >"${WORK}/pending"
+# How late the new replica alone reaped the C-c1 holds (the stream entry's id is its append time):
+# with --cluster they expire while slots migrate, in a partition whose slot does not.
+c_lag="$(cat "${WORK}"/streams/*.json | jq -r '.[]? | . as [$id, $f] |
+  ([range(0; $f | length; 2) as $i | {($f[$i]): $f[$i + 1]}] | add) as $m |
+  select($m.o | startswith("C-c1-")) | ($id | split("-")[0] | tonumber) - ($m.e | tonumber)' |
+  sort -n | tail -1)"
+log "phase C: the C-c1 holds were reaped at most ${c_lag:-?} ms after their expiry"
 for r in pre old-v1 old-read_v2 new; do
   m="${WORK}/metrics-${r}.txt"
   log "${r} replica counted: placed $(counter "${m}" orderhold_holds_placed_total)," \
