@@ -3,8 +3,8 @@
 //
 // Redis runs one script at a time, and a client's pipelined commands back to back: 64 partitions'
 // reap.lua calls sent at once at the top of every second (the reaper before this pacer) made every
-// request that arrived meanwhile wait for all of them (issue "Reaper without stalls": PlaceHold p99
-// 170 ms with the reaper on, 7 ms with it off). So a tick is paced on two bounds:
+// request that arrived meanwhile wait for all of them (PlaceHold p99 170 ms with the reaper on,
+// 7 ms with it off: tests/bench/README.md). So a tick is paced on two bounds:
 //   - the first call of each partition gets a slot, spread evenly over `window` from the tick's
 //     start (slot k of n at start + window * k / n), instead of all at the start;
 //   - at most `max_in_flight` calls are outstanding at once, so Redis never has more than that many

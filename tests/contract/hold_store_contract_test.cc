@@ -1305,8 +1305,8 @@ TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {
   EXPECT_THAT(now, IsOk());
 }
 
-// redis_tls: the whole contract once more over rediss:// (issue 11); redis_cluster: once more on a
-// Redis Cluster (issue 12, tests/CMakeLists.txt runs those cases as one process so the cluster
+// redis_tls: the whole contract once more over rediss://; redis_cluster: once more on a
+// Redis Cluster (tests/CMakeLists.txt runs those cases as one process so the cluster
 // starts once); "_" as test names allow no "-".
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
                          ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),

@@ -1,7 +1,7 @@
 // RedisClusterClient against a real Redis Cluster (tests/testing/redis_cluster.h, 3 primaries, no
 // replicas, the app ACL user with the cluster rules): routing by hash slot with zero redirects in
 // steady state, a MOVED after a slot moved behind the client's back, the ASK path (ASKING on the
-// same connection) and TRYAGAIN while a slot is MIGRATING/IMPORTING by hand (issue 12 test 5),
+// same connection) and TRYAGAIN while a slot is MIGRATING/IMPORTING by hand,
 // the redirect limit, and health's routing check. Slot moves are undone by each test.
 #include "server/redis/redis_cluster_client.h"
 

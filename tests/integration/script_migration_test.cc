@@ -123,7 +123,7 @@ TEST_F(UserScriptMigrationTest, EndingTheLastLiveHoldAnswersAndClearsTheDueIndex
   EXPECT_THAT(Outcomes(), ::testing::ElementsAre("1", "1"));  // two PAID, once each
 }
 
-// Issue 24: a scoped hold's details live in the outcome hash, a key every user script already
+// A live hold's details live in its packed field of the holds bucket, a key every user script
 // declares, so scoped holds are placed, listed and ended while the slot migrates, details intact,
 // and the scope's limit holds there too.
 TEST_F(UserScriptMigrationTest, ScopedHoldsAreServedWithTheirDetailsWhileTheSlotMigrates) {
