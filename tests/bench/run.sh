@@ -25,7 +25,7 @@
 #              are placed. --open-nice N runs redis-server at nice N for this phase (default 0;
 #              see open_phases).
 #              Per phase: Redis' SLOWLOG (warmup included; threshold 0.5 ms), each entry
-#              attributed to its script by SHA1 (prelude.lua + <script>.lua, as
+#              attributed to its script by SHA1 (prelude.lua + migrations/*.lua + <script>.lua, as
 #              server/CMakeLists.txt embeds them); the reaper lag from /metrics
 #              (orderhold_reaper_lag_seconds); Redis' and the server's CPU % (INFO cpu, /proc);
 #              and Redis' INFO commandstats (<out>/<phase>-r<round>-commandstats.txt: calls and
@@ -587,13 +587,17 @@ events_check() {  # results.json: what the CI smoke checks of phase 7
 MACHINE="$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 
 # 4. Open loop at half of the PlaceHold maximum (HALF_RATE, from phase 2), reaper off then on.
-# SHA1 of every embedded script (prelude.lua + <name>.lua, byte for byte as server/CMakeLists.txt
-# embeds them), to attribute SLOWLOG entries: "sha name" lines.
+# SHA1 of every embedded script (prelude.lua, the migrations/*.lua in name order, then <name>.lua,
+# byte for byte as server/CMakeLists.txt embeds them), to attribute SLOWLOG entries: "sha name"
+# lines.
 LUA="${LUA_OVERRIDE:-${REPO}/server/store/lua}"
+mapfile -t LUA_MIGRATIONS < <(find "${LUA}/migrations" -maxdepth 1 -name '*.lua' 2>/dev/null |
+  LC_ALL=C sort)
 for script in "${LUA}"/*.lua; do
   name="$(basename "${script}" .lua)"
   [[ "${name}" == prelude ]] && continue
-  echo "$(cat "${LUA}/prelude.lua" "${script}" | sha1sum | cut -d' ' -f1) ${name}"
+  echo "$(cat "${LUA}/prelude.lua" "${LUA_MIGRATIONS[@]}" "${script}" | sha1sum |
+    cut -d' ' -f1) ${name}"
 done >"${WORK}/script-shas.txt"
 REAP_SHA="$(awk '$2 == "reap" { print $1 }' "${WORK}/script-shas.txt")"
 open_phase() {  # name, extra server flags...
@@ -615,7 +619,7 @@ open_phase() {  # name, extra server flags...
   # The reap SHA must be the one the server loaded, or the SLOWLOG counts below would be 0 by
   # mistake.
   [[ "$(rcli SCRIPT EXISTS "${REAP_SHA}" | head -1)" == 1 ]] || {
-    echo "bench: Redis has no script ${REAP_SHA} (prelude.lua + reap.lua): the server embeds" \
+    echo "bench: Redis has no script ${REAP_SHA} (prelude.lua + migrations + reap.lua): the server embeds" \
       "something else; SLOWLOG attribution would be wrong" >&2
     exit 1
   }
@@ -777,7 +781,7 @@ open_markdown() {  # results.json -> phase 4's tables (markdown)
     (["open-reaper-off (--reap_interval=1h)", .open_reaper_off], ["open-reaper-on (default reaper)", .open_reaper_on]
      | "| \(.[0]) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p90 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \([.[1].codes | to_entries[] | "\(.key) \(.value)"] | join(", ")) | \(.[1] | per_round(.latency_ms.p99)) | \(.[1] | per_round(.latency_ms.p999)) |"),
     "",
-    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by FCALL function name (orderhold_<hash>_<script>) or EVALSHA SHA1 of prelude.lua + <script>.lua:",
+    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by FCALL function name (orderhold_<hash>_<script>) or EVALSHA SHA1 of prelude.lua + migrations + <script>.lua:",
     "",
     "| phase, round | holds expired (reaper + lazily by PlaceHold) | of which by the reaper | CPU % Redis / server | reaper lag p50 / p99 / p99.9 s | mean tick s (ticks) | SLOWLOG entries > 0.5 ms, by script or command: count, max µs, total ms |",
     "|---|---:|---:|---|---|---|---|",
@@ -1031,15 +1035,14 @@ REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d
 echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests)" >&2
 # KEYS and ARGV as place_hold.lua's header lists them, for phase 2's plain hold: max_units 0, no
 # scope, quantity 1, no scope limits, no details (a plain hold stores none: ARGV[13] "") and the
-# default lifetime cap (ARGV[14], 2 h: its life record), layout v1 (ARGV[15] 0: KEYS[7], the holds
-# bucket, is not read). One due bucket for all (redis-benchmark
-# draws each __rand_int__ apart, so a bucket per user would be one key per user): larger than the
-# server's 256 per partition, so if anything dearer.
+# default lifetime cap (ARGV[14], 2 h: its life record). One holds bucket and one due bucket for
+# all (redis-benchmark draws each __rand_int__ apart, so a bucket per user would be one key per
+# user): larger than the server's 256 per partition, so if anything dearer.
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
-  FCALL "${PLACE_FUNCTION}" 7 "orderhold:{0}:u:__rand_int__" "orderhold:{0}:hd:0" \
+  FCALL "${PLACE_FUNCTION}" 6 "orderhold:{0}:h:0" "orderhold:{0}:hd:0" \
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
-  "orderhold:{0}:bdue" "orderhold:{0}:u:__rand_int__" \
-  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 0 \
+  "orderhold:{0}:bdue" \
+  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 \
   >"${WORK}/redis.csv"
 # redis-benchmark counts an error reply as an answer: every call must have run the script.
 FCALL_FAILED="$(rcli INFO commandstats | tr -d '\r' |

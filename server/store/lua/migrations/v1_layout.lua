@@ -55,6 +55,9 @@ end
 -- trim_outcomes drops them with the record).
 local function v1_merge(k, user, holds, writes)
   local prefix = string.match(k.hb, '^(.*}:)h:%d+$')
+  if not prefix then
+    return holds  -- not a holds bucket of keys.h (a tool calling a script by hand): no old shape
+  end
   local v1 = prefix .. 'u:' .. user
   local guard = k.hd or k.hb
   if not v1_exists(v1, guard) then
