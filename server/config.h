@@ -103,7 +103,7 @@ struct Config {
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
-  domain::EventPolicy events;                              // --event_ack_timeout
+  domain::EventPolicy events;           // --event_ack_timeout
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
   int max_watches = kDefaultMaxWatches;
