@@ -124,8 +124,9 @@ class Metrics {
   // orderhold_reaper_owned_partitions: index partitions this replica reaps.
   prometheus::Gauge& reaper_owned_partitions() { return reaper_owned_partitions_; }
   // orderhold_layout_migration_users_left: users of the partitions this replica owns that the
-  // layout migration's sweep has still to check (an upper bound of those still in an older shape;
-  // reaper/migration_sweep.h); 0 once every owned partition is done. Sum across replicas.
+  // layout migration's sweep has still to check (an upper bound of those still in an older shape,
+  // a partition not checked yet counting 1; reaper/migration_sweep.h); 0 once every owned
+  // partition is done. Sum across replicas.
   prometheus::Gauge& layout_migration_users_left() { return layout_migration_users_left_; }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }

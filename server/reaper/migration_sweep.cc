@@ -16,7 +16,7 @@ MigrationSweep::MigrationSweep(store::HoldStore& store, metrics::Metrics& metric
       options_(std::move(options)),
       partitions_(static_cast<size_t>(store.partition_count())) {}
 
-int MigrationSweep::Step(const std::vector<int>& owned) {
+void MigrationSweep::Step(const std::vector<int>& owned) {
   // The partitions not done, from where the last tick's time ran out (each gets its turn).
   std::vector<int> todo;
   for (size_t i = 0; i < owned.size(); ++i) {
@@ -49,6 +49,7 @@ int MigrationSweep::Step(const std::vector<int>& owned) {
         continue;
       }
       if (results[i]->not_owner) continue;
+      state.answered = true;
       state.cursor = results[i]->cursor;
       state.users_left = results[i]->users_left;
       state.users_moved += results[i]->users_moved;
@@ -68,9 +69,11 @@ int MigrationSweep::Step(const std::vector<int>& owned) {
             " partitions this replica owns: no user is left in an older shape");
   }
   int64_t left = 0;
-  for (int partition : owned) left += partitions_[static_cast<size_t>(partition)].users_left;
+  for (int partition : owned) {
+    const Partition& state = partitions_[static_cast<size_t>(partition)];
+    left += state.answered ? state.users_left : 1;
+  }
   metrics_.layout_migration_users_left().Set(static_cast<double>(left));
-  return static_cast<int>(stepped);
 }
 
 bool MigrationSweep::Done(const std::vector<int>& owned) const {

@@ -14,7 +14,8 @@
 // per user, e.g. ~64 steps of 256 users per partition at 1M users).
 //
 // Metrics: orderhold_layout_migration_users_left (the users the sweep has still to check in the
-// partitions this replica owns: an upper bound of those still in an older shape; 0 once done), a
+// partitions this replica owns: an upper bound of those still in an older shape, a partition not
+// checked yet counting 1; 0 once done), a
 // log line when the sweep of a partition that had users to move is done, and one when every
 // owned partition is (so a fresh deployment logs one line, not one per partition).
 //
@@ -58,18 +59,18 @@ class MigrationSweep {
 
   // One step for each partition of `owned` whose sweep is not done, as many as tick_budget allows
   // (those left go first next time), then sets the gauge to the users left in `owned` (a
-  // partition whose first step has not answered yet counts 0). Blocks until the steps answered
-  // (at most tick_budget). A failed step (UNAVAILABLE,
-  // DEADLINE_EXCEEDED, a slot migrating) is retried next tick from the same cursor. Returns the
-  // number of steps made.
-  int Step(const std::vector<int>& owned);
+  // partition no step of which has answered yet counts 1, so the gauge reads 0 only once every
+  // owned partition is done). Blocks until the steps answered (at most tick_budget). A failed step
+  // (UNAVAILABLE, DEADLINE_EXCEEDED, a slot migrating) is retried next tick from the same cursor.
+  void Step(const std::vector<int>& owned);
 
+ private:
   // Whether every partition of `owned` has been swept by this process.
   bool Done(const std::vector<int>& owned) const;
 
- private:
   struct Partition {
     std::string cursor;       // the next step's
+    bool answered = false;    // a step of this process answered
     bool done = false;        // the sweep ended
     int64_t users_left = 0;   // from the last answer
     int64_t users_moved = 0;  // by this process's sweep of the partition so far
