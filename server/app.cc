@@ -21,6 +21,7 @@
 #include "server/redis/tls_context.h"
 #include "server/redis_store.h"
 #include "server/store/event_nudges.h"
+#include "server/store/keys.h"
 #include "server/store/noop_hold_store.h"
 
 namespace orderhold {
@@ -109,9 +110,10 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   app->holds_->SetScopeRules(config.scope_rules);
   app->scope_limits_file_ = config.scope_limits_file;
+  app->MakeReaper(config, clock);  // before the nudges, which it receives
   ORDERHOLD_RETURN_IF_ERROR(app->StartEvents(config, clock, std::move(nudges)));
   ORDERHOLD_RETURN_IF_ERROR(app->Listen(config, std::move(credentials)));
-  app->StartReaper(config, clock);
+  if (config.run_reaper) app->reaper_->Start();
   return app;
 }
 
@@ -171,10 +173,19 @@ absl::Status App::StartEvents(const Config& config, const Clock& clock,
   dispatcher_->Start();
   // Scripts that end holds publish a nudge on their partition's channel: watches are woken by
   // Redis instead of polling; the dispatcher's sweep covers what pub/sub loses.
-  nudges.on_nudge = [dispatcher = dispatcher_.get()](int partition) {
+  // The reaper's trimmer, too: a partition with new events (or a new group) is trimmed at its next
+  // interval, one without waits longer (event_trimmer.h).
+  nudges.on_nudge = [dispatcher = dispatcher_.get(), reaper = reaper_.get()](int partition) {
     dispatcher->OnNudge(partition);
+    reaper->OnEventNudge(partition);
   };
+  // And those that lower a partition's earliest due time wake the reaper, which otherwise sleeps
+  // until the due time it last saw (reaper.h).
+  nudges.on_due = [reaper = reaper_.get()](int partition) { reaper->OnDueNudge(partition); };
   ORDERHOLD_ASSIGN_OR_RETURN(nudges_, store::EventNudgeSubscriber::Start(std::move(nudges)));
+  reaper_->SetDueNudges([subscriber = nudges_.get()] {
+    return subscriber->subscribed_partitions() == store::KeySchema::kPartitionCount;
+  });
   return absl::OkStatus();
 }
 
@@ -204,7 +215,7 @@ absl::Status App::Listen(const Config& config,
   return absl::OkStatus();
 }
 
-void App::StartReaper(const Config& config, const Clock& clock) {
+void App::MakeReaper(const Config& config, const Clock& clock) {
   reaper::ReaperOptions options;
   options.interval = config.reap_interval;
   options.call_timeout = config.redis_timeout * 2;
@@ -215,7 +226,6 @@ void App::StartReaper(const Config& config, const Clock& clock) {
   options.pace_window = config.reap_interval * 3 / 5;
   options.event_retention = config.event_retention;
   reaper_ = std::make_unique<reaper::Reaper>(*store_, *metrics_, options, clock, redis_store_);
-  if (config.run_reaper) reaper_->Start();
 }
 
 App::~App() { Shutdown(absl::Seconds(10)); }

@@ -77,14 +77,17 @@ class App {
                            store::EventNudgeOptions nudges);
   // The gRPC server on config.grpc_address, and health.
   absl::Status Listen(const Config& config, std::shared_ptr<grpc::ServerCredentials> credentials);
-  // The reaper (started only with config.run_reaper).
-  void StartReaper(const Config& config, const Clock& clock);
+  // The reaper, not started (Start starts it with config.run_reaper, once the nudges it receives
+  // are wired).
+  void MakeReaper(const Config& config, const Clock& clock);
 
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop
+  // Receives due nudges from nudges_ (declared before it, destroyed after it).
+  std::unique_ptr<reaper::Reaper> reaper_;
   // Which partitions the watches read, and the safety sweep; null with --store=noop.
   std::unique_ptr<domain::EventDispatcher> dispatcher_;
   // Redis' nudges to dispatcher_ (destroyed first: it calls into dispatcher_); null with noop.
@@ -92,7 +95,6 @@ class App {
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_api::HealthReporter> health_;
-  std::unique_ptr<reaper::Reaper> reaper_;
   int grpc_port_ = 0;
   bool shut_down_ = false;
   std::string scope_limits_file_;  // --scope_limits; empty: none

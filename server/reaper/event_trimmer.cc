@@ -13,16 +13,34 @@ namespace orderhold::reaper {
 
 EventTrimmer::EventTrimmer(store::HoldEventLog& log, metrics::Metrics& metrics, const Clock& clock,
                            EventTrimOptions options)
-    : log_(log), metrics_(metrics), clock_(clock), options_(options) {}
+    : log_(log),
+      metrics_(metrics),
+      clock_(clock),
+      options_(options),
+      partition_next_(static_cast<size_t>(log.event_partition_count()), absl::InfinitePast()) {}
 
 void EventTrimmer::MaybeTrim(const std::vector<int>& partitions, absl::Time store_now) {
+  std::vector<int> due;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time host_now = clock_.Now();
     if (host_now < next_trim_) return;
     next_trim_ = host_now + options_.interval;
+    for (int partition : partitions) {
+      if (partition >= 0 && static_cast<size_t>(partition) < partition_next_.size() &&
+          host_now >= partition_next_[static_cast<size_t>(partition)]) {
+        due.push_back(partition);
+      }
+    }
   }
-  Trim(partitions, store_now);
+  if (!due.empty()) Trim(due, store_now);
+}
+
+void EventTrimmer::OnEventNudge(int partition) {
+  absl::MutexLock lock(&mu_);
+  if (partition >= 0 && static_cast<size_t>(partition) < partition_next_.size()) {
+    partition_next_[static_cast<size_t>(partition)] = absl::InfinitePast();
+  }
 }
 
 void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now) {
@@ -39,6 +57,17 @@ void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now
                            std::move(done));
          })) {
       results.push_back(std::move(result));
+    }
+  }
+  {
+    // A partition without groups waits idle_interval; one with groups (or a failed trim) is
+    // trimmed again at the next interval.
+    absl::MutexLock lock(&mu_);
+    const absl::Time idle_until =
+        clock_.Now() + std::min(options_.idle_interval, options_.retention);
+    for (size_t i = 0; i < results.size(); ++i) {
+      partition_next_[static_cast<size_t>(partitions[i])] =
+          results[i].ok() && results[i]->groups.empty() ? idle_until : absl::InfinitePast();
     }
   }
   int64_t trimmed_unacked = 0;

@@ -2,7 +2,10 @@
 // --event_retention, and reports what consumers have left unread.
 //
 // At most every `interval` (host clock) it deletes the owned partitions' events older than
-// `retention` (store clock), counting in orderhold_events_trimmed_unacked_total (with a warning
+// `retention` (store clock); a partition whose last trim found no consumer group waits
+// `idle_interval` instead, unless an event nudge (OnEventNudge: events appended, or a group
+// created) came since (an idle replica's trims follow the groups, not the partitions), counting
+// in orderhold_events_trimmed_unacked_total (with a warning
 // log) the trimmed events some consumer group had not acked, and sets
 // orderhold_events_oldest_unacked_age_seconds{group} to each group's oldest unacked event over
 // those partitions. Failed partitions are skipped and retried at the next trim. The calls go a
@@ -28,6 +31,10 @@ struct EventTrimOptions {
   absl::Duration retention = absl::Hours(24);
   // Time between trims.
   absl::Duration interval = absl::Seconds(10);
+  // Time between trims of a partition whose last trim found no consumer group (no stream, or a
+  // stream no group reads): nothing there feeds the gauge, and its events only age. A group
+  // created since shows in the gauge within this. Capped at `retention`.
+  absl::Duration idle_interval = absl::Minutes(1);
   // Trim calls outstanding at once (>= 1): they run in Redis while requests wait.
   int max_in_flight = 2;
   // Deadline of one round of trim calls (max_in_flight of them).
@@ -43,9 +50,16 @@ class EventTrimmer {
   EventTrimmer& operator=(const EventTrimmer&) = delete;
 
   // Trims `partitions` to events newer than store_now - retention when `interval` has passed
-  // (host clock) since the last trim, at once the first time; otherwise does nothing. Blocks
-  // until the trim calls answered (at most call_timeout); store errors only skip a partition.
+  // (host clock) since the last trim, at once the first time; otherwise does nothing. A partition
+  // whose last trim found no group is skipped until idle_interval has passed. Blocks until the
+  // trim calls answered (at most call_timeout); store errors only skip a partition (tried again
+  // at the next trim).
   void MaybeTrim(const std::vector<int>& partitions, absl::Time store_now);
+
+  // Events were appended to `partition`'s stream, or a group created on it (a nudge: see
+  // store/event_nudges.h): its next trim is at the next interval, even after one that found no
+  // group. Thread-safe; out-of-range partitions are ignored.
+  void OnEventNudge(int partition);
 
  private:
   void Trim(const std::vector<int>& partitions, absl::Time store_now);
@@ -56,6 +70,9 @@ class EventTrimmer {
   const EventTrimOptions options_;
   absl::Mutex mu_;
   absl::Time next_trim_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Per partition: not trimmed before this (host clock; idle_interval after a trim that found no
+  // group).
+  std::vector<absl::Time> partition_next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orderhold::reaper

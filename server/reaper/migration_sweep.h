@@ -64,6 +64,13 @@ class MigrationSweep {
   // (UNAVAILABLE, DEADLINE_EXCEEDED, a slot migrating) is retried next tick from the same cursor.
   void Step(const std::vector<int>& owned);
 
+  // Whether `partition`'s sweep is not done yet in this process (its steps need this replica's
+  // lease, which the reaper's looks take). Called by the reaper's thread.
+  bool Pending(int partition) const {
+    return partition >= 0 && static_cast<size_t>(partition) < partitions_.size() &&
+           !partitions_[static_cast<size_t>(partition)].done;
+  }
+
  private:
   // Whether every partition of `owned` has been swept by this process.
   bool Done(const std::vector<int>& owned) const;

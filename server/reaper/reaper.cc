@@ -24,7 +24,11 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
              MigrationSweepOptions{.max_in_flight = options.max_in_flight,
                                    .call_timeout = options.call_timeout,
                                    .tick_budget = options.interval / 4,
-                                   .replica_id = options.replica_id}) {
+                                   .replica_id = options.replica_id}),
+      views_(store.partition_count()),
+      sent_nudges_(store.partition_count(), 0),
+      due_nudges_(new std::atomic<uint64_t>[store.partition_count()]) {
+  for (int p = 0; p < store.partition_count(); ++p) due_nudges_[p].store(0);
   if (events != nullptr) {
     trimmer_.emplace(*events, metrics, clock,
                      EventTrimOptions{.retention = options.event_retention,
@@ -91,7 +95,47 @@ std::vector<int> Reaper::PlanTick(std::optional<absl::Time> now, Tick& tick) {
     }
   }
   std::sort(partitions.begin(), partitions.end());  // owned and standby interleaved over the window
+  // Only those that may have a hold due by the next tick (idle_look_interval).
+  const absl::Time host_now = clock_.Now();
+  std::erase_if(partitions, [&](int partition) {
+    const bool skip = !NeedsLook(partition, tick.standby[partition], host_now);
+    tick.stats.skipped += skip ? 1 : 0;
+    return skip;
+  });
   return partitions;
+}
+
+void Reaper::SetDueNudges(std::function<bool()> complete) {
+  due_nudges_complete_ = std::move(complete);
+}
+
+void Reaper::OnDueNudge(int partition) {
+  if (partition < 0 || partition >= store_.partition_count()) return;
+  due_nudges_[partition].fetch_add(1);
+}
+
+bool Reaper::NeedsLook(int partition, bool standby, absl::Time host_now) const {
+  if (!due_nudges_complete_ || options_.idle_look_interval <= absl::ZeroDuration() ||
+      !due_nudges_complete_()) {
+    return true;
+  }
+  const View& view = views_[partition];
+  if (!view.known || view.nudges != due_nudges_[partition].load() ||
+      (partition < static_cast<int>(busy_.size()) && busy_[partition]) ||
+      host_now - view.looked >= options_.idle_look_interval ||
+      // The migration sweep steps only under a lease this replica's looks keep.
+      (!standby && sweep_.Pending(partition))) {
+    return true;
+  }
+  if (!view.next.has_value()) return false;  // an empty index, and no nudge since
+  const absl::Duration late_by = standby ? options_.standby_after : absl::ZeroDuration();
+  return *view.next + late_by <= host_now + store_offset_ + options_.interval;
+}
+
+bool Reaper::KnownDue(int partition, absl::Time host_now) const {
+  const View& view = views_[partition];
+  return view.known && view.nudges == due_nudges_[partition].load() && view.next.has_value() &&
+         *view.next <= host_now + store_offset_;
 }
 
 void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now, Tick& tick) {
@@ -131,6 +175,7 @@ void Reaper::RunCalls(std::vector<int> partitions, std::optional<absl::Time> now
       // Deadlines are host time (what the store compares them with), one budget per call.
       const store::CallOptions call{absl::Now() + options_.call_timeout, now};
       store::ReapArgs args = tick.standby[*partition] ? standby_args : owner_args;
+      Sent(*partition);
       // Alone: a paced first call with nothing else in flight (a drain's follow-ups pipeline).
       args.alone = pacer.in_flight() == 1 && pacer.first_call(*partition);
       store_.Reap(*partition, std::move(args), call,
@@ -173,8 +218,11 @@ Reaper::PeekCursor Reaper::StartPeeks(const std::vector<int>& partitions) {
   // A partition that reaped last tick is called without a peek (under load a peek would only
   // delay its call).
   if (busy_.size() != peeks.peeked.size()) busy_.assign(peeks.peeked.size(), false);
+  // Nor one whose last look said a hold is due now.
+  const absl::Time host_now = clock_.Now();
   for (int partition : partitions) {
-    peeks.peeked[partition] = busy_[partition];
+    peeks.peeked[partition] =
+        busy_[partition] || (due_nudges_complete_ && KnownDue(partition, host_now));
     busy_[partition] = false;  // Account() sets it again
   }
   return peeks;
@@ -235,6 +283,7 @@ std::vector<bool> Reaper::Peek(const std::vector<int>& group, absl::Duration wit
   for (size_t i = 0; i < group.size(); ++i) {
     store::ReapArgs args{0, options_.replica_id, options_.lease, std::nullopt};
     if (tick.standby[group[i]]) args = {0, "", options_.lease, options_.standby_after};
+    Sent(group[i]);
     store_.Reap(group[i], std::move(args), call,
                 [answers, i](absl::StatusOr<store::ReapResult> result) {
                   absl::MutexLock lock(&answers->mu);
@@ -269,11 +318,20 @@ std::vector<bool> Reaper::Peek(const std::vector<int>& group, absl::Duration wit
 bool Reaper::Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
                      absl::Duration round_trip, Tick& tick) {
   tick.stats.redis_time += round_trip;
+  View& view = views_[partition];
   if (!result.ok()) {
+    view.known = false;  // looked at again next tick
     if (tick.first_error.ok()) tick.first_error = result.status();
     return false;
   }
   tick.store_now = result->now;
+  const absl::Time host_now = clock_.Now();
+  store_offset_ = result->now - host_now;
+  // A lease refusal says nothing of the index (a standby refusal does: not overdue enough).
+  view.known = !result->not_owner || tick.standby[partition];
+  view.next = result->next_due;
+  view.looked = host_now;
+  view.nudges = sent_nudges_[partition];
   // Backlog over every partition this replica saw (owned or standby): a dead owner's partitions
   // show up here too.
   if (first && result->oldest_due.has_value() && *result->oldest_due <= result->now) {

@@ -16,12 +16,15 @@
 // does not own and reaps those whose oldest due hold is `standby_after` overdue, so a dead owner's
 // holds wait at most about standby_after + one interval rather than the whole lease.
 //
-// Work per tick: one peek per owned partition that reaped nothing in the last tick,
-// `peek_batch` partitions per round trip, then one call per partition with something due (or
-// that reaped last tick) plus one per further batch of due users: it grows with
-// the due holds, not with the number of users, and an idle tick is a few round trips (it was one
-// per partition: the idle server's main CPU cost, tests/bench/README.md "Idle reaper"). The calls
-// are small (max_users_per_call) and paced
+// Work per tick: with due nudges (SetDueNudges), a partition is looked at only when a hold may be
+// due by the next tick: its last look's next due hold (ReapResult::next_due), a due nudge since
+// (a script published one when a hold lowered the partition's earliest due time, or a
+// resubscription may have lost some), it reaped last tick, or `idle_look_interval` has passed.
+// So an idle replica's Redis calls follow what is due, not partitions x ticks. Those looked at get
+// one peek each when not known due, `peek_batch` partitions per round trip, then one call per
+// partition with something due (or that reaped last tick) plus one per further batch of due
+// users: it grows with the due holds, not with the number of users (tests/bench/README.md "Idle
+// reaper", "What a hold costs Redis"). The calls are small (max_users_per_call) and paced
 // (server/reaper/tick_pacer.h): the partitions' first calls spread over `pace_window`, at most
 // `max_in_flight` outstanding, follow-ups of full batches at once within that bound; so Redis never
 // runs a long stretch of reaper scripts while requests wait, and a backlog still drains at full
@@ -35,6 +38,8 @@
 #define ORDERHOLD_SERVER_REAPER_REAPER_H_
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -107,6 +112,13 @@ struct ReaperOptions {
   // taking them over. Zero: off. Keep it above what a healthy owner leaves (about 1.1 x interval
   // + a tick): 1.5 x interval by default (set by the App).
   absl::Duration standby_after = absl::ZeroDuration();
+  // With due nudges (SetDueNudges): a partition is looked at (peeked or called) only when its
+  // index may have a hold due by the next tick, as its last look answered (ReapResult::next_due)
+  // and no due nudge (OnDueNudge) came since; and at least this often anyway, which bounds how
+  // late a hold whose nudge was lost (pub/sub is lossy between two subscriptions) can be reaped.
+  // An idle replica's looks are then partitions / this per second (64 / 30 s ~ 2.1), not
+  // partitions per tick. Zero: every partition every tick (as without nudges).
+  absl::Duration idle_look_interval = absl::Seconds(30);
   // Event retention (--event_retention) and how often the streams are trimmed.
   absl::Duration event_retention = absl::Hours(24);
   absl::Duration event_trim_interval = absl::Seconds(10);
@@ -121,6 +133,7 @@ struct ReapStats {
   int owned = 0;              // partitions this replica reaped (all without a replica_id)
   int not_owner = 0;          // owned partitions skipped because another replica's lease held
   int standby_reaped = 0;     // of `reaped`, holds of partitions this replica does not own
+  int skipped = 0;  // partitions not looked at: nothing due by the next tick, as last seen
   absl::Duration
       redis_time;  // sum of the round trips of the reap calls and peek groups (host clock)
 };
@@ -146,6 +159,23 @@ class Reaper {
   // orderhold_reaper_last_success_timestamp_seconds. `now` overrides the store clock (tests).
   // Returns the first store error (UNAVAILABLE, DEADLINE_EXCEEDED) after doing what it could.
   absl::StatusOr<ReapStats> RunOnce(std::optional<absl::Time> now = std::nullopt);
+
+  // Due nudges (the scripts' SPUBLISH of "due" when a hold lowers its partition's earliest due
+  // time: set_due in server/store/lua/prelude.lua; store/event_nudges.h delivers them). Until
+  // this is called, and whenever `complete` answers false (some partition's nudge channel is not
+  // subscribed), every partition is looked at every tick. Call before Start(); `complete` is
+  // called from the reaper's thread and must be thread-safe.
+  void SetDueNudges(std::function<bool()> complete);
+  // A hold may have come due earlier than `partition`'s last look said (a nudge), or nudges may
+  // have been lost (a new subscription): the partition is looked at in the next tick. Thread-safe,
+  // never blocks; out-of-range partitions are ignored.
+  void OnDueNudge(int partition);
+
+  // Events were appended to `partition`'s stream or a group created on it (an event nudge): the
+  // trimmer trims it at its next interval (event_trimmer.h). Thread-safe, never blocks long.
+  void OnEventNudge(int partition) {
+    if (trimmer_.has_value()) trimmer_->OnEventNudge(partition);
+  }
 
   // Starts the background loop (first tick at once). No-op if already running.
   void Start();
@@ -183,6 +213,12 @@ class Reaper {
   // clock, or the peek failed (the error goes to `tick`; the call tries again at its slot).
   std::vector<bool> Peek(const std::vector<int>& group, absl::Duration within,
                          std::optional<absl::Time> now, Tick& tick);
+  // Whether `partition` is looked at this tick (see idle_look_interval).
+  bool NeedsLook(int partition, bool standby, absl::Time host_now) const;
+  // Whether `partition`'s last look said a hold is due now: called without a peek.
+  bool KnownDue(int partition, absl::Time host_now) const;
+  // Before a look at `partition` is sent: the nudges it covers.
+  void Sent(int partition) { sent_nudges_[partition] = due_nudges_[partition].load(); }
   // Counts one ended call into `tick` and the metrics; returns whether its partition has more due.
   bool Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
                absl::Duration round_trip, Tick& tick);
@@ -197,6 +233,18 @@ class Reaper {
   // Per partition: its calls reaped something in its last tick, so the next tick calls it
   // without a peek. Used by the thread running RunOnce (one tick at a time).
   std::vector<bool> busy_;
+  // What the reaper knows of each partition's index from its last look (the tick's thread).
+  struct View {
+    bool known = false;              // a look answered; false after an error or a lease refusal
+    std::optional<absl::Time> next;  // its next due hold (store clock); unset: the index is empty
+    absl::Time looked = absl::InfinitePast();  // host time of that answer
+    uint64_t nudges = 0;                       // due_nudges_ when that look was sent
+  };
+  std::vector<View> views_;
+  std::vector<uint64_t> sent_nudges_;  // per partition: due_nudges_ when its last look was sent
+  std::unique_ptr<std::atomic<uint64_t>[]> due_nudges_;  // per partition: nudges received
+  std::function<bool()> due_nudges_complete_;            // null: no nudges
+  absl::Duration store_offset_;  // store clock - host clock, at the last answer
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Stop() so a paced tick stops starting calls (read without mu_ by RunOnce).

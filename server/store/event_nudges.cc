@@ -20,11 +20,22 @@ absl::StatusOr<std::unique_ptr<EventNudgeSubscriber>> EventNudgeSubscriber::Star
   for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
     subscriber.channels.push_back(keys.NudgeChannel(p));  // channel index == partition
   }
-  // A nudge and a new subscription mean the same: read that partition once.
-  subscriber.on_message = [on_nudge = options.on_nudge](int partition, const std::string&) {
-    on_nudge(partition);
+  // An empty message: events were appended (read that partition once); "due": a hold may be due
+  // earlier than the reaper knew. A new subscription means both (what was published before it
+  // is lost).
+  subscriber.on_message = [on_nudge = options.on_nudge, on_due = options.on_due](
+                              int partition, const std::string& payload) {
+    if (payload.empty()) {
+      on_nudge(partition);
+    } else if (payload == "due" && on_due) {
+      on_due(partition);
+    }
   };
-  subscriber.on_subscribed = std::move(options.on_nudge);
+  subscriber.on_subscribed = [on_nudge = std::move(options.on_nudge),
+                              on_due = std::move(options.on_due)](int partition) {
+    on_nudge(partition);
+    if (on_due) on_due(partition);
+  };
   subscriber.name = "redis event nudges";
   subscriber.timings = options.timings;
   subscriber.refused_hint =

@@ -1,7 +1,10 @@
 // EventNudgeSubscriber: tells a server which partitions' event streams may have new events, from
 // the nudges the scripts that end holds publish (lua/prelude.lua end_hold: one empty SPUBLISH on
 // the partition's channel KeySchema::NudgeChannel(p) per script call that appended events), so
-// that watchers read a partition when something happened there instead of polling all of them.
+// that watchers read a partition when something happened there instead of polling all of them;
+// and which partitions' earliest due hold moved earlier (a "due" message on the same channel:
+// set_due in lua/prelude.lua), so that the reaper looks at a partition when a hold may be due
+// there instead of peeking every partition every tick (server/reaper/reaper.h).
 //
 // The subscribing itself (one connection per primary, each channel on the node serving its slot,
 // resubscribing across restarts, failovers and reshards, keepalive, backoff, logs) is the Redis
@@ -48,6 +51,11 @@ struct EventNudgeOptions {
   // received, and for every partition each time its subscription is (re)established. Must not
   // block. Required.
   std::function<void(int partition)> on_nudge;
+  // Called on a node thread with a partition whose earliest due hold may have moved earlier: a
+  // script published "due" on its channel (set_due in lua/prelude.lua), and for every partition
+  // each time its subscription is (re)established. Must not block. Null: those messages are
+  // dropped (they never reach on_nudge: no event was appended).
+  std::function<void(int partition)> on_due;
   // Keepalive, reassignment and retry pacing (redis::SubscriberTimings).
   redis::SubscriberTimings timings;
   // Where a failure to connect is logged: the store's RedisClientOptions::failure_log, so a

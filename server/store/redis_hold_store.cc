@@ -490,14 +490,15 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
       std::move(command), options.deadline,
       Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<ReapResult> {
         Ints v;
-        if (!IntArray(reply, 3, &v)) return BadReply("reap.lua");
+        if (!IntArray(reply, 4, &v)) return BadReply("reap.lua");
         ReapResult result;
         result.now = FromMillis(v[0]);
         result.more = v[1] == 1;
         result.not_owner = v[1] == -1;
         if (v[2] >= 0) result.oldest_due = FromMillis(v[2]);
-        result.reaped_expire_times.reserve(v.size() - 3);
-        for (size_t i = 3; i < v.size(); ++i) {
+        if (v[3] >= 0) result.next_due = FromMillis(v[3]);
+        result.reaped_expire_times.reserve(v.size() - 4);
+        for (size_t i = 4; i < v.size(); ++i) {
           result.reaped_expire_times.push_back(FromMillis(v[i]));
         }
         return result;

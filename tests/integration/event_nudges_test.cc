@@ -338,6 +338,7 @@ class EventNudgeSubscriberTest : public ::testing::Test {
 
   EventNudgeOptions Options() {
     EventNudgeOptions options = SubscriberOptions(topology_, recorder_);
+    options.on_due = [this](int partition) { due_.On(partition); };
     options.nudges = &metrics_.event_nudges();
     options.resubscribes = &metrics_.event_nudge_subscriptions();
     return options;
@@ -363,6 +364,7 @@ class EventNudgeSubscriberTest : public ::testing::Test {
   std::unique_ptr<RedisHoldStore> store_;
   std::shared_ptr<redis::StandaloneTopology> topology_;
   Recorder recorder_;
+  Recorder due_;  // on_due
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
 };
@@ -378,8 +380,15 @@ TEST_F(EventNudgeSubscriberTest, SubscribesEveryPartitionOnOneConnectionAndDeliv
   ASSERT_OK_AND_ASSIGN(std::string clients, redis_->Command({"CLIENT", "LIST"}));
   EXPECT_THAT(ShardSubscribers(clients), ::testing::ElementsAre(64)) << clients;
 
+  EXPECT_TRUE(due_.AllAtLeast(1));  // a subscription may have lost due nudges too
+
+  // The first hold of an empty partition lowers its earliest due time: one "due" message, to
+  // on_due only (no event was appended).
   const std::string user = UserIn(5);
   ASSERT_THAT(Place(*store_, user, "o1", absl::Hours(1)), IsOk());
+  ASSERT_TRUE(Eventually([&] { return due_.count(5) == 2; }));
+  // A later hold of the same user expires after it: no message.
+  ASSERT_THAT(Place(*store_, user, "o2", absl::Hours(2)), IsOk());
   const int before = recorder_.count(5);
   const absl::Time start = absl::Now();
   ASSERT_THAT(End(*store_, user, "o1", HoldOutcome::kCancelled), IsOk());
@@ -388,7 +397,9 @@ TEST_F(EventNudgeSubscriberTest, SubscribesEveryPartitionOnOneConnectionAndDeliv
   // Delivery is shown by the event (the Eventually above); how fast is printed as a figure, not
   // asserted (a shared 2-core machine decides that, not the code).
   const absl::Duration end_to_nudge = recorder_.last(5) - start;
-  EXPECT_EQ(MetricValue(registry_, "orderhold_event_nudges_total"), 1);
+  // The due message and the CancelHold's: the o2 placement and the end published nothing else.
+  EXPECT_EQ(MetricValue(registry_, "orderhold_event_nudges_total"), 2);
+  EXPECT_EQ(due_.count(5), 2);
   // No other partition was nudged.
   std::vector<int> counts = recorder_.counts();
   counts[5] -= 1;

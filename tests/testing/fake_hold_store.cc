@@ -368,6 +368,7 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
       if (!oldest.has_value() || *oldest > result.now - *args.standby_after) {
         result.not_owner = true;
         result.oldest_due = oldest;
+        result.next_due = oldest;
         return result;
       }
     } else if (!args.owner.empty()) {
@@ -389,6 +390,7 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
         }
       }
       ++peeks_;
+      result.next_due = result.oldest_due;
       return result;
     }
     ++reap_calls_;
@@ -411,6 +413,14 @@ void FakeHoldStore::Reap(int partition, store::ReapArgs args, store::CallOptions
     for (const std::string& user : due_users) {
       for (absl::Time expire : ExpireDue(user, result.now)) {
         result.reaped_expire_times.push_back(expire);
+      }
+    }
+    for (const auto& [user, holds] : holds_) {
+      if (PartitionOf(user) != partition) continue;
+      for (const auto& [order, held] : holds) {
+        if (!result.next_due.has_value() || held.expire < *result.next_due) {
+          result.next_due = held.expire;
+        }
       }
     }
     return result;

@@ -253,6 +253,68 @@ TEST_F(ReaperTest, AnIdleTickOnlyPeeksAndOnlyPartitionsWithDueHoldsAreCalled) {
   EXPECT_EQ(quiet->calls, 0);
 }
 
+// Due nudges (SetDueNudges): after one look at every partition, an idle replica looks at none
+// until a hold may be due by the next tick (its partition's next_due), a due nudge comes for a
+// partition, or idle_look_interval passes; while the nudges are not all subscribed it looks at
+// every partition every tick.
+TEST_F(ReaperTest, WithDueNudgesAnIdleReplicaLooksOnlyAtWhatMayBeDue) {
+  constexpr int kPartitions = orderhold::testing::FakeHoldStore::kPartitions;
+  ReaperOptions options;
+  options.idle_look_interval = absl::Seconds(30);
+  Reaper reaper(store_, metrics_, options, clock_);
+  std::atomic<bool> subscribed = true;
+  reaper.SetDueNudges([&subscribed] { return subscribed.load(); });
+  Place("later", "o", absl::Seconds(5));
+  const int later = orderhold::testing::FakeHoldStore::PartitionOf("later");
+
+  auto first = reaper.RunOnce();  // nothing known yet: every partition
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->peeks, kPartitions);
+  EXPECT_EQ(first->skipped, 0);
+  clock_.Advance(absl::Seconds(1));
+  auto idle = reaper.RunOnce();  // nothing due by the next tick anywhere
+  ASSERT_THAT(idle, IsOk());
+  EXPECT_EQ(idle->peeks + idle->calls, 0);
+  EXPECT_EQ(idle->skipped, kPartitions);
+
+  // A hold placed elsewhere without a nudge is not seen; with one, its partition is looked at.
+  Place("nudged", "o", absl::Seconds(1));
+  const int nudged = orderhold::testing::FakeHoldStore::PartitionOf("nudged");
+  ASSERT_NE(nudged, later);
+  clock_.Advance(absl::Seconds(1));
+  reaper.OnDueNudge(nudged);
+  auto woken = reaper.RunOnce();
+  ASSERT_THAT(woken, IsOk());
+  EXPECT_EQ(woken->peeks, 1);  // that partition alone: peeked, then called
+  EXPECT_EQ(woken->calls, 1);
+  EXPECT_EQ(woken->reaped, 1);
+  EXPECT_EQ(woken->skipped, kPartitions - 1);
+
+  // "later" comes due within the next tick: its partition alone is looked at, then called.
+  clock_.Advance(absl::Seconds(2));  // t = 4 s; due at 5 s
+  auto before_due = reaper.RunOnce();
+  ASSERT_THAT(before_due, IsOk());
+  EXPECT_EQ(before_due->reaped, 0);
+  clock_.Advance(absl::Seconds(1));
+  auto due = reaper.RunOnce();
+  ASSERT_THAT(due, IsOk());
+  EXPECT_EQ(due->reaped, 1);
+  EXPECT_EQ(due->peeks, 0);  // known due: called without a peek
+
+  // idle_look_interval after the first look, every partition is looked at again.
+  clock_.Advance(absl::Seconds(30));
+  auto safety = reaper.RunOnce();
+  ASSERT_THAT(safety, IsOk());
+  EXPECT_EQ(safety->skipped, 0);
+  // A subscription missing: every partition, every tick.
+  subscribed = false;
+  clock_.Advance(absl::Seconds(1));
+  auto unsubscribed = reaper.RunOnce();
+  ASSERT_THAT(unsubscribed, IsOk());
+  EXPECT_EQ(unsubscribed->skipped, 0);
+  EXPECT_EQ(unsubscribed->peeks, kPartitions);
+}
+
 TEST_F(ReaperTest, WithoutPeeksEveryPartitionIsCalled) {
   ReaperOptions options;
   options.peek_batch = 0;

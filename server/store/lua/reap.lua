@@ -45,12 +45,15 @@
 -- ARGV[6]  the calling replica's id; "" = no lease
 -- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
--- Returns  {now, more, oldest_due, expire_1, expire_2, ...}: one expire time (Unix ms) per hold
---          ended; more = 1 when the batch was full (call again), 0 when done, -1 when another
---          replica holds the lease or (standby) nothing is overdue enough (nothing done);
+-- Returns  {now, more, oldest_due, next_due, expire_1, expire_2, ...}: one expire time (Unix ms)
+--          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
+--          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
 --          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
---          lease (-1 does not mean "nothing due" then).
+--          lease (-1 does not mean "nothing due" then); next_due = the same after this call (a
+--          peek's and a refusal's: oldest_due), from the scores this call wrote and read, not
+--          read again after the writes ("Slot migrations"). The reaper sleeps on it until a nudge
+--          says a hold came due earlier (set_due in prelude.lua).
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
@@ -60,22 +63,28 @@ local prefix = ARGV[1]
 local oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
 if ARGV[8] ~= '' then
   if not oldest or oldest > now - tonumber(ARGV[8]) then
-    return {now, -1, oldest or -1}
+    return {now, -1, oldest or -1, oldest or -1}
   end
 elseif ARGV[6] ~= '' then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[6] then
-    return {now, -1, -1}
+    return {now, -1, -1, -1}
   end
   redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
 end
 
 local budget = tonumber(ARGV[2])
 if budget == 0 then
-  return {now, 0, oldest or -1}
+  return {now, 0, oldest or -1, oldest or -1}
 end
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {now, 0, oldest or -1}
+local out = {now, 0, oldest or -1, -1}
+-- The earliest score this call leaves in KEYS[1] (out[4]): the visited buckets' new scores and the
+-- first bucket not visited.
+local next_due
+local function lower_next(score)
+  next_due = math.min(next_due or score, score)
+end
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to
 -- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
@@ -101,10 +110,20 @@ end
 -- bucket's first write), each reaped; then the bucket's index entries, and its score set to its
 -- true earliest (the reaped users' next expiries and the first user not reaped). ZADDs before the
 -- ZREM, which alone may empty the bucket's key, and is its last touch ("Slot migrations").
-local buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int_str(now), 'LIMIT', '0',
-  int_str(budget))
-for _, bucket in ipairs(buckets) do
+-- The lowest `budget` + 1 buckets: the due ones among them are visited, the first one not visited
+-- gives next_due.
+local lowest_buckets = redis.call('ZRANGE', KEYS[1], '0', int_str(budget), 'WITHSCORES')
+local buckets = {}
+for i = 1, #lowest_buckets - 1, 2 do
+  if tonumber(lowest_buckets[i + 1]) > now or #buckets >= budget then
+    lower_next(tonumber(lowest_buckets[i + 1]))
+    break
+  end
+  buckets[#buckets + 1] = lowest_buckets[i]
+end
+for b, bucket in ipairs(buckets) do
   if budget <= 0 then
+    lower_next(tonumber(lowest_buckets[2 * b]))  -- not visited: still due
     break
   end
   local keys = {hd = prefix .. 'hd:' .. bucket, hb = prefix .. 'h:' .. bucket}
@@ -149,6 +168,7 @@ for _, bucket in ipairs(buckets) do
   end
   if earliest then
     redis.call('ZADD', KEYS[1], int_str(earliest), bucket)
+    lower_next(earliest)
   else
     redis.call('ZREM', KEYS[1], bucket)
   end
@@ -156,4 +176,5 @@ end
 if budget <= 0 then
   out[2] = 1
 end
+out[4] = next_due or -1
 return out
