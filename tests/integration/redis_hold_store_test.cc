@@ -496,6 +496,53 @@ TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper)
             "0");
 }
 
+// A user's second hold that expires after its first leaves the due index as it was (place_hold
+// skips set_due: nothing to change); one that expires first lowers the user's score and its
+// bucket's, and is reaped at its own expiry; the reaper reports the index's next due hold after
+// its call (ReapResult::next_due).
+TEST_F(RedisHoldStoreTest, ADueIndexWriteOnlyWhenAHoldComesFirstAndTheReaperReportsWhatIsNext) {
+  const std::string user = "alice";
+  const int partition = KeySchema::PartitionOf(user);
+  const std::string bucket = absl::StrCat(KeySchema::DueBucketOf(user));
+  const KeySchema& keys = store_->keys();
+  const auto ms = [](absl::Time t) { return absl::StrCat(absl::ToUnixMillis(t)); };
+  const auto score = [&](const std::string& key, const std::string& member) {
+    return redis_->Command({"ZSCORE", key, member}).value_or("?");
+  };
+  const auto zadds = [&] {
+    auto stats = redis_->Command({"INFO", "commandstats"});
+    const std::string text = stats.value_or("");
+    const size_t at = text.find("cmdstat_zadd:calls=");
+    return at == std::string::npos ? 0 : std::stoi(text.substr(at + 19));
+  };
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult first, Place(user, "o1", absl::Minutes(10)));
+  const int after_first = zadds();
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult later, Place(user, "o2", absl::Minutes(20)));
+  EXPECT_EQ(zadds(), after_first) << "a later hold changes nothing in the due index";
+  EXPECT_EQ(score(keys.DueBucketKey(user), user), ms(first.expire_time));
+
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult earlier, Place(user, "o3", absl::Minutes(5)));
+  EXPECT_EQ(score(keys.DueBucketKey(user), user), ms(earlier.expire_time));
+  EXPECT_EQ(score(keys.BucketIndexKey(partition), bucket), ms(earlier.expire_time));
+
+  const auto reap = [&](absl::Time at) {
+    return Await<ReapResult>([&](auto done) {
+      store_->Reap(partition, ReapArgs{}, CallOptions{absl::Now() + absl::Seconds(2), at},
+                   std::move(done));
+    });
+  };
+  ASSERT_OK_AND_ASSIGN(ReapResult none, reap(earlier.expire_time - absl::Seconds(1)));
+  EXPECT_THAT(none.reaped_expire_times, ::testing::IsEmpty());
+  EXPECT_EQ(none.next_due, earlier.expire_time);
+  ASSERT_OK_AND_ASSIGN(ReapResult one, reap(earlier.expire_time));
+  EXPECT_THAT(one.reaped_expire_times, ::testing::ElementsAre(earlier.expire_time));
+  EXPECT_EQ(one.oldest_due, earlier.expire_time);
+  EXPECT_EQ(one.next_due, first.expire_time);
+  ASSERT_OK_AND_ASSIGN(ReapResult all, reap(later.expire_time));
+  EXPECT_EQ(all.reaped_expire_times.size(), 2u);
+  EXPECT_EQ(all.next_due, std::nullopt);
+}
+
 TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
   RedisStoreOptions other_options;
   other_options.client.topology =

@@ -129,12 +129,14 @@ else
       end
     else
       result, expire = 1, now + tonumber(ARGV[3])
-      life = string.format('%d:%d:%d:0:0:', expire, now, math.max(expire, now + tonumber(ARGV[14])))
+      local cap = math.max(expire, now + tonumber(ARGV[14]))
+      life = string.format('%d:%d:%d:0:0:', expire, now, cap)
       if ARGV[13] ~= '' then
         details = string.format('%d:%d:', expire, now) .. ARGV[13]
       end
+      -- Packed here from its numbers (pack_holds would parse the life record just formatted).
       live[#live + 1] = {order = order, expire = expire, details = details ~= '' and details,
-        life = life}
+        life = life, packed = pack_hold(order, expire, now, cap, 0, NO_IDS, ARGV[13])}
       earliest = math.min(earliest or expire, expire)
       active, units = active + 1, units + quantity
       if scope ~= '' then
@@ -155,7 +157,10 @@ if removed > 0 or (result == 1 and record) then
   trim_outcomes(k, now, retention, tonumber(ARGV[7]))
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
-if removed > 0 or result == 1 then
+-- When no hold ended and the new one does not expire first, that is the earliest it had before
+-- the call: k.hd has it already (every script that writes a user's field files its earliest
+-- there: set_due) and k.bdue is at or below it, so both ZADDs would change nothing.
+if removed > 0 or (result == 1 and earliest ~= (holds[1] and holds[1].expire)) then
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,

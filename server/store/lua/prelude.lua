@@ -181,40 +181,76 @@ local migrations = {users = {}, partitions = {}}
 -- from a shape that had none) is packed with cap 0, read back as life = false, and its place time
 -- from its details (0 without).
 local HOLD_FORMAT = '>Bc0dddI4B'
+
+-- One hold packed (pack_holds), from its fields; `tail`: its details after "<expire>:<place>:"
+-- ('' for a plain hold). place_hold.lua packs the hold it creates with it directly.
+local function pack_hold(order, expire, place, cap, count, ids, tail)
+  local packed = struct.pack(HOLD_FORMAT, #order, order, expire, place, cap, count, #ids)
+  for _, id in ipairs(ids) do
+    packed = packed .. struct.pack('>Bc0', #id, id)
+  end
+  return packed .. struct.pack('>Hc0', #tail, tail)
+end
+
+local NO_IDS = {}
+
+-- Packs every hold of `holds`, in their order. A hold read by unpack_holds is copied as its bytes
+-- were (its table is never changed: a hold that changes is a new table, as extend_hold.lua
+-- builds); one with `packed` (place_hold.lua's new hold) is that; any other is packed from its
+-- order, expire, details and life record.
 local function pack_holds(holds)
   local parts = {}
-  for _, h in ipairs(holds) do
-    local place, cap, count, ids = 0, 0, 0, {}
-    if h.life then
-      place, cap, count, ids = parse_life(h.life)
-    elseif h.details then
-      place = tonumber(string.match(h.details, '^%d+:(%d+):'))
+  for i, h in ipairs(holds) do
+    local src = rawget(h, 'src')
+    if src then
+      parts[i] = string.sub(src, h.first, h.last)
+    elseif h.packed then
+      parts[i] = h.packed
+    else
+      local place, cap, count, ids = 0, 0, 0, NO_IDS
+      if h.life then
+        place, cap, count, ids = parse_life(h.life)
+      elseif h.details then
+        place = tonumber(string.match(h.details, '^%d+:(%d+):'))
+      end
+      parts[i] = pack_hold(h.order, h.expire, place, cap, count, ids,
+        h.details and string.match(h.details, '^%d+:%d+:(.*)$') or '')
     end
-    parts[#parts + 1] = struct.pack(HOLD_FORMAT, #h.order, h.order, h.expire, place, cap, count,
-      #ids)
-    for _, id in ipairs(ids) do
-      parts[#parts + 1] = struct.pack('>Bc0', #id, id)
-    end
-    local tail = h.details and string.match(h.details, '^%d+:%d+:(.*)$') or ''
-    parts[#parts + 1] = struct.pack('>Hc0', #tail, tail)
   end
   return table.concat(parts)
 end
 
--- The holds packed by pack_holds, in the order they were packed.
+-- A hold read by unpack_holds formats its life record only when something reads h.life (most
+-- calls never do: counting, a retry, saving it back unchanged).
+local LAZY_LIFE = {__index = function(h, key)
+  if key ~= 'life' then
+    return nil
+  end
+  local life = h.cap > 0 and format_life(h.expire, h.place, h.cap, h.count, h.ids)
+  rawset(h, 'life', life)
+  return life
+end}
+
+-- The holds packed by pack_holds, in the order they were packed: {order=, expire=, details=,
+-- life= (formatted when read)}, each keeping where its bytes are (src, first, last) for
+-- pack_holds.
 local function unpack_holds(value)
   local holds, pos = {}, 1
   while pos <= #value do
-    local order, expire, place, cap, count, n, tail
+    local first, order, expire, place, cap, count, n, tail = pos
     order, expire, place, cap, count, n, pos = struct.unpack(HOLD_FORMAT, value, pos)
-    local ids = {}
-    for i = 1, n do
-      ids[i], pos = struct.unpack('>Bc0', value, pos)
+    local ids = NO_IDS
+    if n > 0 then
+      ids = {}
+      for i = 1, n do
+        ids[i], pos = struct.unpack('>Bc0', value, pos)
+      end
     end
     tail, pos = struct.unpack('>Hc0', value, pos)
-    holds[#holds + 1] = {order = order, expire = expire,
+    holds[#holds + 1] = setmetatable({order = order, expire = expire,
       details = tail ~= '' and (string.format('%d:%d:', expire, place) .. tail),
-      life = cap > 0 and format_life(expire, place, cap, count, ids)}
+      src = value, first = first, last = pos - 1, place = place, cap = cap, count = count,
+      ids = ids}, LAZY_LIFE)
   end
   return holds
 end
@@ -231,14 +267,19 @@ local function bytes_before(a, b)
   return #a < #b
 end
 
+-- Earliest first, then by order_id.
+local function hold_before(a, b)
+  if a.expire ~= b.expire then
+    return a.expire < b.expire
+  end
+  return bytes_before(a.order, b.order)
+end
+
 -- Sorts holds earliest first, then by order_id.
 local function sort_holds(holds)
-  table.sort(holds, function(a, b)
-    if a.expire ~= b.expire then
-      return a.expire < b.expire
-    end
-    return bytes_before(a.order, b.order)
-  end)
+  if #holds > 1 then
+    table.sort(holds, hold_before)
+  end
 end
 
 -- The user's holds, earliest first (reads only, unless a migration moves older data: call it
