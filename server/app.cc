@@ -171,21 +171,32 @@ absl::Status App::StartEvents(const Config& config, const Clock& clock,
   events_ = std::make_unique<domain::EventService>(*redis_store_, config.events, *metrics_);
   dispatcher_ = std::make_unique<domain::EventDispatcher>(*redis_store_, config.events, clock);
   dispatcher_->Start();
-  // Scripts that end holds publish a nudge on their partition's channel: watches are woken by
-  // Redis instead of polling; the dispatcher's sweep covers what pub/sub loses.
-  // The reaper's trimmer, too: a partition with new events (or a new group) is trimmed at its next
-  // interval, one without waits longer (event_trimmer.h).
-  nudges.on_nudge = [dispatcher = dispatcher_.get(), reaper = reaper_.get()](int partition) {
-    dispatcher->OnNudge(partition);
-    reaper->OnEventNudge(partition);
+  // The reaper channels, always: a script that lowers a partition's earliest due time wakes the
+  // reaper, which otherwise sleeps until the due time it last saw (reaper.h), and a new group
+  // has the trimmer count it (event_trimmer.h).
+  store::EventNudgeOptions reaper_nudges = nudges;
+  reaper_nudges.channels = store::NudgeChannels::kReaper;
+  reaper_nudges.nudges = nullptr;
+  reaper_nudges.resubscribes = nullptr;
+  reaper_nudges.on_due = [reaper = reaper_.get()](int partition) { reaper->OnDueNudge(partition); };
+  reaper_nudges.on_group = [reaper = reaper_.get()](int partition) {
+    reaper->OnGroupCreated(partition);
   };
-  // And those that lower a partition's earliest due time wake the reaper, which otherwise sleeps
-  // until the due time it last saw (reaper.h).
-  nudges.on_due = [reaper = reaper_.get()](int partition) { reaper->OnDueNudge(partition); };
-  ORDERHOLD_ASSIGN_OR_RETURN(nudges_, store::EventNudgeSubscriber::Start(std::move(nudges)));
-  reaper_->SetDueNudges([subscriber = nudges_.get()] {
+  ORDERHOLD_ASSIGN_OR_RETURN(reaper_nudges_,
+                             store::EventNudgeSubscriber::Start(std::move(reaper_nudges)));
+  reaper_->SetDueNudges([subscriber = reaper_nudges_.get()] {
     return subscriber->subscribed_partitions() == store::KeySchema::kPartitionCount;
   });
+  // Scripts that end holds publish a nudge on their partition's event channel: watches are woken
+  // by Redis instead of polling; the dispatcher's sweep covers what pub/sub loses. Subscribed
+  // only while a watch is open here: otherwise nobody here needs them.
+  nudges.on_nudge = [dispatcher = dispatcher_.get()](int partition) {
+    dispatcher->OnNudge(partition);
+  };
+  ORDERHOLD_ASSIGN_OR_RETURN(nudges_, store::OnDemandEventNudges::Start(
+                                          std::move(nudges), [dispatcher = dispatcher_.get()] {
+                                            return dispatcher->watched();
+                                          }));
   return absl::OkStatus();
 }
 
@@ -242,7 +253,13 @@ void App::Shutdown(absl::Duration grace) {
   }
   nudges_.reset();
   if (dispatcher_ != nullptr) dispatcher_->Stop();
-  if (reaper_ != nullptr) reaper_->Stop();
+  if (reaper_ != nullptr) {
+    reaper_->Stop();
+    // Its ticks ask reaper_nudges_ whether every channel is subscribed: not once it is gone (tests
+    // call RunOnce after a shutdown).
+    reaper_->SetDueNudges(nullptr);
+  }
+  reaper_nudges_.reset();
 }
 
 }  // namespace orderhold

@@ -86,12 +86,15 @@ class App {
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop
-  // Receives due nudges from nudges_ (declared before it, destroyed after it).
+  // Receives the nudges of reaper_nudges_ (declared before it, destroyed after it).
   std::unique_ptr<reaper::Reaper> reaper_;
   // Which partitions the watches read, and the safety sweep; null with --store=noop.
   std::unique_ptr<domain::EventDispatcher> dispatcher_;
-  // Redis' nudges to dispatcher_ (destroyed first: it calls into dispatcher_); null with noop.
-  std::unique_ptr<store::EventNudgeSubscriber> nudges_;
+  // Redis' event nudges to dispatcher_, while a watch is open (destroyed first: it calls into
+  // dispatcher_); null with noop.
+  std::unique_ptr<store::OnDemandEventNudges> nudges_;
+  // Redis' reaper nudges (due, group) to reaper_; null with noop.
+  std::unique_ptr<store::EventNudgeSubscriber> reaper_nudges_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<grpc_api::HealthReporter> health_;

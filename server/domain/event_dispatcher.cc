@@ -161,6 +161,11 @@ absl::Time EventDispatcher::NextSweepAfter(absl::Time now) {
   return now + policy_.claim_interval * absl::Uniform(jitter_, 1.0, 2.0);
 }
 
+bool EventDispatcher::watched() const {
+  absl::MutexLock lock(&mu_);
+  return !groups_.empty();
+}
+
 absl::Time EventDispatcher::next_sweep() const {
   absl::MutexLock lock(&mu_);
   return next_sweep_;

@@ -109,6 +109,10 @@ class EventDispatcher {
   // member, does nothing.
   void Sweep(absl::AnyInvocable<void()> done = nullptr);
 
+  // Whether a watch is open here (a member of any group): the event nudges are subscribed only
+  // then (store::OnDemandEventNudges). Thread-safe.
+  bool watched() const;
+
   // When the next sweep is due (tests).
   absl::Time next_sweep() const;
 

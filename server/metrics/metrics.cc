@@ -118,7 +118,8 @@ Metrics::Metrics(prometheus::Registry& registry)
                             "holds in a partition).")),
       event_nudge_subscriptions_(Counter(registry, "orderhold_event_nudge_subscriptions_total",
                                          "Event nudge channel subscriptions made (each partition "
-                                         "at start, after a reconnect or a slot move).")),
+                                         "when a first watch opens, after a reconnect or a slot "
+                                         "move).")),
       // 1 ms .. 60 s, fine around one second: the lag objective is p99 <= 1.2 s.
       reaper_lag_(
           BuildHistogram()

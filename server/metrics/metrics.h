@@ -142,8 +142,9 @@ class Metrics {
   // holds in a partition this server subscribes; store/event_nudges.h).
   prometheus::Counter& event_nudges() { return event_nudges_; }
   // orderhold_event_nudge_subscriptions_total: nudge channel subscriptions made (one per partition
-  // at start, again for a node's partitions after a reconnect, and for a partition whose slot
-  // moved). Growing steadily: the subscriptions keep being lost.
+  // when the first watch opens here, again for a node's partitions after a reconnect, and for a
+  // partition whose slot moved). Growing steadily while watches stay open: the subscriptions keep
+  // being lost.
   prometheus::Counter& event_nudge_subscriptions() { return event_nudge_subscriptions_; }
   // orderhold_redis_redirects_total{kind="moved"|"ask"}: Redis Cluster redirects followed.
   prometheus::Counter& redis_redirects_moved() { return *redis_redirects_moved_; }

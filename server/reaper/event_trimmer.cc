@@ -36,7 +36,7 @@ void EventTrimmer::MaybeTrim(const std::vector<int>& partitions, absl::Time stor
   if (!due.empty()) Trim(due, store_now);
 }
 
-void EventTrimmer::OnEventNudge(int partition) {
+void EventTrimmer::OnGroupCreated(int partition) {
   absl::MutexLock lock(&mu_);
   if (partition >= 0 && static_cast<size_t>(partition) < partition_next_.size()) {
     partition_next_[static_cast<size_t>(partition)] = absl::InfinitePast();

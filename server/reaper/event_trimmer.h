@@ -3,8 +3,9 @@
 //
 // At most every `interval` (host clock) it deletes the owned partitions' events older than
 // `retention` (store clock); a partition whose last trim found no consumer group waits
-// `idle_interval` instead, unless an event nudge (OnEventNudge: events appended, or a group
-// created) came since (an idle replica's trims follow the groups, not the partitions), counting
+// `idle_interval` instead, unless a group was created there since (OnGroupCreated: the "group"
+// nudge of ensure_group.lua) (an idle replica's trims follow the groups, not the partitions),
+// counting
 // in orderhold_events_trimmed_unacked_total (with a warning
 // log) the trimmed events some consumer group had not acked, and sets
 // orderhold_events_oldest_unacked_age_seconds{group} to each group's oldest unacked event over
@@ -33,7 +34,8 @@ struct EventTrimOptions {
   absl::Duration interval = absl::Seconds(10);
   // Time between trims of a partition whose last trim found no consumer group (no stream, or a
   // stream no group reads): nothing there feeds the gauge, and its events only age. A group
-  // created since shows in the gauge within this. Capped at `retention`.
+  // created since shows in the gauge at the next interval (its "group" nudge), or within this
+  // when that nudge was lost. Capped at `retention`.
   absl::Duration idle_interval = absl::Minutes(1);
   // Trim calls outstanding at once (>= 1): they run in Redis while requests wait.
   int max_in_flight = 2;
@@ -56,10 +58,10 @@ class EventTrimmer {
   // at the next trim).
   void MaybeTrim(const std::vector<int>& partitions, absl::Time store_now);
 
-  // Events were appended to `partition`'s stream, or a group created on it (a nudge: see
+  // A consumer group was created on `partition`'s stream (a "group" nudge: see
   // store/event_nudges.h): its next trim is at the next interval, even after one that found no
   // group. Thread-safe; out-of-range partitions are ignored.
-  void OnEventNudge(int partition);
+  void OnGroupCreated(int partition);
 
  private:
   void Trim(const std::vector<int>& partitions, absl::Time store_now);

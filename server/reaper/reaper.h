@@ -160,8 +160,9 @@ class Reaper {
   // Returns the first store error (UNAVAILABLE, DEADLINE_EXCEEDED) after doing what it could.
   absl::StatusOr<ReapStats> RunOnce(std::optional<absl::Time> now = std::nullopt);
 
-  // Due nudges (the scripts' SPUBLISH of "due" when a hold lowers its partition's earliest due
-  // time: set_due in server/store/lua/prelude.lua; store/event_nudges.h delivers them). Until
+  // Due nudges (the scripts' SPUBLISH of "due" on the partition's reaper channel when a hold
+  // lowers its earliest due time: set_due in server/store/lua/prelude.lua; store/event_nudges.h
+  // delivers them). Until
   // this is called, and whenever `complete` answers false (some partition's nudge channel is not
   // subscribed), every partition is looked at every tick. Call before Start(); `complete` is
   // called from the reaper's thread and must be thread-safe.
@@ -171,10 +172,10 @@ class Reaper {
   // never blocks; out-of-range partitions are ignored.
   void OnDueNudge(int partition);
 
-  // Events were appended to `partition`'s stream or a group created on it (an event nudge): the
-  // trimmer trims it at its next interval (event_trimmer.h). Thread-safe, never blocks long.
-  void OnEventNudge(int partition) {
-    if (trimmer_.has_value()) trimmer_->OnEventNudge(partition);
+  // A consumer group was created on `partition`'s stream (a "group" nudge): the trimmer trims it
+  // at its next interval (event_trimmer.h). Thread-safe, never blocks long.
+  void OnGroupCreated(int partition) {
+    if (trimmer_.has_value()) trimmer_->OnGroupCreated(partition);
   }
 
   // Starts the background loop (first tick at once). No-op if already running.

@@ -73,6 +73,10 @@ std::string KeySchema::NudgeChannel(int partition) const {
   return absl::StrCat(PartitionPrefix(partition), "nudge");
 }
 
+std::string KeySchema::ReaperChannel(int partition) const {
+  return absl::StrCat(PartitionPrefix(partition), "reaper");
+}
+
 std::string KeySchema::ReplicasKey() const { return absl::StrCat(prefix_, ":replicas"); }
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {

@@ -132,6 +132,9 @@ class KeySchema {
   // The partition's nudge channel (see the table above): EventsKey(partition) with "events"
   // replaced by "nudge", as the scripts derive it. Subscribed to by EventNudgeSubscriber.
   std::string NudgeChannel(int partition) const;
+  // The partition's reaper channel (see the table above): the bucket index key with "bdue"
+  // replaced by "reaper", as the scripts derive it ("due" and "group" messages: event_nudges.h).
+  std::string ReaperChannel(int partition) const;
   std::string ReplicasKey() const;
   // The prefix of every key of `partition`, "<prefix>:{<partition>}:":
   // OutcomesKey(id) == PartitionPrefix(PartitionOf(id)) + "x:" + id. 0 <= partition <

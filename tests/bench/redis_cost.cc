@@ -10,6 +10,9 @@
 //
 // --op (each a closed loop with --in_flight calls outstanding):
 //   place          PlaceHold order "o1", plain (no scope, quantity 1), max_holds 3, --ttl
+//   place_random   the same for users drawn uniformly at random (with repeats) from [0, users),
+//                  as redis-benchmark -r draws the minimal design's keys: on an empty store,
+//                  users x (1 - 1/e) creations and the rest retries when calls = users
 //   place_refused  PlaceHold order "o2" with max_holds 1: refused when the user holds o1
 //   place_scoped   PlaceHold order "o1" in scope "event-1", quantity 2, scope limits 2 holds and
 //                  8 units, max_units 12 (every level checked)
@@ -28,6 +31,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -47,6 +51,11 @@ ABSL_FLAG(std::string, user_prefix, "u", "User id prefix.");
 ABSL_FLAG(absl::Duration, ttl, absl::Hours(1), "Hold ttl.");
 ABSL_FLAG(int, in_flight, 32, "Calls outstanding at once.");
 ABSL_FLAG(int, connections, 4, "Redis connections.");
+ABSL_FLAG(
+    absl::Duration, inline_wait, absl::ZeroDuration(),
+    "The store client's inline_wait (the server's --redis_inline_wait; 0: every round trip on "
+    "the client's I/O threads, so calls pipeline and Redis stays busy as under "
+    "redis-benchmark).");
 
 namespace orderhold::store {
 namespace {
@@ -154,6 +163,7 @@ int Run() {
   options.client.db = endpoint->db;
   options.client.topology = std::make_shared<redis::StandaloneTopology>(endpoint->hosts.front());
   options.client.connections = absl::GetFlag(FLAGS_connections);
+  options.client.inline_wait = absl::GetFlag(FLAGS_inline_wait);
   options.client.command_timeout = absl::Seconds(10);
   options.client.node.connect_timeout = absl::Seconds(2);
   options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
@@ -170,9 +180,11 @@ int Run() {
     outcomes = ReapAll(store);
   } else {
     Loop loop(absl::GetFlag(FLAGS_in_flight));
+    absl::BitGen random;
     for (int64_t i = first; i < first + calls; ++i) {
-      const std::string user =
-          absl::StrCat(absl::GetFlag(FLAGS_user_prefix), (i % users) * 1000003 % users);
+      const int64_t index = op == "place_random" ? absl::Uniform<int64_t>(random, 0, users)
+                                                 : (i % users) * 1000003 % users;
+      const std::string user = absl::StrCat(absl::GetFlag(FLAGS_user_prefix), index);
       loop.Acquire();
       auto placed = [&loop](absl::StatusOr<PlaceHoldResult> result) {
         loop.Release(result.ok() ? PlaceOutcomeName(result->outcome) : "", result.status());
@@ -180,7 +192,7 @@ int Run() {
       auto ended = [&loop](absl::StatusOr<EndHoldResult> result) {
         loop.Release(result.ok() ? "ended" : "", result.status());
       };
-      if (op == "place" || op == "place_refused" || op == "expired_setup") {
+      if (op == "place" || op == "place_random" || op == "place_refused" || op == "expired_setup") {
         PlaceHoldArgs args{
             user, op == "place_refused" ? "o2" : "o1", ttl, op == "place_refused" ? 1 : 3, 0, {}};
         CallOptions call = Deadline();

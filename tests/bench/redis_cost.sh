@@ -8,13 +8,20 @@
 #
 # 1 operations  orderhold-redis-cost (tests/bench/redis_cost.cc) drives each operation through the
 #               production store (RedisHoldStore: the build's Functions library, 4 connections,
-#               32 calls outstanding, pipelined as the server sends them), over --users users
-#               (default 1,000,000), each user once, in this order: PlaceHold creating one plain
+#               32 calls outstanding, pipelined on the client's I/O threads as a loaded server
+#               sends them: Redis reads several commands per wake-up), over --users users
+#               (default 1,000,000), each user once, in this order: PlaceHold of users drawn at
+#               random as the minimal design's below (a fresh set: ~63 % creations, ~37 % retries:
+#               the like-for-like comparison); PlaceHold creating one plain
 #               hold per user; the same again (a client's retry: already held); a refusal (a second
 #               order with max_holds 1); GetHold; ListHolds; ExtendHold; Pay (half the users);
 #               CancelHold (the other half); a scoped PlaceHold with quantity 2 (other users: every
 #               level checked); and the reaper per ended hold (a tenth as many users get a hold
 #               placed in the past, then store Reap calls of 4 users end them all).
+#               Then "place, one at a time": first holds of other users (at most 200,000) with
+#               the server's default --redis_inline_wait=1ms, as a lightly loaded server sends a
+#               lone call: one command per round trip, so Redis wakes up for each (the same
+#               script; the CPU per call shows what the wake-ups cost Redis).
 #               Per operation, from deltas around its run: script time per call (INFO
 #               commandstats: FCALL usec / calls, the time inside the script) and Redis CPU per
 #               call (INFO cpu: used_cpu_user + used_cpu_sys, every thread of redis-server,
@@ -113,6 +120,7 @@ cost() { "${COST}" --redis_url="${URL}" --users="${USERS}" "$@"; }
 # 1. Each operation through the production store.
 HALF=$((USERS / 2))
 REAPED=$(((USERS + 9) / 10))
+measure "place, drawn at random" cost --op=place_random --user_prefix=r --calls="${USERS}"
 measure place cost --op=place --calls="${USERS}"
 measure place_retry cost --op=place --calls="${USERS}"
 measure place_refused cost --op=place_refused --calls="${USERS}"
@@ -122,6 +130,9 @@ measure extend cost --op=extend --calls="${USERS}"
 measure pay cost --op=pay --calls="${HALF}"
 measure cancel cost --op=cancel --first="${HALF}" --calls="$((USERS - HALF))"
 measure place_scoped cost --op=place_scoped --user_prefix=s --calls="${USERS}"
+LONE=$((USERS < 200000 ? USERS : 200000))
+measure "place, one at a time" cost --op=place --user_prefix=i --users="${LONE}" --calls="${LONE}" \
+  --inline_wait=1ms
 cost --op=expired_setup --user_prefix=e --users="${REAPED}" --calls="${REAPED}" >&2
 measure reap cost --op=reap
 REAP_ENDED="$(jq -r 'select(.name == "reap") | .line' "${ROWS}" | grep -o 'reaped=[0-9]*' | cut -d= -f2)"

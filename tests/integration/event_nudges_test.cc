@@ -8,6 +8,7 @@
 #include "server/store/event_nudges.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -338,7 +339,6 @@ class EventNudgeSubscriberTest : public ::testing::Test {
 
   EventNudgeOptions Options() {
     EventNudgeOptions options = SubscriberOptions(topology_, recorder_);
-    options.on_due = [this](int partition) { due_.On(partition); };
     options.nudges = &metrics_.event_nudges();
     options.resubscribes = &metrics_.event_nudge_subscriptions();
     return options;
@@ -380,14 +380,8 @@ TEST_F(EventNudgeSubscriberTest, SubscribesEveryPartitionOnOneConnectionAndDeliv
   ASSERT_OK_AND_ASSIGN(std::string clients, redis_->Command({"CLIENT", "LIST"}));
   EXPECT_THAT(ShardSubscribers(clients), ::testing::ElementsAre(64)) << clients;
 
-  EXPECT_TRUE(due_.AllAtLeast(1));  // a subscription may have lost due nudges too
-
-  // The first hold of an empty partition lowers its earliest due time: one "due" message, to
-  // on_due only (no event was appended).
   const std::string user = UserIn(5);
   ASSERT_THAT(Place(*store_, user, "o1", absl::Hours(1)), IsOk());
-  ASSERT_TRUE(Eventually([&] { return due_.count(5) == 2; }));
-  // A later hold of the same user expires after it: no message.
   ASSERT_THAT(Place(*store_, user, "o2", absl::Hours(2)), IsOk());
   const int before = recorder_.count(5);
   const absl::Time start = absl::Now();
@@ -397,9 +391,7 @@ TEST_F(EventNudgeSubscriberTest, SubscribesEveryPartitionOnOneConnectionAndDeliv
   // Delivery is shown by the event (the Eventually above); how fast is printed as a figure, not
   // asserted (a shared 2-core machine decides that, not the code).
   const absl::Duration end_to_nudge = recorder_.last(5) - start;
-  // The due message and the CancelHold's: the o2 placement and the end published nothing else.
-  EXPECT_EQ(MetricValue(registry_, "orderhold_event_nudges_total"), 2);
-  EXPECT_EQ(due_.count(5), 2);
+  EXPECT_EQ(MetricValue(registry_, "orderhold_event_nudges_total"), 1);
   // No other partition was nudged.
   std::vector<int> counts = recorder_.counts();
   counts[5] -= 1;
@@ -414,6 +406,82 @@ TEST_F(EventNudgeSubscriberTest, SubscribesEveryPartitionOnOneConnectionAndDeliv
               absl::FormatDuration(end_to_nudge).c_str(), latency.size(),
               absl::FormatDuration(latency[latency.size() / 2]).c_str(),
               absl::FormatDuration(latency.back()).c_str());
+}
+
+// The reaper channels: every partition reported once subscribed (to both callbacks); the first
+// hold of an empty partition lowers its earliest due time: one "due" message; a later hold and an
+// end publish none there; a new consumer group publishes "group".
+TEST_F(EventNudgeSubscriberTest, ReaperChannelsCarryDueAndGroupNudges) {
+  Recorder group;
+  EventNudgeOptions options = SubscriberOptions(topology_, recorder_);
+  options.channels = NudgeChannels::kReaper;
+  options.on_nudge = nullptr;
+  options.on_due = [this](int partition) { due_.On(partition); };
+  options.on_group = [&group](int partition) { group.On(partition); };
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<EventNudgeSubscriber> subscriber,
+                       EventNudgeSubscriber::Start(options));
+  ASSERT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
+  EXPECT_TRUE(due_.AllAtLeast(1));
+  EXPECT_TRUE(group.AllAtLeast(1));
+
+  const std::string user = UserIn(5);
+  ASSERT_THAT(Place(*store_, user, "o1", absl::Hours(1)), IsOk());
+  ASSERT_TRUE(Eventually([&] { return due_.count(5) == 2; }));
+  ASSERT_THAT(Place(*store_, user, "o2", absl::Hours(2)), IsOk());
+  ASSERT_THAT(End(*store_, user, "o1", HoldOutcome::kCancelled), IsOk());
+  ASSERT_OK_AND_ASSIGN(bool created, Await<bool>([&](auto done) {
+                         store_->EnsureGroup(
+                             5, "billing", GroupStart::kLatest,
+                             CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
+                             std::move(done));
+                       }));
+  EXPECT_TRUE(created);
+  ASSERT_TRUE(Eventually([&] { return group.count(5) == 2; }));
+  // Nothing else published on the reaper channels: one message each, and no event nudge.
+  std::vector<int> due = due_.counts();
+  due[5] -= 1;
+  EXPECT_THAT(due, ::testing::Each(1));
+  std::vector<int> groups = group.counts();
+  groups[5] -= 1;
+  EXPECT_THAT(groups, ::testing::Each(1));
+  EXPECT_THAT(recorder_.counts(), ::testing::Each(0));
+  // The event channels need on_nudge, which these options lack.
+  EventNudgeOptions events = options;
+  events.channels = NudgeChannels::kEvents;
+  EXPECT_EQ(EventNudgeSubscriber::Start(events).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// On demand: no connection while no watch wants the nudges; subscribed once one does; closed
+// `linger` after the last stopped wanting them.
+TEST_F(EventNudgeSubscriberTest, OnDemandSubscribesOnlyWhileWanted) {
+  std::atomic<bool> wanted = false;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<OnDemandEventNudges> nudges,
+                       OnDemandEventNudges::Start(
+                           Options(), [&wanted] { return wanted.load(); },
+                           /*linger=*/absl::Milliseconds(300),
+                           /*check_every=*/absl::Milliseconds(20)));
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_FALSE(nudges->running());
+  ASSERT_OK_AND_ASSIGN(std::string before, redis_->Command({"CLIENT", "LIST"}));
+  EXPECT_THAT(ShardSubscribers(before), ::testing::IsEmpty()) << before;
+
+  wanted = true;
+  ASSERT_TRUE(Eventually([&] { return recorder_.AllAtLeast(1); }));  // subscribed everywhere
+  EXPECT_TRUE(nudges->running());
+  const std::string user = UserIn(7);
+  ASSERT_THAT(Place(*store_, user, "o1", absl::Hours(1)), IsOk());
+  ASSERT_THAT(End(*store_, user, "o1", HoldOutcome::kPaid), IsOk());
+  ASSERT_TRUE(Eventually([&] { return recorder_.count(7) == 2; }));
+
+  wanted = false;
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_TRUE(nudges->running()) << "lingers";
+  ASSERT_TRUE(Eventually([&] { return !nudges->running(); }));
+  ASSERT_TRUE(Eventually([&] {
+    auto clients = redis_->Command({"CLIENT", "LIST"});
+    return clients.ok() && ShardSubscribers(*clients).empty();
+  }));
 }
 
 // Redis restarted on the same port: the subscriber connects again, reports every partition

@@ -1,5 +1,5 @@
 // The event trimmer's schedule on a recording event log: partitions with consumer groups every
-// interval, those without only every idle_interval, unless an event nudge came for them.
+// interval, those without only every idle_interval, unless a group was created there since.
 #include "server/reaper/event_trimmer.h"
 
 #include <map>
@@ -53,7 +53,7 @@ class RecordingEventLog : public store::HoldEventLog {
   std::vector<int> trimmed_;
 };
 
-TEST(EventTrimmerTest, PartitionsWithoutGroupsWaitTheIdleIntervalUnlessNudged) {
+TEST(EventTrimmerTest, PartitionsWithoutGroupsWaitTheIdleIntervalUntilOneIsCreated) {
   orderhold::testing::FakeClock clock;
   RecordingEventLog log;
   prometheus::Registry registry;
@@ -75,10 +75,10 @@ TEST(EventTrimmerTest, PartitionsWithoutGroupsWaitTheIdleIntervalUnlessNudged) {
   trimmer.MaybeTrim(owned, clock.Now());
   EXPECT_THAT(log.Take(), ElementsAre(1));  // the one with a group
 
-  // A group created on partition 2 (its creation publishes an event nudge): trimmed at the next
+  // A group created on partition 2 (its creation publishes a "group" nudge): trimmed at the next
   // interval, and from then on every interval.
   log.SetGroup(2, "billing");
-  trimmer.OnEventNudge(2);
+  trimmer.OnGroupCreated(2);
   clock.Advance(absl::Seconds(10));
   trimmer.MaybeTrim(owned, clock.Now());
   EXPECT_THAT(log.Take(), ElementsAre(1, 2));

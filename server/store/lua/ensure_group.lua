@@ -7,10 +7,10 @@
 -- ARGV[1]  the group name
 -- ARGV[2]  where a new group starts: "0" (the oldest retained event) or "$" (only new events)
 -- Returns  1 when the group was created, 0 when it already existed.
--- Nudge    when it creates the group, one empty SPUBLISH on the partition's nudge channel (as
---          end_hold in prelude.lua: the stream key with "events" replaced by "nudge"), so the
---          reaper that trims the stream counts the new group at its next trim rather than after
---          its idle interval (server/reaper/event_trimmer.h); a refused publish is ignored.
+-- Nudge    when it creates the group, one SPUBLISH of "group" on the partition's reaper channel
+--          (the stream key with "events" replaced by "reaper": KeySchema::ReaperChannel), so
+--          the reaper that trims the stream counts the new group at its next trim rather than
+--          after its idle interval (server/reaper/event_trimmer.h); a refused publish is ignored.
 local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], ARGV[2], 'MKSTREAM')
 if type(created) == 'table' and created.err then
   if string.find(created.err, 'BUSYGROUP', 1, true) then
@@ -18,5 +18,5 @@ if type(created) == 'table' and created.err then
   end
   return redis.error_reply(created.err)
 end
-redis.pcall('SPUBLISH', string.sub(KEYS[1], 1, -7) .. 'nudge', '')
+redis.pcall('SPUBLISH', string.sub(KEYS[1], 1, -7) .. 'reaper', 'group')
 return 1

@@ -39,8 +39,8 @@
 --                  0 unknown order (never placed, or its record is older than the retention)
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" when it
---          moves the partition's earliest due time earlier (set_due in prelude.lua)
+--          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],

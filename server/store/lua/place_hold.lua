@@ -57,8 +57,8 @@
 --                  ("" when it has none); else ""
 --          life    results 1 and 0: the hold's life record; else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" when it
---          moves the partition's earliest due time earlier (set_due in prelude.lua)
+--          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, load_holds, split_due, save_holds, quantity_scope, set_due, expire_due,
 -- trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.

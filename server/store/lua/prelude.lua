@@ -57,18 +57,19 @@ end
 -- Due nudge: when the bucket's score was added or lowered (ZADD CH) and the bucket is now the
 -- partition's first, the partition's earliest due time moved earlier, and the reapers that sleep
 -- until the old one (server/reaper/reaper.h) must look again: one SPUBLISH of "due" on the
--- partition's nudge channel (see end_hold; derived from k.bdue, "<prefix>:{<p>}:bdue", which
--- every caller has). Rare: a hold with the usual ttl expires after the ones already held, so
+-- partition's reaper channel "<prefix>:{<p>}:reaper" (KeySchema::ReaperChannel; derived from
+-- k.bdue, "<prefix>:{<p>}:bdue", which every caller has; by redis.pcall, as end_hold's nudge).
+-- Rare: a hold with the usual ttl expires after the ones already held, so
 -- only the first hold of an empty partition, or a shorter ttl, publishes. k.bdue is read after
 -- its ZADD, which cannot have emptied it.
 local function set_due(k, user, earliest)
   if earliest then
     local score = int_str(earliest)
-    local bucket = string.match(k.hd, ':hd:(%d+)$')
+    local bucket = string.sub(k.hd, (string.find(k.hd, '}:hd:', 1, true)) + 5)
     redis.call('ZADD', k.hd, score, user)
     if redis.call('ZADD', k.bdue, 'LT', 'CH', score, bucket) == 1 and
         redis.call('ZRANGE', k.bdue, '0', '0')[1] == bucket then
-      redis.pcall('SPUBLISH', string.sub(k.bdue, 1, -5) .. 'nudge', 'due')
+      redis.pcall('SPUBLISH', string.sub(k.bdue, 1, -5) .. 'reaper', 'due')
     end
   else
     redis.call('ZREM', k.hd, user)

@@ -54,10 +54,11 @@ end
 -- x:<user>, which outlives them by the outcome retention (end_hold writes them there again;
 -- trim_outcomes drops them with the record).
 local function v1_merge(k, user, holds, writes)
-  local prefix = string.match(k.hb, '^(.*}:)h:%d+$')
-  if not prefix then
+  local at = string.find(k.hb, '}:h:', 1, true)  -- a plain find: no pattern on the hot path
+  if not at then
     return holds  -- not a holds bucket of keys.h (a tool calling a script by hand): no old shape
   end
+  local prefix = string.sub(k.hb, 1, at + 1)
   local v1 = prefix .. 'u:' .. user
   local guard = k.hd or k.hb
   if not v1_exists(v1, guard) then
