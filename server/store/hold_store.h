@@ -257,10 +257,11 @@ struct ReapResult {
   // earlier instant at which nothing was due any more (RedisHoldStore: a bucket's score left
   // early by a Pay, which the call that visits it sets right), never a later one.
   std::optional<absl::Time> oldest_due;
-  // The same after the call: the earliest expire_time it leaves in the index (a peek's and a
-  // refusal's: oldest_due; unset when the index is left empty, or when another owner holds the
-  // lease). May be early as oldest_due may, never late unless a hold placed since lowered it (the
-  // store then publishes a due nudge: event_nudges.h). The reaper sleeps on it (reaper.h).
+  // The earliest expire_time the call leaves in the index, or earlier (RedisHoldStore: oldest_due
+  // when nothing was due, the store's `now` when the call ended holds or visited a bucket: the
+  // next peek tells); unset when the index is empty, or when another owner holds the lease. Never
+  // late unless a hold placed since lowered it (the store then publishes a due nudge:
+  // event_nudges.h). The reaper sleeps on it (reaper.h).
   std::optional<absl::Time> next_due;
 };
 

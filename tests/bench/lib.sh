@@ -18,6 +18,8 @@
 #   start_redis       a redis-server on a free port, no persistence, logging to ${WORK}/redis.log:
 #                     sets REDIS_PORT and REDIS_PID (also appended to the caller's PIDS), waits
 #                     until it listens
+#   bench_redis       a benchmark's start: a scratch ${WORK} and an empty PIDS (both removed at exit:
+#                     stop_pids_and_work), then start_redis, and rcli ARGS... (redis-cli to it)
 #   proc_cpu_s PID    CPU seconds (user + system) process PID has used so far
 #   children_cpu_s    CPU seconds (user + system) of the children the script's main shell ($$)
 #                     has waited for (cutime + cstime of /proc/$$/stat): read before and after a
@@ -141,6 +143,14 @@ start_redis() {
   REDIS_PID=$!
   PIDS+=("${REDIS_PID}")
   wait_port "${REDIS_PORT}"
+}
+
+bench_redis() {
+  WORK="$(mktemp -d)"
+  PIDS=()
+  trap stop_pids_and_work EXIT
+  start_redis
+  rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
 }
 
 # Seconds in fields N and N+1 of a /proc/<pid>/stat file (clock ticks); the command name (field 2)

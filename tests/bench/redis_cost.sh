@@ -82,13 +82,9 @@ for bin in "${COST}" "${SERVER}" "${SEED}"; do
 done
 
 mkdir -p "${OUT}"
-WORK="$(mktemp -d)"
-PIDS=()
 # shellcheck source=tests/bench/lib.sh
 source "${REPO}/tests/bench/lib.sh"
-trap stop_pids_and_work EXIT
-start_redis
-rcli() { redis-cli -p "${REDIS_PORT}" "$@"; }
+bench_redis
 URL="redis://127.0.0.1:${REDIS_PORT}"
 ROWS="${WORK}/rows.jsonl"
 : >"${ROWS}"

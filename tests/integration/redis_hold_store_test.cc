@@ -498,8 +498,8 @@ TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper)
 
 // A user's second hold that expires after its first leaves the due index as it was (place_hold
 // skips set_due: nothing to change); one that expires first lowers the user's score and its
-// bucket's, and is reaped at its own expiry; the reaper reports the index's next due hold after
-// its call (ReapResult::next_due).
+// bucket's, and is reaped at its own expiry; the reaper reports the index's next due hold (a call
+// that ended holds: "now", look again).
 TEST_F(RedisHoldStoreTest, ADueIndexWriteOnlyWhenAHoldComesFirstAndTheReaperReportsWhatIsNext) {
   const std::string user = "alice";
   const int partition = KeySchema::PartitionOf(user);
@@ -537,10 +537,13 @@ TEST_F(RedisHoldStoreTest, ADueIndexWriteOnlyWhenAHoldComesFirstAndTheReaperRepo
   ASSERT_OK_AND_ASSIGN(ReapResult one, reap(earlier.expire_time));
   EXPECT_THAT(one.reaped_expire_times, ::testing::ElementsAre(earlier.expire_time));
   EXPECT_EQ(one.oldest_due, earlier.expire_time);
-  EXPECT_EQ(one.next_due, first.expire_time);
+  EXPECT_EQ(one.next_due, one.now);
+  ASSERT_OK_AND_ASSIGN(ReapResult peek, reap(earlier.expire_time + absl::Seconds(1)));
+  EXPECT_EQ(peek.next_due, first.expire_time);
   ASSERT_OK_AND_ASSIGN(ReapResult all, reap(later.expire_time));
   EXPECT_EQ(all.reaped_expire_times.size(), 2u);
-  EXPECT_EQ(all.next_due, std::nullopt);
+  ASSERT_OK_AND_ASSIGN(ReapResult empty, reap(later.expire_time + absl::Seconds(1)));
+  EXPECT_EQ(empty.next_due, std::nullopt);
 }
 
 TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {

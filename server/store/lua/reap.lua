@@ -50,10 +50,12 @@
 --          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
 --          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
 --          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
---          lease (-1 does not mean "nothing due" then); next_due = the same after this call (a
---          peek's and a refusal's: oldest_due), from the scores this call wrote and read, not
---          read again after the writes ("Slot migrations"). The reaper sleeps on it until a nudge
---          says a hold came due earlier (set_due in prelude.lua).
+--          lease (-1 does not mean "nothing due" then); next_due = the earliest score left after
+--          this call, or earlier: oldest_due when nothing was due (a peek's and a refusal's too),
+--          `now` when the call visited a bucket (the next look finds the true one: reading it
+--          here would mean scores formatted for every call, or a read after the writes, which
+--          "Slot migrations" forbids). The reaper sleeps on it until a nudge says a hold came
+--          due earlier (set_due in prelude.lua).
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua)
 -- Helpers: see prelude.lua, prepended when the script is embedded.
@@ -78,13 +80,7 @@ if budget == 0 then
   return {now, 0, oldest or -1, oldest or -1}
 end
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
-local out = {now, 0, oldest or -1, -1}
--- The earliest score this call leaves in KEYS[1] (out[4]): the visited buckets' new scores and the
--- first bucket not visited.
-local next_due
-local function lower_next(score)
-  next_due = math.min(next_due or score, score)
-end
+local out = {now, 0, oldest or -1, oldest or -1}
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to
 -- `out`) and returns the user's next expiry (a number), or nil when it has no hold left. Reads
@@ -110,20 +106,13 @@ end
 -- bucket's first write), each reaped; then the bucket's index entries, and its score set to its
 -- true earliest (the reaped users' next expiries and the first user not reaped). ZADDs before the
 -- ZREM, which alone may empty the bucket's key, and is its last touch ("Slot migrations").
--- The lowest `budget` + 1 buckets: the due ones among them are visited, the first one not visited
--- gives next_due.
-local lowest_buckets = redis.call('ZRANGE', KEYS[1], '0', int_str(budget), 'WITHSCORES')
-local buckets = {}
-for i = 1, #lowest_buckets - 1, 2 do
-  if tonumber(lowest_buckets[i + 1]) > now or #buckets >= budget then
-    lower_next(tonumber(lowest_buckets[i + 1]))
-    break
-  end
-  buckets[#buckets + 1] = lowest_buckets[i]
+local buckets = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', int_str(now), 'LIMIT', '0',
+  int_str(budget))
+if #buckets > 0 then
+  out[4] = now
 end
-for b, bucket in ipairs(buckets) do
+for _, bucket in ipairs(buckets) do
   if budget <= 0 then
-    lower_next(tonumber(lowest_buckets[2 * b]))  -- not visited: still due
     break
   end
   local keys = {hd = prefix .. 'hd:' .. bucket, hb = prefix .. 'h:' .. bucket}
@@ -168,7 +157,6 @@ for b, bucket in ipairs(buckets) do
   end
   if earliest then
     redis.call('ZADD', KEYS[1], int_str(earliest), bucket)
-    lower_next(earliest)
   else
     redis.call('ZREM', KEYS[1], bucket)
   end
@@ -176,5 +164,4 @@ end
 if budget <= 0 then
   out[2] = 1
 end
-out[4] = next_due or -1
 return out
