@@ -148,6 +148,9 @@ end
 
 -- The life record of a hold expiring at `expire` (LIFE above; parse_life's values).
 local function format_life(expire, place, cap, count, ids)
+  if #ids == 0 then  -- most holds: never extended with a request id
+    return string.format('%d:%d:%d:%d:0:', expire, place, cap, count)
+  end
   local parts = {string.format('%d:%d:%d:%d:%d:', expire, place, cap, count, #ids)}
   for _, id in ipairs(ids) do
     parts[#parts + 1] = int_str(#id) .. ':' .. id
@@ -223,35 +226,42 @@ end
 
 -- A hold read by unpack_holds formats its life record only when something reads h.life (most
 -- calls never do: counting, a retry, saving it back unchanged).
+-- (its place, cap, count and request ids are read again from its bytes then).
 local LAZY_LIFE = {__index = function(h, key)
   if key ~= 'life' then
     return nil
   end
-  local life = h.cap > 0 and format_life(h.expire, h.place, h.cap, h.count, h.ids)
+  local _, _, place, cap, count, n, pos = struct.unpack(HOLD_FORMAT, h.src, h.first)
+  local life = false
+  if cap > 0 then
+    local ids = NO_IDS
+    if n > 0 then
+      ids = {}
+      for i = 1, n do
+        ids[i], pos = struct.unpack('>Bc0', h.src, pos)
+      end
+    end
+    life = format_life(h.expire, place, cap, count, ids)
+  end
   rawset(h, 'life', life)
   return life
 end}
 
 -- The holds packed by pack_holds, in the order they were packed: {order=, expire=, details=,
 -- life= (formatted when read)}, each keeping where its bytes are (src, first, last) for
--- pack_holds.
+-- pack_holds and its life record.
 local function unpack_holds(value)
   local holds, pos = {}, 1
   while pos <= #value do
-    local first, order, expire, place, cap, count, n, tail = pos
-    order, expire, place, cap, count, n, pos = struct.unpack(HOLD_FORMAT, value, pos)
-    local ids = NO_IDS
-    if n > 0 then
-      ids = {}
-      for i = 1, n do
-        ids[i], pos = struct.unpack('>Bc0', value, pos)
-      end
+    local first, order, expire, place, n, tail, _ = pos
+    order, expire, place, _, _, n, pos = struct.unpack(HOLD_FORMAT, value, pos)
+    for _ = 1, n do  -- the request ids: read by LAZY_LIFE when needed
+      _, pos = struct.unpack('>Bc0', value, pos)
     end
     tail, pos = struct.unpack('>Hc0', value, pos)
     holds[#holds + 1] = setmetatable({order = order, expire = expire,
       details = tail ~= '' and (string.format('%d:%d:', expire, place) .. tail),
-      src = value, first = first, last = pos - 1, place = place, cap = cap, count = count,
-      ids = ids}, LAZY_LIFE)
+      src = value, first = first, last = pos - 1}, LAZY_LIFE)
   end
   return holds
 end
