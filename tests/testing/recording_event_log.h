@@ -1,7 +1,8 @@
 // RecordingEventLog: a HoldEventLog for domain unit tests that answers at once, inline, and
 // records the calls. Every group is new; every acked id was pending; ReadEvents returns as many
 // events as `events_per_read` says for the partition (default none); CheckGroups returns what
-// `SetWork` scripted for the partition, or `SetCheckError`'s error. Delivery semantics are
+// `SetWork` scripted for the partition, or `SetCheckError`'s error; TrimEvents trims nothing and
+// reports the groups `SetTrimGroups` gave the partition (none by default). Delivery semantics are
 // Redis' own and are tested against a real redis-server, not here. Thread-safe.
 #ifndef ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
 #define ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
@@ -75,9 +76,17 @@ class RecordingEventLog final : public store::HoldEventLog {
     }
     std::move(done)(n);
   }
-  void TrimEvents(int /*partition*/, absl::Time /*cutoff*/, store::CallOptions /*options*/,
+  void TrimEvents(int partition, absl::Time /*cutoff*/, store::CallOptions /*options*/,
                   store::Callback<store::TrimEventsResult> done) override {
-    std::move(done)(store::TrimEventsResult{});
+    store::TrimEventsResult result;
+    {
+      absl::MutexLock lock(&mu_);
+      trims_.push_back(partition);
+      for (const std::string& group : trim_groups_[partition]) {
+        result.groups.push_back({group, std::nullopt});
+      }
+    }
+    std::move(done)(std::move(result));
   }
 
   // Scripting.
@@ -89,6 +98,10 @@ class RecordingEventLog final : public store::HoldEventLog {
   void SetWork(int partition, std::vector<store::GroupWork> work) {
     absl::MutexLock lock(&mu_);
     work_[partition] = std::move(work);
+  }
+  void SetTrimGroups(int partition, std::vector<std::string> groups) {
+    absl::MutexLock lock(&mu_);
+    trim_groups_[partition] = std::move(groups);
   }
   void SetCheckError(int partition, absl::Status error) {
     absl::MutexLock lock(&mu_);
@@ -103,6 +116,10 @@ class RecordingEventLog final : public store::HoldEventLog {
   std::vector<int> TakeReadPartitions() {
     absl::MutexLock lock(&mu_);
     return std::exchange(read_partitions_, {});
+  }
+  std::vector<int> TakeTrims() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(trims_, {});
   }
   std::vector<Check> TakeChecks() {
     absl::MutexLock lock(&mu_);
@@ -124,6 +141,8 @@ class RecordingEventLog final : public store::HoldEventLog {
   std::vector<int> read_partitions_ ABSL_GUARDED_BY(mu_);
   std::vector<Check> checks_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::vector<std::string>> acks_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::vector<std::string>> trim_groups_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> trims_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orderhold::testing

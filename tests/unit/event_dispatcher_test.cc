@@ -67,6 +67,18 @@ TEST_F(EventDispatcherTest, FirstReadCoversEveryPartitionAndOwnPendingThenTheMem
   EXPECT_FALSE(next.own_pending);
 }
 
+// watched(): whether any watch is open here (the event nudges are subscribed only then).
+TEST_F(EventDispatcherTest, WatchedWhileAnyMemberOfAnyGroupIsJoined) {
+  EXPECT_FALSE(dispatcher_.watched());
+  Watch a = Join("billing");
+  Watch b = Join("inventory");
+  EXPECT_TRUE(dispatcher_.watched());
+  dispatcher_.Leave(a.member);
+  EXPECT_TRUE(dispatcher_.watched());
+  dispatcher_.Leave(b.member);
+  EXPECT_FALSE(dispatcher_.watched());
+}
+
 TEST_F(EventDispatcherTest, ANudgeWakesOneParkedMemberPerGroupAndTheReadIsShared) {
   Watch a1 = JoinParked("billing");
   Watch a2 = JoinParked("billing");
