@@ -34,6 +34,7 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] release USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] delete-group GROUP\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
     "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
     "N]\n"
@@ -367,7 +368,8 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl) {
   if (args.empty()) {
     return absl::InvalidArgumentError(
-        "missing command (place, extend, pay, cancel, get, list, release, watch or health)");
+        "missing command (place, extend, pay, cancel, get, list, release, watch, delete-group or "
+        "health)");
   }
   const std::string& name = args[0];
   CliCommand command;
@@ -396,6 +398,17 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
   } else if (name == "watch") {
     command.kind = CliCommand::Kind::kWatch;
     want_args = 0;
+  } else if (name == "delete-group") {
+    command.kind = CliCommand::Kind::kDeleteGroup;
+    if (args.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("delete-group takes GROUP, got %d arguments", args.size() - 1));
+    }
+    if (ttl.has_value()) {
+      return absl::InvalidArgumentError("--ttl applies only to place and extend, not delete-group");
+    }
+    command.group = args[1];
+    return command;
   } else if (name == "health") {
     command.kind = CliCommand::Kind::kHealth;
     if (args.size() > 2) {
@@ -409,7 +422,8 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown command \"", name,
-                     "\" (want place, extend, pay, cancel, get, list, release, watch or health)"));
+                     "\" (want place, extend, pay, cancel, get, list, release, watch, delete-group "
+                     "or health)"));
   }
   if (args.size() - 1 != want_args) {
     return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
@@ -509,6 +523,8 @@ absl::string_view CommandName(CliCommand::Kind kind) {
       return "watch";
     case CliCommand::Kind::kHealth:
       return "health";
+    case CliCommand::Kind::kDeleteGroup:
+      return "delete-group";
   }
   return "?";
 }
@@ -746,6 +762,13 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response,
                            json ? "" : FormatListHolds(command.user_id, *response, command.scope),
+                           json, out, err);
+    }
+    case CliCommand::Kind::kDeleteGroup: {
+      auto response = client.DeleteConsumerGroup(command.group);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response,
+                           json ? "" : absl::StrCat("deleted consumer group ", command.group, "\n"),
                            json, out, err);
     }
     case CliCommand::Kind::kHealth: {

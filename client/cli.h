@@ -197,9 +197,21 @@ int ExitCodeFor(const absl::Status& status);
 
 // A parsed command line.
 struct CliCommand {
-  enum class Kind { kPlace, kPay, kList, kCancel, kWatch, kHealth, kExtend, kGet, kRelease };
+  enum class Kind {
+    kPlace,
+    kPay,
+    kList,
+    kCancel,
+    kWatch,
+    kHealth,
+    kExtend,
+    kGet,
+    kRelease,
+    kDeleteGroup,
+  };
   Kind kind = Kind::kList;
-  std::string user_id;         // Empty for kWatch and kHealth.
+  std::string group;           // kDeleteGroup only: the consumer group to delete.
+  std::string user_id;         // Empty for kWatch, kHealth and kDeleteGroup.
   std::string order_id;        // Empty for kList, kRelease, kWatch and kHealth.
   std::string health_service;  // kHealth only: the service asked about ("" = the server).
   // kWatch only (from --group, --consumer, --ack, --outcomes, --start, --max_events; set by the

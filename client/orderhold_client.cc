@@ -219,6 +219,13 @@ absl::StatusOr<orderhold::v1::AckHoldEventsResponse> OrderHoldClient::AckHoldEve
   return CallUnary(*stub_, &Stub::AckHoldEvents, request, options_.timeout);
 }
 
+absl::StatusOr<orderhold::v1::DeleteConsumerGroupResponse> OrderHoldClient::DeleteConsumerGroup(
+    absl::string_view group) const {
+  orderhold::v1::DeleteConsumerGroupRequest request;
+  request.set_consumer_group(std::string(group));
+  return CallUnary(*stub_, &Stub::DeleteConsumerGroup, request, options_.timeout);
+}
+
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
     absl::string_view user_id, absl::string_view scope) const {
   orderhold::v1::ListHoldsRequest request;

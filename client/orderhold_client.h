@@ -227,6 +227,12 @@ class OrderHoldClient {
   absl::StatusOr<orderhold::v1::AckHoldEventsResponse> AckHoldEvents(
       absl::string_view group, const std::vector<std::string>& event_ids) const;
 
+  // Deletes consumer group `group` (an operator's call): see the rpc in orderhold.proto.
+  // Errors: INVALID_ARGUMENT, NOT_FOUND (no such group), PERMISSION_DENIED, UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::DeleteConsumerGroupResponse> DeleteConsumerGroup(
+      absl::string_view group) const;
+
   // Lists `user_id`'s live holds, earliest expire_time first, or only those of `scope` when it is
   // not empty; empty (not NOT_FOUND) when there are none. The response also carries the usage of
   // the user's limits (and of the scope's, with `scope`). Errors: INVALID_ARGUMENT, UNAVAILABLE,

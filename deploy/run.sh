@@ -14,6 +14,9 @@
 # 4. Runs build/server/orderhold-server with all arguments. Ctrl-C / SIGTERM: the server gets
 #    SIGTERM and is waited for, then the private Redis is shut down gracefully (AOF kept).
 #    Exits with the server's status.
+# Open, for development: the server's defaults (plaintext gRPC on 0.0.0.0:50051 with reflection,
+# no authorization policy; it warns about the address). --grpc_address=127.0.0.1:50051 keeps it
+# local; the TLS and --authz_policy flags close it (deploy/README.md "Security").
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

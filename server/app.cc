@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/common/clock.h"
@@ -52,6 +54,7 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
   const redis::RedisEndpoint& endpoint = config.redis_url;
   client.node.user = endpoint.user;
   client.node.password = endpoint.password;
+  client.node.password_file = config.redis_password_file;
   if (endpoint.tls) {
     ORDERHOLD_ASSIGN_OR_RETURN(client.node.tls, redis::TlsContext::Create(config.redis_tls));
   }
@@ -67,6 +70,7 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
       sentinel.master_name = config.redis_sentinel_master;
       sentinel.node.user = config.redis_sentinel_username;
       sentinel.node.password = config.redis_sentinel_password;
+      sentinel.node.password_file = config.redis_sentinel_password_file;
       sentinel.node.tls = client.node.tls;
       sentinel.failovers = &metrics.redis_failovers();
       ORDERHOLD_ASSIGN_OR_RETURN(client.topology,
@@ -78,6 +82,7 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
       cluster.seeds = endpoint.hosts;
       cluster.node.user = client.node.user;
       cluster.node.password = client.node.password;
+      cluster.node.password_file = client.node.password_file;
       cluster.node.tls = client.node.tls;
       cluster.failovers = &metrics.redis_failovers();
       cluster.refreshes = &metrics.redis_topology_refreshes();
@@ -94,6 +99,23 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
   return absl::OkStatus();
 }
 
+// Server reflection on one ServerBuilder, or none. Not grpc::reflection::
+// InitProtoReflectionServerBuilderPlugin(): that registers the plugin for every ServerBuilder the
+// process makes afterwards, and the --health_address server must serve health only.
+class Reflection final : public grpc::ServerBuilderOption {
+ public:
+  explicit Reflection(bool on) : on_(on) {}
+  void UpdateArguments(grpc::ChannelArguments* /*args*/) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    const std::string name = grpc::reflection::ProtoServerReflectionPlugin().name();
+    std::erase_if(*plugins, [&](const auto& plugin) { return plugin->name() == name; });
+    if (on_) plugins->push_back(std::make_unique<grpc::reflection::ProtoServerReflectionPlugin>());
+  }
+
+ private:
+  const bool on_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
@@ -105,6 +127,11 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   const Clock& clock = SystemClock::Get();
   std::unique_ptr<App> app(new App());
   app->metrics_ = std::make_unique<metrics::Metrics>(registry);
+  if (!config.authz.policy_file.empty()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(app->authorizer_,
+                               grpc_api::Authorizer::Start(config.authz, *app->metrics_));
+  }
+  WarnIfOpen(config);
   store::EventNudgeOptions nudges;
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
@@ -168,7 +195,9 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
 absl::Status App::StartEvents(const Config& config, const Clock& clock,
                               store::EventNudgeOptions nudges) {
   if (redis_store_ == nullptr) return absl::OkStatus();  // --store=noop: no events
-  events_ = std::make_unique<domain::EventService>(*redis_store_, config.events, *metrics_);
+  domain::EventPolicy events = config.events;
+  events.enforce_owners = authorizer_ != nullptr;  // a group is its owner's once callers are known
+  events_ = std::make_unique<domain::EventService>(*redis_store_, events, *metrics_);
   dispatcher_ = std::make_unique<domain::EventDispatcher>(*redis_store_, config.events, clock);
   dispatcher_->Start();
   // The reaper channels, always: a script that lowers a partition's earliest due time wakes the
@@ -202,11 +231,15 @@ absl::Status App::StartEvents(const Config& config, const Clock& clock,
 
 absl::Status App::Listen(const Config& config,
                          std::shared_ptr<grpc::ServerCredentials> credentials) {
+  grpc_api::ServiceOptions service;
+  service.max_watches = config.max_watches;
+  service.max_watches_per_caller = config.max_watches_per_caller;
+  service.authorizer = authorizer_.get();
   service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, events_.get(), dispatcher_.get(),
-                                                          *metrics_, config.max_watches);
+                                                          *metrics_, service);
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  builder.SetOption(std::make_unique<Reflection>(config.reflection));
   // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
   // and steal half the traffic. Off, so a taken port is a startup error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -219,11 +252,44 @@ absl::Status App::Listen(const Config& config,
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", config.grpc_address, " (address in use or invalid)"));
   }
-  health_ = std::make_unique<grpc_api::HealthReporter>(*store_, *server_->GetHealthCheckService(),
-                                                       config.health_check_interval,
-                                                       config.redis_timeout);
+  std::vector<grpc::HealthCheckServiceInterface*> health = {server_->GetHealthCheckService()};
+  if (!config.health_address.empty()) {
+    // Its own server: nothing but health is served on the plaintext port.
+    grpc::ServerBuilder health_builder;
+    health_builder.SetOption(std::make_unique<Reflection>(false));
+    health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    health_builder.AddListeningPort(config.health_address, grpc::InsecureServerCredentials(),
+                                    &health_port_);
+    health_server_ = health_builder.BuildAndStart();
+    if (health_server_ == nullptr || health_port_ == 0) {
+      health_server_.reset();
+      return absl::UnavailableError(absl::StrCat("health_address: cannot listen on ",
+                                                 config.health_address,
+                                                 " (address in use or invalid)"));
+    }
+    health.push_back(health_server_->GetHealthCheckService());
+  }
+  health_ = std::make_unique<grpc_api::HealthReporter>(
+      *store_, std::move(health), config.health_check_interval, config.redis_timeout);
   health_->Start();
   return absl::OkStatus();
+}
+
+void App::WarnIfOpen(const Config& config) {
+  if (config.grpc_tls.enabled()) return;
+  const absl::string_view address = config.grpc_address;
+  const bool loopback = absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]") ||
+                        absl::StartsWith(address, "localhost:");
+  if (loopback) return;
+  LogWarning("grpc_address ", address,
+             " listens beyond loopback without TLS: anyone who reaches it can call every method "
+             "as anyone (set --tls_cert_file, --tls_key_file, --tls_client_ca_file and "
+             "--authz_policy; deploy/README.md \"Security\")");
+}
+
+absl::Status App::ReloadAuthzPolicy() {
+  if (authorizer_ == nullptr) return absl::OkStatus();
+  return authorizer_->Reload();
 }
 
 void App::MakeReaper(const Config& config, const Clock& clock) {
@@ -248,8 +314,13 @@ void App::Shutdown(absl::Duration grace) {
   if (service_ != nullptr) service_->EndWatches();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();  // NOT_SERVING for all, final
+    if (health_server_ != nullptr) health_server_->GetHealthCheckService()->Shutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
+  }
+  if (health_server_ != nullptr) {
+    health_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    health_server_->Wait();
   }
   nudges_.reset();
   if (dispatcher_ != nullptr) dispatcher_->Stop();

@@ -36,7 +36,8 @@ class App {
   // Redis being down is not an error (health starts NOT_SERVING and recovers by itself). Metrics
   // are registered on `registry`, which must outlive the App.
   // The gRPC port is plaintext, or TLS / mutual TLS with config.grpc_tls (health and reflection
-  // included; see grpc/tls_credentials.h).
+  // included; see grpc/tls_credentials.h); with config.authz.policy_file, every call is checked
+  // against it (grpc/authorizer.h). config.health_address adds a plaintext health-only port.
   // Errors: INVALID_ARGUMENT (a --tls_* or --redis_tls_* file that cannot be loaded: the message
   // names the flag and the file), UNAVAILABLE (cannot listen: address taken or invalid;
   // SO_REUSEPORT is off, so a taken port is always an error).
@@ -60,8 +61,14 @@ class App {
   // doing nothing without --scope_limits. Thread-safe.
   absl::Status ReloadScopeLimits();
 
-  // The bound gRPC port (useful with port 0).
+  // Re-reads the --authz_policy file now (main calls it on SIGHUP; it is also polled every
+  // --authz_policy_refresh_interval): see grpc_api::Authorizer::Reload. OK doing nothing without
+  // --authz_policy. Thread-safe.
+  absl::Status ReloadAuthzPolicy();
+
+  // The bound gRPC port (useful with port 0), and the --health_address port (0 without one).
   int grpc_port() const { return grpc_port_; }
+  int health_port() const { return health_port_; }
   metrics::Metrics& metrics() { return *metrics_; }
   reaper::Reaper& reaper() { return *reaper_; }
   // The Redis store; nullptr with --store=noop.
@@ -80,8 +87,11 @@ class App {
   // The reaper, not started (Start starts it with config.run_reaper, once the nudges it receives
   // are wired).
   void MakeReaper(const Config& config, const Clock& clock);
+  // Logs a warning when the gRPC port is plaintext and not on loopback.
+  static void WarnIfOpen(const Config& config);
 
   std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<grpc_api::Authorizer> authorizer_;  // null without --authz_policy
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
@@ -97,8 +107,10 @@ class App {
   std::unique_ptr<store::EventNudgeSubscriber> reaper_nudges_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // --health_address; null without
   std::unique_ptr<grpc_api::HealthReporter> health_;
   int grpc_port_ = 0;
+  int health_port_ = 0;
   bool shut_down_ = false;
   std::string scope_limits_file_;  // --scope_limits; empty: none
 };

@@ -43,6 +43,21 @@ std::string AbslUnparseFlag(RemovedFlag flag) { return flag.given ? "(given)" : 
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "gRPC listen address (host:port).");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Prometheus /metrics listen address (host:port).");
+ABSL_FLAG(std::string, health_address, "",
+          "A second, plaintext gRPC listener (host:port) serving only grpc.health.v1, with the "
+          "statuses of the main port: for probes that cannot speak TLS (Kubernetes' grpc probes) "
+          "when the main port has mutual TLS. Empty: none.");
+ABSL_FLAG(bool, reflection, true,
+          "Serve gRPC server reflection (grpc.reflection.v1alpha) on the gRPC port, for grpcurl. "
+          "The closed Kubernetes kit turns it off.");
+ABSL_FLAG(std::string, authz_policy, "",
+          "File of gRPC's authorization policy (gRFC A43 JSON: deny_rules, allow_rules; "
+          "deploy/authz_policy.example.json): every OrderHold call it does not allow is refused "
+          "PERMISSION_DENIED, and a consumer group is its creator's only. Re-read when it "
+          "changes (--authz_policy_refresh_interval); a bad file keeps the old policy. Empty: "
+          "every caller may call everything.");
+ABSL_FLAG(absl::Duration, authz_policy_refresh_interval, absl::Seconds(10),
+          "How often the --authz_policy file is read again (whole seconds, >= 1s).");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain (leaf first) for TLS on the gRPC port, with --tls_key_file; "
           "empty: plaintext. Health and reflection share the port and its TLS; the metrics port "
@@ -74,6 +89,11 @@ ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
           "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
           "(--redis_mode=sentinel) or seed nodes (--redis_mode=cluster: any nodes of the "
           "cluster, db 0 only). IPv6 in brackets: [::1]:6379.");
+ABSL_FLAG(std::string, redis_password_file, "",
+          "File holding the Redis data nodes' password (the URL then has none; a user may stay "
+          "in it: redis://app@host): read at every new connection, so a rotated password is used "
+          "without a restart. One trailing newline is ignored. Keeps the password off the command "
+          "line and the environment.");
 ABSL_FLAG(std::string, redis_mode, "standalone",
           "standalone (the URL's one host), sentinel (the URL lists the sentinels; see "
           "--redis_sentinel_master), or cluster (Redis Cluster; the URL lists seed nodes).");
@@ -85,6 +105,9 @@ ABSL_FLAG(std::string, redis_sentinel_username, "",
 ABSL_FLAG(std::string, redis_sentinel_password, "",
           "Sentinel mode: password for the sentinels themselves; empty: no AUTH. Prefer "
           "ORDERHOLD_REDIS_SENTINEL_PASSWORD (a command line is visible to ps).");
+ABSL_FLAG(std::string, redis_sentinel_password_file, "",
+          "Sentinel mode: file holding the sentinels' own password, read at every new connection "
+          "to a sentinel (instead of --redis_sentinel_password).");
 ABSL_FLAG(std::string, redis_tls_ca_file, "",
           "rediss://: PEM file of the CAs that sign Redis' certificate; empty: the system's CAs.");
 ABSL_FLAG(std::string, redis_tls_cert_file, "",
@@ -151,6 +174,12 @@ ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
           "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 256 "
           "events in memory).");
+ABSL_FLAG(int, max_watches_per_caller, 100,
+          "Of --max_watches, how many one caller may have open on this server (its client "
+          "certificate's principal, else its IP address); one more is RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_consumer_groups, 100,
+          "Consumer groups one caller (principal; all callers without a certificate count as "
+          "one) may own; its next new group is RESOURCE_EXHAUSTED. DeleteConsumerGroup frees one.");
 // Optional so that "not given" is visible: the default then follows --reap_interval.
 ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
           "How long a dead replica keeps its reaping partitions before others take them over. "
@@ -303,6 +332,42 @@ Setting ScopeLimitsFile(const absl::Flag<std::string>& flag) {
                  [](const Config& config) { return config.scope_limits_file; }};
 }
 
+// --authz_policy: the file's path into Config::authz.policy_file and the policy read once here
+// (into Config::authz.loaded), so that a bad file stops the start (exit 2) naming the field.
+Setting AuthzPolicyFile(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   config.authz.policy_file = absl::GetFlag(flag);
+                   config.authz.loaded.reset();
+                   if (config.authz.policy_file.empty()) return absl::OkStatus();
+                   ORDERHOLD_ASSIGN_OR_RETURN(config.authz.loaded,
+                                              grpc_api::LoadAuthzPolicy(config.authz.policy_file));
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.authz.policy_file; }};
+}
+
+// A password file flag (--redis_password_file, --redis_sentinel_password_file): its path into
+// `member`, after checking once that it can be read, so that a wrong path stops the start (exit 2)
+// instead of failing every connection; the store reads it again at each new connection.
+Setting PasswordFile(const absl::Flag<std::string>& flag, std::string Config::*member) {
+  const absl::string_view name = absl::GetFlagReflectionHandle(flag).Name();
+  return Setting{
+      name,
+      [&flag, name, member](Config& config) -> absl::Status {
+        config.*member = absl::GetFlag(flag);
+        if ((config.*member).empty()) return absl::OkStatus();
+        redis::NodeOptions node;
+        node.password_file = config.*member;
+        if (absl::StatusOr<std::vector<std::string>> auth = redis::NodeAuthCommand(node, name);
+            !auth.ok()) {
+          return absl::InvalidArgumentError(auth.status().message());
+        }
+        return absl::OkStatus();
+      },
+      [member](const Config& config) { return config.*member; }};
+}
+
 // Set or not is all a log may say of a secret.
 std::string MaskSecret(const std::string& secret) { return secret.empty() ? "" : "****"; }
 
@@ -319,6 +384,11 @@ const std::vector<Setting>& Settings() {
   static const auto* const settings = new std::vector<Setting>{
       Field(FLAGS_grpc_address, &Config::grpc_address),
       Field(FLAGS_metrics_address, &Config::metrics_address),
+      Field(FLAGS_health_address, &Config::health_address),
+      Field(FLAGS_reflection, &Config::reflection),
+      AuthzPolicyFile(FLAGS_authz_policy),
+      Field(FLAGS_authz_policy_refresh_interval, &Config::authz,
+            &grpc_api::AuthorizerOptions::refresh_interval),
       Field(FLAGS_tls_cert_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::cert_file),
       Field(FLAGS_tls_key_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::key_file),
       Field(FLAGS_tls_client_ca_file, &Config::grpc_tls,
@@ -338,6 +408,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_grpc_max_connection_age, &Config::grpc_limits,
             &grpc_api::ServerLimits::max_connection_age),
       RedisUrl(FLAGS_redis_url),
+      PasswordFile(FLAGS_redis_password_file, &Config::redis_password_file),
       OneOf(FLAGS_redis_mode, &Config::redis_mode,
             {{"standalone", RedisMode::kStandalone},
              {"sentinel", RedisMode::kSentinel},
@@ -345,6 +416,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_sentinel_master, &Config::redis_sentinel_master),
       Field(FLAGS_redis_sentinel_username, &Config::redis_sentinel_username),
       DescribedField(FLAGS_redis_sentinel_password, &MaskSecret, &Config::redis_sentinel_password),
+      PasswordFile(FLAGS_redis_sentinel_password_file, &Config::redis_sentinel_password_file),
       Field(FLAGS_redis_tls_ca_file, &Config::redis_tls, &redis::RedisTlsOptions::ca_file),
       Field(FLAGS_redis_tls_cert_file, &Config::redis_tls, &redis::RedisTlsOptions::cert_file),
       Field(FLAGS_redis_tls_key_file, &Config::redis_tls, &redis::RedisTlsOptions::key_file),
@@ -373,6 +445,9 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
       Field(FLAGS_max_watches, &Config::max_watches),
+      Field(FLAGS_max_watches_per_caller, &Config::max_watches_per_caller),
+      Field(FLAGS_max_consumer_groups, &Config::events,
+            &domain::EventPolicy::max_groups_per_caller),
       // After reap_interval's row: DefaultReaperLease reads it.
       FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
       OneOf(FLAGS_store, &Config::store,
@@ -400,7 +475,8 @@ absl::Status RefuseIfGiven(
 absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint) {
   return RefuseIfGiven({{"redis_sentinel_master", &config.redis_sentinel_master},
                         {"redis_sentinel_username", &config.redis_sentinel_username},
-                        {"redis_sentinel_password", &config.redis_sentinel_password}},
+                        {"redis_sentinel_password", &config.redis_sentinel_password},
+                        {"redis_sentinel_password_file", &config.redis_sentinel_password_file}},
                        absl::StrCat("only used with --redis_mode=sentinel ", hint));
 }
 
@@ -434,9 +510,20 @@ absl::Status ValidateRedis(const Config& config) {
       ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(is --redis_mode missing?)"));
       break;
   }
-  if (!config.redis_sentinel_username.empty() && config.redis_sentinel_password.empty()) {
+  if (!config.redis_sentinel_username.empty() && config.redis_sentinel_password.empty() &&
+      config.redis_sentinel_password_file.empty()) {
     return absl::InvalidArgumentError(
-        "redis_sentinel_username: needs --redis_sentinel_password (AUTH takes both)");
+        "redis_sentinel_username: needs --redis_sentinel_password_file or "
+        "--redis_sentinel_password (AUTH takes both)");
+  }
+  if (!config.redis_password_file.empty() && !endpoint.password.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_password_file: the redis_url carries a password too; keep only the file");
+  }
+  if (!config.redis_sentinel_password_file.empty() && !config.redis_sentinel_password.empty()) {
+    return absl::InvalidArgumentError(
+        "redis_sentinel_password_file: --redis_sentinel_password is given too; keep only the "
+        "file");
   }
   const redis::RedisTlsOptions& tls = config.redis_tls;
   if (!endpoint.tls) {
@@ -509,6 +596,20 @@ absl::Status ValidateConfig(const Config& config) {
   ORDERHOLD_RETURN_IF_ERROR(grpc_api::ValidateServerLimits(config.grpc_limits));
   if (config.max_watches < 1 || config.max_watches > kMaxMaxWatches) {
     return absl::InvalidArgumentError(absl::StrCat("max_watches: must be 1-", kMaxMaxWatches));
+  }
+  if (config.max_watches_per_caller < 1 || config.max_watches_per_caller > kMaxMaxWatches) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_watches_per_caller: must be 1-", kMaxMaxWatches));
+  }
+  if (config.events.max_groups_per_caller < 1 ||
+      config.events.max_groups_per_caller > domain::kMaxMaxConsumerGroups) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_consumer_groups: must be 1-", domain::kMaxMaxConsumerGroups));
+  }
+  if (config.authz.refresh_interval < absl::Seconds(1) ||
+      config.authz.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "authz_policy_refresh_interval: must be whole seconds, >= 1s");
   }
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");

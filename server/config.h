@@ -11,6 +11,7 @@
 #include "server/domain/event_service.h"
 #include "server/domain/hold.h"
 #include "server/domain/scope_limits.h"
+#include "server/grpc/authorizer.h"
 #include "server/grpc/server_limits.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/redis/redis_connection.h"
@@ -58,21 +59,31 @@ inline constexpr int kMaxMaxWatches = 1000000;
 struct Config {
   std::string grpc_address = "0.0.0.0:50051";    // host:port; port 0 picks a free one (tests)
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics (plain HTTP, always)
-  grpc_api::ServerTlsOptions grpc_tls;           // --tls_*: TLS / mutual TLS on grpc_address
-  grpc_api::ServerLimits grpc_limits;            // --grpc_*: streams, message size, keepalive,
-                                                 // connection idle and age
+  // --health_address: a plaintext listener serving only grpc.health.v1; empty: none.
+  std::string health_address;
+  bool reflection = true;  // --reflection: server reflection on grpc_address
+  // --authz_policy (the file, read by ConfigFromFlags into authz.loaded) and
+  // --authz_policy_refresh_interval; policy_file empty: no policy, every call allowed.
+  grpc_api::AuthorizerOptions authz;
+  grpc_api::ServerTlsOptions grpc_tls;  // --tls_*: TLS / mutual TLS on grpc_address
+  grpc_api::ServerLimits grpc_limits;   // --grpc_*: streams, message size, keepalive,
+                                        // connection idle and age
   // --redis_url, parsed (redis_url.h): the hosts, the data nodes' credentials, the database and
   // rediss://. The default is the flag's, redis://127.0.0.1:6379.
   redis::RedisEndpoint redis_url;
+  // --redis_password_file: the data nodes' password, read at every new connection (the URL then
+  // carries none); empty: the URL's password, if any.
+  std::string redis_password_file;
   RedisMode redis_mode = RedisMode::kStandalone;
   // Sentinel mode only: the monitored master's name, and the sentinels' own ACL credentials
   // (empty: no AUTH to the sentinels; the URL's credentials are the data nodes').
   std::string redis_sentinel_master;
   std::string redis_sentinel_username;
-  std::string redis_sentinel_password;  // shown as **** by DescribeConfig
-  redis::RedisTlsOptions redis_tls;     // --redis_tls_*; only with a rediss:// URL
-  domain::HoldPolicy policy;            // --max_holds, --max_units, --default_ttl, --max_ttl,
-                                        // --max_hold_lifetime, --max_extensions
+  std::string redis_sentinel_password;       // shown as **** by DescribeConfig
+  std::string redis_sentinel_password_file;  // instead of the above: read at every connection
+  redis::RedisTlsOptions redis_tls;          // --redis_tls_*; only with a rediss:// URL
+  domain::HoldPolicy policy;                 // --max_holds, --max_units, --default_ttl, --max_ttl,
+                                             // --max_hold_lifetime, --max_extensions
   // --scope_limits: the file of per-scope limits (limits_file.h); empty: none. App re-reads it on
   // SIGHUP (App::ReloadScopeLimits).
   std::string scope_limits_file;
@@ -103,10 +114,12 @@ struct Config {
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
-  domain::EventPolicy events;           // --event_ack_timeout
+  domain::EventPolicy events;           // --event_ack_timeout, --max_consumer_groups
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
   int max_watches = kDefaultMaxWatches;
+  // --max_watches_per_caller: of them, one caller's (principal, else IP address).
+  int max_watches_per_caller = 100;
   // Lease and registry ttl of a reaper replica; ConfigFromFlags derives it from reap_interval
   // when --reaper_lease is not given.
   absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;

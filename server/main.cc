@@ -1,5 +1,5 @@
 // orderhold-server: flags -> config -> App + /metrics exposer -> wait for SIGTERM/SIGINT
-// (SIGHUP: re-read the --scope_limits file).
+// (SIGHUP: re-read the --scope_limits and --authz_policy files).
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);  // re-read --scope_limits
+  sigaddset(&stop_signals, SIGHUP);  // re-read --scope_limits and --authz_policy
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
     (void)(*app)->ReloadScopeLimits();  // logs and counts its own failure
+    (void)(*app)->ReloadAuthzPolicy();  // likewise
   }
   orderhold::LogInfo("signal ", signal_number, ": NOT_SERVING, finishing in-flight calls");
   (*app)->Shutdown(config->shutdown_grace);

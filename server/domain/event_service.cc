@@ -9,6 +9,7 @@
 #include "server/common/fan_in.h"
 #include "server/common/status_macros.h"
 #include "server/domain/hold.h"
+#include "server/domain/hold_service.h"
 
 namespace orderhold::domain {
 namespace {
@@ -68,6 +69,46 @@ void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
     std::move(done)(status);
     return;
   }
+  log_.ClaimGroup(spec.group, spec.caller, policy_.max_groups_per_caller, options,
+                  [this, spec, options,
+                   done = std::move(done)](absl::StatusOr<store::GroupClaim> claim) mutable {
+                    if (!claim.ok()) return std::move(done)(claim.status());
+                    if (absl::Status refused = RefuseClaim(spec.group, spec.caller, *claim);
+                        !refused.ok()) {
+                      return std::move(done)(refused);
+                    }
+                    EnsureGroupEverywhere(spec, options, std::move(done));
+                  });
+}
+
+absl::Status EventService::RefuseClaim(absl::string_view group, absl::string_view caller,
+                                       const store::GroupClaim& claim) const {
+  switch (claim.result) {
+    case store::GroupClaim::Result::kClaimed:
+      return absl::OkStatus();
+    case store::GroupClaim::Result::kRegistered:
+      if (!policy_.enforce_owners || claim.owner == caller) return absl::OkStatus();
+      return NotOwner(group);
+    case store::GroupClaim::Result::kOverLimit: {
+      const std::string description =
+          absl::StrCat("the caller owns ", claim.owned, " consumer groups (max_consumer_groups ",
+                       policy_.max_groups_per_caller, ")");
+      return QuotaError(absl::StrCat("consumer_group \"", group, "\" is new and ", description,
+                                     "; delete one with DeleteConsumerGroup or reuse one"),
+                        "caller/consumer_groups", description, "CONSUMER_GROUP_LIMIT");
+    }
+  }
+  return absl::InternalError("unknown group claim");
+}
+
+absl::Status EventService::NotOwner(absl::string_view group) {
+  return absl::PermissionDeniedError(
+      absl::StrCat("consumer_group \"", group,
+                   "\" belongs to another caller (a group is its creator's: pick another name)"));
+}
+
+void EventService::EnsureGroupEverywhere(const WatchSpec& spec, store::CallOptions options,
+                                         store::Callback<bool> done) {
   const int partitions = log_.event_partition_count();
   FanIn<bool>(
       static_cast<size_t>(partitions),
@@ -134,17 +175,36 @@ void EventService::Read(const WatchSpec& spec, const ReadPlan& plan, store::Call
       });
 }
 
-void EventService::Ack(std::string group, const std::vector<std::string>& event_ids,
-                       store::CallOptions options, store::Callback<int64_t> done) {
+void EventService::Ack(std::string group, std::string caller,
+                       const std::vector<std::string>& event_ids, store::CallOptions options,
+                       store::Callback<int64_t> done) {
   absl::StatusOr<std::map<int, std::vector<std::string>>> by_partition =
       StreamIdsByPartition(group, event_ids, log_.event_partition_count());
   if (!by_partition.ok()) {
     std::move(done)(by_partition.status());
     return;
   }
+  if (!policy_.enforce_owners) {
+    AckValid(std::move(group), *std::move(by_partition), options, std::move(done));
+    return;
+  }
+  log_.GroupOwner(
+      group, options,
+      [this, group, caller = std::move(caller), by_partition = *std::move(by_partition), options,
+       done = std::move(done)](absl::StatusOr<std::optional<std::string>> owner) mutable {
+        if (!owner.ok()) return std::move(done)(owner.status());
+        if (!owner->has_value() || **owner != caller) {
+          return std::move(done)(NotOwner(group));
+        }
+        AckValid(std::move(group), std::move(by_partition), options, std::move(done));
+      });
+}
+
+void EventService::AckValid(std::string group, std::map<int, std::vector<std::string>> by_partition,
+                            store::CallOptions options, store::Callback<int64_t> done) {
   // One call per partition named in event_ids, in partition order.
   std::vector<std::pair<int, std::vector<std::string>>> calls(
-      std::make_move_iterator(by_partition->begin()), std::make_move_iterator(by_partition->end()));
+      std::make_move_iterator(by_partition.begin()), std::make_move_iterator(by_partition.end()));
   FanIn<int64_t>(
       calls.size(),
       [&](size_t i, Callback<int64_t> slot) {
@@ -160,6 +220,36 @@ void EventService::Ack(std::string group, const std::vector<std::string>& event_
           return std::move(done)(error);
         }
         std::move(done)(acked);
+      });
+}
+
+void EventService::DeleteGroup(std::string group, store::CallOptions options,
+                               store::Callback<bool> done) {
+  if (absl::Status status = ValidateGroup(group); !status.ok()) {
+    std::move(done)(status);
+    return;
+  }
+  log_.DropGroup(
+      group, options,
+      [this, group, options,
+       done = std::move(done)](absl::StatusOr<std::optional<std::string>> owner) mutable {
+        if (!owner.ok()) return std::move(done)(owner.status());
+        const bool registered = owner->has_value();
+        FanIn<bool>(
+            static_cast<size_t>(log_.event_partition_count()),
+            [&](size_t partition, Callback<bool> slot) {
+              log_.DestroyGroup(static_cast<int>(partition), group, options, std::move(slot));
+            },
+            [this, group, registered,
+             done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
+              if (absl::Status error = FirstError(results); !error.ok()) {
+                return std::move(done)(error);
+              }
+              bool existed = registered;
+              for (const auto& result : results) existed = existed || *result;
+              metrics_.ForgetGroup(group);
+              std::move(done)(existed);
+            });
       });
 }
 

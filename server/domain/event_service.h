@@ -12,6 +12,7 @@
 #ifndef ORDERHOLD_SERVER_DOMAIN_EVENT_SERVICE_H_
 #define ORDERHOLD_SERVER_DOMAIN_EVENT_SERVICE_H_
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,13 +37,23 @@ struct EventPolicy {
   // redelivery comes at most 2 * claim_interval after ack_timeout. Default 1 s: a sweep every
   // 1-2 s.
   absl::Duration claim_interval = absl::Seconds(1);
+  // --max_consumer_groups: groups one caller (a principal; all callers without one count as one)
+  // may own in the group registry; its next new group is RESOURCE_EXHAUSTED.
+  int max_groups_per_caller = 100;
+  // With an --authz_policy: a group is its owner's only. Another caller's Subscribe or Ack is
+  // PERMISSION_DENIED (without a policy every caller may use every group, as before).
+  bool enforce_owners = false;
 };
+
+// Bounds of --max_consumer_groups.
+inline constexpr int kMaxMaxConsumerGroups = 100000;
 
 struct WatchSpec {
   std::string group;
   std::string consumer;
   std::set<store::HoldOutcome> outcomes;  // empty: all
   store::GroupStart start = store::GroupStart::kEarliest;
+  std::string caller;  // who watches: its principal, "" without one (the group's owner-to-be)
 };
 
 // What one read of a watch covers (decided by EventDispatcher::TakeWork).
@@ -72,8 +83,12 @@ class EventService {
   // `log` and `metrics` must outlive this object.
   EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics);
 
-  // Validates `spec` (group, consumer: see hold.h ValidateId) and creates the group on every
-  // partition where it does not exist yet, starting at spec.start.
+  // Validates `spec` (group, consumer: see hold.h ValidateId), registers the group to spec.caller
+  // unless it is registered (store::HoldEventLog::ClaimGroup), and creates it on every partition
+  // where it does not exist yet, starting at spec.start. Errors besides the log's:
+  // INVALID_ARGUMENT; RESOURCE_EXHAUSTED (QuotaFailure subject "caller/consumer_groups", ErrorInfo
+  // reason CONSUMER_GROUP_LIMIT) when the group is new and the caller owns max_groups_per_caller;
+  // PERMISSION_DENIED when policy.enforce_owners and another caller owns it.
   void Subscribe(const WatchSpec& spec, store::CallOptions options, store::Callback<bool> done);
 
   // Reads plan.partitions for spec.consumer, all at once, at most policy.max_events_per_read
@@ -88,15 +103,31 @@ class EventService {
             absl::AnyInvocable<void(ReadResult) &&> done);
 
   // Acks `event_ids` (HoldEvent.event_id) for `group`; yields how many were pending. At most
-  // kMaxAckIds ids; INVALID_ARGUMENT naming consumer_group or event_ids otherwise.
-  void Ack(std::string group, const std::vector<std::string>& event_ids, store::CallOptions options,
-           store::Callback<int64_t> done);
+  // kMaxAckIds ids; INVALID_ARGUMENT naming consumer_group or event_ids otherwise. With
+  // policy.enforce_owners, PERMISSION_DENIED unless `caller` owns the group (one more round trip).
+  void Ack(std::string group, std::string caller, const std::vector<std::string>& event_ids,
+           store::CallOptions options, store::Callback<int64_t> done);
+
+  // Deletes `group`: out of the registry (its owner gets the place back), then destroyed on every
+  // partition with its consumers and pending events, and its metric series dropped on this
+  // server (the others drop theirs within EventTrimmer's forget interval). Yields whether it was
+  // registered or existed on a partition. INVALID_ARGUMENT naming consumer_group.
+  void DeleteGroup(std::string group, store::CallOptions options, store::Callback<bool> done);
 
   static constexpr int kMaxAckIds = 10000;
 
   const EventPolicy& policy() const { return policy_; }
 
  private:
+  // Why a claim refuses the caller (OK when it does not); see Subscribe.
+  absl::Status RefuseClaim(absl::string_view group, absl::string_view caller,
+                           const store::GroupClaim& claim) const;
+  static absl::Status NotOwner(absl::string_view group);
+  void EnsureGroupEverywhere(const WatchSpec& spec, store::CallOptions options,
+                             store::Callback<bool> done);
+  void AckValid(std::string group, std::map<int, std::vector<std::string>> by_partition,
+                store::CallOptions options, store::Callback<int64_t> done);
+
   store::HoldEventLog& log_;
   const EventPolicy policy_;
   metrics::Metrics& metrics_;

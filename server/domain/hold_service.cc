@@ -82,12 +82,6 @@ const Level& FirstLevel(int violations) {
   return kLevels[0];
 }
 
-template <typename Message>
-void AttachDetail(const Message& message, absl::Status* status) {
-  status->SetPayload(absl::StrCat(kDetailTypeUrlPrefix, Message::descriptor()->full_name()),
-                     absl::Cord(message.SerializeAsString()));
-}
-
 }  // namespace
 
 absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
@@ -140,6 +134,21 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
   AttachDetail(quota, &status);
   AttachDetail(info, &status);
   AttachDetail(retry, &status);
+  return status;
+}
+
+absl::Status QuotaError(absl::string_view message, absl::string_view subject,
+                        absl::string_view description, absl::string_view reason) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+  v->set_subject(std::string(subject));
+  v->set_description(std::string(description));
+  google::rpc::ErrorInfo info;
+  info.set_reason(std::string(reason));
+  info.set_domain("orderhold.v1");
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
   return status;
 }
 

@@ -39,6 +39,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/domain/hold.h"
 #include "server/domain/scope_limits.h"
@@ -223,6 +226,20 @@ metrics::RejectReason RejectReasonFor(absl::StatusCode code);
 // The key prefix of the type URLs under which error details are attached to a status
 // (absl::Status::SetPayload), as google.protobuf.Any names them.
 inline constexpr char kDetailTypeUrlPrefix[] = "type.googleapis.com/";
+
+// Attaches `message` (a google.rpc error detail: QuotaFailure, ErrorInfo, RetryInfo) to `status`
+// under its type URL; grpc_api::ToGrpcStatus sends them as the status' details.
+template <typename Message>
+void AttachDetail(const Message& message, absl::Status* status) {
+  status->SetPayload(absl::StrCat(kDetailTypeUrlPrefix, Message::descriptor()->full_name()),
+                     absl::Cord(message.SerializeAsString()));
+}
+
+// RESOURCE_EXHAUSTED `message`, with a google.rpc.QuotaFailure (one violation: `subject`,
+// `description`) and a google.rpc.ErrorInfo (`reason`, domain "orderhold.v1") attached: a
+// per-caller bound a client must act on (close a watch, delete a group).
+absl::Status QuotaError(absl::string_view message, absl::string_view subject,
+                        absl::string_view description, absl::string_view reason);
 
 // What a PlaceHold asked for, as LimitError reports it.
 struct PlaceHoldArgsView {

@@ -5,21 +5,26 @@
 
 namespace orderhold::grpc_api {
 
-HealthReporter::HealthReporter(store::HoldStore& store, grpc::HealthCheckServiceInterface& health,
+HealthReporter::HealthReporter(store::HoldStore& store,
+                               std::vector<grpc::HealthCheckServiceInterface*> health,
                                absl::Duration interval, absl::Duration timeout)
-    : store_(store), health_(health), interval_(interval), timeout_(timeout) {}
+    : store_(store), health_(std::move(health)), interval_(interval), timeout_(timeout) {}
 
 HealthReporter::~HealthReporter() { Stop(); }
 
 void HealthReporter::Report(bool serving) {
   // By name: the overload without one would set "liveness" too.
-  health_.SetServingStatus("", serving);
-  health_.SetServingStatus(kServiceName, serving);
+  for (grpc::HealthCheckServiceInterface* health : health_) {
+    health->SetServingStatus("", serving);
+    health->SetServingStatus(kServiceName, serving);
+  }
 }
 
 void HealthReporter::Start() {
   Report(false);
-  health_.SetServingStatus(kLivenessServiceName, true);
+  for (grpc::HealthCheckServiceInterface* health : health_) {
+    health->SetServingStatus(kLivenessServiceName, true);
+  }
   absl::MutexLock lock(&mu_);
   stopping_ = false;
   if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });

@@ -10,6 +10,7 @@
 #define ORDERHOLD_SERVER_GRPC_HEALTH_REPORTER_H_
 
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -29,8 +30,10 @@ inline constexpr char kLivenessServiceName[] = "liveness";
 
 class HealthReporter {
  public:
-  // `store` and `health` must outlive the reporter. Each ping may take up to `timeout`.
-  HealthReporter(store::HoldStore& store, grpc::HealthCheckServiceInterface& health,
+  // `store` and every `health` (the gRPC port's, and the --health_address port's when there is
+  // one: each grpc::Server has its own) must outlive the reporter. Each ping may take up to
+  // `timeout`.
+  HealthReporter(store::HoldStore& store, std::vector<grpc::HealthCheckServiceInterface*> health,
                  absl::Duration interval, absl::Duration timeout);
   ~HealthReporter();  // Stop()
 
@@ -44,7 +47,7 @@ class HealthReporter {
   void Report(bool serving);
 
   store::HoldStore& store_;
-  grpc::HealthCheckServiceInterface& health_;
+  const std::vector<grpc::HealthCheckServiceInterface*> health_;
   const absl::Duration interval_;
   const absl::Duration timeout_;
   absl::Mutex mu_;

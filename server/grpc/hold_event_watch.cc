@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/domain/hold_service.h"
 #include "server/grpc/conversions.h"
 
 namespace orderhold::grpc_api {
@@ -33,7 +34,7 @@ void WatchRegistry::EndAll() {
   }
 }
 
-absl::Status WatchRegistry::Add(HoldEventWatch* watch) {
+absl::Status WatchRegistry::Add(HoldEventWatch* watch, const std::string& caller) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("server shutting down; reconnect to resume");
   if (static_cast<int>(watches_.size()) >= max_watches_) {
@@ -41,26 +42,43 @@ absl::Status WatchRegistry::Add(HoldEventWatch* watch) {
         "max_watches: this server already has ", max_watches_,
         " open WatchHoldEvents streams (--max_watches); retry later or on another replica"));
   }
+  const auto found = per_caller_.find(caller);
+  const int mine = found == per_caller_.end() ? 0 : found->second;
+  if (mine >= max_per_caller_) {
+    const std::string description = absl::StrCat("the caller has ", mine,
+                                                 " WatchHoldEvents streams open on this server "
+                                                 "(max_watches_per_caller ",
+                                                 max_per_caller_, ")");
+    return domain::QuotaError(
+        absl::StrCat(description, "; close one, or share a watch between consumers of a group"),
+        "caller/watches", description, "WATCH_LIMIT");
+  }
+  ++per_caller_[caller];
   watches_.insert(watch);
   if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
   return absl::OkStatus();
 }
 
-void WatchRegistry::Remove(HoldEventWatch* watch) {
+void WatchRegistry::Remove(HoldEventWatch* watch, const std::string& caller) {
   absl::MutexLock lock(&mu_);
-  watches_.erase(watch);
+  if (watches_.erase(watch) > 0) {
+    if (auto it = per_caller_.find(caller); it != per_caller_.end() && --it->second <= 0) {
+      per_caller_.erase(it);
+    }
+  }
   if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
 }
 
 HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
                                metrics::Metrics& metrics, WatchRegistry& registry,
-                               domain::WatchSpec spec)
+                               domain::WatchSpec spec, std::string caller)
     : events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
       registry_(registry),
-      spec_(std::move(spec)) {
-  const absl::Status added = registry_.Add(this);
+      spec_(std::move(spec)),
+      caller_(std::move(caller)) {
+  const absl::Status added = registry_.Add(this, caller_);
   registered_ = added.ok();
   mu_.Lock();
   if (!registered_) {
@@ -209,7 +227,7 @@ void HoldEventWatch::Unlock(bool op_done) {
 }
 
 void HoldEventWatch::OnDone() {
-  if (registered_) registry_.Remove(this);
+  if (registered_) registry_.Remove(this, caller_);
   mu_.Lock();
   std::shared_ptr<domain::EventDispatcher::Member> member = member_;
   mu_.Unlock();

@@ -22,6 +22,7 @@
 #define ORDERHOLD_SERVER_GRPC_HOLD_EVENT_WATCH_H_
 
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -46,9 +47,9 @@ class HoldEventWatch;
 class WatchRegistry {
  public:
   // `open` (may be null) is kept equal to the number of open watches (orderhold_watches); it
-  // must outlive the registry. max_watches >= 1.
-  explicit WatchRegistry(int max_watches, prometheus::Gauge* open = nullptr)
-      : max_watches_(max_watches), open_(open) {}
+  // must outlive the registry. max_watches >= 1, max_per_caller >= 1.
+  WatchRegistry(int max_watches, int max_per_caller, prometheus::Gauge* open = nullptr)
+      : max_watches_(max_watches), max_per_caller_(max_per_caller), open_(open) {}
 
   // Ends every open watch with UNAVAILABLE and refuses new ones (they end at once the same way).
   void EndAll();
@@ -57,15 +58,19 @@ class WatchRegistry {
   friend class HoldEventWatch;
   // OK, or the status a refused watch ends with: UNAVAILABLE when shutting down,
   // RESOURCE_EXHAUSTED naming --max_watches when that many are open (AIP-193: a quota of this
-  // server; the client may retry later or on another replica).
-  absl::Status Add(HoldEventWatch* watch);
-  void Remove(HoldEventWatch* watch);
+  // server; the client may retry later or on another replica), or naming
+  // --max_watches_per_caller (QuotaFailure subject "caller/watches", ErrorInfo WATCH_LIMIT) when
+  // `caller` has that many open.
+  absl::Status Add(HoldEventWatch* watch, const std::string& caller);
+  void Remove(HoldEventWatch* watch, const std::string& caller);
 
   const int max_watches_;
+  const int max_per_caller_;
   prometheus::Gauge* const open_;
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::set<HoldEventWatch*> watches_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> per_caller_ ABSL_GUARDED_BY(mu_);  // caller -> open watches
 };
 
 class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -73,8 +78,10 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Starts the watch (subscribes the group, joins it in `dispatcher`, then reads). `spec` must be
   // validated by Subscribe (done here: a bad spec ends the call with INVALID_ARGUMENT). Everything
   // passed must outlive the call.
+  // `caller` is who the watch counts against in `registry` (CallerKeyOf).
   HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
-                 metrics::Metrics& metrics, WatchRegistry& registry, domain::WatchSpec spec);
+                 metrics::Metrics& metrics, WatchRegistry& registry, domain::WatchSpec spec,
+                 std::string caller);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -104,6 +111,7 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   metrics::Metrics& metrics_;
   WatchRegistry& registry_;
   const domain::WatchSpec spec_;
+  const std::string caller_;
   const absl::Time started_ = absl::Now();  // for orderhold_grpc_request_duration_seconds
 
   absl::Mutex mu_;

@@ -34,12 +34,15 @@ class UnaryCall {
   UnaryCall(metrics::Metrics& metrics, grpc::CallbackServerContext* context,
             grpc::ByteBuffer* response, Method method)
       : metrics_(&metrics),
+        context_(context),
         reactor_(context->DefaultReactor()),
         response_(response),
         method_(method),
         deadline_(absl::FromChrono(context->deadline())) {}
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  const grpc::CallbackServerContext& context() const { return *context_; }
+  Method method() const { return method_; }
 
   // The store call options of this call: its deadline is the store's.
   store::CallOptions options() const {
@@ -61,6 +64,11 @@ class UnaryCall {
 
   // A domain callback (store::Callback<Reply>) that finishes the call: with the reply's error, or
   // OK and `to_proto(reply)` serialized as the response.
+  // OK with `message` serialized as the response (the status to Finish with).
+  absl::Status Serialize(const google::protobuf::Message& message) const {
+    return SerializeToByteBuffer(message, response_);
+  }
+
   template <typename ToProto>
   auto Respond(ToProto to_proto) const {
     return [call = *this, to_proto](auto reply) {
@@ -71,6 +79,7 @@ class UnaryCall {
 
  private:
   metrics::Metrics* metrics_;
+  grpc::CallbackServerContext* context_;
   grpc::ServerUnaryReactor* reactor_;
   grpc::ByteBuffer* response_;
   Method method_;
@@ -83,13 +92,21 @@ class UnaryCall {
 // own validation counts them.
 enum class Refusals { kNotCounted, kCountAsRejectedHolds };
 
-// Serves one unary call: parses `bytes` as `Request` (a lenient mirror), then `start(request,
-// call)` starts the domain call, which finishes `call` from its callback, and returns OK, or
-// returns why the request is refused. A request that does not parse or is refused finishes at
-// once with that status.
+// Serves one unary call: asks `authorizer` (null: no --authz_policy), parses `bytes` as `Request`
+// (a lenient mirror), then `start(request, call)` starts the domain call, which finishes `call`
+// from its callback, and returns OK, or returns why the request is refused. A call that is denied,
+// does not parse or is refused finishes at once with that status. A denied call is not counted
+// as a rejected hold: it never reached the domain.
 template <typename Request, typename Start>
-grpc::ServerUnaryReactor* ServeUnary(const UnaryCall& call, const grpc::ByteBuffer& bytes,
-                                     Start start, Refusals refusals = Refusals::kNotCounted) {
+grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, const UnaryCall& call,
+                                     const grpc::ByteBuffer& bytes, Start start,
+                                     Refusals refusals = Refusals::kNotCounted) {
+  if (authorizer != nullptr) {
+    if (absl::Status denied = authorizer->Check(call.context(), call.method()); !denied.ok()) {
+      call.Finish(denied);
+      return call.reactor();
+    }
+  }
   Request request;
   absl::Status status = ParseFromByteBuffer(bytes, ApiName<Request>(), &request);
   if (status.ok()) status = start(request, call);
@@ -100,22 +117,30 @@ grpc::ServerUnaryReactor* ServeUnary(const UnaryCall& call, const grpc::ByteBuff
   return call.reactor();
 }
 
+// A WatchHoldEvents reactor that only finishes: the call ends with `status`.
+class FailedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit FailedWatch(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
                                    domain::EventDispatcher* dispatcher, metrics::Metrics& metrics,
-                                   int max_watches)
+                                   ServiceOptions options)
     : holds_(holds),
       events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
-      watches_(max_watches, &metrics.watches()) {}
+      authorizer_(options.authorizer),
+      watches_(options.max_watches, options.max_watches_per_caller, &metrics.watches()) {}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return ServeUnary<internal::PlaceHoldRequest>(
-      UnaryCall(metrics_, context, response, Method::kPlaceHold), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kPlaceHold), *request,
       [this](internal::PlaceHoldRequest& in, const UnaryCall& call) -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(in));
         holds_.PlaceHold(std::move(command), call.options(), call.Respond(PlaceHoldReplyToProto));
@@ -128,7 +153,7 @@ grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* con
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
   return ServeUnary<internal::PayRequest>(
-      UnaryCall(metrics_, context, response, Method::kPay), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kPay), *request,
       [this](internal::PayRequest& in, const UnaryCall& call) {
         holds_.Pay(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
                    call.options(), call.Respond(PayReplyToProto));
@@ -140,7 +165,7 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return ServeUnary<internal::ListHoldsRequest>(
-      UnaryCall(metrics_, context, response, Method::kListHolds), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kListHolds), *request,
       [this](internal::ListHoldsRequest& in, const UnaryCall& call) {
         holds_.ListHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
                          call.options(), call.Respond(ListHoldsReplyToProto));
@@ -152,7 +177,7 @@ grpc::ServerUnaryReactor* OrderHoldService::CancelHold(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
   return ServeUnary<internal::CancelHoldRequest>(
-      UnaryCall(metrics_, context, response, Method::kCancelHold), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kCancelHold), *request,
       [this](internal::CancelHoldRequest& in, const UnaryCall& call) {
         holds_.Cancel(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
                       call.options(), call.Respond(CancelReplyToProto));
@@ -164,7 +189,7 @@ grpc::ServerUnaryReactor* OrderHoldService::ExtendHold(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
   return ServeUnary<internal::ExtendHoldRequest>(
-      UnaryCall(metrics_, context, response, Method::kExtendHold), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kExtendHold), *request,
       [this](internal::ExtendHoldRequest& in, const UnaryCall& call) -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(domain::ExtendHoldCommand command,
                                    ExtendHoldCommandFromProto(in));
@@ -177,7 +202,7 @@ grpc::ServerUnaryReactor* OrderHoldService::GetHold(grpc::CallbackServerContext*
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
   return ServeUnary<internal::GetHoldRequest>(
-      UnaryCall(metrics_, context, response, Method::kGetHold), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kGetHold), *request,
       [this](internal::GetHoldRequest& in, const UnaryCall& call) {
         holds_.GetHold(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
                        call.options(), call.Respond(GetHoldReplyToProto));
@@ -189,7 +214,7 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseHolds(grpc::CallbackServerCon
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
   return ServeUnary<internal::ReleaseHoldsRequest>(
-      UnaryCall(metrics_, context, response, Method::kReleaseHolds), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kReleaseHolds), *request,
       [this](internal::ReleaseHoldsRequest& in, const UnaryCall& call) {
         holds_.ReleaseHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
                             call.options(), call.Respond(ReleaseHoldsReplyToProto));
@@ -198,37 +223,57 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseHolds(grpc::CallbackServerCon
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
-    grpc::CallbackServerContext* /*context*/, const grpc::ByteBuffer* request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {
+    if (authorizer_ != nullptr) {
+      ORDERHOLD_RETURN_IF_ERROR(authorizer_->Check(*context, Method::kWatchHoldEvents));
+    }
     internal::WatchHoldEventsRequest parsed;
     ORDERHOLD_RETURN_IF_ERROR(
         ParseFromByteBuffer(*request, ApiName<internal::WatchHoldEventsRequest>(), &parsed));
     if (events_ == nullptr || dispatcher_ == nullptr) return NoEventLog();
-    return WatchSpecFromProto(parsed);
+    ORDERHOLD_ASSIGN_OR_RETURN(domain::WatchSpec watch, WatchSpecFromProto(parsed));
+    watch.caller = PrincipalOf(*context);
+    return watch;
   }();
   if (!spec.ok()) {
-    // A reactor that only finishes: the call ends with `status`.
-    class Failed final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
-     public:
-      explicit Failed(const grpc::Status& status) { Finish(status); }
-      void OnDone() override { delete this; }
-    };
     metrics_.RecordRequest(Method::kWatchHoldEvents, spec.status().code(), absl::ZeroDuration());
-    return new Failed(ToGrpcStatus(spec.status()));
+    return new FailedWatch(ToGrpcStatus(spec.status()));
   }
-  return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec));
+  return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
+                            CallerKeyOf(*context));
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   return ServeUnary<internal::AckHoldEventsRequest>(
-      UnaryCall(metrics_, context, response, Method::kAckHoldEvents), *request,
+      authorizer_, UnaryCall(metrics_, context, response, Method::kAckHoldEvents), *request,
       [this](internal::AckHoldEventsRequest& in, const UnaryCall& call) {
         if (events_ == nullptr) return NoEventLog();
         std::vector<std::string> ids(in.event_ids().begin(), in.event_ids().end());
-        events_->Ack(std::move(*in.mutable_consumer_group()), ids, call.options(),
-                     call.Respond(AckedToProto));
+        events_->Ack(std::move(*in.mutable_consumer_group()), PrincipalOf(call.context()), ids,
+                     call.options(), call.Respond(AckedToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::DeleteConsumerGroup(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return ServeUnary<internal::DeleteConsumerGroupRequest>(
+      authorizer_, UnaryCall(metrics_, context, response, Method::kDeleteConsumerGroup), *request,
+      [this](internal::DeleteConsumerGroupRequest& in, const UnaryCall& call) {
+        if (events_ == nullptr) return NoEventLog();
+        std::string group = std::move(*in.mutable_consumer_group());
+        events_->DeleteGroup(group, call.options(), [call, group](absl::StatusOr<bool> existed) {
+          if (!existed.ok()) return call.Finish(existed.status());
+          if (!*existed) {
+            return call.Finish(
+                absl::NotFoundError(absl::StrCat("consumer_group \"", group, "\" does not exist")));
+          }
+          call.Finish(call.Serialize(v1::DeleteConsumerGroupResponse()));
+        });
         return absl::OkStatus();
       });
 }

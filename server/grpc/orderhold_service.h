@@ -15,6 +15,9 @@
 //
 // WatchHoldEvents is a HoldEventWatch reactor (hold_event_watch.h).
 //
+// With an Authorizer (--authz_policy), every call is checked first (authorizer.h): a denied call
+// is PERMISSION_DENIED before its request is even parsed, so it reads and changes nothing.
+//
 // The call's deadline is passed down to the store, which answers DEADLINE_EXCEEDED rather than
 // working past it. Thread-safe.
 #ifndef ORDERHOLD_SERVER_GRPC_ORDERHOLD_SERVICE_H_
@@ -23,30 +26,44 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/grpc/authorizer.h"
 #include "server/grpc/hold_event_watch.h"
 #include "server/metrics/metrics.h"
 
 namespace orderhold::grpc_api {
 
-using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
-    orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
-        orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
-            orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
-                orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
-                    orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
-                        orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
-                            orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
-                                orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseHolds<
-                                    orderhold::v1::OrderHold::Service>>>>>>>>>;
+using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteConsumerGroup<
+    orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
+        orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
+            orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
+                orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
+                    orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
+                        orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
+                            orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
+                                orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
+                                    orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseHolds<
+                                        orderhold::v1::OrderHold::Service>>>>>>>>>>;
+
+// What the service enforces of each caller besides the domain's limits.
+struct ServiceOptions {
+  // --max_watches (>= 1): WatchHoldEvents streams open at once on this server; one more is
+  // RESOURCE_EXHAUSTED.
+  int max_watches = 1000;
+  // --max_watches_per_caller (>= 1): of them, one caller's (CallerKeyOf: its principal, else its
+  // address); one more is RESOURCE_EXHAUSTED with a QuotaFailure.
+  int max_watches_per_caller = 100;
+  // --authz_policy, or null: every call is allowed (and groups have no enforced owner).
+  Authorizer* authorizer = nullptr;
+};
 
 class OrderHoldService final : public RawOrderHoldService {
  public:
-  // `holds`, `events`, `dispatcher` and `metrics` must outlive the service (and the grpc::Server
-  // it is registered on). `events` and `dispatcher` are both null or both set; null
-  // (--store=noop): the event rpcs answer UNAVAILABLE. `max_watches` (>= 1, --max_watches):
-  // WatchHoldEvents streams open at once on this server; one more is refused RESOURCE_EXHAUSTED.
+  // `holds`, `events`, `dispatcher`, `metrics` and options.authorizer must outlive the service
+  // (and the grpc::Server it is registered on). `events` and `dispatcher` are both null or both
+  // set; null (--store=noop): the event rpcs answer UNAVAILABLE.
   OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                   domain::EventDispatcher* dispatcher, metrics::Metrics& metrics, int max_watches);
+                   domain::EventDispatcher* dispatcher, metrics::Metrics& metrics,
+                   ServiceOptions options);
 
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }
@@ -87,12 +104,17 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* AckHoldEvents(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.DeleteConsumerGroupRequest bytes; response: its response.
+  grpc::ServerUnaryReactor* DeleteConsumerGroup(grpc::CallbackServerContext* context,
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) override;
 
  private:
   domain::HoldService& holds_;
   domain::EventService* const events_;
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;
+  Authorizer* const authorizer_;
   WatchRegistry watches_;
 };
 

@@ -25,8 +25,9 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {
-    "PlaceHold",     "Pay",        "ListHolds", "CancelHold",  "WatchHoldEvents",
-    "AckHoldEvents", "ExtendHold", "GetHold",   "ReleaseHolds"};
+    "PlaceHold",     "Pay",        "ListHolds", "CancelHold",   "WatchHoldEvents",
+    "AckHoldEvents", "ExtendHold", "GetHold",   "ReleaseHolds", "DeleteConsumerGroup"};
+const char* const kReloadResultNames[2] = {"success", "failure"};
 const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
                                                                   "exhausted", "ended"};
 
@@ -57,6 +58,11 @@ Metrics::Metrics(prometheus::Registry& registry)
     : limits_reload_errors_(Counter(registry, "orderhold_limits_reload_errors_total",
                                     "Re-reads of the --scope_limits file (SIGHUP) that failed; "
                                     "the previous rules stay in force.")),
+      redis_replicas_not_waited_for_(
+          Gauge(registry, "orderhold_redis_replicas_not_waited_for",
+                "Replicas of the Redis primary (the most over primaries) a write is not waited "
+                "for (connected replicas - --redis_wait_replicas, >= 0): a failover to one can "
+                "lose holds already answered OK.")),
       holds_placed_(Counter(registry, "orderhold_holds_placed_total",
                             "Holds created by PlaceHold (idempotent retries not counted).")),
       holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
@@ -156,6 +162,14 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "PlaceHold calls that did not yield a hold, by reason (quota_exceeded is the "
                    "user's hold limit).",
                    kReasonNames, rejected_);
+  CountersByReason(registry, "orderhold_authz_policy_reloads_total",
+                   "Reads of a changed --authz_policy file, by result (failure: the previous "
+                   "policy stays in force).",
+                   kReloadResultNames, authz_policy_reloads_, "result");
+  CountersByReason(registry, "orderhold_calls_denied_total",
+                   "Calls refused PERMISSION_DENIED by the --authz_policy or by a consumer "
+                   "group's owner, by method.",
+                   kMethodNames, calls_denied_, "method");
   CountersByReason(registry, "orderhold_hold_extensions_total",
                    "ExtendHold calls that found the hold, by result: extended, capped (moved up "
                    "to the hold's max_expire_time), unchanged (nothing moved), exhausted "
@@ -202,6 +216,14 @@ void Metrics::SetOldestUnackedAge(const std::string& group, double seconds) {
   prometheus::Gauge*& gauge = oldest_unacked_[group];
   if (gauge == nullptr) gauge = &oldest_unacked_family_.Add({{"group", group}});
   gauge->Set(seconds);
+}
+
+void Metrics::ForgetGroup(const std::string& group) {
+  absl::MutexLock lock(&groups_mu_);
+  const auto it = oldest_unacked_.find(group);
+  if (it == oldest_unacked_.end()) return;
+  oldest_unacked_family_.Remove(it->second);
+  oldest_unacked_.erase(it);
 }
 
 void Metrics::RecordRequest(Method method, absl::StatusCode code, absl::Duration elapsed) {

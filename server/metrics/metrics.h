@@ -49,8 +49,9 @@ enum class Method {
   kExtendHold,
   kGetHold,
   kReleaseHolds,
+  kDeleteConsumerGroup,
 };
-inline constexpr int kMethodCount = 9;
+inline constexpr int kMethodCount = 10;
 
 // Label `result` of orderhold_hold_extensions_total: what an ExtendHold call did.
 enum class ExtensionResult {
@@ -85,6 +86,19 @@ class Metrics {
   // orderhold_limits_reload_errors_total: SIGHUP re-reads of --scope_limits that failed (the old
   // rules stay in force).
   prometheus::Counter& limits_reload_errors() { return limits_reload_errors_; }
+  // orderhold_authz_policy_reloads_total{result="success"|"failure"}: reads of a changed
+  // --authz_policy file; on failure the previous policy stays in force.
+  prometheus::Counter& authz_policy_reloads(bool ok) { return *authz_policy_reloads_[ok ? 0 : 1]; }
+  // orderhold_calls_denied_total{method}: calls refused PERMISSION_DENIED by the --authz_policy
+  // or by a consumer group's owner (every method is exported from the start, at 0).
+  prometheus::Counter& calls_denied(Method method) {
+    return *calls_denied_[static_cast<int>(method)];
+  }
+  // orderhold_redis_replicas_not_waited_for: the replicas of the Redis primary (the most over the
+  // primaries, in Cluster mode) a write is not waited for: the primary's connected replicas minus
+  // --redis_wait_replicas, at least 0. Above 0, a failover to such a replica can lose holds
+  // already answered OK (deploy/README.md "What acknowledged means").
+  prometheus::Gauge& redis_replicas_not_waited_for() { return redis_replicas_not_waited_for_; }
   // orderhold_holds_placed_total: holds created (idempotent retries not counted).
   prometheus::Counter& holds_placed() { return holds_placed_; }
   // orderhold_holds_paid_total: holds removed by a successful Pay.
@@ -117,6 +131,8 @@ class Metrics {
   // orderhold_events_oldest_unacked_age_seconds{group}: age of the group's oldest unacked event
   // in the partitions this replica reaps (0 when none); use max by (group) across replicas.
   void SetOldestUnackedAge(const std::string& group, double seconds);
+  // Removes the group's orderhold_events_oldest_unacked_age_seconds series (a deleted group).
+  void ForgetGroup(const std::string& group);
   // orderhold_reaper_backlog_seconds: age of the oldest due-but-unreaped hold seen at the start of
   // the last tick, over the partitions this replica owns or checked as standby (0 when none is
   // due).
@@ -181,6 +197,9 @@ class Metrics {
 
  private:
   prometheus::Counter& limits_reload_errors_;
+  std::array<prometheus::Counter*, 2> authz_policy_reloads_{};
+  std::array<prometheus::Counter*, kMethodCount> calls_denied_{};
+  prometheus::Gauge& redis_replicas_not_waited_for_;
   prometheus::Counter& holds_placed_;
   prometheus::Counter& holds_paid_;
   prometheus::Counter& holds_cancelled_;

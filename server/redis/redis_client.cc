@@ -106,7 +106,7 @@ class RedisClient::Connection {
   absl::Status Handshake(RedisConnection& connection, const HostPort& primary,
                          absl::Time deadline) {
     const NodeOptions& node_options = options_.node;
-    const HandshakeSteps steps = AppendHandshake(connection);
+    ORDERHOLD_ASSIGN_OR_RETURN(const HandshakeSteps steps, AppendHandshake(connection));
     // Redis drops a plain client on its TLS port without a word: the first bytes are no TLS
     // hello, so it closes the connection (reset by peer) before answering anything. Only this
     // step knows the connection is fresh and nothing was answered yet, so the hint lives here.
@@ -187,11 +187,12 @@ class RedisClient::Connection {
 
   // Appends a handshake's commands to `connection` without sending them: AUTH, SELECT, CLIENT
   // SETNAME, ROLE and FUNCTION LOAD as the options ask, then SCRIPT LOAD of every script. Returns
-  // which of the optional steps it appended.
-  HandshakeSteps AppendHandshake(RedisConnection& connection) const {
+  // which of the optional steps it appended, or NodeAuthCommand's error (an unreadable password
+  // file).
+  absl::StatusOr<HandshakeSteps> AppendHandshake(RedisConnection& connection) const {
     const NodeOptions& node_options = options_.node;
-    const std::vector<std::string> auth =
-        RedisAuthCommand(node_options.user, node_options.password);
+    ORDERHOLD_ASSIGN_OR_RETURN(const std::vector<std::string> auth,
+                               NodeAuthCommand(node_options, "redis"));
     const HandshakeSteps steps{.auth = !auth.empty(),
                                .select = options_.db != 0,
                                .name = !node_options.client_name.empty(),

@@ -26,7 +26,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "server/common/files.h"
 #include "server/common/status_macros.h"
 #include "server/redis/pem_files.h"
 
@@ -562,8 +564,30 @@ std::vector<std::string> RedisAuthCommand(const std::string& user, const std::st
   return {"AUTH", user, password};
 }
 
+absl::StatusOr<std::vector<std::string>> NodeAuthCommand(const NodeOptions& node,
+                                                         absl::string_view what) {
+  if (node.password_file.empty()) return RedisAuthCommand(node.user, node.password);
+  // A password is short; 4 KiB bounds a wrong path (a large file) without refusing a long one.
+  absl::StatusOr<std::string> password = ReadSmallFile(node.password_file, 4096);
+  if (!password.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": password file ", password.status().message()));
+  }
+  absl::string_view text = *password;
+  if (absl::ConsumeSuffix(&text, "\n")) absl::ConsumeSuffix(&text, "\r");
+  if (text.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat(what, ": password file ", node.password_file, " is empty"));
+  }
+  return RedisAuthCommand(node.user, std::string(text));
+}
+
 absl::Status ValidateNodeOptions(const NodeOptions& options, absl::string_view what) {
-  if (!options.user.empty() && options.password.empty()) {
+  if (!options.password.empty() && !options.password_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": a password and a password file are both given"));
+  }
+  if (!options.user.empty() && options.password.empty() && options.password_file.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": a user is given without a password"));
   }
   if (options.connect_timeout <= absl::ZeroDuration()) {
@@ -582,7 +606,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> ConnectAuthenticated(const Host
                                                                       absl::Time deadline) {
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<RedisConnection> connection,
                              RedisConnection::Connect(address, node.tls.get(), deadline));
-  const std::vector<std::string> auth = RedisAuthCommand(node.user, node.password);
+  ORDERHOLD_ASSIGN_OR_RETURN(const std::vector<std::string> auth, NodeAuthCommand(node, what));
   const std::string client_name =
       node.client_name.empty() ? "" : absl::StrCat(node.client_name, name_suffix);
   if (!auth.empty()) connection->Append(auth);

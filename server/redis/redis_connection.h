@@ -144,6 +144,11 @@ struct NodeOptions {
   // no AUTH without a password. A user without a password is INVALID_ARGUMENT.
   std::string user;
   std::string password;
+  // A file holding the password instead (--redis_password_file): read at every new connection,
+  // so a rotated password (Redis ACL users may hold two during a rotation) is used by the next
+  // connection without a restart. One trailing newline ("\n" or "\r\n") is not part of it (an
+  // editor's or `kubectl create secret --from-file`'s). Not with `password`.
+  std::string password_file;
   // TLS (rediss://) for every connection, or null for plain TCP.
   std::shared_ptr<const TlsContext> tls;
   // CLIENT SETNAME of each connection, so that CLIENT LIST shows who it is (a connection kind may
@@ -166,13 +171,19 @@ inline NodeOptions TopologyNodeOptions() {
   return node;
 }
 
-// OK, or INVALID_ARGUMENT "<what>: ..." for a user without a password, a connect_timeout <= 0, or
-// a client_name with a space.
+// OK, or INVALID_ARGUMENT "<what>: ..." for a user without a password (or password file), both a
+// password and a password file, a connect_timeout <= 0, or a client_name with a space.
 absl::Status ValidateNodeOptions(const NodeOptions& options, absl::string_view what);
 
 // The AUTH command for a connection: {"AUTH", user, password}, {"AUTH", password} with no user,
 // or empty with no password (no AUTH). Thread-safe.
 std::vector<std::string> RedisAuthCommand(const std::string& user, const std::string& password);
+
+// RedisAuthCommand with node.password, or the content of node.password_file read now (see
+// NodeOptions). UNAVAILABLE "<what>: password file <path>: cannot read ..." when it cannot be read
+// (the connection is not made; the next attempt reads it again). Never quotes the password.
+absl::StatusOr<std::vector<std::string>> NodeAuthCommand(const NodeOptions& node,
+                                                         absl::string_view what);
 
 // RedisConnection::Connect (with node.tls), then in one round trip AUTH (RedisAuthCommand: skipped
 // without a password) and CLIENT SETNAME node.client_name + `name_suffix` (skipped when

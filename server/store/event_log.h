@@ -73,6 +73,18 @@ struct TrimEventsResult {
   std::vector<GroupBacklog> groups;  // every group of the partition, after the trim
 };
 
+// What ClaimGroup found (claim_group.lua).
+struct GroupClaim {
+  enum class Result {
+    kClaimed,     // the group was not registered: now it is the caller's
+    kRegistered,  // the group is registered, to `owner` (the caller or another)
+    kOverLimit,   // not registered, and the caller owns max_groups already: nothing written
+  };
+  Result result = Result::kClaimed;
+  std::string owner;  // the group's owner (kOverLimit: the caller); "" for an anonymous one
+  int64_t owned = 0;  // how many groups `owner` has
+};
+
 class HoldEventLog {
  public:
   virtual ~HoldEventLog() = default;
@@ -103,6 +115,23 @@ class HoldEventLog {
   // XACK: yields how many of `stream_ids` were pending for the group.
   virtual void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                          CallOptions options, Callback<int64_t> done) = 0;
+
+  // The group registry (one hash for all partitions, KeySchema::GroupOwnersKey): registers
+  // `group` to `caller` unless it is registered, and unless `caller` has `max_groups` (>= 1)
+  // groups already. One round trip.
+  virtual void ClaimGroup(std::string group, std::string caller, int max_groups,
+                          CallOptions options, Callback<GroupClaim> done) = 0;
+  // The owner `group` is registered to, or nullopt when it is not (HGET). Read-only.
+  virtual void GroupOwner(std::string group, CallOptions options,
+                          Callback<std::optional<std::string>> done) = 0;
+  // Unregisters `group` (its owner's count drops by one); yields its former owner, nullopt when it
+  // was not registered.
+  virtual void DropGroup(std::string group, CallOptions options,
+                         Callback<std::optional<std::string>> done) = 0;
+  // XGROUP DESTROY of `group` on the partition's stream (its consumers and pending entries go;
+  // the events stay for other groups). Yields whether it existed there.
+  virtual void DestroyGroup(int partition, std::string group, CallOptions options,
+                            Callback<bool> done) = 0;
 
   // Deletes the partition's events older than `cutoff` and reports each group's backlog; counts the
   // deleted events some group had not acked (and acks them: they cannot be delivered any more).

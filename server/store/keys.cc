@@ -78,6 +78,8 @@ std::string KeySchema::ReaperChannel(int partition) const {
 }
 
 std::string KeySchema::ReplicasKey() const { return absl::StrCat(prefix_, ":replicas"); }
+std::string KeySchema::GroupOwnersKey() const { return absl::StrCat(prefix_, ":{groups}:owners"); }
+std::string KeySchema::GroupCountsKey() const { return absl::StrCat(prefix_, ":{groups}:counts"); }
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {
   if (prefix.empty() || prefix.size() > 64) {

@@ -27,6 +27,10 @@
 //                                        end_hold, which says why not KEYS). The hash tag puts it
 //                                        in the partition's slot, which Redis Cluster requires of
 //                                        a channel published in a script. ACL: &<prefix>:*
+//   <prefix>:{groups}:owners             the consumer group registry (hash: group -> owner,
+//                                        the principal that created it; "" for an anonymous one)
+//   <prefix>:{groups}:counts             groups per owner (hash: owner -> count), beside it in
+//                                        one slot: lua/claim_group.lua
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 // Keys of the shapes earlier releases wrote are known only to their migration
@@ -136,6 +140,9 @@ class KeySchema {
   // replaced by "reaper", as the scripts derive it ("due" and "group" messages: event_nudges.h).
   std::string ReaperChannel(int partition) const;
   std::string ReplicasKey() const;
+  // The consumer group registry and its per-owner counts (see the table above).
+  std::string GroupOwnersKey() const;
+  std::string GroupCountsKey() const;
   // The prefix of every key of `partition`, "<prefix>:{<partition>}:":
   // OutcomesKey(id) == PartitionPrefix(PartitionOf(id)) + "x:" + id. 0 <= partition <
   // kPartitionCount (std::out_of_range otherwise: a bug, never input).

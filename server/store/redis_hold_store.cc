@@ -603,6 +603,79 @@ void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart st
       }));
 }
 
+void RedisHoldStore::ClaimGroup(std::string group, std::string caller, int max_groups,
+                                CallOptions options, Callback<GroupClaim> done) {
+  const std::string owners = keys_.GroupOwnersKey();
+  const std::string counts = keys_.GroupCountsKey();
+  redis::RedisCommand command = Eval<Script::kClaimGroup>(
+      {owners, counts}, {group, caller, absl::StrCat(std::max(1, max_groups))});
+  command.writes = true;
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<GroupClaim> {
+        int64_t code = 0;
+        GroupClaim claim;
+        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 3 ||
+            !ToInt(reply.elements[0], &code) || code < -1 || code > 1 ||
+            reply.elements[1].type != redis::RedisReply::Type::kString ||
+            !ToInt(reply.elements[2], &claim.owned)) {
+          return BadReply("claim_group.lua");
+        }
+        claim.result = code == 1   ? GroupClaim::Result::kClaimed
+                       : code == 0 ? GroupClaim::Result::kRegistered
+                                   : GroupClaim::Result::kOverLimit;
+        claim.owner = reply.elements[1].str;
+        return claim;
+      }));
+}
+
+void RedisHoldStore::GroupOwner(std::string group, CallOptions options,
+                                Callback<std::optional<std::string>> done) {
+  client_->Submit(
+      Plain({"HGET", keys_.GroupOwnersKey(), group}), options.deadline,
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<std::optional<std::string>> {
+               if (reply.type == redis::RedisReply::Type::kNil) return std::nullopt;
+               if (reply.type != redis::RedisReply::Type::kString) return BadReply("HGET");
+               return reply.str;
+             }));
+}
+
+void RedisHoldStore::DropGroup(std::string group, CallOptions options,
+                               Callback<std::optional<std::string>> done) {
+  const std::string owners = keys_.GroupOwnersKey();
+  const std::string counts = keys_.GroupCountsKey();
+  redis::RedisCommand command = Eval<Script::kDropGroup>({owners, counts}, {group});
+  command.writes = true;
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<std::optional<std::string>> {
+               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() > 1 ||
+                   (reply.elements.size() == 1 &&
+                    reply.elements[0].type != redis::RedisReply::Type::kString)) {
+                 return BadReply("drop_group.lua");
+               }
+               if (reply.elements.empty()) return std::nullopt;
+               return reply.elements[0].str;
+             }));
+}
+
+void RedisHoldStore::DestroyGroup(int partition, std::string group, CallOptions options,
+                                  Callback<bool> done) {
+  if (!InRange(partition)) return std::move(done)(OutOfRange("destroy_group"));
+  redis::RedisCommand command =
+      Eval<Script::kDestroyGroup>({keys_.EventsKeyPieces(partition)}, {group});
+  command.writes = true;
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
+        int64_t n = 0;
+        if (!ToInt(reply, &n)) return BadReply("destroy_group.lua");
+        return n == 1;
+      }));
+}
+
 void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
                                 Callback<std::vector<StoredEvent>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));

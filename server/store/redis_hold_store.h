@@ -91,6 +91,14 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void CheckGroups(int partition, std::vector<std::string> groups,
                    std::optional<absl::Duration> claim_idle, CallOptions options,
                    Callback<std::vector<GroupWork>> done) override;
+  void ClaimGroup(std::string group, std::string caller, int max_groups, CallOptions options,
+                  Callback<GroupClaim> done) override;
+  void GroupOwner(std::string group, CallOptions options,
+                  Callback<std::optional<std::string>> done) override;
+  void DropGroup(std::string group, CallOptions options,
+                 Callback<std::optional<std::string>> done) override;
+  void DestroyGroup(int partition, std::string group, CallOptions options,
+                    Callback<bool> done) override;
   void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                  CallOptions options, Callback<int64_t> done) override;
   void TrimEvents(int partition, absl::Time cutoff, CallOptions options,

@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # tests/deploy/k8s_test.sh: proves the Kubernetes manifests in deploy/k8s render with kustomize
 # (`kubectl kustomize`, Debian's kubernetes-client; no cluster is contacted) and have the
-# properties the README promises, checked on the rendered objects by k8s_check.py: native gRPC
-# liveness/readiness probes on port 50051 for a service name the server reports; a non-root,
-# read-only, capability-less securityContext (deploy/Dockerfile's numeric USER, RuntimeDefault
-# seccomp); resources; terminationGracePeriodSeconds > preStop sleep + the server's SIGTERM drain
-# (read from server/main.cc); settings from a ConfigMap holding only real ORDERHOLD_* variables
-# and the Redis URL from a Secret; Services with ports named grpc (appProtocol grpc) and metrics;
-# a PDB with minAvailable 1; a PodMonitor scraping the pods' metrics port under the job the alert
-# rules select; a PrometheusRule whose groups equal deploy/prometheus/alerts.yaml's (regenerate
-# with deploy/k8s/sync-rules.sh). It also renders deploy/k8s-example, the example overlay (image,
-# Secret, a setting replaced), when the kubectl has kustomize >= 4 (kubectl >= 1.21; Debian 12's
+# properties the README promises, checked on the rendered objects by k8s_check.py. Closed by
+# default: mutual TLS on the gRPC port from a Secret in cert-manager's format mounted whole
+# (ORDERHOLD_TLS_* pointing into it), the authorization policy as a ConfigMap mounted whole and
+# equal to deploy/authz_policy.example.json (regenerate with deploy/k8s/sync-rules.sh),
+# reflection off, a NetworkPolicy letting only labelled client pods reach the gRPC port and only
+# Prometheus the metrics port, Services exposing the gRPC port only, no credential in a variable
+# (the Redis URL names the user; the password is a mounted Secret file). And: native gRPC
+# liveness/readiness probes on the plaintext health port for a service name the server reports; a
+# non-root, read-only, capability-less securityContext (deploy/Dockerfile's numeric USER,
+# RuntimeDefault seccomp); resources; terminationGracePeriodSeconds > preStop sleep + the server's
+# SIGTERM drain (read from server/config.cc); settings from a ConfigMap holding only real
+# ORDERHOLD_* variables; a PDB with minAvailable 1; a PodMonitor scraping the pods' metrics port
+# under the job the alert rules select; a PrometheusRule whose groups equal
+# deploy/prometheus/alerts.yaml's (regenerate with deploy/k8s/sync-rules.sh). It also renders
+# deploy/k8s-example, the example overlay (image, Secret, settings, a cert-manager Certificate for
+# the mounted TLS Secret), when the kubectl has kustomize >= 4 (kubectl >= 1.21; Debian 12's
 # kubectl 1.20 has v2.0.3, which renders the base but not that overlay: then it says so).
 # Run: bash tests/deploy/k8s_test.sh (ctest -L deploy runs it); KUBECTL=/path/to/kubectl picks
 # another kubectl. Takes about a second.
@@ -26,6 +32,8 @@ command -v "${kubectl}" >/dev/null || fail "kubectl missing (deploy/install-deps
 "${python}" -c 'import yaml' || fail "python3-yaml missing (deploy/install-deps.sh)"
 alerts="${repo}/deploy/prometheus/alerts.yaml"
 [[ -f "${alerts}" ]] || fail "${alerts} missing: the PrometheusRule is generated from it"
+policy="${repo}/deploy/authz_policy.example.json"
+[[ -f "${policy}" ]] || fail "${policy} missing: the authz policy ConfigMap is generated from it"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
@@ -57,4 +65,4 @@ image_uid="$(grep -oP '^USER\s+\K[0-9]+' "${repo}/deploy/Dockerfile")" ||
   fail "deploy/Dockerfile has no numeric USER"
 "${python}" "${repo}/tests/deploy/k8s_check.py" "${tmp}/base.yaml" "${tmp}/overlay.yaml" \
   "${overlay}/redis.env" "${alerts}" "${tmp}/flags" "${health_service}" "${drain_s}" \
-  "${image_uid}" "${liveness_service}"
+  "${image_uid}" "${liveness_service}" "${policy}"

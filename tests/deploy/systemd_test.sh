@@ -78,15 +78,20 @@ while IFS= read -r name; do
     fail "${env_file}: ${name} (commented) is not a server flag's variable"
 done < <(grep -oP '^#\s*\KORDERHOLD_[A-Z0-9_]+(?==)' "${env_file}")
 
+# The password file the unit's credential would be (the example points into /run/credentials).
+redis_password="systemd-test-password"
+printf '%s' "${redis_password}" >"${tmp}/redis-password"
 redis_port="$(free_port)"
 redis-server --port "${redis_port}" --bind 127.0.0.1 --save '' --appendonly no \
-  >"${tmp}/redis.log" 2>&1 &
+  --requirepass "${redis_password}" >"${tmp}/redis.log" 2>&1 &
 pids+=($!)
 wait_port "${redis_port}"
 grpc_port="$(free_port)"
 metrics_port="$(free_port)"
-# The example's values, with the test's Redis and ports (the command line wins over the variables).
-env "${variables[@]}" ORDERHOLD_REDIS_URL="redis://127.0.0.1:${redis_port}" "${server}" \
+# The example's values, with the test's Redis, its password file and ports (the command line
+# wins over the variables).
+env "${variables[@]}" ORDERHOLD_REDIS_URL="redis://127.0.0.1:${redis_port}" \
+  ORDERHOLD_REDIS_PASSWORD_FILE="${tmp}/redis-password" "${server}" \
   --grpc_address="127.0.0.1:${grpc_port}" --metrics_address="127.0.0.1:${metrics_port}" \
   >"${tmp}/server.log" 2>&1 &
 server_pid=$!

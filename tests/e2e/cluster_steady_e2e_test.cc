@@ -175,7 +175,7 @@ TEST(ClusterSteadyE2eTest, OneReplicaAsSeedFindsEveryPrimaryAndServesWithoutRedi
     stream_entries += std::stoll(length);
   }
   EXPECT_EQ(stream_entries, static_cast<int64_t>(paid));
-  ASSERT_TRUE(billing.WaitFor(paid, absl::Seconds(30)));
+  ASSERT_TRUE(billing.WaitFor(paid, absl::Seconds(30))) << billing.status();
   std::set<std::string> holds, ids;
   for (const v1::HoldEvent& event : billing.events()) {
     EXPECT_EQ(event.outcome(), v1::PAID);

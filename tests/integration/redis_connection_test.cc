@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,7 +18,9 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/common/status_macros.h"
 #include "tests/testing/eventually.h"
+#include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
 
@@ -24,9 +28,12 @@ namespace orderhold::redis {
 namespace {
 
 using ::orderhold::testing::Eventually;
+using ::orderhold::testing::IsOk;
 using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using Type = RedisReply::Type;
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }
@@ -232,5 +239,40 @@ TEST(HostPortTest, RendersIpv6InBrackets) {
   EXPECT_EQ((HostPort{"::1", 6379}).ToString(), "[::1]:6379");
 }
 
+// --redis_password_file: the password is read at every new connection, so a rotation (an ACL user
+// holding the old and the new password for a while) needs no restart; a trailing newline is not
+// part of it; an unreadable file fails the connection, naming the file and never a password.
+TEST_F(RedisConnectionTest, APasswordFileIsReadAtEveryNewConnection) {
+  ASSERT_OK_AND_ASSIGN(std::string dir, testing::MakeTempDir("password-file"));
+  const std::string file = dir + "/password";
+  auto write = [&](const std::string& text) { std::ofstream(file) << text; };
+  ASSERT_THAT(redis_->Command({"ACL", "SETUSER", "app", "on", ">first", "~*", "+@all"}), IsOk());
+  NodeOptions node;
+  node.user = "app";
+  node.password_file = file;
+  auto whoami = [&]() -> absl::StatusOr<std::string> {
+    ORDERHOLD_ASSIGN_OR_RETURN(
+        auto c, ConnectAuthenticated(address(), node, "", "test", In(absl::Seconds(2))));
+    c->Append({"ACL", "WHOAMI"});
+    ORDERHOLD_RETURN_IF_ERROR(c->Flush(In(absl::Seconds(2))));
+    ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, c->Read(In(absl::Seconds(2))));
+    return reply.str;
+  };
+  write("first\n");  // as `kubectl create secret --from-file` or an editor leaves it
+  EXPECT_EQ(whoami().value_or("error"), "app");
+  // The rotation: the user takes the new password beside the old, the file changes, the old goes.
+  ASSERT_THAT(redis_->Command({"ACL", "SETUSER", "app", ">second"}), IsOk());
+  write("second");
+  ASSERT_THAT(redis_->Command({"ACL", "SETUSER", "app", "<first"}), IsOk());
+  EXPECT_EQ(whoami().value_or("error"), "app");
+  write("first");
+  EXPECT_THAT(whoami(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("refused AUTH")));
+  std::filesystem::remove(file);
+  const absl::Status missing = whoami().status();
+  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kUnavailable,
+                                AllOf(HasSubstr("password file"), HasSubstr(file))));
+  EXPECT_THAT(missing.message(), Not(HasSubstr("second")));
+  std::filesystem::remove_all(dir);
+}
 }  // namespace
 }  // namespace orderhold::redis

@@ -2,7 +2,9 @@
 // records the calls. Every group is new; every acked id was pending; ReadEvents returns as many
 // events as `events_per_read` says for the partition (default none); CheckGroups returns what
 // `SetWork` scripted for the partition, or `SetCheckError`'s error; TrimEvents trims nothing and
-// reports the groups `SetTrimGroups` gave the partition (none by default). Delivery semantics are
+// reports the groups `SetTrimGroups` gave the partition (none by default). The group registry
+// (ClaimGroup, GroupOwner, DropGroup) is a map with claim_group.lua's rules; DestroyGroup says
+// every group existed. Delivery semantics are
 // Redis' own and are tested against a real redis-server, not here. Thread-safe.
 #ifndef ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
 #define ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
@@ -76,6 +78,53 @@ class RecordingEventLog final : public store::HoldEventLog {
     }
     std::move(done)(n);
   }
+  void ClaimGroup(std::string group, std::string caller, int max_groups,
+                  store::CallOptions /*options*/,
+                  store::Callback<store::GroupClaim> done) override {
+    store::GroupClaim claim;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = owners_.find(group); it != owners_.end()) {
+        claim = {store::GroupClaim::Result::kRegistered, it->second, owned_[it->second]};
+      } else if (owned_[caller] >= max_groups) {
+        claim = {store::GroupClaim::Result::kOverLimit, caller, owned_[caller]};
+      } else {
+        owners_[group] = caller;
+        claim = {store::GroupClaim::Result::kClaimed, caller, ++owned_[caller]};
+      }
+    }
+    std::move(done)(std::move(claim));
+  }
+  void GroupOwner(std::string group, store::CallOptions /*options*/,
+                  store::Callback<std::optional<std::string>> done) override {
+    std::optional<std::string> owner;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = owners_.find(group); it != owners_.end()) owner = it->second;
+    }
+    std::move(done)(std::move(owner));
+  }
+  void DropGroup(std::string group, store::CallOptions /*options*/,
+                 store::Callback<std::optional<std::string>> done) override {
+    std::optional<std::string> owner;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = owners_.find(group); it != owners_.end()) {
+        owner = it->second;
+        --owned_[it->second];
+        owners_.erase(it);
+      }
+    }
+    std::move(done)(std::move(owner));
+  }
+  void DestroyGroup(int partition, std::string /*group*/, store::CallOptions /*options*/,
+                    store::Callback<bool> done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      destroys_.push_back(partition);
+    }
+    std::move(done)(true);
+  }
   void TrimEvents(int partition, absl::Time /*cutoff*/, store::CallOptions /*options*/,
                   store::Callback<store::TrimEventsResult> done) override {
     store::TrimEventsResult result;
@@ -117,6 +166,10 @@ class RecordingEventLog final : public store::HoldEventLog {
     absl::MutexLock lock(&mu_);
     return std::exchange(read_partitions_, {});
   }
+  std::vector<int> TakeDestroys() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(destroys_, {});
+  }
   std::vector<int> TakeTrims() {
     absl::MutexLock lock(&mu_);
     return std::exchange(trims_, {});
@@ -133,6 +186,9 @@ class RecordingEventLog final : public store::HoldEventLog {
  private:
   const int partitions_;
   absl::Mutex mu_;
+  std::map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);  // group -> owner
+  std::map<std::string, int64_t> owned_ ABSL_GUARDED_BY(mu_);       // owner -> groups
+  std::vector<int> destroys_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> events_per_read_ ABSL_GUARDED_BY(mu_);
   store::HoldOutcome outcome_ ABSL_GUARDED_BY(mu_) = store::HoldOutcome::kPaid;
   std::map<int, std::vector<store::GroupWork>> work_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -95,6 +96,33 @@ absl::StatusOr<TlsCerts> TlsCerts::Create(absl::string_view dir) {
   ORDERHOLD_RETURN_IF_ERROR(make_leaf("client", "orderhold-test-client", "client_ext", "1002"));
   ORDERHOLD_RETURN_IF_ERROR(make_ca("other_ca", "Unrelated test CA"));
   return certs;
+}
+
+absl::Status TlsCerts::IssueClient(absl::string_view name, absl::string_view uri_san) const {
+  const std::string ext = Path(absl::StrCat(name, ".ext"));
+  {
+    std::ofstream out(ext);
+    out << "[ext]\nbasicConstraints = critical,CA:FALSE\nkeyUsage = critical,digitalSignature\n"
+           "extendedKeyUsage = clientAuth\nsubjectAltName = URI:"
+        << uri_san << "\n";
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", ext));
+  }
+  const std::string csr = Path(absl::StrCat(name, ".csr"));
+  std::vector<std::string> req = {"openssl", "req", "-new", "-config", Path("openssl.cnf")};
+  for (std::string& a : NewKeyArgs()) req.push_back(std::move(a));
+  req.insert(req.end(), {"-subj", absl::StrCat("/CN=", name), "-keyout", key(name), "-out", csr});
+  ORDERHOLD_RETURN_IF_ERROR(RunProgram(req).status());
+  // A serial of its own per name (the CA's other leaves use 1001 and 1002).
+  const std::string serial =
+      absl::StrCat(2000 + std::hash<std::string>()(std::string(name)) % 100000);
+  ORDERHOLD_RETURN_IF_ERROR(RunProgram({"openssl", "x509", "-req", "-in", csr, "-CA", ca_cert(),
+                                        "-CAkey", ca_key(), "-set_serial", serial, "-days", kDays,
+                                        "-extfile", ext, "-extensions", "ext", "-out", cert(name)})
+                                .status());
+  std::error_code ec;
+  std::filesystem::remove(csr, ec);
+  std::filesystem::remove(ext, ec);
+  return absl::OkStatus();
 }
 
 }  // namespace orderhold::testing

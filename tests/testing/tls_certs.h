@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace orderhold::testing {
@@ -39,6 +40,13 @@ class TlsCerts {
  public:
   // Generates the set described above into `dir`. Existing files of the same names are replaced.
   static absl::StatusOr<TlsCerts> Create(absl::string_view dir);
+
+  // Issues `<name>.crt` / `<name>.key` in dir(): a client certificate (clientAuth) signed by
+  // ca.crt with CN=<name> and the one URI SAN `uri_san` (a SPIFFE ID such as
+  // "spiffe://orderhold.example/payments"), for tests of principals. Errors as Create's.
+  absl::Status IssueClient(absl::string_view name, absl::string_view uri_san) const;
+  std::string cert(absl::string_view name) const { return Path(absl::StrCat(name, ".crt")); }
+  std::string key(absl::string_view name) const { return Path(absl::StrCat(name, ".key")); }
 
   // The directory given to Create().
   const std::string& dir() const { return dir_; }

@@ -263,13 +263,15 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(
       DescribeConfig(*config),
-      "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 tls_cert_file= "
+      "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 health_address= "
+      "reflection=true authz_policy= authz_policy_refresh_interval=10s tls_cert_file= "
       "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
       "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
       "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
       "grpc_max_connection_age=30m "
-      "redis_url=redis://127.0.0.1:6379/0 redis_mode=standalone redis_sentinel_master= "
-      "redis_sentinel_username= redis_sentinel_password= redis_tls_ca_file= "
+      "redis_url=redis://127.0.0.1:6379/0 redis_password_file= redis_mode=standalone "
+      "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
+      "redis_sentinel_password_file= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
       "max_units=0 scope_limits= default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
       "reap_interval=1s key_prefix=orderhold "
@@ -277,7 +279,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-      "event_ack_timeout=30s event_retention=24h max_watches=1000 reaper_lease=3s store=redis "
+      "event_ack_timeout=30s event_retention=24h max_watches=1000 max_watches_per_caller=100 "
+      "max_consumer_groups=100 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
@@ -338,6 +341,17 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.grpc_address == "127.0.0.1:1"; }},
       {"metrics_address", "127.0.0.1:2", "metrics_address=127.0.0.1:2",
        [](const Config& c) { return c.metrics_address == "127.0.0.1:2"; }},
+      {"health_address", "127.0.0.1:3", "health_address=127.0.0.1:3",
+       [](const Config& c) { return c.health_address == "127.0.0.1:3"; }},
+      {"reflection", "false", "reflection=false", [](const Config& c) { return !c.reflection; }},
+      {"authz_policy", ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
+       "authz_policy=" ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
+       [](const Config& c) {
+         return c.authz.policy_file == ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json" &&
+                c.authz.loaded.has_value() && c.authz.loaded->policy->rule_count() == 4;
+       }},
+      {"authz_policy_refresh_interval", "3s", "authz_policy_refresh_interval=3s",
+       [](const Config& c) { return c.authz.refresh_interval == absl::Seconds(3); }},
       {"tls_cert_file",
        "/tls/c.pem",
        "tls_cert_file=/tls/c.pem",
@@ -376,6 +390,12 @@ const std::vector<Sample>& Samples() {
                 c.redis_url.user == "u" && c.redis_url.password == "hunter2" &&
                 c.redis_url.db == 3 && !c.redis_url.tls;
        }},
+      // Any readable, non-empty file passes for a password file.
+      {"redis_password_file", ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       "redis_password_file=" ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       [](const Config& c) {
+         return c.redis_password_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml";
+       }},
       {"redis_mode",
        "sentinel",
        "redis_mode=sentinel",
@@ -398,6 +418,12 @@ const std::vector<Sample>& Samples() {
         {"redis_sentinel_password", "hunter2"}}},
       {"redis_sentinel_password", "hunter2", "redis_sentinel_password=****",
        [](const Config& c) { return c.redis_sentinel_password == "hunter2"; },
+       kSentinelModeDescribed, kSentinelMode},
+      {"redis_sentinel_password_file", ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       "redis_sentinel_password_file=" ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
+       [](const Config& c) {
+         return c.redis_sentinel_password_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml";
+       },
        kSentinelModeDescribed, kSentinelMode},
       {"redis_tls_ca_file",
        "/etc/redis/ca.pem",
@@ -468,6 +494,10 @@ const std::vector<Sample>& Samples() {
       {"event_retention", "2h", "event_retention=2h",
        [](const Config& c) { return c.event_retention == absl::Hours(2); }},
       {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
+      {"max_watches_per_caller", "5", "max_watches_per_caller=5",
+       [](const Config& c) { return c.max_watches_per_caller == 5; }},
+      {"max_consumer_groups", "6", "max_consumer_groups=6",
+       [](const Config& c) { return c.events.max_groups_per_caller == 6; }},
       {"reaper_lease", "9s", "reaper_lease=9s",
        [](const Config& c) { return c.reaper_lease == absl::Seconds(9); }},
       {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},

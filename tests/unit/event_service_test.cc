@@ -30,7 +30,7 @@ class EventServiceTest : public ::testing::Test {
     return out;  // the recording log answers inline
   }
   absl::StatusOr<int64_t> Ack(const std::string& group, const std::vector<std::string>& ids) {
-    return Await<int64_t>([&](auto done) { service_.Ack(group, ids, {}, std::move(done)); });
+    return Await<int64_t>([&](auto done) { service_.Ack(group, "", ids, {}, std::move(done)); });
   }
 
   orderhold::testing::RecordingEventLog log_{/*partitions=*/4};
@@ -42,7 +42,7 @@ class EventServiceTest : public ::testing::Test {
 TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
   auto subscribe = [&](const std::string& group, const std::string& consumer) {
     return Await<bool>([&](auto done) {
-      service_.Subscribe(WatchSpec{group, consumer, {}, store::GroupStart::kEarliest}, {},
+      service_.Subscribe(WatchSpec{group, consumer, {}, store::GroupStart::kEarliest, ""}, {},
                          std::move(done));
     });
   };
@@ -54,7 +54,7 @@ TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
 }
 
 TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadAgain) {
-  const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest};
+  const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest, ""};
   const int budget = EventPolicy{}.max_events_per_read;
   // Partition 1 has at least its share waiting, partition 3 less.
   log_.SetEventsPerRead(1, budget / 2, store::HoldOutcome::kPaid);
@@ -86,7 +86,7 @@ TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadA
 
 TEST_F(EventServiceTest, ReadAcksWhatTheOutcomeFilterDrops) {
   const WatchSpec spec{
-      "billing", "worker-1", {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest};
+      "billing", "worker-1", {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest, ""};
   log_.SetEventsPerRead(2, 2, store::HoldOutcome::kPaid);
   ReadResult result = Read(spec, ReadPlan{{2}, {}, false});
   ASSERT_THAT(result.status, IsOk());
@@ -106,6 +106,80 @@ TEST_F(EventServiceTest, AckSplitsIdsByPartitionAndBoundsTheirNumber) {
   EXPECT_THAT(Ack("billing", std::vector<std::string>(EventService::kMaxAckIds + 1, "0/1-0")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr(absl::StrCat("at most ", EventService::kMaxAckIds))));
+}
+
+// Groups belong to callers: the registry caps each caller's groups, and with enforce_owners
+// another caller can neither watch nor ack a group it does not own. DeleteGroup gives the place
+// back and destroys the group on every partition.
+class EventServiceGroupsTest : public ::testing::Test {
+ protected:
+  absl::Status Subscribe(const std::string& group, const std::string& caller) {
+    return Await<bool>([&](auto done) {
+             service_.Subscribe(WatchSpec{group, "c", {}, store::GroupStart::kEarliest, caller}, {},
+                                std::move(done));
+           })
+        .status();
+  }
+  absl::Status Ack(const std::string& group, const std::string& caller) {
+    return Await<int64_t>(
+               [&](auto done) { service_.Ack(group, caller, {"1/1-0"}, {}, std::move(done)); })
+        .status();
+  }
+
+  static EventPolicy Policy() {
+    EventPolicy policy;
+    policy.max_groups_per_caller = 2;
+    policy.enforce_owners = true;
+    return policy;
+  }
+
+  const EventPolicy policy_ = Policy();
+  orderhold::testing::RecordingEventLog log_{/*partitions=*/4};
+  prometheus::Registry registry_;
+  metrics::Metrics metrics_{registry_};
+  EventService service_{log_, policy_, metrics_};
+};
+
+TEST_F(EventServiceGroupsTest, ACallerOwnsAtMostMaxGroups) {
+  EXPECT_THAT(Subscribe("g1", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("g2", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("g1", "spiffe://x/consumer"), IsOk());  // its own again: no new place
+  const absl::Status third = Subscribe("g3", "spiffe://x/consumer");
+  EXPECT_THAT(third,
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_consumer_groups 2")));
+  EXPECT_TRUE(third.GetPayload("type.googleapis.com/google.rpc.QuotaFailure").has_value());
+  // Another caller has places of its own.
+  EXPECT_THAT(Subscribe("g3", "spiffe://x/other"), IsOk());
+  // Deleting one gives its owner the place back.
+  EXPECT_THAT(Await<bool>([&](auto done) { service_.DeleteGroup("g2", {}, std::move(done)); }),
+              IsOk());
+  EXPECT_THAT(log_.TakeDestroys(), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(Subscribe("g4", "spiffe://x/consumer"), IsOk());
+}
+
+TEST_F(EventServiceGroupsTest, AnotherCallerCannotWatchOrAckAGroupItDoesNotOwn) {
+  ASSERT_THAT(Subscribe("billing", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("billing", "spiffe://x/stranger"),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another caller")));
+  EXPECT_THAT(Ack("billing", "spiffe://x/stranger"), StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Ack("nobody-has-this", "spiffe://x/consumer"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Ack("billing", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(log_.acks(), ElementsAre(Pair(1, ElementsAre("1-0"))));
+}
+
+TEST_F(EventServiceGroupsTest, WithoutEnforcementOwnersAreRecordedButNotChecked) {
+  EventPolicy open = policy_;
+  open.enforce_owners = false;
+  EventService service(log_, open, metrics_);
+  auto subscribe = [&](const std::string& caller) {
+    return Await<bool>([&](auto done) {
+      service.Subscribe(WatchSpec{"shared", "c", {}, store::GroupStart::kEarliest, caller}, {},
+                        std::move(done));
+    });
+  };
+  EXPECT_THAT(subscribe("a"), IsOk());
+  EXPECT_THAT(subscribe("b"), IsOk());
 }
 
 }  // namespace

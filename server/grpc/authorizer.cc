@@ -1,0 +1,212 @@
+#include "server/grpc/authorizer.h"
+
+#include <array>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "grpcpp/security/auth_context.h"
+#include "server/common/files.h"
+#include "server/common/log.h"
+#include "server/common/status_macros.h"
+
+namespace orderhold::grpc_api {
+namespace {
+
+// gRPC's names of the peer properties (grpc/grpc_security_constants.h, set by
+// src/core/tsi/ssl_transport_security.cc for a TLS peer).
+constexpr char kTransportSecurityType[] = "transport_security_type";
+constexpr char kSsl[] = "ssl";
+constexpr char kTls[] = "tls";
+constexpr char kUriSans[] = "peer_uri";
+constexpr char kDnsSans[] = "peer_dns";
+constexpr char kSubject[] = "x509_subject";
+
+std::vector<std::string> Values(const grpc::AuthContext& auth, const char* name) {
+  std::vector<std::string> values;
+  for (const grpc::string_ref& value : auth.FindPropertyValues(name)) {
+    values.emplace_back(value.data(), value.size());
+  }
+  return values;
+}
+
+struct Peer {
+  bool authenticated = false;
+  std::vector<std::string> uri_sans;
+  std::vector<std::string> dns_sans;
+  std::string subject;
+};
+
+Peer PeerOf(const grpc::ServerContextBase& context) {
+  Peer peer;
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr) return peer;
+  // As gRPC's EvaluateArgs reads them: a single-valued property with 0 or several values is "".
+  const std::vector<std::string> type = Values(*auth, kTransportSecurityType);
+  if (type.size() != 1 || (type.front() != kSsl && type.front() != kTls)) return peer;
+  // A TLS peer: with --tls_client_ca_file gRPC has required and verified its certificate before
+  // any call; without, it has none and its subject is "".
+  peer.authenticated = true;
+  peer.uri_sans = Values(*auth, kUriSans);
+  peer.dns_sans = Values(*auth, kDnsSans);
+  const std::vector<std::string> subject = Values(*auth, kSubject);
+  if (subject.size() == 1) peer.subject = subject.front();
+  return peer;
+}
+
+}  // namespace
+
+const std::string& MethodPath(metrics::Method method) {
+  static const auto* const paths = [] {
+    static constexpr std::array<const char*, metrics::kMethodCount> kNames = {
+        "PlaceHold",     "Pay",        "ListHolds", "CancelHold",   "WatchHoldEvents",
+        "AckHoldEvents", "ExtendHold", "GetHold",   "ReleaseHolds", "DeleteConsumerGroup"};
+    auto* paths = new std::array<std::string, metrics::kMethodCount>();
+    for (int i = 0; i < metrics::kMethodCount; ++i) {
+      (*paths)[i] = absl::StrCat("/orderhold.v1.OrderHold/", kNames[i]);
+    }
+    return paths;
+  }();
+  return (*paths)[static_cast<int>(method)];
+}
+
+AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method) {
+  AuthzRequest request;
+  request.path = MethodPath(method);
+  Peer peer = PeerOf(context);
+  request.authenticated = peer.authenticated;
+  request.uri_sans = std::move(peer.uri_sans);
+  request.dns_sans = std::move(peer.dns_sans);
+  request.subject = std::move(peer.subject);
+  for (const auto& [key, value] : context.client_metadata()) {
+    request.headers.emplace_back(absl::AsciiStrToLower(absl::string_view(key.data(), key.size())),
+                                 std::string(value.data(), value.size()));
+  }
+  return request;
+}
+
+std::string PrincipalOf(const grpc::ServerContextBase& context) {
+  Peer peer = PeerOf(context);
+  if (!peer.uri_sans.empty()) return peer.uri_sans.front();
+  if (!peer.dns_sans.empty()) return peer.dns_sans.front();
+  return peer.subject;
+}
+
+std::string CallerKeyOf(const grpc::ServerContextBase& context) {
+  std::string principal = PrincipalOf(context);
+  if (!principal.empty()) return absl::StrCat("principal:", principal);
+  // "ipv4:10.0.0.7:51234", "ipv6:[::1]:51234", "unix:/path": the host without the port.
+  absl::string_view peer = context.peer();
+  if (absl::ConsumePrefix(&peer, "ipv4:") || absl::ConsumePrefix(&peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon != absl::string_view::npos) peer = peer.substr(0, colon);
+  }
+  return absl::StrCat("address:", peer);
+}
+
+absl::StatusOr<LoadedPolicy> LoadAuthzPolicy(const std::string& file) {
+  absl::StatusOr<std::string> text = ReadSmallFile(file, AuthzPolicy::kMaxFileBytes);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("authz_policy: ", text.status().message()));
+  }
+  absl::StatusOr<AuthzPolicy> policy = AuthzPolicy::Parse(*text);
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("authz_policy: ", file, ": ", policy.status().message()));
+  }
+  return LoadedPolicy{*std::move(text), std::make_shared<const AuthzPolicy>(*std::move(policy))};
+}
+
+absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Start(AuthorizerOptions options,
+                                                              metrics::Metrics& metrics) {
+  if (options.refresh_interval < absl::Seconds(1)) {
+    return absl::InvalidArgumentError("authz_policy_refresh_interval: must be >= 1s");
+  }
+  LoadedPolicy loaded;
+  if (options.loaded.has_value()) {
+    loaded = *std::move(options.loaded);
+  } else {
+    ORDERHOLD_ASSIGN_OR_RETURN(loaded, LoadAuthzPolicy(options.policy_file));
+  }
+  options.loaded.reset();
+  std::unique_ptr<Authorizer> authorizer(new Authorizer(std::move(options), metrics));
+  LogInfo("authz_policy: ", authorizer->options_.policy_file, ": policy \"", loaded.policy->name(),
+          "\" with ", loaded.policy->rule_count(),
+          " rules; calls it does not allow are refused PERMISSION_DENIED");
+  {
+    absl::MutexLock lock(&authorizer->mu_);
+    authorizer->policy_ = std::move(loaded.policy);
+    authorizer->text_ = std::move(loaded.text);
+  }
+  authorizer->poller_ = std::thread([raw = authorizer.get()] { raw->Poll(); });
+  return authorizer;
+}
+
+Authorizer::Authorizer(AuthorizerOptions options, metrics::Metrics& metrics)
+    : options_(std::move(options)), metrics_(metrics) {}
+
+Authorizer::~Authorizer() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (poller_.joinable()) poller_.join();
+}
+
+void Authorizer::Poll() {
+  absl::MutexLock lock(&mu_);
+  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval)) {
+    mu_.Unlock();
+    Reload().IgnoreError();  // logged and counted by Reload
+    mu_.Lock();
+  }
+}
+
+absl::Status Authorizer::Reload() {
+  const std::string& file = options_.policy_file;
+  absl::StatusOr<std::string> text = ReadSmallFile(file, AuthzPolicy::kMaxFileBytes);
+  absl::StatusOr<AuthzPolicy> policy = absl::UnknownError("");
+  {
+    absl::MutexLock lock(&mu_);
+    if (text.ok() && *text == text_) return absl::OkStatus();  // unchanged (or refused already)
+    if (text.ok()) text_ = *text;
+  }
+  if (text.ok()) policy = AuthzPolicy::Parse(*text);
+  const absl::Status status = !text.ok() ? text.status() : policy.status();
+  if (!status.ok()) {
+    metrics_.authz_policy_reloads(false).Increment();
+    LogError("authz_policy: reload failed, the previous policy stays in force: ",
+             text.ok() ? absl::StrCat(file, ": ") : "", status.message());
+    return status;
+  }
+  LogInfo("authz_policy: reloaded ", file, ": policy \"", policy->name(), "\" with ",
+          policy->rule_count(), " rules");
+  metrics_.authz_policy_reloads(true).Increment();
+  absl::MutexLock lock(&mu_);
+  policy_ = std::make_shared<const AuthzPolicy>(*std::move(policy));
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const AuthzPolicy> Authorizer::policy() const {
+  absl::MutexLock lock(&mu_);
+  return policy_;
+}
+
+absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::Method method) {
+  const AuthzRequest request = AuthzRequestOf(context, method);
+  const AuthzPolicy::Decision decision = policy()->Evaluate(request);
+  if (decision.allowed) return absl::OkStatus();
+  metrics_.calls_denied(method).Increment();
+  const std::string principal = PrincipalOf(context);
+  const std::string who = principal.empty() ? std::string("a caller without a client certificate")
+                                            : absl::StrCat("\"", principal, "\"");
+  return absl::PermissionDeniedError(absl::StrCat(
+      who, " may not call ", request.path,
+      decision.rule.empty()
+          ? " (no rule of the authorization policy allows it)"
+          : absl::StrCat(" (denied by rule \"", decision.rule, "\" of the authorization policy)")));
+}
+
+}  // namespace orderhold::grpc_api

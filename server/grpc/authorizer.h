@@ -1,0 +1,109 @@
+// Authorizer: who a caller is, and whether the --authz_policy lets it make a call. The one place
+// the OrderHold service asks before any handler does work (orderhold_service.cc: every unary call
+// and WatchHoldEvents start with Check); a refusal is PERMISSION_DENIED (AIP-193: the caller is
+// known, it may not do this) and is counted in orderhold_calls_denied_total{method}.
+//
+// The policy is gRPC's (gRFC A43, authz_policy.h), read from a file that is polled every
+// refresh_interval: a changed file that parses replaces the policy for calls that start after it;
+// one that does not parse (or cannot be read) is logged and counted
+// (orderhold_authz_policy_reloads_total{result="failure"}) and the previous policy stays in force.
+// This is what gRPC's FileWatcherAuthorizationPolicyProvider does (grpcpp/security/
+// authorization_policy_provider.h), whose library Debian's gRPC 1.51 lacks.
+//
+// Identity comes from the call's grpc::AuthContext, as gRPC's own policy engine reads it
+// (src/core/lib/security/authorization/evaluate_args.cc, matchers.cc): principal patterns match a
+// TLS peer only, against its certificate's URI SANs, DNS SANs, then subject. gRPC does not check
+// that the certificate was verified: principals mean something only with --tls_client_ca_file,
+// where every client must present a certificate that verifies before any call. A caller's
+// principal (for group ownership and per-caller bounds) is its first URI SAN (a SPIFFE ID), else
+// its first DNS SAN, else its subject.
+//
+// Thread-safe. The polling thread is joined by the destructor.
+#ifndef ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
+#define ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/server_context.h"
+#include "server/grpc/authz_policy.h"
+#include "server/metrics/metrics.h"
+
+namespace orderhold::grpc_api {
+
+// The full method of `method` for a policy's request.paths: "/orderhold.v1.OrderHold/Pay".
+const std::string& MethodPath(metrics::Method method);
+
+// What a policy may match of `context`'s call to `method`: the path, the peer's certificate
+// (authenticated, URI SANs, DNS SANs, subject) and the metadata.
+AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method);
+
+// The caller's principal (first URI SAN, else first DNS SAN, else subject of a verified client
+// certificate); empty for a peer without one (plaintext or TLS without a client certificate).
+std::string PrincipalOf(const grpc::ServerContextBase& context);
+
+// Who a per-caller bound counts against: "principal:<principal>" with a client certificate, else
+// "address:<the peer's IP>" (the port left out: one host's connections count together).
+std::string CallerKeyOf(const grpc::ServerContextBase& context);
+
+// A policy file as read: its bytes and the policy they hold.
+struct LoadedPolicy {
+  std::string text;
+  std::shared_ptr<const AuthzPolicy> policy;
+};
+
+// Reads and parses the policy file at `file`. INVALID_ARGUMENT "authz_policy: <file>: <why>" when
+// it cannot be read or does not parse (AuthzPolicy::Parse names the field). Thread-safe.
+absl::StatusOr<LoadedPolicy> LoadAuthzPolicy(const std::string& file);
+
+struct AuthorizerOptions {
+  std::string policy_file;  // --authz_policy; empty: no policy (App makes no Authorizer)
+  // --authz_policy_refresh_interval: how often the file is read again; whole seconds, >= 1s.
+  absl::Duration refresh_interval = absl::Seconds(10);
+  // The file as ConfigFromFlags read it (so that a bad file stops the start with exit 2);
+  // Start reads it itself when unset.
+  std::optional<LoadedPolicy> loaded;
+};
+
+class Authorizer {
+ public:
+  // Starts with options.loaded (else LoadAuthzPolicy(options.policy_file), and its error) and
+  // polls the file. INVALID_ARGUMENT naming authz_policy_refresh_interval below 1s. `metrics` must
+  // outlive the authorizer.
+  static absl::StatusOr<std::unique_ptr<Authorizer>> Start(AuthorizerOptions options,
+                                                           metrics::Metrics& metrics);
+  ~Authorizer();
+
+  // OK when the policy allows the call; else PERMISSION_DENIED naming the method and the caller
+  // (never its metadata), counted in orderhold_calls_denied_total{method}.
+  absl::Status Check(const grpc::ServerContextBase& context, metrics::Method method);
+
+  // Reads the file now; what the polling thread does every refresh_interval (tests; SIGHUP).
+  // OK when it is unchanged or was applied; else why it was refused (the old policy stays).
+  absl::Status Reload();
+
+  // The policy in force.
+  std::shared_ptr<const AuthzPolicy> policy() const;
+
+ private:
+  Authorizer(AuthorizerOptions options, metrics::Metrics& metrics);
+  void Poll();
+
+  const AuthorizerOptions options_;
+  metrics::Metrics& metrics_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const AuthzPolicy> policy_ ABSL_GUARDED_BY(mu_);
+  std::string text_ ABSL_GUARDED_BY(mu_);  // the file's content last read, applied or refused
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread poller_;
+};
+
+}  // namespace orderhold::grpc_api
+
+#endif  // ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_

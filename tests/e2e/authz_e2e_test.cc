@@ -1,0 +1,374 @@
+// Who may call what, through the real orderhold-server binary: mutual TLS on the gRPC port, the
+// example policy deploy/authz_policy.example.json (--authz_policy), and five client certificates
+// made by openssl with SPIFFE IDs (testing::TlsCerts::IssueClient): storefront, payments,
+// event-consumer and operator (the policy's roles) and a stranger (no role). Each role can make
+// exactly the calls the policy grants; every other call is PERMISSION_DENIED, counted in
+// orderhold_calls_denied_total{method}, and leaves Redis as it was. An edit of the policy file
+// takes effect without a restart; a bad edit keeps the old policy and is counted. A consumer
+// group is its creator's: another principal cannot watch it, ack it or steal its pending events,
+// even once the policy lets it call WatchHoldEvents and AckHoldEvents.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/channel.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/os_util.h"
+#include "tests/testing/redis_server.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tls_certs.h"
+
+namespace orderhold {
+namespace {
+
+using ::orderhold::testing::Eventually;
+using orderhold::v1::OrderHold;
+
+constexpr char kAuthzSpiffePrefix[] = "spiffe://orderhold.example/";
+
+// Every method of the service with a request the caller may send (valid where it matters).
+enum class AuthzCall {
+  kPlaceHold,
+  kPay,
+  kListHolds,
+  kCancelHold,
+  kWatchHoldEvents,
+  kAckHoldEvents,
+  kExtendHold,
+  kGetHold,
+  kReleaseHolds,
+  kDeleteConsumerGroup,
+};
+const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
+  static const auto* const calls = new std::vector<std::pair<AuthzCall, std::string>>{
+      {AuthzCall::kPlaceHold, "PlaceHold"},
+      {AuthzCall::kPay, "Pay"},
+      {AuthzCall::kListHolds, "ListHolds"},
+      {AuthzCall::kCancelHold, "CancelHold"},
+      {AuthzCall::kWatchHoldEvents, "WatchHoldEvents"},
+      {AuthzCall::kAckHoldEvents, "AckHoldEvents"},
+      {AuthzCall::kExtendHold, "ExtendHold"},
+      {AuthzCall::kGetHold, "GetHold"},
+      {AuthzCall::kReleaseHolds, "ReleaseHolds"},
+      {AuthzCall::kDeleteConsumerGroup, "DeleteConsumerGroup"},
+  };
+  return *calls;
+}
+
+// What deploy/authz_policy.example.json grants each role.
+const std::map<std::string, std::set<std::string>>& RoleGrants() {
+  static const auto* const granted = new std::map<std::string, std::set<std::string>>{
+      {"storefront",
+       {"PlaceHold", "ExtendHold", "CancelHold", "ListHolds", "GetHold", "ReleaseHolds"}},
+      {"payments", {"Pay", "GetHold"}},
+      {"event-consumer", {"WatchHoldEvents", "AckHoldEvents"}},
+      {"operator",
+       {"PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents",
+        "ExtendHold", "GetHold", "ReleaseHolds", "DeleteConsumerGroup"}},
+      {"stranger", {}},
+  };
+  return *granted;
+}
+
+class AuthzE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(redis_, testing::RedisServer::Start());
+    ASSERT_OK_AND_ASSIGN(dir_, testing::MakeTempDir("authz-e2e"));
+    ASSERT_OK_AND_ASSIGN(certs_, testing::TlsCerts::Create(dir_ + "/certs"));
+    for (const auto& [role, unused] : RoleGrants()) {
+      ASSERT_THAT(certs_->IssueClient(role, absl::StrCat(kAuthzSpiffePrefix, role)),
+                  testing::IsOk());
+    }
+    policy_ = dir_ + "/policy.json";
+    std::filesystem::copy_file(ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json", policy_);
+    server_.Start({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                   absl::StrCat("--redis_url=", redis_->url()),
+                   absl::StrCat("--tls_cert_file=", certs_->server_cert()),
+                   absl::StrCat("--tls_key_file=", certs_->server_key()),
+                   absl::StrCat("--tls_client_ca_file=", certs_->ca_cert()),
+                   absl::StrCat("--authz_policy=", policy_), "--authz_policy_refresh_interval=1s",
+                   "--event_ack_timeout=100ms"});
+    ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::unique_ptr<OrderHold::Stub> StubFor(const std::string& role) {
+    client::TlsOptions tls;
+    tls.ca_file = certs_->ca_cert();
+    tls.cert_file = certs_->cert(role);
+    tls.key_file = certs_->key(role);
+    tls.server_name = "localhost";
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection (and handshake) of its own
+    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server_.grpc_port()), tls, args);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return OrderHold::NewStub(*channel);
+  }
+
+  // Makes `call` as `stub`'s caller; its status code. A watch that is let through stays open
+  // until its deadline: DEADLINE_EXCEEDED.
+  grpc::StatusCode Make(OrderHold::Stub& stub, AuthzCall call,
+                        const std::string& group = "billing") {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(800));
+    grpc::Status status;
+    switch (call) {
+      case AuthzCall::kPlaceHold: {
+        v1::PlaceHoldRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("o1");
+        v1::PlaceHoldResponse response;
+        status = stub.PlaceHold(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kPay: {
+        v1::PayRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("unknown");
+        v1::PayResponse response;
+        status = stub.Pay(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kListHolds: {
+        v1::ListHoldsRequest request;
+        request.set_user_id("u1");
+        v1::ListHoldsResponse response;
+        status = stub.ListHolds(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kCancelHold: {
+        v1::CancelHoldRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("unknown");
+        v1::CancelHoldResponse response;
+        status = stub.CancelHold(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kWatchHoldEvents: {
+        v1::WatchHoldEventsRequest request;
+        request.set_consumer_group(group);
+        request.set_consumer("c1");
+        auto reader = stub.WatchHoldEvents(&context, request);
+        v1::HoldEvent event;
+        while (reader->Read(&event)) {
+        }
+        status = reader->Finish();
+        break;
+      }
+      case AuthzCall::kAckHoldEvents: {
+        v1::AckHoldEventsRequest request;
+        request.set_consumer_group(group);
+        request.add_event_ids("1/1-0");
+        v1::AckHoldEventsResponse response;
+        status = stub.AckHoldEvents(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kExtendHold: {
+        v1::ExtendHoldRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("unknown");
+        v1::ExtendHoldResponse response;
+        status = stub.ExtendHold(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kGetHold: {
+        v1::GetHoldRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("o1");
+        v1::GetHoldResponse response;
+        status = stub.GetHold(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kReleaseHolds: {
+        v1::ReleaseHoldsRequest request;
+        request.set_user_id("nobody");
+        v1::ReleaseHoldsResponse response;
+        status = stub.ReleaseHolds(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kDeleteConsumerGroup: {
+        v1::DeleteConsumerGroupRequest request;
+        request.set_consumer_group("no-such-group");
+        v1::DeleteConsumerGroupResponse response;
+        status = stub.DeleteConsumerGroup(&context, request, &response);
+        break;
+      }
+    }
+    return status.error_code();
+  }
+
+  // Every key of the data set and a digest of its value; the reaper's own bookkeeping (its
+  // heartbeat and leases, rewritten every tick) left out.
+  std::string Snapshot() {
+    absl::StatusOr<std::string> digest = redis_->Command(
+        {"EVAL",
+         "local t = {} "
+         "for _, k in ipairs(redis.call('KEYS', '*')) do "
+         "  if not (string.find(k, ':replicas', 1, true) or string.find(k, ':lease', 1, true)) "
+         "  then t[#t + 1] = k .. '=' .. redis.sha1hex(redis.call('DUMP', k)) end "
+         "end "
+         "table.sort(t) return table.concat(t, ' ')",
+         "0"});
+    EXPECT_TRUE(digest.ok()) << digest.status();
+    return digest.value_or("");
+  }
+
+  double DeniedCount(const std::string& method) {
+    absl::StatusOr<std::string> metrics = testing::RunProgram(
+        {"curl", "-s", absl::StrCat("http://127.0.0.1:", server_.metrics_port(), "/metrics")});
+    if (!metrics.ok()) return -1;
+    const std::string prefix =
+        absl::StrCat("orderhold_calls_denied_total{method=\"", method, "\"} ");
+    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
+      if (absl::ConsumePrefix(&line, prefix)) return std::stod(std::string(line));
+    }
+    return -1;
+  }
+
+  void WritePolicy(const std::string& text) {
+    // Written beside and renamed over: the server never reads half a file.
+    const std::string tmp = policy_ + ".tmp";
+    std::ofstream(tmp) << text;
+    std::filesystem::rename(tmp, policy_);
+  }
+
+  std::unique_ptr<testing::RedisServer> redis_;
+  std::string dir_;
+  std::optional<testing::TlsCerts> certs_;
+  std::string policy_;
+  testing::ServerProcess server_{ORDERHOLD_SERVER_BINARY};
+};
+
+TEST_F(AuthzE2eTest, EachRoleCanDoExactlyWhatThePolicyGrantsAndADeniedCallChangesNothing) {
+  for (const auto& [role, granted] : RoleGrants()) {
+    auto stub = StubFor(role);
+    for (const auto& [call, method] : AllAuthzCalls()) {
+      const bool allowed = granted.contains(method);
+      const std::string before = allowed ? "" : Snapshot();
+      const double denied_before = DeniedCount(method);
+      // A group of its own per role: a group is its creator's (the last test).
+      const grpc::StatusCode code = Make(*stub, call, absl::StrCat(role, "-group"));
+      if (allowed) {
+        EXPECT_NE(code, grpc::StatusCode::PERMISSION_DENIED) << role << " " << method;
+        continue;
+      }
+      EXPECT_EQ(code, grpc::StatusCode::PERMISSION_DENIED) << role << " " << method;
+      EXPECT_EQ(Snapshot(), before) << role << " " << method << " changed Redis";
+      EXPECT_EQ(DeniedCount(method), denied_before + 1) << method;
+    }
+  }
+  // A client without a certificate does not get past the handshake (mutual TLS), and the policy
+  // is never asked.
+  client::TlsOptions anonymous;
+  anonymous.ca_file = certs_->ca_cert();
+  anonymous.server_name = "localhost";
+  auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server_.grpc_port()), anonymous);
+  ASSERT_TRUE(channel.ok());
+  EXPECT_EQ(Make(*OrderHold::NewStub(*channel), AuthzCall::kGetHold),
+            grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsTheOld) {
+  auto stranger = StubFor("stranger");
+  ASSERT_EQ(Make(*stranger, AuthzCall::kGetHold), grpc::StatusCode::PERMISSION_DENIED);
+  std::ifstream in(policy_);
+  const std::string original((std::istreambuf_iterator<char>(in)), {});
+  // The payments role extended to the stranger.
+  WritePolicy(absl::StrReplaceAll(
+      original,
+      {{"\"spiffe://orderhold.example/payments\"",
+        "\"spiffe://orderhold.example/payments\", \"spiffe://orderhold.example/stranger\""}}));
+  // Allowed now: the order is unknown.
+  EXPECT_TRUE(Eventually(
+      [&] { return Make(*stranger, AuthzCall::kGetHold) == grpc::StatusCode::NOT_FOUND; },
+      absl::Seconds(10)))
+      << server_.log();
+  EXPECT_EQ(Make(*stranger, AuthzCall::kPlaceHold), grpc::StatusCode::PERMISSION_DENIED);
+  // A bad edit: logged, counted, and the policy in force stays.
+  WritePolicy("{\"name\": \"broken\", \"allow_rules\": [{\"nam\": \"x\"}]}");
+  EXPECT_TRUE(Eventually(
+      [&] { return absl::StrContains(server_.log(), "reload failed, the previous policy stays"); },
+      absl::Seconds(10)))
+      << server_.log();
+  EXPECT_EQ(Make(*stranger, AuthzCall::kGetHold), grpc::StatusCode::NOT_FOUND);
+  // Back to the example: the stranger is out again.
+  WritePolicy(original);
+  EXPECT_TRUE(Eventually(
+      [&] { return Make(*stranger, AuthzCall::kGetHold) == grpc::StatusCode::PERMISSION_DENIED; },
+      absl::Seconds(10)));
+}
+
+TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckOrStealFromAGroupItDoesNotOwn) {
+  // The stranger may call the event rpcs (as a second consumer service would)...
+  std::ifstream in(policy_);
+  const std::string original((std::istreambuf_iterator<char>(in)), {});
+  WritePolicy(absl::StrReplaceAll(original, {{"\"spiffe://orderhold.example/event-consumer\"",
+                                              "\"spiffe://orderhold.example/event-consumer\", "
+                                              "\"spiffe://orderhold.example/stranger\""}}));
+  auto consumer = StubFor("event-consumer");
+  auto stranger = StubFor("stranger");
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Make(*stranger, AuthzCall::kWatchHoldEvents, "strangers-own") ==
+               grpc::StatusCode::DEADLINE_EXCEEDED;
+      },
+      absl::Seconds(10)));
+  // ...but "billing" is the consumer's: it created it.
+  EXPECT_EQ(Make(*consumer, AuthzCall::kWatchHoldEvents, "billing"),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  // An event pending for the consumer (delivered, not acked).
+  auto storefront = StubFor("storefront");
+  ASSERT_EQ(Make(*storefront, AuthzCall::kPlaceHold), grpc::StatusCode::OK);
+  {
+    grpc::ClientContext context;
+    v1::CancelHoldRequest request;
+    request.set_user_id("u1");
+    request.set_order_id("o1");
+    v1::CancelHoldResponse response;
+    ASSERT_TRUE(storefront->CancelHold(&context, request, &response).ok());
+  }
+  EXPECT_EQ(Make(*consumer, AuthzCall::kWatchHoldEvents, "billing"),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+  const std::string before = Snapshot();
+  EXPECT_EQ(Make(*stranger, AuthzCall::kWatchHoldEvents, "billing"),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Make(*stranger, AuthzCall::kAckHoldEvents, "billing"),
+            grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Snapshot(), before) << "the stranger's calls changed the group";
+  EXPECT_EQ(Make(*consumer, AuthzCall::kAckHoldEvents, "billing"), grpc::StatusCode::OK);
+  // The operator deletes the group; then the name is free for whoever creates it next.
+  auto operator_stub = StubFor("operator");
+  {
+    grpc::ClientContext context;
+    v1::DeleteConsumerGroupRequest request;
+    request.set_consumer_group("billing");
+    v1::DeleteConsumerGroupResponse response;
+    EXPECT_TRUE(operator_stub->DeleteConsumerGroup(&context, request, &response).ok());
+  }
+  EXPECT_EQ(Make(*operator_stub, AuthzCall::kDeleteConsumerGroup), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Make(*stranger, AuthzCall::kWatchHoldEvents, "billing"),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+}  // namespace
+}  // namespace orderhold
