@@ -126,6 +126,10 @@ ABSL_FLAG(std::string, scope_limits, "",
           "File of per-scope limits (JSON or YAML: a default and prefix rules, see "
           "deploy/limits.example.yaml), applied when a PlaceHold carries no scope_limits; re-read "
           "on SIGHUP. Empty: scopes have no limits of their own.");
+ABSL_FLAG(std::string, request_scope_limits, "ceiling",
+          "What a PlaceHold's scope_limits may do: ceiling (only tighten the --scope_limits rule: "
+          "per field the smaller; 0 or {} in the request change nothing) or replace (the "
+          "request's limits replace the rule, 0 = no limit: lets a caller lift it).");
 ABSL_FLAG(absl::Duration, default_ttl, absl::Minutes(30),
           "Hold lifetime when a request gives none.");
 ABSL_FLAG(absl::Duration, max_ttl, absl::Hours(24), "Longest ttl a request may ask for.");
@@ -254,18 +258,19 @@ Setting FieldOr(const absl::Flag<std::optional<T>>& flag, T (*fallback)(const Co
       [path...](const Config& config) { return absl::UnparseFlag<T>(MemberAt(config, path...)); }};
 }
 
-// A flag that is one of `words`, stored as the value paired with the word.
-template <typename E>
-Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
-              std::vector<std::pair<std::string, E>> words) {
+// A flag that is one of `words`, stored at `path` (a member of Config, or a chain into a nested
+// struct, as Field's) as the value paired with the word.
+template <typename E, typename... Path>
+Setting OneOf(const absl::Flag<std::string>& flag, std::vector<std::pair<std::string, E>> words,
+              Path... path) {
   const absl::string_view name = absl::GetFlagReflectionHandle(flag).Name();
   return Setting{
       name,
-      [&flag, name, member, words](Config& config) {
+      [&flag, name, words, path...](Config& config) {
         const std::string word = absl::GetFlag(flag);
         for (const auto& [known, value] : words) {
           if (word == known) {
-            config.*member = value;
+            MemberAt(config, path...) = value;
             return absl::OkStatus();
           }
         }
@@ -276,9 +281,9 @@ Setting OneOf(const absl::Flag<std::string>& flag, E Config::*member,
         return absl::InvalidArgumentError(absl::StrCat(
             name, ": must be ", absl::StrJoin(known, ", "), " or ", last, ", got \"", word, "\""));
       },
-      [member, words](const Config& config) {
+      [words, path...](const Config& config) {
         for (const auto& [word, value] : words) {
-          if (config.*member == value) return word;
+          if (MemberAt(config, path...) == value) return word;
         }
         return std::string("(unknown)");
       }};
@@ -409,10 +414,11 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerLimits::max_connection_age),
       RedisUrl(FLAGS_redis_url),
       PasswordFile(FLAGS_redis_password_file, &Config::redis_password_file),
-      OneOf(FLAGS_redis_mode, &Config::redis_mode,
-            {{"standalone", RedisMode::kStandalone},
-             {"sentinel", RedisMode::kSentinel},
-             {"cluster", RedisMode::kCluster}}),
+      OneOf(FLAGS_redis_mode,
+            std::vector<std::pair<std::string, RedisMode>>{{"standalone", RedisMode::kStandalone},
+                                                           {"sentinel", RedisMode::kSentinel},
+                                                           {"cluster", RedisMode::kCluster}},
+            &Config::redis_mode),
       Field(FLAGS_redis_sentinel_master, &Config::redis_sentinel_master),
       Field(FLAGS_redis_sentinel_username, &Config::redis_sentinel_username),
       DescribedField(FLAGS_redis_sentinel_password, &MaskSecret, &Config::redis_sentinel_password),
@@ -424,6 +430,11 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_max_holds, &Config::policy, &domain::HoldPolicy::max_holds),
       Field(FLAGS_max_units, &Config::policy, &domain::HoldPolicy::max_units),
       ScopeLimitsFile(FLAGS_scope_limits),
+      OneOf(FLAGS_request_scope_limits,
+            std::vector<std::pair<std::string, domain::RequestScopeLimits>>{
+                {"ceiling", domain::RequestScopeLimits::kCeiling},
+                {"replace", domain::RequestScopeLimits::kReplace}},
+            &Config::policy, &domain::HoldPolicy::request_scope_limits),
       Field(FLAGS_default_ttl, &Config::policy, &domain::HoldPolicy::default_ttl),
       Field(FLAGS_max_ttl, &Config::policy, &domain::HoldPolicy::max_ttl),
       Field(FLAGS_max_hold_lifetime, &Config::policy, &domain::HoldPolicy::max_hold_lifetime),
@@ -450,10 +461,14 @@ const std::vector<Setting>& Settings() {
             &domain::EventPolicy::max_groups_per_caller),
       // After reap_interval's row: DefaultReaperLease reads it.
       FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
-      OneOf(FLAGS_store, &Config::store,
-            {{"redis", StoreKind::kRedis}, {"noop", StoreKind::kNoop}}),
-      OneOf(FLAGS_log_format, &Config::log_format,
-            {{"text", LogFormat::kText}, {"json", LogFormat::kJson}}),
+      OneOf(FLAGS_store,
+            std::vector<std::pair<std::string, StoreKind>>{{"redis", StoreKind::kRedis},
+                                                           {"noop", StoreKind::kNoop}},
+            &Config::store),
+      OneOf(FLAGS_log_format,
+            std::vector<std::pair<std::string, LogFormat>>{{"text", LogFormat::kText},
+                                                           {"json", LogFormat::kJson}},
+            &Config::log_format),
       Field(FLAGS_shutdown_grace, &Config::shutdown_grace),
   };
   return *settings;

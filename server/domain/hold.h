@@ -28,6 +28,12 @@ struct Hold {
 };
 
 // The limits in force (server flags --max_holds, --max_units, --default_ttl, --max_ttl).
+// What a request's scope_limits may do to the operator's rule (--request_scope_limits).
+enum class RequestScopeLimits {
+  kCeiling,  // "ceiling": only tighten: per field the smaller of the two, 0 in the request = none
+  kReplace,  // "replace": the request's limits replace the rule (0 = no limit), as before
+};
+
 struct HoldPolicy {
   int max_holds = 3;                               // live holds per user, >= 1
   absl::Duration default_ttl = absl::Minutes(30);  // when a request gives no ttl
@@ -38,6 +44,9 @@ struct HoldPolicy {
   // the lifetime cap limits extensions).
   absl::Duration max_hold_lifetime = absl::Hours(2);
   int max_extensions = 0;
+  // --request_scope_limits: whether a PlaceHold's scope_limits only tighten the --scope_limits
+  // rule (the default) or replace it (scope_limits.h ApplyRequestLimits).
+  RequestScopeLimits request_scope_limits = RequestScopeLimits::kCeiling;
 };
 
 // Upper bound of max_hold_lifetime: a year. Keeps every stored instant a plain integer of

@@ -238,8 +238,13 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
     ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("scope_limits", *command.scope_limits));
   }
   if (!command.scope.empty()) {
-    details.scope_limits =
-        command.scope_limits.has_value() ? *command.scope_limits : RulesFor(command.scope);
+    // The operator's rule is a ceiling a request can only lower (unless
+    // --request_scope_limits=replace): a caller must not lift or switch off an event's limit.
+    details.scope_limits = RulesFor(command.scope);
+    if (command.scope_limits.has_value()) {
+      details.scope_limits = ApplyRequestLimits(details.scope_limits, *command.scope_limits,
+                                                policy_.request_scope_limits);
+    }
   }
   // A quantity no hold can ever have: refused as malformed rather than as "retry later".
   if (policy_.max_units > 0 && details.quantity > policy_.max_units) {

@@ -66,4 +66,18 @@ ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
   return default_limits_;
 }
 
+ScopeLimits ApplyRequestLimits(const ScopeLimits& rule, const ScopeLimits& requested,
+                               RequestScopeLimits mode) {
+  if (mode == RequestScopeLimits::kReplace) return requested;
+  auto tighter = [](auto from_rule, auto from_request) {
+    if (from_request == 0) return from_rule;
+    if (from_rule == 0) return from_request;
+    return std::min(from_rule, from_request);
+  };
+  ScopeLimits limits = rule;
+  limits.max_holds = tighter(rule.max_holds, requested.max_holds);
+  limits.max_units = tighter(rule.max_units, requested.max_units);
+  return limits;
+}
+
 }  // namespace orderhold::domain

@@ -43,6 +43,13 @@ struct ScopeRule {
 // `limits` are out of bounds; OK otherwise. For the file's rules and for a request's scope_limits.
 absl::Status ValidateScopeLimits(absl::string_view field, const ScopeLimits& limits);
 
+// The limits a placement is checked against when the request carries `requested` and the
+// operator's rule for the scope is `rule`: with kCeiling, per field the smaller non-zero of the
+// two (a request's 0 takes nothing from the request, so {} and {0, 0} leave the rule as it is,
+// and a rule's 0 lets the request set that field); with kReplace, `requested` as it is.
+ScopeLimits ApplyRequestLimits(const ScopeLimits& rule, const ScopeLimits& requested,
+                               RequestScopeLimits mode);
+
 class ScopeRules {
  public:
   // No rules and a default of {0, 0}: every scope is unlimited (the server without a file).

@@ -79,9 +79,11 @@ class ScopedLimitsE2eTest : public ::testing::Test {
   }
 
   // Starts `replicas` Apps on the fixture's Redis: max_holds 3, `max_units`, the limits file.
-  void StartReplicas(int replicas, int64_t max_units, const std::string& limits_file) {
+  void StartReplicas(int replicas, int64_t max_units, const std::string& limits_file,
+                     domain::RequestScopeLimits mode = domain::RequestScopeLimits::kCeiling) {
     for (int i = 0; i < replicas; ++i) {
       Config config;
+      config.policy.request_scope_limits = mode;
       config.grpc_address = "127.0.0.1:0";
       config.redis_url = ParsedRedisUrl(redis_->url());
       config.run_reaper = false;
@@ -174,6 +176,35 @@ class ScopedLimitsE2eTest : public ::testing::Test {
     return result;
   }
 
+  // `callers` PlaceHolds for `user` in scope "event:A" released at once (one thread each, a
+  // barrier), alternating replicas, each carrying `carried` (null: none); how many created a hold.
+  // Any answer but OK or RESOURCE_EXHAUSTED fails the test.
+  int Herd(const std::string& user, const v1::ScopeLimits* carried, int callers = 50) {
+    std::atomic<int> created{0}, waiting{callers};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < callers; ++i) {
+      threads.emplace_back([&, i] {
+        v1::PlaceHoldRequest request;
+        request.set_user_id(user);
+        request.set_order_id(absl::StrCat("herd-", i));
+        request.set_scope("event:A");
+        if (carried != nullptr) *request.mutable_scope_limits() = *carried;
+        --waiting;
+        while (waiting.load() > 0) std::this_thread::yield();
+        v1::PlaceHoldResponse response;
+        const grpc::Status status = Place(i % static_cast<int>(stubs_.size()), request, &response);
+        if (status.ok()) {
+          created += response.created() ? 1 : 0;
+        } else {
+          EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+              << status.error_message();
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return created.load();
+  }
+
   std::unique_ptr<RedisServer> redis_;
   std::string dir_;
   std::vector<std::unique_ptr<prometheus::Registry>> registries_;
@@ -231,6 +262,40 @@ TEST_F(ScopedLimitsE2eTest, ConcurrentPlacesWithLimitsCarriedByTheRequest) {
     EXPECT_LE(r.holds["event:B"], 2);
     EXPECT_EQ(r.total_holds, 3);
     EXPECT_EQ(r.created, r.total_holds);
+  }
+}
+
+// The operator's rule is a ceiling: a 50-way herd over two replicas whose requests carry looser
+// limits, or {} (which once meant "no limit"), places no more than the file's rule allows.
+TEST_F(ScopedLimitsE2eTest, RequestLimitsCannotLiftTheFilesRuleInAHerdOverTwoReplicas) {
+  StartReplicas(2, 0,
+                WriteLimits("limits.yaml", "rules:\n  - prefix: \"event:\"\n    max_holds: 1\n"));
+  v1::ScopeLimits looser;
+  looser.set_max_holds(5);
+  const v1::ScopeLimits none;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    EXPECT_EQ(Herd(absl::StrCat("looser-", round), &looser), 1);
+    EXPECT_EQ(Herd(absl::StrCat("empty-", round), &none), 1);
+    EXPECT_EQ(Herd(absl::StrCat("plain-", round), nullptr), 1);
+    EXPECT_EQ(List(0, absl::StrCat("looser-", round)).holds_size(), 1);
+  }
+}
+
+// --request_scope_limits=replace keeps the meaning of earlier releases: the request's limits
+// replace the rule, and {} lifts it (only the user's 3 holds are left).
+TEST_F(ScopedLimitsE2eTest, WithReplaceTheRequestsLimitsReplaceTheRule) {
+  StartReplicas(2, 0,
+                WriteLimits("limits.yaml", "rules:\n  - prefix: \"event:\"\n    max_holds: 1\n"),
+                domain::RequestScopeLimits::kReplace);
+  v1::ScopeLimits two;
+  two.set_max_holds(2);
+  const v1::ScopeLimits none;
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE(round);
+    EXPECT_EQ(Herd(absl::StrCat("two-", round), &two), 2);
+    EXPECT_EQ(Herd(absl::StrCat("empty-", round), &none), 3);
+    EXPECT_EQ(Herd(absl::StrCat("plain-", round), nullptr), 1);
   }
 }
 

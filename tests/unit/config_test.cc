@@ -273,7 +273,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
       "redis_sentinel_password_file= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-      "max_units=0 scope_limits= default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
+      "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
       "reap_interval=1s key_prefix=orderhold "
       "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
       "redis_wait_replicas=0 "
@@ -456,6 +456,10 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) {
          return c.scope_limits_file == ORDERHOLD_DEPLOY_DIR "/limits.example.yaml" &&
                 !c.scope_rules.rules().empty();
+       }},
+      {"request_scope_limits", "replace", "request_scope_limits=replace",
+       [](const Config& c) {
+         return c.policy.request_scope_limits == domain::RequestScopeLimits::kReplace;
        }},
       {"default_ttl", "45s", "default_ttl=45s",
        [](const Config& c) { return c.policy.default_ttl == absl::Seconds(45); }},

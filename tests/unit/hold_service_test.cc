@@ -198,7 +198,7 @@ TEST_F(HoldServiceTest, StoreFailureIsPassedThroughAndNothingGranted) {
 namespace orderhold::domain {
 namespace {
 
-TEST_F(HoldServiceTest, ScopeLimitsComeFromTheRequestElseTheRulesElseNone) {
+TEST_F(HoldServiceTest, ScopeLimitsComeFromTheRulesAndARequestCanOnlyTightenThem) {
   // No rules: a scope alone limits nothing beyond the user's 3 holds.
   ASSERT_THAT(Place(Scoped("alice", "o1", "event:E1")), IsOk());
   ASSERT_THAT(Place(Scoped("alice", "o2", "event:E1")), IsOk());
@@ -216,12 +216,30 @@ TEST_F(HoldServiceTest, ScopeLimitsComeFromTheRequestElseTheRulesElseNone) {
   EXPECT_EQ(other->hold.details.scope_limits, (ScopeLimits{1, 0}));
   EXPECT_THAT(Place(Scoped("bob", "o2", "show:S1")),
               StatusIs(absl::StatusCode::kResourceExhausted));
-  // Limits carried by the request win over the rules.
-  auto carried = Place(Scoped("bob", "o3", "show:S1", 1, ScopeLimits{4, 0}));
+  // Limits carried by the request cannot lift the rule (4 > 1), nor switch it off ({} or 0)...
+  EXPECT_THAT(Place(Scoped("bob", "o3", "show:S1", 1, ScopeLimits{4, 0})),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("(max_holds 1)")));
+  EXPECT_THAT(Place(Scoped("bob", "o3", "show:S1", 1, ScopeLimits{0, 0})),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("(max_holds 1)")));
+  // ...but they tighten it, field by field: units the rule leaves open, holds below it.
+  auto carried = Place(Scoped("carol", "o1", "event:E1", 2, ScopeLimits{5, 4}));
   ASSERT_THAT(carried, IsOk());
-  EXPECT_EQ(carried->scope_usage, (LevelUsage{2, 2, ScopeLimits{4, 0}}));
-  EXPECT_EQ(carried->user_usage, (LevelUsage{2, 2, ScopeLimits{3, 10}}));
-  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_hold_limit"}}), 2);
+  EXPECT_EQ(carried->scope_usage, (LevelUsage{1, 2, ScopeLimits{2, 4}}));
+  EXPECT_THAT(Place(Scoped("carol", "o2", "event:E1", 3, ScopeLimits{5, 4})),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_units 4")));
+  EXPECT_THAT(Place(Scoped("carol", "o2", "event:E1", 1, ScopeLimits{1, 0})),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("(max_holds 1)")));
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_hold_limit"}}), 5);
+}
+
+TEST(ApplyRequestLimitsTest, CeilingTakesTheSmallerPerFieldAndReplaceTakesTheRequest) {
+  using Mode = RequestScopeLimits;
+  EXPECT_EQ(ApplyRequestLimits({2, 0}, {4, 8}, Mode::kCeiling), (ScopeLimits{2, 8}));
+  EXPECT_EQ(ApplyRequestLimits({2, 10}, {1, 0}, Mode::kCeiling), (ScopeLimits{1, 10}));
+  EXPECT_EQ(ApplyRequestLimits({2, 10}, {0, 0}, Mode::kCeiling), (ScopeLimits{2, 10}));
+  EXPECT_EQ(ApplyRequestLimits({0, 0}, {3, 0}, Mode::kCeiling), (ScopeLimits{3, 0}));
+  EXPECT_EQ(ApplyRequestLimits({2, 10}, {4, 0}, Mode::kReplace), (ScopeLimits{4, 0}));
+  EXPECT_EQ(ApplyRequestLimits({2, 10}, {0, 0}, Mode::kReplace), (ScopeLimits{0, 0}));
 }
 
 TEST_F(HoldServiceTest, RefusalCarriesQuotaFailureErrorInfoAndRetryInfo) {
