@@ -758,7 +758,7 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
           json, out, err);
     }
     case CliCommand::Kind::kList: {
-      auto response = client.ListHolds(command.user_id, command.scope);
+      auto response = client.ListAllHolds(command.user_id, command.scope);
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response,
                            json ? "" : FormatListHolds(command.user_id, *response, command.scope),

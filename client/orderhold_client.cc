@@ -231,7 +231,34 @@ absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
   orderhold::v1::ListHoldsRequest request;
   request.set_user_id(std::string(user_id));
   request.set_scope(std::string(scope));
+  return ListHolds(request);
+}
+
+absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
+    const orderhold::v1::ListHoldsRequest& request) const {
   return CallUnary(*stub_, &Stub::ListHolds, request, options_.timeout);
+}
+
+absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListAllHolds(
+    absl::string_view user_id, absl::string_view scope, int max_pages) const {
+  orderhold::v1::ListHoldsRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_scope(std::string(scope));
+  request.set_page_size(1000);
+  absl::StatusOr<orderhold::v1::ListHoldsResponse> all = ListHolds(request);
+  for (int page = 1; all.ok() && !all->next_page_token().empty(); ++page) {
+    if (page >= max_pages) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ListHolds: more than ", max_pages,
+                       " pages; stopped (raise max_pages or page yourself)"));
+    }
+    request.set_page_token(all->next_page_token());
+    absl::StatusOr<orderhold::v1::ListHoldsResponse> next = ListHolds(request);
+    if (!next.ok()) return next.status();
+    for (orderhold::v1::Hold& hold : *next->mutable_holds()) *all->add_holds() = std::move(hold);
+    all->set_next_page_token(next->next_page_token());
+  }
+  return all;
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldClient::Health(

@@ -233,12 +233,21 @@ class OrderHoldClient {
   absl::StatusOr<orderhold::v1::DeleteConsumerGroupResponse> DeleteConsumerGroup(
       absl::string_view group) const;
 
-  // Lists `user_id`'s live holds, earliest expire_time first, or only those of `scope` when it is
-  // not empty; empty (not NOT_FOUND) when there are none. The response also carries the usage of
-  // the user's limits (and of the scope's, with `scope`). Errors: INVALID_ARGUMENT, UNAVAILABLE,
+  // The first page (up to 100) of `user_id`'s live holds, earliest expire_time first, or only
+  // those of `scope` when it is not empty; empty (not NOT_FOUND) when there are none. The response
+  // also carries the usage of the user's limits (and of the scope's, with `scope`) over all of
+  // them, and next_page_token when more follow. Errors: INVALID_ARGUMENT, UNAVAILABLE,
   // DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(absl::string_view user_id,
                                                              absl::string_view scope = "") const;
+  // One page as `request` asks (page_size, page_token: AIP-158).
+  absl::StatusOr<orderhold::v1::ListHoldsResponse> ListHolds(
+      const orderhold::v1::ListHoldsRequest& request) const;
+  // Every page (1,000 holds each), the holds of all in one response (the first page's usage).
+  // RESOURCE_EXHAUSTED past `max_pages` pages; else ListHolds' errors.
+  absl::StatusOr<orderhold::v1::ListHoldsResponse> ListAllHolds(absl::string_view user_id,
+                                                                absl::string_view scope = "",
+                                                                int max_pages = 100) const;
 
   // Asks the server's standard grpc.health.v1 service (Check) about `service`: "" or
   // "orderhold.v1.OrderHold" (SERVING while Redis answers: readiness) or "liveness" (SERVING

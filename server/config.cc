@@ -174,6 +174,10 @@ ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
           "A hold event not acked this long after delivery is redelivered.");
 ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
+ABSL_FLAG(int64_t, event_stream_max_len, orderhold::kDefaultEventStreamMaxLen,
+          "Length bound of each of the 64 partitions' event streams, beside --event_retention: "
+          "each append trims to about this many events (XADD MAXLEN ~); events trimmed before "
+          "every group acked them are counted. 0 = no length bound. ~100 B per event.");
 ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
           "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 256 "
@@ -455,6 +459,8 @@ const std::vector<Setting>& Settings() {
               "server/README.md \"Upgrading\""),
       Field(FLAGS_event_ack_timeout, &Config::events, &domain::EventPolicy::ack_timeout),
       Field(FLAGS_event_retention, &Config::event_retention),
+      Field(FLAGS_event_stream_max_len, &Config::outcomes,
+            &store::OutcomePolicy::event_stream_max_len),
       Field(FLAGS_max_watches, &Config::max_watches),
       Field(FLAGS_max_watches_per_caller, &Config::max_watches_per_caller),
       Field(FLAGS_max_consumer_groups, &Config::events,
@@ -604,6 +610,11 @@ absl::Status ValidateConfig(const Config& config) {
   }
   if (config.events.ack_timeout < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError("event_ack_timeout: must be >= 1ms");
+  }
+  if (config.outcomes.event_stream_max_len < 0 ||
+      config.outcomes.event_stream_max_len > kMaxEventStreamMaxLen) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_stream_max_len: must be 0-", kMaxEventStreamMaxLen));
   }
   if (config.event_retention < absl::Seconds(1)) {
     return absl::InvalidArgumentError("event_retention: must be >= 1s");

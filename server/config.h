@@ -49,6 +49,11 @@ inline constexpr int kMaxRedisWaitReplicas = 16;
 // covers all 64 partitions: the bound keeps one client that opens watches in a loop from taking
 // the server's memory and Redis' attention from everyone else.
 inline constexpr int kDefaultMaxWatches = 1000;
+// Default of --event_stream_max_len, per partition: 6.4M events over the 64 partitions, about
+// 0.6 GB of Redis memory at ~100 B each, whatever --event_retention allows.
+inline constexpr int64_t kDefaultEventStreamMaxLen = 100000;
+// Upper bound of --event_stream_max_len (per partition).
+inline constexpr int64_t kMaxEventStreamMaxLen = 1000000000;
 // Upper bound of --max_watches.
 inline constexpr int kMaxMaxWatches = 1000000;
 
@@ -113,8 +118,9 @@ struct Config {
   absl::Duration redis_wait_timeout = absl::Milliseconds(500);
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
-  store::OutcomePolicy outcomes;        // --outcome_retention, --max_outcomes_per_user
-  domain::EventPolicy events;           // --event_ack_timeout, --max_consumer_groups
+  // --outcome_retention, --max_outcomes_per_user, --event_stream_max_len
+  store::OutcomePolicy outcomes{.event_stream_max_len = kDefaultEventStreamMaxLen};
+  domain::EventPolicy events;  // --event_ack_timeout, --max_consumer_groups
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
   int max_watches = kDefaultMaxWatches;

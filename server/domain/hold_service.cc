@@ -11,6 +11,7 @@
 #include "google/protobuf/util/time_util.h"
 #include "google/rpc/error_details.pb.h"
 #include "server/common/status_macros.h"
+#include "server/domain/page_token.h"
 #include "server/store/hold_details_codec.h"
 
 namespace orderhold::domain {
@@ -499,69 +500,82 @@ void HoldService::ReleaseHolds(std::string user_id, std::string scope, store::Ca
     std::move(done)(valid);
     return;
   }
-  store_.ReleaseHolds(user_id, std::move(scope), options,
-                      [this, user_id, done = std::move(done)](
-                          absl::StatusOr<store::ReleaseHoldsResult> result) mutable {
-                        if (!result.ok()) {
-                          std::move(done)(result.status());
-                          return;
-                        }
-                        CountExpired(result->expired_removed);
-                        const int64_t released = static_cast<int64_t>(result->released.size());
-                        if (released > 0) {
-                          metrics_.holds_cancelled().Increment(static_cast<double>(released));
-                          metrics_.events_appended().Increment(static_cast<double>(released));
-                        }
-                        ReleaseHoldsReply reply;
-                        reply.now = result->now;
-                        reply.holds.reserve(result->released.size());
-                        for (store::StoredHold& hold : result->released) {
-                          reply.holds.push_back(Hold{user_id, std::move(hold.order_id),
-                                                     hold.expire_time, std::move(hold.details)});
-                        }
-                        std::move(done)(std::move(reply));
-                      });
+  store_.ReleaseHolds(
+      user_id, std::move(scope), options,
+      [this, user_id,
+       done = std::move(done)](absl::StatusOr<store::ReleaseHoldsResult> result) mutable {
+        if (!result.ok()) {
+          std::move(done)(result.status());
+          return;
+        }
+        CountExpired(result->expired_removed);
+        const int64_t released = static_cast<int64_t>(result->released.size());
+        if (released > 0) {
+          metrics_.holds_cancelled().Increment(static_cast<double>(released));
+          metrics_.events_appended().Increment(static_cast<double>(released));
+        }
+        ReleaseHoldsReply reply;
+        reply.now = result->now;
+        reply.released = released;
+        // The answer is bounded as a ListHolds page is: the first page, the count.
+        const size_t shown = std::min<size_t>(result->released.size(), kDefaultPageSize);
+        reply.holds.reserve(shown);
+        for (size_t i = 0; i < shown; ++i) {
+          store::StoredHold& hold = result->released[i];
+          reply.holds.push_back(
+              Hold{user_id, std::move(hold.order_id), hold.expire_time, std::move(hold.details)});
+        }
+        std::move(done)(std::move(reply));
+      });
 }
 
-void HoldService::ListHolds(std::string user_id, std::string scope, store::CallOptions options,
-                            store::Callback<ListHoldsReply> done) {
-  if (absl::Status status = ValidateId("user_id", user_id); !status.ok()) {
-    std::move(done)(status);
+void HoldService::ListHolds(std::string user_id, std::string scope, ListPage page,
+                            store::CallOptions options, store::Callback<ListHoldsReply> done) {
+  absl::StatusOr<store::ListHoldsArgs> args = [&]() -> absl::StatusOr<store::ListHoldsArgs> {
+    ORDERHOLD_RETURN_IF_ERROR(ValidateId("user_id", user_id));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScope(scope));
+    store::ListHoldsArgs args;
+    ORDERHOLD_ASSIGN_OR_RETURN(args.page_size, ResolvePageSize(page.page_size));
+    if (!page.page_token.empty()) {
+      ORDERHOLD_ASSIGN_OR_RETURN(args.after, DecodePageToken(page.page_token, user_id, scope));
+    }
+    args.user_id = user_id;
+    args.scope = scope;
+    return args;
+  }();
+  if (!args.ok()) {
+    std::move(done)(args.status());
     return;
   }
-  if (absl::Status status = ValidateScope(scope); !status.ok()) {
-    std::move(done)(status);
-    return;
-  }
-  store_.ListHolds(user_id, options,
-                   [this, user_id, scope = std::move(scope),
-                    done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
-                     if (!result.ok()) {
-                       std::move(done)(result.status());
-                       return;
-                     }
-                     ListHoldsReply reply;
-                     reply.now = result->now;
-                     reply.max_holds = policy_.max_holds;
-                     LevelUsage user{0, 0, ScopeLimits{policy_.max_holds, policy_.max_units}};
-                     bool asks_more = !scope.empty();
-                     if (!scope.empty()) reply.scope_usage = LevelUsage{0, 0, RulesFor(scope)};
-                     reply.holds.reserve(result->holds.size());
-                     for (store::StoredHold& hold : result->holds) {
-                       ++user.holds;
-                       user.units += hold.details.quantity;
-                       asks_more = asks_more || !store::IsPlain(hold.details);
-                       if (!scope.empty()) {
-                         if (hold.details.scope != scope) continue;
-                         ++reply.scope_usage->holds;
-                         reply.scope_usage->units += hold.details.quantity;
-                       }
-                       reply.holds.push_back(Hold{user_id, std::move(hold.order_id),
-                                                  hold.expire_time, std::move(hold.details)});
-                     }
-                     if (ReportsUsage(asks_more)) reply.user_usage = user;
-                     std::move(done)(std::move(reply));
-                   });
+  store_.ListHolds(
+      *std::move(args), options,
+      [this, user_id, scope = std::move(scope),
+       done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
+        if (!result.ok()) {
+          std::move(done)(result.status());
+          return;
+        }
+        ListHoldsReply reply;
+        reply.now = result->now;
+        reply.max_holds = policy_.max_holds;
+        const LevelUsage user{result->user_holds, result->user_units,
+                              ScopeLimits{policy_.max_holds, policy_.max_units}};
+        if (!scope.empty()) {
+          reply.scope_usage = LevelUsage{result->scope_holds, result->scope_units, RulesFor(scope)};
+        }
+        if (result->more && !result->holds.empty()) {
+          const store::StoredHold& last = result->holds.back();
+          reply.next_page_token =
+              EncodePageToken(user_id, scope, store::ListCursor{last.expire_time, last.order_id});
+        }
+        reply.holds.reserve(result->holds.size());
+        for (store::StoredHold& hold : result->holds) {
+          reply.holds.push_back(
+              Hold{user_id, std::move(hold.order_id), hold.expire_time, std::move(hold.details)});
+        }
+        if (ReportsUsage(!scope.empty() || !result->plain)) reply.user_usage = user;
+        std::move(done)(std::move(reply));
+      });
 }
 
 }  // namespace orderhold::domain

@@ -44,6 +44,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/domain/hold.h"
+#include "server/domain/page_token.h"
 #include "server/domain/scope_limits.h"
 #include "server/metrics/metrics.h"
 #include "server/store/hold_store.h"
@@ -101,6 +102,14 @@ struct ListHoldsReply {
   // All the user's live holds; reported as PlaceHoldReply's, or when a listed hold is not plain.
   std::optional<LevelUsage> user_usage;
   std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the rules' limits for it
+  // Where the next page starts (page_token.h); empty on the last page.
+  std::string next_page_token;
+};
+
+// Which page of ListHolds (AIP-158).
+struct ListPage {
+  int64_t page_size = 0;   // 0: kDefaultPageSize; above kMaxPageSize: kMaxPageSize; < 0: invalid
+  std::string page_token;  // "" = the first page; else a next_page_token of the same request
 };
 
 struct ExtendHoldCommand {
@@ -126,8 +135,10 @@ struct GetHoldReply {
 };
 
 struct ReleaseHoldsReply {
-  std::vector<Hold> holds;  // ended CANCELLED by this call, earliest expire_time first
-  absl::Time now;           // store clock at the call (their end time)
+  // Ended CANCELLED by this call, earliest expire_time first: the first kDefaultPageSize of them.
+  std::vector<Hold> holds;
+  absl::Time now;        // store clock at the call (their end time)
+  int64_t released = 0;  // how many this call ended CANCELLED (all of them)
 };
 
 class HoldService {
@@ -152,13 +163,19 @@ class HoldService {
   void Cancel(std::string user_id, std::string order_id, store::CallOptions options,
               store::Callback<CancelReply> done);
 
-  // See the OrderHold.ListHolds rpc: the user's live holds, or those of `scope` ("" = all).
-  // INVALID_ARGUMENT naming user_id or scope.
-  void ListHolds(std::string user_id, std::string scope, store::CallOptions options,
+  // See the OrderHold.ListHolds rpc: one page of the user's live holds, or of those of `scope`
+  // ("" = all), with the usage of every level over all of them. INVALID_ARGUMENT naming user_id,
+  // scope, page_size or page_token (page_token.h).
+  void ListHolds(std::string user_id, std::string scope, ListPage page, store::CallOptions options,
                  store::Callback<ListHoldsReply> done);
+  // The first page of kDefaultPageSize.
+  void ListHolds(std::string user_id, std::string scope, store::CallOptions options,
+                 store::Callback<ListHoldsReply> done) {
+    ListHolds(std::move(user_id), std::move(scope), ListPage{}, options, std::move(done));
+  }
   void ListHolds(std::string user_id, store::CallOptions options,
                  store::Callback<ListHoldsReply> done) {
-    ListHolds(std::move(user_id), "", options, std::move(done));
+    ListHolds(std::move(user_id), "", ListPage{}, options, std::move(done));
   }
 
   // See the OrderHold.ExtendHold rpc. INVALID_ARGUMENT naming user_id, order_id, ttl or

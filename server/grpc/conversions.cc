@@ -224,6 +224,7 @@ v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply)
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
   if (reply.user_usage.has_value()) UsageToProto(*reply.user_usage, out.mutable_user_usage());
   if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
+  out.set_next_page_token(reply.next_page_token);
   return out;
 }
 
@@ -253,6 +254,7 @@ v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply) {
 v1::ReleaseHoldsResponse ReleaseHoldsReplyToProto(const domain::ReleaseHoldsReply& reply) {
   v1::ReleaseHoldsResponse out;
   for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
+  out.set_released_count(static_cast<uint32_t>(reply.released));
   return out;
 }
 

@@ -167,8 +167,11 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
   return ServeUnary<internal::ListHoldsRequest>(
       authorizer_, UnaryCall(metrics_, context, response, Method::kListHolds), *request,
       [this](internal::ListHoldsRequest& in, const UnaryCall& call) {
+        domain::ListPage page;
+        page.page_size = in.page_size();
+        page.page_token = std::move(*in.mutable_page_token());
         holds_.ListHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
-                         call.options(), call.Respond(ListHoldsReplyToProto));
+                         std::move(page), call.options(), call.Respond(ListHoldsReplyToProto));
         return absl::OkStatus();
       });
 }

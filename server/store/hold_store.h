@@ -26,6 +26,7 @@
 #define ORDERHOLD_SERVER_STORE_HOLD_STORE_H_
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,9 +61,14 @@ const char* HoldOutcomeName(HoldOutcome outcome);
 
 // How long and how many outcome records are kept per user (--outcome_retention,
 // --max_outcomes_per_user). Beyond either, an order is forgotten (unknown again).
+// What is kept of the end of a hold: its outcome record, and its event.
 struct OutcomePolicy {
   absl::Duration retention = absl::Hours(24);  // >= 1 ms
   int max_per_user = 1000;                     // >= 1; the oldest records are dropped first
+  // --event_stream_max_len: each partition's event stream is trimmed to about this many entries
+  // as events are appended (XADD MAXLEN ~: whole nodes of up to 100 entries, so a stream may hold
+  // up to ~100 more); 0 = no length bound (the age bound alone: --event_retention).
+  int64_t event_stream_max_len = 0;
 };
 
 // The remembered end of a hold.
@@ -172,10 +178,30 @@ struct EndHoldResult {
                             // cleanup; may include this order, then result = kAlreadyEnded)
 };
 
+// A position in a user's list of live holds (earliest expire_time first, ties by order_id): a
+// page starts after it.
+struct ListCursor {
+  absl::Time expire_time;  // whole milliseconds
+  std::string order_id;
+};
+
+struct ListHoldsArgs {
+  std::string user_id;
+  std::string scope;                // only the holds of this scope are listed; "" = all
+  std::optional<ListCursor> after;  // the page starts after this hold; nullopt: at the first
+  int page_size = std::numeric_limits<int>::max();  // holds listed at most, >= 1
+};
+
 struct ListHoldsResult {
   absl::Time now;                 // the store's clock when the operation ran
-  std::vector<StoredHold> holds;  // live holds with their details, earliest expire_time first,
-                                  // ties by order_id
+  std::vector<StoredHold> holds;  // the page: live holds of the scope with their details, earliest
+                                  // expire_time first, ties by order_id
+  int64_t user_holds = 0;         // every live hold of the user, whatever the scope or the page
+  int64_t user_units = 0;         // their quantities
+  int64_t scope_holds = 0;        // of them, those of args.scope (0 without one)
+  int64_t scope_units = 0;
+  bool plain = true;  // no live hold of the user has details (scope, quantity, labels)
+  bool more = false;  // holds of the scope follow the page
 };
 
 struct ExtendHoldArgs {
@@ -302,9 +328,16 @@ class HoldStore {
   virtual void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                        CallOptions options, Callback<EndHoldResult> done) = 0;
 
-  // The user's live holds. Read-only.
-  virtual void ListHolds(std::string user_id, CallOptions options,
+  // One page of the user's live holds (of args.scope only, when set), after args.after, with the
+  // usage of the user's and the scope's levels over all of them. Read-only.
+  virtual void ListHolds(ListHoldsArgs args, CallOptions options,
                          Callback<ListHoldsResult> done) = 0;
+  // Every live hold of the user, in one page.
+  void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) {
+    ListHoldsArgs args;
+    args.user_id = std::move(user_id);
+    ListHolds(std::move(args), options, std::move(done));
+  }
 
   // Atomically moves the live hold (args.user_id, args.order_id) to expire at
   // max(expire_time, min(now + ttl, max_expire_time)), counting the call in its extensions when it

@@ -73,7 +73,7 @@ void NoopHoldStore::EndHold(std::string /*user_id*/, std::string /*order_id*/, H
   std::move(done)(std::move(result));
 }
 
-void NoopHoldStore::ListHolds(std::string /*user_id*/, CallOptions options,
+void NoopHoldStore::ListHolds(ListHoldsArgs /*args*/, CallOptions options,
                               Callback<ListHoldsResult> done) {
   ListHoldsResult result;
   result.now = Now(options);

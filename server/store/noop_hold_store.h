@@ -27,7 +27,8 @@ class NoopHoldStore final : public HoldStore {
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
-  void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
+  using HoldStore::ListHolds;
+  void ListHolds(ListHoldsArgs args, CallOptions options, Callback<ListHoldsResult> done) override;
   void ExtendHold(ExtendHoldArgs args, CallOptions options,
                   Callback<ExtendHoldResult> done) override;
   void GetHold(std::string user_id, std::string order_id, CallOptions options,

@@ -221,6 +221,8 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
+      max_stream_len_(absl::StrCat(std::max<int64_t>(0, outcomes.event_stream_max_len))),
+      trim_keep_(absl::StrCat(std::max<int64_t>(0, outcomes.event_stream_max_len) * 9 / 10)),
       client_(std::move(client)),
       background_(std::move(background)) {}
 
@@ -237,7 +239,7 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
        int64_t{scoped ? args.details.scope_limits.max_holds : 0},
        int64_t{scoped ? args.details.scope_limits.max_units : 0},
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-       std::max<int64_t>(1, Millis(args.max_lifetime))});
+       std::max<int64_t>(1, Millis(args.max_lifetime)), max_stream_len_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -280,7 +282,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       Eval<Script::kEndHold>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
                               keys.events, keys.bucket_index},
                              {user_id, order_id, int64_t{static_cast<int>(outcome)},
-                              NowArg(options), retention_ms_, max_outcomes_});
+                              NowArg(options), retention_ms_, max_outcomes_, max_stream_len_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -304,28 +306,43 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
       }));
 }
 
-void RedisHoldStore::ListHolds(std::string user_id, CallOptions options,
+void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
                                Callback<ListHoldsResult> done) {
+  std::string after_expire, after_order;
+  if (args.after.has_value()) {
+    after_expire = absl::StrCat(absl::ToUnixMillis(args.after->expire_time));
+    after_order = std::move(args.after->order_id);
+  }
   redis::RedisCommand command =
-      Eval<Script::kListHolds>({keys_.ForUser(user_id).holds_bucket}, {user_id, NowArg(options)});
+      Eval<Script::kListHolds>({keys_.ForUser(args.user_id).holds_bucket},
+                               {args.user_id, NowArg(options), args.scope, after_expire,
+                                after_order, absl::StrCat(std::max(1, args.page_size))});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       Parsed(std::move(done),
              [](const redis::RedisReply& reply) -> absl::StatusOr<ListHoldsResult> {
                int64_t now = 0;
-               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 4 ||
+               Ints usage;
+               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 5 ||
                    !ToInt(reply.elements[0], &now) ||
                    reply.elements[1].type != redis::RedisReply::Type::kArray ||
                    reply.elements[1].elements.size() % 2 != 0 ||
                    reply.elements[2].type != redis::RedisReply::Type::kArray ||
                    reply.elements[2].elements.size() * 2 != reply.elements[1].elements.size() ||
                    reply.elements[3].type != redis::RedisReply::Type::kArray ||
-                   reply.elements[3].elements.size() != reply.elements[2].elements.size()) {
+                   reply.elements[3].elements.size() != reply.elements[2].elements.size() ||
+                   !IntArray(reply.elements[4], 6, &usage)) {
                  return BadReply("list_holds.lua");
                }
                ListHoldsResult result;
                result.now = FromMillis(now);
+               result.user_holds = usage[0];
+               result.user_units = usage[1];
+               result.scope_holds = usage[2];
+               result.scope_units = usage[3];
+               result.plain = usage[4] == 1;
+               result.more = usage[5] == 1;
                const auto& pairs = reply.elements[1].elements;
                for (size_t i = 0; i < pairs.size(); i += 2) {
                  int64_t expire = 0;
@@ -353,7 +370,7 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
        max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl)))});
+       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl))), max_stream_len_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -434,10 +451,10 @@ void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOpti
 void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                                   Callback<ReleaseHoldsResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(user_id);
-  redis::RedisCommand command =
-      Eval<Script::kReleaseHolds>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
-                                   keys.events, keys.bucket_index},
-                                  {user_id, scope, NowArg(options), retention_ms_, max_outcomes_});
+  redis::RedisCommand command = Eval<Script::kReleaseHolds>(
+      {keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
+       keys.bucket_index},
+      {user_id, scope, NowArg(options), retention_ms_, max_outcomes_, max_stream_len_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
@@ -481,7 +498,8 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
       {keys_.PartitionPrefix(partition), absl::StrCat(args.max_users), NowArg(options),
        retention_ms_, max_outcomes_, args.owner,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
-       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string()});
+       args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
+       max_stream_len_});
   command.writes = true;
   // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
   // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.
@@ -782,7 +800,7 @@ void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions op
   redis::RedisCommand command =
       Eval<Script::kTrimEvents>({keys_.EventsKeyPieces(partition)},
                                 {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
-                                 absl::StrCat(kMaxTrimIdsPerGroup)});
+                                 absl::StrCat(kMaxTrimIdsPerGroup), trim_keep_});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,

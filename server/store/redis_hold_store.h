@@ -62,7 +62,8 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
                Callback<EndHoldResult> done) override;
-  void ListHolds(std::string user_id, CallOptions options, Callback<ListHoldsResult> done) override;
+  using HoldStore::ListHolds;
+  void ListHolds(ListHoldsArgs args, CallOptions options, Callback<ListHoldsResult> done) override;
   void ExtendHold(ExtendHoldArgs args, CallOptions options,
                   Callback<ExtendHoldResult> done) override;
   void GetHold(std::string user_id, std::string order_id, CallOptions options,
@@ -111,8 +112,10 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
                  std::unique_ptr<redis::RedisCaller> background);
 
   const KeySchema keys_;
-  const std::string retention_ms_;  // outcome retention, ms, as a script argument
-  const std::string max_outcomes_;  // max outcome records per user, as a script argument
+  const std::string retention_ms_;    // outcome retention, ms, as a script argument
+  const std::string max_outcomes_;    // max outcome records per user, as a script argument
+  const std::string max_stream_len_;  // the event streams' length bound ("0": none), likewise
+  const std::string trim_keep_;       // what trim_events.lua keeps of a stream: 9/10 of that
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };

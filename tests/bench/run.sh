@@ -1035,14 +1035,15 @@ REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d
 echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests)" >&2
 # KEYS and ARGV as place_hold.lua's header lists them, for phase 2's plain hold: max_units 0, no
 # scope, quantity 1, no scope limits, no details (a plain hold stores none: ARGV[13] "") and the
-# default lifetime cap (ARGV[14], 2 h: its life record). One holds bucket and one due bucket for
+# default lifetime cap (ARGV[14], 2 h: its life record), the default stream bound (ARGV[15]).
+# One holds bucket and one due bucket for
 # all (redis-benchmark draws each __rand_int__ apart, so a bucket per user would be one key per
 # user): larger than the server's 256 per partition, so if anything dearer.
 redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r "${USERS}" --csv \
   FCALL "${PLACE_FUNCTION}" 6 "orderhold:{0}:h:0" "orderhold:{0}:hd:0" \
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
   "orderhold:{0}:bdue" \
-  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 \
+  "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 100000 \
   >"${WORK}/redis.csv"
 # redis-benchmark counts an error reply as an answer: every call must have run the script.
 FCALL_FAILED="$(rcli INFO commandstats | tr -d '\r' |

@@ -1308,6 +1308,70 @@ TEST_P(HoldStoreContractTest, PingAnswersWithStoreTime) {
 // redis_tls: the whole contract once more over rediss://; redis_cluster: once more on a
 // Redis Cluster (tests/CMakeLists.txt runs those cases as one process so the cluster
 // starts once); "_" as test names allow no "-".
+// ListHolds pages: each live hold of the scope once, in list order, however the pages fall; the
+// usage of both levels counts every live hold whatever the page; `more` says whether a page
+// follows.
+TEST_P(HoldStoreContractTest, ListHoldsPagesEveryHoldOnceWithTheUsageOfAll) {
+  // 7 holds: 5 in "event:A" (2 units each), 2 without a scope; two share an expiry (order_id
+  // breaks the tie).
+  const std::vector<std::pair<std::string, absl::Duration>> orders = {{"a1", absl::Seconds(10)},
+                                                                      {"a2", absl::Seconds(20)},
+                                                                      {"a3", absl::Seconds(20)},
+                                                                      {"a4", absl::Seconds(30)},
+                                                                      {"a5", absl::Seconds(40)}};
+  for (const auto& [order, ttl] : orders) {
+    PlaceHoldArgs args;
+    args.user_id = "pager";
+    args.order_id = order;
+    args.ttl = ttl;
+    args.max_holds = 10;
+    args.details.scope = "event:A";
+    args.details.quantity = 2;
+    ASSERT_THAT(Place(std::move(args), kT0), IsOk());
+  }
+  ASSERT_THAT(Place("pager", "p1", absl::Seconds(15), kT0, 10), IsOk());
+  ASSERT_THAT(Place("pager", "p2", absl::Seconds(50), kT0, 10), IsOk());
+  auto page = [&](const std::string& scope, std::optional<ListCursor> after, int size) {
+    ListHoldsArgs args;
+    args.user_id = "pager";
+    args.scope = scope;
+    args.after = std::move(after);
+    args.page_size = size;
+    auto result = Await<ListHoldsResult>(
+        [&](auto done) { store_->ListHolds(std::move(args), At(kT0), std::move(done)); });
+    EXPECT_THAT(result, IsOk());
+    return result.value_or(ListHoldsResult{});
+  };
+  for (const std::string scope : {"", "event:A"}) {
+    for (int size : {1, 2, 3, 100}) {
+      SCOPED_TRACE(absl::StrCat("scope '", scope, "' page size ", size));
+      std::vector<std::string> seen;
+      std::optional<ListCursor> after;
+      for (int pages = 0; pages < 20; ++pages) {
+        const ListHoldsResult result = page(scope, after, size);
+        EXPECT_LE(static_cast<int>(result.holds.size()), size);
+        EXPECT_EQ(result.user_holds, 7);
+        EXPECT_EQ(result.user_units, 12);
+        EXPECT_EQ(result.scope_holds, scope.empty() ? 0 : 5);
+        EXPECT_EQ(result.scope_units, scope.empty() ? 0 : 10);
+        EXPECT_FALSE(result.plain);
+        for (const StoredHold& hold : result.holds) seen.push_back(hold.order_id);
+        if (!result.more) break;
+        ASSERT_FALSE(result.holds.empty());
+        after = ListCursor{result.holds.back().expire_time, result.holds.back().order_id};
+      }
+      const std::vector<std::string> all =
+          scope.empty() ? std::vector<std::string>{"a1", "p1", "a2", "a3", "a4", "a5", "p2"}
+                        : std::vector<std::string>{"a1", "a2", "a3", "a4", "a5"};
+      EXPECT_EQ(seen, all);
+    }
+  }
+  // A cursor past the last hold: an empty last page.
+  const ListHoldsResult past = page("", ListCursor{kT0 + absl::Seconds(50), "p2"}, 5);
+  EXPECT_TRUE(past.holds.empty());
+  EXPECT_FALSE(past.more);
+}
+
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
                          ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
                          [](const auto& info) { return info.param; });

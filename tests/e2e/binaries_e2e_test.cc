@@ -120,7 +120,10 @@ class BinariesE2eTest : public ::testing::Test {
 TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
   server_.Start(ServerArgs());
   ASSERT_TRUE(server_.WaitServing()) << server_.log();
-  EXPECT_THAT(server_.log(), HasSubstr("max_holds=3 max_units=0 scope_limits= default_ttl=30m"));
+  EXPECT_THAT(
+      server_.log(),
+      HasSubstr(
+          "max_holds=3 max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m"));
 
   for (const char* order : {"train-1", "train-2", "train-3"}) {
     CommandResult placed = Cli(absl::StrCat("place alice ", order));

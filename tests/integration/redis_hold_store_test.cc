@@ -565,5 +565,41 @@ TEST_F(RedisHoldStoreTest, KeyPrefixSeparatesDeployments) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+// --event_stream_max_len: appends keep each stream near its bound (XADD MAXLEN ~, whole nodes of
+// 100), and the trimmer keeps it under 9/10 of it, counting what it drops before a group acked it.
+TEST_F(RedisHoldStoreTest, EventStreamsStayNearTheirLengthBoundAndTrimsCountWhatGroupsMissed) {
+  RedisStoreOptions options = OneConnection();
+  options.outcomes.event_stream_max_len = 200;
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));
+  const CallOptions call{absl::Now() + absl::Seconds(10), std::nullopt};
+  // One user's partition: every event of this test goes to one stream.
+  const int partition = KeySchema::PartitionOf("flood");
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                store_->EnsureGroup(partition, "slow", GroupStart::kEarliest, call,
+                                    std::move(done));
+              }),
+              IsOk());
+  const std::string stream = KeySchema("orderhold").EventsKey(partition);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_THAT(Place("flood", absl::StrCat("o", i)), IsOk());
+    ASSERT_THAT(Await<EndHoldResult>([&](auto done) {
+                  store_->EndHold("flood", absl::StrCat("o", i), HoldOutcome::kPaid, call,
+                                  std::move(done));
+                }),
+                IsOk());
+    ASSERT_OK_AND_ASSIGN(std::string length, redis_->Command({"XLEN", stream}));
+    ASSERT_LE(std::stoll(length), 200 + 100) << "after " << i + 1 << " events";
+  }
+  // The trimmer's pass: down to 180 at most, each event dropped counted for the group that never
+  // read it.
+  ASSERT_OK_AND_ASSIGN(std::string before, redis_->Command({"XLEN", stream}));
+  auto trimmed = Await<TrimEventsResult>(
+      [&](auto done) { store_->TrimEvents(partition, absl::UnixEpoch(), call, std::move(done)); });
+  ASSERT_THAT(trimmed, IsOk());
+  ASSERT_OK_AND_ASSIGN(std::string after, redis_->Command({"XLEN", stream}));
+  EXPECT_EQ(std::stoll(after), 180);
+  EXPECT_EQ(trimmed->trimmed, std::stoll(before) - 180);
+  EXPECT_EQ(trimmed->trimmed_unacked, trimmed->trimmed);
+}
 }  // namespace
 }  // namespace orderhold::store

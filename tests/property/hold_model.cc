@@ -103,8 +103,18 @@ std::optional<HoldModel::Record> HoldModel::Ended(const User& user,
 
 ModelLimits HoldModel::ScopeLimitsFor(const PlaceCall& call) const {
   if (call.scope.empty()) return {};
-  if (call.scope_limits.has_value()) return *call.scope_limits;
-  return call.scope.starts_with(ModelPolicy::kRulePrefix) ? policy_.rule : policy_.default_scope;
+  const ModelLimits rule =
+      call.scope.starts_with(ModelPolicy::kRulePrefix) ? policy_.rule : policy_.default_scope;
+  if (!call.scope_limits.has_value()) return rule;
+  // The request's limits only tighten the operator's (--request_scope_limits=ceiling): per field
+  // the smaller, where 0 means "none" on either side.
+  auto tighter = [](int64_t from_rule, int64_t from_request) {
+    if (from_request == 0) return from_rule;
+    if (from_rule == 0) return from_request;
+    return from_rule < from_request ? from_rule : from_request;
+  };
+  return ModelLimits{tighter(rule.max_holds, call.scope_limits->max_holds),
+                     tighter(rule.max_units, call.scope_limits->max_units)};
 }
 
 std::string HoldModel::PlaceHold(const PlaceCall& call) {

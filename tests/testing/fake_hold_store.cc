@@ -207,22 +207,45 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
   });
 }
 
-void FakeHoldStore::ListHolds(std::string user_id, store::CallOptions options,
+void FakeHoldStore::ListHolds(store::ListHoldsArgs args, store::CallOptions options,
                               store::Callback<store::ListHoldsResult> done) {
   Answer(done, [&] {
     store::ListHoldsResult result;
     result.now = NowFor(options);
-    if (auto user = holds_.find(user_id); user != holds_.end()) {
+    std::vector<store::StoredHold> live;
+    if (auto user = holds_.find(args.user_id); user != holds_.end()) {
       for (const auto& [order, held] : user->second) {
         if (held.expire > result.now) {
-          result.holds.push_back(store::StoredHold{order, held.expire, held.details});
+          live.push_back(store::StoredHold{order, held.expire, held.details});
         }
       }
     }
-    std::sort(result.holds.begin(), result.holds.end(), [](const auto& a, const auto& b) {
-      return a.expire_time != b.expire_time ? a.expire_time < b.expire_time
-                                            : a.order_id < b.order_id;
+    auto before = [](absl::Time expire_a, const std::string& order_a, absl::Time expire_b,
+                     const std::string& order_b) {
+      return expire_a != expire_b ? expire_a < expire_b : order_a < order_b;
+    };
+    std::sort(live.begin(), live.end(), [&](const auto& a, const auto& b) {
+      return before(a.expire_time, a.order_id, b.expire_time, b.order_id);
     });
+    for (store::StoredHold& hold : live) {
+      ++result.user_holds;
+      result.user_units += hold.details.quantity;
+      result.plain = result.plain && store::IsPlain(hold.details);
+      if (!args.scope.empty() && hold.details.scope != args.scope) continue;
+      if (!args.scope.empty()) {
+        ++result.scope_holds;
+        result.scope_units += hold.details.quantity;
+      }
+      if (args.after.has_value() &&
+          !before(args.after->expire_time, args.after->order_id, hold.expire_time, hold.order_id)) {
+        continue;
+      }
+      if (static_cast<int64_t>(result.holds.size()) < args.page_size) {
+        result.holds.push_back(std::move(hold));
+      } else {
+        result.more = true;
+      }
+    }
     return result;
   });
 }

@@ -48,7 +48,8 @@ class FakeHoldStore final : public store::HoldStore {
                  store::Callback<store::PlaceHoldResult> done) override;
   void EndHold(std::string user_id, std::string order_id, store::HoldOutcome outcome,
                store::CallOptions options, store::Callback<store::EndHoldResult> done) override;
-  void ListHolds(std::string user_id, store::CallOptions options,
+  using store::HoldStore::ListHolds;
+  void ListHolds(store::ListHoldsArgs args, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;
   void ExtendHold(store::ExtendHoldArgs args, store::CallOptions options,
                   store::Callback<store::ExtendHoldResult> done) override;

@@ -273,13 +273,15 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
       "redis_sentinel_password_file= redis_tls_ca_file= "
       "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-      "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h max_hold_lifetime=2h max_extensions=0 "
+      "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h "
+      "max_hold_lifetime=2h max_extensions=0 "
       "reap_interval=1s key_prefix=orderhold "
       "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
       "redis_wait_replicas=0 "
       "redis_wait_timeout=500ms "
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-      "event_ack_timeout=30s event_retention=24h max_watches=1000 max_watches_per_caller=100 "
+      "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 max_watches=1000 "
+      "max_watches_per_caller=100 "
       "max_consumer_groups=100 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
@@ -497,6 +499,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.events.ack_timeout == absl::Seconds(10); }},
       {"event_retention", "2h", "event_retention=2h",
        [](const Config& c) { return c.event_retention == absl::Hours(2); }},
+      {"event_stream_max_len", "500", "event_stream_max_len=500",
+       [](const Config& c) { return c.outcomes.event_stream_max_len == 500; }},
       {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
       {"max_watches_per_caller", "5", "max_watches_per_caller=5",
        [](const Config& c) { return c.max_watches_per_caller == 5; }},

@@ -409,14 +409,15 @@ TEST(ReplyToProtoTest, ListHoldsKeepsTheOrder) {
   later.order_id = "order-2";
   later.expire_time += absl::Minutes(5);
   const v1::ListHoldsResponse out =
-      ListHoldsReplyToProto(domain::ListHoldsReply{{AHold(), later}, kT0, 3, {}, std::nullopt});
+      ListHoldsReplyToProto(domain::ListHoldsReply{{AHold(), later}, kT0, 3, {}, std::nullopt, ""});
   ASSERT_EQ(out.holds_size(), 2);
   ExpectHold(out.holds(0), absl::Minutes(30));
   EXPECT_EQ(out.holds(1).order_id(), "order-2");
   EXPECT_EQ(client::FromProtoDuration(out.holds(1).remaining()), absl::Minutes(35));
   EXPECT_EQ(out.max_holds(), 3u);
   EXPECT_EQ(
-      ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3, {}, std::nullopt}).holds_size(), 0);
+      ListHoldsReplyToProto(domain::ListHoldsReply{{}, kT0, 3, {}, std::nullopt, ""}).holds_size(),
+      0);
 }
 
 TEST(ReplyToProtoTest, ExtendHoldCarriesTheCapTheCountAndWhatIsLeft) {
@@ -483,7 +484,7 @@ TEST(ReplyToProtoTest, ReleaseHoldsListsWhatEachHadLeft) {
   later.order_id = "order-2";
   later.expire_time += absl::Minutes(5);
   const v1::ReleaseHoldsResponse out =
-      ReleaseHoldsReplyToProto(domain::ReleaseHoldsReply{{AHold(), later}, kT0});
+      ReleaseHoldsReplyToProto(domain::ReleaseHoldsReply{{AHold(), later}, kT0, 2});
   ASSERT_EQ(out.holds_size(), 2);
   ExpectHold(out.holds(0), absl::Minutes(30));
   EXPECT_EQ(client::FromProtoDuration(out.holds(1).remaining()), absl::Minutes(35));
@@ -604,7 +605,7 @@ TEST(ReplyToProtoTest, PlaceHoldAndListHoldsCarryTheUsagePerLevel) {
   EXPECT_EQ(out.user_usage().max_units(), 8u);
   EXPECT_EQ(out.scope_usage().holds(), 1u);
   EXPECT_EQ(out.scope_usage().max_holds(), 2u);
-  domain::ListHoldsReply list{{AHold()}, kT0, 3, {}, std::nullopt};
+  domain::ListHoldsReply list{{AHold()}, kT0, 3, {}, std::nullopt, ""};
   list.user_usage = domain::LevelUsage{1, 1, store::LevelLimits{3, 0}};
   const v1::ListHoldsResponse listed = ListHoldsReplyToProto(list);
   EXPECT_EQ(listed.user_usage().holds(), 1u);
@@ -646,8 +647,8 @@ TEST(QuantityToProtoTest, OneIsSentInEveryAnswerAndEvent) {
   EXPECT_EQ(PlaceHoldReplyToProto({hold, kT0, true, 1, 3, {}, std::nullopt}).hold().quantity(), 1u);
   EXPECT_EQ(PayReplyToProto({hold, kT0, false}).hold().quantity(), 1u);
   EXPECT_EQ(CancelReplyToProto({hold, kT0, false}).hold().quantity(), 1u);
-  EXPECT_EQ(ListHoldsReplyToProto({{hold}, kT0, 3, {}, std::nullopt}).holds(0).quantity(), 1u);
-  EXPECT_EQ(ReleaseHoldsReplyToProto({{hold}, kT0}).holds(0).quantity(), 1u);
+  EXPECT_EQ(ListHoldsReplyToProto({{hold}, kT0, 3, {}, std::nullopt, ""}).holds(0).quantity(), 1u);
+  EXPECT_EQ(ReleaseHoldsReplyToProto({{hold}, kT0, 1}).holds(0).quantity(), 1u);
   domain::ExtendHoldReply extended;
   extended.hold = hold;
   extended.now = kT0;

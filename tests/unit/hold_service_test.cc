@@ -532,5 +532,43 @@ TEST_F(HoldServiceTest, GetHoldReadsLiveAndEndedHoldsAndReleaseHoldsCountsCancel
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scope")));
 }
 
+// ListHolds pages with AIP-158 tokens: opaque, bound to the user and scope they came from.
+TEST_F(HoldServiceTest, ListHoldsPagesWithTokensBoundToTheirRequest) {
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_THAT(Place("alice", absl::StrCat("o", i)), IsOk());
+  }
+  auto page = [&](std::string user, int64_t size, std::string token) {
+    return Await<ListHoldsReply>([&](auto done) {
+      service_.ListHolds(user, "", ListPage{size, token}, {}, std::move(done));
+    });
+  };
+  auto first = page("alice", 2, "");
+  ASSERT_THAT(first, IsOk());
+  ASSERT_EQ(first->holds.size(), 2u);
+  ASSERT_FALSE(first->next_page_token.empty());
+  auto second = page("alice", 2, first->next_page_token);
+  ASSERT_THAT(second, IsOk());
+  ASSERT_EQ(second->holds.size(), 1u);
+  EXPECT_EQ(second->holds[0].order_id, "o2");
+  EXPECT_TRUE(second->next_page_token.empty());
+  // Bound to its request, and checked before the store is asked.
+  EXPECT_THAT(page("bob", 2, first->next_page_token),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token: issued for")));
+  EXPECT_THAT(Await<ListHoldsReply>([&](auto done) {
+                service_.ListHolds("alice", "event:E1", ListPage{2, first->next_page_token}, {},
+                                   std::move(done));
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+  EXPECT_THAT(page("alice", 2, "not a token"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+  EXPECT_THAT(page("alice", 2, std::string(kMaxPageTokenBytes + 1, 'A')),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token: longer")));
+  EXPECT_THAT(page("alice", -1, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_size")));
+  // 0 is the default page size, a huge one the maximum.
+  EXPECT_EQ(ResolvePageSize(0).value_or(-1), kDefaultPageSize);
+  EXPECT_EQ(ResolvePageSize(1 << 30).value_or(-1), kMaxPageSize);
+}
 }  // namespace
 }  // namespace orderhold::domain

@@ -27,6 +27,8 @@
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
 --          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
 --          written at its first move.
+-- ARGV[11] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
+--          stream to about this many entries (MAXLEN ~); 0 = no length bound
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
 --                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
@@ -45,6 +47,7 @@
 local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
+k.maxlen = tonumber(ARGV[11])
 local user, order = ARGV[1], ARGV[2]
 local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]

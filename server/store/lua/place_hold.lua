@@ -39,6 +39,8 @@
 -- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
 --          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:" (a ttl longer than
 --          the lifetime makes the expiry the cap)
+-- ARGV[15] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
+--          stream to about this many entries (MAXLEN ~); 0 = no length bound
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
 --           scope_units, violations, details, life}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
@@ -65,6 +67,7 @@
 local now = now_ms(ARGV[5])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
+k.maxlen = tonumber(ARGV[15])
 local user, order = ARGV[1], ARGV[2]
 local scope = ARGV[9]
 -- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use

@@ -391,7 +391,18 @@ local function end_hold(k, user, h, outcome, end_ms)
   end
   redis.call('HSET', k.outcomes, unpack(fields))
   redis.call('ZADD', k.ended, t, h.order)
-  if h.details then
+  -- The stream's length bound (k.maxlen: --event_stream_max_len) beside the trimmer's age bound:
+  -- MAXLEN ~ trims whole nodes only, so it costs nothing until a node is full.
+  local maxlen = k.maxlen or 0
+  if maxlen > 0 then
+    if h.details then
+      redis.call('XADD', k.events, 'MAXLEN', '~', maxlen, '*', 'u', user, 'o', h.order, 'x', x,
+        'e', e, 't', t, 'm', h.details)
+    else
+      redis.call('XADD', k.events, 'MAXLEN', '~', maxlen, '*', 'u', user, 'o', h.order, 'x', x,
+        'e', e, 't', t)
+    end
+  elseif h.details then
     redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t, 'm',
       h.details)
   else

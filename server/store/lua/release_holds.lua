@@ -12,6 +12,8 @@
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV[4]  outcome retention, ms >= 1
 -- ARGV[5]  max outcome records per user, >= 1
+-- ARGV[6]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
+--          stream to about this many entries (MAXLEN ~); 0 = no length bound
 -- Returns  {now, removed, {order_1, expire_1, details_1, life_1, order_2, ...}}
 --          removed  holds found no longer live and ended as EXPIRED (each with its event; not
 --                   listed)
@@ -24,6 +26,7 @@
 local now = now_ms(ARGV[3])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
+k.maxlen = tonumber(ARGV[6])
 local user, scope = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 

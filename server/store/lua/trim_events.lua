@@ -1,4 +1,5 @@
--- trim_events.lua: trims one partition's event stream by age and reports its consumer groups.
+-- trim_events.lua: trims one partition's event stream by age and by length and reports its
+-- consumer groups.
 --
 -- Why Lua: counting what a trim drops unacked, trimming, and releasing the dropped ids from the
 -- groups' pending lists must see the same stream, or a drop could go uncounted.
@@ -8,6 +9,10 @@
 --          (XTRIM MINID, exact)
 -- ARGV[2]  max ids counted per group and call (bounds the run time): with more unacked entries
 --          below the cutoff, this call trims only up to the bound and a later call does the rest
+-- ARGV[3]  length to keep: while the stream holds more, its oldest entries are trimmed too (up to
+--          LENGTH_STEP a call), counted as age trims are; 0 = by age only. The store passes 9/10 of
+--          --event_stream_max_len, so the appends' own MAXLEN ~ (which counts nothing) only bites
+--          when more than a tenth of the bound is appended between two trims
 -- Returns  {trimmed, trimmed_unacked, group_1, oldest_unacked_1, group_2, ...}
 --          trimmed_unacked  over all groups: trimmed entries that were pending (delivered, not
 --                           acked; they are acked here so they stop being claimable) or not yet
@@ -17,7 +22,9 @@
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0}
 end
-local stream, cutoff, bound = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
+local stream, cutoff, bound, keep = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]),
+  tonumber(ARGV[3])
+local LENGTH_STEP = 10000
 local groups = {}
 for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local g = {}
@@ -48,8 +55,19 @@ local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
 local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 
 local trim_to = cutoff .. '-0'
+if keep > 0 and first then
+  local excess = redis.call('XLEN', stream) - keep
+  if excess > 0 then
+    -- The first entry kept: the (n + 1)-th, n of the excess trimmed by this call.
+    local n = math.min(excess, LENGTH_STEP)
+    local upto = redis.call('XRANGE', stream, '-', '+', 'COUNT', n + 1)
+    if #upto == n + 1 and stream_id_after(upto[n + 1][1], trim_to) then
+      trim_to = upto[n + 1][1]
+    end
+  end
+end
 local trimmed, unacked = 0, 0
-if cutoff > 0 and first and ms(first[1]) < cutoff then
+if first and ms(trim_to) > 0 and stream_id_after(trim_to, first[1]) then
   for _, g in ipairs(groups) do
     local pending, undelivered = below(g, trim_to)
     if #pending == bound then
