@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,44 @@ metrics::RedisReconnectReason ToMetric(redis::ReconnectReason reason) {
   }
   return metrics::RedisReconnectReason::kIoError;
 }
+
+// The replica counts the primaries report (RedisClientOptions::on_replicas), against
+// --redis_wait_replicas: orderhold_redis_replicas_not_waited_for, and a warning whenever a count
+// changes while the setting is below it. Thread-safe (I/O threads report).
+class ReplicaWatch {
+ public:
+  ReplicaWatch(int wait_replicas, prometheus::Gauge& not_waited)
+      : wait_replicas_(wait_replicas), not_waited_(not_waited) {}
+
+  void Report(const std::string& primary, int replicas) {
+    absl::MutexLock lock(&mu_);
+    // Each connection pool reports what it saw: log a primary's count once per change.
+    auto [it, first] = counts_.emplace(primary, replicas);
+    if (!first && it->second == replicas) return;
+    it->second = replicas;
+    int most = 0;
+    for (const auto& [unused, count] : counts_) most = std::max(most, count);
+    const bool all = wait_replicas_ == kWaitAllReplicas;
+    not_waited_.Set(all ? 0 : std::max(0, most - wait_replicas_));
+    if (all) {
+      LogInfo("redis: primary ", primary, " has ", replicas,
+              " replicas; --redis_wait_replicas=all waits for each");
+    } else if (replicas > wait_replicas_) {
+      LogWarning("redis: primary ", primary, " has ", replicas,
+                 " replicas and --redis_wait_replicas=", wait_replicas_, " waits for ",
+                 wait_replicas_,
+                 ": a failover to one of the others can lose holds already answered OK (and "
+                 "answer a paid hold EXPIRED later); --redis_wait_replicas=all keeps them "
+                 "(deploy/README.md \"What acknowledged means\")");
+    }
+  }
+
+ private:
+  const int wait_replicas_;
+  prometheus::Gauge& not_waited_;
+  absl::Mutex mu_;
+  std::map<std::string, int> counts_ ABSL_GUARDED_BY(mu_);
+};
 
 // Fills in how `client` finds and talks to Redis from --redis_url (config.redis_url, parsed by
 // ConfigFromFlags) and --redis_mode: credentials, TLS for rediss://, the database, the topology
@@ -93,6 +132,14 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
   }
   client.wait_replicas = config.redis_wait_replicas;
   client.wait_timeout = config.redis_wait_timeout;
+  if (config.redis_mode != RedisMode::kStandalone) {
+    // Where failovers happen: say what a setting below the replica count can lose.
+    auto watch = std::make_shared<ReplicaWatch>(config.redis_wait_replicas,
+                                                metrics.redis_replicas_not_waited_for());
+    client.on_replicas = [watch](const std::string& primary, int replicas) {
+      watch->Report(primary, replicas);
+    };
+  }
   client.on_reconnect = [&metrics](redis::ReconnectReason reason) {
     metrics.redis_reconnects(ToMetric(reason)).Increment();
   };

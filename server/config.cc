@@ -13,6 +13,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -154,9 +155,11 @@ ABSL_FLAG(bool, redis_functions, true,
           "connection) and call them by FCALL: ~13-25 % less Redis CPU per PlaceHold than "
           "EVALSHA. Where Redis refuses FUNCTION LOAD (the ACL lacks +function|load, Redis < 7), "
           "the scripts are called by EVALSHA. false: EVALSHA only.");
-ABSL_FLAG(int, redis_wait_replicas, 0,
-          "When > 0, writes are followed by WAIT: a write is answered OK only once this many "
-          "replicas acknowledged it, else UNAVAILABLE (not yet replicated). 0-16.");
+ABSL_FLAG(std::string, redis_wait_replicas, "0",
+          "all, or 0-16. Writes are followed by WAIT: a write is answered OK only once this many "
+          "replicas acknowledged it, else UNAVAILABLE (not yet replicated). all: every replica "
+          "the primary reports (ROLE, checked every second), what keeps an acknowledged hold "
+          "through a failover. Below the replica count, Sentinel and Cluster modes warn.");
 ABSL_FLAG(absl::Duration, redis_wait_timeout, absl::Milliseconds(500),
           "How long WAIT waits for --redis_wait_replicas acknowledgements (>= 1ms; a round trip "
           "with WAIT is bounded by --redis_timeout plus this).");
@@ -377,6 +380,30 @@ Setting PasswordFile(const absl::Flag<std::string>& flag, std::string Config::*m
       [member](const Config& config) { return config.*member; }};
 }
 
+// --redis_wait_replicas: "all" (kWaitAllReplicas) or a number, into Config::redis_wait_replicas;
+// INVALID_ARGUMENT naming it otherwise (its range is ValidateRedis's).
+Setting WaitReplicas(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   const std::string value = absl::GetFlag(flag);
+                   if (value == "all") {
+                     config.redis_wait_replicas = kWaitAllReplicas;
+                     return absl::OkStatus();
+                   }
+                   if (!absl::SimpleAtoi(value, &config.redis_wait_replicas)) {
+                     return absl::InvalidArgumentError(
+                         absl::StrCat("redis_wait_replicas: must be all or 0-",
+                                      kMaxRedisWaitReplicas, ", got \"", value, "\""));
+                   }
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) {
+                   return config.redis_wait_replicas == kWaitAllReplicas
+                              ? std::string("all")
+                              : absl::StrCat(config.redis_wait_replicas);
+                 }};
+}
+
 // Set or not is all a log may say of a secret.
 std::string MaskSecret(const std::string& secret) { return secret.empty() ? "" : "****"; }
 
@@ -449,7 +476,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_redis_timeout, &Config::redis_timeout),
       Field(FLAGS_redis_inline_wait, &Config::redis_inline_wait),
       Field(FLAGS_redis_functions, &Config::redis_functions),
-      Field(FLAGS_redis_wait_replicas, &Config::redis_wait_replicas),
+      WaitReplicas(FLAGS_redis_wait_replicas),
       Field(FLAGS_redis_wait_timeout, &Config::redis_wait_timeout),
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
@@ -562,18 +589,19 @@ absl::Status ValidateRedis(const Config& config) {
     return absl::InvalidArgumentError(
         "redis_tls_key_file: needs --redis_tls_cert_file (the key's certificate)");
   }
-  if (config.redis_wait_replicas < 0 || config.redis_wait_replicas > kMaxRedisWaitReplicas) {
+  if (config.redis_wait_replicas != kWaitAllReplicas &&
+      (config.redis_wait_replicas < 0 || config.redis_wait_replicas > kMaxRedisWaitReplicas)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("redis_wait_replicas: must be 0-", kMaxRedisWaitReplicas));
+        absl::StrCat("redis_wait_replicas: must be all or 0-", kMaxRedisWaitReplicas));
   }
   if (config.redis_inline_wait < absl::ZeroDuration() ||
       config.redis_inline_wait > absl::Milliseconds(100)) {
     return absl::InvalidArgumentError("redis_inline_wait: must be 0-100ms");
   }
   // WAIT takes whole milliseconds (the client truncates) and 0 means "forever".
-  if (config.redis_wait_replicas > 0 && config.redis_wait_timeout < absl::Milliseconds(1)) {
+  if (config.redis_wait_replicas != 0 && config.redis_wait_timeout < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError(
-        "redis_wait_timeout: must be >= 1ms when redis_wait_replicas > 0");
+        "redis_wait_timeout: must be >= 1ms when redis_wait_replicas is not 0");
   }
   return absl::OkStatus();
 }

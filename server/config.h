@@ -14,6 +14,7 @@
 #include "server/grpc/authorizer.h"
 #include "server/grpc/server_limits.h"
 #include "server/grpc/tls_credentials.h"
+#include "server/redis/redis_client.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
@@ -42,6 +43,8 @@ enum class RedisMode {
 // (two is the recommendation), so a larger number is a typo; WAIT for more replicas than exist
 // runs out its timeout on every write.
 inline constexpr int kMaxRedisWaitReplicas = 16;
+// --redis_wait_replicas=all: every replica the primary reports (redis::RedisClientOptions).
+inline constexpr int kWaitAllReplicas = redis::RedisClientOptions::kWaitAllReplicas;
 
 // Default of --max_watches. An idle watch costs Redis nothing (it is woken by nudges; the safety
 // sweep costs one call per partition per server, whatever the number of watches), but each open
@@ -106,7 +109,9 @@ struct Config {
   // (RedisStoreOptions::functions).
   bool redis_functions = true;
   // When > 0, every batch that ran a writing script is followed by WAIT redis_wait_replicas
-  // redis_wait_timeout, and a write counts as done only if that many replicas acknowledged it.
+  // redis_wait_timeout, and a write counts as done only if that many replicas acknowledged it;
+  // kWaitAllReplicas: as many as the primary reports (ROLE). In Sentinel and Cluster modes, a
+  // number below the replica count is logged and counted (orderhold_redis_replicas_not_waited_for).
   int redis_wait_replicas = 0;
   // WAIT's timeout, sent in whole milliseconds (ignored when redis_wait_replicas is 0); a round
   // trip with WAIT is bounded by redis_timeout plus this. 500ms: a healthy replica acknowledges

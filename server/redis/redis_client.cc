@@ -46,8 +46,9 @@ absl::StatusOr<RedisReply> ReplyOrError(RedisReply reply, bool cluster_replies) 
 class RedisClient::Connection {
  public:
   // `functions_refused`: the client's flag that a refused FUNCTION LOAD was logged.
-  Connection(const RedisClientOptions& options, std::atomic<bool>& functions_refused)
-      : options_(options), functions_refused_(functions_refused) {}
+  Connection(RedisClient& client, const RedisClientOptions& options,
+             std::atomic<bool>& functions_refused)
+      : options_(options), functions_refused_(functions_refused), client_(client) {}
 
   bool connected() const { return connection_ != nullptr; }
   void Drop() { connection_.reset(); }
@@ -151,12 +152,13 @@ class RedisClient::Connection {
     if (steps.role) {
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, read());
       // An error (an ACL without +role) skips the check: READONLY still catches a replica.
-      if (reply.type == RedisReply::Type::kArray && !reply.elements.empty() &&
-          reply.elements[0].str != "master") {
+      if (options_.topology->verify_role() && reply.type == RedisReply::Type::kArray &&
+          !reply.elements.empty() && reply.elements[0].str != "master") {
         options_.topology->ReportNotPrimary(primary);
         return absl::UnavailableError(absl::StrCat("redis: ", node, " is not the primary (ROLE ",
                                                    reply.elements[0].str, "); re-resolving"));
       }
+      if (client_.WantsReplicaCount()) client_.TakeRole(reply, node);
     }
     fcall_ = false;
     if (steps.functions) {
@@ -193,11 +195,12 @@ class RedisClient::Connection {
     const NodeOptions& node_options = options_.node;
     ORDERHOLD_ASSIGN_OR_RETURN(const std::vector<std::string> auth,
                                NodeAuthCommand(node_options, "redis"));
-    const HandshakeSteps steps{.auth = !auth.empty(),
-                               .select = options_.db != 0,
-                               .name = !node_options.client_name.empty(),
-                               .role = options_.topology->verify_role(),
-                               .functions = !options_.function_library.empty()};
+    const HandshakeSteps steps{
+        .auth = !auth.empty(),
+        .select = options_.db != 0,
+        .name = !node_options.client_name.empty(),
+        .role = options_.topology->verify_role() || client_.WantsReplicaCount(),
+        .functions = !options_.function_library.empty()};
     if (steps.auth) connection.Append(auth);
     if (steps.select) connection.Append({"SELECT", absl::StrCat(options_.db)});
     if (steps.name) connection.Append({"CLIENT", "SETNAME", node_options.client_name});
@@ -257,6 +260,7 @@ class RedisClient::Connection {
 
   const RedisClientOptions& options_;
   std::atomic<bool>& functions_refused_;
+  RedisClient& client_;
   std::unique_ptr<RedisConnection> connection_;
   uint64_t generation_ = 0;
   std::vector<std::string> shas_;
@@ -275,7 +279,7 @@ class RedisClient::IoThread {
   explicit IoThread(RedisClient& client)
       : client_(client),
         options_(client.options_),
-        connection_(client.options_, client.functions_refused_) {}
+        connection_(client, client.options_, client.functions_refused_) {}
 
   void Run() {
     // A write to a socket Redis closed must come back as EPIPE, not kill the process.
@@ -442,9 +446,9 @@ class RedisClient::IoThread {
       if (!status_.ok()) return;
       options_.failure_log->Transition(status_, connection_.get().address().ToString());
     }
+    wait_count_ = client_.WaitCount();
     const absl::Duration round_trip =
-        options_.command_timeout +
-        (options_.wait_replicas > 0 ? options_.wait_timeout : absl::ZeroDuration());
+        options_.command_timeout + (wait_count_ > 0 ? options_.wait_timeout : absl::ZeroDuration());
     own_bound_ = now + round_trip;
     deadline_ = std::min(latest_deadline_, own_bound_);
     status_ = Write(live_, /*with_body=*/false, &wait_);
@@ -498,12 +502,15 @@ class RedisClient::IoThread {
     *wait = false;
     for (size_t i : indices) {
       connection_.Append(batch_[i].command, with_body);
-      *wait = *wait || (options_.wait_replicas > 0 && batch_[i].command.writes);
+      *wait = *wait || (wait_count_ > 0 && batch_[i].command.writes);
     }
     if (*wait) {
-      connection_.get().Append({"WAIT", absl::StrCat(options_.wait_replicas),
+      connection_.get().Append({"WAIT", absl::StrCat(wait_count_),
                                 absl::StrCat(absl::ToInt64Milliseconds(options_.wait_timeout))});
     }
+    // The replica count, refreshed at most every replica_check_interval (RedisClientOptions).
+    role_ = !with_body && client_.WantsReplicaCount() && client_.RoleDue();
+    if (role_) connection_.get().Append({"ROLE"});
     return connection_.get().Flush(deadline_);
   }
 
@@ -533,6 +540,11 @@ class RedisClient::IoThread {
       results_[i] = ReplyOrError(std::move(reply), options_.cluster_replies);
     }
     if (wait) ORDERHOLD_RETURN_IF_ERROR(ReadWait(indices));
+    if (role_) {
+      role_ = false;
+      ORDERHOLD_ASSIGN_OR_RETURN(RedisReply role, connection_.get().Read(deadline_));
+      client_.TakeRole(role, connection_.get().address().ToString());
+    }
     if (not_primary) {
       options_.topology->ReportNotPrimary(connection_.get().address());
       Drop(ReconnectReason::kNotPrimary);
@@ -544,11 +556,11 @@ class RedisClient::IoThread {
   // `indices` into UNAVAILABLE "not yet replicated" (it ran: the caller's retry finds it done).
   absl::Status ReadWait(const std::vector<size_t>& indices) {
     ORDERHOLD_ASSIGN_OR_RETURN(RedisReply reply, connection_.get().Read(deadline_));
-    if (reply.type == RedisReply::Type::kInteger && reply.integer >= options_.wait_replicas) {
+    if (reply.type == RedisReply::Type::kInteger && reply.integer >= wait_count_) {
       return absl::OkStatus();
     }
     const absl::Status unreplicated = absl::UnavailableError(absl::StrCat(
-        "redis: the write is not yet replicated (WAIT ", options_.wait_replicas, " ",
+        "redis: the write is not yet replicated (WAIT ", wait_count_, " ",
         absl::FormatDuration(options_.wait_timeout), ": ",
         reply.type == RedisReply::Type::kInteger ? absl::StrCat(reply.integer, " acknowledged")
                                                  : reply.str,
@@ -607,6 +619,8 @@ class RedisClient::IoThread {
   // The batch under way (Start, Complete): its live commands, their latest deadline, the
   // client's own bound, the round trip's deadline, whether WAIT follows, and the outcome.
   std::vector<size_t> live_;
+  int wait_count_ = 0;  // the replicas this batch's WAIT asks for (RedisClient::WaitCount)
+  bool role_ = false;   // this batch carries a ROLE (read after WAIT)
   absl::Time latest_deadline_;
   absl::Time own_bound_;
   absl::Time deadline_;
@@ -624,8 +638,8 @@ absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOpti
   if (options.command_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("redis client: timeouts must be > 0");
   }
-  if (options.wait_replicas < 0 ||
-      (options.wait_replicas > 0 && options.wait_timeout <= absl::ZeroDuration())) {
+  if (options.wait_replicas < RedisClientOptions::kWaitAllReplicas ||
+      (options.wait_replicas != 0 && options.wait_timeout <= absl::ZeroDuration())) {
     return absl::InvalidArgumentError(
         "redis client: wait_replicas must be >= 0, with wait_timeout > 0");
   }
@@ -692,7 +706,7 @@ void RedisClient::Submit(RedisCommand command, absl::Time deadline, ReplyCallbac
                       [](const std::unique_ptr<IoThread>& io) { return io->Idle(); });
       // A write with WAIT is not run inline: WAIT can take up to wait_timeout when a replica lags,
       // far longer than inline_wait.
-      const bool waits = options_.wait_replicas > 0 && command.writes;
+      const bool waits = WaitCount() > 0 && command.writes;
       if (command.inline_ok && !waits && options_.inline_wait > absl::ZeroDuration() &&
           queue_.empty() && all_idle) {
         for (const std::unique_ptr<IoThread>& io : io_threads_) {
@@ -746,6 +760,33 @@ void RedisClient::MarkDown(const absl::Status& failure) {
   for (Pending& pending : failed) {
     CountError();
     std::move(pending.done)(status);
+  }
+}
+
+int RedisClient::WaitCount() const {
+  if (options_.wait_replicas != RedisClientOptions::kWaitAllReplicas) {
+    return options_.wait_replicas;
+  }
+  return std::max(0, replicas_.load(std::memory_order_relaxed));
+}
+
+bool RedisClient::RoleDue() {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t due = next_role_check_ns_.load(std::memory_order_relaxed);
+  return now >= due && next_role_check_ns_.compare_exchange_strong(
+                           due, now + absl::ToInt64Nanoseconds(options_.replica_check_interval));
+}
+
+void RedisClient::TakeRole(const RedisReply& reply, const std::string& primary) {
+  // ["master", <offset>, [[ip, port, offset], ...]]: a replica's or an error answer says nothing
+  // of the primary's replicas.
+  if (reply.type != RedisReply::Type::kArray || reply.elements.size() < 3 ||
+      reply.elements[0].str != "master" || reply.elements[2].type != RedisReply::Type::kArray) {
+    return;
+  }
+  const int count = static_cast<int>(reply.elements[2].elements.size());
+  if (replicas_.exchange(count) != count && options_.on_replicas != nullptr) {
+    options_.on_replicas(primary, count);
   }
 }
 

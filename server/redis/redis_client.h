@@ -144,9 +144,18 @@ struct RedisClientOptions {
   // Which node is the primary (StandaloneTopology, SentinelTopology, or a cluster node's
   // NodeTopology); shared by the clients of one store. Required.
   std::shared_ptr<RedisTopology> topology;
-  // WAIT after each batch holding a write: replicas that must acknowledge (0: no WAIT), and
-  // how long Redis waits for them.
+  // WAIT after each batch holding a write: replicas that must acknowledge (0: no WAIT;
+  // kWaitAllReplicas: as many as the primary last reported, see on_replicas), and how long Redis
+  // waits for them.
+  static constexpr int kWaitAllReplicas = -1;
   int wait_replicas = 0;
+  // How many replicas the primary has, as its ROLE reply lists them (connected replicas): asked in
+  // each connection's handshake and, after a batch, at most every replica_check_interval (one
+  // more command in that batch's round trip), when wait_replicas is kWaitAllReplicas or
+  // on_replicas is set. on_replicas (may be null) is called on an I/O thread with the primary's
+  // address and the count whenever it differs from the last one reported (the first included).
+  std::function<void(const std::string& primary, int replicas)> on_replicas;
+  absl::Duration replica_check_interval = absl::Seconds(1);
   absl::Duration wait_timeout = absl::Milliseconds(500);
   // Connections, one I/O thread each.
   int connections = 4;
@@ -215,7 +224,22 @@ class RedisClient final : public RedisCaller {
   // Records a connection failure: fails everything queued and opens the fail-fast window.
   void MarkDown(const absl::Status& failure);
 
+  // The replicas WAIT waits for now: options_.wait_replicas, or with kWaitAllReplicas the count
+  // the primary last reported (0 before any report: no WAIT until the handshake's ROLE answers).
+  int WaitCount() const;
+  // Whether connections ask ROLE for the replica count (see RedisClientOptions::on_replicas).
+  bool WantsReplicaCount() const {
+    return options_.wait_replicas == RedisClientOptions::kWaitAllReplicas ||
+           options_.on_replicas != nullptr;
+  }
+  // Takes a ROLE reply of `primary`: records its replica count, reporting a change.
+  void TakeRole(const RedisReply& reply, const std::string& primary);
+  // Whether a batch now should carry a ROLE (due every replica_check_interval); claims the slot.
+  bool RoleDue();
+
   const RedisClientOptions options_;
+  std::atomic<int> replicas_{-1};               // the last count ROLE gave; -1: none yet
+  std::atomic<int64_t> next_role_check_ns_{0};  // when a batch may carry the next ROLE
   // Set by the first connection whose FUNCTION LOAD was refused, which logs why (once per client).
   std::atomic<bool> functions_refused_ = false;
   absl::Mutex mu_;

@@ -392,5 +392,43 @@ TEST_F(SentinelE2eTest, StartsNotServingWithoutSentinelsAndServesOnceTheyAreBack
   }));
 }
 
+// --redis_wait_replicas below the primary's replica count is logged and counted
+// (orderhold_redis_replicas_not_waited_for), naming what can be lost; =all waits for every replica
+// the primary reports: with one of two replicas frozen, a write is not acknowledged ("not yet
+// replicated"), where WAIT 1 would have answered OK and a failover to the frozen one would lose it.
+TEST_F(SentinelE2eTest, AWaitBelowTheReplicaCountIsLoggedAndCountedAndAllWaitsForEveryReplica) {
+  group_.reset();
+  SentinelGroupOptions options;
+  ASSERT_OK_AND_ASSIGN(options.app_acl_rules, testing::AppAclRulesLine());
+  if (!RealTiming()) options.sentinel_debug = {"info-period", "1000", "publish-period", "500"};
+  options.replicas = 2;
+  ASSERT_OK_AND_ASSIGN(group_, SentinelGroup::Start(options));
+  ::testing::internal::CaptureStderr();
+  StartApp(SentinelConfig(/*wait_replicas=*/1));
+  ASSERT_THAT(client_->PlaceHold("u1", "o1"), IsOk());
+  EXPECT_TRUE(Eventually(
+      [&] { return MetricValue(registry_, "orderhold_redis_replicas_not_waited_for") == 1; },
+      absl::Seconds(5)));
+  app_.reset();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(log, HasSubstr("has 2 replicas and --redis_wait_replicas=1 waits for 1: a failover "
+                             "to one of the others can lose holds already answered OK"));
+
+  prometheus::Registry all_registry;
+  Config all = SentinelConfig(kWaitAllReplicas);
+  ASSERT_OK_AND_ASSIGN(app_, App::Start(all, all_registry));
+  client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
+                                             client::ClientOptions{kCallTimeout});
+  ASSERT_THAT(client_->PlaceHold("u2", "o1"), IsOk());
+  EXPECT_EQ(MetricValue(all_registry, "orderhold_redis_replicas_not_waited_for"), 0);
+  ASSERT_OK_AND_ASSIGN(const int primary, group_->PrimaryNode());
+  const int frozen = primary == 0 ? 1 : 0;
+  ASSERT_THAT(group_->node(frozen).Pause(), IsOk());
+  EXPECT_THAT(client_->PlaceHold("u2", "o2"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not yet replicated")));
+  ASSERT_THAT(group_->node(frozen).Resume(), IsOk());
+  EXPECT_TRUE(Eventually([&] { return client_->PlaceHold("u2", "o2").ok(); }, absl::Seconds(10)));
+  app_.reset();  // before all_registry, which its metrics live on
+}
 }  // namespace
 }  // namespace orderhold

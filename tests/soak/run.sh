@@ -10,7 +10,7 @@
 # What runs (every process private, on free ports, data under a temporary directory):
 #   Redis       standalone: one redis-server, `appendonly yes`, `appendfsync always`.
 #               sentinel: a primary + 2 replicas + 3 sentinels (down-after 1 s), AOF always,
-#               servers with --redis_wait_replicas=2 (every replica: with 1, a graceful failover
+#               servers with --redis_wait_replicas=all (every replica: with 1, a graceful failover
 #               loses what the old primary's other replica acknowledged before Sentinel re-pointed
 #               it; deploy/README.md "What acknowledged means").
 #               cluster: 3 primaries + 3 replicas (cluster-node-timeout 2 s), AOF always, servers
@@ -81,7 +81,7 @@ done
 [[ "${MODE}" =~ ^(standalone|sentinel|cluster)$ ]] || { echo "soak: bad --mode ${MODE}" >&2; exit 64; }
 [[ "${MINUTES}" =~ ^[1-9][0-9]*$ ]] || { echo "soak: --minutes must be a positive number" >&2; exit 64; }
 [[ -z "${RATE}" || "${RATE}" =~ ^[1-9][0-9]*$ ]] || { echo "soak: --rate must be calls/s" >&2; exit 64; }
-[[ -z "${WAIT_REPLICAS}" || "${WAIT_REPLICAS}" =~ ^[0-9]$ ]] || { echo "soak: bad --wait_replicas" >&2; exit 64; }
+[[ -z "${WAIT_REPLICAS}" || "${WAIT_REPLICAS}" =~ ^([0-9]|all)$ ]] || { echo "soak: bad --wait_replicas" >&2; exit 64; }
 OUT="${OUT:-${REPO}/build/soak/${MODE}}"
 
 LOAD_S=$((MINUTES * 60))
@@ -233,7 +233,7 @@ EOF
   done
   REDIS_URL="redis://$(IFS=,; echo "${urls[*]}")"
   REDIS_FLAGS=(--redis_mode=sentinel --redis_sentinel_master=soak
-    "--redis_wait_replicas=${WAIT_REPLICAS:-2}")
+    "--redis_wait_replicas=${WAIT_REPLICAS:-all}")
 }
 
 start_cluster6() {

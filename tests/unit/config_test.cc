@@ -807,14 +807,14 @@ TEST(ConfigTest, GrpcTlsNeedsCertificateAndKeyTogetherAndTheClientCaOnlyWithThem
 
 TEST(ConfigTest, WaitReplicasIsBoundedAndItsTimeoutIsAtLeastOneMillisecond) {
   Config config;
-  for (int replicas : {1, 2, kMaxRedisWaitReplicas}) {
+  for (int replicas : {1, 2, kMaxRedisWaitReplicas, kWaitAllReplicas}) {
     config.redis_wait_replicas = replicas;
     EXPECT_THAT(ValidateConfig(config), IsOk()) << replicas;
   }
-  for (int replicas : {-1, kMaxRedisWaitReplicas + 1}) {
+  for (int replicas : {-2, kMaxRedisWaitReplicas + 1}) {
     config.redis_wait_replicas = replicas;
     EXPECT_THAT(ValidateConfig(config),
-                StatusIs(kInvalid, HasSubstr("redis_wait_replicas: must be 0-16")))
+                StatusIs(kInvalid, HasSubstr("redis_wait_replicas: must be all or 0-16")))
         << replicas;
   }
   config = Config{};
