@@ -132,6 +132,8 @@ absl::Status ConnectRedis(const Config& config, metrics::Metrics& metrics,
   }
   client.wait_replicas = config.redis_wait_replicas;
   client.wait_timeout = config.redis_wait_timeout;
+  // One high-water mark for every pool of this server (a Cluster's nodes, the background pool).
+  client.most_replicas = std::make_shared<std::atomic<int>>(0);
   if (config.redis_mode != RedisMode::kStandalone) {
     // Where failovers happen: say what a setting below the replica count can lose.
     auto watch = std::make_shared<ReplicaWatch>(config.redis_wait_replicas,
@@ -349,6 +351,7 @@ void App::MakeReaper(const Config& config, const Clock& clock) {
   options.standby_after = config.reap_interval * 3 / 2;
   options.pace_window = config.reap_interval * 3 / 5;
   options.event_retention = config.event_retention;
+  options.consumer_idle_timeout = config.consumer_idle_timeout;
   reaper_ = std::make_unique<reaper::Reaper>(*store_, *metrics_, options, clock, redis_store_);
 }
 

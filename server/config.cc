@@ -76,6 +76,9 @@ ABSL_FLAG(int, grpc_max_concurrent_streams, 1000,
 ABSL_FLAG(int, grpc_max_receive_message_size, 1 << 20,
           "Largest request message, bytes (64 KiB-64 MiB); larger ones are refused "
           "RESOURCE_EXHAUSTED before being read. The largest valid request is ~300 KB.");
+ABSL_FLAG(int64_t, grpc_memory_quota, int64_t{256} << 20,
+          "gRPC's resource quota, bytes: the memory gRPC may use for connections and calls "
+          "(buffers); past it gRPC refuses new work instead of growing. 0: none; else >= 16 MiB.");
 ABSL_FLAG(absl::Duration, grpc_keepalive_time, absl::Seconds(60),
           "The server pings a connection silent this long, to find clients that vanished.");
 ABSL_FLAG(absl::Duration, grpc_keepalive_timeout, absl::Seconds(20),
@@ -158,8 +161,9 @@ ABSL_FLAG(bool, redis_functions, true,
 ABSL_FLAG(std::string, redis_wait_replicas, "0",
           "all, or 0-16. Writes are followed by WAIT: a write is answered OK only once this many "
           "replicas acknowledged it, else UNAVAILABLE (not yet replicated). all: every replica "
-          "the primary reports (ROLE, checked every second), what keeps an acknowledged hold "
-          "through a failover. Below the replica count, Sentinel and Cluster modes warn.");
+          "any primary has reported since start (ROLE, checked every second): what keeps an "
+          "acknowledged hold through failovers. Below the replica count, Sentinel and Cluster "
+          "modes warn.");
 ABSL_FLAG(absl::Duration, redis_wait_timeout, absl::Milliseconds(500),
           "How long WAIT waits for --redis_wait_replicas acknowledgements (>= 1ms; a round trip "
           "with WAIT is bounded by --redis_timeout plus this).");
@@ -183,11 +187,14 @@ ABSL_FLAG(int64_t, event_stream_max_len, orderhold::kDefaultEventStreamMaxLen,
           "every group acked them are counted. 0 = no length bound. ~100 B per event.");
 ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
-          "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 256 "
+          "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 64 "
           "events in memory).");
 ABSL_FLAG(int, max_watches_per_caller, 100,
           "Of --max_watches, how many one caller may have open on this server (its client "
           "certificate's principal, else its IP address); one more is RESOURCE_EXHAUSTED.");
+ABSL_FLAG(absl::Duration, consumer_idle_timeout, absl::Hours(1),
+          "A consumer with no read this long is removed from its group; its pending events go back "
+          "to the group (redelivered to its other consumers). 0: never. >= --event_ack_timeout.");
 ABSL_FLAG(int, max_consumer_groups, 100,
           "Consumer groups one caller (principal; all callers without a certificate count as "
           "one) may own; its next new group is RESOURCE_EXHAUSTED. DeleteConsumerGroup frees one.");
@@ -435,6 +442,8 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerLimits::max_concurrent_streams),
       Field(FLAGS_grpc_max_receive_message_size, &Config::grpc_limits,
             &grpc_api::ServerLimits::max_receive_message_bytes),
+      Field(FLAGS_grpc_memory_quota, &Config::grpc_limits,
+            &grpc_api::ServerLimits::memory_quota_bytes),
       Field(FLAGS_grpc_keepalive_time, &Config::grpc_limits,
             &grpc_api::ServerLimits::keepalive_time),
       Field(FLAGS_grpc_keepalive_timeout, &Config::grpc_limits,
@@ -490,6 +499,7 @@ const std::vector<Setting>& Settings() {
             &store::OutcomePolicy::event_stream_max_len),
       Field(FLAGS_max_watches, &Config::max_watches),
       Field(FLAGS_max_watches_per_caller, &Config::max_watches_per_caller),
+      Field(FLAGS_consumer_idle_timeout, &Config::consumer_idle_timeout),
       Field(FLAGS_max_consumer_groups, &Config::events,
             &domain::EventPolicy::max_groups_per_caller),
       // After reap_interval's row: DefaultReaperLease reads it.
@@ -659,6 +669,13 @@ absl::Status ValidateConfig(const Config& config) {
       config.events.max_groups_per_caller > domain::kMaxMaxConsumerGroups) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_consumer_groups: must be 1-", domain::kMaxMaxConsumerGroups));
+  }
+  if (config.consumer_idle_timeout < absl::ZeroDuration() ||
+      (config.consumer_idle_timeout > absl::ZeroDuration() &&
+       config.consumer_idle_timeout < config.events.ack_timeout)) {
+    return absl::InvalidArgumentError(
+        "consumer_idle_timeout: must be 0 or >= event_ack_timeout (a consumer reads at least "
+        "that often while it has events)");
   }
   if (config.authz.refresh_interval < absl::Seconds(1) ||
       config.authz.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {

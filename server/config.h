@@ -129,6 +129,9 @@ struct Config {
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.
   int max_watches = kDefaultMaxWatches;
+  // --consumer_idle_timeout: consumers idle longer leave their groups (reaper/event_trimmer.h);
+  // ZeroDuration: never.
+  absl::Duration consumer_idle_timeout = absl::Hours(1);
   // --max_watches_per_caller: of them, one caller's (principal, else IP address).
   int max_watches_per_caller = 100;
   // Lease and registry ttl of a reaper replica; ConfigFromFlags derives it from reap_interval

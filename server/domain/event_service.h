@@ -29,8 +29,10 @@ namespace orderhold::domain {
 struct EventPolicy {
   // An event pending (sent, not acked) this long is redelivered to a connected consumer.
   absl::Duration ack_timeout = absl::Seconds(30);
-  // Max events read at once over all partitions (bounds the memory of one watch).
-  int max_events_per_read = 256;
+  // Max events read at once over all partitions (bounds the memory of one watch: 64 events of
+  // the largest labels, ~2.3 KB each, are ~150 KB, so --max_watches = 1000 watches fit the k8s
+  // kit's 512 MiB; measured in tests/e2e/bounds_e2e_test.cc).
+  int max_events_per_read = 64;
   // The safety sweep (EventDispatcher) runs every claim_interval to 2 * claim_interval,
   // uniformly jittered: it finds what a nudge missed, events appended while this server was away,
   // and events pending longer than ack_timeout, which it has claimed (redelivered). So a

@@ -98,7 +98,8 @@ std::string CallerKeyOf(const grpc::ServerContextBase& context) {
   std::string principal = PrincipalOf(context);
   if (!principal.empty()) return absl::StrCat("principal:", principal);
   // "ipv4:10.0.0.7:51234", "ipv6:[::1]:51234", "unix:/path": the host without the port.
-  absl::string_view peer = context.peer();
+  const std::string address = context.peer();
+  absl::string_view peer = address;
   if (absl::ConsumePrefix(&peer, "ipv4:") || absl::ConsumePrefix(&peer, "ipv6:")) {
     const size_t colon = peer.rfind(':');
     if (colon != absl::string_view::npos) peer = peer.substr(0, colon);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc.h"
+#include "grpcpp/resource_quota.h"
 
 namespace orderhold::grpc_api {
 namespace {
@@ -24,6 +25,10 @@ absl::Status AtLeastASecond(absl::string_view flag, absl::Duration d, bool zero_
 }  // namespace
 
 absl::Status ValidateServerLimits(const ServerLimits& limits) {
+  if (limits.memory_quota_bytes != 0 && limits.memory_quota_bytes < kMinMemoryQuotaBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("grpc_memory_quota: must be 0 or >= ", kMinMemoryQuotaBytes, " bytes"));
+  }
   if (limits.max_concurrent_streams < 1 ||
       limits.max_concurrent_streams > kMaxConcurrentStreamsLimit) {
     return absl::InvalidArgumentError(
@@ -64,6 +69,11 @@ void ApplyServerLimits(const ServerLimits& limits, grpc::ServerBuilder& builder)
   }
   if (limits.max_connection_age > absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Ms(limits.max_connection_age));
+  }
+  if (limits.memory_quota_bytes > 0) {
+    grpc::ResourceQuota quota("orderhold-server");
+    quota.Resize(static_cast<size_t>(limits.memory_quota_bytes));
+    builder.SetResourceQuota(quota);
   }
 }
 

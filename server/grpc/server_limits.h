@@ -41,6 +41,10 @@ struct ServerLimits {
   absl::Duration keepalive_timeout = absl::Seconds(20);    // wait for the ping's answer
   absl::Duration max_connection_idle = absl::Minutes(15);  // ZeroDuration: never closed for that
   absl::Duration max_connection_age = absl::Minutes(30);   // ZeroDuration: no age limit
+  // gRPC's resource quota (grpc::ResourceQuota): the memory gRPC itself may use for the server's
+  // connections and calls (buffers, frames), bytes; past it gRPC refuses new work rather than
+  // growing. 0: none (gRPC's default).
+  int64_t memory_quota_bytes = int64_t{256} << 20;
 };
 
 // The bounds of the settings (the flags' ranges).
@@ -49,6 +53,8 @@ inline constexpr int kMinReceiveMessageBytes = 64 * 1024;
 inline constexpr int kMaxReceiveMessageBytes = 64 * 1024 * 1024;
 // The fixed part: a client may ping this often, with or without calls in flight.
 inline constexpr absl::Duration kMinClientPingInterval = absl::Seconds(10);
+// Smallest --grpc_memory_quota other than 0: below it gRPC cannot serve a handful of calls.
+inline constexpr int64_t kMinMemoryQuotaBytes = int64_t{16} << 20;
 
 // INVALID_ARGUMENT naming the flag (grpc_max_concurrent_streams, ...) when a setting is out of
 // its range: streams 1-kMaxConcurrentStreamsLimit, message size kMinReceiveMessageBytes-

@@ -17,7 +17,8 @@ EventTrimmer::EventTrimmer(store::HoldEventLog& log, metrics::Metrics& metrics, 
       metrics_(metrics),
       clock_(clock),
       options_(options),
-      partition_next_(static_cast<size_t>(log.event_partition_count()), absl::InfinitePast()) {}
+      partition_next_(static_cast<size_t>(log.event_partition_count()), absl::InfinitePast()),
+      consumers_next_(static_cast<size_t>(log.event_partition_count()), absl::InfinitePast()) {}
 
 void EventTrimmer::MaybeTrim(const std::vector<int>& partitions, absl::Time store_now) {
   std::vector<int> due;
@@ -52,9 +53,20 @@ void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now
     const size_t n = std::min(step, partitions.size() - first);
     // Deadlines are host time (what the store compares them with), one budget per round.
     const store::CallOptions call{absl::Now() + options_.call_timeout, std::nullopt};
+    std::vector<store::TrimEventsArgs> args(n,
+                                            store::TrimEventsArgs{store_now - options_.retention});
+    if (options_.consumer_idle > absl::ZeroDuration()) {
+      absl::MutexLock lock(&mu_);
+      const absl::Time now = clock_.Now();
+      for (size_t i = 0; i < n; ++i) {
+        absl::Time& next = consumers_next_[static_cast<size_t>(partitions[first + i])];
+        if (now < next) continue;
+        next = now + options_.consumer_check_interval;
+        args[i].consumer_idle = options_.consumer_idle;
+      }
+    }
     for (auto& result : AwaitAll<store::TrimEventsResult>(n, [&](size_t i, auto done) {
-           log_.TrimEvents(partitions[first + i], store_now - options_.retention, call,
-                           std::move(done));
+           log_.TrimEvents(partitions[first + i], args[i], call, std::move(done));
          })) {
       results.push_back(std::move(result));
     }
@@ -70,16 +82,22 @@ void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now
           results[i].ok() && results[i]->groups.empty() ? idle_until : absl::InfinitePast();
     }
   }
-  int64_t trimmed_unacked = 0;
+  int64_t trimmed_unacked = 0, consumers_removed = 0;
   std::map<std::string, absl::Time> oldest;  // group -> oldest unacked over the partitions
   for (const auto& result : results) {
     if (!result.ok()) continue;
     trimmed_unacked += result->trimmed_unacked;
+    consumers_removed += result->consumers_removed;
     for (const store::GroupBacklog& group : result->groups) {
       auto [it, inserted] = oldest.emplace(group.group, absl::InfiniteFuture());
       if (group.oldest_unacked.has_value())
         it->second = std::min(it->second, *group.oldest_unacked);
     }
+  }
+  if (consumers_removed > 0) {
+    LogInfo("reaper: removed ", consumers_removed, " consumers idle longer than ",
+            absl::FormatDuration(options_.consumer_idle),
+            " from their groups (their pending events go to the group's other consumers)");
   }
   if (trimmed_unacked > 0) {
     metrics_.events_trimmed_unacked().Increment(static_cast<double>(trimmed_unacked));

@@ -41,6 +41,11 @@ struct EventTrimOptions {
   int max_in_flight = 2;
   // Deadline of one round of trim calls (max_in_flight of them).
   absl::Duration call_timeout = absl::Seconds(2);
+  // --consumer_idle_timeout: consumers idle longer leave their groups (their pending events go
+  // back to the group: trim_events.lua). Checked on a partition at most every
+  // consumer_check_interval (XINFO CONSUMERS per group); ZeroDuration: never.
+  absl::Duration consumer_idle = absl::ZeroDuration();
+  absl::Duration consumer_check_interval = absl::Minutes(1);
 };
 
 class EventTrimmer {
@@ -75,6 +80,8 @@ class EventTrimmer {
   // Per partition: not trimmed before this (host clock; idle_interval after a trim that found no
   // group).
   std::vector<absl::Time> partition_next_ ABSL_GUARDED_BY(mu_);
+  // Per partition: its next trim checks idle consumers from this time on (host clock).
+  std::vector<absl::Time> consumers_next_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orderhold::reaper

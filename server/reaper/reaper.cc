@@ -34,7 +34,8 @@ Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions
                      EventTrimOptions{.retention = options.event_retention,
                                       .interval = options.event_trim_interval,
                                       .max_in_flight = options.max_in_flight,
-                                      .call_timeout = options.call_timeout});
+                                      .call_timeout = options.call_timeout,
+                                      .consumer_idle = options.consumer_idle_timeout});
   }
 }
 

@@ -121,6 +121,8 @@ struct ReaperOptions {
   absl::Duration idle_look_interval = absl::Seconds(30);
   // Event retention (--event_retention) and how often the streams are trimmed.
   absl::Duration event_retention = absl::Hours(24);
+  // --consumer_idle_timeout: EventTrimOptions::consumer_idle.
+  absl::Duration consumer_idle_timeout = absl::ZeroDuration();
   absl::Duration event_trim_interval = absl::Seconds(10);
 };
 

@@ -630,6 +630,8 @@ class RedisClient::IoThread {
 };
 
 absl::StatusOr<std::unique_ptr<RedisClient>> RedisClient::Create(RedisClientOptions options) {
+  if (options.most_replicas == nullptr)
+    options.most_replicas = std::make_shared<std::atomic<int>>(0);
   if (options.connections < 1 || options.max_pipeline < 1 || options.max_queue < 1) {
     return absl::InvalidArgumentError(
         "redis client: connections, max_pipeline and max_queue must be >= 1");
@@ -767,7 +769,7 @@ int RedisClient::WaitCount() const {
   if (options_.wait_replicas != RedisClientOptions::kWaitAllReplicas) {
     return options_.wait_replicas;
   }
-  return std::max(0, replicas_.load(std::memory_order_relaxed));
+  return std::max(0, options_.most_replicas->load(std::memory_order_relaxed));
 }
 
 bool RedisClient::RoleDue() {
@@ -785,6 +787,9 @@ void RedisClient::TakeRole(const RedisReply& reply, const std::string& primary) 
     return;
   }
   const int count = static_cast<int>(reply.elements[2].elements.size());
+  int most = options_.most_replicas->load();
+  while (count > most && !options_.most_replicas->compare_exchange_weak(most, count)) {
+  }
   if (replicas_.exchange(count) != count && options_.on_replicas != nullptr) {
     options_.on_replicas(primary, count);
   }

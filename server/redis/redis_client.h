@@ -156,6 +156,14 @@ struct RedisClientOptions {
   // address and the count whenever it differs from the last one reported (the first included).
   std::function<void(const std::string& primary, int replicas)> on_replicas;
   absl::Duration replica_check_interval = absl::Seconds(1);
+  // With kWaitAllReplicas: the most replicas any primary has reported since the process started,
+  // shared by every pool made from these options (a Cluster's node pools, and a promoted
+  // replica's pool after a failover). WAIT asks for this many, never fewer: a new primary reports
+  // 0 replicas until the others re-point to it, and waiting for 0 then would acknowledge writes
+  // a second failover loses (the soak's sentinel mode found 2,036 lost ends that way). So a
+  // replica that is down makes writes UNAVAILABLE until it is back, and one removed for good
+  // needs the servers restarted. Made by Create when null.
+  std::shared_ptr<std::atomic<int>> most_replicas;
   absl::Duration wait_timeout = absl::Milliseconds(500);
   // Connections, one I/O thread each.
   int connections = 4;

@@ -67,7 +67,16 @@ struct GroupWork {
   bool claimable = false;    // events pending (delivered, not acked) for at least claim_idle
 };
 
+// What TrimEvents does besides trimming by age.
+struct TrimEventsArgs {
+  absl::Time cutoff;  // events older than this go
+  // Consumers idle (no read) longer than this leave their groups, their pending events going
+  // back to the group (trim_events.lua); ZeroDuration: none.
+  absl::Duration consumer_idle = absl::ZeroDuration();
+};
+
 struct TrimEventsResult {
+  int64_t consumers_removed = 0;     // consumers removed as idle (TrimEventsArgs::consumer_idle)
   int64_t trimmed = 0;               // entries deleted
   int64_t trimmed_unacked = 0;       // of them, summed over groups: pending or not yet delivered
   std::vector<GroupBacklog> groups;  // every group of the partition, after the trim
@@ -135,8 +144,13 @@ class HoldEventLog {
 
   // Deletes the partition's events older than `cutoff` and reports each group's backlog; counts the
   // deleted events some group had not acked (and acks them: they cannot be delivered any more).
-  virtual void TrimEvents(int partition, absl::Time cutoff, CallOptions options,
+  // With args.consumer_idle, also removes the consumers idle longer (see TrimEventsArgs).
+  virtual void TrimEvents(int partition, TrimEventsArgs args, CallOptions options,
                           Callback<TrimEventsResult> done) = 0;
+  void TrimEvents(int partition, absl::Time cutoff, CallOptions options,
+                  Callback<TrimEventsResult> done) {
+    TrimEvents(partition, TrimEventsArgs{cutoff}, options, std::move(done));
+  }
 };
 
 // "<partition>/<stream id>".

@@ -794,36 +794,37 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
       }));
 }
 
-void RedisHoldStore::TrimEvents(int partition, absl::Time cutoff, CallOptions options,
+void RedisHoldStore::TrimEvents(int partition, TrimEventsArgs args, CallOptions options,
                                 Callback<TrimEventsResult> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
-  redis::RedisCommand command =
-      Eval<Script::kTrimEvents>({keys_.EventsKeyPieces(partition)},
-                                {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(cutoff))),
-                                 absl::StrCat(kMaxTrimIdsPerGroup), trim_keep_});
+  redis::RedisCommand command = Eval<Script::kTrimEvents>(
+      {keys_.EventsKeyPieces(partition)},
+      {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(args.cutoff))),
+       absl::StrCat(kMaxTrimIdsPerGroup), trim_keep_,
+       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(args.consumer_idle)))});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done),
-             [](const redis::RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
-               TrimEventsResult result;
-               const auto& e = reply.elements;
-               if (reply.type != redis::RedisReply::Type::kArray || e.size() < 2 ||
-                   e.size() % 2 != 0 || !ToInt(e[0], &result.trimmed) ||
-                   !ToInt(e[1], &result.trimmed_unacked)) {
-                 return BadReply("trim_events.lua");
-               }
-               for (size_t i = 2; i < e.size(); i += 2) {
-                 int64_t oldest = 0;
-                 if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
-                   return BadReply("trim_events.lua");
-                 }
-                 GroupBacklog group{e[i].str, std::nullopt};
-                 if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
-                 result.groups.push_back(std::move(group));
-               }
-               return result;
-             }));
+      Parsed(
+          std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
+            TrimEventsResult result;
+            const auto& e = reply.elements;
+            if (reply.type != redis::RedisReply::Type::kArray || e.size() < 3 ||
+                e.size() % 2 != 1 || !ToInt(e[0], &result.trimmed) ||
+                !ToInt(e[1], &result.trimmed_unacked) || !ToInt(e[2], &result.consumers_removed)) {
+              return BadReply("trim_events.lua");
+            }
+            for (size_t i = 3; i < e.size(); i += 2) {
+              int64_t oldest = 0;
+              if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
+                return BadReply("trim_events.lua");
+              }
+              GroupBacklog group{e[i].str, std::nullopt};
+              if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
+              result.groups.push_back(std::move(group));
+            }
+            return result;
+          }));
 }
 
 void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {

@@ -102,7 +102,8 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
                     Callback<bool> done) override;
   void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,
                  CallOptions options, Callback<int64_t> done) override;
-  void TrimEvents(int partition, absl::Time cutoff, CallOptions options,
+  using HoldEventLog::TrimEvents;
+  void TrimEvents(int partition, TrimEventsArgs args, CallOptions options,
                   Callback<TrimEventsResult> done) override;
 
   const KeySchema& keys() const { return keys_; }

@@ -7,8 +7,10 @@
 // a group missed counted.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <set>
@@ -26,6 +28,8 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/store/hold_details_codec.h"
@@ -306,5 +310,80 @@ TEST_F(BoundsE2eTest, StreamsStayUnderTheirLengthBoundThroughAMinuteOfEnds) {
   EXPECT_GT(Metric("orderhold_events_trimmed_unacked_total"), 0);
 }
 
+// --max_watches watches of full-size events (labels of ~2 KiB), none of them read by its client:
+// the server's memory stays within what the Kubernetes kit allows (512 MiB). Each watch holds at
+// most one read of EventPolicy::max_events_per_read events; gRPC's buffers are capped by
+// --grpc_memory_quota. ORDERHOLD_WATCH_MEMORY_WATCHES sets the number (100 in CI; 1000, the
+// default --max_watches, for the figure in the note); the RSS is printed.
+TEST_F(BoundsE2eTest, FullWatchesOfLargeEventsFitTheKubernetesMemoryLimit) {
+  const char* env = std::getenv("ORDERHOLD_WATCH_MEMORY_WATCHES");
+  const int watches = env != nullptr ? std::atoi(env) : 100;
+  testing::ServerProcess server(ORDERHOLD_SERVER_BINARY);
+  server.Start({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                absl::StrCat("--redis_url=", redis_->url()), "--key_prefix=memory",
+                absl::StrCat("--max_watches=", watches),
+                absl::StrCat("--max_watches_per_caller=", watches), "--max_holds=10000"});
+  ASSERT_TRUE(server.WaitServing()) << server.log();
+  const std::string target = absl::StrCat("127.0.0.1:", server.grpc_port());
+  // 64 events per watch, each with 2 KiB of labels: every watch's first read is a full one.
+  std::atomic<int> next{0};
+  std::vector<std::thread> producers;
+  const int events = watches * 64;
+  for (int t = 0; t < 8; ++t) {
+    producers.emplace_back([&] {
+      auto stub =
+          OrderHold::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+      for (int i = next++; i < events; i = next++) {
+        v1::PlaceHoldRequest place;
+        place.set_user_id(absl::StrCat("u", i % 997));
+        place.set_order_id(absl::StrCat("o", i));
+        for (int l = 0; l < 8; ++l) {
+          (*place.mutable_labels())[absl::StrCat("k", l)] = std::string(250, 'a' + l);
+        }
+        grpc::ClientContext c1;
+        v1::PlaceHoldResponse placed;
+        if (!stub->PlaceHold(&c1, place, &placed).ok()) continue;
+        v1::CancelHoldRequest cancel;
+        cancel.set_user_id(place.user_id());
+        cancel.set_order_id(place.order_id());
+        grpc::ClientContext c2;
+        v1::CancelHoldResponse cancelled;
+        (void)stub->CancelHold(&c2, cancel, &cancelled);
+      }
+    });
+  }
+  for (std::thread& t : producers) t.join();
+  const int64_t before = server.RssBytes().value_or(0);
+  // The watches: one group, a consumer each, never read (their clients' windows fill, the rest
+  // waits in the server).
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int c = 0; c < (watches + 499) / 500; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+  }
+  struct Open {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReader<v1::HoldEvent>> reader;
+  };
+  std::vector<Open> open;
+  for (int w = 0; w < watches; ++w) {
+    auto stub = OrderHold::NewStub(channels[static_cast<size_t>(w / 500)]);
+    Open o{std::make_unique<grpc::ClientContext>(), nullptr};
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("memory");
+    request.set_consumer(absl::StrCat("c", w));
+    o.reader = stub->WatchHoldEvents(o.context.get(), request);
+    open.push_back(std::move(o));
+  }
+  absl::SleepFor(absl::Seconds(10));  // every watch has read and is writing
+  const int64_t after = server.RssBytes().value_or(0);
+  std::cout << "watch memory: " << watches << " watches of ~2.3 KB events: server RSS "
+            << before / (1 << 20) << " -> " << after / (1 << 20) << " MiB ("
+            << (after - before) / std::max(1, watches) / 1024 << " KiB per watch)" << std::endl;
+  EXPECT_LT(after, int64_t{512} << 20);  // the Kubernetes kit's limit
+  for (Open& o : open) o.context->TryCancel();
+  for (Open& o : open) (void)o.reader->Finish();
+}
 }  // namespace
 }  // namespace orderhold

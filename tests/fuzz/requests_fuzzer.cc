@@ -1,8 +1,10 @@
 // Fuzzes what a client controls in a request: the bytes of each rpc's request message, decoded as
 // the server decodes them (ParseFromByteBuffer into the lenient mirror, server/grpc/
 // lenient_requests.proto), converted (conversions.h) and validated by HoldService over the no-op
-// store, as OrderHoldService does before any store call. The first byte picks the rpc. A crash,
-// a sanitizer report or a leak is a finding; every input must end in OK or a clean status.
+// store, as OrderHoldService does before any store call. The first byte picks the rpc (or, past
+// the rpcs, a ListHolds page token given raw, decoded for a user and scope cut from the input,
+// and an encoded token that must decode to its cursor). A crash, a sanitizer report, a leak or a
+// token that does not round-trip is a finding; every input must end in OK or a clean status.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,7 +13,9 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
 #include "prometheus/registry.h"
+#include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/page_token.h"
 #include "server/grpc/conversions.h"
 #include "server/grpc/lenient_requests.pb.h"
 #include "server/metrics/metrics.h"
@@ -48,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace orderhold;  // NOLINT: a fuzz entry point
   static Service* service = new Service;
   if (size == 0) return 0;
-  const uint8_t rpc = data[0] % 9;
+  const uint8_t rpc = data[0] % 11;
   ++data;
   --size;
   domain::HoldService& holds = service->holds;
@@ -81,8 +85,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3: {
       internal::ListHoldsRequest request;
       if (!Decode(data, size, "orderhold.v1.ListHoldsRequest", &request)) return 0;
+      // The page fields as given: page_size any int32, page_token any bytes (page_token.h).
       Run<domain::ListHoldsReply>([&](auto done) {
-        holds.ListHolds(request.user_id(), request.scope(), {}, std::move(done));
+        holds.ListHolds(request.user_id(), request.scope(),
+                        domain::ListPage{request.page_size(), request.page_token()}, {},
+                        std::move(done));
       });
       return 0;
     }
@@ -118,10 +125,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)grpc_api::WatchSpecFromProto(request);
       return 0;
     }
-    default: {
+    case 8: {
       internal::AckHoldEventsRequest request;
       if (!Decode(data, size, "orderhold.v1.AckHoldEventsRequest", &request)) return 0;
+      (void)domain::ValidateGroup(request.consumer_group());
       for (const std::string& id : request.event_ids()) (void)store::ParseEventId(id, 64);
+      return 0;
+    }
+    case 9: {
+      internal::DeleteConsumerGroupRequest request;
+      if (!Decode(data, size, "orderhold.v1.DeleteConsumerGroupRequest", &request)) return 0;
+      (void)domain::ValidateGroup(request.consumer_group());
+      return 0;
+    }
+    default: {
+      // A page token as a caller may send it: the input split into user, scope and token.
+      const std::string input(reinterpret_cast<const char*>(data), size);
+      const size_t a = input.size() / 3, b = 2 * input.size() / 3;
+      const std::string user = input.substr(0, a), scope = input.substr(a, b - a);
+      const std::string token = input.substr(b);
+      absl::StatusOr<store::ListCursor> cursor = domain::DecodePageToken(token, user, scope);
+      if (cursor.ok()) {
+        // Whatever decoded must encode back to a token that decodes to the same cursor.
+        absl::StatusOr<store::ListCursor> again =
+            domain::DecodePageToken(domain::EncodePageToken(user, scope, *cursor), user, scope);
+        if (!again.ok() || again->order_id != cursor->order_id ||
+            again->expire_time != cursor->expire_time) {
+          __builtin_trap();
+        }
+      }
+      // A token this server issues for any order_id must decode to it.
+      const store::ListCursor issued{absl::FromUnixMillis(static_cast<int64_t>(size) * 1000),
+                                     token};
+      absl::StatusOr<store::ListCursor> back =
+          domain::DecodePageToken(domain::EncodePageToken(user, scope, issued), user, scope);
+      if (token.size() <= 128 && (!back.ok() || back->order_id != token)) __builtin_trap();
       return 0;
     }
   }

@@ -601,5 +601,66 @@ TEST_F(RedisHoldStoreTest, EventStreamsStayNearTheirLengthBoundAndTrimsCountWhat
   EXPECT_EQ(trimmed->trimmed, std::stoll(before) - 180);
   EXPECT_EQ(trimmed->trimmed_unacked, trimmed->trimmed);
 }
+
+// --consumer_idle_timeout: a consumer idle longer leaves its group at the next trim that checks,
+// its pending events moved to the group's orphan consumer with their idle time, so another
+// consumer claims them at once; the orphan consumer goes once it has nothing pending.
+TEST_F(RedisHoldStoreTest, IdleConsumersLeaveTheirGroupAndTheirPendingEventsGoToTheOthers) {
+  const CallOptions call{absl::Now() + absl::Seconds(10), std::nullopt};
+  const int partition = KeySchema::PartitionOf("idle");
+  const std::string stream = KeySchema("orderhold").EventsKey(partition);
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                store_->EnsureGroup(partition, "g", GroupStart::kEarliest, call, std::move(done));
+              }),
+              IsOk());
+  for (const char* order : {"o1", "o2"}) {
+    ASSERT_THAT(Place("idle", order), IsOk());
+    ASSERT_THAT(Await<EndHoldResult>([&](auto done) {
+                  store_->EndHold("idle", order, HoldOutcome::kPaid, call, std::move(done));
+                }),
+                IsOk());
+  }
+  auto read = [&](const std::string& consumer, std::optional<absl::Duration> claim) {
+    ReadEventsArgs args{"g", consumer, 10, claim, false};
+    return Await<std::vector<StoredEvent>>(
+        [&](auto done) { store_->ReadEvents(partition, args, call, std::move(done)); });
+  };
+  auto gone = read("gone", std::nullopt);
+  ASSERT_THAT(gone, IsOk());
+  ASSERT_EQ(gone->size(), 2u);  // pending for "gone", never acked
+  auto consumers = [&] {
+    absl::StatusOr<std::string> n = redis_->Command(
+        {"EVAL", "return #redis.call('XINFO', 'CONSUMERS', KEYS[1], 'g')", "1", stream});
+    return n.ok() ? std::stoi(*n) : -1;
+  };
+  ASSERT_EQ(consumers(), 1);
+  absl::SleepFor(absl::Milliseconds(150));
+  auto trim = [&](absl::Duration idle) {
+    return Await<TrimEventsResult>([&](auto done) {
+      store_->TrimEvents(partition, TrimEventsArgs{absl::UnixEpoch(), idle}, call, std::move(done));
+    });
+  };
+  // Without the idle check, or within the timeout, nobody leaves.
+  ASSERT_THAT(trim(absl::ZeroDuration()), IsOk());
+  ASSERT_THAT(trim(absl::Seconds(60)), IsOk());
+  ASSERT_EQ(consumers(), 1);
+  auto removed = trim(absl::Milliseconds(100));
+  ASSERT_THAT(removed, IsOk());
+  EXPECT_EQ(removed->consumers_removed, 1);
+  // "gone" is out; the orphan consumer holds its two events, which "alive" claims at once
+  // (claim_idle 100 ms: their idle time was kept).
+  EXPECT_EQ(consumers(), 1);
+  auto alive = read("alive", absl::Milliseconds(100));
+  ASSERT_THAT(alive, IsOk());
+  EXPECT_EQ(alive->size(), 2u);
+  ASSERT_THAT(trim(absl::Seconds(60)), IsOk());  // the orphan consumer has nothing left
+  absl::StatusOr<std::string> names = redis_->Command(
+      {"EVAL",
+       "local n = {} for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], 'g')) do "
+       "n[#n + 1] = c[2] end return table.concat(n, ',')",
+       "1", stream});
+  ASSERT_THAT(names, IsOk());
+  EXPECT_EQ(*names, "alive");
+}
 }  // namespace
 }  // namespace orderhold::store

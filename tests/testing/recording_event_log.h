@@ -125,12 +125,14 @@ class RecordingEventLog final : public store::HoldEventLog {
     }
     std::move(done)(true);
   }
-  void TrimEvents(int partition, absl::Time /*cutoff*/, store::CallOptions /*options*/,
+  using store::HoldEventLog::TrimEvents;
+  void TrimEvents(int partition, store::TrimEventsArgs args, store::CallOptions /*options*/,
                   store::Callback<store::TrimEventsResult> done) override {
     store::TrimEventsResult result;
     {
       absl::MutexLock lock(&mu_);
       trims_.push_back(partition);
+      consumer_idles_.push_back(args.consumer_idle);
       for (const std::string& group : trim_groups_[partition]) {
         result.groups.push_back({group, std::nullopt});
       }
@@ -170,6 +172,11 @@ class RecordingEventLog final : public store::HoldEventLog {
     absl::MutexLock lock(&mu_);
     return std::exchange(destroys_, {});
   }
+  // The consumer_idle of each TrimEvents call, in call order (taken).
+  std::vector<absl::Duration> TakeConsumerIdles() {
+    absl::MutexLock lock(&mu_);
+    return std::exchange(consumer_idles_, {});
+  }
   std::vector<int> TakeTrims() {
     absl::MutexLock lock(&mu_);
     return std::exchange(trims_, {});
@@ -189,6 +196,7 @@ class RecordingEventLog final : public store::HoldEventLog {
   std::map<std::string, std::string> owners_ ABSL_GUARDED_BY(mu_);  // group -> owner
   std::map<std::string, int64_t> owned_ ABSL_GUARDED_BY(mu_);       // owner -> groups
   std::vector<int> destroys_ ABSL_GUARDED_BY(mu_);
+  std::vector<absl::Duration> consumer_idles_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> events_per_read_ ABSL_GUARDED_BY(mu_);
   store::HoldOutcome outcome_ ABSL_GUARDED_BY(mu_) = store::HoldOutcome::kPaid;
   std::map<int, std::vector<store::GroupWork>> work_ ABSL_GUARDED_BY(mu_);

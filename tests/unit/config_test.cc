@@ -267,6 +267,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "reflection=true authz_policy= authz_policy_refresh_interval=10s tls_cert_file= "
       "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
       "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
+      "grpc_memory_quota=268435456 "
       "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
       "grpc_max_connection_age=30m "
       "redis_url=redis://127.0.0.1:6379/0 redis_password_file= redis_mode=standalone "
@@ -282,7 +283,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
       "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
       "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 max_watches=1000 "
       "max_watches_per_caller=100 "
-      "max_consumer_groups=100 reaper_lease=3s store=redis "
+      "consumer_idle_timeout=1h max_consumer_groups=100 reaper_lease=3s store=redis "
       "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
@@ -378,6 +379,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.grpc_limits.max_concurrent_streams == 50; }},
       {"grpc_max_receive_message_size", "70000", "grpc_max_receive_message_size=70000",
        [](const Config& c) { return c.grpc_limits.max_receive_message_bytes == 70000; }},
+      {"grpc_memory_quota", "33554432", "grpc_memory_quota=33554432",
+       [](const Config& c) { return c.grpc_limits.memory_quota_bytes == 33554432; }},
       {"grpc_keepalive_time", "2m", "grpc_keepalive_time=2m",
        [](const Config& c) { return c.grpc_limits.keepalive_time == absl::Minutes(2); }},
       {"grpc_keepalive_timeout", "5s", "grpc_keepalive_timeout=5s",
@@ -504,6 +507,8 @@ const std::vector<Sample>& Samples() {
       {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
       {"max_watches_per_caller", "5", "max_watches_per_caller=5",
        [](const Config& c) { return c.max_watches_per_caller == 5; }},
+      {"consumer_idle_timeout", "2h", "consumer_idle_timeout=2h",
+       [](const Config& c) { return c.consumer_idle_timeout == absl::Hours(2); }},
       {"max_consumer_groups", "6", "max_consumer_groups=6",
        [](const Config& c) { return c.events.max_groups_per_caller == 6; }},
       {"reaper_lease", "9s", "reaper_lease=9s",

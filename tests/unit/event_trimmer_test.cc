@@ -53,5 +53,27 @@ TEST(EventTrimmerTest, PartitionsWithoutGroupsWaitTheIdleIntervalUntilOneIsCreat
   EXPECT_THAT(log.TakeTrims(), ElementsAre(0, 1, 2));
 }
 
+// --consumer_idle_timeout: a partition's trim checks idle consumers at most every
+// consumer_check_interval (XINFO CONSUMERS per group is not free); the other trims do not.
+TEST(EventTrimmerTest, IdleConsumersAreCheckedOncePerCheckInterval) {
+  orderhold::testing::FakeClock clock;
+  orderhold::testing::RecordingEventLog log(2);
+  prometheus::Registry registry;
+  metrics::Metrics metrics(registry);
+  EventTrimmer trimmer(log, metrics, clock,
+                       EventTrimOptions{.retention = absl::Hours(24),
+                                        .interval = absl::Seconds(10),
+                                        .consumer_idle = absl::Hours(1),
+                                        .consumer_check_interval = absl::Seconds(30)});
+  log.SetTrimGroups(0, {"billing"});
+  log.SetTrimGroups(1, {"billing"});
+  const absl::Duration none = absl::ZeroDuration(), hour = absl::Hours(1);
+  for (const auto& want :
+       {std::vector<absl::Duration>{hour, hour}, {none, none}, {none, none}, {hour, hour}}) {
+    trimmer.MaybeTrim({0, 1}, clock.Now());
+    EXPECT_EQ(log.TakeConsumerIdles(), want);
+    clock.Advance(absl::Seconds(10));
+  }
+}
 }  // namespace
 }  // namespace orderhold::reaper

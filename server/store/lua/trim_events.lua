@@ -13,18 +13,28 @@
 --          LENGTH_STEP a call), counted as age trims are; 0 = by age only. The store passes 9/10 of
 --          --event_stream_max_len, so the appends' own MAXLEN ~ (which counts nothing) only bites
 --          when more than a tenth of the bound is appended between two trims
--- Returns  {trimmed, trimmed_unacked, group_1, oldest_unacked_1, group_2, ...}
+-- ARGV[4]  consumer idle timeout, ms; 0 = none. A consumer idle (no read or claim) longer is
+--          removed from its group (XGROUP DELCONSUMER) after its pending entries are moved to the
+--          group's orphan consumer ORPHANS (XCLAIM ... JUSTID, keeping their idle time), where
+--          any consumer of the group claims them as it claims entries pending too long
+--          (read_events.lua); ORPHANS goes once it has nothing pending. At most IDLE_STEP entries
+--          moved per call.
+-- Returns  {trimmed, trimmed_unacked, consumers_removed, group_1, oldest_unacked_1, group_2, ...}
 --          trimmed_unacked  over all groups: trimmed entries that were pending (delivered, not
 --                           acked; they are acked here so they stop being claimable) or not yet
 --                           delivered to the group
 --          oldest_unacked   per group, after the trim: the id time (Unix ms) of its oldest
 --                           pending or undelivered entry, -1 when it has none
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  return {0, 0}
+  return {0, 0, 0}
 end
 local stream, cutoff, bound, keep = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]),
   tonumber(ARGV[3])
 local LENGTH_STEP = 10000
+local consumer_idle = tonumber(ARGV[4])
+-- The orphan consumer: "\1" is a control character, which no consumer name a caller gives has
+-- (domain::ValidateId refuses them).
+local ORPHANS, IDLE_STEP = '\1orphans', 1000
 local groups = {}
 for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
   local g = {}
@@ -95,7 +105,46 @@ end
 if trimmed > 0 then
   last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)[1]
 end
-local out = {trimmed, unacked}
+-- Consumers gone quiet: their pending entries back to the group, the consumer out.
+local removed, moved = 0, 0
+if consumer_idle > 0 then
+  for _, g in ipairs(groups) do
+    if tonumber(g.consumers) > 0 then
+      for _, info in ipairs(redis.call('XINFO', 'CONSUMERS', stream, g.name)) do
+        local c = {}
+        for i = 1, #info, 2 do
+          c[info[i]] = info[i + 1]
+        end
+        local pending = tonumber(c.pending)
+        if c.name == ORPHANS then
+          if pending == 0 then
+            redis.call('XGROUP', 'DELCONSUMER', stream, g.name, ORPHANS)
+          end
+        elseif tonumber(c.idle) > consumer_idle and moved + pending <= IDLE_STEP then
+          if pending > 0 then
+            local ids = {}
+            for _, p in ipairs(redis.call('XPENDING', stream, g.name, '-', '+', pending, c.name)) do
+              ids[#ids + 1] = p[1]
+            end
+            -- IDLE keeps them claimable at once, JUSTID their delivery counts.
+            local args = {stream, g.name, ORPHANS, 0}
+            for _, id in ipairs(ids) do
+              args[#args + 1] = id
+            end
+            args[#args + 1] = 'IDLE'
+            args[#args + 1] = c.idle
+            args[#args + 1] = 'JUSTID'
+            redis.call('XCLAIM', unpack(args))
+            moved = moved + pending
+          end
+          redis.call('XGROUP', 'DELCONSUMER', stream, g.name, c.name)
+          removed = removed + 1
+        end
+      end
+    end
+  end
+end
+local out = {trimmed, unacked, removed}
 for _, g in ipairs(groups) do
   local oldest = -1
   -- XINFO's pending count is from before pass 2's acks: ask only when it was not 0.
