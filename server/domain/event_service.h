@@ -112,7 +112,8 @@ class EventService {
 
   // Deletes `group`: out of the registry (its owner gets the place back), then destroyed on every
   // partition with its consumers and pending events, and its metric series dropped on this
-  // server (the others drop theirs within EventTrimmer's forget interval). Yields whether it was
+  // server (the others once their trims have not reported it for two idle intervals:
+  // reaper/event_trimmer.h). Yields whether it was
   // registered or existed on a partition. INVALID_ARGUMENT naming consumer_group.
   void DeleteGroup(std::string group, store::CallOptions options, store::Callback<bool> done);
 

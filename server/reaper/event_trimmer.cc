@@ -110,6 +110,19 @@ void EventTrimmer::Trim(const std::vector<int>& partitions, absl::Time store_now
                                      ? 0
                                      : std::max(0.0, absl::ToDoubleSeconds(store_now - time)));
   }
+  // A group no trim of this replica has reported for two idle intervals is gone from its
+  // partitions (deleted, or its partitions owned elsewhere now): its series goes too.
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  for (const auto& [group, unused] : oldest) group_seen_[group] = now;
+  for (auto it = group_seen_.begin(); it != group_seen_.end();) {
+    if (now - it->second > 2 * options_.idle_interval) {
+      metrics_.ForgetGroup(it->first);
+      it = group_seen_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace orderhold::reaper

@@ -9,13 +9,16 @@
 // in orderhold_events_trimmed_unacked_total (with a warning
 // log) the trimmed events some consumer group had not acked, and sets
 // orderhold_events_oldest_unacked_age_seconds{group} to each group's oldest unacked event over
-// those partitions. Failed partitions are skipped and retried at the next trim. The calls go a
+// those partitions; a group no trim has reported for two idle intervals loses its series (a
+// deleted group). Failed partitions are skipped and retried at the next trim. The calls go a
 // few at a time (max_in_flight), so a trim never queues many scripts in front of requests.
 //
 // Thread-safety: thread-safe.
 #ifndef ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
 #define ORDERHOLD_SERVER_REAPER_EVENT_TRIMMER_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -82,6 +85,8 @@ class EventTrimmer {
   std::vector<absl::Time> partition_next_ ABSL_GUARDED_BY(mu_);
   // Per partition: its next trim checks idle consumers from this time on (host clock).
   std::vector<absl::Time> consumers_next_ ABSL_GUARDED_BY(mu_);
+  // Per group whose series this replica set: when a trim last reported it (host clock).
+  std::map<std::string, absl::Time> group_seen_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace orderhold::reaper

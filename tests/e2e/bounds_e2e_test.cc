@@ -34,6 +34,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/store/hold_details_codec.h"
 #include "server/store/keys.h"
+#include "tests/testing/eventually.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/server_process.h"
@@ -44,6 +45,19 @@ namespace orderhold {
 namespace {
 
 using orderhold::v1::OrderHold;
+
+// Under AddressSanitizer (tests/run.sh --sanitize), as hostile_clients_e2e_test.cc tells it.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kBoundsSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kBoundsSanitized = true;
+#else
+constexpr bool kBoundsSanitized = false;
+#endif
+#else
+constexpr bool kBoundsSanitized = false;
+#endif
 
 constexpr int kMaxGroups = 3;
 constexpr int kMaxWatchesPerCaller = 2;
@@ -166,15 +180,20 @@ TEST_F(BoundsE2eTest, ACallerPastItsWatchCapIsRefusedWhileAnotherStillGetsOne) {
   for (int w = 0; w < kMaxWatchesPerCaller; ++w) {
     open.emplace_back([&] { Watch(*alpha, "shared", absl::Seconds(4)); });
   }
-  absl::SleepFor(absl::Seconds(1));  // both registered (a watch registers at its start)
+  // Both registered (orderhold_watches counts them): a third is refused.
+  ASSERT_TRUE(
+      testing::Eventually([&] { return Metric("orderhold_watches") == 2; }, absl::Seconds(3)));
   const grpc::Status refused = Watch(*alpha, "shared");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
   EXPECT_THAT(QuotaSubjects(refused), ::testing::ElementsAre("caller/watches"));
   auto beta = StubFor("beta");
   EXPECT_EQ(Watch(*beta, "beta-group").error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   for (std::thread& t : open) t.join();
-  // Closed watches give their places back.
-  EXPECT_EQ(Watch(*alpha, "shared").error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // Closed watches give their places back (once the server has seen them end: its reactors' end
+  // may come a moment after the client's, under the sanitizers).
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return Watch(*alpha, "shared").error_code() == grpc::StatusCode::DEADLINE_EXCEEDED; },
+      absl::Seconds(10)));
 }
 
 TEST_F(BoundsE2eTest, ListHoldsPagesThroughTenThousandLabelledHoldsExactlyOnce) {
@@ -381,7 +400,11 @@ TEST_F(BoundsE2eTest, FullWatchesOfLargeEventsFitTheKubernetesMemoryLimit) {
   std::cout << "watch memory: " << watches << " watches of ~2.3 KB events: server RSS "
             << before / (1 << 20) << " -> " << after / (1 << 20) << " MiB ("
             << (after - before) / std::max(1, watches) / 1024 << " KiB per watch)" << std::endl;
-  EXPECT_LT(after, int64_t{512} << 20);  // the Kubernetes kit's limit
+  // The Kubernetes kit's limit; under AddressSanitizer the RSS holds freed memory in quarantine,
+  // so the bound is checked in the Release build only (the figure is printed in both).
+  if (!kBoundsSanitized) {
+    EXPECT_LT(after, int64_t{512} << 20);
+  }
   for (Open& o : open) o.context->TryCancel();
   for (Open& o : open) (void)o.reader->Finish();
 }

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/metric_values.h"
 #include "tests/testing/recording_event_log.h"
 
 namespace orderhold::reaper {
@@ -74,6 +75,33 @@ TEST(EventTrimmerTest, IdleConsumersAreCheckedOncePerCheckInterval) {
     EXPECT_EQ(log.TakeConsumerIdles(), want);
     clock.Advance(absl::Seconds(10));
   }
+}
+
+// A deleted group's orderhold_events_oldest_unacked_age_seconds series goes once no trim has
+// reported the group for two idle intervals (the replica that served DeleteConsumerGroup drops
+// it at once; the others this way).
+TEST(EventTrimmerTest, AGroupNoTrimReportsLosesItsSeries) {
+  orderhold::testing::FakeClock clock;
+  orderhold::testing::RecordingEventLog log(1);
+  prometheus::Registry registry;
+  metrics::Metrics metrics(registry);
+  EventTrimmer trimmer(log, metrics, clock,
+                       EventTrimOptions{.retention = absl::Hours(24),
+                                        .interval = absl::Seconds(10),
+                                        .idle_interval = absl::Minutes(1)});
+  const char* const kSeries = "orderhold_events_oldest_unacked_age_seconds";
+  log.SetTrimGroups(0, {"billing"});
+  trimmer.MaybeTrim({0}, clock.Now());
+  EXPECT_EQ(orderhold::testing::MetricValue(registry, kSeries, {{"group", "billing"}}), 0);
+  log.SetTrimGroups(0, {});       // deleted
+  for (int i = 0; i < 12; ++i) {  // 2 minutes: still there
+    clock.Advance(absl::Seconds(10));
+    trimmer.MaybeTrim({0}, clock.Now());
+  }
+  EXPECT_EQ(orderhold::testing::MetricValue(registry, kSeries, {{"group", "billing"}}), 0);
+  clock.Advance(absl::Seconds(61));
+  trimmer.MaybeTrim({0}, clock.Now());
+  EXPECT_EQ(orderhold::testing::MetricValue(registry, kSeries, {{"group", "billing"}}), -1);
 }
 }  // namespace
 }  // namespace orderhold::reaper
