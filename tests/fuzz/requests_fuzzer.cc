@@ -122,7 +122,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 7: {
       internal::WatchHoldEventsRequest request;
       if (!Decode(data, size, "orderhold.v1.WatchHoldEventsRequest", &request)) return 0;
-      (void)grpc_api::WatchSpecFromProto(request);
+      absl::StatusOr<domain::WatchSpec> spec = grpc_api::WatchSpecFromProto(request);
+      if (!spec.ok()) return 0;
+      // What EventService::Subscribe checks before it touches the log.
+      (void)domain::ValidateGroup(spec->group);
+      (void)domain::ValidateId("consumer", spec->consumer);
       return 0;
     }
     case 8: {
@@ -154,12 +158,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           __builtin_trap();
         }
       }
-      // A token this server issues for any order_id must decode to it.
-      const store::ListCursor issued{absl::FromUnixMillis(static_cast<int64_t>(size) * 1000),
-                                     token};
-      absl::StatusOr<store::ListCursor> back =
-          domain::DecodePageToken(domain::EncodePageToken(user, scope, issued), user, scope);
-      if (token.size() <= 128 && (!back.ok() || back->order_id != token)) __builtin_trap();
+      // A token this server issues for any order id (1-128 bytes, as ids are) decodes to it.
+      if (!token.empty() && token.size() <= 128) {
+        const store::ListCursor issued{absl::FromUnixMillis(static_cast<int64_t>(size) * 1000),
+                                       token};
+        absl::StatusOr<store::ListCursor> back =
+            domain::DecodePageToken(domain::EncodePageToken(user, scope, issued), user, scope);
+        if (!back.ok() || back->order_id != token) __builtin_trap();
+      }
       return 0;
     }
   }
