@@ -6,9 +6,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -24,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "server/common/files.h"
 #include "server/common/status_macros.h"
 #include "server/limits_file.pb.h"
 
@@ -482,20 +480,8 @@ absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
 }
 
 absl::StatusOr<domain::ScopeRules> LoadLimitsFile(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                       &std::fclose);
-  if (file == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read: ", std::strerror(errno)));
-  }
-  std::string text(kMaxLimitsFileBytes + 1,
-                   '\0');  // one byte more: ParseLimitsFile says "too large"
-  errno = 0;               // fread need not set it
-  const size_t size = std::fread(text.data(), 1, text.size(), file.get());
-  if (std::ferror(file.get())) {  // e.g. EISDIR: fopen opens a directory, reading it fails
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read: ", errno != 0 ? std::strerror(errno) : "read error"));
-  }
-  text.resize(size);
+  // One byte more than allowed: ParseLimitsFile says "over ... bytes".
+  ORDERHOLD_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxLimitsFileBytes + 1));
   return ParseLimitsFile(text, path);
 }
 

@@ -41,8 +41,9 @@ namespace orderhold::grpc_api {
 const std::string& MethodPath(metrics::Method method);
 
 // What a policy may match of `context`'s call to `method`: the path, the peer's certificate
-// (authenticated, URI SANs, DNS SANs, subject) and the metadata.
-AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method);
+// (authenticated, URI SANs, DNS SANs, subject) and, `with_headers`, the metadata.
+AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method,
+                            bool with_headers = true);
 
 // The caller's principal (first URI SAN, else first DNS SAN, else subject of a verified client
 // certificate); empty for a peer without one (plaintext or TLS without a client certificate).

@@ -198,6 +198,7 @@ absl::StatusOr<AuthzPolicy> AuthzPolicy::Parse(absl::string_view json) {
         }
         rule.headers.push_back({header.key(), Patterns(header.values())});
       }
+      policy.matches_headers_ = policy.matches_headers_ || !rule.headers.empty();
       out->push_back(std::move(rule));
     }
   }

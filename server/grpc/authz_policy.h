@@ -84,6 +84,8 @@ class AuthzPolicy {
   Decision Evaluate(const AuthzRequest& request) const;
 
   const std::string& name() const { return name_; }
+  // Whether any rule matches on headers (else Evaluate never reads AuthzRequest::headers).
+  bool matches_headers() const { return matches_headers_; }
   int rule_count() const { return static_cast<int>(deny_.size() + allow_.size()); }
 
  private:
@@ -100,6 +102,7 @@ class AuthzPolicy {
   };
 
   std::string name_;
+  bool matches_headers_ = false;
   std::vector<Rule> deny_;
   std::vector<Rule> allow_;
 };

@@ -218,6 +218,8 @@ void Metrics::SetOldestUnackedAge(const std::string& group, double seconds) {
   gauge->Set(seconds);
 }
 
+const char* MethodName(Method method) { return kMethodNames[static_cast<int>(method)]; }
+
 void Metrics::ForgetGroup(const std::string& group) {
   absl::MutexLock lock(&groups_mu_);
   const auto it = oldest_unacked_.find(group);

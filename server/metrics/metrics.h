@@ -53,6 +53,9 @@ enum class Method {
 };
 inline constexpr int kMethodCount = 10;
 
+// The rpc's name as the `method` label and gRPC's path use it: "PlaceHold".
+const char* MethodName(Method method);
+
 // Label `result` of orderhold_hold_extensions_total: what an ExtendHold call did.
 enum class ExtensionResult {
   kExtended,   // "extended": the expiry moved to now + ttl

@@ -46,19 +46,6 @@ namespace {
 
 using orderhold::v1::OrderHold;
 
-// Under AddressSanitizer (tests/run.sh --sanitize), as hostile_clients_e2e_test.cc tells it.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kBoundsSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kBoundsSanitized = true;
-#else
-constexpr bool kBoundsSanitized = false;
-#endif
-#else
-constexpr bool kBoundsSanitized = false;
-#endif
-
 constexpr int kMaxGroups = 3;
 constexpr int kMaxWatchesPerCaller = 2;
 constexpr int kStreamMaxLen = 1000;
@@ -402,7 +389,7 @@ TEST_F(BoundsE2eTest, FullWatchesOfLargeEventsFitTheKubernetesMemoryLimit) {
             << (after - before) / std::max(1, watches) / 1024 << " KiB per watch)" << std::endl;
   // The Kubernetes kit's limit; under AddressSanitizer the RSS holds freed memory in quarantine,
   // so the bound is checked in the Release build only (the figure is printed in both).
-  if (!kBoundsSanitized) {
+  if (!testing::kAddressSanitized) {
     EXPECT_LT(after, int64_t{512} << 20);
   }
   for (Open& o : open) o.context->TryCancel();

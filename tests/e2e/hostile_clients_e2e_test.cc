@@ -47,23 +47,9 @@ constexpr int kMaxStreams = 100;        // --grpc_max_concurrent_streams
 constexpr int kMaxMessage = 64 * 1024;  // --grpc_max_receive_message_size
 constexpr int64_t kMiB = 1024 * 1024;
 
-// Under AddressSanitizer the server's RSS holds freed memory in quarantine (256 MiB by default):
-// the memory bounds are checked in the Release build only (the figures are printed in both).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 // Checks that the server's RSS grew by less than `bound` bytes (Release builds only).
 void ExpectGrowthBelow(int64_t before, int64_t after, int64_t bound) {
-  if (!kSanitized) {
+  if (!testing::kAddressSanitized) {
     EXPECT_LT(after - before, bound) << "RSS " << before << " -> " << after << " bytes";
   }
 }

@@ -27,6 +27,21 @@ absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_
 absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,
                                        absl::Duration timeout = absl::Seconds(30));
 
+// Whether this build runs under AddressSanitizer (tests/run.sh --sanitize): its RSS then holds
+// freed memory in quarantine (256 MiB by default), so memory bounds are checked in the Release
+// build only (the figures are printed in both).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitized = true;
+#else
+inline constexpr bool kAddressSanitized = false;
+#endif
+#else
+inline constexpr bool kAddressSanitized = false;
+#endif
+
 // Creates a fresh, private (0700) directory "$TMPDIR/orderhold-<prefix>-XXXXXX" (/tmp when
 // TMPDIR is unset or empty) and returns its path. Unique even across processes, so tests running
 // in parallel (other ctest jobs, other checkouts) never share one. The caller removes it.

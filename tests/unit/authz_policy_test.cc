@@ -115,6 +115,7 @@ TEST(AuthzPolicyTest, PathsOrHeadersAndAcrossFields) {
   };
   const std::vector<std::pair<std::string, std::string>> good = {{"x-tenant", "t1"},
                                                                  {"x-env", "prod"}};
+  EXPECT_TRUE(policy.matches_headers());  // so the Authorizer copies a call's metadata
   EXPECT_TRUE(policy.Evaluate(with(Peer("/s/A", {"spiffe://x/a"}), good)).allowed);
   EXPECT_TRUE(policy.Evaluate(with(Peer("/s/B", {"spiffe://x/a"}), good)).allowed);
   EXPECT_FALSE(policy.Evaluate(with(Peer("/s/C", {"spiffe://x/a"}), good)).allowed);  // path
@@ -141,6 +142,7 @@ TEST(AuthzPolicyTest, EmptyListsMatchAnythingAndEmptyAllowRulesDenyAll) {
       R"({"name": "p", "allow_rules": [{"name": "all", "source": {"principals": []},
                                          "request": {"paths": [], "headers": []}}]})");
   EXPECT_TRUE(open.Evaluate(Peer("/x", {}, {}, "", false)).allowed);
+  EXPECT_FALSE(open.matches_headers());  // headers: [] matches any: nothing to copy
   const AuthzPolicy closed = MustParse(R"({"name": "p", "allow_rules": []})");
   EXPECT_FALSE(closed.Evaluate(Peer("/x", {"spiffe://x/a"})).allowed);
 }
