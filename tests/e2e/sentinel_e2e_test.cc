@@ -405,7 +405,9 @@ TEST_F(SentinelE2eTest, AWaitBelowTheReplicaCountIsLoggedAndCountedAndAllWaitsFo
   ASSERT_OK_AND_ASSIGN(group_, SentinelGroup::Start(options));
   ::testing::internal::CaptureStderr();
   StartApp(SentinelConfig(/*wait_replicas=*/1));
-  ASSERT_THAT(client_->PlaceHold("u1", "o1"), IsOk());
+  // Eventually: a replica of the just-started group may still be syncing (WAIT then fails
+  // "not yet replicated", as under the sanitizers in CI).
+  ASSERT_TRUE(Eventually([&] { return client_->PlaceHold("u1", "o1").ok(); }, absl::Seconds(10)));
   EXPECT_TRUE(Eventually(
       [&] { return MetricValue(registry_, "orderhold_redis_replicas_not_waited_for") == 1; },
       absl::Seconds(5)));
@@ -419,7 +421,9 @@ TEST_F(SentinelE2eTest, AWaitBelowTheReplicaCountIsLoggedAndCountedAndAllWaitsFo
   ASSERT_OK_AND_ASSIGN(app_, App::Start(all, all_registry));
   client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
                                              client::ClientOptions{kCallTimeout});
-  ASSERT_THAT(client_->PlaceHold("u2", "o1"), IsOk());
+  // Eventually: a replica of the just-started group may still be syncing (WAIT then fails
+  // "not yet replicated", as under the sanitizers in CI).
+  ASSERT_TRUE(Eventually([&] { return client_->PlaceHold("u2", "o1").ok(); }, absl::Seconds(10)));
   EXPECT_EQ(MetricValue(all_registry, "orderhold_redis_replicas_not_waited_for"), 0);
   ASSERT_OK_AND_ASSIGN(const int primary, group_->PrimaryNode());
   const int frozen = primary == 0 ? 1 : 0;
