@@ -35,6 +35,9 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] release USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] delete-group GROUP\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-usage SCOPE\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-list SCOPE\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-release SCOPE\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
     "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
     "N]\n"
@@ -52,6 +55,8 @@ const char kCliUsage[] =
     "shorter and never past its cap; --request_id makes a retry count once against the\n"
     "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). get shows one\n"
     "hold, live or ended. release cancels every live hold of USER (of --scope S only, if given).\n"
+    "scope-usage shows a scope's live holds and units across all users and its totals,\n"
+    "scope-list lists them (every user's), scope-release cancels them all (an operator's call).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
@@ -300,6 +305,61 @@ std::string FormatReleaseHolds(absl::string_view user_id,
   return out;
 }
 
+namespace {
+
+// "97/100 holds, 180 units" for a scope's usage across users (no "/N" where the total is 0).
+std::string ScopeUsageText(const orderhold::v1::LimitUsage& usage) {
+  std::string out = absl::StrCat(usage.holds());
+  if (usage.max_holds() > 0) absl::StrAppend(&out, "/", usage.max_holds());
+  absl::StrAppend(&out, usage.holds() == 1 && usage.max_holds() == 0 ? " hold, " : " holds, ",
+                  usage.units());
+  if (usage.max_units() > 0) absl::StrAppend(&out, "/", usage.max_units());
+  absl::StrAppend(&out, usage.units() == 1 && usage.max_units() == 0 ? " unit" : " units");
+  return out;
+}
+
+}  // namespace
+
+std::string FormatScopeUsage(absl::string_view scope,
+                             const orderhold::v1::GetScopeUsageResponse& response) {
+  std::string out =
+      absl::StrCat(scope, ": ", ScopeUsageText(response.usage()), " across all users");
+  if (response.has_earliest_expire_time()) {
+    absl::StrAppend(
+        &out, "; the earliest expires in ",
+        FormatRemaining(FromProtoTimestamp(response.earliest_expire_time()) - absl::Now()));
+  }
+  return out + "\n";
+}
+
+std::string FormatScopeHolds(absl::string_view scope,
+                             const orderhold::v1::ListScopeHoldsResponse& response) {
+  std::string out =
+      absl::StrCat(scope, ": ", ScopeUsageText(response.usage()), " across all users\n");
+  for (const orderhold::v1::Hold& hold : response.holds()) {
+    absl::StrAppend(&out, "  ", hold.user_id(), " ", hold.order_id(), " (",
+                    FormatRemaining(FromProtoDuration(hold.remaining())), " left)",
+                    hold.quantity() > 1 ? absl::StrCat(" x", hold.quantity()) : "", "\n");
+  }
+  return out;
+}
+
+std::string FormatReleaseScopeHolds(absl::string_view scope,
+                                    const orderhold::v1::ReleaseScopeHoldsResponse& response) {
+  const uint32_t released = response.released_count();
+  std::string out = absl::StrFormat("released %d %s in scope %s\n", released,
+                                    released == 1 ? "hold" : "holds", scope);
+  for (const orderhold::v1::Hold& hold : response.holds()) {
+    absl::StrAppend(&out, "  ", hold.user_id(), " ", hold.order_id(), " (had ",
+                    FormatRemaining(FromProtoDuration(hold.remaining())), " left)",
+                    DetailsSuffix(hold), "\n");
+  }
+  if (static_cast<int>(released) > response.holds_size()) {
+    absl::StrAppend(&out, "  ... and ", released - response.holds_size(), " more\n");
+  }
+  return out;
+}
+
 std::string FormatListHolds(absl::string_view user_id,
                             const orderhold::v1::ListHoldsResponse& response,
                             absl::string_view scope) {
@@ -368,8 +428,8 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl) {
   if (args.empty()) {
     return absl::InvalidArgumentError(
-        "missing command (place, extend, pay, cancel, get, list, release, watch, delete-group or "
-        "health)");
+        "missing command (place, extend, pay, cancel, get, list, release, watch, delete-group, "
+        "scope-usage, scope-list, scope-release or health)");
   }
   const std::string& name = args[0];
   CliCommand command;
@@ -409,6 +469,20 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
     }
     command.group = args[1];
     return command;
+  } else if (name == "scope-usage" || name == "scope-list" || name == "scope-release") {
+    command.kind = name == "scope-usage"  ? CliCommand::Kind::kScopeUsage
+                   : name == "scope-list" ? CliCommand::Kind::kScopeList
+                                          : CliCommand::Kind::kScopeRelease;
+    if (args.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s takes SCOPE, got %d arguments", name, args.size() - 1));
+    }
+    if (ttl.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ttl applies only to place and extend, not ", name));
+    }
+    command.scope = args[1];
+    return command;
   } else if (name == "health") {
     command.kind = CliCommand::Kind::kHealth;
     if (args.size() > 2) {
@@ -420,10 +494,10 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
       return absl::InvalidArgumentError("--ttl applies only to place and extend, not health");
     return command;
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown command \"", name,
-                     "\" (want place, extend, pay, cancel, get, list, release, watch, delete-group "
-                     "or health)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown command \"", name,
+        "\" (want place, extend, pay, cancel, get, list, release, watch, delete-group, "
+        "scope-usage, scope-list, scope-release or health)"));
   }
   if (args.size() - 1 != want_args) {
     return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
@@ -525,6 +599,12 @@ absl::string_view CommandName(CliCommand::Kind kind) {
       return "health";
     case CliCommand::Kind::kDeleteGroup:
       return "delete-group";
+    case CliCommand::Kind::kScopeUsage:
+      return "scope-usage";
+    case CliCommand::Kind::kScopeList:
+      return "scope-list";
+    case CliCommand::Kind::kScopeRelease:
+      return "scope-release";
   }
   return "?";
 }
@@ -769,6 +849,24 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response,
                            json ? "" : absl::StrCat("deleted consumer group ", command.group, "\n"),
+                           json, out, err);
+    }
+    case CliCommand::Kind::kScopeUsage: {
+      auto response = client.GetScopeUsage(command.scope);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response, json ? "" : FormatScopeUsage(command.scope, *response), json,
+                           out, err);
+    }
+    case CliCommand::Kind::kScopeList: {
+      auto response = client.ListAllScopeHolds(command.scope);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response, json ? "" : FormatScopeHolds(command.scope, *response), json,
+                           out, err);
+    }
+    case CliCommand::Kind::kScopeRelease: {
+      auto response = client.ReleaseScopeHolds(command.scope);
+      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+      return PrintResponse(*response, json ? "" : FormatReleaseScopeHolds(command.scope, *response),
                            json, out, err);
     }
     case CliCommand::Kind::kHealth: {

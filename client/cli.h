@@ -168,6 +168,13 @@ std::string FormatGetHold(const orderhold::v1::GetHoldResponse& response);
 std::string FormatReleaseHolds(absl::string_view user_id,
                                const orderhold::v1::ReleaseHoldsResponse& response,
                                absl::string_view scope = "");
+// The scope rpcs' answers as the CLI prints them (scope-usage, scope-list, scope-release).
+std::string FormatScopeUsage(absl::string_view scope,
+                             const orderhold::v1::GetScopeUsageResponse& response);
+std::string FormatScopeHolds(absl::string_view scope,
+                             const orderhold::v1::ListScopeHoldsResponse& response);
+std::string FormatReleaseScopeHolds(absl::string_view scope,
+                                    const orderhold::v1::ReleaseScopeHoldsResponse& response);
 
 // A header "alice: 2/3 holds" then one line per hold (FormatHold), indented by two spaces, then,
 // when ShowsUsage, the usage lines as in FormatPlaceHold; every line ends in '\n'. `user_id` is
@@ -208,6 +215,9 @@ struct CliCommand {
     kGet,
     kRelease,
     kDeleteGroup,
+    kScopeUsage,    // scope-usage SCOPE: GetScopeUsage
+    kScopeList,     // scope-list SCOPE: ListScopeHolds, every page
+    kScopeRelease,  // scope-release SCOPE: ReleaseScopeHolds
   };
   Kind kind = Kind::kList;
   std::string group;           // kDeleteGroup only: the consumer group to delete.
@@ -224,8 +234,8 @@ struct CliCommand {
   std::optional<absl::Duration> ttl;
   // kExtend only: --request_id ("" = none; set by ParseHoldFlags).
   std::string request_id;
-  // kPlace, kList and kRelease: --scope ("" = none). The rest kPlace only (set by
-  // ParseHoldFlags).
+  // kPlace, kList and kRelease: --scope ("" = none); kScopeUsage, kScopeList, kScopeRelease: the
+  // SCOPE argument. The rest kPlace only (set by ParseHoldFlags).
   std::string scope;
   uint32_t quantity = 0;  // 0: unset (the server counts 1)
   std::map<std::string, std::string> labels;

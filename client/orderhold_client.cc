@@ -261,6 +261,47 @@ absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListAllHolds(
   return all;
 }
 
+absl::StatusOr<orderhold::v1::GetScopeUsageResponse> OrderHoldClient::GetScopeUsage(
+    absl::string_view scope) const {
+  orderhold::v1::GetScopeUsageRequest request;
+  request.set_scope(std::string(scope));
+  return CallUnary(*stub_, &Stub::GetScopeUsage, request, options_.timeout);
+}
+
+absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> OrderHoldClient::ListScopeHolds(
+    const orderhold::v1::ListScopeHoldsRequest& request) const {
+  return CallUnary(*stub_, &Stub::ListScopeHolds, request, options_.timeout);
+}
+
+absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> OrderHoldClient::ListAllScopeHolds(
+    absl::string_view scope, int max_pages) const {
+  orderhold::v1::ListScopeHoldsRequest request;
+  request.set_scope(std::string(scope));
+  request.set_page_size(1000);
+  absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> all = ListScopeHolds(request);
+  for (int page = 1; all.ok() && !all->next_page_token().empty(); ++page) {
+    if (page >= max_pages) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("ListScopeHolds: more than ", max_pages,
+                       " pages; stopped (raise max_pages or page yourself)"));
+    }
+    request.set_page_token(all->next_page_token());
+    absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> next = ListScopeHolds(request);
+    if (!next.ok()) return next.status();
+    for (orderhold::v1::Hold& hold : *next->mutable_holds()) *all->add_holds() = std::move(hold);
+    all->set_next_page_token(next->next_page_token());
+    *all->mutable_usage() = next->usage();
+  }
+  return all;
+}
+
+absl::StatusOr<orderhold::v1::ReleaseScopeHoldsResponse> OrderHoldClient::ReleaseScopeHolds(
+    absl::string_view scope) const {
+  orderhold::v1::ReleaseScopeHoldsRequest request;
+  request.set_scope(std::string(scope));
+  return CallUnary(*stub_, &Stub::ReleaseScopeHolds, request, options_.timeout);
+}
+
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldClient::Health(
     absl::string_view service) const {
   if (health_ == nullptr) {

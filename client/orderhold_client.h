@@ -249,6 +249,24 @@ class OrderHoldClient {
                                                                 absl::string_view scope = "",
                                                                 int max_pages = 100) const;
 
+  // A scope across every user (an event): its live holds and units, the totals in force
+  // (total_max_holds, total_max_units of the server's --scope_limits rule) and its earliest
+  // expiry. Errors: INVALID_ARGUMENT, FAILED_PRECONDITION (the server's Redis is a Cluster),
+  // PERMISSION_DENIED, UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::GetScopeUsageResponse> GetScopeUsage(absl::string_view scope) const;
+  // One page of the scope's live holds across users (page_size, page_token: AIP-158), with its
+  // usage. Errors as GetScopeUsage, and INVALID_ARGUMENT for a bad page_token.
+  absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> ListScopeHolds(
+      const orderhold::v1::ListScopeHoldsRequest& request) const;
+  // Every page (1,000 holds each) in one response (the last page's usage). RESOURCE_EXHAUSTED
+  // past `max_pages` pages; else ListScopeHolds' errors.
+  absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> ListAllScopeHolds(
+      absl::string_view scope, int max_pages = 100) const;
+  // Ends every live hold of the scope, across users, as CANCELLED (an operator's call); returns
+  // the first 100 and how many. Errors as GetScopeUsage.
+  absl::StatusOr<orderhold::v1::ReleaseScopeHoldsResponse> ReleaseScopeHolds(
+      absl::string_view scope) const;
+
   // Asks the server's standard grpc.health.v1 service (Check) about `service`: "" or
   // "orderhold.v1.OrderHold" (SERVING while Redis answers: readiness) or "liveness" (SERVING
   // whenever the server runs). Returns the status the server reports (SERVING, NOT_SERVING).

@@ -184,6 +184,11 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   store::EventNudgeOptions nudges;
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
+  if (config.scope_rules.has_totals() && !app->store_->keeps_scope_index()) {
+    return absl::FailedPreconditionError(
+        "scope_limits: the file sets total_max_holds or total_max_units, which this Redis mode "
+        "(Cluster) cannot enforce; server/README.md \"Scope totals\"");
+  }
   app->holds_->SetScopeRules(config.scope_rules);
   app->scope_limits_file_ = config.scope_limits_file;
   app->MakeReaper(config, clock);  // before the nudges, which it receives
@@ -201,6 +206,14 @@ absl::Status App::ReloadScopeLimits() {
     LogError("scope_limits: reload failed, the previous rules stay in force: ",
              rules.status().message());
     return rules.status();
+  }
+  if (rules->has_totals() && !store_->keeps_scope_index()) {
+    metrics_->limits_reload_errors().Increment();
+    const absl::Status refused = absl::FailedPreconditionError(
+        "the file sets total_max_holds or total_max_units, which this Redis mode (Cluster) "
+        "cannot enforce");
+    LogError("scope_limits: reload refused, the previous rules stay in force: ", refused.message());
+    return refused;
   }
   const size_t count = rules->rules().size();
   holds_->SetScopeRules(*std::move(rules));

@@ -550,6 +550,13 @@ absl::Status ValidateRedis(const Config& config) {
             "from the URL for --redis_mode=cluster");
       }
       ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(this is --redis_mode=cluster)"));
+      if (config.scope_rules.has_totals()) {
+        return absl::InvalidArgumentError(
+            "scope_limits: the file sets total_max_holds or total_max_units, which "
+            "--redis_mode=cluster cannot enforce (a scope's slot is not its users'; "
+            "server/README.md \"Scope totals\"); remove them or use a standalone or Sentinel "
+            "Redis");
+      }
       break;
     case RedisMode::kSentinel:
       if (config.redis_sentinel_master.empty()) {

@@ -284,8 +284,9 @@ JsonError ExplainJsonError(absl::string_view message) {
             std::all_of(value.begin(), value.end(), [](char c) {
               return absl::ascii_isdigit(static_cast<unsigned char>(c));
             })) {
-          const int64_t bound =
-              field->name() == "max_holds" ? domain::kMaxScopeHolds : domain::kMaxUnits;
+          const int64_t bound = field->name() == "max_holds"   ? domain::kMaxScopeHolds
+                                : field->name() == "max_units" ? domain::kMaxUnits
+                                                               : domain::kMaxScopeTotal;
           return {loc, absl::StrCat("must be 0-", bound, " (0: no limit), got ", value)};
         }
         return {loc, absl::StrCat("expected an unsigned integer, got ", value)};
@@ -463,10 +464,14 @@ absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
   std::vector<domain::ScopeRule> rules;
   rules.reserve(file.rules_size());
   for (const config::Rule& rule : file.rules()) {
-    rules.push_back({rule.prefix(), {rule.max_holds(), rule.max_units()}});
+    rules.push_back({rule.prefix(),
+                     {rule.max_holds(), rule.max_units()},
+                     {rule.total_max_holds(), rule.total_max_units()}});
   }
+  const domain::ScopeTotals default_totals{file.default_().total_max_holds(),
+                                           file.default_().total_max_units()};
   absl::StatusOr<domain::ScopeRules> scope_rules =
-      domain::ScopeRules::Create(default_limits, std::move(rules));
+      domain::ScopeRules::Create(default_limits, std::move(rules), default_totals);
   if (!scope_rules.ok()) {
     // "rules[2].prefix: ..." -> that field's line.
     const absl::string_view message = scope_rules.status().message();

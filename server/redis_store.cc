@@ -31,12 +31,13 @@ absl::StatusOr<std::unique_ptr<store::RedisHoldStore>> ConnectRedisStore(
     cluster.ask = options.ask_redirects;
     return redis::RedisClusterClient::Create(std::move(cluster));
   };
+  const bool scope_index = options.scope_index.value_or(options.cluster == nullptr);
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::RedisCaller> requests,
                              caller(std::move(options.client)));
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::RedisCaller> reaper,
                              caller(std::move(background)));
   return store::RedisHoldStore::Create(std::move(options.key_prefix), options.outcomes,
-                                       std::move(requests), std::move(reaper));
+                                       std::move(requests), std::move(reaper), scope_index);
 }
 
 }  // namespace orderhold

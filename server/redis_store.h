@@ -8,6 +8,7 @@
 #define ORDERHOLD_SERVER_REDIS_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -32,6 +33,10 @@ struct RedisStoreOptions {
   std::shared_ptr<redis::ClusterTopology> cluster;
   // Prefix of every key (--key_prefix; see store/keys.h).
   std::string key_prefix = "orderhold";
+  // Whether the store keeps the scope index (store::RedisHoldStore::Create): nullopt = unless
+  // `cluster` is set. False for a store that talks to one node of a Redis Cluster directly (a
+  // test's standalone topology on a cluster node), whose scripts cannot reach other slots.
+  std::optional<bool> scope_index;
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
   store::OutcomePolicy outcomes;
   // Call the scripts as Redis Functions (FCALL) where the node takes their library, else by

@@ -73,6 +73,8 @@ constexpr Level kLevels[] = {
     {store::kUserUnitLimit, "USER_UNIT_LIMIT", metrics::RejectReason::kUserUnitLimit},
     {store::kScopeHoldLimit, "SCOPE_HOLD_LIMIT", metrics::RejectReason::kScopeHoldLimit},
     {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
+    {store::kScopeTotalHoldLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
+    {store::kScopeTotalUnitLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
 };
 
 // The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
@@ -89,6 +91,7 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
   google::rpc::QuotaFailure quota;
   std::vector<std::string> parts;
   const std::string scope_subject = absl::StrCat("user/scope:", a.scope);
+  const std::string total_subject = absl::StrCat("scope/", a.scope);
   for (const Level& level : kLevels) {
     if ((r.violations & level.bit) == 0) continue;
     std::string description;
@@ -106,14 +109,26 @@ absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult
             absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
                          a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
         break;
-      default:
+      case store::kScopeUnitLimit:
         description =
             absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
                          a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
         break;
+      case store::kScopeTotalHoldLimit:
+        description = absl::StrCat("scope \"", a.scope, "\" already has ", r.total_holds,
+                                   " unpaid holds across all users (total_max_holds ",
+                                   a.totals.max_holds, ")");
+        break;
+      default:
+        description = absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
+                                   " units across all users; ", a.quantity,
+                                   " more would exceed total_max_units ", a.totals.max_units);
+        break;
     }
     google::rpc::QuotaFailure::Violation* v = quota.add_violations();
-    v->set_subject(level.bit <= store::kUserUnitLimit ? "user" : scope_subject);
+    v->set_subject(level.bit <= store::kUserUnitLimit    ? "user"
+                   : level.bit <= store::kScopeUnitLimit ? scope_subject
+                                                         : total_subject);
     v->set_description(description);
     parts.push_back(std::move(description));
   }
@@ -212,6 +227,11 @@ ScopeLimits HoldService::RulesFor(absl::string_view scope) const {
   return rules_.Resolve(scope);
 }
 
+ScopeRules::Resolved HoldService::ResolvedFor(absl::string_view scope) const {
+  absl::ReaderMutexLock lock(&rules_mu_);
+  return rules_.ResolveAll(scope);
+}
+
 bool HoldService::ReportsUsage(bool asks_more) const {
   return asks_more || policy_.max_units > 0 || has_scope_rules_.load(std::memory_order_relaxed);
 }
@@ -241,7 +261,15 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
   if (!command.scope.empty()) {
     // The operator's rule is a ceiling a request can only lower (unless
     // --request_scope_limits=replace): a caller must not lift or switch off an event's limit.
-    details.scope_limits = RulesFor(command.scope);
+    const ScopeRules::Resolved rule = ResolvedFor(command.scope);
+    details.scope_limits = rule.limits;
+    args.totals = rule.totals;
+    if (args.totals != ScopeTotals{} && !store_.keeps_scope_index()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "scope \"", command.scope,
+          "\" has a total (total_max_holds/total_max_units), which this server's Redis mode "
+          "cannot enforce (Redis Cluster keeps no scope index); the operator must remove it"));
+    }
     if (command.scope_limits.has_value()) {
       details.scope_limits = ApplyRequestLimits(details.scope_limits, *command.scope_limits,
                                                 policy_.request_scope_limits);
@@ -256,6 +284,11 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
   if (details.scope_limits.max_units > 0 && details.quantity > details.scope_limits.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds max_units ", details.scope_limits.max_units,
+        " of scope \"", command.scope, "\"; it can never be granted"));
+  }
+  if (args.totals.max_units > 0 && details.quantity > args.totals.max_units) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantity: ", details.quantity, " exceeds total_max_units ", args.totals.max_units,
         " of scope \"", command.scope, "\"; it can never be granted"));
   }
   details.scope = std::move(command.scope);
@@ -278,12 +311,14 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
     store::HoldDetails details;
     store::LevelLimits user_limits;
     bool reports_usage = false;
+    store::LevelLimits totals;
   };
   // (command's strings have moved into args.)
   const bool asks_more = !args->details.scope.empty() || args->details.quantity > 1 ||
                          !args->details.labels.empty() || command.scope_limits.has_value();
-  Asked asked{args->user_id, args->order_id, args->details,
-              store::LevelLimits{args->max_holds, args->max_units}, ReportsUsage(asks_more)};
+  Asked asked{args->user_id,           args->order_id,
+              args->details,           store::LevelLimits{args->max_holds, args->max_units},
+              ReportsUsage(asks_more), args->totals};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -303,10 +338,10 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         }
         if (result->outcome == Outcome::kLimitReached) {
           Reject(RejectReasonForViolations(result->violations));
-          std::move(done)(
-              LimitError(PlaceHoldArgsView{asked.details.scope, asked.details.quantity,
-                                           asked.user_limits, asked.details.scope_limits},
-                         *result));
+          std::move(done)(LimitError(
+              PlaceHoldArgsView{asked.details.scope, asked.details.quantity, asked.user_limits,
+                                asked.details.scope_limits, asked.totals},
+              *result));
           return;
         }
         if (result->outcome == Outcome::kAlreadyHeld) {
@@ -334,6 +369,10 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         if (!asked.details.scope.empty()) {
           reply.scope_usage =
               LevelUsage{result->scope_holds, result->scope_units, asked.details.scope_limits};
+          if (asked.totals != ScopeTotals{} && created) {
+            reply.scope_total_usage =
+                LevelUsage{result->total_holds, result->total_units, asked.totals};
+          }
         }
         std::move(done)(std::move(reply));
       });
@@ -575,6 +614,180 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
         }
         if (ReportsUsage(!scope.empty() || !result->plain)) reply.user_usage = user;
         std::move(done)(std::move(reply));
+      });
+}
+
+namespace {
+
+// The usage part of a scope answer: the store's counts and the rule's totals.
+ScopeUsageReply ScopeUsageOf(const store::ListScopeHoldsResult& result, const ScopeTotals& totals) {
+  ScopeUsageReply usage;
+  usage.now = result.now;
+  usage.usage = LevelUsage{result.scope_holds, result.scope_units, totals};
+  usage.first_expire_time = result.first_expire_time;
+  return usage;
+}
+
+// A scope index entry as a Hold: what the index knows of it.
+Hold ScopeHoldOf(store::ScopeHold hold, const std::string& scope) {
+  store::HoldDetails details;
+  details.scope = scope;
+  details.quantity = hold.quantity;
+  return Hold{std::move(hold.user_id), std::move(hold.order_id), hold.expire_time,
+              std::move(details)};
+}
+
+}  // namespace
+
+void HoldService::GetScopeUsage(std::string scope, store::CallOptions options,
+                                store::Callback<ScopeUsageReply> done) {
+  ListScope(std::move(scope), ListPage{}, /*usage_only=*/true, options,
+            [done = std::move(done)](absl::StatusOr<ListScopeHoldsReply> reply) mutable {
+              if (!reply.ok()) return std::move(done)(reply.status());
+              std::move(done)(std::move(reply->usage));
+            });
+}
+
+void HoldService::ListScopeHolds(std::string scope, ListPage page, store::CallOptions options,
+                                 store::Callback<ListScopeHoldsReply> done) {
+  ListScope(std::move(scope), std::move(page), /*usage_only=*/false, options, std::move(done));
+}
+
+void HoldService::ListScope(std::string scope, ListPage page, bool usage_only,
+                            store::CallOptions options, store::Callback<ListScopeHoldsReply> done) {
+  absl::StatusOr<store::ListScopeHoldsArgs> args =
+      [&]() -> absl::StatusOr<store::ListScopeHoldsArgs> {
+    if (scope.empty()) return absl::InvalidArgumentError("scope: required");
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScope(scope));
+    if (!store_.keeps_scope_index()) {
+      return absl::FailedPreconditionError(
+          "scope usage across users needs the scope index, which this server's Redis mode does not "
+          "keep (Redis Cluster)");
+    }
+    store::ListScopeHoldsArgs args;
+    if (usage_only) {
+      args.page_size = 0;
+    } else {
+      ORDERHOLD_ASSIGN_OR_RETURN(args.page_size, ResolvePageSize(page.page_size));
+    }
+    if (!page.page_token.empty()) {
+      ORDERHOLD_ASSIGN_OR_RETURN(args.after, DecodePageToken(page.page_token, "", scope));
+    }
+    args.scope = scope;
+    return args;
+  }();
+  if (!args.ok()) {
+    std::move(done)(args.status());
+    return;
+  }
+  store_.ListScopeHolds(
+      *std::move(args), options,
+      [this, scope = std::move(scope),
+       done = std::move(done)](absl::StatusOr<store::ListScopeHoldsResult> result) mutable {
+        if (!result.ok()) {
+          std::move(done)(result.status());
+          return;
+        }
+        ListScopeHoldsReply reply;
+        reply.usage = ScopeUsageOf(*result, ResolvedFor(scope).totals);
+        if (result->more && !result->holds.empty()) {
+          reply.next_page_token = EncodePageToken(
+              "", scope, store::ListCursor{result->holds.back().expire_time, result->last_key});
+        }
+        reply.holds.reserve(result->holds.size());
+        for (store::ScopeHold& hold : result->holds) {
+          reply.holds.push_back(ScopeHoldOf(std::move(hold), scope));
+        }
+        std::move(done)(std::move(reply));
+      });
+}
+
+// One ReleaseScopeHolds in progress: shared by its pages' callbacks.
+struct HoldService::ScopeRelease {
+  std::string scope;
+  store::CallOptions options;
+  store::Callback<ReleaseScopeHoldsReply> done;
+  ReleaseScopeHoldsReply reply;
+  int pages = 0;
+};
+
+void HoldService::ReleaseScopeHolds(std::string scope, store::CallOptions options,
+                                    store::Callback<ReleaseScopeHoldsReply> done) {
+  absl::Status valid =
+      scope.empty() ? absl::InvalidArgumentError("scope: required") : ValidateScope(scope);
+  if (valid.ok() && !store_.keeps_scope_index()) {
+    valid = absl::FailedPreconditionError(
+        "releasing a scope across users needs the scope index, which this server's Redis mode "
+        "does not keep (Redis Cluster)");
+  }
+  if (!valid.ok()) {
+    std::move(done)(valid);
+    return;
+  }
+  auto release = std::make_shared<ScopeRelease>();
+  release->scope = std::move(scope);
+  release->options = options;
+  release->done = std::move(done);
+  ReleaseScopePage(std::move(release));
+}
+
+void HoldService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
+  store::ListScopeHoldsArgs args;
+  args.scope = release->scope;
+  args.page_size = kDefaultPageSize;
+  store_.ListScopeHolds(
+      std::move(args), release->options,
+      [this, release](absl::StatusOr<store::ListScopeHoldsResult> page) mutable {
+        if (!page.ok()) {
+          std::move(release->done)(page.status());
+          return;
+        }
+        release->reply.now = page->now;
+        if (page->holds.empty() || release->pages >= kMaxReleasePages) {
+          std::move(release->done)(std::move(release->reply));
+          return;
+        }
+        ++release->pages;
+        std::vector<store::ScopeHold> holds = std::move(page->holds);
+        const size_t n = holds.size();
+        auto shared_holds = std::make_shared<std::vector<store::ScopeHold>>(std::move(holds));
+        FanIn<store::EndHoldResult>(
+            n,
+            [&](size_t i, Callback<store::EndHoldResult> one) {
+              const store::ScopeHold& hold = (*shared_holds)[i];
+              store_.EndHold(hold.user_id, hold.order_id, store::HoldOutcome::kCancelled,
+                             release->options, std::move(one));
+            },
+            [this, release,
+             shared_holds](std::vector<absl::StatusOr<store::EndHoldResult>> results) mutable {
+              bool progress = false;  // a page that ends nothing would come back the same
+              for (size_t i = 0; i < results.size(); ++i) {
+                absl::StatusOr<store::EndHoldResult>& result = results[i];
+                if (!result.ok()) {
+                  std::move(release->done)(result.status());
+                  return;
+                }
+                CountExpired(result->expired_removed);
+                progress = progress || result->expired_removed > 0 ||
+                           result->result == store::EndHoldResult::Result::kEnded;
+                if (result->result != store::EndHoldResult::Result::kEnded) continue;
+                metrics_.holds_cancelled().Increment();
+                metrics_.events_appended().Increment();
+                ++release->reply.released;
+                release->reply.now = result->now;
+                if (release->reply.holds.size() < static_cast<size_t>(kDefaultPageSize)) {
+                  store::ScopeHold& hold = (*shared_holds)[i];
+                  release->reply.holds.push_back(
+                      Hold{std::move(hold.user_id), std::move(hold.order_id),
+                           result->end.expire_time, std::move(result->details)});
+                }
+              }
+              if (!progress) {
+                std::move(release->done)(std::move(release->reply));
+                return;
+              }
+              ReleaseScopePage(std::move(release));
+            });
       });
 }
 

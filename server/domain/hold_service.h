@@ -6,7 +6,9 @@
 //
 // Limits. PlaceHold checks, in one store call, the user's holds (policy.max_holds) and units
 // (policy.max_units) and, for a scoped hold, the scope's: the request's scope_limits when it
-// carries them, else the server's ScopeRules (SetScopeRules; none: no scope limit).
+// carries them, else the server's ScopeRules (SetScopeRules; none: no scope limit); and the
+// scope's totals across every user (the rules' total_max_holds, total_max_units), which no request
+// can change, on a store that keeps a scope index (FAILED_PRECONDITION otherwise).
 //
 // Errors (absl codes, = gRPC codes):
 //   INVALID_ARGUMENT    user_id / order_id / ttl / scope / quantity / labels / scope_limits
@@ -15,8 +17,9 @@
 //                       when the earliest hold expires (absl: "perhaps a per-user quota"). The
 //                       status carries payloads (absl::Status::SetPayload) keyed by the type URLs
 //                       of google.rpc.QuotaFailure (one violation per exceeded level), ErrorInfo
-//                       (reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or
-//                       SCOPE_UNIT_LIMIT, domain "orderhold.v1") and RetryInfo, with the
+//                       (reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT,
+//                       SCOPE_UNIT_LIMIT or SCOPE_TOTAL_LIMIT, domain "orderhold.v1") and
+//                       RetryInfo, with the
 //                       serialized messages as values: the gRPC layer sends them as the status
 //                       details (https://cloud.google.com/apis/design/errors#error_details).
 //   ALREADY_EXISTS      PlaceHold: a live hold for the order_id has another scope, quantity or
@@ -34,6 +37,7 @@
 #define ORDERHOLD_SERVER_DOMAIN_HOLD_SERVICE_H_
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +85,9 @@ struct PlaceHoldReply {
   // HoldService::ReportsUsage); the scope level when the hold has a scope.
   std::optional<LevelUsage> user_usage;
   std::optional<LevelUsage> scope_usage;
+  // The scope across every user, when its rule sets a total: its live holds and units after the
+  // call, and the totals (limits = the totals in force).
+  std::optional<LevelUsage> scope_total_usage = std::nullopt;
 };
 
 struct PayReply {
@@ -141,6 +148,34 @@ struct ReleaseHoldsReply {
   int64_t released = 0;  // how many this call ended CANCELLED (all of them)
 };
 
+// A scope across every user (GetScopeUsage, ListScopeHolds).
+struct ScopeUsageReply {
+  absl::Time now;  // store clock at the call
+  // The scope's live holds and units, and its totals (limits; 0 = none in that unit).
+  LevelUsage usage;
+  std::optional<absl::Time> first_expire_time;  // its earliest live hold's expiry; unset: none
+};
+
+struct ListScopeHoldsReply {
+  ScopeUsageReply usage;
+  // The page: live holds of the scope across users, earliest expire_time first; each with its
+  // user_id, order_id, expire_time, scope and quantity (the index keeps no labels: GetHold has
+  // them).
+  std::vector<Hold> holds;
+  std::string next_page_token;  // empty on the last page
+};
+
+struct ReleaseScopeHoldsReply {
+  // Ended CANCELLED by this call, earliest expire_time first: the first kDefaultPageSize of them.
+  std::vector<Hold> holds;
+  absl::Time now;        // store clock at the call's last step
+  int64_t released = 0;  // how many this call ended CANCELLED (all of them)
+};
+
+// ReleaseScopeHolds ends holds a page at a time (kDefaultPageSize EndHold calls at once), and at
+// most this many pages: a scope that keeps filling as fast as it is released still gets an answer.
+inline constexpr int kMaxReleasePages = 10000;
+
 class HoldService {
  public:
   // `store` and `metrics` must outlive this object. `policy` must pass ValidatePolicy. Scope rules:
@@ -196,12 +231,33 @@ class HoldService {
   void ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
                     store::Callback<ReleaseHoldsReply> done);
 
+  // See the OrderHold.GetScopeUsage rpc: the scope's live holds and units across every user, with
+  // the totals in force. INVALID_ARGUMENT naming scope (required); FAILED_PRECONDITION when the
+  // store keeps no scope index (Redis Cluster).
+  void GetScopeUsage(std::string scope, store::CallOptions options,
+                     store::Callback<ScopeUsageReply> done);
+
+  // See the OrderHold.ListScopeHolds rpc: one page of the scope's live holds across users, with its
+  // usage. Errors as GetScopeUsage, and INVALID_ARGUMENT naming page_size or page_token.
+  void ListScopeHolds(std::string scope, ListPage page, store::CallOptions options,
+                      store::Callback<ListScopeHoldsReply> done);
+
+  // See the OrderHold.ReleaseScopeHolds rpc: ends every live hold of the scope as CANCELLED, one
+  // EndHold (one script, one event) each, a page of kDefaultPageSize at a time, until a page comes
+  // back empty or kMaxReleasePages pages were ended. Holds placed while it runs may be ended too
+  // or stay. Counts orderhold_holds_cancelled_total. Errors as GetScopeUsage; a store error
+  // part-way answers that error (what was ended stays ended: call it again).
+  void ReleaseScopeHolds(std::string scope, store::CallOptions options,
+                         store::Callback<ReleaseScopeHoldsReply> done);
+
   // Replaces the server's scope rules (the --scope_limits file, re-read on SIGHUP). Holds already
   // placed keep the limits they were placed under in their details; the new rules apply to the
   // next PlaceHold. Thread-safe: calls in flight use the old or the new rules, whole.
   void SetScopeRules(ScopeRules rules);
   // The scope limits a PlaceHold of `scope` without limits of its own is checked against now.
   ScopeLimits RulesFor(absl::string_view scope) const;
+  // The rule's per-user limits and totals for `scope`.
+  ScopeRules::Resolved ResolvedFor(absl::string_view scope) const;
 
   // Whether answers carry the usage per level (PlaceHoldReply/ListHoldsReply::user_usage): when
   // the server counts more than holds (--max_units > 0, or scope rules), or `asks_more` (the call
@@ -216,6 +272,13 @@ class HoldService {
   // The store's arguments for `command` (its strings moved out), or INVALID_ARGUMENT naming the
   // field: ids, ttl, scope, quantity (also above an applicable max_units), labels, scope_limits.
   absl::StatusOr<store::PlaceHoldArgs> ValidatedArgs(PlaceHoldCommand& command) const;
+  // ListScopeHolds, or with `usage_only` GetScopeUsage's one store call (page size 0).
+  void ListScope(std::string scope, ListPage page, bool usage_only, store::CallOptions options,
+                 store::Callback<ListScopeHoldsReply> done);
+  // One page of a ReleaseScopeHolds: lists the scope's first live holds, ends them, and goes on
+  // with the next page, or answers.
+  struct ScopeRelease;
+  void ReleaseScopePage(std::shared_ptr<ScopeRelease> release);
   // Validates ids, ends the hold with `outcome` and calls `done` with (the hold, now, whether it
   // had already ended that way) or the error for any other end.
   struct Ended {
@@ -264,6 +327,7 @@ struct PlaceHoldArgsView {
   int64_t quantity = 1;
   store::LevelLimits user_limits;
   store::LevelLimits scope_limits;
+  store::LevelLimits totals;  // the scope's totals across users (ScopeTotals)
 };
 
 // The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the

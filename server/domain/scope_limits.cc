@@ -21,6 +21,20 @@ absl::Status ValidateScopeLimits(absl::string_view field, const ScopeLimits& lim
   return absl::OkStatus();
 }
 
+absl::Status ValidateScopeTotals(absl::string_view field, const ScopeTotals& totals) {
+  if (totals.max_holds < 0 || totals.max_holds > kMaxScopeTotal) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".total_max_holds: must be 0-",
+                                                   kMaxScopeTotal, " (0: no total), got ",
+                                                   totals.max_holds));
+  }
+  if (totals.max_units < 0 || totals.max_units > kMaxScopeTotal) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".total_max_units: must be 0-",
+                                                   kMaxScopeTotal, " (0: no total), got ",
+                                                   totals.max_units));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The checks of ScopeRules::Create on the rules, in their given order.
@@ -41,22 +55,33 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
                                                      it->second, "]"));
     }
     ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(field, rule.limits));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeTotals(field, rule.totals));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
+ScopeRules::ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules,
+                       ScopeTotals default_totals)
+    : default_limits_(default_limits), default_totals_(default_totals), rules_(std::move(rules)) {
+  has_totals_ = default_totals_ != ScopeTotals{} ||
+                std::any_of(rules_.begin(), rules_.end(),
+                            [](const ScopeRule& rule) { return rule.totals != ScopeTotals{}; });
+}
+
 absl::StatusOr<ScopeRules> ScopeRules::Create(ScopeLimits default_limits,
-                                              std::vector<ScopeRule> rules) {
+                                              std::vector<ScopeRule> rules,
+                                              ScopeTotals default_totals) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("default", default_limits));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateScopeTotals("default", default_totals));
   ORDERHOLD_RETURN_IF_ERROR(ValidateRules(rules));
   // Longest first, so the first match in Resolve is the longest. Stable: equal lengths keep the
   // caller's order (at most one of them matches a given scope; this is for readers of rules()).
   std::stable_sort(rules.begin(), rules.end(), [](const ScopeRule& a, const ScopeRule& b) {
     return a.prefix.size() > b.prefix.size();
   });
-  return ScopeRules(default_limits, std::move(rules));
+  return ScopeRules(default_limits, std::move(rules), default_totals);
 }
 
 ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
@@ -64,6 +89,13 @@ ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
     if (absl::StartsWith(scope, rule.prefix)) return rule.limits;
   }
   return default_limits_;
+}
+
+ScopeRules::Resolved ScopeRules::ResolveAll(absl::string_view scope) const {
+  for (const ScopeRule& rule : rules_) {
+    if (absl::StartsWith(scope, rule.prefix)) return {rule.limits, rule.totals};
+  }
+  return {default_limits_, default_totals_};
 }
 
 ScopeLimits ApplyRequestLimits(const ScopeLimits& rule, const ScopeLimits& requested,

@@ -28,13 +28,26 @@ using ScopeLimits = store::LevelLimits;
 // every script's work per call small.
 inline constexpr int64_t kMaxScopeHolds = kMaxHoldsLimit;
 
-// One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits`, unless a
-// longer prefix also matches.
+// The totals of one scope across every user (the limits file's total_max_holds, total_max_units):
+// max_holds is the most live holds of the scope, whoever holds them, max_units the most units
+// (the sum of their quantities); 0 = none in that unit. An operator's rule only: a request
+// cannot carry or change them. A prefix rule's totals apply to each matching scope separately.
+using ScopeTotals = store::LevelLimits;
+// Upper bound of both ScopeTotals fields (a count of holds or of units in one scope).
+inline constexpr int64_t kMaxScopeTotal = 1000000000;
+
+// One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits` (per user)
+// and `totals` (across users), unless a longer prefix also matches.
 struct ScopeRule {
   std::string prefix;
   ScopeLimits limits;
+  ScopeTotals totals = {};
   friend bool operator==(const ScopeRule&, const ScopeRule&) = default;
 };
+
+// INVALID_ARGUMENT "<field>.total_max_holds: must be 0-1000000000 (0: no total), got N" (or
+// .total_max_units) when `totals` are out of bounds; OK otherwise.
+absl::Status ValidateScopeTotals(absl::string_view field, const ScopeTotals& totals);
 
 // The server's scope rules: a default and prefix rules, validated. Immutable once built, so any
 // number of threads may call Resolve at once; replacing the rules (a reload) means building a new
@@ -62,9 +75,11 @@ class ScopeRules {
   //   - a prefix is not valid scope text: 1-128 bytes of UTF-8 without control characters
   //     (ValidateId), since a longer or invalid prefix could never match a scope;
   //   - a prefix appears twice (the message names the earlier rule);
-  //   - a max_holds is outside 0-kMaxScopeHolds, a max_units outside 0-kMaxUnits.
-  static absl::StatusOr<ScopeRules> Create(ScopeLimits default_limits,
-                                           std::vector<ScopeRule> rules);
+  //   - a max_holds is outside 0-kMaxScopeHolds, a max_units outside 0-kMaxUnits;
+  //   - a total_max_holds or total_max_units is outside 0-kMaxScopeTotal.
+  // `default_totals`: the totals of each scope no rule matches.
+  static absl::StatusOr<ScopeRules> Create(ScopeLimits default_limits, std::vector<ScopeRule> rules,
+                                           ScopeTotals default_totals = {});
 
   // The limits for `scope`: those of the rule with the longest prefix that `scope` starts with,
   // else default_limits(). Called on every PlaceHold with a scope and no limits of its own: no
@@ -72,6 +87,15 @@ class ScopeRules {
   // at most the prefix's length (128 bytes), stopping at the first match, since the rules are kept
   // longest first. Fine for the tens of rules a file has; thousands would want a trie.
   ScopeLimits Resolve(absl::string_view scope) const;
+  // The per-user limits and the totals of `scope`, from the same rule (as Resolve chooses it).
+  struct Resolved {
+    ScopeLimits limits;
+    ScopeTotals totals;
+  };
+  Resolved ResolveAll(absl::string_view scope) const;
+  // Whether any rule, or the default, sets a total.
+  bool has_totals() const { return has_totals_; }
+  const ScopeTotals& default_totals() const { return default_totals_; }
 
   // The limits of scopes no rule matches ({0, 0} when the file gave none).
   const ScopeLimits& default_limits() const { return default_limits_; }
@@ -80,10 +104,11 @@ class ScopeRules {
   const std::vector<ScopeRule>& rules() const { return rules_; }
 
  private:
-  ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules)
-      : default_limits_(default_limits), rules_(std::move(rules)) {}
+  ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules, ScopeTotals default_totals);
 
   ScopeLimits default_limits_;
+  ScopeTotals default_totals_;
+  bool has_totals_ = false;
   std::vector<ScopeRule> rules_;  // longest prefix first
 };
 

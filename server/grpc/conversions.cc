@@ -201,6 +201,9 @@ v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply)
   out.set_max_holds(static_cast<uint32_t>(reply.max_holds));
   if (reply.user_usage.has_value()) UsageToProto(*reply.user_usage, out.mutable_user_usage());
   if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
+  if (reply.scope_total_usage.has_value()) {
+    UsageToProto(*reply.scope_total_usage, out.mutable_scope_total_usage());
+  }
   return out;
 }
 
@@ -253,6 +256,33 @@ v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply) {
 
 v1::ReleaseHoldsResponse ReleaseHoldsReplyToProto(const domain::ReleaseHoldsReply& reply) {
   v1::ReleaseHoldsResponse out;
+  for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
+  out.set_released_count(static_cast<uint32_t>(reply.released));
+  return out;
+}
+
+v1::GetScopeUsageResponse ScopeUsageReplyToProto(const domain::ScopeUsageReply& reply) {
+  v1::GetScopeUsageResponse out;
+  UsageToProto(reply.usage, out.mutable_usage());
+  if (reply.first_expire_time.has_value()) {
+    TimestampToProto(*reply.first_expire_time, out.mutable_earliest_expire_time());
+  }
+  return out;
+}
+
+v1::ListScopeHoldsResponse ListScopeHoldsReplyToProto(const domain::ListScopeHoldsReply& reply) {
+  v1::ListScopeHoldsResponse out;
+  for (const domain::Hold& hold : reply.holds) {
+    HoldToProto(hold, reply.usage.now, out.add_holds());
+  }
+  out.set_next_page_token(reply.next_page_token);
+  UsageToProto(reply.usage.usage, out.mutable_usage());
+  return out;
+}
+
+v1::ReleaseScopeHoldsResponse ReleaseScopeHoldsReplyToProto(
+    const domain::ReleaseScopeHoldsReply& reply) {
+  v1::ReleaseScopeHoldsResponse out;
   for (const domain::Hold& hold : reply.holds) HoldToProto(hold, reply.now, out.add_holds());
   out.set_released_count(static_cast<uint32_t>(reply.released));
   return out;

@@ -115,6 +115,12 @@ v1::ExtendHoldResponse ExtendHoldReplyToProto(const domain::ExtendHoldReply& rep
 // A live hold with its remaining time; an ended one with its outcome and end_time, no remaining.
 v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply);
 v1::ReleaseHoldsResponse ReleaseHoldsReplyToProto(const domain::ReleaseHoldsReply& reply);
+// The scope rpcs' answers: the usage as a LimitUsage (max_* = the totals), the holds with their
+// remaining time at the answer's instant.
+v1::GetScopeUsageResponse ScopeUsageReplyToProto(const domain::ScopeUsageReply& reply);
+v1::ListScopeHoldsResponse ListScopeHoldsReplyToProto(const domain::ListScopeHoldsReply& reply);
+v1::ReleaseScopeHoldsResponse ReleaseScopeHoldsReplyToProto(
+    const domain::ReleaseScopeHoldsReply& reply);
 // `acked`: how many of the ids were pending (EventService::Ack).
 v1::AckHoldEventsResponse AckedToProto(int64_t acked);
 

@@ -225,6 +225,45 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseHolds(grpc::CallbackServerCon
       });
 }
 
+grpc::ServerUnaryReactor* OrderHoldService::GetScopeUsage(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          grpc::ByteBuffer* response) {
+  return ServeUnary<internal::GetScopeUsageRequest>(
+      authorizer_, UnaryCall(metrics_, context, response, Method::kGetScopeUsage), *request,
+      [this](internal::GetScopeUsageRequest& in, const UnaryCall& call) {
+        holds_.GetScopeUsage(std::move(*in.mutable_scope()), call.options(),
+                             call.Respond(ScopeUsageReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::ListScopeHolds(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ListScopeHoldsRequest>(
+      authorizer_, UnaryCall(metrics_, context, response, Method::kListScopeHolds), *request,
+      [this](internal::ListScopeHoldsRequest& in, const UnaryCall& call) {
+        domain::ListPage page;
+        page.page_size = in.page_size();
+        page.page_token = std::move(*in.mutable_page_token());
+        holds_.ListScopeHolds(std::move(*in.mutable_scope()), std::move(page), call.options(),
+                              call.Respond(ListScopeHoldsReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServerContext* context,
+                                                              const grpc::ByteBuffer* request,
+                                                              grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ReleaseScopeHoldsRequest>(
+      authorizer_, UnaryCall(metrics_, context, response, Method::kReleaseScopeHolds), *request,
+      [this](internal::ReleaseScopeHoldsRequest& in, const UnaryCall& call) {
+        holds_.ReleaseScopeHolds(std::move(*in.mutable_scope()), call.options(),
+                                 call.Respond(ReleaseScopeHoldsReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {

@@ -32,17 +32,22 @@
 
 namespace orderhold::grpc_api {
 
-using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteConsumerGroup<
-    orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
-        orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
-            orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
-                orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
-                    orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
-                        orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
-                            orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
-                                orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
-                                    orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseHolds<
-                                        orderhold::v1::OrderHold::Service>>>>>>>>>>;
+using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeUsage<
+    orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeHolds<
+        orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseScopeHolds<
+            orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteConsumerGroup<
+                orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
+                    orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
+                        orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
+                            orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
+                                orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
+                                    orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
+                                        orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
+                                            orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
+                                                orderhold::v1::OrderHold::
+                                                    WithRawCallbackMethod_ReleaseHolds<
+                                                        orderhold::v1::OrderHold::
+                                                            Service>>>>>>>>>>>>>;
 
 // What the service enforces of each caller besides the domain's limits.
 struct ServiceOptions {
@@ -108,6 +113,18 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* DeleteConsumerGroup(grpc::CallbackServerContext* context,
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.GetScopeUsageRequest bytes; response: GetScopeUsageResponse bytes.
+  grpc::ServerUnaryReactor* GetScopeUsage(grpc::CallbackServerContext* context,
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ListScopeHoldsRequest bytes; response: ListScopeHoldsResponse bytes.
+  grpc::ServerUnaryReactor* ListScopeHolds(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ReleaseScopeHoldsRequest bytes; response: its response bytes.
+  grpc::ServerUnaryReactor* ReleaseScopeHolds(grpc::CallbackServerContext* context,
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) override;
 
  private:
   domain::HoldService& holds_;

@@ -21,12 +21,17 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
                                                       "user_unit_limit",
                                                       "scope_hold_limit",
                                                       "scope_unit_limit",
-                                                      "already_exists"};
+                                                      "already_exists",
+                                                      "scope_total_limit"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
-const char* const kMethodNames[kMethodCount] = {
-    "PlaceHold",     "Pay",        "ListHolds", "CancelHold",   "WatchHoldEvents",
-    "AckHoldEvents", "ExtendHold", "GetHold",   "ReleaseHolds", "DeleteConsumerGroup"};
+const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",
+                                                "ListHolds",        "CancelHold",
+                                                "WatchHoldEvents",  "AckHoldEvents",
+                                                "ExtendHold",       "GetHold",
+                                                "ReleaseHolds",     "DeleteConsumerGroup",
+                                                "GetScopeUsage",    "ListScopeHolds",
+                                                "ReleaseScopeHolds"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
 const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
                                                                   "exhausted", "ended"};

@@ -35,8 +35,10 @@ enum class RejectReason {
   kScopeHoldLimit,    // "scope_hold_limit": the user's holds in the scope would exceed its limit
   kScopeUnitLimit,    // "scope_unit_limit": the user's units in the scope would exceed its limit
   kAlreadyExists,     // "already_exists": a retry with another scope, quantity or labels
+  kScopeTotalLimit,   // "scope_total_limit": the scope's holds or units across every user would
+                      // exceed its total (SCOPE_TOTAL_LIMIT)
 };
-inline constexpr int kRejectReasonCount = 10;
+inline constexpr int kRejectReasonCount = 11;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method {
@@ -50,8 +52,11 @@ enum class Method {
   kGetHold,
   kReleaseHolds,
   kDeleteConsumerGroup,
+  kGetScopeUsage,
+  kListScopeHolds,
+  kReleaseScopeHolds,
 };
-inline constexpr int kMethodCount = 10;
+inline constexpr int kMethodCount = 13;
 
 // The rpc's name as the `method` label and gRPC's path use it: "PlaceHold".
 const char* MethodName(Method method);

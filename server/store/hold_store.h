@@ -128,6 +128,10 @@ struct PlaceHoldArgs {
   // The hold's lifetime cap (--max_hold_lifetime): max_expire_time = place time + this, fixed now.
   // > 0, whole milliseconds.
   absl::Duration max_lifetime = absl::Hours(2);
+  // The scope's totals (the rule's total_max_holds and total_max_units): its live holds and units
+  // across every user, at most; 0 = none. With details.scope only, and only on a store that keeps
+  // a scope index (HoldStore::keeps_scope_index); ignored otherwise.
+  LevelLimits totals = {};
 };
 
 // Levels a PlaceHold would exceed (PlaceHoldResult::violations), as bits.
@@ -136,6 +140,8 @@ enum LimitViolation : int {
   kUserUnitLimit = 2,
   kScopeHoldLimit = 4,
   kScopeUnitLimit = 8,
+  kScopeTotalHoldLimit = 16,  // the scope's live holds across users (PlaceHoldArgs::totals)
+  kScopeTotalUnitLimit = 32,  // their units
 };
 
 struct PlaceHoldResult {
@@ -158,6 +164,11 @@ struct PlaceHoldResult {
   int64_t user_units = 0;
   int scope_holds = 0;
   int64_t scope_units = 0;
+  // The scope's live holds and units across every user (after the operation, or before it when
+  // nothing was recorded), when args.totals set a total and a new hold was decided (kCreated,
+  // kLimitReached); else 0.
+  int64_t total_holds = 0;
+  int64_t total_units = 0;
   int violations = 0;  // kLimitReached: the LimitViolation bits of every exceeded level
   // kCreated: the details as placed (place_time = now); kAlreadyHeld: the existing hold's, to
   // compare with the request's (an idempotent retry must carry the same).
@@ -202,6 +213,33 @@ struct ListHoldsResult {
   int64_t scope_units = 0;
   bool plain = true;  // no live hold of the user has details (scope, quantity, labels)
   bool more = false;  // holds of the scope follow the page
+};
+
+// One live hold of a scope, as the scope index knows it (ListScopeHolds).
+struct ScopeHold {
+  std::string user_id;
+  std::string order_id;
+  absl::Time expire_time;  // whole milliseconds
+  int64_t quantity = 1;
+  friend bool operator==(const ScopeHold&, const ScopeHold&) = default;
+};
+
+struct ListScopeHoldsArgs {
+  std::string scope;  // required, non-empty
+  // The page starts after this entry: its expire_time and its index key (order_id = the entry's
+  // opaque key, ListScopeHoldsResult::last_key); nullopt: at the first.
+  std::optional<ListCursor> after;
+  int page_size = 0;  // entries listed at most, >= 0; 0 = the usage only
+};
+
+struct ListScopeHoldsResult {
+  absl::Time now;                               // the store's clock when the operation ran
+  std::vector<ScopeHold> holds;                 // the page: earliest expire_time first
+  int64_t scope_holds = 0;                      // every live hold of the scope, across users
+  int64_t scope_units = 0;                      // their quantities
+  std::optional<absl::Time> first_expire_time;  // the earliest of them; nullopt when none
+  bool more = false;                            // live holds follow the page
+  std::string last_key;  // the last listed entry's key, for the next page's cursor
 };
 
 struct ExtendHoldArgs {
@@ -317,7 +355,8 @@ class HoldStore {
   // PlaceHoldResult::Outcome). Every level is checked against the user's live holds before
   // anything is written, all or nothing: the user's holds (+1 <= max_holds) and units
   // (+quantity <= max_units when > 0), and, for a scope, the scope's holds and units against
-  // args.details.scope_limits (each when > 0).
+  // args.details.scope_limits (each when > 0), and the scope's live holds and units across every
+  // user against args.totals (each when > 0; on a store that keeps a scope index).
   virtual void PlaceHold(PlaceHoldArgs args, CallOptions options,
                          Callback<PlaceHoldResult> done) = 0;
 
@@ -356,6 +395,17 @@ class HoldStore {
   // one event each; holds found no longer live are ended as EXPIRED, not listed.
   virtual void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                             Callback<ReleaseHoldsResult> done) = 0;
+
+  // Whether the store keeps a scope index: every live hold with a scope, across users, so that
+  // PlaceHoldArgs::totals are checked in the same atomic step as the user's levels and
+  // ListScopeHolds answers. False for a Redis Cluster (a scope's slot is not its users').
+  virtual bool keeps_scope_index() const = 0;
+
+  // The usage of args.scope across every user (its live holds and units) and one page of its live
+  // holds, earliest expire_time first (ties in an order of the store's), after args.after.
+  // Read-only. FAILED_PRECONDITION when the store keeps no scope index.
+  virtual void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
+                              Callback<ListScopeHoldsResult> done) = 0;
 
   // Ends, as EXPIRED, the due holds (expire_time <= now) of at most `args.max_users` users of
   // index partition `partition` (0 <= partition < partition_count()) and keeps the due index right.

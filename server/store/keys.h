@@ -31,6 +31,12 @@
 //                                        the principal that created it; "" for an anonymous one)
 //   <prefix>:{groups}:counts             groups per owner (hash: owner -> count), beside it in
 //                                        one slot: lua/claim_group.lua
+//   <prefix>:{<partition>}:s:<scope>     the scope index (standalone and Sentinel only): every
+//                                        live hold of the scope across users (sorted set:
+//                                        "<quantity>:<user_id>\0<order_id>" -> expire ms), in
+//                                        the scope's partition (PartitionOf(scope), as a user's);
+//                                        lua/prelude.lua "The scope index"
+//   <prefix>:{<partition>}:su:<scope>    beside it: the sum of its entries' quantities (string)
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 // Keys of the shapes earlier releases wrote are known only to their migration
@@ -66,6 +72,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace orderhold::store {
@@ -140,6 +147,17 @@ class KeySchema {
   // replaced by "reaper", as the scripts derive it ("due" and "group" messages: event_nudges.h).
   std::string ReaperChannel(int partition) const;
   std::string ReplicasKey() const;
+  // The scope index's keys (see the table above), in the scope's partition, and their common
+  // start "<prefix>:{", which the scripts complete with the scope's partition and the scope
+  // (lua/prelude.lua scope_keys). Injective as a user's keys are: the kinds "s:" and "su:" differ
+  // from every other kind, and the scope follows them as it is.
+  std::string ScopeIndexStart() const { return absl::StrCat(prefix_, ":{"); }
+  std::string ScopeLiveKey(absl::string_view scope) const {
+    return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "s:", scope);
+  }
+  std::string ScopeUnitsKey(absl::string_view scope) const {
+    return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "su:", scope);
+  }
   // The consumer group registry and its per-owner counts (see the table above).
   std::string GroupOwnersKey() const;
   std::string GroupCountsKey() const;

@@ -64,6 +64,13 @@ void NoopHoldStore::ReleaseHolds(std::string /*user_id*/, std::string /*scope*/,
   std::move(done)(std::move(result));
 }
 
+void NoopHoldStore::ListScopeHolds(ListScopeHoldsArgs /*args*/, CallOptions options,
+                                   Callback<ListScopeHoldsResult> done) {
+  ListScopeHoldsResult result;
+  result.now = Now(options);
+  std::move(done)(std::move(result));
+}
+
 void NoopHoldStore::EndHold(std::string /*user_id*/, std::string /*order_id*/, HoldOutcome outcome,
                             CallOptions options, Callback<EndHoldResult> done) {
   EndHoldResult result;

@@ -7,9 +7,9 @@
 // Answers: PlaceHold -> created (expire_time = now + ttl, active_holds = 1); EndHold -> ended
 // (expire_time = end_time = now); ListHolds -> no holds; ExtendHold -> extended (expire_time =
 // now + ttl, under a cap of now + max_lifetime); GetHold -> unknown; ReleaseHolds -> none; Reap ->
-// nothing due; MigrateStep -> nothing left; Heartbeat -> only this replica; ReleaseLease,
-// Unregister -> true; Ping -> the host clock. It has no event log. "now" is CallOptions::now when
-// set, else the host clock truncated to the millisecond. Never fails.
+// nothing due; ListScopeHolds -> none; MigrateStep -> nothing left; Heartbeat -> only this replica;
+// ReleaseLease, Unregister -> true; Ping -> the host clock. It has no event log. "now" is
+// CallOptions::now when set, else the host clock truncated to the millisecond. Never fails.
 //
 // Thread-safe (stateless).
 #ifndef ORDERHOLD_SERVER_STORE_NOOP_HOLD_STORE_H_
@@ -35,6 +35,10 @@ class NoopHoldStore final : public HoldStore {
                Callback<GetHoldResult> done) override;
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
+  bool keeps_scope_index() const override { return true; }
+  // No holds: usage 0.
+  void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
+                      Callback<ListScopeHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   void MigrateStep(int partition, MigrateArgs args, CallOptions options,
                    Callback<MigrateResult> done) override;

@@ -202,7 +202,7 @@ std::vector<std::string> RedisHoldStore::Functions() {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-    std::unique_ptr<redis::RedisCaller> background) {
+    std::unique_ptr<redis::RedisCaller> background, bool scope_index) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(key_prefix));
   if (outcomes.retention < absl::Milliseconds(1) || outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
@@ -211,18 +211,20 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   if (client == nullptr || background == nullptr) {
     return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
-  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(
-      KeySchema(std::move(key_prefix)), outcomes, std::move(client), std::move(background)));
+  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(KeySchema(std::move(key_prefix)),
+                                                            outcomes, std::move(client),
+                                                            std::move(background), scope_index));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                                std::unique_ptr<redis::RedisCaller> client,
-                               std::unique_ptr<redis::RedisCaller> background)
+                               std::unique_ptr<redis::RedisCaller> background, bool scope_index)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       max_outcomes_(absl::StrCat(outcomes.max_per_user)),
       max_stream_len_(absl::StrCat(std::max<int64_t>(0, outcomes.event_stream_max_len))),
       trim_keep_(absl::StrCat(std::max<int64_t>(0, outcomes.event_stream_max_len) * 9 / 10)),
+      scope_index_(scope_index ? keys_.ScopeIndexStart() : std::string()),
       client_(std::move(client)),
       background_(std::move(background)) {}
 
@@ -239,7 +241,9 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
        int64_t{scoped ? args.details.scope_limits.max_holds : 0},
        int64_t{scoped ? args.details.scope_limits.max_units : 0},
        IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-       std::max<int64_t>(1, Millis(args.max_lifetime)), max_stream_len_});
+       std::max<int64_t>(1, Millis(args.max_lifetime)), max_stream_len_, scope_index_,
+       int64_t{scoped && !scope_index_.empty() ? args.totals.max_holds : 0},
+       int64_t{scoped && !scope_index_.empty() ? args.totals.max_units : 0}});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -247,7 +251,10 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
       Parsed(std::move(done),
              [](const redis::RedisReply& reply) -> absl::StatusOr<PlaceHoldResult> {
                Ints v;
-               if (!IntArray(reply, 13, &v, 11) || v[0] < -2 || v[0] > 1) {
+               int64_t total_holds = 0, total_units = 0;
+               if (!IntArray(reply, 15, &v, 11) || v[0] < -2 || v[0] > 1 ||
+                   !ToInt(reply.elements[13], &total_holds) ||
+                   !ToInt(reply.elements[14], &total_units)) {
                  return BadReply("place_hold.lua");
                }
                PlaceHoldResult result;
@@ -268,6 +275,8 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                result.scope_holds = static_cast<int>(v[8]);
                result.scope_units = v[9];
                result.violations = static_cast<int>(v[10]);
+               result.total_holds = total_holds;
+               result.total_units = total_units;
                if (!ToDetails(reply.elements[11], reply.elements[12], v[2], &result.details)) {
                  return BadReply("place_hold.lua");
                }
@@ -278,11 +287,11 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
                              CallOptions options, Callback<EndHoldResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(user_id);
-  redis::RedisCommand command =
-      Eval<Script::kEndHold>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
-                              keys.events, keys.bucket_index},
-                             {user_id, order_id, int64_t{static_cast<int>(outcome)},
-                              NowArg(options), retention_ms_, max_outcomes_, max_stream_len_});
+  redis::RedisCommand command = Eval<Script::kEndHold>(
+      {keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
+       keys.bucket_index},
+      {user_id, order_id, int64_t{static_cast<int>(outcome)}, NowArg(options), retention_ms_,
+       max_outcomes_, max_stream_len_, scope_index_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -370,7 +379,8 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
       {args.user_id, args.order_id, absl::StrCat(Millis(args.ttl)), NowArg(options), retention_ms_,
        max_outcomes_, absl::StrCat(args.max_extensions), args.request_id,
        absl::StrCat(std::max<int64_t>(1, Millis(args.max_lifetime))),
-       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl))), max_stream_len_});
+       absl::StrCat(std::max<int64_t>(1, Millis(args.default_ttl))), max_stream_len_,
+       scope_index_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -451,10 +461,11 @@ void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOpti
 void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                                   Callback<ReleaseHoldsResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(user_id);
-  redis::RedisCommand command = Eval<Script::kReleaseHolds>(
-      {keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
-       keys.bucket_index},
-      {user_id, scope, NowArg(options), retention_ms_, max_outcomes_, max_stream_len_});
+  redis::RedisCommand command =
+      Eval<Script::kReleaseHolds>({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended,
+                                   keys.events, keys.bucket_index},
+                                  {user_id, scope, NowArg(options), retention_ms_, max_outcomes_,
+                                   max_stream_len_, scope_index_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
@@ -486,6 +497,66 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
                          }));
 }
 
+void RedisHoldStore::ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
+                                    Callback<ListScopeHoldsResult> done) {
+  if (scope_index_.empty()) {
+    std::move(done)(absl::FailedPreconditionError(
+        "scope usage needs the scope index, which a Redis Cluster does not keep"));
+    return;
+  }
+  const std::string live = keys_.ScopeLiveKey(args.scope);
+  const std::string units = keys_.ScopeUnitsKey(args.scope);
+  redis::RedisCommand command = Eval<Script::kScopeHolds>(
+      {live, units},
+      {NowArg(options),
+       args.after.has_value() ? absl::StrCat(absl::ToUnixMillis(args.after->expire_time))
+                              : std::string(),
+       args.after.has_value() ? args.after->order_id : std::string(),
+       int64_t{std::max(0, args.page_size)}});
+  command.inline_ok = true;  // one command per gRPC call: see redis_client.h
+  client_->Submit(
+      std::move(command), options.deadline,
+      Parsed(std::move(done),
+             [](const redis::RedisReply& reply) -> absl::StatusOr<ListScopeHoldsResult> {
+               Ints v;
+               if (!IntArray(reply, 6, &v, 5) ||
+                   reply.elements[5].type != redis::RedisReply::Type::kArray ||
+                   reply.elements[5].elements.size() % 2 != 0) {
+                 return BadReply("scope_holds.lua");
+               }
+               ListScopeHoldsResult result;
+               result.now = FromMillis(v[0]);
+               result.scope_holds = v[1];
+               result.scope_units = v[2];
+               if (v[3] >= 0) result.first_expire_time = FromMillis(v[3]);
+               result.more = v[4] == 1;
+               const auto& flat = reply.elements[5].elements;
+               for (size_t i = 0; i < flat.size(); i += 2) {
+                 int64_t expire = 0;
+                 if (flat[i].type != redis::RedisReply::Type::kString ||
+                     !ToInt(flat[i + 1], &expire)) {
+                   return BadReply("scope_holds.lua");
+                 }
+                 // "<quantity>:<user_id>\0<order_id>" (keys.h).
+                 const std::string& member = flat[i].str;
+                 const size_t colon = member.find(':');
+                 const size_t zero = member.find('\0', colon == std::string::npos ? 0 : colon);
+                 ScopeHold hold;
+                 if (colon == std::string::npos || zero == std::string::npos ||
+                     !absl::SimpleAtoi(absl::string_view(member).substr(0, colon),
+                                       &hold.quantity)) {
+                   return BadReply("scope_holds.lua");
+                 }
+                 hold.user_id = member.substr(colon + 1, zero - colon - 1);
+                 hold.order_id = member.substr(zero + 1);
+                 hold.expire_time = FromMillis(expire);
+                 result.holds.push_back(std::move(hold));
+                 result.last_key = member;
+               }
+               return result;
+             }));
+}
+
 void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
                           Callback<ReapResult> done) {
   if (!InRange(partition) || args.max_users < 0) {
@@ -499,7 +570,7 @@ void RedisHoldStore::Reap(int partition, ReapArgs args, CallOptions options,
        retention_ms_, max_outcomes_, args.owner,
        absl::StrCat(std::max<int64_t>(1, Millis(args.lease))),
        args.standby_after.has_value() ? absl::StrCat(Millis(*args.standby_after)) : std::string(),
-       max_stream_len_});
+       max_stream_len_, scope_index_});
   command.writes = true;
   // A paced call alone in flight (tick_pacer.h) runs on the reaper's thread, without waking the
   // pool's I/O thread (see redis_client.h); a backlog drain's calls stay pipelined.

@@ -53,10 +53,13 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),
   // sending requests through `client` and the reaper's calls through `background` (one
   // connection of its own; see the file comment). Both callers must have been built with
-  // Scripts(). INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.
+  // Scripts(). `scope_index`: keep the scope index (keys.h; lua/prelude.lua "The scope index"),
+  // which only a Redis that lets a script reach keys of other slots allows: true for a standalone
+  // or Sentinel-managed primary, false for a Redis Cluster (its scripts would be refused).
+  // INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.
   static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(
       std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-      std::unique_ptr<redis::RedisCaller> background);
+      std::unique_ptr<redis::RedisCaller> background, bool scope_index = true);
 
   // HoldStore.
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
@@ -70,6 +73,10 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
                Callback<GetHoldResult> done) override;
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
+  bool keeps_scope_index() const override { return !scope_index_.empty(); }
+  // scope_holds.lua on the request connections.
+  void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
+                      Callback<ListScopeHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   // On the background connection, as Reap: migrate.lua (lua/migrations/ say what moves).
   void MigrateStep(int partition, MigrateArgs args, CallOptions options,
@@ -110,13 +117,14 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-                 std::unique_ptr<redis::RedisCaller> background);
+                 std::unique_ptr<redis::RedisCaller> background, bool scope_index);
 
   const KeySchema keys_;
   const std::string retention_ms_;    // outcome retention, ms, as a script argument
   const std::string max_outcomes_;    // max outcome records per user, as a script argument
   const std::string max_stream_len_;  // the event streams' length bound ("0": none), likewise
   const std::string trim_keep_;       // what trim_events.lua keeps of a stream: 9/10 of that
+  const std::string scope_index_;     // the scripts' scope index argument: "<prefix>:{", or ""
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };

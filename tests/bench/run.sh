@@ -1035,7 +1035,8 @@ REDIS_REQUESTS="$(awk -v t="${PLACE_TPUT}" -v d="${DURATION}" 'BEGIN { n = t * d
 echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests)" >&2
 # KEYS and ARGV as place_hold.lua's header lists them, for phase 2's plain hold: max_units 0, no
 # scope, quantity 1, no scope limits, no details (a plain hold stores none: ARGV[13] "") and the
-# default lifetime cap (ARGV[14], 2 h: its life record), the default stream bound (ARGV[15]).
+# default lifetime cap (ARGV[14], 2 h: its life record), the default stream bound (ARGV[15]), the
+# scope index's key start (ARGV[16]: unused without a scope) and no scope totals (ARGV[17..18]).
 # One holds bucket and one due bucket for
 # all (redis-benchmark draws each __rand_int__ apart, so a bucket per user would be one key per
 # user): larger than the server's 256 per partition, so if anything dearer.
@@ -1044,6 +1045,7 @@ redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
   "orderhold:{0}:bdue" \
   "u__rand_int__" "o__rand_int__" 10000 3 "" 86400000 1000 0 "" 1 0 0 "" 7200000 100000 \
+  "orderhold:{" 0 0 \
   >"${WORK}/redis.csv"
 # redis-benchmark counts an error reply as an answer: every call must have run the script.
 FCALL_FAILED="$(rcli INFO commandstats | tr -d '\r' |

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -1371,6 +1372,186 @@ TEST_P(HoldStoreContractTest, ListHoldsPagesEveryHoldOnceWithTheUsageOfAll) {
   EXPECT_TRUE(past.holds.empty());
   EXPECT_FALSE(past.more);
 }
+
+// A scope's totals across users (PlaceHoldArgs::totals) on a store that keeps a scope index.
+class ScopeTotalsTest : public HoldStoreContractTest {
+ protected:
+  void SetUp() override {
+    HoldStoreContractTest::SetUp();
+    if (!store_->keeps_scope_index()) GTEST_SKIP() << "no scope index (Redis Cluster)";
+  }
+  absl::StatusOr<PlaceHoldResult> PlaceTotal(const std::string& user, const std::string& order,
+                                             int64_t quantity, LevelLimits totals, absl::Time now,
+                                             absl::Duration ttl = absl::Seconds(10),
+                                             const std::string& scope = "event:T") {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = ttl;
+    args.max_holds = 3;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    args.totals = totals;
+    return Place(std::move(args), now);
+  }
+  ListScopeHoldsResult Scope(absl::Time now, int page_size = 100,
+                             std::optional<ListCursor> after = std::nullopt,
+                             const std::string& scope = "event:T") {
+    ListScopeHoldsArgs args;
+    args.scope = scope;
+    args.page_size = page_size;
+    args.after = std::move(after);
+    auto result = Await<ListScopeHoldsResult>(
+        [&](auto done) { store_->ListScopeHolds(std::move(args), At(now), std::move(done)); });
+    EXPECT_THAT(result, IsOk());
+    return result.value_or(ListScopeHoldsResult{});
+  }
+};
+
+TEST_P(HoldStoreContractTest, ListScopeHoldsNeedsAScopeIndex) {
+  if (store_->keeps_scope_index()) GTEST_SKIP() << "keeps a scope index";
+  auto result = Await<ListScopeHoldsResult>([&](auto done) {
+    store_->ListScopeHolds(ListScopeHoldsArgs{"event:T", std::nullopt, 10}, At(kT0),
+                           std::move(done));
+  });
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(ScopeTotalsTest, TotalHoldsRefuseAcrossUsersAndEveryEndGivesThePlaceBack) {
+  const LevelLimits total{3, 0};
+  for (const char* user : {"u1", "u2", "u3"}) {
+    auto placed = PlaceTotal(user, "o", 1, total, kT0, absl::Seconds(user[1] == '3' ? 5 : 10));
+    ASSERT_THAT(placed, IsOk());
+    EXPECT_EQ(placed->outcome, Outcome::kCreated);
+  }
+  auto refused = PlaceTotal("u4", "o", 1, total, kT0 + absl::Seconds(1));
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(refused->violations, kScopeTotalHoldLimit);
+  EXPECT_EQ(refused->total_holds, 3);
+  EXPECT_EQ(refused->expire_time, kT0 + absl::Seconds(5));     // u3's: the scope's earliest
+  EXPECT_THAT(List("u4", kT0 + absl::Seconds(1)), IsEmpty());  // no trace
+  EXPECT_EQ(Scope(kT0 + absl::Seconds(1)).scope_holds, 3);
+  // Pay gives the place back.
+  ASSERT_THAT(End("u1", "o", kT0 + absl::Seconds(2)), IsOk());
+  auto after_pay = PlaceTotal("u4", "o", 1, total, kT0 + absl::Seconds(2));
+  ASSERT_THAT(after_pay, IsOk());
+  EXPECT_EQ(after_pay->outcome, Outcome::kCreated);
+  EXPECT_EQ(after_pay->total_holds, 3);
+  // CancelHold.
+  EXPECT_EQ(PlaceTotal("u5", "o", 1, total, kT0 + absl::Seconds(2))->outcome,
+            Outcome::kLimitReached);
+  ASSERT_THAT(End("u2", "o", kT0 + absl::Seconds(2), HoldOutcome::kCancelled), IsOk());
+  EXPECT_EQ(PlaceTotal("u5", "o", 1, total, kT0 + absl::Seconds(2))->outcome, Outcome::kCreated);
+  // Expiry, with nothing reaped yet: u3's hold (5 s) is no longer live at 6 s.
+  EXPECT_EQ(PlaceTotal("u6", "o", 1, total, kT0 + absl::Seconds(3))->outcome,
+            Outcome::kLimitReached);
+  EXPECT_EQ(PlaceTotal("u6", "o", 1, total, kT0 + absl::Seconds(6))->outcome, Outcome::kCreated);
+  // ReleaseHolds of one user's scope.
+  ASSERT_THAT(Release("u4", "event:T", kT0 + absl::Seconds(7)), IsOk());
+  EXPECT_EQ(PlaceTotal("u7", "o", 1, total, kT0 + absl::Seconds(7))->outcome, Outcome::kCreated);
+  // ExtendHold keeps the place (and moves it).
+  auto extended = Extend("u5", "o", absl::Seconds(30), kT0 + absl::Seconds(8));
+  ASSERT_THAT(extended, IsOk());
+  ASSERT_EQ(extended->result, ExtendHoldResult::Result::kLive);
+  const ListScopeHoldsResult usage = Scope(kT0 + absl::Seconds(8));
+  EXPECT_EQ(usage.scope_holds, 3);
+  EXPECT_EQ(usage.scope_units, 3);
+  ASSERT_EQ(usage.holds.size(), 3u);
+  EXPECT_EQ(usage.holds.back().user_id, "u5");
+  EXPECT_EQ(usage.holds.back().expire_time, kT0 + absl::Seconds(38));
+  EXPECT_EQ(PlaceTotal("u8", "o", 1, total, kT0 + absl::Seconds(8))->outcome,
+            Outcome::kLimitReached);
+  // Another scope of the same rule counts on its own.
+  EXPECT_EQ(PlaceTotal("u8", "o", 1, total, kT0 + absl::Seconds(8), absl::Seconds(10), "event:U")
+                ->outcome,
+            Outcome::kCreated);
+}
+
+TEST_P(ScopeTotalsTest, TotalUnitsCountQuantitiesAndLoweringATotalEndsNothing) {
+  EXPECT_EQ(PlaceTotal("a", "o1", 2, {0, 5}, kT0)->outcome, Outcome::kCreated);
+  EXPECT_EQ(PlaceTotal("b", "o1", 2, {0, 5}, kT0)->outcome, Outcome::kCreated);
+  auto refused = PlaceTotal("c", "o1", 2, {0, 5}, kT0);
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(refused->violations, kScopeTotalUnitLimit);
+  EXPECT_EQ(refused->total_units, 4);
+  auto fits = PlaceTotal("c", "o1", 1, {0, 5}, kT0);
+  ASSERT_THAT(fits, IsOk());
+  EXPECT_EQ(fits->outcome, Outcome::kCreated);
+  EXPECT_EQ(fits->total_holds, 3);
+  EXPECT_EQ(fits->total_units, 5);
+  // Both totals at once.
+  EXPECT_EQ(PlaceTotal("d", "o1", 1, {3, 5}, kT0)->violations,
+            kScopeTotalHoldLimit | kScopeTotalUnitLimit);
+  // Lowering the total ends nothing: the holds stay, new ones wait.
+  EXPECT_EQ(PlaceTotal("d", "o1", 1, {1, 0}, kT0)->outcome, Outcome::kLimitReached);
+  EXPECT_EQ(Scope(kT0).scope_holds, 3);
+  EXPECT_EQ(Scope(kT0).scope_units, 5);
+}
+
+TEST_P(ScopeTotalsTest, HoldsPlacedWithoutATotalCountOnceOneIsSet) {
+  EXPECT_EQ(PlaceTotal("a", "o1", 1, {}, kT0)->outcome, Outcome::kCreated);
+  EXPECT_EQ(PlaceTotal("b", "o1", 1, {}, kT0)->outcome, Outcome::kCreated);
+  EXPECT_EQ(PlaceTotal("c", "o1", 1, {2, 0}, kT0)->outcome, Outcome::kLimitReached);
+}
+
+TEST_P(ScopeTotalsTest, ReapedHoldsLeaveNothingInTheIndex) {
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_THAT(PlaceTotal(absl::StrCat("r", i), "o", i + 1, {10, 100}, kT0), IsOk());
+  }
+  EXPECT_EQ(Scope(kT0).scope_units, 21);
+  EXPECT_EQ(ReapAll(kT0 + absl::Seconds(11)).size(), 6u);
+  const ListScopeHoldsResult after = Scope(kT0 + absl::Seconds(11));
+  EXPECT_EQ(after.scope_holds, 0);
+  EXPECT_EQ(after.scope_units, 0);
+  EXPECT_FALSE(after.first_expire_time.has_value());
+  EXPECT_EQ(PlaceTotal("r9", "o", 10, {1, 10}, kT0 + absl::Seconds(11))->outcome,
+            Outcome::kCreated);
+}
+
+TEST_P(ScopeTotalsTest, ListScopeHoldsPagesEveryUsersHoldOnce) {
+  // 7 holds of 4 users; three share one expiry (the index key breaks the tie).
+  const std::vector<std::tuple<std::string, std::string, int>> holds = {
+      {"w1", "a", 10}, {"w2", "a", 20}, {"w3", "a", 20}, {"w1", "b", 20},
+      {"w4", "a", 30}, {"w2", "b", 40}, {"w3", "b", 50}};
+  for (const auto& [user, order, seconds] : holds) {
+    ASSERT_THAT(PlaceTotal(user, order, 2, {}, kT0, absl::Seconds(seconds)), IsOk());
+  }
+  ASSERT_THAT(PlaceTotal("w9", "x", 1, {}, kT0, absl::Seconds(5), "event:other"), IsOk());
+  for (int size : {1, 2, 3, 100}) {
+    SCOPED_TRACE(absl::StrCat("page size ", size));
+    std::vector<std::string> seen;
+    std::optional<ListCursor> after;
+    for (int pages = 0; pages < 20; ++pages) {
+      const ListScopeHoldsResult result = Scope(kT0, size, after);
+      EXPECT_LE(static_cast<int>(result.holds.size()), size);
+      EXPECT_EQ(result.scope_holds, 7);
+      EXPECT_EQ(result.scope_units, 14);
+      EXPECT_EQ(result.first_expire_time, kT0 + absl::Seconds(10));
+      for (const ScopeHold& hold : result.holds) {
+        EXPECT_EQ(hold.quantity, 2);
+        seen.push_back(absl::StrCat(hold.user_id, "/", hold.order_id));
+      }
+      if (!result.more) break;
+      ASSERT_FALSE(result.holds.empty());
+      after = ListCursor{result.holds.back().expire_time, result.last_key};
+    }
+    EXPECT_THAT(seen, UnorderedElementsAre("w1/a", "w2/a", "w3/a", "w1/b", "w4/a", "w2/b", "w3/b"));
+    EXPECT_EQ(seen.front(), "w1/a");
+    EXPECT_EQ(seen.back(), "w3/b");
+  }
+  // The usage alone (page size 0), and after expiry without a reap.
+  const ListScopeHoldsResult usage = Scope(kT0 + absl::Seconds(25), 0);
+  EXPECT_TRUE(usage.holds.empty());
+  EXPECT_FALSE(usage.more);
+  EXPECT_EQ(usage.scope_holds, 3);
+  EXPECT_EQ(usage.scope_units, 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ScopeTotalsTest,
+                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
                          ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),

@@ -30,6 +30,13 @@
 namespace orderhold::store {
 namespace {
 
+// The store talks to one cluster node directly (a standalone topology): no scope index, whose keys
+// live in other slots.
+RedisStoreOptions WithoutScopeIndex(RedisStoreOptions options) {
+  options.scope_index = false;
+  return options;
+}
+
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::RedisCluster;
 using ::orderhold::testing::RedisClusterOptions;
@@ -54,7 +61,7 @@ class UserScriptMigrationTest : public ::testing::Test {
         redis::HostPort{"127.0.0.1", cluster_->node(owner_).port()});
     store_options.client.node.user = options.app_user;
     store_options.client.node.password = options.app_password;
-    ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(store_options)));
+    ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(WithoutScopeIndex(std::move(store_options))));
     for (int i = 0; user_.empty(); ++i) {
       if (KeySchema::PartitionOf(absl::StrCat("user-", i)) == kPartition) {
         user_ = absl::StrCat("user-", i);
@@ -229,7 +236,7 @@ class ReapMigrationTest : public ::testing::Test {
         redis::HostPort{"127.0.0.1", cluster_->node(owner_).port()});
     store_options.client.node.user = options_.app_user;
     store_options.client.node.password = options_.app_password;
-    return ConnectRedisStore(std::move(store_options));
+    return ConnectRedisStore(WithoutScopeIndex(std::move(store_options)));
   }
 
   // Whether `user` has a hold `order` (on the slot's owner).
@@ -400,7 +407,7 @@ TEST_F(ReapMigrationTest, ABucketNotImportedYetIsNotDroppedFromTheIndex) {
   ASSERT_OK_AND_ASSIGN(store_options.cluster,
                        redis::ClusterTopology::Create(std::move(topology_options)));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
-                       ConnectRedisStore(std::move(store_options)));
+                       ConnectRedisStore(WithoutScopeIndex(std::move(store_options))));
   const auto call = [](std::optional<absl::Time> now = std::nullopt) {
     return CallOptions{absl::Now() + absl::Seconds(5), now};
   };

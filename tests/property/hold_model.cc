@@ -131,8 +131,13 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   }
   const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
   const ModelLimits scope_limits = ScopeLimitsFor(call);
+  const ModelLimits total = call.scope.empty() ? ModelLimits{}
+                            : call.scope.starts_with(ModelPolicy::kRulePrefix)
+                                ? policy_.rule_total
+                                : policy_.default_total;
   if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
-      (scope_limits.max_units > 0 && quantity > scope_limits.max_units)) {
+      (scope_limits.max_units > 0 && quantity > scope_limits.max_units) ||
+      (total.max_units > 0 && quantity > total.max_units)) {
     return RenderCode("INVALID_ARGUMENT");  // can never be granted
   }
   User& user = users_[call.user_id];
@@ -168,11 +173,27 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
       violations |= 8;
     }
   }
+  // The scope's count across users: every live hold of the scope, whoever holds it.
+  int64_t total_holds = 0, total_units = 0;
+  std::optional<int64_t> total_first;
+  if (total.max_holds > 0 || total.max_units > 0) {
+    for (const auto& [id, other] : users_) {
+      for (const auto& [order, held] : other.live) {
+        if (held.scope != call.scope || held.expire <= now_) continue;
+        ++total_holds;
+        total_units += held.quantity;
+        total_first = std::min(total_first.value_or(held.expire), held.expire);
+      }
+    }
+    if (total.max_holds > 0 && total_holds + 1 > total.max_holds) violations |= 16;
+    if (total.max_units > 0 && total_units + quantity > total.max_units) violations |= 32;
+  }
   if (violations != 0) {
     // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
     int64_t retry_at = 0;
     if (violations & 3) retry_at = user_first.value_or(now_);
     if (violations & 12) retry_at = std::max(retry_at, scope_first.value_or(now_));
+    if (violations & 48) retry_at = std::max(retry_at, total_first.value_or(now_));
     return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
   }
   ModelHold hold;
@@ -422,7 +443,9 @@ std::ostream& operator<<(std::ostream& os, const ModelPolicy& p) {
             << " lifetime=" << p.lifetime_ms << " max_extensions=" << p.max_extensions
             << " retention=" << p.retention_ms << " max_records=" << p.max_records
             << " rule=" << p.rule.max_holds << "/" << p.rule.max_units
-            << " default_scope=" << p.default_scope.max_holds << "/" << p.default_scope.max_units;
+            << " default_scope=" << p.default_scope.max_holds << "/" << p.default_scope.max_units
+            << " rule_total=" << p.rule_total.max_holds << "/" << p.rule_total.max_units
+            << " default_total=" << p.default_total.max_holds << "/" << p.default_total.max_units;
 }
 
 }  // namespace orderhold::property

@@ -1,6 +1,8 @@
 // HoldModel: a reference model of OrderHold's hold semantics, in plain C++ with no store, no
 // Redis and no domain code: live holds, outcome records with retention and a per-user cap, limits
-// at the user and scope levels in holds and units, lifetime caps and extension counts, expiry by a
+// at the user and scope levels in holds and units, a scope's totals across users (one count per
+// scope: its live holds and units, whoever holds them), lifetime caps and extension counts,
+// expiry by a
 // virtual clock (milliseconds, starting at 0). tests/property/hold_property_test.cc drives it and
 // HoldService (over the fake and the Redis store) with the same random histories and compares
 // every answer.
@@ -47,6 +49,9 @@ struct ModelPolicy {
   // Scope rules: scopes starting with kRulePrefix get `rule`, others `default_scope`.
   ModelLimits rule;
   ModelLimits default_scope;
+  // Their totals across users (total_max_holds, total_max_units), each scope on its own.
+  ModelLimits rule_total;
+  ModelLimits default_total;
   static constexpr const char* kRulePrefix = "event:";
 };
 

@@ -148,6 +148,8 @@ std::string RenderStatus(const absl::Status& status) {
         const bool units = v.description().find(" units") != std::string::npos;
         if (v.subject() == "user") {
           violations |= units ? 2 : 1;
+        } else if (v.subject().starts_with("scope/")) {
+          violations |= units ? 32 : 16;
         } else {
           violations |= units ? 8 : 4;
         }
@@ -169,8 +171,10 @@ class Sut {
       : service_(MakeStore(backend, p), DomainPolicy(p), metrics_) {
     domain::ScopeLimits rule{p.rule.max_holds, p.rule.max_units};
     domain::ScopeLimits fallback{p.default_scope.max_holds, p.default_scope.max_units};
-    auto rules =
-        domain::ScopeRules::Create(fallback, {domain::ScopeRule{ModelPolicy::kRulePrefix, rule}});
+    domain::ScopeTotals rule_total{p.rule_total.max_holds, p.rule_total.max_units};
+    domain::ScopeTotals default_total{p.default_total.max_holds, p.default_total.max_units};
+    auto rules = domain::ScopeRules::Create(
+        fallback, {domain::ScopeRule{ModelPolicy::kRulePrefix, rule, rule_total}}, default_total);
     RC_ASSERT(rules.ok());
     service_.SetScopeRules(*std::move(rules));
   }
@@ -531,6 +535,9 @@ rc::Gen<ModelPolicy> GenPolicy() {
     p.max_records = *rc::gen::element(1, 2, 3, 1000);
     p.rule = ModelLimits{*rc::gen::inRange<int64_t>(0, 3), *rc::gen::element<int64_t>(0, 3)};
     p.default_scope = ModelLimits{*rc::gen::element<int64_t>(0, 2), 0};
+    p.rule_total =
+        ModelLimits{*rc::gen::element<int64_t>(0, 1, 2, 4), *rc::gen::element<int64_t>(0, 2, 3, 6)};
+    p.default_total = ModelLimits{*rc::gen::element<int64_t>(0, 0, 3), 0};
     return p;
   });
 }

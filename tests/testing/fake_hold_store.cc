@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/store/hold_details_codec.h"
 
 namespace orderhold::testing {
@@ -143,6 +145,26 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
           result.scope_units + quantity > scope_limits.max_units) {
         result.violations |= store::kScopeUnitLimit;
       }
+      // The scope's totals, across users: every live hold of the scope (the script's index).
+      std::optional<absl::Time> total_first;
+      const bool totals =
+          !scope.empty() && (args.totals.max_holds > 0 || args.totals.max_units > 0);
+      if (totals) {
+        for (const auto& [user, theirs] : holds_) {
+          for (const auto& [order, held] : theirs) {
+            if (held.details.scope != scope || held.expire <= result.now) continue;
+            ++result.total_holds;
+            result.total_units += held.details.quantity;
+            if (!total_first.has_value() || held.expire < *total_first) total_first = held.expire;
+          }
+        }
+        if (args.totals.max_holds > 0 && result.total_holds + 1 > args.totals.max_holds) {
+          result.violations |= store::kScopeTotalHoldLimit;
+        }
+        if (args.totals.max_units > 0 && result.total_units + quantity > args.totals.max_units) {
+          result.violations |= store::kScopeTotalUnitLimit;
+        }
+      }
       if (result.violations != 0) {
         result.outcome = Outcome::kLimitReached;
         result.expire_time = absl::UnixEpoch();
@@ -151,6 +173,9 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         }
         if (result.violations & (store::kScopeHoldLimit | store::kScopeUnitLimit)) {
           result.expire_time = std::max(result.expire_time, scope_first.value_or(result.now));
+        }
+        if (result.violations & (store::kScopeTotalHoldLimit | store::kScopeTotalUnitLimit)) {
+          result.expire_time = std::max(result.expire_time, total_first.value_or(result.now));
         }
       } else {
         result.outcome = Outcome::kCreated;
@@ -170,6 +195,10 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         if (scoped) {
           ++result.scope_holds;
           result.scope_units += quantity;
+          if (totals) {
+            ++result.total_holds;
+            result.total_units += quantity;
+          }
         }
       }
     }
@@ -485,6 +514,51 @@ void FakeHoldStore::Unregister(std::string replica_id, store::CallOptions /*opti
 
 void FakeHoldStore::Ping(store::CallOptions options, store::Callback<absl::Time> done) {
   Answer(done, [&] { return NowFor(options); });
+}
+
+}  // namespace orderhold::testing
+
+namespace orderhold::testing {
+
+void FakeHoldStore::ListScopeHolds(store::ListScopeHoldsArgs args, store::CallOptions options,
+                                   store::Callback<store::ListScopeHoldsResult> done) {
+  Answer(done, [&] {
+    store::ListScopeHoldsResult result;
+    result.now = NowFor(options);
+    // The scope's live holds in the index's order: expire, then the index key.
+    std::vector<std::pair<store::ListCursor, store::ScopeHold>> live;
+    for (const auto& [user, theirs] : holds_) {
+      for (const auto& [order, held] : theirs) {
+        if (held.details.scope != args.scope || held.expire <= result.now) continue;
+        store::ScopeHold hold{user, order, held.expire, held.details.quantity};
+        live.emplace_back(store::ListCursor{held.expire, ScopeKey(hold)}, std::move(hold));
+      }
+    }
+    std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first.expire_time, a.first.order_id) <
+             std::tie(b.first.expire_time, b.first.order_id);
+    });
+    for (const auto& [key, hold] : live) {
+      ++result.scope_holds;
+      result.scope_units += hold.quantity;
+      if (!result.first_expire_time.has_value()) result.first_expire_time = hold.expire_time;
+      if (args.after.has_value() && std::tie(key.expire_time, key.order_id) <=
+                                        std::tie(args.after->expire_time, args.after->order_id)) {
+        continue;
+      }
+      if (static_cast<int>(result.holds.size()) >= args.page_size) {
+        if (args.page_size > 0) result.more = true;
+        continue;
+      }
+      result.holds.push_back(hold);
+      result.last_key = key.order_id;
+    }
+    return result;
+  });
+}
+
+std::string FakeHoldStore::ScopeKey(const store::ScopeHold& hold) {
+  return absl::StrCat(hold.quantity, ":", hold.user_id, std::string(1, '\0'), hold.order_id);
 }
 
 }  // namespace orderhold::testing

@@ -57,6 +57,12 @@ class FakeHoldStore final : public store::HoldStore {
                store::Callback<store::GetHoldResult> done) override;
   void ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
                     store::Callback<store::ReleaseHoldsResult> done) override;
+  // The index is every live hold: totals count them all, as the Redis store's index does.
+  bool keeps_scope_index() const override { return true; }
+  void ListScopeHolds(store::ListScopeHoldsArgs args, store::CallOptions options,
+                      store::Callback<store::ListScopeHoldsResult> done) override;
+  // A scope hold's index key, as the Redis store's (keys.h): the page cursor's order_id.
+  static std::string ScopeKey(const store::ScopeHold& hold);
   void Reap(int partition, store::ReapArgs args, store::CallOptions options,
             store::Callback<store::ReapResult> done) override;
   // Keeps no data of earlier releases: nothing left to move.

@@ -706,6 +706,27 @@ TEST(ConfigTest, ClusterModeTakesSeedListsAndRefusesADatabaseOtherThanZero) {
               StatusIs(kInvalid, AllOf(HasSubstr("redis_url"), HasSubstr("only database 0"))));
 }
 
+TEST(ConfigTest, ClusterModeRefusesScopeTotalsItCannotEnforce) {
+  Config cluster;
+  cluster.redis_mode = RedisMode::kCluster;
+  cluster.redis_url = ParsedRedisUrl("redis://n1:7000");
+  auto rules = domain::ScopeRules::Create(domain::ScopeLimits{},
+                                          {domain::ScopeRule{"event:", domain::ScopeLimits{2, 0}}});
+  ASSERT_THAT(rules, IsOk());
+  cluster.scope_rules = *rules;  // per-user limits only: fine
+  EXPECT_THAT(ValidateConfig(cluster), IsOk());
+  rules = domain::ScopeRules::Create(domain::ScopeLimits{}, {}, domain::ScopeTotals{100, 0});
+  ASSERT_THAT(rules, IsOk());
+  cluster.scope_rules = *rules;
+  EXPECT_THAT(ValidateConfig(cluster),
+              StatusIs(kInvalid, AllOf(HasSubstr("scope_limits"), HasSubstr("total_max_holds"),
+                                       HasSubstr("--redis_mode=cluster"))));
+  Config standalone;
+  standalone.redis_url = ParsedRedisUrl("redis://n1:6379");
+  standalone.scope_rules = *rules;
+  EXPECT_THAT(ValidateConfig(standalone), IsOk());
+}
+
 TEST(ConfigTest, SentinelModeNeedsAMasterNameAndStandaloneTakesNoSentinelSettings) {
   EXPECT_THAT(ValidateConfig(SentinelConfig()), IsOk());
   Config config = SentinelConfig();

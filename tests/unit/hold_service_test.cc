@@ -369,6 +369,87 @@ TEST_F(HoldServiceTest, ListHoldsFiltersByScopeAndReportsUsagePerLevel) {
   EXPECT_EQ(a->scope_usage, (LevelUsage{1, 2, ScopeLimits{2, 6}}));
 }
 
+// A scope's totals across users: the refusal's details, the metric, the usage answers, the scope
+// rpcs (on the fake store, whose index is every live hold).
+TEST_F(HoldServiceTest, ScopeTotalsRefuseAcrossUsersWithDetailsAndUsage) {
+  auto rules = ScopeRules::Create(ScopeLimits{}, {ScopeRule{"event:", ScopeLimits{}, {2, 5}}});
+  ASSERT_THAT(rules, IsOk());
+  service_.SetScopeRules(*rules);
+  // A quantity above total_max_units can never pass: malformed, not "retry later".
+  EXPECT_THAT(Place(Scoped("carol", "c1", "event:A", 6)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("quantity"), HasSubstr("total_max_units 5"))));
+  auto first = Place(Scoped("alice", "a1", "event:A", 2));
+  ASSERT_THAT(first, IsOk());
+  ASSERT_TRUE(first->scope_total_usage.has_value());
+  EXPECT_EQ(*first->scope_total_usage, (LevelUsage{1, 2, ScopeLimits{2, 5}}));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_THAT(Place(Scoped("bob", "b1", "event:A", 1)), IsOk());
+  // Another scope of the rule counts on its own.
+  ASSERT_THAT(Place(Scoped("bob", "b2", "event:B", 1)), IsOk());
+  auto refused = Place(Scoped("carol", "c1", "event:A", 1));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted,
+                                HasSubstr("scope \"event:A\" already has 2 unpaid holds across all "
+                                          "users (total_max_holds 2)")));
+  auto quota = Detail<google::rpc::QuotaFailure>(refused.status());
+  ASSERT_TRUE(quota.has_value());
+  ASSERT_EQ(quota->violations_size(), 1);
+  EXPECT_EQ(quota->violations(0).subject(), "scope/event:A");
+  auto info = Detail<google::rpc::ErrorInfo>(refused.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "SCOPE_TOTAL_LIMIT");
+  auto retry = Detail<google::rpc::RetryInfo>(refused.status());
+  ASSERT_TRUE(retry.has_value());
+  // alice's hold, placed 1 s earlier with the 30 min default, expires first.
+  EXPECT_EQ(retry->retry_delay().seconds(), 30 * 60 - 1);
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_total_limit"}}), 1);
+  // The units total, with both exceeded at once: one QuotaFailure violation each.
+  auto both = Place(Scoped("carol", "c1", "event:A", 3));
+  ASSERT_EQ(Detail<google::rpc::QuotaFailure>(both.status())->violations_size(), 2);
+
+  auto usage = Await<ScopeUsageReply>(
+      [&](auto done) { service_.GetScopeUsage("event:A", {}, std::move(done)); });
+  ASSERT_THAT(usage, IsOk());
+  EXPECT_EQ(usage->usage, (LevelUsage{2, 3, ScopeLimits{2, 5}}));
+  ASSERT_TRUE(usage->first_expire_time.has_value());
+  EXPECT_THAT(
+      Await<ScopeUsageReply>([&](auto done) { service_.GetScopeUsage("", {}, std::move(done)); }),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scope")));
+
+  // ListScopeHolds pages across users with AIP-158 tokens bound to the scope.
+  auto page = Await<ListScopeHoldsReply>([&](auto done) {
+    service_.ListScopeHolds("event:A", ListPage{1, ""}, {}, std::move(done));
+  });
+  ASSERT_THAT(page, IsOk());
+  ASSERT_EQ(page->holds.size(), 1u);
+  EXPECT_EQ(page->holds[0].user_id, "alice");
+  EXPECT_EQ(page->holds[0].details.quantity, 2);
+  ASSERT_FALSE(page->next_page_token.empty());
+  auto next = Await<ListScopeHoldsReply>([&](auto done) {
+    service_.ListScopeHolds("event:A", ListPage{1, page->next_page_token}, {}, std::move(done));
+  });
+  ASSERT_THAT(next, IsOk());
+  ASSERT_EQ(next->holds.size(), 1u);
+  EXPECT_EQ(next->holds[0].user_id, "bob");
+  EXPECT_TRUE(next->next_page_token.empty());
+  EXPECT_THAT(
+      Await<ListScopeHoldsReply>([&](auto done) {
+        service_.ListScopeHolds("event:B", ListPage{1, page->next_page_token}, {}, std::move(done));
+      }),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+
+  // ReleaseScopeHolds ends both as CANCELLED, counts them, and frees the places.
+  auto released = Await<ReleaseScopeHoldsReply>(
+      [&](auto done) { service_.ReleaseScopeHolds("event:A", {}, std::move(done)); });
+  ASSERT_THAT(released, IsOk());
+  EXPECT_EQ(released->released, 2);
+  EXPECT_EQ(released->holds.size(), 2u);
+  EXPECT_EQ(Metric("orderhold_holds_cancelled_total"), 2);
+  EXPECT_THAT(List("alice"), IsOk());
+  EXPECT_TRUE(List("alice")->holds.empty());
+  EXPECT_THAT(Place(Scoped("carol", "c1", "event:A", 1)), IsOk());
+}
+
 }  // namespace
 }  // namespace orderhold::domain
 

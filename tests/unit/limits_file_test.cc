@@ -16,6 +16,7 @@ namespace {
 
 using ::orderhold::domain::ScopeLimits;
 using ::orderhold::domain::ScopeRules;
+using ::orderhold::domain::ScopeTotals;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::StatusIs;
 using ::testing::HasSubstr;
@@ -85,6 +86,28 @@ TEST(LimitsFileTest, AbsentFieldsAreZeroMeaningNoLimit) {
   EXPECT_EQ(rules.Resolve("ab"), (ScopeLimits{0, 3}));
 }
 
+TEST(LimitsFileTest, TotalsAreReadForTheDefaultAndEachRuleAndBounded) {
+  ASSERT_OK_AND_ASSIGN(const ScopeRules rules,
+                       ParseLimitsFile("default: {max_holds: 1, total_max_holds: 50}\n"
+                                       "rules:\n"
+                                       "  - prefix: 'event:'\n"
+                                       "    max_holds: 2\n"
+                                       "    total_max_holds: 500\n"
+                                       "    total_max_units: 2000\n",
+                                       "l.yaml"));
+  EXPECT_TRUE(rules.has_totals());
+  EXPECT_EQ(rules.default_totals(), (ScopeTotals{50, 0}));
+  EXPECT_EQ(rules.ResolveAll("event:E1").totals, (ScopeTotals{500, 2000}));
+  EXPECT_EQ(rules.ResolveAll("event:E1").limits, (ScopeLimits{2, 0}));
+  EXPECT_EQ(rules.ResolveAll("show:1").totals, (ScopeTotals{50, 0}));
+  EXPECT_EQ(ErrorOf("rules:\n  - prefix: a\n    total_max_units: 4294967296\n"),
+            "limits.yaml:3: rules[0].total_max_units: must be 0-1000000000 (0: no limit), got "
+            "4294967296");
+  EXPECT_EQ(ErrorOf("default: {total_max_holds: 1000000001}\n"),
+            "limits.yaml:1: default.total_max_holds: must be 0-1000000000 (0: no total), got "
+            "1000000001");
+}
+
 TEST(LimitsFileTest, ValuesAsProtobufsJsonMappingTakesThem) {
   // A quoted number is a number to protobuf's JSON mapping; so is 1e3.
   ASSERT_OK_AND_ASSIGN(
@@ -143,14 +166,15 @@ TEST(LimitsFileTest, UnknownFieldsAreErrorsNamingLineAndField) {
                     "  - prefix: a\n"
                     "    max_hold: 2\n"),
             "limits.yaml:3: rules[0].max_hold: unknown field (known here: prefix, max_holds, "
-            "max_units)");
+            "max_units, total_max_holds, total_max_units)");
   EXPECT_EQ(ErrorOf("defaults:\n  max_holds: 1\n"),
             "limits.yaml:1: defaults: unknown field (known here: default, rules)");
   EXPECT_EQ(ErrorOf("default:\n  max_holds: 1\n  maxUnits: 2\n"),
-            "limits.yaml:3: default.maxUnits: unknown field (known here: max_holds, max_units)");
+            "limits.yaml:3: default.maxUnits: unknown field (known here: max_holds, max_units, "
+            "total_max_holds, total_max_units)");
   EXPECT_EQ(ErrorOf("{\"default\": {},\n \"rules\": [{\"prefix\": \"a\", \"limit\": 1}]}"),
             "limits.yaml:2: rules[0].limit: unknown field (known here: prefix, max_holds, "
-            "max_units)");
+            "max_units, total_max_holds, total_max_units)");
 }
 
 TEST(LimitsFileTest, NegativeAndTooLargeNumbersNameLineAndField) {

@@ -24,6 +24,31 @@ TEST(ScopeRulesTest, DefaultConstructedLeavesEveryScopeUnlimited) {
   EXPECT_EQ(rules.default_limits(), (ScopeLimits{0, 0}));
 }
 
+TEST(ScopeRulesTest, TotalsComeFromTheSameRuleAsTheLimitsAndAreBounded) {
+  auto rules =
+      ScopeRules::Create(ScopeLimits{1, 0},
+                         {ScopeRule{"event:", ScopeLimits{2, 0}, ScopeTotals{100, 0}},
+                          ScopeRule{"event:big:", ScopeLimits{3, 0}, ScopeTotals{0, 5000}}},
+                         ScopeTotals{7, 0});
+  ASSERT_THAT(rules, IsOk());
+  EXPECT_TRUE(rules->has_totals());
+  EXPECT_EQ(rules->ResolveAll("event:E1").totals, (ScopeTotals{100, 0}));
+  EXPECT_EQ(rules->ResolveAll("event:E1").limits, (ScopeLimits{2, 0}));
+  EXPECT_EQ(rules->ResolveAll("event:big:E2").totals, (ScopeTotals{0, 5000}));
+  EXPECT_EQ(rules->ResolveAll("show:1").totals, (ScopeTotals{7, 0}));
+  EXPECT_EQ(rules->ResolveAll("show:1").limits, (ScopeLimits{1, 0}));
+  EXPECT_FALSE(ScopeRules().has_totals());
+  auto none = ScopeRules::Create(ScopeLimits{1, 0}, {ScopeRule{"event:", ScopeLimits{2, 0}}});
+  ASSERT_THAT(none, IsOk());
+  EXPECT_FALSE(none->has_totals());
+  EXPECT_THAT(ScopeRules::Create(ScopeLimits{}, {ScopeRule{"e:", {}, ScopeTotals{-1, 0}}}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rules[0].total_max_holds: must be 0-1000000000")));
+  EXPECT_THAT(ScopeRules::Create(ScopeLimits{}, {}, ScopeTotals{0, 1000000001}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("default.total_max_units: must be 0-1000000000")));
+}
+
 TEST(ScopeRulesTest, NoRulesGiveTheDefault) {
   ASSERT_OK_AND_ASSIGN(const ScopeRules rules, ScopeRules::Create({1, 5}, {}));
   EXPECT_EQ(rules.Resolve("event:E42"), (ScopeLimits{1, 5}));

@@ -15,6 +15,8 @@
 -- ARGV[6]  max outcome records per user, >= 1
 -- ARGV[7]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
+-- ARGV[8]  the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+--          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {result, now, expire, removed, outcome, end, details, life}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
 --                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
@@ -36,6 +38,7 @@ local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
 k.maxlen = tonumber(ARGV[7])
+k.index = ARGV[8] ~= '' and ARGV[8] or nil
 local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
 

@@ -29,6 +29,9 @@
 --          written at its first move.
 -- ARGV[11] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
+-- ARGV[12] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+--          scoped hold's entry is dropped there, a moved hold's entry moves with it; "" = the
+--          store keeps none
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
 --          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
 --                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
@@ -48,6 +51,7 @@ local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
 k.maxlen = tonumber(ARGV[11])
+k.index = ARGV[12] ~= '' and ARGV[12] or nil
 local user, order = ARGV[1], ARGV[2]
 local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
@@ -107,6 +111,14 @@ if hold then
   end
   save_holds(k, user, true, after)  -- sorts them
   set_due(k, user, after[1].expire)
+  -- Its place in its scope moves with it (its entry in the scope index, prelude.lua).
+  if k.index and moved.details then
+    local q, s = quantity_scope(moved.details, new)
+    if s ~= '' then
+      local live = scope_keys(k.index, s)
+      redis.call('ZADD', live, 'XX', int_str(new), scope_member(user, order, q))
+    end
+  end
   return {1, now, new, 0, 0, 0, moved.details or '', moved.life, 1, capped}
 end
 

@@ -9,6 +9,11 @@
 -- user's live holds and units in that scope (ARGV[11], ARGV[12]) are all checked against sums over
 -- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
 -- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
+-- A scope's totals across users (ARGV[17], ARGV[18]) are checked against the scope index
+-- (prelude.lua "The scope index"), in the same step: every hold with a scope is entered there
+-- when the store keeps an index (ARGV[16]), with or without a total, so a total added later counts
+-- the holds already live. Its units are a counter beside the entries, kept exact by every script
+-- that adds or drops an entry.
 --
 -- KEYS[1]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
 --          user_id, value = its live holds, packed (see pack_holds in prelude.lua)
@@ -41,8 +46,13 @@
 --          the lifetime makes the expiry the cap)
 -- ARGV[15] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
+-- ARGV[16] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"); "" = the
+--          store keeps none (Redis Cluster): ARGV[17] and ARGV[18] must then be 0
+-- ARGV[17] the scope's total_max_holds, integer >= 0: its live holds across every user, at most;
+--          0 = none
+-- ARGV[18] the scope's total_max_units, integer >= 0: their units, at most; 0 = none
 -- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
---           scope_units, violations, details, life}
+--           scope_units, violations, details, life, total_holds, total_units}
 --          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
 --                  not extended), -1 a limit would be exceeded (expire = the earliest instant at
 --                  which every exceeded level has had its earliest live hold expire),
@@ -54,10 +64,14 @@
 --          units, scope_holds, scope_units: the user's live units, and its live holds and units in
 --                  the scope (0 when unscoped), after the call
 --          violations (result -1): the exceeded levels, bits: 1 user holds, 2 user units,
---                  4 scope holds, 8 scope units
+--                  4 scope holds, 8 scope units, 16 the scope's total holds, 32 its total units
+--                  (for those two, expire counts the scope's earliest live hold across users)
 --          details result 1: the new hold's details ("" for a plain hold); 0: the existing hold's
 --                  ("" when it has none); else ""
 --          life    results 1 and 0: the hold's life record; else ""
+--          total_holds, total_units: the scope's live holds and units across every user after
+--                  the call, when it has a total (ARGV[17] or ARGV[18] > 0) and a new hold was
+--                  decided (results 1 and -1); else 0
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
@@ -68,6 +82,7 @@ local now = now_ms(ARGV[5])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
 k.maxlen = tonumber(ARGV[15])
+k.index = ARGV[16] ~= '' and ARGV[16] or nil
 local user, order = ARGV[1], ARGV[2]
 local scope = ARGV[9]
 -- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use
@@ -99,6 +114,7 @@ local earliest = live[1] and live[1].expire  -- the user's earliest expiry after
 
 local result, expire
 local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
+local total_holds, total_units = 0, 0
 if existing then
   result, expire, details, life = 0, existing.expire, existing.details or '', existing.life or ''
 else
@@ -122,13 +138,30 @@ else
     if scope_max_units > 0 and scope_units + quantity > scope_max_units then
       violations = violations + 8
     end
+    -- The scope's totals, across users, from its index (pruned here: the prune and the add below
+    -- are the only writes to it before the decision is made, and neither changes what is live).
+    local total_max_holds = scope ~= '' and k.index and tonumber(ARGV[17]) or 0
+    local total_max_units = scope ~= '' and k.index and tonumber(ARGV[18]) or 0
+    local total_first
+    if total_max_holds > 0 or total_max_units > 0 then
+      total_holds, total_units, total_first = scope_usage(k.index, scope, now)
+      if total_max_holds > 0 and total_holds + 1 > total_max_holds then
+        violations = violations + 16
+      end
+      if total_max_units > 0 and total_units + quantity > total_max_units then
+        violations = violations + 32
+      end
+    end
     if violations > 0 then
       result, expire = -1, 0
       if violations % 4 > 0 then
         expire = earliest or now
       end
-      if violations >= 4 then
+      if violations % 16 >= 4 then
         expire = math.max(expire, scope_first or now)
+      end
+      if violations >= 16 then
+        expire = math.max(expire, total_first or now)
       end
     else
       result, expire = 1, now + tonumber(ARGV[3])
@@ -144,6 +177,12 @@ else
       active, units = active + 1, units + quantity
       if scope ~= '' then
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
+        if k.index then
+          scope_add(k.index, scope, user, order, quantity, expire)
+          if total_max_holds > 0 or total_max_units > 0 then
+            total_holds, total_units = total_holds + 1, total_units + quantity
+          end
+        end
       end
     end
   end
@@ -167,4 +206,4 @@ if removed > 0 or (result == 1 and earliest ~= (holds[1] and holds[1].expire)) t
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
-        scope_units, violations, details, life}
+        scope_units, violations, details, life, total_holds, total_units}

@@ -335,6 +335,87 @@ local function save_holds(k, user, had, holds)
   end
 end
 
+-- The scope index: every live hold of a scope, across users, so that a scope's totals
+-- (total_max_holds, total_max_units of the limits file) are decided in the same script as the
+-- user's levels. Two keys per scope, in the scope's partition (keys.h: FNV-1a-32 of the scope mod
+-- 64, as a user's): "<prefix>:{<p>}:s:<scope>", a sorted set, member = scope_member(user, order,
+-- quantity), score = the hold's expire (Unix ms; an entry is live while its score > now, as its
+-- hold is), and "<prefix>:{<p>}:su:<scope>", a string: the sum of the quantities of the set's
+-- entries (live or not yet pruned). Both go when the set empties. k.index is the keys' common
+-- start "<prefix>:{" ('' or nil: the store keeps no index, as in Redis Cluster mode, where the
+-- scope's slot is not the user's). The keys are derived here, not passed in KEYS: the scripts
+-- that end holds learn a hold's scope from its details, inside the script. A standalone or
+-- Sentinel-managed Redis lets a script touch keys it did not declare; a Cluster node would refuse
+-- them, hence no index there. Every end of a scoped hold (end_hold) drops its entry,
+-- extend_hold.lua moves it, place_hold.lua adds it and checks the totals.
+
+-- FNV-1a-32 of `s` (KeySchema::PartitionOf's hash), on doubles: the prime 16777619 is
+-- 2^24 + 403, so h * prime mod 2^32 = h * 403 + (h mod 2^8) * 2^24, exact below 2^53; bit.bxor
+-- works on 32 bits and answers signed, which % 2^32 makes unsigned again.
+local function fnv1a32(s)
+  local h = 2166136261
+  for i = 1, #s do
+    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = (h * 403 + (h % 256) * 16777216) % 4294967296
+  end
+  return h
+end
+
+local function scope_keys(index, scope)
+  local tagged = index .. int_str(fnv1a32(scope) % 64) .. '}:'
+  return tagged .. 's:' .. scope, tagged .. 'su:' .. scope
+end
+
+-- An index member: "<quantity>:<user>\0<order>" (ids have no control characters).
+local function scope_member(user, order, quantity)
+  return int_str(quantity) .. ':' .. user .. '\0' .. order
+end
+
+-- The scope's live holds and units after dropping the entries no longer live (score <= now) with
+-- their units, and the earliest live expire (nil when none). Writes (the prune).
+local function scope_usage(index, scope, now)
+  local live, units_key = scope_keys(index, scope)
+  local bound = int_str(now)
+  local gone = redis.call('ZRANGEBYSCORE', live, '-inf', bound)
+  local units = tonumber(redis.call('GET', units_key) or '0')
+  if #gone > 0 then
+    local q = 0
+    for _, m in ipairs(gone) do
+      q = q + tonumber(string.match(m, '^(%d+):'))
+    end
+    redis.call('ZREMRANGEBYSCORE', live, '-inf', bound)
+    units = units - q
+  end
+  local first = redis.call('ZRANGE', live, '0', '0', 'WITHSCORES')
+  if not first[1] then
+    if units ~= 0 or #gone > 0 then
+      redis.call('DEL', units_key)
+    end
+    return 0, 0, nil
+  end
+  if #gone > 0 then
+    redis.call('SET', units_key, int_str(units))
+  end
+  return redis.call('ZCARD', live), units, tonumber(first[2])
+end
+
+-- Adds the new hold's entry to its scope's index.
+local function scope_add(index, scope, user, order, quantity, expire)
+  local live, units_key = scope_keys(index, scope)
+  redis.call('ZADD', live, int_str(expire), scope_member(user, order, quantity))
+  redis.call('INCRBY', units_key, int_str(quantity))
+end
+
+-- Drops an ended hold's entry from its scope's index, with its units when it was there (an entry
+-- pruned as no longer live took its units with it).
+local function scope_drop(index, scope, user, order, quantity)
+  local live, units_key = scope_keys(index, scope)
+  if redis.call('ZREM', live, scope_member(user, order, quantity)) == 1 and
+      redis.call('DECRBY', units_key, int_str(quantity)) <= 0 then
+    redis.call('DEL', units_key)
+  end
+end
+
 -- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
 local PAID, CANCELLED, EXPIRED = 1, 2, 3
 
@@ -351,8 +432,9 @@ end
 -- Ends one hold (no longer in the list the caller saves with save_holds): remembers its outcome
 -- and appends its event to the partition's stream, in the caller's script, so there is never an
 -- end without an event nor an event without an end.
---   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=}: the user's keys, holds and
---            due-index buckets, the partition's bucket index and stream (set_due)
+--   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=, maxlen=, index=}: the user's
+--            keys, holds and due-index buckets, the partition's bucket index and stream (set_due),
+--            the stream's length bound, and the scope index's key start (nil: none)
 --   h        the hold (load_holds); its details are copied into the event, and its details and
 --            life record, which were in its packed value, are written beside its outcome record
 --   outcome  PAID, CANCELLED or EXPIRED; end_ms: when it ended (for EXPIRED: its expire time)
@@ -411,6 +493,13 @@ local function end_hold(k, user, h, outcome, end_ms)
   if not nudged then
     nudged = true
     redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
+  end
+  -- The end gives the hold's place in its scope back (the scope index, above).
+  if k.index and h.details then
+    local q, s = quantity_scope(h.details, h.expire)
+    if s ~= '' then
+      scope_drop(k.index, s, user, h.order, q)
+    end
   end
 end
 

@@ -47,6 +47,8 @@
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
 -- ARGV[9]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
+-- ARGV[10] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+--          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {now, more, oldest_due, next_due, expire_1, expire_2, ...}: one expire time (Unix ms)
 --          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
 --          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
@@ -64,6 +66,7 @@
 local now = now_ms(ARGV[3])
 local maxlen = tonumber(ARGV[9])
 local prefix = ARGV[1]
+local index = ARGV[10] ~= '' and ARGV[10] or nil
 
 local oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
 if ARGV[8] ~= '' then
@@ -92,7 +95,8 @@ local out = {now, 0, oldest or -1, oldest or -1}
 -- field there, read by the caller (false: none).
 local function reap_user(user, bucket, packed)
   local k = {hb = bucket.hb, hd = bucket.hd, bdue = KEYS[1], outcomes = prefix .. 'x:' .. user,
-             ended = prefix .. 'xt:' .. user, events = KEYS[2], maxlen = maxlen}
+             ended = prefix .. 'xt:' .. user, events = KEYS[2], maxlen = maxlen,
+             index = index}
   redis.call('EXISTS', k.outcomes, k.ended)
   local due, live = split_due(load_holds(k, user, true, packed), now)
   if #due > 0 then

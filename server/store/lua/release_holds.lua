@@ -14,6 +14,8 @@
 -- ARGV[5]  max outcome records per user, >= 1
 -- ARGV[6]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
+-- ARGV[7]  the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+--          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {now, removed, {order_1, expire_1, details_1, life_1, order_2, ...}}
 --          removed  holds found no longer live and ended as EXPIRED (each with its event; not
 --                   listed)
@@ -27,6 +29,7 @@ local now = now_ms(ARGV[3])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
 k.maxlen = tonumber(ARGV[6])
+k.index = ARGV[7] ~= '' and ARGV[7] or nil
 local user, scope = ARGV[1], ARGV[2]
 local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
 
