@@ -53,6 +53,9 @@ enum class AuthzCall {
   kGetHold,
   kReleaseHolds,
   kDeleteConsumerGroup,
+  kGetScopeUsage,
+  kListScopeHolds,
+  kReleaseScopeHolds,
 };
 const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
   static const auto* const calls = new std::vector<std::pair<AuthzCall, std::string>>{
@@ -66,6 +69,9 @@ const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
       {AuthzCall::kGetHold, "GetHold"},
       {AuthzCall::kReleaseHolds, "ReleaseHolds"},
       {AuthzCall::kDeleteConsumerGroup, "DeleteConsumerGroup"},
+      {AuthzCall::kGetScopeUsage, "GetScopeUsage"},
+      {AuthzCall::kListScopeHolds, "ListScopeHolds"},
+      {AuthzCall::kReleaseScopeHolds, "ReleaseScopeHolds"},
   };
   return *calls;
 }
@@ -74,12 +80,14 @@ const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
 const std::map<std::string, std::set<std::string>>& RoleGrants() {
   static const auto* const granted = new std::map<std::string, std::set<std::string>>{
       {"storefront",
-       {"PlaceHold", "ExtendHold", "CancelHold", "ListHolds", "GetHold", "ReleaseHolds"}},
+       {"PlaceHold", "ExtendHold", "CancelHold", "ListHolds", "GetHold", "ReleaseHolds",
+        "GetScopeUsage"}},
       {"payments", {"Pay", "GetHold"}},
       {"event-consumer", {"WatchHoldEvents", "AckHoldEvents"}},
       {"operator",
        {"PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents",
-        "ExtendHold", "GetHold", "ReleaseHolds", "DeleteConsumerGroup"}},
+        "ExtendHold", "GetHold", "ReleaseHolds", "DeleteConsumerGroup", "GetScopeUsage",
+        "ListScopeHolds", "ReleaseScopeHolds"}},
       {"stranger", {}},
   };
   return *granted;
@@ -211,6 +219,27 @@ class AuthzE2eTest : public ::testing::Test {
         request.set_consumer_group("no-such-group");
         v1::DeleteConsumerGroupResponse response;
         status = stub.DeleteConsumerGroup(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kGetScopeUsage: {
+        v1::GetScopeUsageRequest request;
+        request.set_scope("event:E1");
+        v1::GetScopeUsageResponse response;
+        status = stub.GetScopeUsage(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kListScopeHolds: {
+        v1::ListScopeHoldsRequest request;
+        request.set_scope("event:E1");
+        v1::ListScopeHoldsResponse response;
+        status = stub.ListScopeHolds(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kReleaseScopeHolds: {
+        v1::ReleaseScopeHoldsRequest request;
+        request.set_scope("event:nothing-held");
+        v1::ReleaseScopeHoldsResponse response;
+        status = stub.ReleaseScopeHolds(&context, request, &response);
         break;
       }
     }

@@ -1,7 +1,8 @@
 // Fuzzes what a client controls in a request: the bytes of each rpc's request message, decoded as
 // the server decodes them (ParseFromByteBuffer into the lenient mirror, server/grpc/
 // lenient_requests.proto), converted (conversions.h) and validated by HoldService over the no-op
-// store, as OrderHoldService does before any store call. The first byte picks the rpc (or, past
+// store, as OrderHoldService does before any store call (the scope rpcs included). The first byte
+// picks the rpc (or, past
 // the rpcs, a ListHolds page token given raw, decoded for a user and scope cut from the input,
 // and an encoded token that must decode to its cursor). A crash, a sanitizer report, a leak or a
 // token that does not round-trip is a finding; every input must end in OK or a clean status.
@@ -52,7 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace orderhold;  // NOLINT: a fuzz entry point
   static Service* service = new Service;
   if (size == 0) return 0;
-  const uint8_t rpc = data[0] % 11;
+  const uint8_t rpc = data[0] % 14;
   ++data;
   --size;
   domain::HoldService& holds = service->holds;
@@ -140,6 +141,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       internal::DeleteConsumerGroupRequest request;
       if (!Decode(data, size, "orderhold.v1.DeleteConsumerGroupRequest", &request)) return 0;
       (void)domain::ValidateGroup(request.consumer_group());
+      return 0;
+    }
+    case 10: {
+      internal::GetScopeUsageRequest request;
+      if (!Decode(data, size, "orderhold.v1.GetScopeUsageRequest", &request)) return 0;
+      Run<domain::ScopeUsageReply>(
+          [&](auto done) { holds.GetScopeUsage(request.scope(), {}, std::move(done)); });
+      return 0;
+    }
+    case 11: {
+      internal::ListScopeHoldsRequest request;
+      if (!Decode(data, size, "orderhold.v1.ListScopeHoldsRequest", &request)) return 0;
+      Run<domain::ListScopeHoldsReply>([&](auto done) {
+        holds.ListScopeHolds(request.scope(),
+                             domain::ListPage{request.page_size(), request.page_token()}, {},
+                             std::move(done));
+      });
+      return 0;
+    }
+    case 12: {
+      internal::ReleaseScopeHoldsRequest request;
+      if (!Decode(data, size, "orderhold.v1.ReleaseScopeHoldsRequest", &request)) return 0;
+      Run<domain::ReleaseScopeHoldsReply>(
+          [&](auto done) { holds.ReleaseScopeHolds(request.scope(), {}, std::move(done)); });
       return 0;
     }
     default: {

@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/orderhold_client.h"
+#include "google/protobuf/util/time_util.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 
@@ -457,6 +458,57 @@ TEST(ParseCommandTest, ValidCommands) {
   EXPECT_EQ(list->kind, CliCommand::Kind::kList);
   EXPECT_EQ(list->user_id, "alice");
   EXPECT_EQ(list->order_id, "");
+}
+
+TEST(ParseCommandTest, ScopeCommandsTakeOneScope) {
+  for (const auto& [name, kind] : std::vector<std::pair<std::string, CliCommand::Kind>>{
+           {"scope-usage", CliCommand::Kind::kScopeUsage},
+           {"scope-list", CliCommand::Kind::kScopeList},
+           {"scope-release", CliCommand::Kind::kScopeRelease}}) {
+    auto command = ParseCommand({name, "event:E42"}, std::nullopt);
+    ASSERT_TRUE(command.ok()) << command.status();
+    EXPECT_EQ(command->kind, kind);
+    EXPECT_EQ(command->scope, "event:E42");
+    EXPECT_FALSE(ParseCommand({name}, std::nullopt).ok());
+    EXPECT_FALSE(ParseCommand({name, "a", "b"}, std::nullopt).ok());
+    EXPECT_FALSE(ParseCommand({name, "event:E42"}, absl::Seconds(1)).ok());
+  }
+}
+
+TEST(FormatScopeTest, UsageHoldsAndReleases) {
+  orderhold::v1::GetScopeUsageResponse usage;
+  usage.mutable_usage()->set_holds(97);
+  usage.mutable_usage()->set_max_holds(100);
+  usage.mutable_usage()->set_units(180);
+  EXPECT_EQ(FormatScopeUsage("event:E42", usage),
+            "event:E42: 97/100 holds, 180 units across all users\n");
+
+  orderhold::v1::ListScopeHoldsResponse list;
+  list.mutable_usage()->set_holds(2);
+  list.mutable_usage()->set_units(3);
+  list.mutable_usage()->set_max_units(500);
+  orderhold::v1::Hold* first = list.add_holds();
+  first->set_user_id("alice");
+  first->set_order_id("o1");
+  first->set_quantity(2);
+  *first->mutable_remaining() = google::protobuf::util::TimeUtil::SecondsToDuration(90);
+  orderhold::v1::Hold* second = list.add_holds();
+  second->set_user_id("bob");
+  second->set_order_id("o7");
+  second->set_quantity(1);
+  *second->mutable_remaining() = google::protobuf::util::TimeUtil::SecondsToDuration(600);
+  EXPECT_EQ(FormatScopeHolds("event:E42", list),
+            "event:E42: 2 holds, 3/500 units across all users\n"
+            "  alice o1 (1m30s left) x2\n"
+            "  bob o7 (10m left)\n");
+
+  orderhold::v1::ReleaseScopeHoldsResponse released;
+  released.set_released_count(101);
+  *released.add_holds() = *second;
+  EXPECT_EQ(FormatReleaseScopeHolds("event:E42", released),
+            "released 101 holds in scope event:E42\n"
+            "  bob o7 (had 10m left)\n"
+            "  ... and 100 more\n");
 }
 
 TEST(ParseCommandTest, ZeroTtlIsStillSent) {
