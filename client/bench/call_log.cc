@@ -1,5 +1,6 @@
 #include "client/bench/call_log.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,6 +21,11 @@ void AppendHead(const CallLine& line, std::string* out) {
   if (!line.order_id.empty()) {
     out->append(",\"o\":");
     AppendJsonString(line.order_id, out);
+  }
+  if (!line.scope.empty()) {
+    out->append(",\"s\":");
+    AppendJsonString(line.scope, out);
+    absl::StrAppend(out, ",\"q\":", std::max<int64_t>(1, line.quantity));
   }
   absl::StrAppend(out, ",\"c\":", line.code, ",\"t0\":", line.start_unix_us,
                   ",\"t1\":", line.done_unix_us);

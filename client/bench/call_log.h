@@ -7,6 +7,7 @@
 //
 //   m    the method (MethodMixKey: place, pay, cancel, extend, get, list, release)
 //   u    the request's user_id; o its order_id (absent for list and release)
+//   s, q a place's scope and quantity (1 when unset), only when it has a scope (--scopes)
 //   c    the gRPC status code (0 OK, 8 RESOURCE_EXHAUSTED, 14 UNAVAILABLE, ...)
 //   t0   when the call was started, t1 when its completion ran: Unix time in microseconds (the
 //        system clock, which Redis' TIME also reads on one machine)
@@ -39,7 +40,9 @@ namespace orderhold::client::bench {
 struct CallLine {
   Method method = Method::kPlaceHold;
   absl::string_view user_id;
-  absl::string_view order_id;  // empty: left out (ListHolds, ReleaseHolds)
+  absl::string_view order_id;    // empty: left out (ListHolds, ReleaseHolds)
+  absl::string_view scope = {};  // a PlaceHold's scope; empty: left out, with the quantity
+  int64_t quantity = 0;          // a PlaceHold's quantity as sent (0: 1)
   int code = 0;
   int64_t start_unix_us = 0;
   int64_t done_unix_us = 0;

@@ -163,6 +163,10 @@ struct LoadGenerator::TypedCall final : LoadGenerator::Call {
     line.method = method;
     line.user_id = request.user_id();
     if constexpr (requires { request.order_id(); }) line.order_id = request.order_id();
+    if constexpr (requires { request.quantity(); }) {
+      line.scope = request.scope();
+      line.quantity = request.quantity();
+    }
     line.code = code;
     line.start_unix_us = start_unix_us;
     line.done_unix_us = done_unix_us;

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """tests/soak/oracle.py DIR: the soak's oracle. Replays what the clients of a tests/soak/run.sh run
-saw (DIR/calls-max.jsonl and DIR/calls.jsonl from orderhold-bench --call_log, DIR/events.jsonl
+saw (DIR/calls-max.jsonl, DIR/calls.jsonl and DIR/calls-scope.jsonl from orderhold-bench
+--call_log, DIR/events.jsonl
 from orderhold-soak-watch, DIR/faults.jsonl, DIR/samples.jsonl, DIR/meta.json), checks OrderHold's
 promises, prints a table and writes DIR/soak.json and DIR/soak.md. Exit status 1 when any
 invariant was violated. Standard library only (Debian's python3).
@@ -14,6 +15,11 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    DEADLINE_EXCEEDED, INTERNAL, UNAVAILABLE; a ReleaseHolds whose answer is
                    unknown may end any hold of that user placed before its start + 5 s). The
                    clocks agree: server, Redis and the clients share this machine's clock.
+  scope_over_total never more holds (or units) answered created and certainly live at once in one
+                   scope than its total (meta.json scope_totals: the servers' rule for the scopes
+                   starting with its prefix, each scope on its own), the holds counted as for
+                   over_grant (the same certainly-live intervals), their units from the place's
+                   quantity.
   list_over_limit  a ListHolds answered more than max_holds holds.
   lost_end         a hold answered created got no event (after dedup on event_id).
   ended_twice      two distinct events (event_ids) for one hold, or two calls that each answered
@@ -64,7 +70,7 @@ KEY_BYTES_SLACK = 64 * 1024  # violations listed per kind in the output
 
 class Order:
     __slots__ = ("user", "placed", "refused", "ack", "start", "exp", "end_cand", "answered_ends",
-                 "pay_sent", "cancel_sent")
+                 "pay_sent", "cancel_sent", "scope", "units")
 
     def __init__(self, user):
         self.user = user
@@ -77,6 +83,8 @@ class Order:
         self.answered_ends = []  # outcomes the answers say they made
         self.pay_sent = False
         self.cancel_sent = False
+        self.scope = ""  # the place's scope ("s"), "" when unscoped
+        self.units = 1  # its quantity ("q")
 
 
 def read_jsonl(path):
@@ -136,7 +144,7 @@ def main(out_dir):
 
     totals = collections.Counter()
     codes = collections.Counter()
-    for name in ("calls-max.jsonl", "calls.jsonl"):
+    for name in ("calls-max.jsonl", "calls.jsonl", "calls-scope.jsonl"):
         for c in read_jsonl(os.path.join(out_dir, name)):
             if "_bad" in c:
                 bad_lines += 1
@@ -144,7 +152,8 @@ def main(out_dir):
             m, code, t0, t1 = c["m"], c["c"], c["t0"] / 1000.0, c["t1"] / 1000.0
             totals[m] += 1
             codes[CODE_NAMES.get(code, str(code))] += 1
-            ph = phases["max (closed loop)" if name == "calls-max.jsonl" else phase_of(c["t0"])]
+            ph = phases["max (closed loop)" if name == "calls-max.jsonl" else
+                        "scope load" if name == "calls-scope.jsonl" else phase_of(c["t0"])]
             ph["calls"] += 1
             ph["codes"][CODE_NAMES.get(code, str(code))] += 1
             ph["lat"].append(t1 - t0)
@@ -171,6 +180,8 @@ def main(out_dir):
                 od = orders[o] = Order(c["u"])
             if m == "place":
                 od.placed = True
+                if "s" in c:
+                    od.scope, od.units = c["s"], c["q"]
                 if code == 0 or code in AMBIGUOUS:
                     od.refused = False
                 if code == 0:
@@ -290,6 +301,33 @@ def main(out_dir):
                 if len(live) > max_holds:
                     violations["over_grant"].append({"user": user, "t_ms": t, "live": sorted(live)})
 
+    # Scope totals: the same sweep per scope, over every user's holds of that scope.
+    scope_totals = meta.get("scope_totals") or None
+    most_in_scope = {}
+    if scope_totals:
+        per_scope = collections.defaultdict(list)
+        for o, od in orders.items():
+            if od.ack and od.scope.startswith(scope_totals["prefix"]):
+                end = min(od.exp, od.end_cand)
+                if end > od.start:
+                    per_scope[od.scope].append((od.start, 1, o, od.units))
+                    per_scope[od.scope].append((end, -1, o, od.units))
+        for scope, points in per_scope.items():
+            points.sort(key=lambda p: (p[0], p[1]))
+            holds = units = most_holds = most_units = 0
+            reported = False
+            for t, delta, o, q in points:
+                holds += delta
+                units += delta * q
+                most_holds, most_units = max(most_holds, holds), max(most_units, units)
+                if delta > 0 and not reported and (holds > scope_totals["holds"] or
+                                                   units > scope_totals["units"]):
+                    reported = True  # one per scope: the first instant over
+                    violations["scope_over_total"].append({"scope": scope, "t_ms": t,
+                                                           "holds": holds, "units": units})
+            most_in_scope[scope] = {"holds": most_holds, "units": most_units,
+                                    "created": len(points) // 2}
+
     # Server replica 0's RSS and descriptors over the load.
     samples = [s for s in read_jsonl(os.path.join(out_dir, "samples.jsonl")) if "_bad" not in s]
     start_us, end_us = meta["load_start_us"], meta["load_end_us"]
@@ -323,7 +361,7 @@ def main(out_dir):
         violations["redis_memory"].append({"baseline": base, "end": end})
 
     # Report.
-    kinds = ["over_grant", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
+    kinds = ["over_grant", "scope_over_total", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
              "wrong_end_time", "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
     fault_counts = collections.Counter(f["fault"] for f in faults)
     phase_rows = []
@@ -343,6 +381,7 @@ def main(out_dir):
                    "redeliveries": redeliveries, "by_outcome": dict(outcomes),
                    "watch_ends": dict(watch_ends), "ack_errors": ack_errors},
         "max_live_per_user_seen": max_live_seen,
+        "max_live_per_scope_seen": most_in_scope,
         "faults": dict(fault_counts), "faults_total": len(faults),
         "phases": phase_rows, "resources": resources,
         "unparsable_lines": bad_lines,
@@ -364,6 +403,11 @@ def main(out_dir):
               f"deliveries, {redeliveries} redeliveries; watch reconnects "
               f"{sum(watch_ends.values())}, failed acks {ack_errors}; max live per user seen "
               f"{max_live_seen} (limit {max_holds})")
+    if scope_totals:
+        md.append(f"scopes with a total ({scope_totals['prefix']}*: {scope_totals['holds']} holds, "
+                  f"{scope_totals['units']} units): " +
+                  ", ".join(f"{k} {v['created']} created, at most {v['holds']} holds / "
+                            f"{v['units']} units live at once" for k, v in sorted(most_in_scope.items())))
     md.append(f"events trimmed by --event_retention={meta['event_retention_s']}s before the group "
               f"acked them: {meta['trimmed_unacked']} (server logs); Redis: {meta['redis_flags']}")
     md.append("faults injected " + str(len(faults)) + ": " +

@@ -33,13 +33,13 @@ def event(eid, u, o, out, end, exp):
 
 
 class OracleTest(unittest.TestCase):
-    def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60):
+    def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60, scope_totals=None):
         d = tempfile.mkdtemp()
         meta = {"mode": "standalone", "smoke": True, "load_s": load_s, "max_rate": 100, "rate": 50,
                 "servers": 3, "max_holds": 2, "mix": "m", "users": 2, "ttl_s": 3,
                 "fault_every_s": 8, "load_start_us": T * US, "load_end_us": (T + 60_000) * US,
                 "drained_us": (T + 70_000) * US, "redis_flags": "", "trimmed_unacked": 0,
-                "event_retention_s": 15, "machine": "test",
+                "event_retention_s": 15, "machine": "test", "scope_totals": scope_totals,
                 "redis_baseline": {"keys": 2, "key_bytes": 200, "used_memory": 1},
                 "redis_end": {"keys": 2, "key_bytes": 200, "used_memory": 1}}
         files = {"meta.json": [meta], "calls.jsonl": calls, "events.jsonl": events,
@@ -87,6 +87,43 @@ class OracleTest(unittest.TestCase):
         events[0] = event("1/1", "a", "o1", 1, T + 45, T + 3000)
         code, v = self.run_oracle(calls, events)
         self.assertEqual(sum(v.values()), 0, v)
+
+    def test_scope_over_total(self):
+        # Three users, one scope with a total of 2 holds and 5 units: each user holds one.
+        totals = {"prefix": "event:", "holds": 2, "units": 5}
+        calls, events = self.clean()
+        scoped = [("b", "s1", T + 10, 2), ("c", "s2", T + 20, 2)]
+        for u, o, t, q in scoped:
+            line = place(u, o, t, T + 1000)
+            line.update(s="event:1", q=q)
+            calls.append(line)
+            events.append(event("3/" + o, u, o, 3, T + 1000, T + 1000))
+        code, v = self.run_oracle(calls, events, scope_totals=totals)
+        self.assertEqual(sum(v.values()), 0, v)
+        # A third while both are live: over the holds total.
+        third = place("d", "s3", T + 30, T + 1000)
+        third.update(s="event:1", q=1)
+        events_over = events + [event("3/s3", "d", "s3", 3, T + 1000, T + 1000)]
+        self.assertEqual(self.run_oracle(calls + [third], events_over,
+                                         scope_totals=totals)[1]["scope_over_total"], 1)
+        # After the first is paid (its Pay started at T+39), a third fits; 2 + 2 + 2 units would
+        # not with a 5-unit total, 2 + 2 + 1 does. Another scope counts on its own.
+        paid = end_call("pay", "b", "s1", T + 40)
+        later = place("d", "s3", T + 50, T + 1000)
+        later.update(s="event:1", q=2)
+        other = place("e", "s4", T + 60, T + 1000)
+        other.update(s="event:2", q=5)
+        events_ok = [e for e in events if e["o"] != "s1"] + [
+            event("3/s1", "b", "s1", 1, T + 39, T + 1000),
+            event("3/s3", "d", "s3", 3, T + 1000, T + 1000),
+            event("3/s4", "e", "s4", 3, T + 1000, T + 1000)]
+        self.assertEqual(sum(self.run_oracle(calls + [paid, later, other], events_ok,
+                                             scope_totals=totals)[1].values()), 0)
+        units_over = place("d", "s3", T + 30, T + 1000)
+        units_over.update(s="event:1", q=2)  # 3 holds of 2 units live at once: 6 units, over 5
+        self.assertEqual(self.run_oracle(calls + [units_over], events_over,
+                                         scope_totals={"prefix": "event:", "holds": 9,
+                                                       "units": 5})[1]["scope_over_total"], 1)
 
     def test_list_over_limit(self):
         calls, events = self.clean()

@@ -28,6 +28,12 @@
 #               checked), then open loop at half of it (or --rate) for --minutes:
 #               mix place=50,extend=10,get=10,list=10,pay=8,cancel=8,release=4 over 20,000 users
 #               drawn zipf(1.1) (the popular ones live at their limit of 3), ttl 10 s, deadline 2 s.
+#   scope load  (standalone, sentinel) a second orderhold-bench beside the load, its own 2,000 users
+#               ("s0".."s1999", --call_log calls-scope.jsonl): place=60,pay=15,cancel=15,extend=10,
+#               every PlaceHold of 2 units in scope event:0 or event:1, whose rule in the servers'
+#               --scope_limits file sets total_max_holds 20 and total_max_units 50 (each scope on
+#               its own): most places are refused by the total, the rest race for freed places.
+#               Not in cluster mode: a Redis Cluster server refuses totals (server/README.md).
 #   faults      one every 20 s (8 s in the smoke), in turn:
 #                 redis_kill9    kill -9 a Redis primary, restart it 1 s later on its AOF
 #                 redis_stop     SIGSTOP a Redis primary for 2 s
@@ -105,6 +111,12 @@ if ((SMOKE)); then
   [[ "${MODE}" == standalone ]] || EVENT_RETENTION_S=60
 fi
 MIX="place=50,extend=10,get=10,list=10,pay=8,cancel=8,release=4"
+# The scope load (header): a total per scope, in holds and units; its own users and rate.
+SCOPE_TOTAL_HOLDS=20
+SCOPE_TOTAL_UNITS=50
+SCOPE_USERS=2000
+SCOPE_RATE=200
+SCOPE_MIX="place=60,pay=15,cancel=15,extend=10"
 SERVERS=3
 MAX_HOLDS=3
 SAMPLE_EVERY=5
@@ -274,6 +286,7 @@ server_up() {  # replica index
     "${REDIS_FLAGS[@]}" --max_holds="${MAX_HOLDS}" --event_ack_timeout=5s \
     --outcome_retention="${OUTCOME_RETENTION_S}s" --event_retention="${EVENT_RETENTION_S}s" \
     --max_hold_lifetime="${LIFETIME}" --shutdown_grace=1s --log_format=text \
+    "${SCOPE_FLAGS[@]}" \
     >>"${WORK}/server-${i}.log" 2>&1 &
   echo $! >"${WORK}/pids/server-${i}.pid"
   disown
@@ -410,6 +423,12 @@ case "${MODE}" in
   sentinel) start_sentinel ;;
   cluster) start_cluster6 ;;
 esac
+SCOPE_FLAGS=()
+if [[ "${MODE}" != cluster ]]; then
+  printf '{"rules": [{"prefix": "event:", "total_max_holds": %d, "total_max_units": %d}]}\n' \
+    "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}" >"${WORK}/limits.json"
+  SCOPE_FLAGS=(--scope_limits="${WORK}/limits.json")
+fi
 for ((i = 0; i < SERVERS; i++)); do
   GRPC_PORTS+=("$(free_port)")
   METRICS_PORTS+=("$(free_port)")
@@ -446,8 +465,17 @@ LOAD_START="$(date +%s)"
 fault_loop $((LOAD_START + LOAD_S)) &
 FAULT_PID=$!
 BG_PIDS+=("${FAULT_PID}")
+SCOPE_PID=""
+if ((${#SCOPE_FLAGS[@]})); then
+  "${BENCH}" --target="${TARGET}" --lb_policy=round_robin --connections=2 --mix="${SCOPE_MIX}" \
+    --users="${SCOPE_USERS}" --user_prefix=s --scopes=2 --quantity=2 --ttl="${TTL_S}s" \
+    --deadline=2s --warmup=0s --progress=false --json --rate="${SCOPE_RATE}" \
+    --duration="${LOAD_S}s" --call_log="${OUT}/calls-scope.jsonl" >"${OUT}/bench-scope.json" &
+  SCOPE_PID=$!
+fi
 "${BENCH}" "${bench_common[@]}" --rate="${LOAD_RATE}" --duration="${LOAD_S}s" \
   --max_in_flight=20000 --call_log="${OUT}/calls.jsonl" >"${OUT}/bench-load.json"
+[[ -z "${SCOPE_PID}" ]] || wait "${SCOPE_PID}" || true
 LOAD_END_US="$(now_us)"
 wait "${FAULT_PID}" || true
 log "load done: $(jq -c '{sent, throughput, errors}' "${OUT}/bench-load.json" 2>/dev/null)"
@@ -480,6 +508,9 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
   --argjson load_start_us "${LOAD_START}000000" --argjson load_end_us "${LOAD_END_US}" \
   --argjson drained_us "${DRAINED_US}" --arg redis_flags "${REDIS_FLAGS[*]}" \
   --argjson trimmed_unacked "${TRIMMED_UNACKED}" --argjson event_retention_s "${EVENT_RETENTION_S}" \
+  --argjson scope_totals "$(if ((${#SCOPE_FLAGS[@]})); then
+      printf '{"prefix":"event:","holds":%d,"units":%d}' "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}"
+    else echo null; fi)" \
   --argjson base "{\"keys\":${BASE_KEYS},\"key_bytes\":${BASE_BYTES},\"used_memory\":${BASE_MEM}}" \
   --argjson fin "{\"keys\":${END_KEYS},\"key_bytes\":${END_BYTES},\"used_memory\":${END_MEM}}" \
   --arg machine "$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
@@ -487,6 +518,7 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
     servers: $servers, max_holds: $max_holds, mix: $mix, users: $users, ttl_s: $ttl_s,
     fault_every_s: $fault_every, load_start_us: $load_start_us, load_end_us: $load_end_us,
     drained_us: $drained_us, redis_flags: $redis_flags, trimmed_unacked: $trimmed_unacked,
-    event_retention_s: $event_retention_s, redis_baseline: $base, redis_end: $fin, machine: $machine}' \
+    event_retention_s: $event_retention_s, scope_totals: $scope_totals, redis_baseline: $base,
+    redis_end: $fin, machine: $machine}' \
   >"${OUT}/meta.json"
 "${PYTHON}" "${REPO}/tests/soak/oracle.py" "${OUT}"

@@ -34,6 +34,18 @@ TEST(CallLogTest, PlaceHoldCreatedCarriesCreatedAndExpireTime) {
             "\n");
 }
 
+TEST(CallLogTest, AScopedPlaceCarriesItsScopeAndQuantity) {
+  orderhold::v1::PlaceHoldResponse r;
+  std::string out;
+  CallLine line = Line(Method::kPlaceHold, 8);
+  line.scope = "event:0";
+  line.quantity = 0;  // unset: one unit
+  AppendCallLine(line, r, &out);
+  EXPECT_EQ(out, R"({"m":"place","u":"u7","o":"o1","s":"event:0","q":1,"c":8,)"
+                 R"("t0":1764140000123456,"t1":1764140000124001})"
+                 "\n");
+}
+
 TEST(CallLogTest, AFailedCallHasNoAnswerFields) {
   orderhold::v1::PlaceHoldResponse r;
   r.set_created(true);  // what a failed call's response object may still hold: not logged
