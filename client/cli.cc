@@ -666,7 +666,8 @@ absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
   if (!flags.scope.empty() && !place && !list && !release) {
     return not_for("scope", "place, list and release");
   }
-  command->scope = flags.scope;
+  // The scope commands take theirs as SCOPE (ParseCommand): --scope is refused above for them.
+  if (place || list || release) command->scope = flags.scope;
   if (!flags.request_id.empty() && command->kind != CliCommand::Kind::kExtend) {
     return not_for("request_id", "extend");
   }

@@ -469,6 +469,12 @@ TEST(ParseCommandTest, ScopeCommandsTakeOneScope) {
     ASSERT_TRUE(command.ok()) << command.status();
     EXPECT_EQ(command->kind, kind);
     EXPECT_EQ(command->scope, "event:E42");
+    // The hold flags leave SCOPE as it is, and refuse --scope beside it.
+    ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &*command).ok());
+    EXPECT_EQ(command->scope, "event:E42");
+    HoldFlags with_scope;
+    with_scope.scope = "event:E1";
+    EXPECT_FALSE(ParseHoldFlags(with_scope, &*command).ok());
     EXPECT_FALSE(ParseCommand({name}, std::nullopt).ok());
     EXPECT_FALSE(ParseCommand({name, "a", "b"}, std::nullopt).ok());
     EXPECT_FALSE(ParseCommand({name, "event:E42"}, absl::Seconds(1)).ok());

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# tests/bench/hot_scope.sh: one hot scope (an on-sale), with and without a total, side by side.
+#
+# One orderhold-server (the Release build) on one redis-server, orderhold-bench closed loop
+# (--concurrency, 4 connections) sending PlaceHold only, every hold in the one scope event:0
+# (--scopes=1), ttl 2 s, over --users users (uniform; max_holds 3, so some are refused by the
+# user's cap in every variant alike). Variants, each its own server and a flushed Redis, run in
+# rounds interleaved A B C A B C ... (--rounds, default 3) so drift of this shared machine hits
+# all alike:
+#   unscoped  the same load without a scope (no index, no total): the floor
+#   no_total  the scope's rule sets per-user limits only: the index is kept, no total checked
+#   total     the rule also sets total_max_holds and total_max_units high enough never to refuse
+#             (1,000,000,000): what checking a total costs when it does not bind
+#   binding   total_max_holds 1000: an on-sale at its cap, most PlaceHolds refused by the total
+# Per variant, the median over rounds of: PlaceHold/s (the bench's throughput), CPU per call of
+# the server and of Redis (/proc and INFO cpu, µs), and Redis' own time per script call
+# (INFO commandstats, FCALL usec_per_call); the ratios of `total` and `binding` to `no_total` in
+# the same run. Output: a Markdown table on stdout, JSON in ${OUT:-build/bench/hot_scope}.json.
+#   tests/bench/hot_scope.sh [--duration 10] [--rounds 3] [--concurrency 64] [--users 100000]
+#   tests/bench/hot_scope.sh --smoke     (3 s per variant, 1 round: the script works)
+# What bounds a hot scope: every PlaceHold of one scope runs on one Redis thread (standalone: the
+# primary's; Cluster would be the scope's slot's); tests/bench/README.md "A hot scope".
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=tests/bench/lib.sh
+source "${REPO}/tests/bench/lib.sh"
+DURATION=10
+ROUNDS=3
+CONCURRENCY=64
+USERS=100000
+while (($#)); do
+  case "$1" in
+    --duration) DURATION="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
+    --concurrency) CONCURRENCY="$2"; shift 2 ;;
+    --users) USERS="$2"; shift 2 ;;
+    --smoke) DURATION=3; ROUNDS=1; shift ;;
+    *) echo "usage: $0 [--duration S] [--rounds N] [--concurrency N] [--users N] [--smoke]" >&2
+       exit 64 ;;
+  esac
+done
+BUILD="${REPO}/build"
+cmake --build "${BUILD}" --target orderhold-server orderhold-bench >/dev/null
+SERVER="${BUILD}/server/orderhold-server"
+BENCH="${BUILD}/client/orderhold-bench"
+OUT="${OUT:-${BUILD}/bench/hot_scope}"
+mkdir -p "$(dirname "${OUT}")"
+
+bench_redis
+VARIANTS=(unscoped no_total total binding)
+limits_for() {
+  case "$1" in
+    unscoped | no_total) echo '{"rules": [{"prefix": "event:", "max_holds": 3}]}' ;;
+    total) echo '{"rules": [{"prefix": "event:", "max_holds": 3, "total_max_holds": 1000000000, "total_max_units": 1000000000}]}' ;;
+    binding) echo '{"rules": [{"prefix": "event:", "max_holds": 3, "total_max_holds": 1000}]}' ;;
+  esac
+}
+fcall_stats() {  # "calls usec"
+  rcli INFO commandstats | tr -d '\r' |
+    awk -F'[=,:]' '/^cmdstat_fcall:/ { print $3, $5 }'
+}
+
+RESULTS="${WORK}/results.tsv"
+: >"${RESULTS}"
+for ((round = 1; round <= ROUNDS; round++)); do
+  for v in "${VARIANTS[@]}"; do
+    rcli FLUSHALL >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    limits_for "${v}" >"${WORK}/limits.json"
+    port="$(free_port)"
+    "${SERVER}" --grpc_address="127.0.0.1:${port}" --metrics_address=127.0.0.1:0 \
+      --redis_url="redis://127.0.0.1:${REDIS_PORT}" --max_holds=3 \
+      --scope_limits="${WORK}/limits.json" --log_format=text >"${WORK}/server-${v}.log" 2>&1 &
+    spid=$!
+    PIDS+=("${spid}")
+    wait_port "${port}"
+    scoped=(--scopes=1)
+    [[ "${v}" == unscoped ]] && scoped=()
+    # A short warm-up, then the measured run; CPU and Redis stats over the measured run only.
+    "${BENCH}" --target="127.0.0.1:${port}" --connections=4 --concurrency="${CONCURRENCY}" \
+      --duration=1s --warmup=0s --users="${USERS}" --ttl=2s "${scoped[@]}" --progress=false \
+      --json >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    s0="$(proc_cpu_s "${spid}")"
+    r0="$(redis_cpu_s -p "${REDIS_PORT}")"
+    "${BENCH}" --target="127.0.0.1:${port}" --connections=4 --concurrency="${CONCURRENCY}" \
+      --duration="${DURATION}s" --warmup=0s --users="${USERS}" --ttl=2s "${scoped[@]}" \
+      --progress=false --json >"${WORK}/bench-${v}-${round}.json"
+    s1="$(proc_cpu_s "${spid}")"
+    r1="$(redis_cpu_s -p "${REDIS_PORT}")"
+    read -r fcalls fusec < <(fcall_stats)
+    kill -TERM "${spid}"
+    wait "${spid}" || true
+    tput="$(jq '.throughput' "${WORK}/bench-${v}-${round}.json")"
+    sent="$(jq '.sent' "${WORK}/bench-${v}-${round}.json")"
+    created="$(jq '[.codes // {} | to_entries[] | select(.key == "OK") | .value] | add // 0' \
+      "${WORK}/bench-${v}-${round}.json")"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "${v}" "${round}" "${tput}" "${sent}" \
+      "${s0}" "${s1}" "${r0}" "${r1}" "${fusec:-0}" >>"${RESULTS}"
+    echo "hot_scope: round ${round} ${v}: ${tput} PlaceHold/s, OK ${created}" >&2
+  done
+done
+
+# Medians per variant, and the ratios to no_total.
+python3 - "${RESULTS}" "${OUT}.json" "${DURATION}" "${ROUNDS}" "${CONCURRENCY}" "${USERS}" <<'PY'
+import json, statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for v, rnd, tput, sent, s0, s1, r0, r1, fusec in rows:
+    sent = float(sent) or 1
+    d = by.setdefault(v, {"tput": [], "server_us": [], "redis_us": [], "fcall_us": []})
+    d["tput"].append(float(tput))
+    d["server_us"].append((float(s1) - float(s0)) * 1e6 / sent)
+    d["redis_us"].append((float(r1) - float(r0)) * 1e6 / sent)
+    d["fcall_us"].append(float(fusec))
+med = {v: {k: statistics.median(x) for k, x in d.items()} for v, d in by.items()}
+base = med["no_total"]["tput"]
+out = {"duration_s": int(sys.argv[3]), "rounds": int(sys.argv[4]), "concurrency": int(sys.argv[5]),
+       "users": int(sys.argv[6]), "variants": med,
+       "ratio_total_to_no_total": med["total"]["tput"] / base,
+       "ratio_binding_to_no_total": med["binding"]["tput"] / base}
+json.dump(out, open(sys.argv[2], "w"), indent=1)
+print(f"| variant (one scope, closed loop {out['concurrency']}, {out['rounds']} rounds of "
+      f"{out['duration_s']} s) | PlaceHold/s | x no_total | server CPU us/call | Redis CPU us/call "
+      f"| FCALL us/call |")
+print("|---|---:|---:|---:|---:|---:|")
+for v in ("unscoped", "no_total", "total", "binding"):
+    m = med[v]
+    print(f"| {v} | {m['tput']:.0f} | {m['tput'] / base:.2f} | {m['server_us']:.1f} | "
+          f"{m['redis_us']:.1f} | {m['fcall_us']:.1f} |")
+PY
