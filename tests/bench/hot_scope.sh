@@ -58,7 +58,7 @@ limits_for() {
 }
 fcall_stats() {  # "calls usec"
   rcli INFO commandstats | tr -d '\r' |
-    awk -F'[=,:]' '/^cmdstat_fcall:/ { print $3, $5 }'
+    awk -F'[=,:]' '/^cmdstat_fcall:/ { print $3, $7 }'
 }
 
 RESULTS="${WORK}/results.tsv"
