@@ -349,9 +349,10 @@ end
 -- them, hence no index there. Every end of a scoped hold (end_hold) drops its entry,
 -- extend_hold.lua moves it, place_hold.lua adds it and checks the totals.
 
--- FNV-1a-32 of `s` (KeySchema::PartitionOf's hash), on doubles: the prime 16777619 is
--- 2^24 + 403, so h * prime mod 2^32 = h * 403 + (h mod 2^8) * 2^24, exact below 2^53; bit.bxor
--- works on 32 bits and answers signed, which % 2^32 makes unsigned again.
+-- FNV-1a-32 of `s` (KeySchema::PartitionOf's hash: a scope's partition here, a user's bucket in
+-- the layout migration), on doubles: the prime 16777619 is 2^24 + 403, so h * prime mod 2^32 =
+-- h * 403 + (h mod 2^8) * 2^24, exact below 2^53; bit.bxor works on 32 bits and answers signed,
+-- which % 2^32 makes unsigned again.
 local function fnv1a32(s)
   local h = 2166136261
   for i = 1, #s do

@@ -28,17 +28,8 @@
 -- is then refused until the migration ends (its u: key is missing there, as in the releases that
 -- named it in KEYS); this ends with this file.
 
--- FNV-1a-32 of s, as KeySchema in keys.cc (Lua numbers are doubles: exact below 2^53; the
--- multiplication by 16777619 = 2^24 + 403 is split so that it stays there). For the due index of
--- before the buckets, whose entries do not name their bucket.
-local function v1_fnv1a32(s)
-  local h = 2166136261
-  for i = 1, #s do
-    h = bit.bxor(h, string.byte(s, i)) % 4294967296
-    h = (h * 403 + (h % 256) * 16777216) % 4294967296
-  end
-  return h
-end
+-- FNV-1a-32 of a user id (the prelude's fnv1a32, KeySchema's hash): for the due index of before
+-- the buckets, whose entries do not name their bucket.
 
 -- Whether `key` (of the script's slot, not in KEYS) exists, asked with `guard` (another key the
 -- script may read) so that a slot migration refuses rather than answers (see above): EXISTS counts
@@ -151,7 +142,7 @@ migrations.partitions[#migrations.partitions + 1] = function(p, budget, cursor)
     if v1_exists(old, p.bdue) then
       local users = redis.call('ZRANGE', old, '0', int_str(budget - 1))
       for _, user in ipairs(users) do
-        local b = int_str(math.floor(v1_fnv1a32(user) / 64) % V1_BUCKETS)
+        local b = int_str(math.floor(fnv1a32(user) / 64) % V1_BUCKETS)
         moved = moved + v1_move_user(p, {hb = p.prefix .. 'h:' .. b, hd = p.prefix .. 'hd:' .. b},
           user)
         redis.call('ZREM', old, user)
