@@ -372,32 +372,35 @@ local function scope_member(user, order, quantity)
   return int_str(quantity) .. ':' .. user .. '\0' .. order
 end
 
--- The scope's live holds and units after dropping the entries no longer live (score <= now) with
--- their units, and the earliest live expire (nil when none). Writes (the prune).
-local function scope_usage(index, scope, now)
-  local live, units_key = scope_keys(index, scope)
+-- Reads only: the scope's entries no longer live (score <= now), then its live holds, their
+-- units and the earliest live score (nil when none). scope_holds.lua answers from it as it is.
+local function scope_read(live, units_key, now)
   local bound = int_str(now)
   local gone = redis.call('ZRANGEBYSCORE', live, '-inf', bound)
   local units = tonumber(redis.call('GET', units_key) or '0')
-  if #gone > 0 then
-    local q = 0
-    for _, m in ipairs(gone) do
-      q = q + tonumber(string.match(m, '^(%d+):'))
-    end
-    redis.call('ZREMRANGEBYSCORE', live, '-inf', bound)
-    units = units - q
+  for _, m in ipairs(gone) do
+    units = units - tonumber(string.match(m, '^(%d+):'))
   end
-  local first = redis.call('ZRANGE', live, '0', '0', 'WITHSCORES')
-  if not first[1] then
-    if units ~= 0 or #gone > 0 then
-      redis.call('DEL', units_key)
-    end
-    return 0, 0, nil
-  end
+  local first = redis.call('ZRANGE', live, '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', '0', '1',
+    'WITHSCORES')
+  return gone, redis.call('ZCARD', live) - #gone, units, first[2] and tonumber(first[2])
+end
+
+-- scope_read, then the entries no longer live dropped with their units (the counter deleted
+-- when no entry is left): the scope's live holds, units and earliest live score. Writes.
+local function scope_usage(index, scope, now)
+  local live, units_key = scope_keys(index, scope)
+  local gone, holds, units, first = scope_read(live, units_key, now)
   if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', live, '-inf', int_str(now))
+  end
+  if holds == 0 and (units ~= 0 or #gone > 0) then
+    redis.call('DEL', units_key)
+    units = 0
+  elseif #gone > 0 then
     redis.call('SET', units_key, int_str(units))
   end
-  return redis.call('ZCARD', live), units, tonumber(first[2])
+  return holds, units, first
 end
 
 -- Adds the new hold's entry to its scope's index.

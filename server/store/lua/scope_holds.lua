@@ -18,21 +18,15 @@
 --          holds and units: the scope's live entries and the sum of their quantities; first: the
 --          earliest live expire (Unix ms), -1 when none; more: 1 when live entries follow the
 --          page; then the page, expire as Unix ms strings.
--- now_ms, int_str, bytes_before: see prelude.lua, prepended when the script is embedded.
+-- now_ms, int_str, bytes_before, scope_read: see prelude.lua, prepended when the script is
+-- embedded.
 local now = now_ms(ARGV[1])
 local after_expire, after_member = tonumber(ARGV[2]), ARGV[3]
 local limit = tonumber(ARGV[4])
 local bound = int_str(now)
 
-local units = tonumber(redis.call('GET', KEYS[2]) or '0')
-local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', bound)
-for _, m in ipairs(gone) do
-  units = units - tonumber(string.match(m, '^(%d+):'))
-end
-local holds = redis.call('ZCARD', KEYS[1]) - #gone
-local first = redis.call('ZRANGE', KEYS[1], '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', '0', '1',
-  'WITHSCORES')
-local out = {now, holds, units, first[2] and tonumber(first[2]) or -1, 0, {}}
+local _, holds, units, first = scope_read(KEYS[1], KEYS[2], now)
+local out = {now, holds, units, first or -1, 0, {}}
 if limit == 0 or holds == 0 then
   return out
 end
