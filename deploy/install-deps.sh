@@ -12,7 +12,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   g++ cmake ninja-build pkg-config                      # toolchain
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
-  libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev libyaml-cpp-dev  # libraries
+  libhiredis-dev libabsl-dev prometheus-cpp-dev libssl-dev libyaml-cpp-dev nlohmann-json3-dev  # libraries
 )
 RUN_PACKAGES=(
   "${BUILD_PACKAGES[@]}"

@@ -1,9 +1,7 @@
 #include "server/grpc/authz_policy.h"
 
-#include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
-
-#include <tuple>
+#include <algorithm>
+#include <initializer_list>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -11,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/common/status_macros.h"
-#include "server/grpc/authz_policy.pb.h"
+#include "server/common/strict_json.h"
 
 namespace orderhold::grpc_api {
 namespace {
@@ -34,13 +32,15 @@ absl::Status ValidateHeaderKey(absl::string_view path, absl::string_view key) {
                                                        "trailer",
                                                        "transfer-encoding",
                                                        "upgrade"};
-  if (key.empty()) return Invalid(path, "must not be empty");
+  // gRPC's words: "\"key\" is not present." for "", "Unsupported \"key\" <key>." for the rest.
+  if (key.empty()) return Invalid(path, "is not present.");
   if (absl::StartsWith(key, ":") || absl::StartsWith(key, "grpc-")) {
-    return Invalid(path, absl::StrCat("unsupported key \"", key, "\" (pseudo and grpc- headers)"));
+    return Invalid(path, absl::StrCat("Unsupported \"key\" ", key,
+                                      ". (pseudo-headers and grpc- ones are the transport's)"));
   }
   for (absl::string_view unsupported : kUnsupported) {
     if (absl::EqualsIgnoreCase(key, unsupported)) {
-      return Invalid(path, absl::StrCat("unsupported key \"", key, "\" (a transport header)"));
+      return Invalid(path, absl::StrCat("Unsupported \"key\" ", key, ". (a transport header)"));
     }
   }
   if (key != absl::AsciiStrToLower(key)) {
@@ -49,69 +49,106 @@ absl::Status ValidateHeaderKey(absl::string_view path, absl::string_view key) {
   return absl::OkStatus();
 }
 
-using google::protobuf::Value;
+using nlohmann::json;
 
-// What protobuf's JSON parser lets through and A43 does not: a single value where a list belongs
-// (protobuf 3.21 takes "principals": "x" as ["x"]), and an absent name or allow_rules (protobuf
-// cannot tell an absent list from an empty one; A43 requires allow_rules but lets it be []).
-// Checked on the document as a google.protobuf.Struct; the types of scalars are left to the
-// parse into the schema, which names them.
-absl::Status CheckShape(absl::string_view json) {
-  google::protobuf::Struct document;
-  if (!google::protobuf::util::JsonStringToMessage(
-           google::protobuf::StringPiece(json.data(), json.size()), &document)
-           .ok()) {
-    return absl::OkStatus();  // the parse into the schema says what is wrong
+// Schema checks on the strict document, each naming the place and saying what gRPC's translator
+// says of the same mistake (rbac_translator.cc: "is not a string.", "is not an object.", ...).
+
+// `value` is an object whose keys are all in `known`; else what gRPC says of an unknown field
+// (`where` is its "in \"rule\"" part, empty at the top).
+absl::Status CheckObject(const json& value, const std::string& path,
+                         std::initializer_list<absl::string_view> known,
+                         absl::string_view where = "") {
+  if (!value.is_object()) {
+    return Invalid(path.empty() ? "the policy" : path,
+                   absl::StrCat("is not an object (", JsonTypeName(value), ")."));
   }
-  const auto& top = document.fields();
-  if (!top.contains("name")) return Invalid("name", "required");
-  if (!top.contains("allow_rules"))
-    return Invalid("allow_rules", "required ([] denies every call)");
-  auto list_at = [](const google::protobuf::Struct& object, const char* field,
-                    const std::string& path) -> absl::Status {
-    const auto it = object.fields().find(field);
-    if (it == object.fields().end() || it->second.kind_case() == Value::kListValue) {
-      return absl::OkStatus();
-    }
-    return Invalid(path.empty() ? field : absl::StrCat(path, ".", field), "must be a list");
-  };
-  for (const char* list : {"deny_rules", "allow_rules"}) {
-    ORDERHOLD_RETURN_IF_ERROR(list_at(document, list, ""));
-    const auto it = top.find(list);
-    if (it == top.end()) continue;
-    for (int i = 0; i < it->second.list_value().values_size(); ++i) {
-      const Value& rule = it->second.list_value().values(i);
-      if (rule.kind_case() != Value::kStructValue) continue;  // the schema parse names it
-      const std::string at = absl::StrCat(list, "[", i, "]");
-      const auto& fields = rule.struct_value().fields();
-      if (auto source = fields.find("source");
-          source != fields.end() && source->second.kind_case() == Value::kStructValue) {
-        ORDERHOLD_RETURN_IF_ERROR(
-            list_at(source->second.struct_value(), "principals", at + ".source"));
-      }
-      auto request = fields.find("request");
-      if (request == fields.end() || request->second.kind_case() != Value::kStructValue) continue;
-      const google::protobuf::Struct& req = request->second.struct_value();
-      ORDERHOLD_RETURN_IF_ERROR(list_at(req, "paths", at + ".request"));
-      ORDERHOLD_RETURN_IF_ERROR(list_at(req, "headers", at + ".request"));
-      auto headers = req.fields().find("headers");
-      if (headers == req.fields().end()) continue;
-      for (int h = 0; h < headers->second.list_value().values_size(); ++h) {
-        const Value& header = headers->second.list_value().values(h);
-        if (header.kind_case() != Value::kStructValue) continue;
-        ORDERHOLD_RETURN_IF_ERROR(list_at(header.struct_value(), "values",
-                                          absl::StrCat(at, ".request.headers[", h, "]")));
-      }
+  for (const auto& [key, unused] : value.items()) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      return Invalid(JsonPath(path, key),
+                     absl::StrCat("policy contains unknown field \"", key, "\"", where, "."));
     }
   }
   return absl::OkStatus();
 }
 
-std::vector<StringPattern> Patterns(const google::protobuf::RepeatedPtrField<std::string>& texts) {
+// The field `key` of `object`, or nullptr when absent.
+const json* Field(const json& object, const char* key) {
+  const auto it = object.find(key);
+  return it == object.end() ? nullptr : &*it;
+}
+
+absl::StatusOr<std::string> StringAt(const json& value, const std::string& path) {
+  if (!value.is_string()) {
+    return Invalid(path, absl::StrCat("is not a string (", JsonTypeName(value), ")."));
+  }
+  return value.get<std::string>();
+}
+
+// A list of string patterns (principals, paths, header values). A list inside it is refused,
+// never flattened.
+absl::StatusOr<std::vector<StringPattern>> PatternList(const json& value, const std::string& path) {
+  if (!value.is_array()) {
+    return Invalid(path, absl::StrCat("is not an array (", JsonTypeName(value), ")."));
+  }
   std::vector<StringPattern> patterns;
-  patterns.reserve(texts.size());
-  for (const std::string& text : texts) patterns.emplace_back(text);
+  patterns.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    ORDERHOLD_ASSIGN_OR_RETURN(std::string text, StringAt(value[i], JsonPath(path, i)));
+    patterns.emplace_back(text);
+  }
   return patterns;
+}
+
+absl::StatusOr<AuthzPolicy::Header> ParseHeader(const json& value, const std::string& path) {
+  ORDERHOLD_RETURN_IF_ERROR(CheckObject(value, path, {"key", "values"}));
+  AuthzPolicy::Header header;
+  const json* key = Field(value, "key");
+  if (key == nullptr) return Invalid(JsonPath(path, "key"), "is not present.");
+  ORDERHOLD_ASSIGN_OR_RETURN(header.key, StringAt(*key, JsonPath(path, "key")));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateHeaderKey(JsonPath(path, "key"), header.key));
+  const json* values = Field(value, "values");
+  if (values == nullptr) return Invalid(JsonPath(path, "values"), "is not present.");
+  ORDERHOLD_ASSIGN_OR_RETURN(header.values, PatternList(*values, JsonPath(path, "values")));
+  if (header.values.empty()) return Invalid(JsonPath(path, "values"), "list is empty.");
+  return header;
+}
+
+absl::StatusOr<AuthzPolicy::Rule> ParseRule(const json& value, const std::string& path) {
+  ORDERHOLD_RETURN_IF_ERROR(
+      CheckObject(value, path, {"name", "source", "request"}, " in \"rule\""));
+  AuthzPolicy::Rule rule;
+  if (const json* name = Field(value, "name"); name != nullptr) {
+    ORDERHOLD_ASSIGN_OR_RETURN(rule.name, StringAt(*name, JsonPath(path, "name")));
+  }
+  if (rule.name.empty()) return Invalid(JsonPath(path, "name"), "is not present.");
+  if (const json* source = Field(value, "source"); source != nullptr) {
+    const std::string at = JsonPath(path, "source");
+    ORDERHOLD_RETURN_IF_ERROR(CheckObject(*source, at, {"principals"}, " in \"source\""));
+    if (const json* principals = Field(*source, "principals"); principals != nullptr) {
+      ORDERHOLD_ASSIGN_OR_RETURN(rule.principals,
+                                 PatternList(*principals, JsonPath(at, "principals")));
+    }
+  }
+  if (const json* request = Field(value, "request"); request != nullptr) {
+    const std::string at = JsonPath(path, "request");
+    ORDERHOLD_RETURN_IF_ERROR(CheckObject(*request, at, {"paths", "headers"}, " in \"request\""));
+    if (const json* paths = Field(*request, "paths"); paths != nullptr) {
+      ORDERHOLD_ASSIGN_OR_RETURN(rule.paths, PatternList(*paths, JsonPath(at, "paths")));
+    }
+    if (const json* headers = Field(*request, "headers"); headers != nullptr) {
+      const std::string list = JsonPath(at, "headers");
+      if (!headers->is_array()) {
+        return Invalid(list, absl::StrCat("is not an array (", JsonTypeName(*headers), ")."));
+      }
+      for (size_t h = 0; h < headers->size(); ++h) {
+        ORDERHOLD_ASSIGN_OR_RETURN(AuthzPolicy::Header header,
+                                   ParseHeader((*headers)[h], JsonPath(list, h)));
+        rule.headers.push_back(std::move(header));
+      }
+    }
+  }
+  return rule;
 }
 
 bool AnyMatches(const std::vector<StringPattern>& patterns, absl::string_view value) {
@@ -153,55 +190,44 @@ bool StringPattern::Matches(absl::string_view value) const {
   return false;
 }
 
-absl::StatusOr<AuthzPolicy> AuthzPolicy::Parse(absl::string_view json) {
-  if (json.size() > kMaxFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the policy is ", json.size(),
-                                                   " bytes, over the ", kMaxFileBytes, " allowed"));
-  }
-  authz::AuthorizationPolicy file;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = false;  // a typo ("allow_rule") must not widen or drop a rule
-  if (const auto status = google::protobuf::util::JsonStringToMessage(
-          google::protobuf::StringPiece(json.data(), json.size()), &file, options);
-      !status.ok()) {
-    return absl::InvalidArgumentError(std::string(status.message()));
-  }
-  ORDERHOLD_RETURN_IF_ERROR(CheckShape(json));
-  if (file.deny_rules_size() + file.allow_rules_size() > kMaxRules) {
-    return Invalid("allow_rules", absl::StrCat("more than ", kMaxRules, " rules in all"));
-  }
+absl::StatusOr<AuthzPolicy> AuthzPolicy::Parse(absl::string_view text) {
+  StrictJsonOptions options;
+  options.max_bytes = kMaxFileBytes;
+  options.max_depth = kMaxDepth;
+  ORDERHOLD_ASSIGN_OR_RETURN(const json document, ParseStrictJson(text, options));
+  ORDERHOLD_RETURN_IF_ERROR(CheckObject(document, "", {"name", "deny_rules", "allow_rules"}));
   AuthzPolicy policy;
-  policy.name_ = file.name();
-  for (auto [list, rules, out] : {std::tuple("deny_rules", &file.deny_rules(), &policy.deny_),
-                                  std::tuple("allow_rules", &file.allow_rules(), &policy.allow_)}) {
-    for (int i = 0; i < rules->size(); ++i) {
-      const authz::Rule& in = (*rules)[i];
-      const std::string path = absl::StrCat(list, "[", i, "]");
-      if (in.name().empty()) return Invalid(absl::StrCat(path, ".name"), "required");
+  const json* name = Field(document, "name");
+  if (name == nullptr) return Invalid("name", "field is not present.");
+  ORDERHOLD_ASSIGN_OR_RETURN(policy.name_, StringAt(*name, "name"));
+  for (auto [list, out] :
+       {std::pair("deny_rules", &policy.deny_), std::pair("allow_rules", &policy.allow_)}) {
+    const json* rules = Field(document, list);
+    if (rules == nullptr) continue;
+    if (!rules->is_array()) {
+      return Invalid(list, absl::StrCat("is not an array (", JsonTypeName(*rules), ")."));
+    }
+    // gRPC's translator refuses an empty list of either kind: leave deny_rules out instead.
+    if (rules->empty()) return Invalid(list, "is empty.");
+    if (policy.deny_.size() + rules->size() > static_cast<size_t>(kMaxRules)) {
+      return Invalid(list, absl::StrCat("more than ", kMaxRules, " rules in all"));
+    }
+    for (size_t i = 0; i < rules->size(); ++i) {
+      const std::string path = JsonPath(list, i);
+      ORDERHOLD_ASSIGN_OR_RETURN(Rule rule, ParseRule((*rules)[i], path));
       for (const Rule& earlier : *out) {
         // gRPC's translator keeps only the last of two rules of one name; refused here instead.
-        if (earlier.name == in.name()) {
-          return Invalid(absl::StrCat(path, ".name"),
-                         absl::StrCat("\"", in.name(), "\" names an earlier rule of ", list));
+        if (earlier.name == rule.name) {
+          return Invalid(JsonPath(path, "name"),
+                         absl::StrCat("\"", rule.name, "\" names an earlier rule of ", list));
         }
-      }
-      Rule rule;
-      rule.name = in.name();
-      rule.principals = Patterns(in.source().principals());
-      rule.paths = Patterns(in.request().paths());
-      for (int h = 0; h < in.request().headers_size(); ++h) {
-        const authz::Header& header = in.request().headers(h);
-        const std::string at = absl::StrCat(path, ".request.headers[", h, "]");
-        ORDERHOLD_RETURN_IF_ERROR(ValidateHeaderKey(absl::StrCat(at, ".key"), header.key()));
-        if (header.values().empty()) {
-          return Invalid(absl::StrCat(at, ".values"), "required, at least one value");
-        }
-        rule.headers.push_back({header.key(), Patterns(header.values())});
       }
       policy.matches_headers_ = policy.matches_headers_ || !rule.headers.empty();
       out->push_back(std::move(rule));
     }
   }
+  // Last, as gRPC's translator checks it: a deny_rules mistake is named first.
+  if (Field(document, "allow_rules") == nullptr) return Invalid("allow_rules", "is not present.");
   return policy;
 }
 

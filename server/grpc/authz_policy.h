@@ -16,10 +16,17 @@
 //     peer, plaintext included.
 //   - A header is matched against its values joined by "," in arrival order; an absent header
 //     never matches.
-// Where gRPC 1.51 silently accepts what cannot be meant, Parse refuses it naming the field: an
-// unknown field (a typo that would widen or drop a rule; later gRPC releases refuse it too), a
-// header key with an upper-case letter (it never matches), two rules of one name in a list
-// (gRPC keeps the last). The schema is server/grpc/authz_policy.proto.
+// The parser fails closed, as gRPC's translator does and beyond it where 1.51's silently widens a
+// rule: the JSON is read by ParseStrictJson (server/common/strict_json.h: `null` anywhere, a
+// repeated key and nesting deeper than kMaxDepth are refused) and every field is checked for its
+// type, so a `null`, a number or a nested list where a pattern belongs is an error, never an
+// absent or empty list (which would match every peer or every path). Refused as gRPC's current
+// translator refuses them, with its words after the place ("allow_rules[0].source.principals[0]:
+// is not a string (a list)."): unknown fields, a rule or header that is not an object, a name,
+// key or pattern that is not a string, absent name or allow_rules, an empty deny_rules or
+// allow_rules list (leave deny_rules out instead), a header without values, pseudo, grpc- and
+// transport header keys. Refused here beyond gRPC: a header key with an upper-case letter (it
+// never matches), two rules of one name in a list (gRPC keeps the last).
 //
 // Thread-safety: an AuthzPolicy is immutable once parsed; Evaluate may run on any thread.
 #ifndef ORDERHOLD_SERVER_GRPC_AUTHZ_POLICY_H_
@@ -53,6 +60,8 @@ class StringPattern {
   // "*": any non-empty value; "*x": suffix x; "x*": prefix x; else exact (gRPC's order).
   explicit StringPattern(absl::string_view pattern);
   bool Matches(absl::string_view value) const;
+  // What a pattern without its "*": "" for "*".
+  const std::string& text() const { return text_; }
 
  private:
   enum class Kind { kAny, kExact, kPrefix, kSuffix };
@@ -63,17 +72,31 @@ class StringPattern {
 class AuthzPolicy {
  public:
   // Bounds of a policy file: larger ones are refused INVALID_ARGUMENT (they are typos or attacks;
-  // a policy of four roles is ~1 KB).
+  // a policy of four roles is ~1 KB, and A43's deepest value, a header's value, is at depth 7).
   static constexpr size_t kMaxFileBytes = 1 << 20;
   static constexpr int kMaxRules = 1000;
+  static constexpr int kMaxDepth = 16;  // objects and lists nested, the top object is 1
 
-  // Parses a policy. INVALID_ARGUMENT naming the field ("allow_rules[1].request.headers[0].key:
-  // ...") when the JSON does not parse, has an unknown field or a wrong type, or breaks A43's
-  // rules: name or allow_rules absent (allow_rules [] is valid: every call is denied); a rule
-  // without a name, or with the name of an earlier rule of its list; a header with an empty,
-  // upper-case, pseudo (":..."), "grpc-..." or transport ("host", "te", ...) key or without
-  // values; more than kMaxRules rules; text over kMaxFileBytes.
+  // Parses a policy. INVALID_ARGUMENT naming the place ("allow_rules[1].request.headers[0].key:
+  // ...") for everything listed above: text that is not one JSON value, a `null`, a repeated key,
+  // nesting deeper than kMaxDepth, an unknown field or a wrong type anywhere; name or allow_rules
+  // absent; deny_rules or allow_rules empty; a rule without a name, or with the name of an earlier
+  // rule of its list; a header with an empty, upper-case, pseudo (":..."), "grpc-..." or transport
+  // ("host", "te", ...) key, or without values; more than kMaxRules rules; text over
+  // kMaxFileBytes.
   static absl::StatusOr<AuthzPolicy> Parse(absl::string_view json);
+
+  struct Header {
+    std::string key;
+    std::vector<StringPattern> values;  // at least one
+  };
+  struct Rule {
+    std::string name;
+    std::vector<StringPattern> principals;  // empty: any peer (the JSON left it out or said [])
+    std::vector<StringPattern> paths;       // empty: any path (likewise)
+    std::vector<Header> headers;            // all must match
+    bool Matches(const AuthzRequest& request) const;
+  };
 
   // What Evaluate decided: allowed or not, and the rule that decided (empty when no rule matched:
   // denied by default).
@@ -87,20 +110,11 @@ class AuthzPolicy {
   // Whether any rule matches on headers (else Evaluate never reads AuthzRequest::headers).
   bool matches_headers() const { return matches_headers_; }
   int rule_count() const { return static_cast<int>(deny_.size() + allow_.size()); }
+  // The rules as parsed, in the file's order (tests and the policy fuzzer read them).
+  const std::vector<Rule>& deny_rules() const { return deny_; }
+  const std::vector<Rule>& allow_rules() const { return allow_; }
 
  private:
-  struct Header {
-    std::string key;
-    std::vector<StringPattern> values;
-  };
-  struct Rule {
-    std::string name;
-    std::vector<StringPattern> principals;  // empty: any peer
-    std::vector<StringPattern> paths;       // empty: any path
-    std::vector<Header> headers;            // all must match
-    bool Matches(const AuthzRequest& request) const;
-  };
-
   std::string name_;
   bool matches_headers_ = false;
   std::vector<Rule> deny_;

@@ -20,7 +20,7 @@ case "${1:-}" in
   [0-9]*) seconds=$1; shift ;;
 esac
 names=("$@")
-((${#names[@]})) || names=(requests stored_values redis_url limits_file config redis_replies)
+((${#names[@]})) || names=(requests stored_values redis_url limits_file config redis_replies authz_policy)
 
 # The sanitized suite's build (tests/run.sh --sanitize, as .ci/run runs it first) has the fuzzers
 # too, with the same instrumentation: they are (re)built there instead of compiling everything
