@@ -322,6 +322,8 @@ absl::Status App::Listen(const Config& config,
     health_builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     health_builder.AddListeningPort(config.health_address, grpc::InsecureServerCredentials(),
                                     &health_port_);
+    health_unimplemented_ = std::make_unique<grpc::CallbackGenericService>();
+    health_builder.RegisterCallbackGenericService(health_unimplemented_.get());
     health_server_ = health_builder.BuildAndStart();
     if (health_server_ == nullptr || health_port_ == 0) {
       health_server_.reset();

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "prometheus/registry.h"
@@ -107,6 +108,12 @@ class App {
   std::unique_ptr<store::EventNudgeSubscriber> reaper_nudges_;
   std::unique_ptr<grpc_api::OrderHoldService> service_;
   std::unique_ptr<grpc::Server> server_;
+  // Registered on health_server_ only so that gRPC 1.51 builds it: its ServerBuilder refuses a
+  // server with no service of its own ("At least one of the completion queues must be frequently
+  // polled"; the default health service is added later, in Server::Start), and a callback generic
+  // service counts as one. It answers every method but health UNIMPLEMENTED, as gRPC does for an
+  // unknown method. Declared before health_server_, which must die first.
+  std::unique_ptr<grpc::CallbackGenericService> health_unimplemented_;
   std::unique_ptr<grpc::Server> health_server_;  // --health_address; null without
   std::unique_ptr<grpc_api::HealthReporter> health_;
   int grpc_port_ = 0;

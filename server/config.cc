@@ -722,6 +722,13 @@ bool AsksForUsage(int argc, const char* const* argv) {
 absl::StatusOr<Config> ConfigFromFlags() {
   Config config;
   for (const Setting& setting : Settings()) ORDERHOLD_RETURN_IF_ERROR(setting.load(config));
+  // "redis://orderhold@host" beside --redis_password_file names the ACL user, as every example of
+  // deploy/ writes it (the password is the file's); without a file the lone credential stays the
+  // legacy password.
+  if (!config.redis_password_file.empty() && config.redis_url.lone_credential) {
+    config.redis_url.user = std::exchange(config.redis_url.password, std::string());
+    config.redis_url.lone_credential = false;
+  }
   ORDERHOLD_RETURN_IF_ERROR(ValidateConfig(config));
   return config;
 }

@@ -8,6 +8,7 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
@@ -67,8 +68,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::vector<int> metrics_ports = exposer->GetListeningPorts();
+  // Tests read the ports from this line (tests/testing/server_process.cc): keep its shape.
   orderhold::LogInfo("serving gRPC on port ", (*app)->grpc_port(), ", metrics on port ",
-                     metrics_ports.empty() ? 0 : metrics_ports.front(), " (/metrics)");
+                     metrics_ports.empty() ? 0 : metrics_ports.front(), " (/metrics)",
+                     (*app)->health_port() > 0
+                         ? absl::StrCat(", health on port ", (*app)->health_port())
+                         : std::string());
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {

@@ -149,6 +149,7 @@ absl::StatusOr<RedisEndpoint> ParseRedisUrl(absl::string_view url) {
       // "redis://secret@host": a lone credential is the password (legacy requirepass).
       password = auth;
       user = "";
+      endpoint.lone_credential = true;
     }
     ORDERHOLD_ASSIGN_OR_RETURN(endpoint.user, PercentDecode(user, "user"));
     ORDERHOLD_ASSIGN_OR_RETURN(endpoint.password, PercentDecode(password, "password"));

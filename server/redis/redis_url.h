@@ -34,6 +34,10 @@ struct RedisEndpoint {
   std::string user;      // empty: AUTH with the password only (or no AUTH)
   std::string password;  // empty: no AUTH
   int db = 0;            // SELECTed on connect when not 0
+  // The URL's credential had no ':' ("redis://x@host"): x is in `password` (the legacy requirepass
+  // reading, as redis-cli takes it), unless the caller knows better: ConfigFromFlags reads x as
+  // the ACL user when --redis_password_file gives the password.
+  bool lone_credential = false;
 
   // The URL with the password replaced by "****", for logs: the scheme, every host in order and
   // the database ("rediss://app:****@a:1,[::1]:2/0"). The user is percent-encoded where a URL

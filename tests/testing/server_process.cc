@@ -38,7 +38,8 @@ ServerProcess::~ServerProcess() {
   if (!log_.empty()) std::remove(log_.c_str());
 }
 
-void ServerProcess::Start(const std::vector<std::string>& args) {
+void ServerProcess::Start(const std::vector<std::string>& args,
+                          const std::vector<std::pair<std::string, std::string>>& env) {
   log_ =
       absl::StrCat(::testing::TempDir(), "/orderhold-server-", getpid(), "-", counter_++, ".log");
   pid_ = fork();
@@ -52,6 +53,7 @@ void ServerProcess::Start(const std::vector<std::string>& args) {
     std::vector<std::string> copy = args;
     for (std::string& arg : copy) argv.push_back(arg.data());
     argv.push_back(nullptr);
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), /*overwrite=*/1);
     execv(binary.c_str(), argv.data());
     _exit(127);
   }
@@ -73,6 +75,11 @@ bool ServerProcess::WaitServing() {
   std::istringstream in(line);
   std::string skip;
   in >> grpc_port_ >> skip >> skip >> skip >> skip >> metrics_port_;
+  constexpr std::string_view kHealth = ", health on port ";
+  const std::string first_line = line.substr(0, line.find('\n'));
+  if (const size_t at = first_line.find(kHealth); at != std::string::npos) {
+    std::istringstream(first_line.substr(at + kHealth.size())) >> health_port_;
+  }
   return grpc_port_ > 0 && metrics_port_ > 0;
 }
 

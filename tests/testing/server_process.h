@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -31,10 +32,14 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  // Forks and execs the binary with `args`; stdout and stderr go to a fresh log file.
-  void Start(const std::vector<std::string>& args);
+  // Forks and execs the binary with `args` and, added to this process' environment, `env`
+  // (name, value: the ORDERHOLD_* variables a deployment kit sets); stdout and stderr go to a
+  // fresh log file.
+  void Start(const std::vector<std::string>& args,
+             const std::vector<std::pair<std::string, std::string>>& env = {});
   // Waits (up to 10 s) for "serving gRPC on port N, metrics on port M" in the log and reads both
-  // ports; false when the process exits first or the line never comes.
+  // ports (and H of ", health on port H" when the line has it); false when the process exits
+  // first or the line never comes.
   bool WaitServing();
   // True once the process has exited (reaped here; exit_code() says how).
   bool Exited();
@@ -51,6 +56,7 @@ class ServerProcess {
   pid_t pid() const { return pid_; }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int health_port() const { return health_port_; }  // 0 without --health_address
   int exit_code() const { return exit_code_; }
 
  private:
@@ -58,7 +64,7 @@ class ServerProcess {
   const std::string binary_;
   pid_t pid_ = -1;
   std::string log_;
-  int grpc_port_ = 0, metrics_port_ = 0, exit_code_ = -1;
+  int grpc_port_ = 0, metrics_port_ = 0, health_port_ = 0, exit_code_ = -1;
 };
 
 }  // namespace orderhold::testing

@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
 ABSL_DECLARE_FLAG(std::string, redis_url);
+ABSL_DECLARE_FLAG(std::string, redis_password_file);
 ABSL_DECLARE_FLAG(std::string, scope_limits);
 ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
@@ -191,6 +192,20 @@ TEST(ConfigTest, RedisUrlIsParsedAndTheScopeLimitsFileReadOnceByConfigFromFlags)
   absl::SetFlag(&FLAGS_scope_limits, "");
   ASSERT_OK_AND_ASSIGN(const Config without_file, ConfigFromFlags());
   EXPECT_TRUE(without_file.scope_rules.rules().empty());
+
+  // A lone credential is the ACL user beside a password file (the kits' "redis://orderhold@redis"),
+  // else the legacy password.
+  absl::SetFlag(&FLAGS_redis_url, "redis://orderhold@127.0.0.1:6379");
+  ASSERT_OK_AND_ASSIGN(const Config legacy, ConfigFromFlags());
+  EXPECT_EQ(legacy.redis_url.user, "");
+  EXPECT_EQ(legacy.redis_url.password, "orderhold");
+  absl::SetFlag(&FLAGS_redis_password_file, ORDERHOLD_DEPLOY_DIR "/limits.example.yaml");
+  ASSERT_OK_AND_ASSIGN(const Config with_file, ConfigFromFlags());
+  EXPECT_EQ(with_file.redis_url.user, "orderhold");
+  EXPECT_EQ(with_file.redis_url.password, "");
+  absl::SetFlag(&FLAGS_redis_url, "redis://orderhold:pw@127.0.0.1:6379");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("redis_password_file: the redis_url carries")));
 
   // The file is App's to read again (on SIGHUP), not ValidateConfig's.
   Config named;

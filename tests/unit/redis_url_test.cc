@@ -38,6 +38,12 @@ TEST(RedisUrlTest, ParsesHostPortCredentialsAndDb) {
   ASSERT_THAT(password_only, IsOk());
   EXPECT_EQ(password_only->user, "");
   EXPECT_EQ(password_only->password, "secret");
+  EXPECT_FALSE(password_only->lone_credential);
+  auto lone = ParseRedisUrl("redis://secret@h:1");
+  ASSERT_THAT(lone, IsOk());
+  EXPECT_EQ(lone->user, "");
+  EXPECT_EQ(lone->password, "secret");
+  EXPECT_TRUE(lone->lone_credential);
 }
 
 TEST(RedisUrlTest, ParsesTlsSchemeHostListsAndIpv6) {
