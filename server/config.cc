@@ -178,7 +178,8 @@ ABSL_FLAG(orderhold::RemovedFlag, hold_layout, orderhold::RemovedFlag{},
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
 ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
-          "A hold event not acked this long after delivery is redelivered.");
+          "A hold event not acked this long after delivery is redelivered to another connected "
+          "consumer of its group (to the same one when it reconnects under its name).");
 ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
           "Hold events older than this are trimmed, acked or not (unacked ones are counted).");
 ABSL_FLAG(int64_t, event_stream_max_len, orderhold::kDefaultEventStreamMaxLen,

@@ -11,7 +11,7 @@ namespace orderhold::domain {
 namespace {
 
 // How often the sweep thread looks whether a sweep is due (the sweep's own period is
-// claim_interval to 2 * claim_interval; this only bounds how late it starts).
+// claim_interval / 2 to claim_interval; this only bounds how late it starts).
 constexpr absl::Duration kSweepTick = absl::Milliseconds(100);
 // Deadline of each CheckGroups call: far above a healthy round trip; a sweep that cannot finish
 // by then is simply followed by the next one.
@@ -59,8 +59,12 @@ std::shared_ptr<EventDispatcher::Member> EventDispatcher::Join(std::string group
   std::shared_ptr<Member> member(new Member(std::move(group), std::move(wake)));
   absl::MutexLock lock(&mu_);
   Group& g = groups_[member->group()];
-  if (g.flags.empty()) g.flags.assign(static_cast<size_t>(partitions_), 0);
+  if (g.flags.empty()) {
+    g.flags.assign(static_cast<size_t>(partitions_), 0);
+    g.claim_after.assign(static_cast<size_t>(partitions_), "");
+  }
   ++g.members;
+  for (int p = 0; p < partitions_; ++p) member->own_.emplace(p, "");
   return member;
 }
 
@@ -88,12 +92,14 @@ ReadPlan EventDispatcher::TakeWork(const std::shared_ptr<Member>& member) {
   auto it = groups_.find(member->group());
   if (it == groups_.end()) return plan;  // left
   Group& g = it->second;
-  const bool first = std::exchange(member->first_, false);
-  plan.own_pending = first;
+  plan.own = std::exchange(member->own_, {});
   for (int p = 0; p < partitions_; ++p) {
     const uint8_t flags = std::exchange(g.flags[p], 0);
-    if (first || flags != 0) plan.partitions.push_back(p);
-    if ((flags & kClaim) != 0) plan.claims.push_back(p);
+    if (flags != 0 || plan.own.count(p) > 0) plan.partitions.push_back(p);
+    if ((flags & kClaim) != 0) {
+      plan.claims.push_back(p);
+      if (!g.claim_after[p].empty()) plan.claim_after[p] = g.claim_after[p];
+    }
   }
   if (plan.empty() && !member->parked_) {
     member->parked_ = true;
@@ -134,14 +140,30 @@ void EventDispatcher::Wake(WakeList members) {
   }
 }
 
-void EventDispatcher::ReadAgain(const Member& member, const std::vector<int>& partitions) {
+void EventDispatcher::ReadDone(const std::shared_ptr<Member>& member, const ReadPlan& plan,
+                               const ReadResult& result) {
   WakeList wake;
   {
     absl::MutexLock lock(&mu_);
-    auto it = groups_.find(member.group());
+    auto it = groups_.find(member->group());
     if (it == groups_.end()) return;
-    for (int p : partitions) {
-      if (p >= 0 && p < partitions_) RaiseLocked(it->second, p, kRead, wake);
+    Group& g = it->second;
+    auto in_range = [this](int p) { return p >= 0 && p < partitions_; };
+    for (const auto& [p, cursor] : result.own_next) {
+      if (in_range(p)) member->own_[p] = cursor;
+    }
+    for (int p : plan.claims) {
+      if (!in_range(p)) continue;
+      auto next = result.claim_next.find(p);
+      if (next == result.claim_next.end()) {
+        g.claim_after[p].clear();  // scanned to the end: the next sweep's claims start over
+        continue;
+      }
+      g.claim_after[p] = next->second;
+      RaiseLocked(g, p, kClaim, wake);
+    }
+    for (int p : result.again) {
+      if (in_range(p)) RaiseLocked(g, p, kRead, wake);
     }
   }
   Wake(std::move(wake));
@@ -158,7 +180,7 @@ void EventDispatcher::OnNudge(int partition) {
 }
 
 absl::Time EventDispatcher::NextSweepAfter(absl::Time now) {
-  return now + policy_.claim_interval * absl::Uniform(jitter_, 1.0, 2.0);
+  return now + policy_.claim_interval * absl::Uniform(jitter_, 0.5, 1.0);
 }
 
 bool EventDispatcher::watched() const {

@@ -5,20 +5,27 @@
 // "and claim its events pending longer than ack_timeout". Flags are raised by
 //   - a nudge (OnNudge): a script that ended a hold published on the partition's channel
 //     (store/event_nudges.h), or a subscription was made again (everything it may have missed);
-//   - the safety sweep (Sweep, every claim_interval to 2 * claim_interval, jittered): one
+//   - the safety sweep (Sweep, every claim_interval / 2 to claim_interval, jittered): one
 //     HoldEventLog::CheckGroups per partition asks which of this server's groups have undelivered
 //     or claimable events there; pub/sub is lossy (a reconnect, a failover), this is what finds
 //     what a nudge missed, events appended while no watch was open, and redeliveries;
-//   - a read that filled its budget or failed (ReadAgain).
+//   - a read's follow-up (ReadDone): a read that filled its budget raises the read flag again; a
+//     claim scan that stopped before the end of the group's pending list raises the claim flag
+//     again with its cursor (kept here per group and partition, as XAUTOCLAIM's), so claiming
+//     goes on through the whole list one bounded read at a time and every pending entry gets its
+//     turn (a scan from the start each time re-took the same oldest entries forever: issue 55).
 // A watch asks for work (TakeWork) whenever it has sent everything it had: it gets every flagged
 // partition of its group and lowers the flags, so watches of one group on this server share
 // reads (one read per nudged partition, not one per watch; consumer groups hand each event to one
 // consumer anyway). A watch that gets nothing is parked; raising a flag wakes one parked watch of
 // the group (the longest parked), which then asks again. A watch's first TakeWork covers every
 // partition and its own pending events (a consumer reconnecting under its name resumes).
+// A resume of the member's own pending events that is not done goes on at its next TakeWork.
+// Each group's flags, cursors and watches are its own: one group's backlog never delays another's
+// reads or redeliveries.
 //
 // Cost while idle: one CheckGroups call per partition per sweep, whatever the number of groups and
-// watches (64 calls every 1-2 s); nothing at all while no watch is open.
+// watches (64 calls every 0.5-1 s); nothing at all while no watch is open.
 //
 // Thread-safety: thread-safe. `wake` callbacks are never called under the dispatcher's lock, so
 // they may call TakeWork; after Leave returns, a member's `wake` is never called again.
@@ -27,6 +34,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -58,7 +66,9 @@ class EventDispatcher {
     Member(std::string group, absl::AnyInvocable<bool()> wake)
         : group_(std::move(group)), wake_(std::move(wake)) {}
     const std::string group_;
-    bool first_ = true;    // guarded by the dispatcher's mu_
+    // Partitions where this consumer's own pending events are still to take back, and after which
+    // stream id ("": from the first); every partition at first. Guarded by the dispatcher's mu_.
+    std::map<int, std::string> own_;
     bool parked_ = false;  // guarded by the dispatcher's mu_
     absl::Mutex wake_mu_;
     absl::AnyInvocable<bool()> wake_ ABSL_GUARDED_BY(wake_mu_);
@@ -88,19 +98,23 @@ class EventDispatcher {
   // Must not be called from inside `wake`.
   void Leave(const std::shared_ptr<Member>& member);
 
-  // The partitions `member` should read now, their flags lowered; empty: nothing, and the member
-  // is parked (woken when work appears). The first call for a member covers every partition with
-  // own_pending set.
+  // The partitions `member` should read now, their flags lowered, with the group's claim cursors
+  // and the member's own resume; empty: nothing, and the member is parked (woken when work
+  // appears). The first call for a member covers every partition with its own pending events.
   ReadPlan TakeWork(const std::shared_ptr<Member>& member);
-  // Raises the read flag of `partitions` for `member`'s group (a read that filled its budget, or
-  // failed), waking a parked member of the group.
-  void ReadAgain(const Member& member, const std::vector<int>& partitions);
+  // What `member`'s read of `plan` leaves to do: raises the read flag of result.again, and the
+  // claim flag (with its cursor) of result.claim_next, waking a parked member of the group; a
+  // claimed partition without a cursor starts its next scan at the beginning of the list;
+  // result.own_next goes into the member's next TakeWork. Call it once per read, before the next
+  // TakeWork of `member`.
+  void ReadDone(const std::shared_ptr<Member>& member, const ReadPlan& plan,
+                const ReadResult& result);
   // `partition` may have new events (a nudge): raises its read flag for every group with a
   // member here. Out-of-range partitions are ignored. Cheap; called on the nudge thread.
   void OnNudge(int partition);
 
   // Runs a sweep when one is due by `clock` (then schedules the next: claim_interval times a
-  // uniform factor in [1, 2)); returns whether it ran one.
+  // uniform factor in [0.5, 1)); returns whether it ran one.
   bool SweepIfDue();
   // One safety sweep now: CheckGroups on every partition for every group with a member here
   // (claims: events pending >= ack_timeout); raises the flags it reports, and on a partition whose
@@ -123,6 +137,8 @@ class EventDispatcher {
  private:
   struct Group {
     std::vector<uint8_t> flags;  // per partition: kRead | kClaim
+    // Per partition: where the next claim scan of the pending list starts ("": its beginning).
+    std::vector<std::string> claim_after;
     std::deque<std::shared_ptr<Member>> parked;
     int members = 0;
   };

@@ -133,28 +133,36 @@ void EventService::Read(const WatchSpec& spec, const ReadPlan& plan, store::Call
   args.consumer = spec.consumer;
   args.max_events =
       std::max(1, policy_.max_events_per_read / std::max<int>(1, plan.partitions.size()));
-  args.own_pending = plan.own_pending;
   const std::set<int> claims(plan.claims.begin(), plan.claims.end());
-  FanIn<std::vector<store::StoredEvent>>(
+  FanIn<store::EventBatch>(
       plan.partitions.size(),
-      [&](size_t i, Callback<std::vector<store::StoredEvent>> slot) {
+      [&](size_t i, Callback<store::EventBatch> slot) {
         const int partition = plan.partitions[i];
         store::ReadEventsArgs partition_args = args;
-        if (claims.count(partition) > 0) partition_args.claim_idle = policy_.ack_timeout;
+        if (claims.count(partition) > 0) {
+          partition_args.claim_idle = policy_.ack_timeout;
+          if (auto it = plan.claim_after.find(partition); it != plan.claim_after.end()) {
+            partition_args.claim_after = it->second;
+          }
+        }
+        if (auto it = plan.own.find(partition); it != plan.own.end()) {
+          partition_args.own_pending = true;
+          partition_args.own_after = it->second;
+        }
         log_.ReadEvents(partition, std::move(partition_args), options, std::move(slot));
       },
       [this, spec, partitions = plan.partitions, max_events = args.max_events, options,
-       done = std::move(done)](
-          std::vector<absl::StatusOr<std::vector<store::StoredEvent>>> results) mutable {
+       done = std::move(done)](std::vector<absl::StatusOr<store::EventBatch>> results) mutable {
         ReadResult out;
         std::map<int, std::vector<std::string>> filtered;  // partition -> stream ids to ack
         for (size_t i = 0; i < results.size(); ++i) {
-          auto& result = results[i];
-          if (result.ok() && static_cast<int>(result->size()) >= max_events) {
-            out.again.push_back(partitions[i]);
-          }
-          if (!result.ok()) continue;
-          for (store::StoredEvent& event : *result) {
+          if (!results[i].ok()) continue;
+          store::EventBatch& batch = *results[i];
+          const int partition = partitions[i];
+          if (static_cast<int>(batch.events.size()) >= max_events) out.again.push_back(partition);
+          if (!batch.claim_next.empty()) out.claim_next[partition] = std::move(batch.claim_next);
+          if (!batch.own_next.empty()) out.own_next[partition] = std::move(batch.own_next);
+          for (store::StoredEvent& event : batch.events) {
             if (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0) {
               out.events.push_back(std::move(event));
             } else {

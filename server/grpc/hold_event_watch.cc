@@ -113,10 +113,10 @@ void HoldEventWatch::StartRead() {
     Unlock(true);
     return;
   }
-  events_.Read(spec_, plan, StoreCallOptions(), [this](domain::ReadResult result) {
-    // Partitions whose read filled its budget: another watch of the group (or this one, once its
-    // buffer is sent) reads them again.
-    if (!result.again.empty()) dispatcher_.ReadAgain(*member_, result.again);
+  events_.Read(spec_, plan, StoreCallOptions(), [this, plan](domain::ReadResult result) {
+    // Partitions whose read filled its budget or whose claim scan goes on: another watch of the
+    // group (or this one, once its buffer is sent) reads them again.
+    dispatcher_.ReadDone(member_, plan, result);
     mu_.Lock();
     reading_ = false;
     if (!result.status.ok()) {

@@ -48,11 +48,30 @@ struct ReadEventsArgs {
   std::string group;
   std::string consumer;
   int max_events = 1;  // >= 1
-  // Claim (redeliver to this consumer) events pending in the group for at least this long, any
-  // consumer's; unset: claim nothing.
+  // Claim (redeliver to this consumer) events other consumers of the group have had pending for
+  // at least this long; unset: claim nothing. A consumer never claims its own entries: they are
+  // in its hands, or it resumes them (own_pending).
   std::optional<absl::Duration> claim_idle;
-  // First take back this consumer's own pending events (a reconnect under the same name).
+  // First take back this consumer's own pending events (a reconnect under the same name), after
+  // own_after.
   bool own_pending = false;
+  // The claim scan of the group's pending list starts after this stream id ("" = at its start):
+  // EventBatch::claim_next of the previous read of this group and partition (as XAUTOCLAIM's
+  // cursor, https://redis.io/commands/xautoclaim/).
+  std::string claim_after;
+  // With own_pending: resume after this stream id ("" = from the first one): EventBatch::own_next
+  // of this consumer's previous read of the partition.
+  std::string own_after;
+};
+
+// What one ReadEvents call returned, and where the next one goes on.
+struct EventBatch {
+  std::vector<StoredEvent> events;  // own pending first, then claimed, then new; in id order each
+  // Where the next claim scan starts (ReadEventsArgs::claim_after); "" = this one reached the end
+  // of the pending list (nothing more to claim until an entry's idle time passes claim_idle).
+  std::string claim_next;
+  // Where the resume goes on (ReadEventsArgs::own_after); "" = every own pending event is back.
+  std::string own_next;
 };
 
 struct GroupBacklog {
@@ -111,7 +130,7 @@ class HoldEventLog {
   // A write for --redis_wait_replicas: with it, the events come only once that many replicas have
   // them, else UNAVAILABLE "not yet replicated" (a failover cannot lose a delivered event).
   virtual void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
-                          Callback<std::vector<StoredEvent>> done) = 0;
+                          Callback<EventBatch> done) = 0;
 
   // Which of `groups` have work on the partition (check_groups.lua): events not yet delivered to
   // the group, and, with `claim_idle`, events pending at least that long. Only groups with work

@@ -766,13 +766,15 @@ void RedisHoldStore::DestroyGroup(int partition, std::string group, CallOptions 
 }
 
 void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
-                                Callback<std::vector<StoredEvent>> done) {
+                                Callback<EventBatch> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
+  std::string own_after;
+  if (args.own_pending) own_after = args.own_after.empty() ? "0-0" : args.own_after;
   redis::RedisCommand command = Eval<Script::kReadEvents>(
       {keys_.EventsKeyPieces(partition)},
       {args.group, args.consumer, absl::StrCat(std::max(1, args.max_events)),
-       args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "",
-       args.own_pending ? "1" : "0"});
+       args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "", args.claim_after,
+       std::move(own_after)});
   // It writes (the group's pending list), and with --redis_wait_replicas the WAIT that follows
   // also covers the events it returns, which were appended before it: an event is delivered only
   // once the replicas have it, so a failover cannot lose an end a consumer was told about and
@@ -782,15 +784,21 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
       std::move(command), options.deadline,
       Parsed(
           std::move(done),
-          [partition](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<StoredEvent>> {
+          [partition](const redis::RedisReply& reply) -> absl::StatusOr<EventBatch> {
+            // {claim_next, own_next, then 8 per event}
+            constexpr size_t kCursors = 2;
             constexpr size_t kFields = 8;
-            if (reply.type != redis::RedisReply::Type::kArray ||
-                reply.elements.size() % kFields != 0) {
+            if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < kCursors ||
+                (reply.elements.size() - kCursors) % kFields != 0 ||
+                reply.elements[0].type != redis::RedisReply::Type::kString ||
+                reply.elements[1].type != redis::RedisReply::Type::kString) {
               return BadReply("read_events.lua");
             }
-            std::vector<StoredEvent> events;
+            EventBatch batch;
             const auto& e = reply.elements;
-            for (size_t i = 0; i < e.size(); i += kFields) {
+            batch.claim_next = e[0].str;
+            batch.own_next = e[1].str;
+            for (size_t i = kCursors; i < e.size(); i += kFields) {
               StoredEvent event;
               event.partition = partition;
               int64_t count = 0, outcome = 0, expire = 0, end = 0;
@@ -807,9 +815,9 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
               event.order_id = e[i + 3].str;
               event.end.expire_time = FromMillis(expire);
               event.end.end_time = FromMillis(end);
-              events.push_back(std::move(event));
+              batch.events.push_back(std::move(event));
             }
-            return events;
+            return batch;
           }));
 }
 

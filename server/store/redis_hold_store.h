@@ -94,7 +94,7 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   void EnsureGroup(int partition, std::string group, GroupStart start, CallOptions options,
                    Callback<bool> done) override;
   void ReadEvents(int partition, ReadEventsArgs args, CallOptions options,
-                  Callback<std::vector<StoredEvent>> done) override;
+                  Callback<EventBatch> done) override;
   // On the background connection, like the reaper's calls: the sweep is background work.
   void CheckGroups(int partition, std::vector<std::string> groups,
                    std::optional<absl::Duration> claim_idle, CallOptions options,

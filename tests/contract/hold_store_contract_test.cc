@@ -24,6 +24,7 @@
 #include "server/store/hold_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/app_acl.h"
+#include "tests/testing/event_batches.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
 #include "tests/testing/os_util.h"
@@ -35,6 +36,7 @@
 namespace orderhold::store {
 namespace {
 
+using ::orderhold::testing::EventsOf;
 using ::orderhold::testing::IsOk;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
@@ -623,10 +625,10 @@ TEST_P(HoldStoreContractTest, EventsCarryTheHoldsDetails) {
   ASSERT_THAT(Place("carol", "plain", absl::Seconds(10), kT0), IsOk());
   ASSERT_THAT(End("carol", "paid", kT0 + absl::Seconds(1)), IsOk());
   EXPECT_THAT(ReapAll(kT0 + absl::Seconds(11)), ::testing::SizeIs(2));
-  auto events = Await<std::vector<StoredEvent>>([&](auto done) {
-    log->ReadEvents(p, ReadEventsArgs{"details", "c", 10, std::nullopt, false}, At(kT0),
+  auto events = EventsOf(Await<EventBatch>([&](auto done) {
+    log->ReadEvents(p, ReadEventsArgs{"details", "c", 10, std::nullopt, false, "", ""}, At(kT0),
                     std::move(done));
-  });
+  }));
   ASSERT_THAT(events, IsOk());
   std::map<std::string, HoldDetails> by_order;
   for (const StoredEvent& e : *events) {
@@ -1212,10 +1214,11 @@ TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
                   log->EnsureGroup(partition, "g", GroupStart::kEarliest, At(kT0), std::move(done));
                 }),
                 invalid);
-    EXPECT_THAT(Await<std::vector<StoredEvent>>([&](auto done) {
-                  log->ReadEvents(partition, ReadEventsArgs{"g", "c", 1, std::nullopt, false},
-                                  At(kT0), std::move(done));
-                }),
+    EXPECT_THAT(EventsOf(Await<EventBatch>([&](auto done) {
+                  log->ReadEvents(partition,
+                                  ReadEventsArgs{"g", "c", 1, std::nullopt, false, "", ""}, At(kT0),
+                                  std::move(done));
+                })),
                 invalid);
     EXPECT_THAT(Await<int64_t>([&](auto done) {
                   log->AckEvents(partition, "g", {"1-0"}, At(kT0), std::move(done));
@@ -1260,9 +1263,10 @@ TEST_P(HoldStoreContractTest, EventLogCheckGroupsAndTrimBacklogReportUndelivered
   ASSERT_THAT(End("alice", "o1", kT0), IsOk());
   EXPECT_EQ(check(absl::Hours(1)), (Work{{"g", {true, false}}, {"h", {true, false}}}));
 
-  absl::StatusOr<std::vector<StoredEvent>> read = Await<std::vector<StoredEvent>>([&](auto done) {
-    log->ReadEvents(p, ReadEventsArgs{"g", "c", 10, std::nullopt, false}, At(kT0), std::move(done));
-  });
+  absl::StatusOr<std::vector<StoredEvent>> read = EventsOf(Await<EventBatch>([&](auto done) {
+    log->ReadEvents(p, ReadEventsArgs{"g", "c", 10, std::nullopt, false, "", ""}, At(kT0),
+                    std::move(done));
+  }));
   ASSERT_THAT(read, IsOk());
   ASSERT_EQ(read->size(), 1u);
   // g: delivered, pending; claimable only once pending at least claim_idle.

@@ -22,6 +22,7 @@
 #include "server/redis/redis_topology.h"
 #include "server/redis_store.h"
 #include "server/store/redis_hold_store.h"
+#include "tests/testing/event_batches.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/redis_server.h"
@@ -31,6 +32,7 @@
 namespace orderhold::store {
 namespace {
 
+using ::orderhold::testing::EventsOf;
 using ::orderhold::testing::Eventually;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::PrivateHostsFile;
@@ -211,11 +213,11 @@ TEST_F(RedisFailoverTest, WaitReplicasDeliversOnlyReplicatedEvents) {
   };
   ASSERT_TRUE(Eventually(ensure_group, absl::Seconds(5), absl::Milliseconds(50)));
   const auto read = [&] {
-    return Await<std::vector<StoredEvent>>([&](auto done) {
-      store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true},
+    return EventsOf(Await<EventBatch>([&](auto done) {
+      store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true, "", ""},
                          CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
                          std::move(done));
-    });
+    }));
   };
   const auto pay = [&](const std::string& order) {
     return Await<EndHoldResult>([&](auto done) {

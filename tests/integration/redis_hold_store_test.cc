@@ -19,6 +19,7 @@
 #include "server/reaper/reaper.h"
 #include "server/redis/redis_topology.h"
 #include "server/redis_store.h"
+#include "tests/testing/event_batches.h"
 #include "tests/testing/eventually.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/redis_server.h"
@@ -28,6 +29,7 @@
 namespace orderhold::store {
 namespace {
 
+using ::orderhold::testing::EventsOf;
 using ::orderhold::testing::Eventually;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
@@ -191,10 +193,10 @@ TEST_F(RedisHoldStoreTest, OutOfMemoryRefusesAWritingScriptWholeButReadsTrimsAnd
   ASSERT_THAT(list, IsOk());
   ASSERT_EQ(list->holds.size(), 1u);
   EXPECT_EQ(list->holds[0].order_id, "o2");
-  auto events = Await<std::vector<StoredEvent>>([&](auto done) {
-    store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true}, options,
+  auto events = EventsOf(Await<EventBatch>([&](auto done) {
+    store_->ReadEvents(partition, ReadEventsArgs{"g", "c", 10, std::nullopt, true, "", ""}, options,
                        std::move(done));
-  });
+  }));
   ASSERT_THAT(events, IsOk());
   EXPECT_EQ(events->size(), 1u);
   EXPECT_THAT(Await<TrimEventsResult>([&](auto done) {
@@ -621,9 +623,9 @@ TEST_F(RedisHoldStoreTest, IdleConsumersLeaveTheirGroupAndTheirPendingEventsGoTo
                 IsOk());
   }
   auto read = [&](const std::string& consumer, std::optional<absl::Duration> claim) {
-    ReadEventsArgs args{"g", consumer, 10, claim, false};
-    return Await<std::vector<StoredEvent>>(
-        [&](auto done) { store_->ReadEvents(partition, args, call, std::move(done)); });
+    ReadEventsArgs args{"g", consumer, 10, claim, false, "", ""};
+    return EventsOf(Await<EventBatch>(
+        [&](auto done) { store_->ReadEvents(partition, args, call, std::move(done)); }));
   };
   auto gone = read("gone", std::nullopt);
   ASSERT_THAT(gone, IsOk());
@@ -661,6 +663,71 @@ TEST_F(RedisHoldStoreTest, IdleConsumersLeaveTheirGroupAndTheirPendingEventsGoTo
        "1", stream});
   ASSERT_THAT(names, IsOk());
   EXPECT_EQ(*names, "alive");
+}
+// read_events.lua's claims (issue 55): a consumer never claims its own entries, the scan goes on
+// from its cursor past a run of them in bounded steps (512 entries per call) and answers "" at the
+// end of the list; a resume of the consumer's own entries goes on from its cursor. Without the
+// cursor, a scan from the start re-took the same oldest entries forever.
+TEST_F(RedisHoldStoreTest, ClaimsSkipTheReadersOwnEntriesAndGoOnFromTheirCursor) {
+  const CallOptions call{absl::Now() + absl::Seconds(10), std::nullopt};
+  const int partition = KeySchema::PartitionOf("claims");
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                store_->EnsureGroup(partition, "g", GroupStart::kEarliest, call, std::move(done));
+              }),
+              IsOk());
+  // 700 events of "stuck" (read, never acked), then 3 of "dead".
+  constexpr int kStuck = 700;
+  const std::string stream = KeySchema("orderhold").EventsKey(partition);
+  for (int i = 0; i < kStuck + 3; ++i) {
+    ASSERT_THAT(redis_->Command({"XADD", stream, "*", "u", "claims", "o", absl::StrCat("o", i), "x",
+                                 "1", "e", "0", "t", "0"}),
+                IsOk());
+  }
+  auto read = [&](const std::string& consumer, int max, std::optional<absl::Duration> claim,
+                  std::string claim_after, bool own = false, std::string own_after = "") {
+    ReadEventsArgs args{
+        "g", consumer, max, claim, own, std::move(claim_after), std::move(own_after)};
+    return Await<EventBatch>(
+        [&](auto done) { store_->ReadEvents(partition, args, call, std::move(done)); });
+  };
+  for (int got = 0; got < kStuck;) {
+    ASSERT_OK_AND_ASSIGN(EventBatch batch, read("stuck", 100, std::nullopt, ""));
+    got += static_cast<int>(batch.events.size());
+  }
+  ASSERT_OK_AND_ASSIGN(EventBatch dead, read("dead", 10, std::nullopt, ""));
+  ASSERT_EQ(dead.events.size(), 3u);
+  absl::SleepFor(absl::Milliseconds(20));
+
+  // "stuck" claims nothing of its own: 512 looked at, then the rest, then the end.
+  ASSERT_OK_AND_ASSIGN(EventBatch own_scan, read("stuck", 5, absl::Milliseconds(10), ""));
+  EXPECT_TRUE(own_scan.events.empty());
+  EXPECT_FALSE(own_scan.claim_next.empty());
+  ASSERT_OK_AND_ASSIGN(EventBatch rest,
+                       read("stuck", 5, absl::Milliseconds(10), own_scan.claim_next));
+  ASSERT_EQ(rest.events.size(), 3u);  // dead's, past its own 700
+  EXPECT_EQ(rest.events[0].order_id, absl::StrCat("o", kStuck));
+  EXPECT_EQ(rest.events[0].delivery_count, 2);
+  EXPECT_EQ(rest.claim_next, "");  // the end of the list
+
+  // "live" claims from its cursor, budget by budget: 2 then 2 more, in id order.
+  ASSERT_OK_AND_ASSIGN(EventBatch first, read("live", 2, absl::Milliseconds(10), ""));
+  ASSERT_EQ(first.events.size(), 2u);
+  EXPECT_EQ(first.events[1].order_id, "o1");
+  EXPECT_EQ(first.claim_next, first.events[1].stream_id);
+  ASSERT_OK_AND_ASSIGN(EventBatch second,
+                       read("live", 2, absl::Milliseconds(10), first.claim_next));
+  ASSERT_EQ(second.events.size(), 2u);
+  EXPECT_EQ(second.events[0].order_id, "o2");
+
+  // "stuck" resumes its own pending entries (a reconnect), 300 at a time, from its cursor.
+  int resumed = 0;
+  std::string own_after;
+  do {
+    ASSERT_OK_AND_ASSIGN(EventBatch batch, read("stuck", 300, std::nullopt, "", true, own_after));
+    resumed += static_cast<int>(batch.events.size());
+    own_after = batch.own_next;
+  } while (!own_after.empty());
+  EXPECT_EQ(resumed, kStuck - 4 + 3);  // its own, less the 4 "live" took, plus dead's 3
 }
 }  // namespace
 }  // namespace orderhold::store

@@ -1,6 +1,7 @@
 // RecordingEventLog: a HoldEventLog for domain unit tests that answers at once, inline, and
 // records the calls. Every group is new; every acked id was pending; ReadEvents returns as many
-// events as `events_per_read` says for the partition (default none); CheckGroups returns what
+// events as `events_per_read` says for the partition (default none) and the cursors `SetCursors`
+// gave it (default "": done); CheckGroups returns what
 // `SetWork` scripted for the partition, or `SetCheckError`'s error; TrimEvents trims nothing and
 // reports the groups `SetTrimGroups` gave the partition (none by default). The group registry
 // (ClaimGroup, GroupOwner, DropGroup) is a map with claim_group.lua's rules; DestroyGroup says
@@ -38,8 +39,9 @@ class RecordingEventLog final : public store::HoldEventLog {
     std::move(done)(true);
   }
   void ReadEvents(int partition, store::ReadEventsArgs args, store::CallOptions /*options*/,
-                  store::Callback<std::vector<store::StoredEvent>> done) override {
-    std::vector<store::StoredEvent> events;
+                  store::Callback<store::EventBatch> done) override {
+    store::EventBatch batch;
+    std::vector<store::StoredEvent>& events = batch.events;
     {
       absl::MutexLock lock(&mu_);
       for (int i = 0; i < events_per_read_[partition]; ++i) {
@@ -49,10 +51,14 @@ class RecordingEventLog final : public store::HoldEventLog {
         event.end.outcome = outcome_;
         events.push_back(std::move(event));
       }
+      if (auto it = cursors_.find(partition); it != cursors_.end()) {
+        batch.claim_next = it->second.first;
+        batch.own_next = it->second.second;
+      }
       read_partitions_.push_back(partition);
       reads_.push_back(std::move(args));
     }
-    std::move(done)(std::move(events));
+    std::move(done)(std::move(batch));
   }
   void CheckGroups(int partition, std::vector<std::string> groups,
                    std::optional<absl::Duration> claim_idle, store::CallOptions /*options*/,
@@ -146,6 +152,11 @@ class RecordingEventLog final : public store::HoldEventLog {
     events_per_read_[partition] = n;
     outcome_ = outcome;
   }
+  // The claim_next and own_next every later read of `partition` answers ("" = the scan is done).
+  void SetCursors(int partition, std::string claim_next, std::string own_next) {
+    absl::MutexLock lock(&mu_);
+    cursors_[partition] = {std::move(claim_next), std::move(own_next)};
+  }
   void SetWork(int partition, std::vector<store::GroupWork> work) {
     absl::MutexLock lock(&mu_);
     work_[partition] = std::move(work);
@@ -198,6 +209,7 @@ class RecordingEventLog final : public store::HoldEventLog {
   std::vector<int> destroys_ ABSL_GUARDED_BY(mu_);
   std::vector<absl::Duration> consumer_idles_ ABSL_GUARDED_BY(mu_);
   std::map<int, int> events_per_read_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<std::string, std::string>> cursors_ ABSL_GUARDED_BY(mu_);
   store::HoldOutcome outcome_ ABSL_GUARDED_BY(mu_) = store::HoldOutcome::kPaid;
   std::map<int, std::vector<store::GroupWork>> work_ ABSL_GUARDED_BY(mu_);
   std::map<int, absl::Status> check_errors_ ABSL_GUARDED_BY(mu_);

@@ -56,7 +56,8 @@ TEST_F(EventDispatcherTest, FirstReadCoversEveryPartitionAndOwnPendingThenTheMem
   Watch a = Join("billing");
   ReadPlan first = dispatcher_.TakeWork(a.member);
   EXPECT_THAT(first.partitions, ElementsAre(0, 1, 2, 3));
-  EXPECT_TRUE(first.own_pending);
+  EXPECT_THAT(first.own,
+              ElementsAre(std::pair(0, ""), std::pair(1, ""), std::pair(2, ""), std::pair(3, "")));
   EXPECT_THAT(first.claims, IsEmpty());
   EXPECT_TRUE(dispatcher_.TakeWork(a.member).empty());  // parked: no Redis call while idle
   EXPECT_TRUE(dispatcher_.TakeWork(a.member).empty());  // asking again does not park it twice
@@ -64,7 +65,64 @@ TEST_F(EventDispatcherTest, FirstReadCoversEveryPartitionAndOwnPendingThenTheMem
   EXPECT_EQ(*a.wakes, 1);
   ReadPlan next = dispatcher_.TakeWork(a.member);
   EXPECT_THAT(next.partitions, ElementsAre(2));
-  EXPECT_FALSE(next.own_pending);
+  EXPECT_THAT(next.own, IsEmpty());
+}
+
+// A resume that filled its budget goes on where it stopped, at the member's next TakeWork only
+// (its own pending events are no other member's work).
+TEST_F(EventDispatcherTest, AnUnfinishedResumeGoesOnAtTheMembersNextTakeWork) {
+  Watch a = Join("billing");
+  Watch b = JoinParked("billing");
+  ReadPlan first = dispatcher_.TakeWork(a.member);
+  ReadResult result;
+  result.own_next = {{1, "9-0"}};
+  dispatcher_.ReadDone(a.member, first, result);
+  EXPECT_EQ(*b.wakes, 0);
+  ReadPlan next = dispatcher_.TakeWork(a.member);
+  EXPECT_THAT(next.partitions, ElementsAre(1));
+  EXPECT_THAT(next.own, ElementsAre(std::pair(1, "9-0")));
+  EXPECT_THAT(next.claims, IsEmpty());
+  dispatcher_.ReadDone(a.member, next, ReadResult{});
+  EXPECT_TRUE(dispatcher_.TakeWork(a.member).empty());
+}
+
+// Claiming goes on through the whole pending list: a scan that stopped raises the claim flag again
+// with its cursor, for whichever member of the group reads next; a scan that reached the end
+// forgets it, so the next sweep's claims start at the beginning. Other groups keep their own.
+TEST_F(EventDispatcherTest, AClaimScanGoesOnFromItsCursorUntilTheEndOfThePendingList) {
+  Watch a1 = Join("billing");
+  Watch a2 = Join("billing");
+  Watch b = Join("audit");
+  for (Watch* w : {&a1, &a2, &b}) {
+    ReadPlan first = dispatcher_.TakeWork(w->member);
+    dispatcher_.ReadDone(w->member, first, ReadResult{});
+    ASSERT_TRUE(dispatcher_.TakeWork(w->member).empty());  // parked
+  }
+  log_.SetWork(2, {{"billing", false, true}, {"audit", false, true}});
+  dispatcher_.Sweep();
+  ReadPlan claim = dispatcher_.TakeWork(a1.member);
+  EXPECT_THAT(claim.claims, ElementsAre(2));
+  EXPECT_THAT(claim.claim_after, IsEmpty());  // from the start of the list
+  ReadResult stopped;
+  stopped.claim_next = {{2, "15-3"}};
+  dispatcher_.ReadDone(a1.member, claim, stopped);
+  // a2 (parked) is woken and goes on from the cursor.
+  EXPECT_EQ(*a2.wakes, 1);
+  ReadPlan more = dispatcher_.TakeWork(a2.member);
+  EXPECT_THAT(more.claims, ElementsAre(2));
+  EXPECT_THAT(more.claim_after, ElementsAre(std::pair(2, "15-3")));
+  dispatcher_.ReadDone(a2.member, more, ReadResult{});  // reached the end
+  EXPECT_TRUE(dispatcher_.TakeWork(a2.member).empty());
+  EXPECT_TRUE(dispatcher_.TakeWork(a1.member).empty());
+  // audit's claim is untouched by billing's, from the start.
+  ReadPlan audit = dispatcher_.TakeWork(b.member);
+  EXPECT_THAT(audit.claims, ElementsAre(2));
+  EXPECT_THAT(audit.claim_after, IsEmpty());
+  // The next sweep's billing claim starts over.
+  dispatcher_.Sweep();
+  ReadPlan again = dispatcher_.TakeWork(a1.member);
+  EXPECT_THAT(again.claims, ElementsAre(2));
+  EXPECT_THAT(again.claim_after, IsEmpty());
 }
 
 // watched(): whether any watch is open here (the event nudges are subscribed only then).
@@ -122,7 +180,9 @@ TEST_F(EventDispatcherTest, AFullReadIsReadAgainByAnotherParkedMember) {
   Watch a1 = Join("billing");
   Watch a2 = JoinParked("billing");
   ASSERT_FALSE(dispatcher_.TakeWork(a1.member).empty());
-  dispatcher_.ReadAgain(*a1.member, {2, 3});
+  ReadResult full;
+  full.again = {2, 3};
+  dispatcher_.ReadDone(a1.member, ReadPlan{}, full);
   EXPECT_EQ(*a2.wakes, 1);
   EXPECT_THAT(dispatcher_.TakeWork(a2.member).partitions, ElementsAre(2, 3));
 }
@@ -157,12 +217,12 @@ TEST_F(EventDispatcherTest, SweepChecksEveryPartitionOnceForAllGroupsAndRaisesWh
   EXPECT_THAT(audit.claims, ElementsAre(2));
 }
 
-TEST_F(EventDispatcherTest, SweepsComeEveryOneToTwoClaimIntervalsOnTheInjectedClock) {
+TEST_F(EventDispatcherTest, SweepsComeEveryHalfToOneClaimIntervalOnTheInjectedClock) {
   Watch a = JoinParked("billing");
   const absl::Time start = clock_.Now();
   absl::Time due = dispatcher_.next_sweep();
-  EXPECT_GE(due, start + policy_.claim_interval);
-  EXPECT_LT(due, start + 2 * policy_.claim_interval);
+  EXPECT_GE(due, start + policy_.claim_interval / 2);
+  EXPECT_LT(due, start + policy_.claim_interval);
   clock_.Advance(due - start - absl::Milliseconds(1));
   EXPECT_FALSE(dispatcher_.SweepIfDue());
   EXPECT_THAT(log_.TakeChecks(), IsEmpty());
@@ -176,8 +236,8 @@ TEST_F(EventDispatcherTest, SweepsComeEveryOneToTwoClaimIntervalsOnTheInjectedCl
     gaps.push_back(dispatcher_.next_sweep() - now);
   }
   for (absl::Duration gap : gaps) {
-    EXPECT_GE(gap, policy_.claim_interval);
-    EXPECT_LT(gap, 2 * policy_.claim_interval);
+    EXPECT_GE(gap, policy_.claim_interval / 2);
+    EXPECT_LT(gap, policy_.claim_interval);
   }
   // Jittered: not all the same.
   EXPECT_NE(*std::min_element(gaps.begin(), gaps.end()),

@@ -59,10 +59,15 @@ TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadA
   // Partition 1 has at least its share waiting, partition 3 less.
   log_.SetEventsPerRead(1, budget / 2, store::HoldOutcome::kPaid);
   log_.SetEventsPerRead(3, 1, store::HoldOutcome::kPaid);
-  ReadResult result = Read(spec, ReadPlan{{1, 3}, {3}, /*own_pending=*/true});
+  log_.SetCursors(3, "7-0", "5-1");  // 3's claim scan and resume stop before their ends
+  ReadResult result =
+      Read(spec, ReadPlan{{1, 3}, {3}, {{3, "6-0"}}, /*own=*/{{1, ""}, {3, "4-0"}}});
   ASSERT_THAT(result.status, IsOk());
   EXPECT_EQ(result.events.size(), static_cast<size_t>(budget / 2 + 1));
   EXPECT_THAT(result.again, ElementsAre(1));  // full: more may be waiting; 3 is drained
+  // Where 3's claim scan and resume go on; 1 was not claimed and its resume is done.
+  EXPECT_THAT(result.claim_next, ElementsAre(std::pair(3, "7-0")));
+  EXPECT_THAT(result.own_next, ElementsAre(std::pair(3, "5-1")));
   EXPECT_THAT(log_.TakeReadPartitions(), ElementsAre(1, 3));
   std::vector<store::ReadEventsArgs> reads = log_.TakeReads();
   ASSERT_EQ(reads.size(), 2u);
@@ -73,10 +78,13 @@ TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadA
   }
   EXPECT_FALSE(reads[0].claim_idle.has_value());
   EXPECT_EQ(reads[1].claim_idle, EventPolicy{}.ack_timeout);
+  EXPECT_EQ(reads[1].claim_after, "6-0");  // the group's cursor, as planned
+  EXPECT_EQ(reads[0].own_after, "");
+  EXPECT_EQ(reads[1].own_after, "4-0");
 
   // One partition alone gets the whole budget.
   log_.SetEventsPerRead(1, 0, store::HoldOutcome::kPaid);
-  result = Read(spec, ReadPlan{{1}, {}, false});
+  result = Read(spec, ReadPlan{{1}, {}, {}, {}});
   reads = log_.TakeReads();
   ASSERT_EQ(reads.size(), 1u);
   EXPECT_EQ(reads[0].max_events, budget);
@@ -88,7 +96,7 @@ TEST_F(EventServiceTest, ReadAcksWhatTheOutcomeFilterDrops) {
   const WatchSpec spec{
       "billing", "worker-1", {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest, ""};
   log_.SetEventsPerRead(2, 2, store::HoldOutcome::kPaid);
-  ReadResult result = Read(spec, ReadPlan{{2}, {}, false});
+  ReadResult result = Read(spec, ReadPlan{{2}, {}, {}, {}});
   ASSERT_THAT(result.status, IsOk());
   EXPECT_THAT(result.events, ::testing::IsEmpty());
   EXPECT_THAT(log_.acks(), ElementsAre(Pair(2, ElementsAre("0-0", "0-1"))));

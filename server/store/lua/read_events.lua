@@ -1,23 +1,37 @@
 -- read_events.lua: the next events of one partition's stream for one consumer of a group, at most
--- ARGV[3] of them: first pending events this consumer may take over (claims), then new ones.
+-- ARGV[3] of them: first this consumer's own pending events when it resumes (ARGV[6]), then events
+-- other consumers left pending longer than the ack timeout (claims), then new ones.
 --
 -- Why Lua: reading the pending list, claiming and reading new entries must agree on the delivery
 -- counts they report, and the whole read is one round trip per partition.
--- Claims follow https://redis.io/commands/xclaim/: an event pending longer than the ack timeout
--- (for any consumer, this one included) moves to this consumer and its delivery count grows by 1.
+-- Claims follow https://redis.io/commands/xclaim/ and the cursor of XAUTOCLAIM
+-- (https://redis.io/commands/xautoclaim/): the scan of the pending list starts after ARGV[5] and
+-- answers where to go on, so every pending entry gets its turn however long the list is (a scan
+-- from the start every time re-takes the same oldest entries forever). Entries of this consumer
+-- are never claimed by it: they are in its hands (its watch is open) or it resumes them (ARGV[6]),
+-- so a consumer that never acks holds what it was sent and the rest waits in Redis for another
+-- consumer of the group, without being sent to it again and again.
 --
 -- KEYS[1]  the partition's event stream (entries written by end_hold in prelude.lua)
 -- ARGV[1]  group; ARGV[2] consumer
 -- ARGV[3]  max events to return, >= 1
--- ARGV[4]  claim events pending for at least this many ms; "" = claim nothing
--- ARGV[5]  "1" = first take back this consumer's own pending events, whatever their idle time
---          (a consumer that reconnects under the same name resumes where it was)
--- Returns  flat {id, delivery_count, user, order, outcome, expire, end, details, ...}, 8 per
---          event (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end Unix ms; details as in
---          prelude.lua, "" for an event without them).
+-- ARGV[4]  claim events other consumers have had pending for at least this many ms; "" = claim
+--          nothing
+-- ARGV[5]  claim cursor: scan the pending list after this stream id; "" = from its start
+-- ARGV[6]  "" = do not resume; else a stream id ("0-0" at first): take back this consumer's own
+--          pending events after it, whatever their idle time (a consumer that reconnects under the
+--          same name resumes where it was)
+-- Returns  {claim_next, own_next, id, delivery_count, user, order, outcome, expire, end,
+--          details, ...}: claim_next is where the next claim scan starts ("" = the scan reached
+--          the end of the list: start over at the next sweep), own_next where the resume goes on
+--          ("" = done); then 8 per event (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end
+--          Unix ms; details as in prelude.lua, "" for an event without them).
 local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[3])
-local out = {}
+-- At most this many pending entries are looked at by one call's claim scan: a long run of this
+-- consumer's own entries is skipped in bounded steps (the cursor goes on at the next call).
+local scan_limit = 512
+local out = {'', ''}
 
 local function add(entry, count)
   local f = {}
@@ -30,24 +44,11 @@ local function add(entry, count)
   budget = budget - 1
 end
 
--- XPENDING extended form -> XCLAIM of those ids; entries trimmed meanwhile are not returned.
-local function claim(min_idle, owner)
-  if budget <= 0 then
+-- XCLAIM of `ids` (counts: their delivery counts so far); entries trimmed meanwhile are dropped
+-- from the pending list by XCLAIM and not returned.
+local function claim_ids(min_idle, ids, counts)
+  if #ids == 0 then
     return
-  end
-  local pending
-  if owner then
-    pending = redis.call('XPENDING', stream, group, 'IDLE', min_idle, '-', '+', budget, owner)
-  else
-    pending = redis.call('XPENDING', stream, group, 'IDLE', min_idle, '-', '+', budget)
-  end
-  if #pending == 0 then
-    return
-  end
-  local counts, ids = {}, {}
-  for _, p in ipairs(pending) do
-    counts[p[1]] = p[4]
-    ids[#ids + 1] = p[1]
   end
   local claimed = redis.call('XCLAIM', stream, group, consumer, min_idle, unpack(ids))
   for _, entry in ipairs(claimed) do
@@ -57,11 +58,66 @@ local function claim(min_idle, owner)
   end
 end
 
-if ARGV[5] == '1' then
-  claim(0, consumer)
+local function start_after(cursor)
+  if cursor == '' then
+    return '-'
+  end
+  return '(' .. cursor
+end
+
+-- This consumer's own pending entries after `cursor`; the cursor to go on from, '' when done.
+local function resume(cursor)
+  if budget <= 0 then
+    return cursor
+  end
+  local want = budget
+  local pending = redis.call('XPENDING', stream, group, start_after(cursor), '+', want, consumer)
+  local ids, counts = {}, {}
+  for _, p in ipairs(pending) do
+    ids[#ids + 1] = p[1]
+    counts[p[1]] = p[4]
+  end
+  claim_ids(0, ids, counts)
+  if #pending < want then
+    return ''
+  end
+  return pending[#pending][1]
+end
+
+-- Other consumers' entries pending >= min_idle, scanning after `cursor`; the cursor to go on from,
+-- '' when the scan reached the end of the list.
+local function claim(min_idle, cursor)
+  local looked = 0
+  while budget > 0 and looked < scan_limit do
+    local want = scan_limit - looked
+    local pending = redis.call('XPENDING', stream, group, 'IDLE', min_idle, start_after(cursor),
+                               '+', want)
+    local ids, counts = {}, {}
+    for _, p in ipairs(pending) do
+      looked = looked + 1
+      cursor = p[1]
+      if p[2] ~= consumer then
+        ids[#ids + 1] = p[1]
+        counts[p[1]] = p[4]
+        if #ids >= budget then
+          break
+        end
+      end
+    end
+    local stopped_early = #ids >= budget and cursor ~= (pending[#pending] or {})[1]
+    claim_ids(min_idle, ids, counts)
+    if #pending < want and not stopped_early then
+      return ''
+    end
+  end
+  return cursor
+end
+
+if ARGV[6] ~= '' then
+  out[2] = resume(ARGV[6])
 end
 if ARGV[4] ~= '' then
-  claim(tonumber(ARGV[4]), nil)
+  out[1] = claim(tonumber(ARGV[4]), ARGV[5])
 end
 if budget > 0 then
   local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', budget, 'STREAMS',
