@@ -218,19 +218,31 @@ def main(out_dir):
         if i < len(starts):
             od.end_cand = min(od.end_cand, od.start if starts[i] <= od.start else starts[i])
 
-    # Events, deduplicated on event_id.
+    # Events, deduplicated on event_id. Only the acking consumers' deliveries count as delivered:
+    # what a stuck consumer (one that never acks, "stuck" in its name) was sent must reach an
+    # acking one too, after --event_ack_timeout; the delay from the stuck consumer's copy to the
+    # first acking one is the redelivery delay.
     events = {}
+    stuck_first = {}  # event id -> when a stuck consumer first got it (µs)
+    redelivery_delays = []  # ms, per event a stuck consumer got first
     deliveries = 0
     redeliveries = 0
+    stuck_deliveries = 0
     watch_ends = collections.Counter()
     ack_errors = 0
     for e in read_jsonl(os.path.join(out_dir, "events.jsonl")):
         if "_bad" in e:
             bad_lines += 1
+        elif "id" in e and "stuck" in e.get("c", ""):
+            stuck_deliveries += 1
+            if e["id"] not in events:
+                stuck_first.setdefault(e["id"], e["t"])
         elif "id" in e:
             deliveries += 1
             if e["dc"] > 1 or e["id"] in events:
                 redeliveries += 1
+            if e["id"] not in events and e["id"] in stuck_first:
+                redelivery_delays.append((e["t"] - stuck_first[e["id"]]) / 1000.0)
             events.setdefault(e["id"], e)
         elif "watch_end" in e:
             watch_ends[CODE_NAMES.get(e["watch_end"], str(e["watch_end"]))] += 1
@@ -361,6 +373,10 @@ def main(out_dir):
         violations["redis_memory"].append({"baseline": base, "end": end})
 
     # Report.
+    delays = sorted(redelivery_delays)
+    delay_figures = ({"count": len(delays), "p50": round(percentile(delays, 0.5), 1),
+                      "p99": round(percentile(delays, 0.99), 1), "max": round(delays[-1], 1)}
+                     if delays else {"count": 0})
     kinds = ["over_grant", "scope_over_total", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
              "wrong_end_time", "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
     fault_counts = collections.Counter(f["fault"] for f in faults)
@@ -379,6 +395,9 @@ def main(out_dir):
         "holds_answered_created": acked_holds, "orders_named": len(orders),
         "events": {"distinct": len(events), "deliveries": deliveries,
                    "redeliveries": redeliveries, "by_outcome": dict(outcomes),
+                   "stuck_deliveries": stuck_deliveries,
+                   "stuck_never_redelivered": len(set(stuck_first) - set(events)),
+                   "redelivery_delay_ms": delay_figures,
                    "watch_ends": dict(watch_ends), "ack_errors": ack_errors},
         "max_live_per_user_seen": max_live_seen,
         "max_live_per_scope_seen": most_in_scope,
@@ -403,6 +422,13 @@ def main(out_dir):
               f"deliveries, {redeliveries} redeliveries; watch reconnects "
               f"{sum(watch_ends.values())}, failed acks {ack_errors}; max live per user seen "
               f"{max_live_seen} (limit {max_holds})")
+    if stuck_deliveries:
+        md.append(f"a consumer that never acks was sent {stuck_deliveries} events; "
+                  f"{delay_figures['count']} reached an acking consumer after it, redelivery delay "
+                  f"p50 {delay_figures.get('p50')} ms, p99 {delay_figures.get('p99')} ms, max "
+                  f"{delay_figures.get('max')} ms (--event_ack_timeout={meta.get('event_ack_timeout_s', 5)}s); "
+                  f"{result['events']['stuck_never_redelivered']} never did (each a lost_end if "
+                  f"its hold was answered)")
     if scope_totals:
         md.append(f"scopes with a total ({scope_totals['prefix']}*: {scope_totals['holds']} holds, "
                   f"{scope_totals['units']} units): " +

@@ -56,6 +56,7 @@ class OracleTest(unittest.TestCase):
             f.write(keys_end or "oh:{1}:events stream -1 100\noh:{1}:lease string 3000 50\n")
         proc = subprocess.run([sys.executable, ORACLE, d], capture_output=True, text=True)
         result = json.load(open(os.path.join(d, "soak.json")))
+        self.last_result = result
         return proc.returncode, result["violations"]
 
     def clean(self):
@@ -129,6 +130,24 @@ class OracleTest(unittest.TestCase):
         calls, events = self.clean()
         calls.append({"m": "list", "u": "a", "c": 0, "t0": T * US, "t1": T * US, "n": 3})
         self.assertEqual(self.run_oracle(calls, events)[1]["list_over_limit"], 1)
+
+    def test_a_stuck_consumers_events_count_only_once_an_acking_one_has_them(self):
+        calls, events = self.clean()
+        stuck = dict(events[0], c="soak-stuck0", t=(T + 100) * US)
+        # o1's event went to the stuck consumer only: lost for the group.
+        code, v = self.run_oracle(calls, [stuck] + events[1:])
+        self.assertEqual(v["lost_end"], 1)
+        self.assertEqual(code, 1)
+        # Redelivered to an acking consumer 5.2 s later: clean, and the delay is reported.
+        redelivered = dict(events[0], dc=2, t=(T + 5300) * US)
+        code, v = self.run_oracle(calls, [stuck] + events[1:] + [redelivered])
+        self.assertEqual(code, 0)
+        self.assertEqual(sum(v.values()), 0)
+        ev = self.last_result["events"]
+        self.assertEqual(ev["redelivery_delay_ms"], {"count": 1, "p50": 5200.0, "p99": 5200.0,
+                                                     "max": 5200.0})
+        self.assertEqual(ev["stuck_never_redelivered"], 0)
+        self.assertEqual(ev["stuck_deliveries"], 1)
 
     def test_lost_end(self):
         calls, events = self.clean()

@@ -22,7 +22,10 @@
 #               seconds, --max_hold_lifetime=30s (ExtendHold's cap binds within a run).
 #   watcher     orderhold-soak-watch: group "soak", 2 consumers, round_robin over the replicas,
 #               acking every 100 ms, reconnecting when a stream ends; every event it gets is a
-#               line of events.jsonl.
+#               line of events.jsonl. Beside them a third consumer of the group that reads and
+#               never acks (--stuck_consumers=1): what it is sent must reach an acking consumer
+#               after the ack timeout (the oracle counts only the acking ones' events as delivered
+#               and prints the redelivery delay).
 #   load        orderhold-bench, round_robin over the replicas, --call_log: one line per call.
 #               First 10 s closed loop with the mix (the measured maximum, also logged and
 #               checked), then open loop at half of it (or --rate) for --minutes:
@@ -103,10 +106,12 @@ OUTCOME_RETENTION_S=20
 # retention are trimmed even if unacked, and the oracle would count them as lost ends.
 EVENT_RETENTION_S=120
 USERS=20000
-DRAIN_POLL_S=5  # the watcher is drained once it has had nothing new for this long
+# The watcher is drained once it has had nothing new for this long: above the ack timeout (5 s)
+# plus a sweep (<= 1 s), so what the stuck consumer got last is redelivered within one poll.
+DRAIN_POLL_S=7
 if ((SMOKE)); then
   # 45 s of load: the standalone faults (one every 8 s from 8 s) each come once.
-  LOAD_S=45 MEASURE_S=3 FAULT_EVERY=8 FAILOVER_EVERY=24 TTL_S=3 LIFETIME=8s DRAIN_POLL_S=3
+  LOAD_S=45 MEASURE_S=3 FAULT_EVERY=8 FAILOVER_EVERY=24 TTL_S=3 LIFETIME=8s
   OUTCOME_RETENTION_S=5 EVENT_RETENTION_S=15 USERS=2000
   [[ "${MODE}" == standalone ]] || EVENT_RETENTION_S=60
 fi
@@ -436,14 +441,14 @@ done
 for ((i = 0; i < SERVERS; i++)); do server_up "${i}"; done
 TARGET="ipv4:$(for p in "${GRPC_PORTS[@]}"; do printf '127.0.0.1:%s,' "${p}"; done | sed 's/,$//')"
 
-"${WATCH}" --target="${TARGET}" --lb_policy=round_robin --group=soak --consumers=2 \
+"${WATCH}" --target="${TARGET}" --lb_policy=round_robin --group=soak --consumers=2 --stuck_consumers=1 \
   --out="${OUT}/events.jsonl" 2>"${WORK}/watch.log" &
 WATCH_PID=$!
 BG_PIDS+=("${WATCH_PID}")
 # The group exists once a watch is open: then the baseline (streams and group included).
 for _ in $(seq 100); do
   [[ "$(curl -sf "http://127.0.0.1:${METRICS_PORTS[0]}/metrics" "http://127.0.0.1:${METRICS_PORTS[1]}/metrics" "http://127.0.0.1:${METRICS_PORTS[2]}/metrics" |
-    awk '$1 == "orderhold_watches" { s += $2 } END { print s + 0 }')" -ge 2 ]] && break
+    awk '$1 == "orderhold_watches" { s += $2 } END { print s + 0 }')" -ge 3 ]] && break
   sleep 0.1
 done
 # ... and its stream exists on every partition (the group is created partition by partition: a
@@ -515,6 +520,7 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
   --argjson load_start_us "${LOAD_START}000000" --argjson load_end_us "${LOAD_END_US}" \
   --argjson drained_us "${DRAINED_US}" --arg redis_flags "${REDIS_FLAGS[*]}" \
   --argjson trimmed_unacked "${TRIMMED_UNACKED}" --argjson event_retention_s "${EVENT_RETENTION_S}" \
+  --argjson event_ack_timeout_s 5 \
   --argjson scope_totals "$(if ((${#SCOPE_FLAGS[@]})); then
       printf '{"prefix":"event:","holds":%d,"units":%d}' "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}"
     else echo null; fi)" \
@@ -525,7 +531,7 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
     servers: $servers, max_holds: $max_holds, mix: $mix, users: $users, ttl_s: $ttl_s,
     fault_every_s: $fault_every, load_start_us: $load_start_us, load_end_us: $load_end_us,
     drained_us: $drained_us, redis_flags: $redis_flags, trimmed_unacked: $trimmed_unacked,
-    event_retention_s: $event_retention_s, scope_totals: $scope_totals, redis_baseline: $base,
+    event_retention_s: $event_retention_s, event_ack_timeout_s: $event_ack_timeout_s, scope_totals: $scope_totals, redis_baseline: $base,
     redis_end: $fin, machine: $machine}' \
   >"${OUT}/meta.json"
 "${PYTHON}" "${REPO}/tests/soak/oracle.py" "${OUT}"

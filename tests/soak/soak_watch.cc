@@ -12,7 +12,10 @@
 // server then first sends back what that consumer had been sent but had not acked. Received event
 // ids are acked in batches (AckHoldEvents, at most 10,000 ids per call) once per --ack_interval by
 // one acker thread; a failed ack is written down and dropped, since the events come back (on
-// reconnect, or to any consumer after the server's --event_ack_timeout).
+// reconnect, or to another consumer after the server's --event_ack_timeout).
+// --stuck_consumers more threads watch as "<group>-stuck<i>" and never ack (a stuck or broken
+// consumer beside the healthy ones): what they are sent must reach a "<group>-c<i>" consumer after
+// the ack timeout, which tests/soak/oracle.py checks (and prints the redelivery delay).
 //
 // Lines written to --out, one JSON object each (Unix µs for "t", ms for "end" and "exp"):
 //   {"id":"3/1764140000123-0","u":"u7","o":"b00c0ffee-17","out":3,"end":..,"exp":..,"dc":1,
@@ -53,6 +56,8 @@ ABSL_FLAG(std::string, lb_policy, "",
           "round_robin.");
 ABSL_FLAG(std::string, group, "soak", "The consumer group.");
 ABSL_FLAG(int, consumers, 2, "Consumers of the group, one stream each.");
+ABSL_FLAG(int, stuck_consumers, 0,
+          "More consumers of the group that read and never ack (named <group>-stuck<i>).");
 ABSL_FLAG(std::string, out, "events.jsonl", "Where the lines go (truncated at start).");
 ABSL_FLAG(absl::Duration, ack_interval, absl::Milliseconds(100), "Time between ack batches.");
 ABSL_FLAG(absl::Duration, reconnect_delay, absl::Milliseconds(100),
@@ -75,12 +80,14 @@ std::string Json(absl::string_view s) {
 
 class Watcher {
  public:
-  Watcher(std::shared_ptr<grpc::Channel> channel, std::string group, int consumers,
+  Watcher(std::shared_ptr<grpc::Channel> channel, std::string group, int consumers, int stuck,
           orderhold::client::bench::CallLog* out)
       : stub_(v1::OrderHold::NewStub(channel)), group_(std::move(group)), out_(out) {
-    for (int i = 0; i < consumers; ++i) {
+    for (int i = 0; i < consumers + stuck; ++i) {
       consumers_.push_back(std::make_unique<Consumer>());
-      consumers_.back()->name = absl::StrCat(group_, "-c", i);
+      consumers_.back()->stuck = i >= consumers;
+      consumers_.back()->name = i < consumers ? absl::StrCat(group_, "-c", i)
+                                              : absl::StrCat(group_, "-stuck", i - consumers);
     }
   }
 
@@ -107,6 +114,7 @@ class Watcher {
  private:
   struct Consumer {
     std::string name;
+    bool stuck = false;  // never acks
     std::mutex mu;
     grpc::ClientContext* context = nullptr;  // guarded by mu; the open stream's
     std::vector<std::string> unacked;        // guarded by mu
@@ -138,6 +146,7 @@ class Watcher {
             ",\"dc\":", event.delivery_count(), ",\"c\":", Json(c->name), ",\"t\":", NowUs(),
             "}\n");
         out_->Write(line);
+        if (c->stuck) continue;
         std::lock_guard<std::mutex> lock(c->mu);
         c->unacked.push_back(event.event_id());
       }
@@ -208,6 +217,11 @@ int main(int argc, char** argv) {
     std::cerr << "error: --consumers must be 1-100\n";
     return 2;
   }
+  const int stuck = absl::GetFlag(FLAGS_stuck_consumers);
+  if (stuck < 0 || stuck > 100) {
+    std::cerr << "error: --stuck_consumers must be 0-100\n";
+    return 2;
+  }
   auto out = orderhold::client::bench::CallLog::Open(absl::GetFlag(FLAGS_out));
   if (!out.ok()) {
     std::cerr << "error: " << out.status().message() << "\n";
@@ -220,7 +234,7 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << channels.status().message() << "\n";
     return 1;
   }
-  Watcher watcher(channels->front(), absl::GetFlag(FLAGS_group), consumers, out->get());
+  Watcher watcher(channels->front(), absl::GetFlag(FLAGS_group), consumers, stuck, out->get());
   watcher.Start(absl::GetFlag(FLAGS_ack_interval), absl::GetFlag(FLAGS_reconnect_delay));
   int signal = 0;
   sigwait(&signals, &signal);
