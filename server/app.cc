@@ -1,11 +1,14 @@
 #include "server/app.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -299,6 +302,10 @@ absl::Status App::Listen(const Config& config,
   service.authorizer = authorizer_.get();
   service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, events_.get(), dispatcher_.get(),
                                                           *metrics_, service);
+  // A reloaded policy reaches open watches too (removed in Shutdown, before the service goes).
+  if (authorizer_ != nullptr) {
+    authorizer_->SetChangeListener([service = service_.get()] { service->RecheckWatches(); });
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<Reflection>(config.reflection));
@@ -339,16 +346,54 @@ absl::Status App::Listen(const Config& config,
   return absl::OkStatus();
 }
 
-void App::WarnIfOpen(const Config& config) {
-  if (config.grpc_tls.enabled()) return;
+std::vector<std::string> App::TrustWarnings(const Config& config) {
+  std::vector<std::string> out;
   const absl::string_view address = config.grpc_address;
   const bool loopback = absl::StartsWith(address, "127.") || absl::StartsWith(address, "[::1]") ||
                         absl::StartsWith(address, "localhost:");
-  if (loopback) return;
-  LogWarning("grpc_address ", address,
-             " listens beyond loopback without TLS: anyone who reaches it can call every method "
-             "as anyone (set --tls_cert_file, --tls_key_file, --tls_client_ca_file and "
-             "--authz_policy; deploy/README.md \"Security\")");
+  const bool policy = !config.authz.policy_file.empty();
+  if (!loopback && !config.grpc_tls.enabled()) {
+    out.push_back(absl::StrCat(
+        "grpc_address ", address,
+        " listens beyond loopback without TLS: anyone who reaches it can call every method as "
+        "anyone (set --tls_cert_file, --tls_key_file, --tls_client_ca_file and --authz_policy; "
+        "deploy/README.md \"Security\")"));
+  } else if (!loopback && config.grpc_tls.client_ca_file.empty()) {
+    out.push_back(absl::StrCat(
+        "grpc_address ", address,
+        " has TLS without --tls_client_ca_file: any client that reaches it can call every "
+        "method, and no caller has a principal for a policy to match"));
+  } else if (!loopback && !policy) {
+    out.push_back(absl::StrCat(
+        "grpc_address ", address,
+        " has mutual TLS without --authz_policy: every client the CA signed may call every "
+        "method, for every user (set --authz_policy; deploy/authz_policy.example.json)"));
+  }
+  if (policy && config.reflection) {
+    out.push_back(
+        "--reflection=true with --authz_policy: server reflection lists every method to any "
+        "caller the TLS handshake admits; the policy does not cover it");
+  }
+  if (!config.redis_url.password.empty()) {
+    out.push_back(
+        "--redis_url carries a password: it shows in the process list and in the environment of "
+        "whoever reads them; put it in --redis_password_file (mode 0600)");
+  }
+  for (const std::string& file :
+       {config.redis_password_file, config.redis_sentinel_password_file}) {
+    struct stat info;
+    if (file.empty() || ::stat(file.c_str(), &info) != 0) continue;
+    if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      out.push_back(
+          absl::StrCat("password file ", file, " is readable by its group or others (mode ",
+                       absl::StrFormat("%04o", info.st_mode & 07777), "): chmod 0600 it"));
+    }
+  }
+  return out;
+}
+
+void App::WarnIfOpen(const Config& config) {
+  for (const std::string& warning : TrustWarnings(config)) LogWarning(warning);
 }
 
 absl::Status App::ReloadAuthzPolicy() {
@@ -375,6 +420,7 @@ App::~App() { Shutdown(absl::Seconds(10)); }
 void App::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (authorizer_ != nullptr) authorizer_->SetChangeListener(nullptr);
   if (health_ != nullptr) health_->Stop();
   if (service_ != nullptr) service_->EndWatches();
   if (server_ != nullptr) {

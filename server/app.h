@@ -8,6 +8,8 @@
 #define ORDERHOLD_SERVER_APP_H_
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -75,6 +77,13 @@ class App {
   // The Redis store; nullptr with --store=noop.
   store::RedisHoldStore* redis_store() { return redis_store_; }
 
+  // The start-up warnings `config` earns about trust (issue 56), one line each: a gRPC port
+  // beyond loopback without TLS, with TLS but without --tls_client_ca_file, or with mutual TLS but
+  // without --authz_policy; --reflection=true under a policy; a password inside --redis_url; a
+  // password file readable by its group or others. Empty when none applies. Reads nothing but
+  // the password files' modes (stat). Thread-safe.
+  static std::vector<std::string> TrustWarnings(const Config& config);
+
  private:
   App() = default;
   // The steps of Start, in order. The store (Redis or no-op) and, for Redis, the nudge
@@ -88,7 +97,7 @@ class App {
   // The reaper, not started (Start starts it with config.run_reaper, once the nudges it receives
   // are wired).
   void MakeReaper(const Config& config, const Clock& clock);
-  // Logs a warning when the gRPC port is plaintext and not on loopback.
+  // Logs TrustWarnings(config), one line each.
   static void WarnIfOpen(const Config& config);
 
   std::unique_ptr<metrics::Metrics> metrics_;

@@ -48,9 +48,6 @@ ABSL_FLAG(std::string, health_address, "",
           "A second, plaintext gRPC listener (host:port) serving only grpc.health.v1, with the "
           "statuses of the main port: for probes that cannot speak TLS (Kubernetes' grpc probes) "
           "when the main port has mutual TLS. Empty: none.");
-ABSL_FLAG(bool, reflection, true,
-          "Serve gRPC server reflection (grpc.reflection.v1alpha) on the gRPC port, for grpcurl. "
-          "The closed Kubernetes kit turns it off.");
 ABSL_FLAG(std::string, authz_policy, "",
           "File of gRPC's authorization policy (gRFC A43 JSON: deny_rules, allow_rules; "
           "deploy/authz_policy.example.json): every OrderHold call it does not allow is refused "
@@ -59,6 +56,12 @@ ABSL_FLAG(std::string, authz_policy, "",
           "every caller may call everything.");
 ABSL_FLAG(absl::Duration, authz_policy_refresh_interval, absl::Seconds(10),
           "How often the --authz_policy file is read again (whole seconds, >= 1s).");
+// Optional so that "not given" is visible: the default then follows --authz_policy.
+ABSL_FLAG(std::optional<bool>, reflection, std::nullopt,
+          "Serve gRPC server reflection (grpc.reflection.v1alpha) on the gRPC port, for grpcurl. "
+          "Unset: on without --authz_policy, off with one (reflection lists every method to any "
+          "caller the TLS handshake admits: the policy does not cover it); true with a policy "
+          "is warned about at start.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain (leaf first) for TLS on the gRPC port, with --tls_key_file; "
           "empty: plaintext. Health and reflection share the port and its TLS; the metrics port "
@@ -88,6 +91,11 @@ ABSL_FLAG(absl::Duration, grpc_max_connection_idle, absl::Minutes(15),
 ABSL_FLAG(absl::Duration, grpc_max_connection_age, absl::Minutes(30),
           "Connections older than this are asked to reconnect (GOAWAY; calls in flight finish), "
           "so clients rebalance over replicas behind an L4 load balancer (0: never).");
+ABSL_FLAG(absl::Duration, grpc_max_connection_age_grace, absl::Minutes(5),
+          "Calls still open this long after --grpc_max_connection_age's GOAWAY are cut and the "
+          "connection closed (long WatchHoldEvents streams then reconnect through a new TLS "
+          "handshake, so a revoked or expired client certificate stops being honoured). "
+          "0: no limit (not advised).");
 ABSL_FLAG(std::string, redis_url, "redis://127.0.0.1:6379",
           "Redis: redis[s]://[[user]:password@]host[:port][,host[:port]...][/db]. rediss is TLS; "
           "user and password are the data nodes' ACL credentials; several hosts are the sentinels "
@@ -415,6 +423,8 @@ Setting WaitReplicas(const absl::Flag<std::string>& flag) {
 // Set or not is all a log may say of a secret.
 std::string MaskSecret(const std::string& secret) { return secret.empty() ? "" : "****"; }
 
+bool DefaultReflection(const Config& config) { return config.authz.policy_file.empty(); }
+
 absl::Duration DefaultReaperLease(const Config& config) {
   return kReaperLeaseIntervals * config.reap_interval;
 }
@@ -429,10 +439,11 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_grpc_address, &Config::grpc_address),
       Field(FLAGS_metrics_address, &Config::metrics_address),
       Field(FLAGS_health_address, &Config::health_address),
-      Field(FLAGS_reflection, &Config::reflection),
       AuthzPolicyFile(FLAGS_authz_policy),
       Field(FLAGS_authz_policy_refresh_interval, &Config::authz,
             &grpc_api::AuthorizerOptions::refresh_interval),
+      // After authz_policy's row: DefaultReflection reads it.
+      FieldOr(FLAGS_reflection, &DefaultReflection, &Config::reflection),
       Field(FLAGS_tls_cert_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::cert_file),
       Field(FLAGS_tls_key_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::key_file),
       Field(FLAGS_tls_client_ca_file, &Config::grpc_tls,
@@ -453,6 +464,8 @@ const std::vector<Setting>& Settings() {
             &grpc_api::ServerLimits::max_connection_idle),
       Field(FLAGS_grpc_max_connection_age, &Config::grpc_limits,
             &grpc_api::ServerLimits::max_connection_age),
+      Field(FLAGS_grpc_max_connection_age_grace, &Config::grpc_limits,
+            &grpc_api::ServerLimits::max_connection_age_grace),
       RedisUrl(FLAGS_redis_url),
       PasswordFile(FLAGS_redis_password_file, &Config::redis_password_file),
       OneOf(FLAGS_redis_mode,

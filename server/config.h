@@ -69,7 +69,8 @@ struct Config {
   std::string metrics_address = "0.0.0.0:9464";  // host:port of /metrics (plain HTTP, always)
   // --health_address: a plaintext listener serving only grpc.health.v1; empty: none.
   std::string health_address;
-  bool reflection = true;  // --reflection: server reflection on grpc_address
+  // --reflection: server reflection on grpc_address; unset, on only without --authz_policy.
+  bool reflection = true;
   // --authz_policy (the file, read by ConfigFromFlags into authz.loaded) and
   // --authz_policy_refresh_interval; policy_file empty: no policy, every call allowed.
   grpc_api::AuthorizerOptions authz;

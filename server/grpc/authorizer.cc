@@ -185,9 +185,22 @@ absl::Status Authorizer::Reload() {
   LogInfo("authz_policy: reloaded ", file, ": policy \"", policy->name(), "\" with ",
           policy->rule_count(), " rules");
   metrics_.authz_policy_reloads(true).Increment();
-  absl::MutexLock lock(&mu_);
-  policy_ = std::make_shared<const AuthzPolicy>(*std::move(policy));
+  {
+    absl::MutexLock lock(&mu_);
+    policy_ = std::make_shared<const AuthzPolicy>(*std::move(policy));
+  }
+  absl::MutexLock lock(&listener_mu_);
+  if (listener_) listener_();
   return absl::OkStatus();
+}
+
+bool Authorizer::Allows(const AuthzRequest& request) const {
+  return policy()->Evaluate(request).allowed;
+}
+
+void Authorizer::SetChangeListener(absl::AnyInvocable<void()> listener) {
+  absl::MutexLock lock(&listener_mu_);  // waits for a listener running now
+  listener_ = std::move(listener);
 }
 
 std::shared_ptr<const AuthzPolicy> Authorizer::policy() const {

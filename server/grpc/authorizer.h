@@ -7,6 +7,8 @@
 // refresh_interval: a changed file that parses replaces the policy for calls that start after it;
 // one that does not parse (or cannot be read) is logged and counted
 // (orderhold_authz_policy_reloads_total{result="failure"}) and the previous policy stays in force.
+// A new policy also reaches calls already open: its change listener (SetChangeListener) has the
+// service check every open WatchHoldEvents again and end those now refused (issue 56).
 // This is what gRPC's FileWatcherAuthorizationPolicyProvider does (grpcpp/security/
 // authorization_policy_provider.h), whose library Debian's gRPC 1.51 lacks.
 //
@@ -27,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -92,6 +95,16 @@ class Authorizer {
   // The policy in force.
   std::shared_ptr<const AuthzPolicy> policy() const;
 
+  // Whether the policy in force allows `request`: a call admitted earlier, checked again (an open
+  // WatchHoldEvents after a reload). Not counted; the caller counts what it ends.
+  bool Allows(const AuthzRequest& request) const;
+
+  // `listener` runs after each new policy is applied (on the thread that applied it: the polling
+  // thread, or Reload's caller; never under the authorizer's lock), so calls admitted under the
+  // old one can be checked again. Replaces an earlier listener; null removes it, and when that
+  // call returns the old listener is not running and will not run again.
+  void SetChangeListener(absl::AnyInvocable<void()> listener);
+
  private:
   Authorizer(AuthorizerOptions options, metrics::Metrics& metrics);
   void Poll();
@@ -101,6 +114,8 @@ class Authorizer {
   mutable absl::Mutex mu_;
   std::shared_ptr<const AuthzPolicy> policy_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file's content last read, applied or refused
+  absl::Mutex listener_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread poller_;
 };

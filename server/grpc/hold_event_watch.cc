@@ -34,6 +34,21 @@ void WatchRegistry::EndAll() {
   }
 }
 
+int WatchRegistry::EndDenied(absl::FunctionRef<bool(const AuthzRequest&)> allowed) {
+  // As EndAll: holding mu_ keeps every registered watch alive; authz_ is immutable.
+  absl::MutexLock lock(&mu_);
+  int ended = 0;
+  for (HoldEventWatch* watch : watches_) {
+    if (!watch->authz().has_value() || allowed(*watch->authz())) continue;
+    watch->End(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                            absl::StrCat("the authorization policy was reloaded and no longer "
+                                         "allows this caller to call ",
+                                         watch->authz()->path)));
+    ++ended;
+  }
+  return ended;
+}
+
 absl::Status WatchRegistry::Add(HoldEventWatch* watch, const std::string& caller) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("server shutting down; reconnect to resume");
@@ -71,13 +86,15 @@ void WatchRegistry::Remove(HoldEventWatch* watch, const std::string& caller) {
 
 HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
                                metrics::Metrics& metrics, WatchRegistry& registry,
-                               domain::WatchSpec spec, std::string caller)
+                               domain::WatchSpec spec, std::string caller,
+                               std::optional<AuthzRequest> authz)
     : events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
       registry_(registry),
       spec_(std::move(spec)),
-      caller_(std::move(caller)) {
+      caller_(std::move(caller)),
+      authz_(std::move(authz)) {
   const absl::Status added = registry_.Add(this, caller_);
   registered_ = added.ok();
   mu_.Lock();

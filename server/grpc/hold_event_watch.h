@@ -29,6 +29,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -37,6 +38,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
+#include "server/grpc/authz_policy.h"
 #include "server/metrics/metrics.h"
 
 namespace orderhold::grpc_api {
@@ -53,6 +55,12 @@ class WatchRegistry {
 
   // Ends every open watch with UNAVAILABLE and refuses new ones (they end at once the same way).
   void EndAll();
+
+  // Ends with PERMISSION_DENIED every open watch that was admitted by an authorization policy
+  // (HoldEventWatch's `authz`) and that `allowed` now refuses: a reloaded policy applies to open
+  // streams too (issue 56: revocation must reach a watch that is already open). Returns how many
+  // it ended.
+  int EndDenied(absl::FunctionRef<bool(const AuthzRequest&)> allowed);
 
  private:
   friend class HoldEventWatch;
@@ -78,10 +86,12 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Starts the watch (subscribes the group, joins it in `dispatcher`, then reads). `spec` must be
   // validated by Subscribe (done here: a bad spec ends the call with INVALID_ARGUMENT). Everything
   // passed must outlive the call.
-  // `caller` is who the watch counts against in `registry` (CallerKeyOf).
+  // `caller` is who the watch counts against in `registry` (CallerKeyOf). `authz`: what the
+  // authorization policy matched when it admitted the call (AuthzRequestOf), kept so that a
+  // reloaded policy can check it again (WatchRegistry::EndDenied); unset without a policy.
   HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
                  metrics::Metrics& metrics, WatchRegistry& registry, domain::WatchSpec spec,
-                 std::string caller);
+                 std::string caller, std::optional<AuthzRequest> authz = std::nullopt);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -89,6 +99,9 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Ends the call with `status` unless it already ended (used by WatchRegistry::EndAll).
   void End(const grpc::Status& status);
+
+  // What the policy matched when it admitted the call; unset without a policy. Immutable.
+  const std::optional<AuthzRequest>& authz() const { return authz_; }
 
  private:
   ~HoldEventWatch() override = default;
@@ -112,7 +125,8 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   WatchRegistry& registry_;
   const domain::WatchSpec spec_;
   const std::string caller_;
-  const absl::Time started_ = absl::Now();  // for orderhold_grpc_request_duration_seconds
+  const std::optional<AuthzRequest> authz_;  // set before the registry sees the watch
+  const absl::Time started_ = absl::Now();   // for orderhold_grpc_request_duration_seconds
 
   absl::Mutex mu_;
   // Set once joined (under mu_), read by StartRead and OnDone after that.

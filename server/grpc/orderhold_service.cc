@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/common/log.h"
 #include "server/common/status_macros.h"
 #include "server/grpc/conversions.h"
 #include "server/grpc/lenient_requests.pb.h"
@@ -282,8 +283,20 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     metrics_.RecordRequest(Method::kWatchHoldEvents, spec.status().code(), absl::ZeroDuration());
     return new FailedWatch(ToGrpcStatus(spec.status()));
   }
+  std::optional<AuthzRequest> authz;
+  if (authorizer_ != nullptr) authz = AuthzRequestOf(*context, Method::kWatchHoldEvents);
   return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
-                            CallerKeyOf(*context));
+                            CallerKeyOf(*context), std::move(authz));
+}
+
+void OrderHoldService::RecheckWatches() {
+  if (authorizer_ == nullptr) return;
+  const int ended = watches_.EndDenied(
+      [this](const AuthzRequest& request) { return authorizer_->Allows(request); });
+  if (ended == 0) return;
+  metrics_.calls_denied(Method::kWatchHoldEvents).Increment(ended);
+  LogInfo("authz_policy: ended ", ended,
+          " open WatchHoldEvents streams that the reloaded policy no longer allows");
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,

@@ -73,6 +73,12 @@ class OrderHoldService final : public RawOrderHoldService {
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }
 
+  // Checks every open WatchHoldEvents stream against the authorizer's policy in force and ends
+  // those it now refuses with PERMISSION_DENIED, each counted in
+  // orderhold_calls_denied_total{method="WatchHoldEvents"}; what Authorizer's change listener
+  // runs after a reload. Nothing without an authorizer. Thread-safe.
+  void RecheckWatches();
+
   // Request: orderhold.v1.PlaceHoldRequest bytes; response: orderhold.v1.PlaceHoldResponse bytes.
   grpc::ServerUnaryReactor* PlaceHold(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,

@@ -50,7 +50,11 @@ absl::Status ValidateServerLimits(const ServerLimits& limits) {
       !s.ok()) {
     return s;
   }
-  return AtLeastASecond("grpc_max_connection_age", limits.max_connection_age, true);
+  if (auto s = AtLeastASecond("grpc_max_connection_age", limits.max_connection_age, true);
+      !s.ok()) {
+    return s;
+  }
+  return AtLeastASecond("grpc_max_connection_age_grace", limits.max_connection_age_grace, true);
 }
 
 void ApplyServerLimits(const ServerLimits& limits, grpc::ServerBuilder& builder) {
@@ -69,6 +73,10 @@ void ApplyServerLimits(const ServerLimits& limits, grpc::ServerBuilder& builder)
   }
   if (limits.max_connection_age > absl::ZeroDuration()) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Ms(limits.max_connection_age));
+    if (limits.max_connection_age_grace > absl::ZeroDuration()) {
+      builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                                 Ms(limits.max_connection_age_grace));
+    }
   }
   if (limits.memory_quota_bytes > 0) {
     grpc::ResourceQuota quota("orderhold-server");

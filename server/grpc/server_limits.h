@@ -22,8 +22,11 @@
 //   - Connections live forever: behind an L4 load balancer, clients stay on the replicas they
 //     first reached, and a new replica gets no traffic. max_connection_age sends GOAWAY after that
 //     age (plus up to 10% jitter, by gRPC) so clients reconnect and rebalance; calls in flight
-//     finish (no grace limit: a WatchHoldEvents stream on the old connection goes on until it
-//     ends). max_connection_idle closes connections with no call for that long.
+//     finish, within max_connection_age_grace: gRPC's default grace is unbounded, so a
+//     WatchHoldEvents stream kept a connection, its TLS session and its client certificate (maybe
+//     revoked or expired since) for ever; past the grace the connection is closed and the
+//     consumer reconnects through a new handshake (issue 56). max_connection_idle closes
+//     connections with no call for that long.
 // Thread-safe: plain values.
 #ifndef ORDERHOLD_SERVER_GRPC_SERVER_LIMITS_H_
 #define ORDERHOLD_SERVER_GRPC_SERVER_LIMITS_H_
@@ -41,6 +44,9 @@ struct ServerLimits {
   absl::Duration keepalive_timeout = absl::Seconds(20);    // wait for the ping's answer
   absl::Duration max_connection_idle = absl::Minutes(15);  // ZeroDuration: never closed for that
   absl::Duration max_connection_age = absl::Minutes(30);   // ZeroDuration: no age limit
+  // After max_connection_age's GOAWAY, calls still open this long are cut (the connection
+  // closes). ZeroDuration: no limit (gRPC's default; not advised). Only with max_connection_age.
+  absl::Duration max_connection_age_grace = absl::Minutes(5);
   // gRPC's resource quota (grpc::ResourceQuota): the memory gRPC itself may use for the server's
   // connections and calls (buffers, frames), bytes; past it gRPC refuses new work rather than
   // growing. 0: none (gRPC's default).

@@ -347,6 +347,66 @@ TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsT
       absl::Seconds(10)));
 }
 
+// Revocation reaches open streams (issue 56): once a reloaded policy no longer lets the
+// event-consumer watch, its open watch ends with PERMISSION_DENIED within a refresh interval
+// (1 s here) of the file's change, counted as a denied call; the operator's open watch, still
+// allowed, stays open. Without the re-check the consumer's watch would run to its deadline.
+TEST_F(AuthzE2eTest, AReloadThatRevokesACallerEndsItsOpenWatchWithPermissionDenied) {
+  auto consumer = StubFor("event-consumer");
+  auto operator_stub = StubFor("operator");
+  struct OpenWatch {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::HoldEvent>> reader;
+  };
+  auto open = [](OrderHold::Stub& stub, const std::string& group) {
+    auto watch = std::make_unique<OpenWatch>();
+    watch->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group(group);
+    request.set_consumer("c1");
+    watch->reader = stub.WatchHoldEvents(&watch->context, request);
+    return watch;
+  };
+  std::unique_ptr<OpenWatch> revoked = open(*consumer, "billing");
+  std::unique_ptr<OpenWatch> kept = open(*operator_stub, "audit");
+  // Both open and admitted: each gets the event of a hold ended now.
+  auto storefront = StubFor("storefront");
+  ASSERT_EQ(Make(*storefront, AuthzCall::kPlaceHold), grpc::StatusCode::OK);
+  {
+    grpc::ClientContext context;
+    v1::CancelHoldRequest request;
+    request.set_user_id("u1");
+    request.set_order_id("o1");
+    v1::CancelHoldResponse response;
+    ASSERT_TRUE(storefront->CancelHold(&context, request, &response).ok());
+  }
+  v1::HoldEvent event;
+  ASSERT_TRUE(revoked->reader->Read(&event));
+  ASSERT_TRUE(kept->reader->Read(&event));
+
+  std::ifstream in(policy_);
+  const std::string original((std::istreambuf_iterator<char>(in)), {});
+  const absl::Time written = absl::Now();
+  WritePolicy(absl::StrReplaceAll(original, {{"\"spiffe://orderhold.example/event-consumer\"",
+                                              "\"spiffe://orderhold.example/nobody\""}}));
+  while (revoked->reader->Read(&event)) {
+  }
+  const grpc::Status status = revoked->reader->Finish();
+  const absl::Duration took = absl::Now() - written;
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("no longer allows"));
+  // One refresh interval (1 s) plus the read of the file and the end of the stream.
+  EXPECT_LT(took, absl::Seconds(3)) << server_.log();
+  std::printf("[ figures ] revoked watch ended %.2f s after the policy file changed\n",
+              absl::ToDoubleSeconds(took));
+  // New calls of the revoked caller are refused; the operator's watch is still open.
+  EXPECT_EQ(Make(*consumer, AuthzCall::kAckHoldEvents), grpc::StatusCode::PERMISSION_DENIED);
+  kept->context.TryCancel();
+  while (kept->reader->Read(&event)) {
+  }
+  EXPECT_EQ(kept->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
 TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckOrStealFromAGroupItDoesNotOwn) {
   // The stranger may call the event rpcs (as a second consumer service would)...
   std::ifstream in(policy_);

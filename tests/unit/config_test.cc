@@ -1,6 +1,10 @@
 #include "server/config.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
@@ -18,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/app.h"
 #include "server/limits_file.h"
 #include "server/store/event_log.h"
 #include "server/store/keys.h"
@@ -34,6 +39,8 @@ ABSL_DECLARE_FLAG(absl::Duration, reap_interval);
 ABSL_DECLARE_FLAG(std::optional<absl::Duration>, reaper_lease);
 ABSL_DECLARE_FLAG(std::string, redis_mode);
 ABSL_DECLARE_FLAG(std::string, redis_sentinel_master);
+ABSL_DECLARE_FLAG(std::string, authz_policy);
+ABSL_DECLARE_FLAG(std::optional<bool>, reflection);
 
 namespace orderhold {
 namespace {
@@ -42,7 +49,9 @@ using ::orderhold::testing::IsOk;
 using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
@@ -157,6 +166,10 @@ TEST(ConfigTest, DefaultsAreValidAndBadValuesNameTheSetting) {
   config.grpc_limits.max_connection_age = absl::Milliseconds(10);
   EXPECT_THAT(ValidateConfig(config),
               StatusIs(kInvalid, HasSubstr("grpc_max_connection_age: must be at least 1s (or 0")));
+  config = Config{};
+  config.grpc_limits.max_connection_age_grace = absl::Milliseconds(10);
+  EXPECT_THAT(ValidateConfig(config),
+              StatusIs(kInvalid, HasSubstr("grpc_max_connection_age_grace: must be at least 1s")));
   config = Config{};
   config.reaper_lease = config.reap_interval;
   EXPECT_THAT(ValidateConfig(config), StatusIs(kInvalid, HasSubstr("reaper_lease")));
@@ -279,12 +292,12 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   EXPECT_EQ(
       DescribeConfig(*config),
       "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 health_address= "
-      "reflection=true authz_policy= authz_policy_refresh_interval=10s tls_cert_file= "
+      "authz_policy= authz_policy_refresh_interval=10s reflection=true tls_cert_file= "
       "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
       "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
       "grpc_memory_quota=268435456 "
       "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
-      "grpc_max_connection_age=30m "
+      "grpc_max_connection_age=30m grpc_max_connection_age_grace=5m "
       "redis_url=redis://127.0.0.1:6379/0 redis_password_file= redis_mode=standalone "
       "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
       "redis_sentinel_password_file= redis_tls_ca_file= "
@@ -362,12 +375,14 @@ const std::vector<Sample>& Samples() {
       {"health_address", "127.0.0.1:3", "health_address=127.0.0.1:3",
        [](const Config& c) { return c.health_address == "127.0.0.1:3"; }},
       {"reflection", "false", "reflection=false", [](const Config& c) { return !c.reflection; }},
-      {"authz_policy", ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
+      {"authz_policy",
+       ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
        "authz_policy=" ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
        [](const Config& c) {
          return c.authz.policy_file == ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json" &&
                 c.authz.loaded.has_value() && c.authz.loaded->policy->rule_count() == 4;
-       }},
+       },
+       {"reflection=false"}},  // reflection is off under a policy unless asked for
       {"authz_policy_refresh_interval", "3s", "authz_policy_refresh_interval=3s",
        [](const Config& c) { return c.authz.refresh_interval == absl::Seconds(3); }},
       {"tls_cert_file",
@@ -402,6 +417,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.grpc_limits.keepalive_timeout == absl::Seconds(5); }},
       {"grpc_max_connection_idle", "0", "grpc_max_connection_idle=0",
        [](const Config& c) { return c.grpc_limits.max_connection_idle == absl::ZeroDuration(); }},
+      {"grpc_max_connection_age_grace", "30s", "grpc_max_connection_age_grace=30s",
+       [](const Config& c) { return c.grpc_limits.max_connection_age_grace == absl::Seconds(30); }},
       {"grpc_max_connection_age", "1h", "grpc_max_connection_age=1h",
        [](const Config& c) { return c.grpc_limits.max_connection_age == absl::Hours(1); }},
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
@@ -589,6 +606,64 @@ TEST(ConfigTest, EachFlagLandsInItsFieldAndDescription) {
     }
     EXPECT_EQ(DescribeConfig(*config), absl::StrJoin(expected, " ")) << variable;
   }
+}
+
+// Reflection lists every method to any caller the handshake admits and no policy covers it: off
+// with --authz_policy unless asked for (issue 56), on without one, as given when given.
+TEST(ConfigTest, ReflectionFollowsThePolicyUnlessGiven) {
+  absl::FlagSaver restore_flags;
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_TRUE(config->reflection);
+  absl::SetFlag(&FLAGS_authz_policy, ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json");
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_FALSE(config->reflection);
+  absl::SetFlag(&FLAGS_reflection, true);
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_TRUE(config->reflection);
+  absl::SetFlag(&FLAGS_reflection, std::nullopt);
+  absl::SetFlag(&FLAGS_authz_policy, "");
+  absl::SetFlag(&FLAGS_reflection, false);
+  config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_FALSE(config->reflection);
+}
+
+// What a deployment is warned about at start (App::TrustWarnings): each weak spot once, none for
+// the closed kit's shape (mTLS, a policy, no reflection, the password in a 0600 file).
+TEST(ConfigTest, TrustWarningsNameEachWeakSpotAndNoneForTheClosedShape) {
+  Config config;
+  config.grpc_address = "0.0.0.0:50051";
+  config.reflection = false;
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("without TLS")));
+  config.grpc_tls.cert_file = "/c.pem";
+  config.grpc_tls.key_file = "/k.pem";
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("without --tls_client_ca_file")));
+  config.grpc_tls.client_ca_file = "/ca.pem";
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("without --authz_policy")));
+  config.authz.policy_file = "/policy.json";
+  EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
+  config.reflection = true;
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("--reflection=true")));
+  config.reflection = false;
+  config.redis_url.password = "hunter2";
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("--redis_url carries a password")));
+  config.redis_url.password.clear();
+  // A password file: 0600 is quiet, 0644 is warned about.
+  const std::string file = ::testing::TempDir() + "/trust-warnings-password";
+  std::ofstream(file) << "pw\n";
+  config.redis_password_file = file;
+  ASSERT_EQ(chmod(file.c_str(), 0600), 0);
+  EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
+  ASSERT_EQ(chmod(file.c_str(), 0644), 0);
+  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("(mode 0644): chmod 0600")));
+  std::remove(file.c_str());
+  // Loopback is a developer's machine: no port warning.
+  config = Config{};
+  config.grpc_address = "127.0.0.1:50051";
+  EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
 }
 
 TEST(ConfigTest, ReaperLeaseFollowsReapIntervalUnlessGiven) {
