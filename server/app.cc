@@ -1,6 +1,7 @@
 #include "server/app.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -346,6 +347,18 @@ absl::Status App::Listen(const Config& config,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether the process is in group `gid` (its effective group or a supplementary one).
+bool InOwnGroups(gid_t gid) {
+  if (gid == ::getegid()) return true;
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(0, ::getgroups(0, nullptr))));
+  const int n = ::getgroups(static_cast<int>(groups.size()), groups.data());
+  return n > 0 && std::find(groups.begin(), groups.begin() + n, gid) != groups.begin() + n;
+}
+
+}  // namespace
+
 std::vector<std::string> App::TrustWarnings(const Config& config) {
   std::vector<std::string> out;
   const absl::string_view address = config.grpc_address;
@@ -383,10 +396,14 @@ std::vector<std::string> App::TrustWarnings(const Config& config) {
        {config.redis_password_file, config.redis_sentinel_password_file}) {
     struct stat info;
     if (file.empty() || ::stat(file.c_str(), &info) != 0) continue;
-    if ((info.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-      out.push_back(
-          absl::StrCat("password file ", file, " is readable by its group or others (mode ",
-                       absl::StrFormat("%04o", info.st_mode & 07777), "): chmod 0600 it"));
+    // Group access is fine for the server's own groups: Kubernetes mounts Secrets root:<fsGroup>
+    // 0440 (the kit's deployment.yaml), which is how a non-root server reads them.
+    const bool other_group = (info.st_mode & S_IRWXG) != 0 && !InOwnGroups(info.st_gid);
+    if ((info.st_mode & S_IRWXO) != 0 || other_group) {
+      out.push_back(absl::StrCat("password file ", file,
+                                 " is readable by others or by a group the server is not in (mode ",
+                                 absl::StrFormat("%04o", info.st_mode & 07777),
+                                 "): chmod 0600 it"));
     }
   }
   return out;

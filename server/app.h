@@ -80,8 +80,9 @@ class App {
   // The start-up warnings `config` earns about trust (issue 56), one line each: a gRPC port
   // beyond loopback without TLS, with TLS but without --tls_client_ca_file, or with mutual TLS but
   // without --authz_policy; --reflection=true under a policy; a password inside --redis_url; a
-  // password file readable by its group or others. Empty when none applies. Reads nothing but
-  // the password files' modes (stat). Thread-safe.
+  // password file readable by others or by a group the server is not in (its own group is how a
+  // non-root server reads a Kubernetes Secret: root:<fsGroup> 0440). Empty when none applies. Reads
+  // nothing but the password files' modes (stat). Thread-safe.
   static std::vector<std::string> TrustWarnings(const Config& config);
 
  private:

@@ -9,6 +9,9 @@
 #      /metrics counts the expired hold, the server process is not uid 0, and SIGTERM
 #      (`podman stop -t 15`) stops it within the grace period, with exit status 0 and the drain in
 #      its log (a shell-form entrypoint would swallow SIGTERM and be killed: 137);
+#   2b. the Kubernetes kit's settings (its ConfigMap variables, mounts in their shapes and modes,
+#      the ACL user): health on the plaintext health port, mutual TLS and the policy on the main
+#      port, no start-up warning;
 #   3. deploy/compose.yaml's redis, orderhold-1 and orderhold-2 services with that image
 #      (docker-compose talking to podman's Docker API; Redis from Debian's redis-server package
 #      instead of the official image): both replicas SERVING through their published ports, a
@@ -208,6 +211,82 @@ grep -q 'NOT_SERVING, finishing in-flight calls' <<<"${server_log}" ||
   fail "no drain in the server's log"
 grep -q 'stopped' <<<"${server_log}" || fail "no 'stopped' in the server's log"
 pass "SIGTERM: drained and exited 0 in ${stop_s} s (grace ${GRACE} s)"
+podman rm "${CTR}" >/dev/null
+
+# --- 2b. the Kubernetes kit's container settings --------------------------------------------------
+# deploy/k8s's ConfigMap variables as they are (kustomization.yaml's literals: mutual TLS, the
+# policy, the health port, reflection off, the ACL user and its password file), its mounts filled
+# in their shapes (cert-manager's tls.crt, tls.key and ca.crt; the policy file; the password file),
+# root:65532 0440 as the kubelet mounts Secrets with the pod's fsGroup; Redis with the ACL user of
+# deploy/redis/orderhold.acl. Only the listen ports and the Redis host:port differ (host network,
+# free ports). Health SERVING on the plaintext health port; the main port speaks mutual TLS only:
+# the operator's certificate places and lists a hold, a certificate the policy does not name is
+# PERMISSION_DENIED, a plaintext probe gets no answer; and the kit earns no start-up warning.
+KIT="${WORK}/kit"
+mkdir -p "${KIT}/tls" "${KIT}/authz" "${KIT}/redis" "${KIT}/client"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj /CN=orderhold-image-test-ca -keyout "${KIT}/ca.key" -out "${KIT}/tls/ca.crt" 2>/dev/null
+# kit_cert DIR NAME SAN: NAME.key and NAME.crt in DIR, signed by the test CA.
+kit_cert() {
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$2" \
+    -keyout "$1/$2.key" -out "${KIT}/$2.csr" 2>/dev/null
+  openssl x509 -req -in "${KIT}/$2.csr" -CA "${KIT}/tls/ca.crt" -CAkey "${KIT}/ca.key" \
+    -CAcreateserial -days 1 -extfile <(printf 'subjectAltName=%s' "$3") -out "$1/$2.crt" 2>/dev/null
+}
+kit_cert "${KIT}/tls" tls "DNS:localhost,IP:127.0.0.1"
+for role in operator stranger; do
+  kit_cert "${KIT}/client" "${role}" "URI:spiffe://orderhold.example/${role}"
+done
+cp "${KIT}/tls/ca.crt" "${KIT}/client/ca.crt"
+cp "${REPO}/deploy/authz_policy.example.json" "${KIT}/authz/authz_policy.json"
+KIT_PASSWORD="image-test-$$"
+printf '%s' "${KIT_PASSWORD}" >"${KIT}/redis/password"
+chown -R root:65532 "${KIT}/tls" "${KIT}/authz" "${KIT}/redis" "${KIT}/client"
+find "${KIT}/tls" "${KIT}/authz" "${KIT}/redis" "${KIT}/client" -type f -exec chmod 0440 {} +
+chmod 0755 "${KIT}" "${KIT}"/*/
+# The ACL user, with the test's password for the file's placeholder.
+read -r -a acl_rules <<<"$(sed -n 's/^user //p' "${REPO}/deploy/redis/orderhold.acl" |
+  sed "s/>CHANGE-ME/>${KIT_PASSWORD}/")"
+redis-cli -p "${REDIS_PORT}" FLUSHALL >/dev/null
+[[ "$(redis-cli -p "${REDIS_PORT}" ACL SETUSER "${acl_rules[@]}")" == OK ]] ||
+  fail "ACL SETUSER with deploy/redis/orderhold.acl's rules"
+KIT_GRPC_PORT="$(free_port)"
+KIT_METRICS_PORT="$(free_port)"
+KIT_HEALTH_PORT="$(free_port)"
+sed -n 's/^ *- \(ORDERHOLD_[A-Z_]*=.*\)$/\1/p' "${REPO}/deploy/k8s/kustomization.yaml" |
+  grep -v -E '^ORDERHOLD_(GRPC_ADDRESS|METRICS_ADDRESS|HEALTH_ADDRESS)=' |
+  sed "s|^ORDERHOLD_REDIS_URL=redis://\([^@]*\)@redis:6379$|ORDERHOLD_REDIS_URL=redis://\1@127.0.0.1:${REDIS_PORT}|" \
+    >"${KIT}/kit.env"
+grep -q "^ORDERHOLD_REDIS_URL=redis://orderhold@127.0.0.1:${REDIS_PORT}$" "${KIT}/kit.env" ||
+  fail "the kit's Redis URL is not redis://orderhold@redis:6379: $(grep REDIS_URL "${KIT}/kit.env")"
+{
+  echo "ORDERHOLD_GRPC_ADDRESS=127.0.0.1:${KIT_GRPC_PORT}"
+  echo "ORDERHOLD_METRICS_ADDRESS=127.0.0.1:${KIT_METRICS_PORT}"
+  echo "ORDERHOLD_HEALTH_ADDRESS=127.0.0.1:${KIT_HEALTH_PORT}"
+} >>"${KIT}/kit.env"
+podman run -d --name "${CTR}" --network host --env-file "${KIT}/kit.env" \
+  -v "${KIT}/tls:/etc/orderhold/tls:ro" -v "${KIT}/authz:/etc/orderhold/authz:ro" \
+  -v "${KIT}/redis:/etc/orderhold/redis:ro" -v "${KIT}/client:/client:ro" "${IMAGE}" >/dev/null
+wait_serving "127.0.0.1:${KIT_HEALTH_PORT}"
+pass "kit: health SERVING on the plaintext health port ${KIT_HEALTH_PORT}"
+[[ "$(health "127.0.0.1:${KIT_GRPC_PORT}")" == UNKNOWN* ]] ||
+  fail "kit: the main port answered a plaintext health check"
+pass "kit: the main port answers no plaintext call"
+MTLS=(--target "127.0.0.1:${KIT_GRPC_PORT}" --tls_ca_file /client/ca.crt --tls_server_name localhost)
+OPERATOR=(--tls_cert_file /client/operator.crt --tls_key_file /client/operator.key)
+STRANGER=(--tls_cert_file /client/stranger.crt --tls_key_file /client/stranger.key)
+expect "${CTR}" "placed train-1 for dave" 0 "${MTLS[@]}" "${OPERATOR[@]}" place dave train-1
+expect "${CTR}" "dave: 1/3 holds" 0 "${MTLS[@]}" "${OPERATOR[@]}" list dave
+expect "${CTR}" "PERMISSION_DENIED" 7 "${MTLS[@]}" "${STRANGER[@]}" list dave
+[[ -n "$(redis-cli -p "${REDIS_PORT}" --scan --pattern 'orderhold:*' | head -n 1)" ]] ||
+  fail "kit: no key under the kit's prefix in Redis"
+kit_log="$(podman logs "${CTR}" 2>&1)"
+# A warning line in either log format (text: "<time> W ...", json: "level":"warning").
+if grep -E '^[0-9T:.Z-]+ W |"level":"warning"' <<<"${kit_log}"; then
+  fail "kit: the server warned at start"
+fi
+pass "kit: mutual TLS, the policy and the ACL user as the kit sets them; no start-up warning"
+podman stop -t "${GRACE}" "${CTR}" >/dev/null
 podman rm "${CTR}" >/dev/null
 
 # --- 3. deploy/compose.yaml: redis + orderhold-1 + orderhold-2 ------------------------------------

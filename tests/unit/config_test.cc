@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -651,14 +652,23 @@ TEST(ConfigTest, TrustWarningsNameEachWeakSpotAndNoneForTheClosedShape) {
   config.redis_url.password = "hunter2";
   EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("--redis_url carries a password")));
   config.redis_url.password.clear();
-  // A password file: 0600 is quiet, 0644 is warned about.
+  // A password file: 0600 and 0640 of the server's own group (a Kubernetes Secret with fsGroup)
+  // are quiet; readable by others, or by another group, is warned about.
   const std::string file = ::testing::TempDir() + "/trust-warnings-password";
   std::ofstream(file) << "pw\n";
   config.redis_password_file = file;
   ASSERT_EQ(chmod(file.c_str(), 0600), 0);
   EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
+  ASSERT_EQ(chown(file.c_str(), static_cast<uid_t>(-1), getegid()), 0);
+  ASSERT_EQ(chmod(file.c_str(), 0640), 0);
+  EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
   ASSERT_EQ(chmod(file.c_str(), 0644), 0);
   EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("(mode 0644): chmod 0600")));
+  if (geteuid() == 0) {  // only root may give the file to a group it is not in
+    ASSERT_EQ(chmod(file.c_str(), 0640), 0);
+    ASSERT_EQ(chown(file.c_str(), static_cast<uid_t>(-1), getegid() + 4242), 0);
+    EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("(mode 0640)")));
+  }
   std::remove(file.c_str());
   // Loopback is a developer's machine: no port warning.
   config = Config{};
