@@ -188,6 +188,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   store::EventNudgeOptions nudges;
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
+  app->scopes_ = std::make_unique<domain::ScopeService>(*app->store_, *app->holds_, *app->metrics_);
   if (config.scope_rules.has_totals() && !app->store_->keeps_scope_index()) {
     return absl::FailedPreconditionError(
         "scope_limits: the file sets total_max_holds or total_max_units, which this Redis mode "
@@ -301,8 +302,8 @@ absl::Status App::Listen(const Config& config,
   service.max_watches = config.max_watches;
   service.max_watches_per_caller = config.max_watches_per_caller;
   service.authorizer = authorizer_.get();
-  service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, events_.get(), dispatcher_.get(),
-                                                          *metrics_, service);
+  service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, *scopes_, events_.get(),
+                                                          dispatcher_.get(), *metrics_, service);
   // A reloaded policy reaches open watches too (removed in Shutdown, before the service goes).
   if (authorizer_ != nullptr) {
     authorizer_->SetChangeListener([service = service_.get()] { service->RecheckWatches(); });

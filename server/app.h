@@ -21,6 +21,7 @@
 #include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/scope_service.h"
 #include "server/grpc/health_reporter.h"
 #include "server/grpc/orderhold_service.h"
 #include "server/metrics/metrics.h"
@@ -106,6 +107,7 @@ class App {
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   std::unique_ptr<domain::HoldService> holds_;
+  std::unique_ptr<domain::ScopeService> scopes_;
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop
   // Receives the nudges of reaper_nudges_ (declared before it, destroyed after it).
   std::unique_ptr<reaper::Reaper> reaper_;

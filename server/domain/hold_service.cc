@@ -5,48 +5,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "google/protobuf/util/time_util.h"
-#include "google/rpc/error_details.pb.h"
 #include "server/common/status_macros.h"
 #include "server/domain/page_token.h"
-#include "server/store/hold_details_codec.h"
 
 namespace orderhold::domain {
-
-namespace {
-
-// Times in messages: RFC 3339, UTC, milliseconds ("2026-11-21T10:00:00.000Z").
-std::string FormatUtc(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
-}
-
-}  // namespace
-
-metrics::RejectReason RejectReasonFor(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kResourceExhausted:
-      return metrics::RejectReason::kQuotaExceeded;
-    case absl::StatusCode::kInvalidArgument:
-      return metrics::RejectReason::kInvalidArgument;
-    case absl::StatusCode::kUnavailable:
-      return metrics::RejectReason::kUnavailable;
-    case absl::StatusCode::kDeadlineExceeded:
-      return metrics::RejectReason::kDeadlineExceeded;
-    default:
-      return metrics::RejectReason::kOther;
-  }
-}
-
-absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
-                        absl::string_view what) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "order_id \"", order_id, "\" already ended: ", store::HoldOutcomeName(end.outcome), " at ",
-      FormatUtc(end.end_time), what));
-}
-
 namespace {
 
 // INVALID_ARGUMENT naming user_id or order_id.
@@ -55,160 +18,7 @@ absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) 
   return ValidateId("order_id", order_id);
 }
 
-// NOT_FOUND for an order the store does not know.
-absl::Status UnknownOrderError(absl::string_view order_id) {
-  return absl::NotFoundError(absl::StrCat("no hold for order_id \"", order_id,
-                                          "\" of this user_id (never placed, or ended longer ago "
-                                          "than the outcome retention)"));
-}
-
-// The exceeded levels of a refusal, in the order of their reasons.
-struct Level {
-  int bit;
-  const char* reason;  // google.rpc.ErrorInfo.reason
-  metrics::RejectReason metric;
-};
-constexpr Level kLevels[] = {
-    {store::kUserHoldLimit, "USER_HOLD_LIMIT", metrics::RejectReason::kQuotaExceeded},
-    {store::kUserUnitLimit, "USER_UNIT_LIMIT", metrics::RejectReason::kUserUnitLimit},
-    {store::kScopeHoldLimit, "SCOPE_HOLD_LIMIT", metrics::RejectReason::kScopeHoldLimit},
-    {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
-    {store::kScopeTotalHoldLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
-    {store::kScopeTotalUnitLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
-};
-
-// The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
-const Level& FirstLevel(int violations) {
-  for (const Level& level : kLevels) {
-    if ((violations & level.bit) != 0) return level;
-  }
-  return kLevels[0];
-}
-
 }  // namespace
-
-absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
-  google::rpc::QuotaFailure quota;
-  std::vector<std::string> parts;
-  const std::string scope_subject = absl::StrCat("user/scope:", a.scope);
-  const std::string total_subject = absl::StrCat("scope/", a.scope);
-  for (const Level& level : kLevels) {
-    if ((r.violations & level.bit) == 0) continue;
-    std::string description;
-    switch (level.bit) {
-      case store::kUserHoldLimit:
-        description = absl::StrCat("user_id already has ", r.active_holds,
-                                   " unpaid holds (max_holds ", a.user_limits.max_holds, ")");
-        break;
-      case store::kUserUnitLimit:
-        description = absl::StrCat("user_id holds ", r.user_units, " units; ", a.quantity,
-                                   " more would exceed max_units ", a.user_limits.max_units);
-        break;
-      case store::kScopeHoldLimit:
-        description =
-            absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
-                         a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
-        break;
-      case store::kScopeUnitLimit:
-        description =
-            absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
-                         a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
-        break;
-      case store::kScopeTotalHoldLimit:
-        description = absl::StrCat("scope \"", a.scope, "\" already has ", r.total_holds,
-                                   " unpaid holds across all users (total_max_holds ",
-                                   a.totals.max_holds, ")");
-        break;
-      default:
-        description = absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
-                                   " units across all users; ", a.quantity,
-                                   " more would exceed total_max_units ", a.totals.max_units);
-        break;
-    }
-    google::rpc::QuotaFailure::Violation* v = quota.add_violations();
-    v->set_subject(level.bit <= store::kUserUnitLimit    ? "user"
-                   : level.bit <= store::kScopeUnitLimit ? scope_subject
-                                                         : total_subject);
-    v->set_description(description);
-    parts.push_back(std::move(description));
-  }
-  const absl::Duration wait = std::max(absl::ZeroDuration(), r.expire_time - r.now);
-  const std::string when =
-      absl::StrCat(FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")");
-  // The user's hold limit alone keeps the message it has always had.
-  absl::Status status = absl::ResourceExhaustedError(
-      r.violations == store::kUserHoldLimit
-          ? absl::StrCat(parts[0], "; the earliest expires at ", when)
-          : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
-  google::rpc::ErrorInfo info;
-  info.set_reason(FirstLevel(r.violations).reason);
-  info.set_domain("orderhold.v1");
-  if (!a.scope.empty()) (*info.mutable_metadata())["scope"] = std::string(a.scope);
-  google::rpc::RetryInfo retry;
-  *retry.mutable_retry_delay() =
-      google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(wait));
-  AttachDetail(quota, &status);
-  AttachDetail(info, &status);
-  AttachDetail(retry, &status);
-  return status;
-}
-
-absl::Status QuotaError(absl::string_view message, absl::string_view subject,
-                        absl::string_view description, absl::string_view reason) {
-  absl::Status status = absl::ResourceExhaustedError(message);
-  google::rpc::QuotaFailure quota;
-  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
-  v->set_subject(std::string(subject));
-  v->set_description(std::string(description));
-  google::rpc::ErrorInfo info;
-  info.set_reason(std::string(reason));
-  info.set_domain("orderhold.v1");
-  AttachDetail(quota, &status);
-  AttachDetail(info, &status);
-  return status;
-}
-
-absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
-                                 int max_extensions) {
-  const std::string description =
-      absl::StrCat("order_id \"", order_id, "\" has been extended ", extensions,
-                   " times (max_extensions ", max_extensions, ")");
-  absl::Status status = absl::ResourceExhaustedError(
-      absl::StrCat(description, "; it keeps its expire_time until paid, cancelled or expired"));
-  google::rpc::QuotaFailure quota;
-  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
-  v->set_subject("hold/extensions");
-  v->set_description(description);
-  google::rpc::ErrorInfo info;
-  info.set_reason("HOLD_EXTENSION_LIMIT");
-  info.set_domain("orderhold.v1");
-  (*info.mutable_metadata())["order_id"] = std::string(order_id);
-  AttachDetail(quota, &status);
-  AttachDetail(info, &status);
-  return status;
-}
-
-metrics::RejectReason RejectReasonForViolations(int violations) {
-  return FirstLevel(violations).metric;
-}
-
-absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
-                              const store::HoldDetails& requested) {
-  std::string what;
-  if (existing.scope != requested.scope) {
-    what = absl::StrCat("scope \"", existing.scope, "\" (this request: \"", requested.scope, "\")");
-  } else if (existing.quantity != requested.quantity) {
-    what =
-        absl::StrCat("quantity ", existing.quantity, " (this request: ", requested.quantity, ")");
-  } else if (existing.labels != requested.labels) {
-    what = "other labels";
-  } else {
-    return absl::OkStatus();
-  }
-  return absl::AlreadyExistsError(
-      absl::StrCat("order_id \"", order_id, "\" already has a live hold with ", what,
-                   "; a retry must repeat the scope, quantity and labels it was placed with"));
-}
 
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
     : store_(store), policy_(policy), metrics_(metrics) {}
@@ -328,7 +138,7 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
           std::move(done)(result.status());
           return;
         }
-        CountExpired(result->expired_removed);
+        CountLazyExpiries(metrics_, result->expired_removed);
         using Outcome = store::PlaceHoldResult::Outcome;
         if (result->outcome == Outcome::kEnded) {
           Reject(metrics::RejectReason::kAlreadyEnded);
@@ -378,10 +188,10 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
       });
 }
 
-void HoldService::CountExpired(int expired) {
+void CountLazyExpiries(metrics::Metrics& metrics, int expired) {
   if (expired <= 0) return;
-  metrics_.holds_expired().Increment(expired);
-  metrics_.events_appended().Increment(expired);
+  metrics.holds_expired().Increment(expired);
+  metrics.events_appended().Increment(expired);
 }
 
 void HoldService::End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
@@ -397,7 +207,7 @@ void HoldService::End(std::string user_id, std::string order_id, store::HoldOutc
                      std::move(done)(result.status());
                      return;
                    }
-                   CountExpired(result->expired_removed);
+                   CountLazyExpiries(metrics_, result->expired_removed);
                    using Result = store::EndHoldResult::Result;
                    if (result->result == Result::kUnknown) {
                      std::move(done)(UnknownOrderError(order_id));
@@ -467,7 +277,7 @@ void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions optio
           std::move(done)(result.status());
           return;
         }
-        CountExpired(result->expired_removed);
+        CountLazyExpiries(metrics_, result->expired_removed);
         using Result = store::ExtendHoldResult::Result;
         using metrics::ExtensionResult;
         switch (result->result) {
@@ -547,7 +357,7 @@ void HoldService::ReleaseHolds(std::string user_id, std::string scope, store::Ca
           std::move(done)(result.status());
           return;
         }
-        CountExpired(result->expired_removed);
+        CountLazyExpiries(metrics_, result->expired_removed);
         const int64_t released = static_cast<int64_t>(result->released.size());
         if (released > 0) {
           metrics_.holds_cancelled().Increment(static_cast<double>(released));
@@ -614,180 +424,6 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
         }
         if (ReportsUsage(!scope.empty() || !result->plain)) reply.user_usage = user;
         std::move(done)(std::move(reply));
-      });
-}
-
-namespace {
-
-// The usage part of a scope answer: the store's counts and the rule's totals.
-ScopeUsageReply ScopeUsageOf(const store::ListScopeHoldsResult& result, const ScopeTotals& totals) {
-  ScopeUsageReply usage;
-  usage.now = result.now;
-  usage.usage = LevelUsage{result.scope_holds, result.scope_units, totals};
-  usage.first_expire_time = result.first_expire_time;
-  return usage;
-}
-
-// A scope index entry as a Hold: what the index knows of it.
-Hold ScopeHoldOf(store::ScopeHold hold, const std::string& scope) {
-  store::HoldDetails details;
-  details.scope = scope;
-  details.quantity = hold.quantity;
-  return Hold{std::move(hold.user_id), std::move(hold.order_id), hold.expire_time,
-              std::move(details)};
-}
-
-}  // namespace
-
-void HoldService::GetScopeUsage(std::string scope, store::CallOptions options,
-                                store::Callback<ScopeUsageReply> done) {
-  ListScope(std::move(scope), ListPage{}, /*usage_only=*/true, options,
-            [done = std::move(done)](absl::StatusOr<ListScopeHoldsReply> reply) mutable {
-              if (!reply.ok()) return std::move(done)(reply.status());
-              std::move(done)(std::move(reply->usage));
-            });
-}
-
-void HoldService::ListScopeHolds(std::string scope, ListPage page, store::CallOptions options,
-                                 store::Callback<ListScopeHoldsReply> done) {
-  ListScope(std::move(scope), std::move(page), /*usage_only=*/false, options, std::move(done));
-}
-
-void HoldService::ListScope(std::string scope, ListPage page, bool usage_only,
-                            store::CallOptions options, store::Callback<ListScopeHoldsReply> done) {
-  absl::StatusOr<store::ListScopeHoldsArgs> args =
-      [&]() -> absl::StatusOr<store::ListScopeHoldsArgs> {
-    if (scope.empty()) return absl::InvalidArgumentError("scope: required");
-    ORDERHOLD_RETURN_IF_ERROR(ValidateScope(scope));
-    if (!store_.keeps_scope_index()) {
-      return absl::FailedPreconditionError(
-          "scope usage across users needs the scope index, which this server's Redis mode does not "
-          "keep (Redis Cluster)");
-    }
-    store::ListScopeHoldsArgs args;
-    if (usage_only) {
-      args.page_size = 0;
-    } else {
-      ORDERHOLD_ASSIGN_OR_RETURN(args.page_size, ResolvePageSize(page.page_size));
-    }
-    if (!page.page_token.empty()) {
-      ORDERHOLD_ASSIGN_OR_RETURN(args.after, DecodePageToken(page.page_token, "", scope));
-    }
-    args.scope = scope;
-    return args;
-  }();
-  if (!args.ok()) {
-    std::move(done)(args.status());
-    return;
-  }
-  store_.ListScopeHolds(
-      *std::move(args), options,
-      [this, scope = std::move(scope),
-       done = std::move(done)](absl::StatusOr<store::ListScopeHoldsResult> result) mutable {
-        if (!result.ok()) {
-          std::move(done)(result.status());
-          return;
-        }
-        ListScopeHoldsReply reply;
-        reply.usage = ScopeUsageOf(*result, ResolvedFor(scope).totals);
-        if (result->more && !result->holds.empty()) {
-          reply.next_page_token = EncodePageToken(
-              "", scope, store::ListCursor{result->holds.back().expire_time, result->last_key});
-        }
-        reply.holds.reserve(result->holds.size());
-        for (store::ScopeHold& hold : result->holds) {
-          reply.holds.push_back(ScopeHoldOf(std::move(hold), scope));
-        }
-        std::move(done)(std::move(reply));
-      });
-}
-
-// One ReleaseScopeHolds in progress: shared by its pages' callbacks.
-struct HoldService::ScopeRelease {
-  std::string scope;
-  store::CallOptions options;
-  store::Callback<ReleaseScopeHoldsReply> done;
-  ReleaseScopeHoldsReply reply;
-  int pages = 0;
-};
-
-void HoldService::ReleaseScopeHolds(std::string scope, store::CallOptions options,
-                                    store::Callback<ReleaseScopeHoldsReply> done) {
-  absl::Status valid =
-      scope.empty() ? absl::InvalidArgumentError("scope: required") : ValidateScope(scope);
-  if (valid.ok() && !store_.keeps_scope_index()) {
-    valid = absl::FailedPreconditionError(
-        "releasing a scope across users needs the scope index, which this server's Redis mode "
-        "does not keep (Redis Cluster)");
-  }
-  if (!valid.ok()) {
-    std::move(done)(valid);
-    return;
-  }
-  auto release = std::make_shared<ScopeRelease>();
-  release->scope = std::move(scope);
-  release->options = options;
-  release->done = std::move(done);
-  ReleaseScopePage(std::move(release));
-}
-
-void HoldService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
-  store::ListScopeHoldsArgs args;
-  args.scope = release->scope;
-  args.page_size = kDefaultPageSize;
-  store_.ListScopeHolds(
-      std::move(args), release->options,
-      [this, release](absl::StatusOr<store::ListScopeHoldsResult> page) mutable {
-        if (!page.ok()) {
-          std::move(release->done)(page.status());
-          return;
-        }
-        release->reply.now = page->now;
-        if (page->holds.empty() || release->pages >= kMaxReleasePages) {
-          std::move(release->done)(std::move(release->reply));
-          return;
-        }
-        ++release->pages;
-        std::vector<store::ScopeHold> holds = std::move(page->holds);
-        const size_t n = holds.size();
-        auto shared_holds = std::make_shared<std::vector<store::ScopeHold>>(std::move(holds));
-        FanIn<store::EndHoldResult>(
-            n,
-            [&](size_t i, Callback<store::EndHoldResult> one) {
-              const store::ScopeHold& hold = (*shared_holds)[i];
-              store_.EndHold(hold.user_id, hold.order_id, store::HoldOutcome::kCancelled,
-                             release->options, std::move(one));
-            },
-            [this, release,
-             shared_holds](std::vector<absl::StatusOr<store::EndHoldResult>> results) mutable {
-              bool progress = false;  // a page that ends nothing would come back the same
-              for (size_t i = 0; i < results.size(); ++i) {
-                absl::StatusOr<store::EndHoldResult>& result = results[i];
-                if (!result.ok()) {
-                  std::move(release->done)(result.status());
-                  return;
-                }
-                CountExpired(result->expired_removed);
-                progress = progress || result->expired_removed > 0 ||
-                           result->result == store::EndHoldResult::Result::kEnded;
-                if (result->result != store::EndHoldResult::Result::kEnded) continue;
-                metrics_.holds_cancelled().Increment();
-                metrics_.events_appended().Increment();
-                ++release->reply.released;
-                release->reply.now = result->now;
-                if (release->reply.holds.size() < static_cast<size_t>(kDefaultPageSize)) {
-                  store::ScopeHold& hold = (*shared_holds)[i];
-                  release->reply.holds.push_back(
-                      Hold{std::move(hold.user_id), std::move(hold.order_id),
-                           result->end.expire_time, std::move(result->details)});
-                }
-              }
-              if (!progress) {
-                std::move(release->done)(std::move(release->reply));
-                return;
-              }
-              ReleaseScopePage(std::move(release));
-            });
       });
 }
 

@@ -48,6 +48,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "server/domain/hold.h"
+#include "server/domain/hold_errors.h"
 #include "server/domain/page_token.h"
 #include "server/domain/scope_limits.h"
 #include "server/metrics/metrics.h"
@@ -148,34 +149,6 @@ struct ReleaseHoldsReply {
   int64_t released = 0;  // how many this call ended CANCELLED (all of them)
 };
 
-// A scope across every user (GetScopeUsage, ListScopeHolds).
-struct ScopeUsageReply {
-  absl::Time now;  // store clock at the call
-  // The scope's live holds and units, and its totals (limits; 0 = none in that unit).
-  LevelUsage usage;
-  std::optional<absl::Time> first_expire_time;  // its earliest live hold's expiry; unset: none
-};
-
-struct ListScopeHoldsReply {
-  ScopeUsageReply usage;
-  // The page: live holds of the scope across users, earliest expire_time first; each with its
-  // user_id, order_id, expire_time, scope and quantity (the index keeps no labels: GetHold has
-  // them).
-  std::vector<Hold> holds;
-  std::string next_page_token;  // empty on the last page
-};
-
-struct ReleaseScopeHoldsReply {
-  // Ended CANCELLED by this call, earliest expire_time first: the first kDefaultPageSize of them.
-  std::vector<Hold> holds;
-  absl::Time now;        // store clock at the call's last step
-  int64_t released = 0;  // how many this call ended CANCELLED (all of them)
-};
-
-// ReleaseScopeHolds ends holds a page at a time (kDefaultPageSize EndHold calls at once), and at
-// most this many pages: a scope that keeps filling as fast as it is released still gets an answer.
-inline constexpr int kMaxReleasePages = 10000;
-
 class HoldService {
  public:
   // `store` and `metrics` must outlive this object. `policy` must pass ValidatePolicy. Scope rules:
@@ -231,25 +204,6 @@ class HoldService {
   void ReleaseHolds(std::string user_id, std::string scope, store::CallOptions options,
                     store::Callback<ReleaseHoldsReply> done);
 
-  // See the OrderHold.GetScopeUsage rpc: the scope's live holds and units across every user, with
-  // the totals in force. INVALID_ARGUMENT naming scope (required); FAILED_PRECONDITION when the
-  // store keeps no scope index (Redis Cluster).
-  void GetScopeUsage(std::string scope, store::CallOptions options,
-                     store::Callback<ScopeUsageReply> done);
-
-  // See the OrderHold.ListScopeHolds rpc: one page of the scope's live holds across users, with its
-  // usage. Errors as GetScopeUsage, and INVALID_ARGUMENT naming page_size or page_token.
-  void ListScopeHolds(std::string scope, ListPage page, store::CallOptions options,
-                      store::Callback<ListScopeHoldsReply> done);
-
-  // See the OrderHold.ReleaseScopeHolds rpc: ends every live hold of the scope as CANCELLED, one
-  // EndHold (one script, one event) each, a page of kDefaultPageSize at a time, until a page comes
-  // back empty or kMaxReleasePages pages were ended. Holds placed while it runs may be ended too
-  // or stay. Counts orderhold_holds_cancelled_total. Errors as GetScopeUsage; a store error
-  // part-way answers that error (what was ended stays ended: call it again).
-  void ReleaseScopeHolds(std::string scope, store::CallOptions options,
-                         store::Callback<ReleaseScopeHoldsReply> done);
-
   // Replaces the server's scope rules (the --scope_limits file, re-read on SIGHUP). Holds already
   // placed keep the limits they were placed under in their details; the new rules apply to the
   // next PlaceHold. Thread-safe: calls in flight use the old or the new rules, whole.
@@ -272,13 +226,6 @@ class HoldService {
   // The store's arguments for `command` (its strings moved out), or INVALID_ARGUMENT naming the
   // field: ids, ttl, scope, quantity (also above an applicable max_units), labels, scope_limits.
   absl::StatusOr<store::PlaceHoldArgs> ValidatedArgs(PlaceHoldCommand& command) const;
-  // ListScopeHolds, or with `usage_only` GetScopeUsage's one store call (page size 0).
-  void ListScope(std::string scope, ListPage page, bool usage_only, store::CallOptions options,
-                 store::Callback<ListScopeHoldsReply> done);
-  // One page of a ReleaseScopeHolds: lists the scope's first live holds, ends them, and goes on
-  // with the next page, or answers.
-  struct ScopeRelease;
-  void ReleaseScopePage(std::shared_ptr<ScopeRelease> release);
   // Validates ids, ends the hold with `outcome` and calls `done` with (the hold, now, whether it
   // had already ended that way) or the error for any other end.
   struct Ended {
@@ -288,8 +235,6 @@ class HoldService {
   };
   void End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
            store::CallOptions options, store::Callback<Ended> done);
-  // Counts holds ended as EXPIRED by a script's lazy cleanup.
-  void CountExpired(int expired);
 
   store::HoldStore& store_;
   const HoldPolicy policy_;
@@ -300,62 +245,10 @@ class HoldService {
   std::atomic<bool> has_scope_rules_{false};
 };
 
-// The reject reason recorded for a failed PlaceHold with this status code.
-metrics::RejectReason RejectReasonFor(absl::StatusCode code);
-
-// The key prefix of the type URLs under which error details are attached to a status
-// (absl::Status::SetPayload), as google.protobuf.Any names them.
-inline constexpr char kDetailTypeUrlPrefix[] = "type.googleapis.com/";
-
-// Attaches `message` (a google.rpc error detail: QuotaFailure, ErrorInfo, RetryInfo) to `status`
-// under its type URL; grpc_api::ToGrpcStatus sends them as the status' details.
-template <typename Message>
-void AttachDetail(const Message& message, absl::Status* status) {
-  status->SetPayload(absl::StrCat(kDetailTypeUrlPrefix, Message::descriptor()->full_name()),
-                     absl::Cord(message.SerializeAsString()));
-}
-
-// RESOURCE_EXHAUSTED `message`, with a google.rpc.QuotaFailure (one violation: `subject`,
-// `description`) and a google.rpc.ErrorInfo (`reason`, domain "orderhold.v1") attached: a
-// per-caller bound a client must act on (close a watch, delete a group).
-absl::Status QuotaError(absl::string_view message, absl::string_view subject,
-                        absl::string_view description, absl::string_view reason);
-
-// What a PlaceHold asked for, as LimitError reports it.
-struct PlaceHoldArgsView {
-  absl::string_view scope;
-  int64_t quantity = 1;
-  store::LevelLimits user_limits;
-  store::LevelLimits scope_limits;
-  store::LevelLimits totals;  // the scope's totals across users (ScopeTotals)
-};
-
-// The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the
-// google.rpc QuotaFailure, ErrorInfo and RetryInfo payloads described in the file comment. The
-// message of the user's hold limit alone is the one OrderHold has always sent: `user_id already
-// has 3 unpaid holds (max_holds 3); the earliest expires at <time> (in 29m)`.
-absl::Status LimitError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
-
-// The reject reason of a refusal: its first exceeded level.
-metrics::RejectReason RejectReasonForViolations(int violations);
-
-// OK when `requested` has the scope, quantity and labels of `existing` (place_time and scope
-// limits are not compared: limits may come from rules that changed); else ALREADY_EXISTS naming
-// the first that differs, in that order.
-absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
-                              const store::HoldDetails& requested);
-
-// The RESOURCE_EXHAUSTED of an ExtendHold refused because the hold has been extended
-// `max_extensions` times: a google.rpc.QuotaFailure (subject "hold/extensions") and an ErrorInfo
-// (reason HOLD_EXTENSION_LIMIT, domain "orderhold.v1", metadata order_id) as payloads, as
-// LimitError attaches them. No RetryInfo: retrying cannot pass.
-absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
-                                 int max_extensions);
-
-// FAILED_PRECONDITION: `order_id "o-1" already ended: EXPIRED at 2026-11-21T10:00:00.000Z`, plus
-// `what` (e.g. "; it cannot be paid"). The same text whoever ended the hold.
-absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
-                        absl::string_view what);
+// Counts `expired` holds ended as EXPIRED by a script's lazy cleanup
+// (orderhold_holds_expired_total, and their events in orderhold_events_appended_total). Nothing for
+// expired <= 0.
+void CountLazyExpiries(metrics::Metrics& metrics, int expired);
 
 }  // namespace orderhold::domain
 

@@ -23,6 +23,7 @@
 #include "orderhold/v1/orderhold.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/scope_service.h"
 #include "server/grpc/lenient_requests.pb.h"
 #include "server/store/event_log.h"
 

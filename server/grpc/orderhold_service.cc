@@ -127,10 +127,12 @@ class FailedWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::EventService* events,
+OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::ScopeService& scopes,
+                                   domain::EventService* events,
                                    domain::EventDispatcher* dispatcher, metrics::Metrics& metrics,
                                    ServiceOptions options)
     : holds_(holds),
+      scopes_(scopes),
       events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
@@ -232,8 +234,8 @@ grpc::ServerUnaryReactor* OrderHoldService::GetScopeUsage(grpc::CallbackServerCo
   return ServeUnary<internal::GetScopeUsageRequest>(
       authorizer_, UnaryCall(metrics_, context, response, Method::kGetScopeUsage), *request,
       [this](internal::GetScopeUsageRequest& in, const UnaryCall& call) {
-        holds_.GetScopeUsage(std::move(*in.mutable_scope()), call.options(),
-                             call.Respond(ScopeUsageReplyToProto));
+        scopes_.GetScopeUsage(std::move(*in.mutable_scope()), call.options(),
+                              call.Respond(ScopeUsageReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -247,8 +249,8 @@ grpc::ServerUnaryReactor* OrderHoldService::ListScopeHolds(grpc::CallbackServerC
         domain::ListPage page;
         page.page_size = in.page_size();
         page.page_token = std::move(*in.mutable_page_token());
-        holds_.ListScopeHolds(std::move(*in.mutable_scope()), std::move(page), call.options(),
-                              call.Respond(ListScopeHoldsReplyToProto));
+        scopes_.ListScopeHolds(std::move(*in.mutable_scope()), std::move(page), call.options(),
+                               call.Respond(ListScopeHoldsReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -259,8 +261,8 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServ
   return ServeUnary<internal::ReleaseScopeHoldsRequest>(
       authorizer_, UnaryCall(metrics_, context, response, Method::kReleaseScopeHolds), *request,
       [this](internal::ReleaseScopeHoldsRequest& in, const UnaryCall& call) {
-        holds_.ReleaseScopeHolds(std::move(*in.mutable_scope()), call.options(),
-                                 call.Respond(ReleaseScopeHoldsReplyToProto));
+        scopes_.ReleaseScopeHolds(std::move(*in.mutable_scope()), call.options(),
+                                  call.Respond(ReleaseScopeHoldsReplyToProto));
         return absl::OkStatus();
       });
 }

@@ -26,6 +26,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/scope_service.h"
 #include "server/grpc/authorizer.h"
 #include "server/grpc/hold_event_watch.h"
 #include "server/metrics/metrics.h"
@@ -63,12 +64,12 @@ struct ServiceOptions {
 
 class OrderHoldService final : public RawOrderHoldService {
  public:
-  // `holds`, `events`, `dispatcher`, `metrics` and options.authorizer must outlive the service
-  // (and the grpc::Server it is registered on). `events` and `dispatcher` are both null or both
-  // set; null (--store=noop): the event rpcs answer UNAVAILABLE.
-  OrderHoldService(domain::HoldService& holds, domain::EventService* events,
-                   domain::EventDispatcher* dispatcher, metrics::Metrics& metrics,
-                   ServiceOptions options);
+  // `holds`, `scopes`, `events`, `dispatcher`, `metrics` and options.authorizer must outlive the
+  // service (and the grpc::Server it is registered on). `events` and `dispatcher` are both null
+  // or both set; null (--store=noop): the event rpcs answer UNAVAILABLE.
+  OrderHoldService(domain::HoldService& holds, domain::ScopeService& scopes,
+                   domain::EventService* events, domain::EventDispatcher* dispatcher,
+                   metrics::Metrics& metrics, ServiceOptions options);
 
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }
@@ -134,6 +135,7 @@ class OrderHoldService final : public RawOrderHoldService {
 
  private:
   domain::HoldService& holds_;
+  domain::ScopeService& scopes_;
   domain::EventService* const events_;
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;

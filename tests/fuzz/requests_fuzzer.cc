@@ -17,6 +17,7 @@
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
 #include "server/domain/page_token.h"
+#include "server/domain/scope_service.h"
 #include "server/grpc/conversions.h"
 #include "server/grpc/lenient_requests.pb.h"
 #include "server/metrics/metrics.h"
@@ -31,6 +32,7 @@ struct Service {
   metrics::Metrics metrics{registry};
   store::NoopHoldStore store;
   domain::HoldService holds{store, domain::HoldPolicy{}, metrics};
+  domain::ScopeService scopes{store, holds, metrics};
 };
 
 template <typename Message>
@@ -57,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ++data;
   --size;
   domain::HoldService& holds = service->holds;
+  domain::ScopeService& scopes = service->scopes;
   switch (rpc) {
     case 0: {
       internal::PlaceHoldRequest request;
@@ -147,16 +150,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       internal::GetScopeUsageRequest request;
       if (!Decode(data, size, "orderhold.v1.GetScopeUsageRequest", &request)) return 0;
       Run<domain::ScopeUsageReply>(
-          [&](auto done) { holds.GetScopeUsage(request.scope(), {}, std::move(done)); });
+          [&](auto done) { scopes.GetScopeUsage(request.scope(), {}, std::move(done)); });
       return 0;
     }
     case 11: {
       internal::ListScopeHoldsRequest request;
       if (!Decode(data, size, "orderhold.v1.ListScopeHoldsRequest", &request)) return 0;
       Run<domain::ListScopeHoldsReply>([&](auto done) {
-        holds.ListScopeHolds(request.scope(),
-                             domain::ListPage{request.page_size(), request.page_token()}, {},
-                             std::move(done));
+        scopes.ListScopeHolds(request.scope(),
+                              domain::ListPage{request.page_size(), request.page_token()}, {},
+                              std::move(done));
       });
       return 0;
     }
@@ -164,7 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       internal::ReleaseScopeHoldsRequest request;
       if (!Decode(data, size, "orderhold.v1.ReleaseScopeHoldsRequest", &request)) return 0;
       Run<domain::ReleaseScopeHoldsReply>(
-          [&](auto done) { holds.ReleaseScopeHolds(request.scope(), {}, std::move(done)); });
+          [&](auto done) { scopes.ReleaseScopeHolds(request.scope(), {}, std::move(done)); });
       return 0;
     }
     default: {

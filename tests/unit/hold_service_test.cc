@@ -4,6 +4,7 @@
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
+#include "server/domain/scope_service.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
 #include "tests/testing/metric_values.h"
@@ -64,6 +65,7 @@ class HoldServiceTest : public ::testing::Test {
   prometheus::Registry registry_;
   metrics::Metrics metrics_{registry_};
   HoldService service_{store_, HoldPolicy{3, absl::Minutes(30), absl::Hours(24), 10}, metrics_};
+  ScopeService scopes_{store_, service_, metrics_};
 };
 
 // The payload of `status` of type T (a google.rpc detail), or nullopt.
@@ -408,17 +410,17 @@ TEST_F(HoldServiceTest, ScopeTotalsRefuseAcrossUsersWithDetailsAndUsage) {
   ASSERT_EQ(Detail<google::rpc::QuotaFailure>(both.status())->violations_size(), 2);
 
   auto usage = Await<ScopeUsageReply>(
-      [&](auto done) { service_.GetScopeUsage("event:A", {}, std::move(done)); });
+      [&](auto done) { scopes_.GetScopeUsage("event:A", {}, std::move(done)); });
   ASSERT_THAT(usage, IsOk());
   EXPECT_EQ(usage->usage, (LevelUsage{2, 3, ScopeLimits{2, 5}}));
   ASSERT_TRUE(usage->first_expire_time.has_value());
   EXPECT_THAT(
-      Await<ScopeUsageReply>([&](auto done) { service_.GetScopeUsage("", {}, std::move(done)); }),
+      Await<ScopeUsageReply>([&](auto done) { scopes_.GetScopeUsage("", {}, std::move(done)); }),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("scope")));
 
   // ListScopeHolds pages across users with AIP-158 tokens bound to the scope.
   auto page = Await<ListScopeHoldsReply>([&](auto done) {
-    service_.ListScopeHolds("event:A", ListPage{1, ""}, {}, std::move(done));
+    scopes_.ListScopeHolds("event:A", ListPage{1, ""}, {}, std::move(done));
   });
   ASSERT_THAT(page, IsOk());
   ASSERT_EQ(page->holds.size(), 1u);
@@ -426,7 +428,7 @@ TEST_F(HoldServiceTest, ScopeTotalsRefuseAcrossUsersWithDetailsAndUsage) {
   EXPECT_EQ(page->holds[0].details.quantity, 2);
   ASSERT_FALSE(page->next_page_token.empty());
   auto next = Await<ListScopeHoldsReply>([&](auto done) {
-    service_.ListScopeHolds("event:A", ListPage{1, page->next_page_token}, {}, std::move(done));
+    scopes_.ListScopeHolds("event:A", ListPage{1, page->next_page_token}, {}, std::move(done));
   });
   ASSERT_THAT(next, IsOk());
   ASSERT_EQ(next->holds.size(), 1u);
@@ -434,13 +436,13 @@ TEST_F(HoldServiceTest, ScopeTotalsRefuseAcrossUsersWithDetailsAndUsage) {
   EXPECT_TRUE(next->next_page_token.empty());
   EXPECT_THAT(
       Await<ListScopeHoldsReply>([&](auto done) {
-        service_.ListScopeHolds("event:B", ListPage{1, page->next_page_token}, {}, std::move(done));
+        scopes_.ListScopeHolds("event:B", ListPage{1, page->next_page_token}, {}, std::move(done));
       }),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
 
   // ReleaseScopeHolds ends both as CANCELLED, counts them, and frees the places.
   auto released = Await<ReleaseScopeHoldsReply>(
-      [&](auto done) { service_.ReleaseScopeHolds("event:A", {}, std::move(done)); });
+      [&](auto done) { scopes_.ReleaseScopeHolds("event:A", {}, std::move(done)); });
   ASSERT_THAT(released, IsOk());
   EXPECT_EQ(released->released, 2);
   EXPECT_EQ(released->holds.size(), 2u);

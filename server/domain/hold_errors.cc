@@ -1,0 +1,200 @@
+#include "server/domain/hold_errors.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/time_util.h"
+#include "google/rpc/error_details.pb.h"
+
+namespace orderhold::domain {
+
+namespace {
+
+// Times in messages: RFC 3339, UTC, milliseconds ("2026-11-21T10:00:00.000Z").
+std::string FormatUtc(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+metrics::RejectReason RejectReasonFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kResourceExhausted:
+      return metrics::RejectReason::kQuotaExceeded;
+    case absl::StatusCode::kInvalidArgument:
+      return metrics::RejectReason::kInvalidArgument;
+    case absl::StatusCode::kUnavailable:
+      return metrics::RejectReason::kUnavailable;
+    case absl::StatusCode::kDeadlineExceeded:
+      return metrics::RejectReason::kDeadlineExceeded;
+    default:
+      return metrics::RejectReason::kOther;
+  }
+}
+
+absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
+                        absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "order_id \"", order_id, "\" already ended: ", store::HoldOutcomeName(end.outcome), " at ",
+      FormatUtc(end.end_time), what));
+}
+
+absl::Status UnknownOrderError(absl::string_view order_id) {
+  return absl::NotFoundError(absl::StrCat("no hold for order_id \"", order_id,
+                                          "\" of this user_id (never placed, or ended longer ago "
+                                          "than the outcome retention)"));
+}
+
+namespace {
+
+// The exceeded levels of a refusal, in the order of their reasons.
+struct Level {
+  int bit;
+  const char* reason;  // google.rpc.ErrorInfo.reason
+  metrics::RejectReason metric;
+};
+constexpr Level kLevels[] = {
+    {store::kUserHoldLimit, "USER_HOLD_LIMIT", metrics::RejectReason::kQuotaExceeded},
+    {store::kUserUnitLimit, "USER_UNIT_LIMIT", metrics::RejectReason::kUserUnitLimit},
+    {store::kScopeHoldLimit, "SCOPE_HOLD_LIMIT", metrics::RejectReason::kScopeHoldLimit},
+    {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
+    {store::kScopeTotalHoldLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
+    {store::kScopeTotalUnitLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
+};
+
+// The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
+const Level& FirstLevel(int violations) {
+  for (const Level& level : kLevels) {
+    if ((violations & level.bit) != 0) return level;
+  }
+  return kLevels[0];
+}
+
+}  // namespace
+
+absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
+  google::rpc::QuotaFailure quota;
+  std::vector<std::string> parts;
+  const std::string scope_subject = absl::StrCat("user/scope:", a.scope);
+  const std::string total_subject = absl::StrCat("scope/", a.scope);
+  for (const Level& level : kLevels) {
+    if ((r.violations & level.bit) == 0) continue;
+    std::string description;
+    switch (level.bit) {
+      case store::kUserHoldLimit:
+        description = absl::StrCat("user_id already has ", r.active_holds,
+                                   " unpaid holds (max_holds ", a.user_limits.max_holds, ")");
+        break;
+      case store::kUserUnitLimit:
+        description = absl::StrCat("user_id holds ", r.user_units, " units; ", a.quantity,
+                                   " more would exceed max_units ", a.user_limits.max_units);
+        break;
+      case store::kScopeHoldLimit:
+        description =
+            absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
+                         a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
+        break;
+      case store::kScopeUnitLimit:
+        description =
+            absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
+                         a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
+        break;
+      case store::kScopeTotalHoldLimit:
+        description = absl::StrCat("scope \"", a.scope, "\" already has ", r.total_holds,
+                                   " unpaid holds across all users (total_max_holds ",
+                                   a.totals.max_holds, ")");
+        break;
+      default:
+        description = absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
+                                   " units across all users; ", a.quantity,
+                                   " more would exceed total_max_units ", a.totals.max_units);
+        break;
+    }
+    google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+    v->set_subject(level.bit <= store::kUserUnitLimit    ? "user"
+                   : level.bit <= store::kScopeUnitLimit ? scope_subject
+                                                         : total_subject);
+    v->set_description(description);
+    parts.push_back(std::move(description));
+  }
+  const absl::Duration wait = std::max(absl::ZeroDuration(), r.expire_time - r.now);
+  const std::string when =
+      absl::StrCat(FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")");
+  // The user's hold limit alone keeps the message it has always had.
+  absl::Status status = absl::ResourceExhaustedError(
+      r.violations == store::kUserHoldLimit
+          ? absl::StrCat(parts[0], "; the earliest expires at ", when)
+          : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
+  google::rpc::ErrorInfo info;
+  info.set_reason(FirstLevel(r.violations).reason);
+  info.set_domain("orderhold.v1");
+  if (!a.scope.empty()) (*info.mutable_metadata())["scope"] = std::string(a.scope);
+  google::rpc::RetryInfo retry;
+  *retry.mutable_retry_delay() =
+      google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(wait));
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
+  AttachDetail(retry, &status);
+  return status;
+}
+
+absl::Status QuotaError(absl::string_view message, absl::string_view subject,
+                        absl::string_view description, absl::string_view reason) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+  v->set_subject(std::string(subject));
+  v->set_description(std::string(description));
+  google::rpc::ErrorInfo info;
+  info.set_reason(std::string(reason));
+  info.set_domain("orderhold.v1");
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
+  return status;
+}
+
+absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
+                                 int max_extensions) {
+  const std::string description =
+      absl::StrCat("order_id \"", order_id, "\" has been extended ", extensions,
+                   " times (max_extensions ", max_extensions, ")");
+  absl::Status status = absl::ResourceExhaustedError(
+      absl::StrCat(description, "; it keeps its expire_time until paid, cancelled or expired"));
+  google::rpc::QuotaFailure quota;
+  google::rpc::QuotaFailure::Violation* v = quota.add_violations();
+  v->set_subject("hold/extensions");
+  v->set_description(description);
+  google::rpc::ErrorInfo info;
+  info.set_reason("HOLD_EXTENSION_LIMIT");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = std::string(order_id);
+  AttachDetail(quota, &status);
+  AttachDetail(info, &status);
+  return status;
+}
+
+metrics::RejectReason RejectReasonForViolations(int violations) {
+  return FirstLevel(violations).metric;
+}
+
+absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
+                              const store::HoldDetails& requested) {
+  std::string what;
+  if (existing.scope != requested.scope) {
+    what = absl::StrCat("scope \"", existing.scope, "\" (this request: \"", requested.scope, "\")");
+  } else if (existing.quantity != requested.quantity) {
+    what =
+        absl::StrCat("quantity ", existing.quantity, " (this request: ", requested.quantity, ")");
+  } else if (existing.labels != requested.labels) {
+    what = "other labels";
+  } else {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(
+      absl::StrCat("order_id \"", order_id, "\" already has a live hold with ", what,
+                   "; a retry must repeat the scope, quantity and labels it was placed with"));
+}
+
+}  // namespace orderhold::domain

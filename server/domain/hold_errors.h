@@ -1,0 +1,85 @@
+// Refusals: every status HoldService (and EventService, for per-caller bounds) answers a caller
+// with when it refuses, and the google.rpc details a caller acts on (QuotaFailure, ErrorInfo,
+// RetryInfo: https://cloud.google.com/apis/design/errors#error_details), attached as
+// absl::Status payloads that grpc_api::ToGrpcStatus sends as the status' details. Codes as
+// AIP-193 uses them: RESOURCE_EXHAUSTED for a limit, FAILED_PRECONDITION for an ended hold,
+// ALREADY_EXISTS for a retry that does not match, NOT_FOUND for an unknown order. Messages name
+// the limit or the field, times in RFC 3339 UTC with milliseconds. Pure functions: thread-safe.
+#ifndef ORDERHOLD_SERVER_DOMAIN_HOLD_ERRORS_H_
+#define ORDERHOLD_SERVER_DOMAIN_HOLD_ERRORS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "server/metrics/metrics.h"
+#include "server/store/hold_store.h"
+
+namespace orderhold::domain {
+
+// The reject reason recorded for a failed PlaceHold with this status code.
+metrics::RejectReason RejectReasonFor(absl::StatusCode code);
+
+// The key prefix of the type URLs under which error details are attached to a status
+// (absl::Status::SetPayload), as google.protobuf.Any names them.
+inline constexpr char kDetailTypeUrlPrefix[] = "type.googleapis.com/";
+
+// Attaches `message` (a google.rpc error detail: QuotaFailure, ErrorInfo, RetryInfo) to `status`
+// under its type URL; grpc_api::ToGrpcStatus sends them as the status' details.
+template <typename Message>
+void AttachDetail(const Message& message, absl::Status* status) {
+  status->SetPayload(absl::StrCat(kDetailTypeUrlPrefix, Message::descriptor()->full_name()),
+                     absl::Cord(message.SerializeAsString()));
+}
+
+// RESOURCE_EXHAUSTED `message`, with a google.rpc.QuotaFailure (one violation: `subject`,
+// `description`) and a google.rpc.ErrorInfo (`reason`, domain "orderhold.v1") attached: a
+// per-caller bound a client must act on (close a watch, delete a group).
+absl::Status QuotaError(absl::string_view message, absl::string_view subject,
+                        absl::string_view description, absl::string_view reason);
+
+// What a PlaceHold asked for, as LimitError reports it.
+struct PlaceHoldArgsView {
+  absl::string_view scope;
+  int64_t quantity = 1;
+  store::LevelLimits user_limits;
+  store::LevelLimits scope_limits;
+  store::LevelLimits totals;  // the scope's totals across users (ScopeTotals)
+};
+
+// The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the
+// google.rpc QuotaFailure, ErrorInfo and RetryInfo payloads described in the file comment. The
+// message of the user's hold limit alone is the one OrderHold has always sent: `user_id already
+// has 3 unpaid holds (max_holds 3); the earliest expires at <time> (in 29m)`.
+absl::Status LimitError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
+
+// The reject reason of a refusal: its first exceeded level.
+metrics::RejectReason RejectReasonForViolations(int violations);
+
+// OK when `requested` has the scope, quantity and labels of `existing` (place_time and scope
+// limits are not compared: limits may come from rules that changed); else ALREADY_EXISTS naming
+// the first that differs, in that order.
+absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetails& existing,
+                              const store::HoldDetails& requested);
+
+// The RESOURCE_EXHAUSTED of an ExtendHold refused because the hold has been extended
+// `max_extensions` times: a google.rpc.QuotaFailure (subject "hold/extensions") and an ErrorInfo
+// (reason HOLD_EXTENSION_LIMIT, domain "orderhold.v1", metadata order_id) as payloads, as
+// LimitError attaches them. No RetryInfo: retrying cannot pass.
+absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
+                                 int max_extensions);
+
+// FAILED_PRECONDITION: `order_id "o-1" already ended: EXPIRED at 2026-11-21T10:00:00.000Z`, plus
+// `what` (e.g. "; it cannot be paid"). The same text whoever ended the hold.
+absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
+                        absl::string_view what);
+
+// NOT_FOUND: no hold for `order_id` of this user_id (never placed, or ended longer ago than the
+// outcome retention).
+absl::Status UnknownOrderError(absl::string_view order_id);
+
+}  // namespace orderhold::domain
+
+#endif  // ORDERHOLD_SERVER_DOMAIN_HOLD_ERRORS_H_

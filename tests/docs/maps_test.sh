@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# tests/docs/maps_test.sh: the maps match the tree (issue 57 "Maps match the code").
+#   1. server/README.md names every file under server/: its own name ("hold_store.h",
+#      "place_hold.lua") or its stem with ".*" ("hold_service.*" for .h and .cc).
+# Exit 1 naming what is missing; run by ctest (docs_maps).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+failed=0
+while IFS= read -r file; do
+  name="$(basename "${file}")"
+  stem="${name%%.*}"
+  if ! grep -q -F -e "${stem}.*" -e "${name}" "${REPO}/server/README.md"; then
+    echo "server/README.md does not name server/${file}" >&2
+    failed=1
+  fi
+done < <(cd "${REPO}/server" && find . -type f | sed 's|^\./||' | sort)
+exit "${failed}"
