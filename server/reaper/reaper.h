@@ -163,7 +163,7 @@ class Reaper {
   absl::StatusOr<ReapStats> RunOnce(std::optional<absl::Time> now = std::nullopt);
 
   // Due nudges (the scripts' SPUBLISH of "due" on the partition's reaper channel when a hold
-  // lowers its earliest due time: set_due in server/store/lua/prelude.lua; store/event_nudges.h
+  // lowers its earliest due time: set_due in server/store/lua/prelude/; store/event_nudges.h
   // delivers them). Until
   // this is called, and whenever `complete` answers false (some partition's nudge channel is not
   // subscribed), every partition is looked at every tick. Call before Start(); `complete` is

@@ -1,6 +1,6 @@
 // HoldEventLog: the log of hold ends, one Redis Stream per index partition, read through Redis
 // consumer groups (https://redis.io/docs/data-types/streams/#consumer-groups). Events are
-// appended by the store's scripts in the same step that ends a hold (see lua/prelude.lua,
+// appended by the store's scripts in the same step that ends a hold (see lua/prelude/,
 // end_hold); this interface only reads, acknowledges and trims them.
 //
 // Event ids. A stream entry is named by its partition and Redis stream id; the public event_id is

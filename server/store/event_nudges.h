@@ -1,12 +1,12 @@
 // EventNudgeSubscriber: tells a server which partitions' event streams may have new events, from
-// the nudges the scripts that end holds publish (lua/prelude.lua end_hold: one empty SPUBLISH on
+// the nudges the scripts that end holds publish (lua/prelude/ end_hold: one empty SPUBLISH on
 // the partition's channel KeySchema::NudgeChannel(p) per script call that appended events), so
 // that watchers read a partition when something happened there instead of polling all of them.
 // Subscribed only while a watch is open here (OnDemandEventNudges): with none, ends publish to no
 // one here, and the server neither holds the connection nor wakes for them.
 // The same class, on the reaper channels (NudgeChannels::kReaper, KeySchema::ReaperChannel(p)),
 // tells the reaper which partitions' earliest due hold moved earlier ("due": set_due in
-// lua/prelude.lua), so it looks at a partition when a hold may be due there instead of peeking
+// lua/prelude/), so it looks at a partition when a hold may be due there instead of peeking
 // every partition every tick (server/reaper/reaper.h), and where a consumer group was created
 // ("group": ensure_group.lua), so its trimmer counts it (server/reaper/event_trimmer.h).
 //

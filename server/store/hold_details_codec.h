@@ -1,13 +1,13 @@
 // How a hold's details (scope, quantity, labels, scope limits, place time) are stored in Redis:
 // one string per hold in the user's outcome records hash (KeySchema::OutcomesKey, field "\x01" +
-// order_id; lua/prelude.lua says why there), also copied into the hold's end event (stream field
+// order_id; lua/prelude/ says why there), also copied into the hold's end event (stream field
 // "m"). Only holds that are not plain (IsPlain) have one.
 //
 //   <expire ms>:<place ms>:<quantity>:<n>:<scope, n bytes><scope max_holds>:<scope max_units>:
 //   <label count>:{<k>:<key, k bytes><v>:<value, v bytes>}*
 //
 // All numbers are decimal. Strings are length-prefixed, so any byte may appear in them. The
-// scripts read only the header up to the scope (lua/prelude.lua, hold_quantity_scope) and write
+// scripts read only the header up to the scope (lua/prelude/, hold_quantity_scope) and write
 // only the first two numbers (the expiry and Redis TIME of the placement): the caller encodes the
 // rest, from <quantity> on, with EncodeDetailsTail. The expiry makes a value self-checking: a
 // value whose expiry is not the hold's is a leftover of an earlier hold of the same order_id
@@ -45,7 +45,7 @@ struct DecodedDetails {
 std::optional<DecodedDetails> DecodeDetails(absl::string_view value);
 
 // A hold's life record: what ExtendHold needs and changes, kept beside the details (field
-// "\x02" + order_id, lua/prelude.lua's LIFE) for every hold placed since ExtendHold exists:
+// "\x02" + order_id, lua/prelude/'s LIFE) for every hold placed since ExtendHold exists:
 //
 //   <expire ms>:<place ms>:<max_expire ms>:<extensions>:<n>:{<k>:<request id, k bytes>}*
 //

@@ -2,10 +2,10 @@
 //
 //   <prefix>:{<partition>}:h:<bucket>    the live holds of the partition's users in `bucket`
 //                                        (hash: user_id -> the user's holds, packed:
-//                                        lua/prelude.lua pack_holds, with each hold's details and
+//                                        lua/prelude/ pack_holds, with each hold's details and
 //                                        life record)
 //   <prefix>:{<partition>}:x:<user_id>   the user's outcome records (hash: order_id ->
-//                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude.lua,
+//                                        "<outcome>:<end ms>:<expire ms>"), see lua/prelude/,
 //                                        with its ended holds' details (fields "\x01" + order_id:
 //                                        only holds with a scope, a quantity or labels) and life
 //                                        records (fields "\x02" + order_id; formats in
@@ -15,7 +15,7 @@
 //                                        (sorted set: user_id -> the user's earliest expire ms)
 //   <prefix>:{<partition>}:bdue          the partition's bucket index (sorted set: bucket ->
 //                                        the earliest score in its hd:<bucket>, or earlier:
-//                                        see lua/prelude.lua set_due)
+//                                        see lua/prelude/ set_due)
 //   <prefix>:{<partition>}:events        the partition's hold event stream (Redis Stream)
 //   <prefix>:{<partition>}:lease         the partition's reaper lease (string: replica id, PX
 //                                        expiry)
@@ -23,7 +23,7 @@
 //                                        (SPUBLISH/SSUBSCRIBE), an empty message published by
 //                                        each script call that appended to the partition's
 //                                        stream (event_nudges.h). The scripts derive it from the
-//                                        events key ("events" -> "nudge", lua/prelude.lua
+//                                        events key ("events" -> "nudge", lua/prelude/
 //                                        end_hold, which says why not KEYS). The hash tag puts it
 //                                        in the partition's slot, which Redis Cluster requires of
 //                                        a channel published in a script. ACL: &<prefix>:*
@@ -35,7 +35,7 @@
 //                                        live hold of the scope across users (sorted set:
 //                                        "<quantity>:<user_id>\0<order_id>" -> expire ms), in
 //                                        the scope's partition (PartitionOf(scope), as a user's);
-//                                        lua/prelude.lua "The scope index"
+//                                        lua/prelude/ "The scope index"
 //   <prefix>:{<partition>}:su:<scope>    beside it: the sum of its entries' quantities (string)
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
@@ -149,7 +149,7 @@ class KeySchema {
   std::string ReplicasKey() const;
   // The scope index's keys (see the table above), in the scope's partition, and their common
   // start "<prefix>:{", which the scripts complete with the scope's partition and the scope
-  // (lua/prelude.lua scope_keys). Injective as a user's keys are: the kinds "s:" and "su:" differ
+  // (lua/prelude/ scope_keys). Injective as a user's keys are: the kinds "s:" and "su:" differ
   // from every other kind, and the scope follows them as it is.
   std::string ScopeIndexStart() const { return absl::StrCat(prefix_, ":{"); }
   std::string ScopeLiveKey(absl::string_view scope) const {

@@ -53,7 +53,7 @@ class RedisHoldStore final : public HoldStore, public HoldEventLog {
   // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),
   // sending requests through `client` and the reaper's calls through `background` (one
   // connection of its own; see the file comment). Both callers must have been built with
-  // Scripts(). `scope_index`: keep the scope index (keys.h; lua/prelude.lua "The scope index"),
+  // Scripts(). `scope_index`: keep the scope index (keys.h; lua/prelude/ "The scope index"),
   // which only a Redis that lets a script reach keys of other slots allows: true for a standalone
   // or Sentinel-managed primary, false for a Redis Cluster (its scripts would be refused).
   // INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.

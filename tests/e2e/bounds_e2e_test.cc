@@ -188,7 +188,7 @@ TEST_F(BoundsE2eTest, ListHoldsPagesThroughTenThousandLabelledHoldsExactlyOnce) 
   // Placed one by one, 10,000 holds of one user take minutes (each PlaceHold reads and writes the
   // user's whole list: the price of a user with 10,000 holds, which --max_holds 3 never has). So
   // 100 are placed through the API, and 9,900 more seeded in one script with the production
-  // packing code (prelude.lua's pack_hold and save_holds), labelled and scoped as the API would.
+  // packing code (the prelude's pack_hold and save_holds), labelled and scoped as the API would.
   auto placer = StubFor("alpha");
   for (int i = 0; i < 100; ++i) {
     v1::PlaceHoldRequest request;
@@ -200,8 +200,17 @@ TEST_F(BoundsE2eTest, ListHoldsPagesThroughTenThousandLabelledHoldsExactlyOnce) 
     v1::PlaceHoldResponse response;
     ASSERT_TRUE(placer->PlaceHold(&context, request, &response).ok());
   }
-  std::ifstream prelude_file(ORDERHOLD_LUA_DIR "/prelude.lua");
-  const std::string prelude((std::istreambuf_iterator<char>(prelude_file)), {});
+  // The prelude as the build joins it: prelude/*.lua in name order.
+  std::vector<std::filesystem::path> parts;
+  for (const auto& entry : std::filesystem::directory_iterator(ORDERHOLD_LUA_DIR "/prelude")) {
+    parts.push_back(entry.path());
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string prelude;
+  for (const std::filesystem::path& part : parts) {
+    std::ifstream file(part);
+    prelude.append(std::istreambuf_iterator<char>(file), {});
+  }
   ASSERT_FALSE(prelude.empty());
   store::HoldDetails a, b;
   a.scope = "event:A";

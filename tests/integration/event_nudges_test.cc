@@ -1,5 +1,5 @@
 // Event nudges against real redis-server 7.0.15: the scripts that end holds publish exactly one
-// nudge per call on the partition's channel (lua/prelude.lua end_hold), and EventNudgeSubscriber
+// nudge per call on the partition's channel (lua/prelude/ end_hold), and EventNudgeSubscriber
 // (server/store/event_nudges.h) delivers them, re-reports every partition on (re)subscription,
 // survives a Redis restart, keeps one connection per primary in a Redis Cluster and follows a
 // slot that moves, follows a Sentinel failover, and works over TLS. Standalone tests run as the ACL
@@ -645,7 +645,7 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
   const int to = (from + 1) % cluster->primary_count();
   // While the slot is MIGRATING, a script whose keys are all still on the source runs there and
   // its nudge arrives (SPUBLISH is served by the source until the migration ends; a channel in
-  // KEYS would have made the script TRYAGAIN: see prelude.lua).
+  // KEYS would have made the script TRYAGAIN: see the prelude).
   const std::string early = UserIn(moved, 1);
   ASSERT_THAT(Place(*store, early, "a", absl::Hours(1)), IsOk());
   ASSERT_THAT(Place(*store, early, "b", absl::Hours(1)), IsOk());

@@ -456,7 +456,7 @@ TEST_F(RedisHoldStoreTest, ReaperRemovesDueHoldsKeysAndIndexEntries) {
   EXPECT_EQ(exists, "0");
 }
 
-// set_due (lua/prelude.lua) never raises a bucket's score in the partition's bucket index: after a
+// set_due (lua/prelude/) never raises a bucket's score in the partition's bucket index: after a
 // Pay of the bucket's earliest hold it is early, and the reaper's visit at that score finds
 // nothing due and sets it right; the last end removes the bucket from both levels.
 TEST_F(RedisHoldStoreTest, ABucketScoreLeftEarlyByAPaymentIsSetRightByTheReaper) {

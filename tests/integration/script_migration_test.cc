@@ -3,7 +3,7 @@
 // existed, or that the script itself emptied (Redis deletes an empty key) — and keeps the writes
 // made before ("non local key": https://redis.io/docs/reference/cluster-spec/, eval-intro "Script
 // execution"). So every script reads what it needs before its first write and never touches a key
-// again after a write that may have emptied it ("Slot migrations" in prelude.lua):
+// again after a write that may have emptied it ("Slot migrations" in the prelude):
 // - reap.lua finds its users in the partition's due index and names their keys itself; each user
 //   is reaped whole or not at all, and a later call finishes the rest with one event per hold;
 // - end_hold.lua ending a user's last hold, and end_hold.lua / place_hold.lua ending a user's

@@ -136,7 +136,7 @@ class HoldModel {
   // How `order_id` has ended as a call sees it before its own cleanup: EXPIRED at its expiry when
   // its hold is due (whatever max_records then keeps of the fresh record), else its visible
   // record; nullopt when live or unknown. (The scripts read everything before their first write:
-  // prelude.lua's outcome_of.)
+  // the prelude's outcome_of.)
   std::optional<Record> Ended(const User& user, const std::string& order_id) const;
   ModelLimits ScopeLimitsFor(const PlaceCall& call) const;
 

@@ -56,7 +56,7 @@ void FakeHoldStore::RecordEnd(const std::string& user, const std::string& order,
                               store::HoldDetails details, absl::Time now) {
   auto& ends = ends_[user];
   ends[order] = Ended{end, std::move(details)};
-  // Retention, then the per-user cap (oldest end first), as trim_outcomes in prelude.lua.
+  // Retention, then the per-user cap (oldest end first), as trim_outcomes in the prelude.
   for (auto it = ends.begin(); it != ends.end();) {
     it = it->second.end.end_time <= now - outcomes_.retention ? ends.erase(it) : std::next(it);
   }

@@ -97,7 +97,7 @@ class FakeHoldStore final : public store::HoldStore {
   };
   void RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
                  store::HoldDetails details, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How `order` has ended, as a script reads it before its first write (prelude.lua's
+  // How `order` has ended, as a script reads it before its first write (the prelude's
   // outcome_of): EXPIRED at its expiry when its hold is due (and not past the retention), else its
   // record within the retention; nullopt when live or unknown. Read before ExpireDue, whose trim
   // (--max_outcomes_per_user) may drop the very record the answer comes from.

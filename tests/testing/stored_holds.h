@@ -1,5 +1,5 @@
 // StoredHoldsCommand: a command that reads a user's live holds as the store keeps them (the user's
-// field of its holds bucket, packed: server/store/lua/prelude.lua pack_holds), for tests that look
+// field of its holds bucket, packed: server/store/lua/prelude/ pack_holds), for tests that look
 // at Redis directly. Send it with a fixture's Command() (tests/testing/redis_server.h, or a
 // cluster node's: the command names the holds bucket as its key, so it routes as the user's
 // scripts do). What it answers:

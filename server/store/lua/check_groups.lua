@@ -11,7 +11,7 @@
 -- https://redis.io/commands/xinfo-groups/); this holds after trims too, unlike the `lag` field,
 -- which Redis cannot always compute.
 --
--- KEYS[1]   the partition's event stream (entries written by end_hold in prelude.lua)
+-- KEYS[1]   the partition's event stream (entries written by end_hold in the prelude)
 -- ARGV[1]   claim threshold, ms: a group with an event pending at least this long is reported
 --           claimable; "" = do not look at pending events
 -- ARGV[2..] the groups to check; a group that does not exist on the stream is left out

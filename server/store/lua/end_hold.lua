@@ -15,7 +15,7 @@
 -- ARGV[6]  max outcome records per user, >= 1
 -- ARGV[7]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[8]  the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+-- ARGV[8]  the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
 --          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {result, now, expire, removed, outcome, end, details, life}
 --          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
@@ -26,14 +26,14 @@
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 --                  (lazy cleanup, each with its event; the order itself may be one of them, so
 --                  the answer is the same before and after the reaper has run)
---          details the hold's details (prelude.lua) for results 1 and 2 while they are kept, else
+--          details the hold's details (the prelude) for results 1 and 2 while they are kept, else
 --                  "" (none)
---          life    the hold's life record (LIFE in prelude.lua) for results 1 and 2 while it is
+--          life    the hold's life record (LIFE in the prelude) for results 1 and 2 while it is
 --                  kept, else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
--- Helpers: see prelude.lua, prepended when the script is embedded.
+-- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}

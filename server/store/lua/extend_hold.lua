@@ -5,7 +5,7 @@
 -- (or was paid) a millisecond earlier, or two replicas could both spend the last extension.
 --
 -- New expiry = max(expire, min(now + ttl, cap)): never shorter (that is CancelHold), never past the
--- cap fixed when the hold was placed (its life record, LIFE in prelude.lua), so a repeat is safe.
+-- cap fixed when the hold was placed (its life record, LIFE in the prelude), so a repeat is safe.
 -- Limits are not checked: an extension takes no new slot. It ends nothing, so no event either,
 -- except for holds found no longer live (ended as EXPIRED, each with its event, as end_hold.lua).
 --
@@ -23,13 +23,13 @@
 --          a call that moved the expiry: it changes nothing and answers the hold as it is (moved =
 --          2), so a constant request_id cannot extend twice.
 -- ARGV[9]  lifetime cap, ms >= 1, and
--- ARGV[10] default ttl, ms >= 1: for a hold without a life record (a migration's, prelude.lua),
+-- ARGV[10] default ttl, ms >= 1: for a hold without a life record (a migration's, the prelude),
 --          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
 --          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
 --          written at its first move.
 -- ARGV[11] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[12] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+-- ARGV[12] the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
 --          scoped hold's entry is dropped there, a moved hold's entry moves with it; "" = the
 --          store keeps none
 -- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
@@ -44,9 +44,9 @@
 --                  0 unknown order (never placed, or its record is older than the retention)
 --          removed holds of the user found no longer live and ended as EXPIRED by this call
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
--- Helpers: see prelude.lua, prepended when the script is embedded.
+-- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[4])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
@@ -111,7 +111,7 @@ if hold then
   end
   save_holds(k, user, true, after)  -- sorts them
   set_due(k, user, after[1].expire)
-  -- Its place in its scope moves with it (its entry in the scope index, prelude.lua).
+  -- Its place in its scope moves with it (its entry in the scope index, the prelude).
   if k.index and moved.details then
     local q, s = quantity_scope(moved.details, new)
     if s ~= '' then

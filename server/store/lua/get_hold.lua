@@ -6,7 +6,7 @@
 --
 -- KEYS[1]  the user's holds bucket (as in place_hold.lua)
 -- KEYS[2]  the user's outcome records, with its ended holds' details and life records (hash, see
---          prelude.lua)
+--          the prelude)
 -- ARGV[1]  user_id (its field in KEYS[1])
 -- ARGV[2]  order_id
 -- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
@@ -16,8 +16,8 @@
 --                  2 ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end (Unix ms; for EXPIRED
 --                    the expire time) and expire; a hold of the user with expire <= now is EXPIRED
 --                  0 unknown (never placed, or ended longer ago than the retention)
---          details, life  the hold's (prelude.lua), "" when it has none
--- Helpers: see prelude.lua, prepended when the script is embedded.
+--          details, life  the hold's (the prelude), "" when it has none
+-- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 local k = {hb = KEYS[1], outcomes = KEYS[2]}
 local order, retention = ARGV[2], tonumber(ARGV[4])

@@ -21,7 +21,7 @@
 --          record ("" when it has none). Then the usage: all the user's live holds and units,
 --          those of ARGV[3] (0 without a scope), plain = 1 when no live hold has details (a scope,
 --          a quantity or labels), more = 1 when holds of the scope follow the page.
--- now_ms, load_holds, split_due: see prelude.lua, prepended when the script is embedded.
+-- now_ms, load_holds, split_due: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[2])
 local scope, after_expire, after_order = ARGV[3], tonumber(ARGV[4]), ARGV[5]
 local limit = tonumber(ARGV[6])

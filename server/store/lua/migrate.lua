@@ -1,11 +1,11 @@
 -- migrate.lua: one bounded step of the background sweep that moves one partition's data written
--- by earlier releases into today's layout (prelude.lua), for the users no call touches.
+-- by earlier releases into today's layout (the prelude), for the users no call touches.
 --
 -- Why Lua: each user is moved in one atomic step, against the calls of every replica (which move
--- a user they touch themselves, in their own script: load_holds in prelude.lua), so a user's
+-- a user they touch themselves, in their own script: load_holds in the prelude), so a user's
 -- holds are counted, listed and ended exactly once wherever they are.
 -- What is moved, and how, is each migration's (lua/migrations/*.lua, registered in
--- migrations.partitions: prelude.lua); with none registered a step finds nothing left.
+-- migrations.partitions: the prelude); with none registered a step finds nothing left.
 --
 -- KEYS[1]  the partition's bucket index (as in reap.lua)
 -- KEYS[2]  the partition's event stream
@@ -19,7 +19,7 @@
 --          upper bound of those still in an older shape; 0 once done), -1 when another replica
 --          holds the lease or none does (nothing done: try again later); cursor = the next step's
 --          ARGV[4], "" once the sweep is done; moved = users this step moved
--- Helpers and the migrations: see prelude.lua, prepended when the script is embedded.
+-- Helpers and the migrations: see the prelude (prelude/*.lua), prepended when the script is embedded.
 if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[2] then
   return {-1, ARGV[4], 0}
 end

@@ -10,21 +10,21 @@
 -- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
 -- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
 -- A scope's totals across users (ARGV[17], ARGV[18]) are checked against the scope index
--- (prelude.lua "The scope index"), in the same step: every hold with a scope is entered there
+-- (the prelude "The scope index"), in the same step: every hold with a scope is entered there
 -- when the store keeps an index (ARGV[16]), with or without a total, so a total added later counts
 -- the holds already live. Its units are a counter beside the entries, kept exact by every script
 -- that adds or drops an entry.
 --
 -- KEYS[1]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
---          user_id, value = its live holds, packed (see pack_holds in prelude.lua)
+--          user_id, value = its live holds, packed (see pack_holds in the prelude)
 -- KEYS[2]  the due index of the user's bucket (<prefix>:{<partition>}:hd:<bucket>, keys.h): sorted
 --          set, member = user_id, score = the user's earliest expire time (Unix ms)
--- KEYS[3]  the user's outcome records (hash, see end_hold in prelude.lua), with its ended holds'
+-- KEYS[3]  the user's outcome records (hash, see end_hold in the prelude), with its ended holds'
 --          details and life records
 -- KEYS[4]  the user's ended orders by end time (sorted set, see end_hold)
 -- KEYS[5]  the partition's event stream
 -- KEYS[6]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
---          that bucket's due index, or earlier (set_due in prelude.lua)
+--          that bucket's due index, or earlier (set_due in the prelude)
 --          All six share the user's hash tag.
 -- ARGV[1]  user_id (the member of KEYS[2])
 -- ARGV[2]  order_id
@@ -42,11 +42,11 @@
 --          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
 --          no details are stored (only its life record, ARGV[14])
 -- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
---          prelude.lua) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:" (a ttl longer than
+--          the prelude) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:" (a ttl longer than
 --          the lifetime makes the expiry the cap)
 -- ARGV[15] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[16] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"); "" = the
+-- ARGV[16] the scope index's key start, "<prefix>:{" (the prelude "The scope index"); "" = the
 --          store keeps none (Redis Cluster): ARGV[17] and ARGV[18] must then be 0
 -- ARGV[17] the scope's total_max_holds, integer >= 0: its live holds across every user, at most;
 --          0 = none
@@ -73,11 +73,11 @@
 --                  the call, when it has a total (ARGV[17] or ARGV[18] > 0) and a new hold was
 --                  decided (results 1 and -1); else 0
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, load_holds, split_due, save_holds, quantity_scope, set_due, expire_due,
--- trim_outcomes, outcome_of): see prelude.lua, prepended when the script is embedded.
+-- trim_outcomes, outcome_of): see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[5])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}
@@ -90,7 +90,7 @@ local scope = ARGV[9]
 -- ended order is looked up. An "already held" answer that ends no other hold (a client's retry)
 -- parses none of them.
 
--- Every read before the first write (see "Slot migrations" in prelude.lua).
+-- Every read before the first write (see "Slot migrations" in the prelude).
 local holds = load_holds(k, user, true)
 local due, live = split_due(holds, now)
 local removed, active = #due, #live

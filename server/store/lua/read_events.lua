@@ -12,7 +12,7 @@
 -- so a consumer that never acks holds what it was sent and the rest waits in Redis for another
 -- consumer of the group, without being sent to it again and again.
 --
--- KEYS[1]  the partition's event stream (entries written by end_hold in prelude.lua)
+-- KEYS[1]  the partition's event stream (entries written by end_hold in the prelude)
 -- ARGV[1]  group; ARGV[2] consumer
 -- ARGV[3]  max events to return, >= 1
 -- ARGV[4]  claim events other consumers have had pending for at least this many ms; "" = claim
@@ -25,7 +25,7 @@
 --          details, ...}: claim_next is where the next claim scan starts ("" = the scan reached
 --          the end of the list: start over at the next sweep), own_next where the resume goes on
 --          ("" = done); then 8 per event (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end
---          Unix ms; details as in prelude.lua, "" for an event without them).
+--          Unix ms; details as in the prelude, "" for an event without them).
 local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
 local budget = tonumber(ARGV[3])
 -- At most this many pending entries are looked at by one call's claim scan: a long run of this

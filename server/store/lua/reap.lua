@@ -29,7 +29,7 @@
 --
 -- KEYS[1]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
 --          the bucket's due index ARGV[1] .. "hd:" .. bucket (member = user_id, score = the user's
---          earliest expire time), or earlier (set_due in prelude.lua: this script sets it right)
+--          earliest expire time), or earlier (set_due in the prelude: this script sets it right)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
 -- ARGV[1]  the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h): a bucket's due
@@ -47,7 +47,7 @@
 -- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
 -- ARGV[9]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[10] the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+-- ARGV[10] the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
 --          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {now, more, oldest_due, next_due, expire_1, expire_2, ...}: one expire time (Unix ms)
 --          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
@@ -59,10 +59,10 @@
 --          `now` when the call visited a bucket (the next look finds the true one: reading it
 --          here would mean scores formatted for every call, or a read after the writes, which
 --          "Slot migrations" forbids). The reaper sleeps on it until a nudge says a hold came
---          due earlier (set_due in prelude.lua).
+--          due earlier (set_due in the prelude).
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua)
--- Helpers: see prelude.lua, prepended when the script is embedded.
+--          (derived from the events key; see end_hold in the prelude)
+-- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 local maxlen = tonumber(ARGV[9])
 local prefix = ARGV[1]

@@ -14,7 +14,7 @@
 -- ARGV[5]  max outcome records per user, >= 1
 -- ARGV[6]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
 --          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[7]  the scope index's key start, "<prefix>:{" (prelude.lua "The scope index"): an ended
+-- ARGV[7]  the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
 --          scoped hold's entry is dropped there; "" = the store keeps none
 -- Returns  {now, removed, {order_1, expire_1, details_1, life_1, order_2, ...}}
 --          removed  holds found no longer live and ended as EXPIRED (each with its event; not
@@ -22,9 +22,9 @@
 --          then the released holds, earliest expiry first: each ended CANCELLED at now with its
 --          event; expire as Unix ms; details and life records "" when the hold has none
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
---          (derived from the events key; see end_hold in prelude.lua); one of "due" on its
+--          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
--- Helpers: see prelude.lua, prepended when the script is embedded.
+-- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(ARGV[3])
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
            bdue = KEYS[6]}

@@ -1,5 +1,5 @@
 -- scope_holds.lua: the usage of one scope across every user, and one page of its live holds, from
--- the scope index (prelude.lua "The scope index"). Read-only: entries no longer live (score <=
+-- the scope index (the prelude "The scope index"). Read-only: entries no longer live (score <=
 -- now) are skipped and their units taken off the answer, not pruned.
 --
 -- Why Lua: what is live is decided by the Redis server clock (TIME), as place_hold.lua decides it,
@@ -18,7 +18,7 @@
 --          holds and units: the scope's live entries and the sum of their quantities; first: the
 --          earliest live expire (Unix ms), -1 when none; more: 1 when live entries follow the
 --          page; then the page, expire as Unix ms strings.
--- now_ms, int_str, bytes_before, scope_read: see prelude.lua, prepended when the script is
+-- now_ms, int_str, bytes_before, scope_read: see the prelude (prelude/*.lua), prepended when the script is
 -- embedded.
 local now = now_ms(ARGV[1])
 local after_expire, after_member = tonumber(ARGV[2]), ARGV[3]

@@ -1,14 +1,14 @@
 -- migrations/v1_layout.lua: moves the holds that releases before the one-layout release kept in
--- their older shapes into today's layout (the user's field of its holds bucket: prelude.lua),
+-- their older shapes into today's layout (the user's field of its holds bucket: the prelude),
 -- online, user by user. The only code that knows those shapes; server/CMakeLists.txt prepends it,
--- after prelude.lua, to every script. Deleting this file (and its test,
+-- after the prelude, to every script. Deleting this file (and its test,
 -- tests/integration/layout_migration_test.cc) removes the migration and nothing else: when that
 -- is safe is in server/README.md ("Upgrading").
 --
 -- The older shapes (under the same partition prefix "<prefix>:{<partition>}:", keys.h):
 --   u:<user_id>  sorted set, member = order_id, score = expire (Unix ms): the user's live holds
 --                (and due ones not ended yet), "layout v1". Each hold's details and life record
---                are the fields DETAILS .. order_id and LIFE .. order_id (prelude.lua) of the
+--                are the fields DETAILS .. order_id and LIFE .. order_id (the prelude) of the
 --                user's outcome records hash x:<user_id>; a hold placed before details or life
 --                records existed has none. Every release before this one wrote it by default.
 --   due          sorted set, member = user_id, score = the user's earliest expiry: the
@@ -102,7 +102,7 @@ local V1_BUCKETS = 256
 
 -- Moves `user`, filed in `bucket` ({hb=, hd=}), when it has holds in u:<user> (v1_merge); `p`: the partition (migrate.lua). Every key it may touch is checked
 -- present on this node before its first write, the bucket's keys included (see "Slot migrations"
--- in prelude.lua): a write creating a key the importing node does not have yet would make the
+-- in the prelude): a write creating a key the importing node does not have yet would make the
 -- migration of that key fail.
 local function v1_move_user(p, bucket, user)
   if not v1_exists(p.prefix .. 'u:' .. user, p.bdue) then

@@ -1,0 +1,87 @@
+-- prelude/40_scope_index.lua: every live hold of a scope across users, for the scope's totals.
+
+-- The scope index: every live hold of a scope, across users, so that a scope's totals
+-- (total_max_holds, total_max_units of the limits file) are decided in the same script as the
+-- user's levels. Two keys per scope, in the scope's partition (keys.h: FNV-1a-32 of the scope mod
+-- 64, as a user's): "<prefix>:{<p>}:s:<scope>", a sorted set, member = scope_member(user, order,
+-- quantity), score = the hold's expire (Unix ms; an entry is live while its score > now, as its
+-- hold is), and "<prefix>:{<p>}:su:<scope>", a string: the sum of the quantities of the set's
+-- entries (live or not yet pruned). Both go when the set empties. k.index is the keys' common
+-- start "<prefix>:{" ('' or nil: the store keeps no index, as in Redis Cluster mode, where the
+-- scope's slot is not the user's). The keys are derived here, not passed in KEYS: the scripts
+-- that end holds learn a hold's scope from its details, inside the script. A standalone or
+-- Sentinel-managed Redis lets a script touch keys it did not declare; a Cluster node would refuse
+-- them, hence no index there. Every end of a scoped hold (end_hold) drops its entry,
+-- extend_hold.lua moves it, place_hold.lua adds it and checks the totals.
+
+-- FNV-1a-32 of `s` (KeySchema::PartitionOf's hash: a scope's partition here, a user's bucket in
+-- the layout migration), on doubles: the prime 16777619 is 2^24 + 403, so h * prime mod 2^32 =
+-- h * 403 + (h mod 2^8) * 2^24, exact below 2^53; bit.bxor works on 32 bits and answers signed,
+-- which % 2^32 makes unsigned again.
+local function fnv1a32(s)
+  local h = 2166136261
+  for i = 1, #s do
+    h = bit.bxor(h, string.byte(s, i)) % 4294967296
+    h = (h * 403 + (h % 256) * 16777216) % 4294967296
+  end
+  return h
+end
+
+local function scope_keys(index, scope)
+  local tagged = index .. int_str(fnv1a32(scope) % 64) .. '}:'
+  return tagged .. 's:' .. scope, tagged .. 'su:' .. scope
+end
+
+-- An index member: "<quantity>:<user>\0<order>" (ids have no control characters).
+local function scope_member(user, order, quantity)
+  return int_str(quantity) .. ':' .. user .. '\0' .. order
+end
+
+-- Reads only: the scope's entries no longer live (score <= now), then its live holds, their
+-- units and the earliest live score (nil when none). scope_holds.lua answers from it as it is.
+local function scope_read(live, units_key, now)
+  local bound = int_str(now)
+  local gone = redis.call('ZRANGEBYSCORE', live, '-inf', bound)
+  local units = tonumber(redis.call('GET', units_key) or '0')
+  for _, m in ipairs(gone) do
+    units = units - tonumber(string.match(m, '^(%d+):'))
+  end
+  local first = redis.call('ZRANGE', live, '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', '0', '1',
+    'WITHSCORES')
+  return gone, redis.call('ZCARD', live) - #gone, units, first[2] and tonumber(first[2])
+end
+
+-- scope_read, then the entries no longer live dropped with their units (the counter deleted
+-- when no entry is left): the scope's live holds, units and earliest live score. Writes.
+local function scope_usage(index, scope, now)
+  local live, units_key = scope_keys(index, scope)
+  local gone, holds, units, first = scope_read(live, units_key, now)
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', live, '-inf', int_str(now))
+  end
+  if holds == 0 and (units ~= 0 or #gone > 0) then
+    redis.call('DEL', units_key)
+    units = 0
+  elseif #gone > 0 then
+    redis.call('SET', units_key, int_str(units))
+  end
+  return holds, units, first
+end
+
+-- Adds the new hold's entry to its scope's index.
+local function scope_add(index, scope, user, order, quantity, expire)
+  local live, units_key = scope_keys(index, scope)
+  redis.call('ZADD', live, int_str(expire), scope_member(user, order, quantity))
+  redis.call('INCRBY', units_key, int_str(quantity))
+end
+
+-- Drops an ended hold's entry from its scope's index, with its units when it was there (an entry
+-- pruned as no longer live took its units with it).
+local function scope_drop(index, scope, user, order, quantity)
+  local live, units_key = scope_keys(index, scope)
+  if redis.call('ZREM', live, scope_member(user, order, quantity)) == 1 and
+      redis.call('DECRBY', units_key, int_str(quantity)) <= 0 then
+    redis.call('DEL', units_key)
+  end
+end
+
