@@ -552,9 +552,8 @@ absl::Status RefuseSentinelSettings(const Config& config, absl::string_view hint
                        absl::StrCat("only used with --redis_mode=sentinel ", hint));
 }
 
-// The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
-// a value: the URL and the sentinel password are secrets, and the rest is no help there.
-absl::Status ValidateRedis(const Config& config) {
+// The settings --redis_mode needs or refuses (part of ValidateRedis).
+absl::Status ValidateRedisMode(const Config& config) {
   const redis::RedisEndpoint& endpoint = config.redis_url;
   switch (config.redis_mode) {
     case RedisMode::kCluster:
@@ -589,6 +588,14 @@ absl::Status ValidateRedis(const Config& config) {
       ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(is --redis_mode missing?)"));
       break;
   }
+  return absl::OkStatus();
+}
+
+// The Redis settings that must fit together (see ValidateConfig in config.h). No message quotes
+// a value: the URL and the sentinel password are secrets, and the rest is no help there.
+absl::Status ValidateRedis(const Config& config) {
+  const redis::RedisEndpoint& endpoint = config.redis_url;
+  ORDERHOLD_RETURN_IF_ERROR(ValidateRedisMode(config));
   if (!config.redis_sentinel_username.empty() && config.redis_sentinel_password.empty() &&
       config.redis_sentinel_password_file.empty()) {
     return absl::InvalidArgumentError(

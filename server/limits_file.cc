@@ -350,6 +350,7 @@ namespace {
 struct DocumentStart {
   YAML::Mark document;
   std::optional<YAML::Mark> node;
+  std::optional<YAML::Mark> alias;  // the document's first alias (*name), if any
 };
 
 // Where the documents of `yaml` start, at most two (a second one is an error, and the first two
@@ -365,7 +366,10 @@ std::vector<DocumentStart> FirstDocuments(const std::string& yaml) {
     void OnDocumentStart(const YAML::Mark& m) override { start.document = m; }
     void OnDocumentEnd() override {}
     void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
-    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
+    void OnAlias(const YAML::Mark& m, YAML::anchor_t) override {
+      Node(m);
+      if (!start.alias.has_value()) start.alias = m;
+    }
     void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
                   const std::string&) override {
       Node(m);
@@ -397,6 +401,73 @@ std::vector<DocumentStart> FirstDocuments(const std::string& yaml) {
   return starts;
 }
 
+// The file's one YAML (or JSON) document as JSON with line numbers, or a FileError: a syntax
+// error, no document or a second one, or an alias (*name: an alias can expand a few hundred bytes
+// into gigabytes, and a limits file needs none; issue 56).
+absl::StatusOr<JsonDocument> ReadYamlDocument(absl::string_view text, absl::string_view name) {
+  // yaml-cpp reports errors by throwing: caught here, at the edge.
+  try {
+    const std::string yaml(text);
+    const std::vector<DocumentStart> documents = FirstDocuments(yaml);
+    if (documents.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": the file is empty (only comments): ", kWantedShape));
+    }
+    if (documents.size() > 1) {
+      const DocumentStart& second = documents[1];
+      const YAML::Mark& at = second.node.value_or(second.document);
+      const size_t offset = std::min<size_t>(std::max(second.document.pos, 0), text.size());
+      if (absl::StartsWith(text.substr(offset), "---")) {
+        return FileError(name, at.line + 1, "",
+                         "a second YAML document (after ---): the file holds one");
+      }
+      return FileError(name, at.line + 1, "",
+                       absl::StrCat("text after the end of the document at column ", at.column + 1,
+                                    " (a trailing comma?)"));
+    }
+    if (const std::optional<YAML::Mark>& alias = documents[0].alias; alias.has_value()) {
+      return FileError(name, alias->line + 1, "",
+                       absl::StrCat("a YAML alias (*name) at column ", alias->column + 1,
+                                    ": the limits file takes none (write the values out)"));
+    }
+    return JsonDocument::FromYaml(YAML::Load(yaml), name);
+  } catch (const YAML::ParserException& e) {
+    return FileError(name, e.mark.line + 1, "",
+                     absl::StrCat("YAML syntax error at column ", e.mark.column + 1, ": ", e.msg));
+  } catch (const YAML::Exception& e) {
+    return FileError(name, e.mark.is_null() ? 1 : e.mark.line + 1, "", e.msg);
+  }
+}
+
+// The rules of a parsed file, or why they do not make rules (a field's error, on its line of
+// `document`).
+absl::StatusOr<domain::ScopeRules> RulesOf(const config::LimitsFile& file,
+                                           const JsonDocument& document, absl::string_view name) {
+  const domain::ScopeLimits default_limits{file.default_().max_holds(),
+                                           file.default_().max_units()};
+  std::vector<domain::ScopeRule> rules;
+  rules.reserve(file.rules_size());
+  for (const config::Rule& rule : file.rules()) {
+    rules.push_back({rule.prefix(),
+                     {rule.max_holds(), rule.max_units()},
+                     {rule.total_max_holds(), rule.total_max_units()}});
+  }
+  const domain::ScopeTotals default_totals{file.default_().total_max_holds(),
+                                           file.default_().total_max_units()};
+  absl::StatusOr<domain::ScopeRules> scope_rules =
+      domain::ScopeRules::Create(default_limits, std::move(rules), default_totals);
+  if (!scope_rules.ok()) {
+    // "rules[2].prefix: ..." -> that field's line.
+    const absl::string_view message = scope_rules.status().message();
+    const size_t colon = message.find(": ");
+    const absl::string_view path =
+        colon == absl::string_view::npos ? absl::string_view() : message.substr(0, colon);
+    return FileError(name, document.LineOf(path), path,
+                     path.empty() ? message : message.substr(colon + 2));
+  }
+  return scope_rules;
+}
+
 }  // namespace
 
 absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
@@ -418,70 +489,19 @@ absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
                                      static_cast<unsigned char>(text[valid]), column));
   }
 
-  // yaml-cpp reports errors by throwing: caught here, at the edge.
-  absl::StatusOr<JsonDocument> document = absl::UnknownError("not converted");
-  try {
-    const std::string yaml(text);
-    const std::vector<DocumentStart> documents = FirstDocuments(yaml);
-    if (documents.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ": the file is empty (only comments): ", kWantedShape));
-    }
-    if (documents.size() > 1) {
-      const DocumentStart& second = documents[1];
-      const YAML::Mark& at = second.node.value_or(second.document);
-      const size_t offset = std::min<size_t>(std::max(second.document.pos, 0), text.size());
-      if (absl::StartsWith(text.substr(offset), "---")) {
-        return FileError(name, at.line + 1, "",
-                         "a second YAML document (after ---): the file holds one");
-      }
-      return FileError(name, at.line + 1, "",
-                       absl::StrCat("text after the end of the document at column ", at.column + 1,
-                                    " (a trailing comma?)"));
-    }
-    document = JsonDocument::FromYaml(YAML::Load(yaml), name);
-  } catch (const YAML::ParserException& e) {
-    return FileError(name, e.mark.line + 1, "",
-                     absl::StrCat("YAML syntax error at column ", e.mark.column + 1, ": ", e.msg));
-  } catch (const YAML::Exception& e) {
-    return FileError(name, e.mark.is_null() ? 1 : e.mark.line + 1, "", e.msg);
-  }
-  if (!document.ok()) return document.status();
-
+  ORDERHOLD_ASSIGN_OR_RETURN(JsonDocument document, ReadYamlDocument(text, name));
   config::LimitsFile file;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;  // a typo ("max_hold") must not mean "no limit"
   if (const auto status =
-          google::protobuf::util::JsonStringToMessage(document->json(), &file, options);
+          google::protobuf::util::JsonStringToMessage(document.json(), &file, options);
       !status.ok()) {
     const JsonError error =
         ExplainJsonError(absl::string_view(status.message().data(), status.message().size()));
-    return FileError(name, document->LineOf(error.path), error.path, error.what);
+    return FileError(name, document.LineOf(error.path), error.path, error.what);
   }
 
-  const domain::ScopeLimits default_limits{file.default_().max_holds(),
-                                           file.default_().max_units()};
-  std::vector<domain::ScopeRule> rules;
-  rules.reserve(file.rules_size());
-  for (const config::Rule& rule : file.rules()) {
-    rules.push_back({rule.prefix(),
-                     {rule.max_holds(), rule.max_units()},
-                     {rule.total_max_holds(), rule.total_max_units()}});
-  }
-  const domain::ScopeTotals default_totals{file.default_().total_max_holds(),
-                                           file.default_().total_max_units()};
-  absl::StatusOr<domain::ScopeRules> scope_rules =
-      domain::ScopeRules::Create(default_limits, std::move(rules), default_totals);
-  if (!scope_rules.ok()) {
-    // "rules[2].prefix: ..." -> that field's line.
-    const absl::string_view message = scope_rules.status().message();
-    const size_t colon = message.find(": ");
-    const absl::string_view path =
-        colon == absl::string_view::npos ? absl::string_view() : message.substr(0, colon);
-    return FileError(name, document->LineOf(path), path,
-                     path.empty() ? message : message.substr(colon + 2));
-  }
-  return scope_rules;
+  return RulesOf(file, document, name);
 }
 
 absl::StatusOr<domain::ScopeRules> LoadLimitsFile(const std::string& path) {

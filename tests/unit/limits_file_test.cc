@@ -256,6 +256,20 @@ TEST(LimitsFileTest, RefusesWhatJsonCannotSayOrProtobufWouldHide) {
   EXPECT_EQ(ErrorOf("default: {}\nrules:\n  - prefix: \"a\xff\"\n"),
             "limits.yaml:3: not valid UTF-8 (byte 0xff at column 15)");
   EXPECT_EQ(ErrorOf("? [a]\n: 1\n"), "limits.yaml:1: a mapping key must be plain text");
+  // Aliases are refused before anything expands them: 461 bytes of nested aliases expanded to
+  // 5.3 GB (issue 56). A plain anchor alone is harmless.
+  std::string laughs = "a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n";
+  for (char c = 'b'; c <= 'j'; ++c) {
+    const char prev = static_cast<char>(c - 1);
+    laughs += absl::StrCat(std::string(1, c), ": &", std::string(1, c), " [*", std::string(1, prev),
+                           ", *", std::string(1, prev), ", *", std::string(1, prev), "]\n");
+  }
+  EXPECT_EQ(ErrorOf(laughs),
+            "limits.yaml:2: a YAML alias (*name) at column 8: the limits file takes none (write "
+            "the values out)");
+  EXPECT_EQ(ErrorOf("default: &d {max_holds: 1}\nrules:\n  - prefix: a\n    max_holds: *d\n"),
+            "limits.yaml:4: a YAML alias (*name) at column 16: the limits file takes none (write "
+            "the values out)");
   EXPECT_THAT(ErrorOf(std::string(40, '[') + std::string(40, ']')),
               HasSubstr("nested deeper than 32 levels"));
   EXPECT_THAT(ErrorOf(std::string(kMaxLimitsFileBytes + 1, ' ')),
