@@ -228,7 +228,9 @@ absl::Status App::ReloadScopeLimits() {
 
 absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nudges) {
   if (config.store == StoreKind::kNoop) {
-    store_ = std::make_unique<store::NoopHoldStore>();
+    auto noop = std::make_unique<store::NoopHoldStore>();
+    partitions_ = noop.get();
+    store_ = std::move(noop);
     return absl::OkStatus();
   }
   RedisStoreOptions options;
@@ -255,6 +257,7 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<store::RedisHoldStore> store,
                              ConnectRedisStore(std::move(options)));
   redis_store_ = store.get();
+  partitions_ = store.get();
   store_ = std::move(store);
   return absl::OkStatus();
 }
@@ -430,7 +433,7 @@ void App::MakeReaper(const Config& config, const Clock& clock) {
   options.pace_window = config.reap_interval * 3 / 5;
   options.event_retention = config.event_retention;
   options.consumer_idle_timeout = config.consumer_idle_timeout;
-  reaper_ = std::make_unique<reaper::Reaper>(*store_, *metrics_, options, clock, redis_store_);
+  reaper_ = std::make_unique<reaper::Reaper>(*partitions_, *metrics_, options, clock, redis_store_);
 }
 
 App::~App() { Shutdown(absl::Seconds(10)); }

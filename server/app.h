@@ -106,6 +106,7 @@ class App {
   std::unique_ptr<grpc_api::Authorizer> authorizer_;  // null without --authz_policy
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
+  store::PartitionStore* partitions_ = nullptr;   // store_'s reaper side (the reaper's store)
   std::unique_ptr<domain::HoldService> holds_;
   std::unique_ptr<domain::ScopeService> scopes_;
   std::unique_ptr<domain::EventService> events_;  // null with --store=noop

@@ -9,7 +9,7 @@
 
 namespace orderhold::reaper {
 
-MigrationSweep::MigrationSweep(store::HoldStore& store, metrics::Metrics& metrics,
+MigrationSweep::MigrationSweep(store::PartitionStore& store, metrics::Metrics& metrics,
                                MigrationSweepOptions options)
     : store_(store),
       metrics_(metrics),

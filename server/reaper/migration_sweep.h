@@ -1,6 +1,6 @@
 // MigrationSweep: the reaper's step that moves, partition by partition, the data earlier releases
 // wrote in older shapes into the store's layout, for the users no call touches
-// (HoldStore::MigrateStep; what moves is the store's: server/store/lua/migrations/). A call moves
+// (PartitionStore::MigrateStep; what moves is the store's: server/store/lua/migrations/). A call moves
 // the user it touches itself and the reaper a user whose hold comes due, so the sweep is what
 // makes the migration end: once it has checked every user of every partition, nothing of the old
 // shapes is left but what older replicas still running write.
@@ -29,7 +29,7 @@
 
 #include "absl/time/time.h"
 #include "server/metrics/metrics.h"
-#include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::reaper {
 
@@ -53,7 +53,8 @@ struct MigrationSweepOptions {
 class MigrationSweep {
  public:
   // `store` and `metrics` must outlive this object.
-  MigrationSweep(store::HoldStore& store, metrics::Metrics& metrics, MigrationSweepOptions options);
+  MigrationSweep(store::PartitionStore& store, metrics::Metrics& metrics,
+                 MigrationSweepOptions options);
   MigrationSweep(const MigrationSweep&) = delete;
   MigrationSweep& operator=(const MigrationSweep&) = delete;
 
@@ -83,7 +84,7 @@ class MigrationSweep {
     int64_t users_moved = 0;  // by this process's sweep of the partition so far
   };
 
-  store::HoldStore& store_;
+  store::PartitionStore& store_;
   metrics::Metrics& metrics_;
   const MigrationSweepOptions options_;
   std::vector<Partition> partitions_;  // [partition]

@@ -58,8 +58,8 @@ std::string OwnerOf(int partition, const std::vector<std::string>& replicas) {
   return best == nullptr ? "" : *best;
 }
 
-Ownership::Ownership(store::HoldStore& store, std::string replica_id, absl::Duration membership_ttl,
-                     absl::Duration call_timeout)
+Ownership::Ownership(store::PartitionStore& store, std::string replica_id,
+                     absl::Duration membership_ttl, absl::Duration call_timeout)
     : store_(store),
       replica_id_(std::move(replica_id)),
       membership_ttl_(membership_ttl),

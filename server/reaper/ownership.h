@@ -26,7 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::reaper {
 
@@ -42,7 +42,7 @@ class Ownership {
  public:
   // `store` must outlive this object. `replica_id` empty: own everything, no registry. Each store
   // call is bounded by `call_timeout` (host clock).
-  Ownership(store::HoldStore& store, std::string replica_id, absl::Duration membership_ttl,
+  Ownership(store::PartitionStore& store, std::string replica_id, absl::Duration membership_ttl,
             absl::Duration call_timeout);
   Ownership(const Ownership&) = delete;
   Ownership& operator=(const Ownership&) = delete;
@@ -70,7 +70,7 @@ class Ownership {
   // Releases the leases of `partitions` (best effort, bounded by call_timeout).
   void ReleaseLeases(const std::vector<int>& partitions);
 
-  store::HoldStore& store_;
+  store::PartitionStore& store_;
   const std::string replica_id_;
   const absl::Duration membership_ttl_;
   const absl::Duration call_timeout_;

@@ -13,7 +13,7 @@
 
 namespace orderhold::reaper {
 
-Reaper::Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions options,
+Reaper::Reaper(store::PartitionStore& store, metrics::Metrics& metrics, ReaperOptions options,
                const Clock& clock, store::HoldEventLog* events)
     : store_(store),
       metrics_(metrics),

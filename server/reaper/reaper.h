@@ -56,7 +56,7 @@
 #include "server/reaper/ownership.h"
 #include "server/reaper/tick_pacer.h"
 #include "server/store/event_log.h"
-#include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::reaper {
 
@@ -144,7 +144,7 @@ class Reaper {
  public:
   // `store`, `metrics`, `clock` and `events` (optional: no trimming without it) must outlive the
   // reaper.
-  Reaper(store::HoldStore& store, metrics::Metrics& metrics, ReaperOptions options,
+  Reaper(store::PartitionStore& store, metrics::Metrics& metrics, ReaperOptions options,
          const Clock& clock = SystemClock::Get(), store::HoldEventLog* events = nullptr);
   // Stops the loop if running.
   ~Reaper();
@@ -226,7 +226,7 @@ class Reaper {
   bool Account(int partition, bool first, const absl::StatusOr<store::ReapResult>& result,
                absl::Duration round_trip, Tick& tick);
 
-  store::HoldStore& store_;
+  store::PartitionStore& store_;
   metrics::Metrics& metrics_;
   const ReaperOptions options_;
   const Clock& clock_;

@@ -19,10 +19,11 @@
 
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::store {
 
-class NoopHoldStore final : public HoldStore {
+class NoopHoldStore final : public HoldStore, public PartitionStore {
  public:
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
   void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,

@@ -1,10 +1,10 @@
-// RedisHoldStore: the production HoldStore and HoldEventLog, on Redis >= 7.0 (one primary, found
-// directly or by Sentinel, or a Redis Cluster: every script's keys share one hash tag, see
-// keys.h). Every operation is one call of a script in server/store/lua/ (FCALL of its function,
-// or EVALSHA: redis_client.h "Scripts"), sent through a
-// redis::RedisCaller the app built (a pipelining RedisClient, or a RedisClusterClient in cluster
-// mode: one such pool per primary; see ConnectRedisStore in server/redis_store.h); "now" is
-// Redis server TIME unless CallOptions::now is set. The store builds no client.
+// RedisHoldStore: the production HoldStore, PartitionStore and HoldEventLog, on Redis >= 7.0 (one
+// primary, found directly or by Sentinel, or a Redis Cluster: every script's keys share one hash
+// tag, see keys.h). Every operation is one call of a script in server/store/lua/ (FCALL of its
+// function, or EVALSHA: redis_client.h "Scripts"), sent through a redis::RedisCaller the app built
+// (a pipelining RedisClient, or a RedisClusterClient in cluster mode: one such pool per primary;
+// see ConnectRedisStore in server/redis_store.h); "now" is Redis server TIME unless
+// CallOptions::now is set. The store builds no client.
 //
 // Two callers: requests (PlaceHold, EndHold, ListHolds, ExtendHold, GetHold, ReleaseHolds, the
 // event log's reads and acks, Ping) go
@@ -18,6 +18,9 @@
 //
 // Thread-safe. Errors: see hold_store.h (UNAVAILABLE, DEADLINE_EXCEEDED); INTERNAL if Redis
 // answers a shape the scripts never return (a bug, or a foreign key of another type).
+// The class is one, its code in a file per interface over one script-call helper
+// (redis_script_call.h): redis_hold_store.cc (HoldStore, Ping), redis_partition_store.cc
+// (PartitionStore) and redis_event_log.cc (HoldEventLog).
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 
@@ -30,10 +33,11 @@
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
 #include "server/store/keys.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::store {
 
-class RedisHoldStore final : public HoldStore, public HoldEventLog {
+class RedisHoldStore final : public HoldStore, public PartitionStore, public HoldEventLog {
  public:
   // The Lua bodies both callers must load, by index (redis::RedisClientOptions::scripts): the
   // store's commands name a script by its index in this list.

@@ -113,7 +113,7 @@ CallOptions Deadline() {
 }
 
 // Reaps every partition until no call ends anything more. Returns calls made and holds reaped.
-std::map<std::string, int64_t> ReapAll(HoldStore& store) {
+std::map<std::string, int64_t> ReapAll(PartitionStore& store) {
   std::map<std::string, int64_t> totals;
   bool any = true;
   while (any) {
@@ -177,7 +177,7 @@ int Run() {
   const absl::Time start = absl::Now();
   std::map<std::string, int64_t> outcomes;
   if (op == "reap") {
-    outcomes = ReapAll(store);
+    outcomes = ReapAll(**connected);
   } else {
     Loop loop(absl::GetFlag(FLAGS_in_flight));
     absl::BitGen random;

@@ -22,6 +22,7 @@
 #include "server/redis_store.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 #include "server/store/redis_hold_store.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/event_batches.h"
@@ -261,8 +262,8 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
   }
   absl::StatusOr<ReapResult> ReapAs(int partition, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
-      store_->Reap(partition, ReapArgs{100, owner, absl::Seconds(30), std::nullopt}, At(now),
-                   std::move(done));
+      partitions().Reap(partition, ReapArgs{100, owner, absl::Seconds(30), std::nullopt}, At(now),
+                        std::move(done));
     });
   }
   // ExtendHold of (user, order) to `ttl` from `now`.
@@ -316,11 +317,11 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
   // Reaps every partition until none reports more; returns the expire times of the reaped holds.
   std::vector<absl::Time> ReapAll(absl::Time now, int max_users = 100) {
     std::vector<absl::Time> reaped;
-    for (int partition = 0; partition < store_->partition_count(); ++partition) {
+    for (int partition = 0; partition < partitions().partition_count(); ++partition) {
       for (bool more = true; more;) {
         auto result = Await<ReapResult>([&](auto done) {
-          store_->Reap(partition, ReapArgs{max_users, "", {}, std::nullopt}, At(now),
-                       std::move(done));
+          partitions().Reap(partition, ReapArgs{max_users, "", {}, std::nullopt}, At(now),
+                            std::move(done));
         });
         EXPECT_THAT(result, IsOk());
         if (!result.ok()) return reaped;
@@ -333,6 +334,8 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
   }
 
   std::unique_ptr<HoldStore> store_;
+  // store_'s reaper side: every store of the suite (the fake, Redis) is a PartitionStore too.
+  PartitionStore& partitions() { return *dynamic_cast<PartitionStore*>(store_.get()); }
 };
 
 TEST_P(HoldStoreContractTest, CreatesHoldExpiringAfterTtl) {
@@ -1017,8 +1020,9 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   auto other = ReapAs(partition, "replica-b", kT0);
   ASSERT_THAT(other, IsOk());
   EXPECT_TRUE(other->not_owner);
-  auto released = Await<bool>(
-      [&](auto done) { store_->ReleaseLease(partition, "replica-a", At(kT0), std::move(done)); });
+  auto released = Await<bool>([&](auto done) {
+    partitions().ReleaseLease(partition, "replica-a", At(kT0), std::move(done));
+  });
   ASSERT_THAT(released, IsOk());
   EXPECT_TRUE(*released);
   auto taken = ReapAs(partition, "replica-b", kT0);
@@ -1028,9 +1032,9 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   // Standby: reaps only what is overdue by standby_after, whoever holds the lease.
   ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
   const int zed = [&] {
-    for (int s = 0; s < store_->partition_count(); ++s) {
+    for (int s = 0; s < partitions().partition_count(); ++s) {
       auto r = Await<ReapResult>([&](auto done) {
-        store_->Reap(s, ReapArgs{100, "", {}, absl::Hours(1)}, At(kT0), std::move(done));
+        partitions().Reap(s, ReapArgs{100, "", {}, absl::Hours(1)}, At(kT0), std::move(done));
       });
       if (r.ok() && r->oldest_due.has_value()) return s;  // the only partition with a hold
     }
@@ -1039,7 +1043,7 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   ASSERT_GE(zed, 0);
   auto standby = [&](absl::Time now) {
     return Await<ReapResult>([&](auto done) {
-      store_->Reap(zed, ReapArgs{100, "", {}, absl::Seconds(1)}, At(now), std::move(done));
+      partitions().Reap(zed, ReapArgs{100, "", {}, absl::Seconds(1)}, At(now), std::move(done));
     });
   };
   auto early = standby(kT0 + absl::Milliseconds(1500));  // 0.5 s overdue
@@ -1053,15 +1057,16 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
 
   auto beat = [&](const std::string& id, absl::Time now) {
     auto live = Await<std::vector<std::string>>(
-        [&](auto done) { store_->Heartbeat(id, absl::Seconds(3), At(now), std::move(done)); });
+        [&](auto done) { partitions().Heartbeat(id, absl::Seconds(3), At(now), std::move(done)); });
     EXPECT_THAT(live, IsOk());
     return live.ok() ? *live : std::vector<std::string>{};
   };
   EXPECT_THAT(beat("r2", kT0), ElementsAre("r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(1)), ElementsAre("r1", "r2"));
   EXPECT_THAT(beat("r1", kT0 + absl::Seconds(3)), ElementsAre("r1"));  // r2 timed out
-  ASSERT_THAT(Await<bool>([&](auto done) { store_->Unregister("r1", At(kT0), std::move(done)); }),
-              IsOk());
+  ASSERT_THAT(
+      Await<bool>([&](auto done) { partitions().Unregister("r1", At(kT0), std::move(done)); }),
+      IsOk());
   EXPECT_THAT(beat("r3", kT0 + absl::Seconds(3)), ElementsAre("r3"));
 }
 
@@ -1071,12 +1076,12 @@ TEST_P(HoldStoreContractTest, APeekTakesTheLeaseReportsTheOldestAndEndsNothing) 
   ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
   auto peek = [&](int partition, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
-      store_->Reap(partition, ReapArgs{0, owner, absl::Seconds(30), std::nullopt}, At(now),
-                   std::move(done));
+      partitions().Reap(partition, ReapArgs{0, owner, absl::Seconds(30), std::nullopt}, At(now),
+                        std::move(done));
     });
   };
   int zed = -1;
-  for (int s = 0; s < store_->partition_count(); ++s) {
+  for (int s = 0; s < partitions().partition_count(); ++s) {
     auto r = peek(s, "replica-a", kT0 + absl::Seconds(2));
     ASSERT_THAT(r, IsOk());
     EXPECT_FALSE(r->not_owner);
@@ -1101,7 +1106,7 @@ TEST_P(HoldStoreContractTest, APeekTakesTheLeaseReportsTheOldestAndEndsNothing) 
   ASSERT_THAT(after, IsOk());
   EXPECT_EQ(after->oldest_due, std::nullopt);
   auto negative = Await<ReapResult>([&](auto done) {
-    store_->Reap(zed, ReapArgs{-1, "", {}, std::nullopt}, At(kT0), std::move(done));
+    partitions().Reap(zed, ReapArgs{-1, "", {}, std::nullopt}, At(kT0), std::move(done));
   });
   EXPECT_THAT(negative, ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument));
 }
@@ -1192,22 +1197,22 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
 
 TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
   const auto invalid = ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument);
-  for (int partition : {-1, store_->partition_count()}) {
+  for (int partition : {-1, partitions().partition_count()}) {
     SCOPED_TRACE(partition);
-    EXPECT_THAT(
-        Await<ReapResult>([&](auto done) {
-          store_->Reap(partition, ReapArgs{100, "", {}, std::nullopt}, At(kT0), std::move(done));
-        }),
-        invalid);
+    EXPECT_THAT(Await<ReapResult>([&](auto done) {
+                  partitions().Reap(partition, ReapArgs{100, "", {}, std::nullopt}, At(kT0),
+                                    std::move(done));
+                }),
+                invalid);
     EXPECT_THAT(Await<bool>([&](auto done) {
-                  store_->ReleaseLease(partition, "replica-a", At(kT0), std::move(done));
+                  partitions().ReleaseLease(partition, "replica-a", At(kT0), std::move(done));
                 }),
                 invalid);
   }
   // The event log (the Redis store's; the fake has none) promises the same for its partitions.
   auto* log = dynamic_cast<HoldEventLog*>(store_.get());
   if (log == nullptr) return;
-  ASSERT_EQ(log->event_partition_count(), store_->partition_count());
+  ASSERT_EQ(log->event_partition_count(), partitions().partition_count());
   for (int partition : {-1, log->event_partition_count()}) {
     SCOPED_TRACE(partition);
     EXPECT_THAT(Await<bool>([&](auto done) {

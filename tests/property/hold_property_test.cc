@@ -39,6 +39,7 @@
 #include "server/redis/redis_topology.h"
 #include "server/redis_store.h"
 #include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 #include "tests/property/hold_model.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
@@ -182,6 +183,10 @@ class Sut {
   bool ok() const { return store_ != nullptr; }
   domain::HoldService& service() { return service_; }
   store::HoldStore& store() { return *store_; }
+  // The store's reaper side (the fake and the Redis store are both PartitionStores).
+  store::PartitionStore& partitions() {
+    return *dynamic_cast<store::PartitionStore*>(store_.get());
+  }
   testing::RedisServer* redis() { return redis_; }
 
   static store::CallOptions At(int64_t now) {
@@ -476,11 +481,12 @@ struct Reap : Step {
   std::string OnModel(HoldModel& model) const override { return model.Reap(); }
   std::string OnSut(Sut& sut, int64_t now) const override {
     std::vector<int64_t> reaped;
-    for (int partition = 0; partition < sut.store().partition_count(); ++partition) {
+    for (int partition = 0; partition < sut.partitions().partition_count(); ++partition) {
       store::ReapArgs args;
       args.max_users = 1000;
-      auto result = Await<store::ReapResult>(
-          [&](auto done) { sut.store().Reap(partition, args, Sut::At(now), std::move(done)); });
+      auto result = Await<store::ReapResult>([&](auto done) {
+        sut.partitions().Reap(partition, args, Sut::At(now), std::move(done));
+      });
       if (!result.ok()) return RenderStatus(result.status());
       if (result->more) return "UNEXPECTED more";
       for (absl::Time t : result->reaped_expire_times) reaped.push_back(Ms(t));

@@ -15,10 +15,11 @@
 #include "absl/synchronization/mutex.h"
 #include "server/common/clock.h"
 #include "server/store/hold_store.h"
+#include "server/store/partition_store.h"
 
 namespace orderhold::testing {
 
-class FakeHoldStore final : public store::HoldStore {
+class FakeHoldStore final : public store::HoldStore, public store::PartitionStore {
  public:
   static constexpr int kPartitions = 4;
 
