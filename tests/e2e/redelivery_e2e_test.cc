@@ -34,6 +34,7 @@
 #include "tests/testing/eventually.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/metric_values.h"
+#include "tests/testing/os_util.h"
 #include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
 #include "tests/testing/status_matchers.h"
@@ -216,7 +217,12 @@ void RedeliveryE2eTest::ExpectRedelivered(W& second, absl::Time delivered,
   const absl::Duration delay = *redelivered - delivered;
   std::printf("[ figures ] %s: redelivered %.2f s after the first delivery (ack_timeout %.0f s)\n",
               c.name, absl::ToDoubleSeconds(delay), absl::ToDoubleSeconds(kAckTimeout));
-  EXPECT_LE(delay, kAckTimeout + kRedeliveryGrace) << "budget left was " << budget;
+  // The bound is checked in the Release build (tests/run.sh); under AddressSanitizer every step is
+  // several times slower, so there the event must only come (above), as the memory bounds of
+  // bounds_e2e_test.cc are checked in Release only.
+  if (!testing::kAddressSanitized) {
+    EXPECT_LE(delay, kAckTimeout + kRedeliveryGrace) << "budget left was " << budget;
+  }
   EXPECT_EQ(EventOf(second, "cancelled")->delivery_count(), 2u);
 
   // Every one of first's events reaches second, not only the newest.
