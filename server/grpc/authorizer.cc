@@ -218,11 +218,27 @@ absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::
   const std::string principal = PrincipalOf(context);
   const std::string who = principal.empty() ? std::string("a caller without a client certificate")
                                             : absl::StrCat("\"", principal, "\"");
-  return absl::PermissionDeniedError(absl::StrCat(
-      who, " may not call ", request.path,
-      decision.rule.empty()
-          ? " (no rule of the authorization policy allows it)"
-          : absl::StrCat(" (denied by rule \"", decision.rule, "\" of the authorization policy)")));
+  LogDenial(who, request.path, decision.rule);
+  // The same words whatever decided: the caller learns nothing of the policy's rules (issue 56);
+  // the log and orderhold_calls_denied_total tell the operator.
+  return absl::PermissionDeniedError(absl::StrCat(who, " may not call ", request.path,
+                                                  " (the authorization policy does not allow it)"));
+}
+
+void Authorizer::LogDenial(absl::string_view who, absl::string_view path, absl::string_view rule) {
+  const std::string key = absl::StrCat(rule, " ", path);
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&denials_mu_);
+    absl::Time& last = last_denial_logged_[key];
+    if (now - last < kDenialLogInterval) return;
+    last = now;
+  }
+  LogInfo(
+      "authz_policy: ", who, " may not call ", path,
+      rule.empty() ? ": no allow rule matches" : absl::StrCat(": denied by rule \"", rule, "\""),
+      " (one line per rule and method per minute; every denial is counted in "
+      "orderhold_calls_denied_total)");
 }
 
 }  // namespace orderhold::grpc_api

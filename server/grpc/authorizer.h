@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -85,7 +86,9 @@ class Authorizer {
   ~Authorizer();
 
   // OK when the policy allows the call; else PERMISSION_DENIED naming the method and the caller
-  // (never its metadata), counted in orderhold_calls_denied_total{method}.
+  // (never its metadata, nor the rule that decided: the caller learns nothing of the policy),
+  // counted in orderhold_calls_denied_total{method}. The rule that denied (or "no allow rule") is
+  // logged, at most one line per rule and method per minute.
   absl::Status Check(const grpc::ServerContextBase& context, metrics::Method method);
 
   // Reads the file now; what the polling thread does every refresh_interval (tests; SIGHUP).
@@ -108,12 +111,19 @@ class Authorizer {
  private:
   Authorizer(AuthorizerOptions options, metrics::Metrics& metrics);
   void Poll();
+  // Logs a denial of `path` to `who` and the deciding `rule` ("" = no allow rule matched), unless
+  // one of that rule and path was logged within kDenialLogInterval.
+  void LogDenial(absl::string_view who, absl::string_view path, absl::string_view rule);
+  static constexpr absl::Duration kDenialLogInterval = absl::Minutes(1);
 
   const AuthorizerOptions options_;
   metrics::Metrics& metrics_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const AuthzPolicy> policy_ ABSL_GUARDED_BY(mu_);
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file's content last read, applied or refused
+  absl::Mutex denials_mu_;
+  // "<rule> <path>" -> when a denial of it was last logged; bounded by rules x methods.
+  absl::flat_hash_map<std::string, absl::Time> last_denial_logged_ ABSL_GUARDED_BY(denials_mu_);
   absl::Mutex listener_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -351,6 +351,26 @@ TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsT
 // event-consumer watch, its open watch ends with PERMISSION_DENIED within a refresh interval
 // (1 s here) of the file's change, counted as a denied call; the operator's open watch, still
 // allowed, stays open. Without the re-check the consumer's watch would run to its deadline.
+// A denial tells the caller nothing of the policy (issue 56): the same words whatever rule
+// decided; the operator finds the rule in the log (one line per rule and method per minute).
+TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
+  auto stranger = StubFor("stranger");
+  grpc::ClientContext context;
+  v1::GetHoldRequest request;
+  request.set_user_id("u1");
+  request.set_order_id("o1");
+  v1::GetHoldResponse response;
+  const grpc::Status status = stranger->GetHold(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(status.error_message(),
+            "\"spiffe://orderhold.example/stranger\" may not call /orderhold.v1.OrderHold/GetHold "
+            "(the authorization policy does not allow it)");
+  EXPECT_TRUE(Eventually([&] {
+    return absl::StrContains(server_.log(),
+                             "/orderhold.v1.OrderHold/GetHold: no allow rule matches");
+  })) << server_.log();
+}
+
 TEST_F(AuthzE2eTest, AReloadThatRevokesACallerEndsItsOpenWatchWithPermissionDenied) {
   auto consumer = StubFor("event-consumer");
   auto operator_stub = StubFor("operator");

@@ -719,6 +719,13 @@ TEST_F(RedisHoldStoreTest, ClaimsSkipTheReadersOwnEntriesAndGoOnFromTheirCursor)
   ASSERT_EQ(second.events.size(), 2u);
   EXPECT_EQ(second.events[0].order_id, "o2");
 
+  // A resume that takes the whole budget leaves the claim scan for next time, from the start
+  // ("0-0"), rather than saying it reached the end ("").
+  ASSERT_OK_AND_ASSIGN(EventBatch full, read("stuck", 3, absl::Milliseconds(10), "", true, ""));
+  EXPECT_EQ(full.events.size(), 3u);
+  EXPECT_EQ(full.claim_next, "0-0");
+  EXPECT_FALSE(full.own_next.empty());
+
   // "stuck" resumes its own pending entries (a reconnect), 300 at a time, from its cursor.
   int resumed = 0;
   std::string own_after;

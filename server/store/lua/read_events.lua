@@ -87,6 +87,11 @@ end
 -- Other consumers' entries pending >= min_idle, scanning after `cursor`; the cursor to go on from,
 -- '' when the scan reached the end of the list.
 local function claim(min_idle, cursor)
+  if budget <= 0 then
+    -- The resume took the whole budget: nothing scanned, go on from here next time ("0-0": from
+    -- the start, which '' would not say: '' means the end was reached).
+    return cursor ~= '' and cursor or '0-0'
+  end
   local looked = 0
   while budget > 0 and looked < scan_limit do
     local want = scan_limit - looked
