@@ -193,7 +193,10 @@ ABSL_FLAG(absl::Duration, event_retention, absl::Hours(24),
 ABSL_FLAG(int64_t, event_stream_max_len, orderhold::kDefaultEventStreamMaxLen,
           "Length bound of each of the 64 partitions' event streams, beside --event_retention: "
           "each append trims to about this many events (XADD MAXLEN ~); events trimmed before "
-          "every group acked them are counted. 0 = no length bound. ~100 B per event.");
+          "every group acked them are counted. 0 = no length bound. An event costs Redis ~60-100 B "
+          "for a plain hold and up to ~3.7 KB with the largest ids, scope and labels, so the "
+          "default allows up to ~24 GB over the 64 partitions in the worst case: size it to your "
+          "Redis.");
 ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
           "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 64 "

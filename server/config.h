@@ -52,8 +52,9 @@ inline constexpr int kWaitAllReplicas = redis::RedisClientOptions::kWaitAllRepli
 // covers all 64 partitions: the bound keeps one client that opens watches in a loop from taking
 // the server's memory and Redis' attention from everyone else.
 inline constexpr int kDefaultMaxWatches = 1000;
-// Default of --event_stream_max_len, per partition: 6.4M events over the 64 partitions, about
-// 0.6 GB of Redis memory at ~100 B each, whatever --event_retention allows.
+// Default of --event_stream_max_len, per partition: 6.4M events over the 64 partitions, whatever
+// --event_retention allows: ~0.6 GB of Redis at ~100 B per plain hold's event, up to ~24 GB at
+// 3,742 B per event with the largest ids, scope and labels (tests/e2e/bounds_e2e_test.cc).
 inline constexpr int64_t kDefaultEventStreamMaxLen = 100000;
 // Upper bound of --event_stream_max_len (per partition).
 inline constexpr int64_t kMaxEventStreamMaxLen = 1000000000;

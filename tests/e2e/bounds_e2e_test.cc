@@ -32,6 +32,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
+#include "server/domain/hold.h"
 #include "server/store/hold_details_codec.h"
 #include "server/store/keys.h"
 #include "tests/testing/eventually.h"
@@ -323,6 +324,58 @@ TEST_F(BoundsE2eTest, StreamsStayUnderTheirLengthBoundThroughAMinuteOfEnds) {
   EXPECT_LE(longest, kStreamMaxLen + 100);
   // The trimmer counted what the group missed (it runs every reaper tick).
   EXPECT_GT(Metric("orderhold_events_trimmed_unacked_total"), 0);
+}
+
+// What one event can cost Redis (issue 56: the flag's help said ~100 B; an event with labels
+// measured 3,338 B): 1,000 holds with every field at its bound (ids and scope of kMaxIdBytes,
+// kMaxLabels labels of kMaxLabelsBytes in all) are ended, and the streams' MEMORY USAGE over
+// their entries is printed with what the default --event_stream_max_len allows at that size. The
+// help text and deploy/README quote it; the assertion is the bound they document (4 KiB).
+TEST_F(BoundsE2eTest, AMaximalEventsRedisBytesAreMeasuredAgainstTheDocumentedBound) {
+  auto stub = StubFor("alpha");
+  constexpr int kHolds = 1000;
+  auto padded = [](const std::string& head, size_t size) {
+    return head + std::string(size - head.size(), 'x');
+  };
+  for (int i = 0; i < kHolds; ++i) {
+    v1::PlaceHoldRequest place;
+    place.set_user_id(padded(absl::StrCat("user-", i, "-"), domain::kMaxIdBytes));
+    place.set_order_id(padded(absl::StrCat("order-", i, "-"), domain::kMaxIdBytes));
+    place.set_scope(padded(absl::StrCat("event:", i % 7, "-"), domain::kMaxIdBytes));
+    for (size_t l = 0; l < domain::kMaxLabels; ++l) {
+      const std::string key = padded(absl::StrCat("k", l, "-"), domain::kMaxLabelKeyBytes);
+      const size_t value_bytes = domain::kMaxLabelsBytes / domain::kMaxLabels - key.size();
+      (*place.mutable_labels())[key] = padded(absl::StrCat("v", i, "-"), value_bytes);
+    }
+    grpc::ClientContext place_context;
+    v1::PlaceHoldResponse placed;
+    ASSERT_TRUE(stub->PlaceHold(&place_context, place, &placed).ok()) << i;
+    v1::CancelHoldRequest cancel;
+    cancel.set_user_id(place.user_id());
+    cancel.set_order_id(place.order_id());
+    grpc::ClientContext cancel_context;
+    v1::CancelHoldResponse cancelled;
+    ASSERT_TRUE(stub->CancelHold(&cancel_context, cancel, &cancelled).ok()) << i;
+  }
+  int64_t entries = 0, bytes = 0;
+  for (int partition = 0; partition < store::KeySchema::kPartitionCount; ++partition) {
+    const std::string key = store::KeySchema("orderhold").EventsKey(partition);
+    ASSERT_OK_AND_ASSIGN(std::string length, redis_->Command({"XLEN", key}));
+    if (std::stoll(length) == 0) continue;
+    entries += std::stoll(length);
+    ASSERT_OK_AND_ASSIGN(std::string usage,
+                         redis_->Command({"MEMORY", "USAGE", key, "SAMPLES", "0"}));
+    bytes += std::stoll(usage);
+  }
+  ASSERT_EQ(entries, kHolds);
+  const double per_event = static_cast<double>(bytes) / static_cast<double>(entries);
+  constexpr double kDefaultMaxLen = 100000;  // --event_stream_max_len's default, per partition
+  std::printf(
+      "[ figures ] a maximal event costs %.0f B of Redis (%lld B over %lld entries); at "
+      "--event_stream_max_len=100000 that is up to %.1f GB per partition, %.1f GB over 64\n",
+      per_event, static_cast<long long>(bytes), static_cast<long long>(entries),
+      per_event * kDefaultMaxLen / 1e9, per_event * kDefaultMaxLen * 64 / 1e9);
+  EXPECT_LE(per_event, 4096) << "the bound the help text and deploy/README document";
 }
 
 // --max_watches watches of full-size events (labels of ~2 KiB), none of them read by its client:
