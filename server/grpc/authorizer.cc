@@ -80,10 +80,17 @@ AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Met
   request.dns_sans = std::move(peer.dns_sans);
   request.subject = std::move(peer.subject);
   if (!with_headers) return request;
+  bool content_type = false;
   for (const auto& [key, value] : context.client_metadata()) {
-    request.headers.emplace_back(absl::AsciiStrToLower(absl::string_view(key.data(), key.size())),
-                                 std::string(value.data(), value.size()));
+    std::string name = absl::AsciiStrToLower(absl::string_view(key.data(), key.size()));
+    content_type = content_type || name == "content-type";
+    request.headers.emplace_back(std::move(name), std::string(value.data(), value.size()));
   }
+  // gRPC's transport consumes content-type, so client_metadata() never has it, and a rule on it
+  // never matched (issue 56). gRPC's own engine reads it from the call's metadata batch, where
+  // every valid gRPC call has it as "application/grpc" (evaluate_args.cc, GetHeaderValue): the
+  // same here.
+  if (!content_type) request.headers.emplace_back("content-type", "application/grpc");
   return request;
 }
 

@@ -45,7 +45,9 @@ namespace orderhold::grpc_api {
 const std::string& MethodPath(metrics::Method method);
 
 // What a policy may match of `context`'s call to `method`: the path, the peer's certificate
-// (authenticated, URI SANs, DNS SANs, subject) and, `with_headers`, the metadata.
+// (authenticated, URI SANs, DNS SANs, subject) and, `with_headers`, the metadata, with
+// content-type "application/grpc" as gRPC's engine sees it (the transport keeps it out of
+// client_metadata()).
 AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method,
                             bool with_headers = true);
 

@@ -429,6 +429,29 @@ TEST_F(AuthzE2eTest, AReloadThatRevokesACallerEndsItsOpenWatchWithPermissionDeni
   EXPECT_EQ(kept->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
+// A header rule on content-type fires as in gRPC's engine (issue 56: it never did, the transport
+// keeps content-type out of the call's metadata): every gRPC call has "application/grpc".
+TEST_F(AuthzE2eTest, AHeaderRuleOnContentTypeMatchesAsGrpcsEngineMatchesIt) {
+  auto stranger = StubFor("stranger");
+  auto policy_for = [](const std::string& content_type) {
+    return absl::StrCat(R"({"name": "content-type", "allow_rules": [{"name": "by-content-type",
+        "source": {"principals": ["spiffe://orderhold.example/stranger"]},
+        "request": {"paths": ["/orderhold.v1.OrderHold/GetHold"],
+                    "headers": [{"key": "content-type", "values": [")",
+                        content_type, R"("]}]}}]})");
+  };
+  WritePolicy(policy_for("application/grpc"));
+  EXPECT_TRUE(Eventually(
+      [&] { return Make(*stranger, AuthzCall::kGetHold) == grpc::StatusCode::NOT_FOUND; },
+      absl::Seconds(10)))
+      << server_.log();
+  WritePolicy(policy_for("application/json"));
+  EXPECT_TRUE(Eventually(
+      [&] { return Make(*stranger, AuthzCall::kGetHold) == grpc::StatusCode::PERMISSION_DENIED; },
+      absl::Seconds(10)))
+      << server_.log();
+}
+
 TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckOrStealFromAGroupItDoesNotOwn) {
   // The stranger may call the event rpcs (as a second consumer service would)...
   std::ifstream in(policy_);
