@@ -78,7 +78,7 @@ class App {
   // The Redis store; nullptr with --store=noop.
   store::RedisHoldStore* redis_store() { return redis_store_; }
 
-  // The start-up warnings `config` earns about trust (issue 56), one line each: a gRPC port
+  // The start-up warnings `config` earns about trust, one line each: a gRPC port
   // beyond loopback without TLS, with TLS but without --tls_client_ca_file, or with mutual TLS but
   // without --authz_policy; --reflection=true under a policy; a password inside --redis_url; a
   // password file readable by others or by a group the server is not in (its own group is how a

@@ -403,7 +403,7 @@ std::vector<DocumentStart> FirstDocuments(const std::string& yaml) {
 
 // The file's one YAML (or JSON) document as JSON with line numbers, or a FileError: a syntax
 // error, no document or a second one, or an alias (*name: an alias can expand a few hundred bytes
-// into gigabytes, and a limits file needs none; issue 56).
+// into gigabytes, and a limits file needs none).
 absl::StatusOr<JsonDocument> ReadYamlDocument(absl::string_view text, absl::string_view name) {
   // yaml-cpp reports errors by throwing: caught here, at the edge.
   try {

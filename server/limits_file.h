@@ -46,9 +46,9 @@ absl::StatusOr<domain::ScopeRules> LoadLimitsFile(const std::string& path);
 // quoted number is accepted, as protobuf's JSON mapping does); a negative or fractional count; a
 // field given twice; a field with no value ("max_holds:" alone: leave the field out instead); YAML
 // tags other than !!str; a YAML alias (*name: nested aliases expand a few hundred bytes into
-// gigabytes, so they are refused before anything expands them); the checks of domain::ScopeRules::Create (empty, invalid or duplicate
-// prefix, limits above their bounds). When the schema check finds several problems it is
-// protobuf that picks the one reported. Thread-safe.
+// gigabytes, so they are refused before anything expands them); the checks of
+// domain::ScopeRules::Create (empty, invalid or duplicate prefix, limits above their bounds). When
+// the schema check finds several problems it is protobuf that picks the one reported. Thread-safe.
 absl::StatusOr<domain::ScopeRules> ParseLimitsFile(absl::string_view text,
                                                    absl::string_view name_for_errors);
 

@@ -13,7 +13,7 @@
 //     claim scan that stopped before the end of the group's pending list raises the claim flag
 //     again with its cursor (kept here per group and partition, as XAUTOCLAIM's), so claiming
 //     goes on through the whole list one bounded read at a time and every pending entry gets its
-//     turn (a scan from the start each time re-took the same oldest entries forever: issue 55).
+//     turn (a scan from the start each time would re-take the same oldest entries forever).
 // A watch asks for work (TakeWork) whenever it has sent everything it had: it gets every flagged
 // partition of its group and lowers the flags, so watches of one group on this server share
 // reads (one read per nudged partition, not one per watch; consumer groups hand each event to one

@@ -87,7 +87,7 @@ AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Met
     request.headers.emplace_back(std::move(name), std::string(value.data(), value.size()));
   }
   // gRPC's transport consumes content-type, so client_metadata() never has it, and a rule on it
-  // never matched (issue 56). gRPC's own engine reads it from the call's metadata batch, where
+  // never matched. gRPC's own engine reads it from the call's metadata batch, where
   // every valid gRPC call has it as "application/grpc" (evaluate_args.cc, GetHeaderValue): the
   // same here.
   if (!content_type) request.headers.emplace_back("content-type", "application/grpc");
@@ -226,7 +226,7 @@ absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::
   const std::string who = principal.empty() ? std::string("a caller without a client certificate")
                                             : absl::StrCat("\"", principal, "\"");
   LogDenial(who, request.path, decision.rule);
-  // The same words whatever decided: the caller learns nothing of the policy's rules (issue 56);
+  // The same words whatever decided: the caller learns nothing of the policy's rules;
   // the log and orderhold_calls_denied_total tell the operator.
   return absl::PermissionDeniedError(absl::StrCat(who, " may not call ", request.path,
                                                   " (the authorization policy does not allow it)"));

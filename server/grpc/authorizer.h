@@ -8,7 +8,7 @@
 // one that does not parse (or cannot be read) is logged and counted
 // (orderhold_authz_policy_reloads_total{result="failure"}) and the previous policy stays in force.
 // A new policy also reaches calls already open: its change listener (SetChangeListener) has the
-// service check every open WatchHoldEvents again and end those now refused (issue 56).
+// service check every open WatchHoldEvents again and end those now refused.
 // This is what gRPC's FileWatcherAuthorizationPolicyProvider does (grpcpp/security/
 // authorization_policy_provider.h), whose library Debian's gRPC 1.51 lacks.
 //

@@ -58,7 +58,7 @@ class WatchRegistry {
 
   // Ends with PERMISSION_DENIED every open watch that was admitted by an authorization policy
   // (HoldEventWatch's `authz`) and that `allowed` now refuses: a reloaded policy applies to open
-  // streams too (issue 56: revocation must reach a watch that is already open). Returns how many
+  // streams too (revocation reaches a watch that is already open). Returns how many
   // it ended.
   int EndDenied(absl::FunctionRef<bool(const AuthzRequest&)> allowed);
 

@@ -25,7 +25,7 @@
 //     finish, within max_connection_age_grace: gRPC's default grace is unbounded, so a
 //     WatchHoldEvents stream kept a connection, its TLS session and its client certificate (maybe
 //     revoked or expired since) for ever; past the grace the connection is closed and the
-//     consumer reconnects through a new handshake (issue 56). max_connection_idle closes
+//     consumer reconnects through a new handshake. max_connection_idle closes
 //     connections with no call for that long.
 // Thread-safe: plain values.
 #ifndef ORDERHOLD_SERVER_GRPC_SERVER_LIMITS_H_

@@ -1,7 +1,7 @@
 // MigrationSweep: the reaper's step that moves, partition by partition, the data earlier releases
 // wrote in older shapes into the store's layout, for the users no call touches
-// (PartitionStore::MigrateStep; what moves is the store's: server/store/lua/migrations/). A call moves
-// the user it touches itself and the reaper a user whose hold comes due, so the sweep is what
+// (PartitionStore::MigrateStep; what moves is the store's: server/store/lua/migrations/). A call
+// moves the user it touches itself and the reaper a user whose hold comes due, so the sweep is what
 // makes the migration end: once it has checked every user of every partition, nothing of the old
 // shapes is left but what older replicas still running write.
 //

@@ -141,6 +141,24 @@ std::map<std::string, int64_t> ReapAll(PartitionStore& store) {
   return totals;
 }
 
+// The production store on --redis_url, as the flags say (--connections, --inline_wait,
+// --key_prefix); the URL's or the connection's error.
+absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectFromFlags() {
+  auto endpoint = redis::ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
+  if (!endpoint.ok()) return endpoint.status();
+  RedisStoreOptions options;
+  options.client.node.user = endpoint->user;
+  options.client.node.password = endpoint->password;
+  options.client.db = endpoint->db;
+  options.client.topology = std::make_shared<redis::StandaloneTopology>(endpoint->hosts.front());
+  options.client.connections = absl::GetFlag(FLAGS_connections);
+  options.client.inline_wait = absl::GetFlag(FLAGS_inline_wait);
+  options.client.command_timeout = absl::Seconds(10);
+  options.client.node.connect_timeout = absl::Seconds(2);
+  options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
+  return ConnectRedisStore(std::move(options));
+}
+
 int Run() {
   const std::string op = absl::GetFlag(FLAGS_op);
   const int64_t users = absl::GetFlag(FLAGS_users);
@@ -152,22 +170,7 @@ int Run() {
     std::fprintf(stderr, "need users >= 1, calls >= 0, first >= 0, ttl > 0, in_flight >= 1\n");
     return 2;
   }
-  auto endpoint = redis::ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
-  if (!endpoint.ok()) {
-    std::fprintf(stderr, "%s\n", endpoint.status().ToString().c_str());
-    return 2;
-  }
-  RedisStoreOptions options;
-  options.client.node.user = endpoint->user;
-  options.client.node.password = endpoint->password;
-  options.client.db = endpoint->db;
-  options.client.topology = std::make_shared<redis::StandaloneTopology>(endpoint->hosts.front());
-  options.client.connections = absl::GetFlag(FLAGS_connections);
-  options.client.inline_wait = absl::GetFlag(FLAGS_inline_wait);
-  options.client.command_timeout = absl::Seconds(10);
-  options.client.node.connect_timeout = absl::Seconds(2);
-  options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
-  auto connected = ConnectRedisStore(std::move(options));
+  auto connected = ConnectFromFlags();
   if (!connected.ok()) {
     std::fprintf(stderr, "%s\n", connected.status().ToString().c_str());
     return 2;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/docs/maps_test.sh: the maps match the tree (issue 57 "Maps match the code").
+# tests/docs/maps_test.sh: the maps match the tree.
 #   1. server/README.md names every file under server/: its own name ("hold_store.h",
 #      "place_hold.lua") or its stem with ".*" ("hold_service.*" for .h and .cc).
 # Exit 1 naming what is missing or too long; run by ctest (docs_maps).

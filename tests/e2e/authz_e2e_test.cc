@@ -347,11 +347,11 @@ TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsT
       absl::Seconds(10)));
 }
 
-// Revocation reaches open streams (issue 56): once a reloaded policy no longer lets the
+// Revocation reaches open streams: once a reloaded policy no longer lets the
 // event-consumer watch, its open watch ends with PERMISSION_DENIED within a refresh interval
 // (1 s here) of the file's change, counted as a denied call; the operator's open watch, still
 // allowed, stays open. Without the re-check the consumer's watch would run to its deadline.
-// A denial tells the caller nothing of the policy (issue 56): the same words whatever rule
+// A denial tells the caller nothing of the policy: the same words whatever rule
 // decided; the operator finds the rule in the log (one line per rule and method per minute).
 TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
   auto stranger = StubFor("stranger");
@@ -429,7 +429,7 @@ TEST_F(AuthzE2eTest, AReloadThatRevokesACallerEndsItsOpenWatchWithPermissionDeni
   EXPECT_EQ(kept->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
-// A header rule on content-type fires as in gRPC's engine (issue 56: it never did, the transport
+// A header rule on content-type fires as in gRPC's engine (it never did before: the transport
 // keeps content-type out of the call's metadata): every gRPC call has "application/grpc".
 TEST_F(AuthzE2eTest, AHeaderRuleOnContentTypeMatchesAsGrpcsEngineMatchesIt) {
   auto stranger = StubFor("stranger");

@@ -64,6 +64,21 @@ std::vector<std::string> QuotaSubjects(const grpc::Status& status) {
   return subjects;
 }
 
+// The store scripts' prelude as the build joins it: store/lua/prelude/*.lua in name order.
+std::string JoinedPrelude() {
+  std::vector<std::filesystem::path> parts;
+  for (const auto& entry : std::filesystem::directory_iterator(ORDERHOLD_LUA_DIR "/prelude")) {
+    parts.push_back(entry.path());
+  }
+  std::sort(parts.begin(), parts.end());
+  std::string prelude;
+  for (const std::filesystem::path& part : parts) {
+    std::ifstream file(part);
+    prelude.append(std::istreambuf_iterator<char>(file), {});
+  }
+  return prelude;
+}
+
 class BoundsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -201,17 +216,7 @@ TEST_F(BoundsE2eTest, ListHoldsPagesThroughTenThousandLabelledHoldsExactlyOnce) 
     v1::PlaceHoldResponse response;
     ASSERT_TRUE(placer->PlaceHold(&context, request, &response).ok());
   }
-  // The prelude as the build joins it: prelude/*.lua in name order.
-  std::vector<std::filesystem::path> parts;
-  for (const auto& entry : std::filesystem::directory_iterator(ORDERHOLD_LUA_DIR "/prelude")) {
-    parts.push_back(entry.path());
-  }
-  std::sort(parts.begin(), parts.end());
-  std::string prelude;
-  for (const std::filesystem::path& part : parts) {
-    std::ifstream file(part);
-    prelude.append(std::istreambuf_iterator<char>(file), {});
-  }
+  const std::string prelude = JoinedPrelude();
   ASSERT_FALSE(prelude.empty());
   store::HoldDetails a, b;
   a.scope = "event:A";
@@ -326,7 +331,7 @@ TEST_F(BoundsE2eTest, StreamsStayUnderTheirLengthBoundThroughAMinuteOfEnds) {
   EXPECT_GT(Metric("orderhold_events_trimmed_unacked_total"), 0);
 }
 
-// What one event can cost Redis (issue 56: the flag's help said ~100 B; an event with labels
+// What one event can cost Redis (the flag's help once said ~100 B; an event with labels
 // measured 3,338 B): 1,000 holds with every field at its bound (ids and scope of kMaxIdBytes,
 // kMaxLabels labels of kMaxLabelsBytes in all) are ended, and the streams' MEMORY USAGE over
 // their entries is printed with what the default --event_stream_max_len allows at that size. The

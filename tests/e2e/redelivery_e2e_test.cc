@@ -1,4 +1,4 @@
-// Redelivery never starves (issue 55): the event a dead consumer left unacked reaches a live
+// Redelivery never starves: the event a dead consumer left unacked reaches a live
 // consumer of its group within ack_timeout + 2 s, whatever backlog other groups, or the dead
 // consumer itself, left pending. Two replicas (Apps, the wiring of orderhold-server) on one real
 // redis-server, as a user runs them; --event_ack_timeout = 2 s and the default sweep (1-2 s).
@@ -267,7 +267,7 @@ RedisFigures Figures(RedisServer& redis) {
   return out;
 }
 
-// The sweep's cost beside a backlog (issue 55): one replica with one idle watch of a group, then
+// The sweep's cost beside a backlog: one replica with one idle watch of a group, then
 // the same with 10,000 events pending for a consumer of another group that reads and never acks.
 // Each sweep then also reads that group's 64 partitions, whose claim scans skip the consumer's own
 // entries (in bounded steps) and claim nothing. Printed per second of a 5 s window; the only

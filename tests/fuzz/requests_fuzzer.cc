@@ -51,15 +51,11 @@ void Run(Call call) {
 }  // namespace
 }  // namespace orderhold
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace orderhold;  // NOLINT: a fuzz entry point
-  static Service* service = new Service;
-  if (size == 0) return 0;
-  const uint8_t rpc = data[0] % 14;
-  ++data;
-  --size;
-  domain::HoldService& holds = service->holds;
-  domain::ScopeService& scopes = service->scopes;
+// Rpcs 0-6: one user's holds (PlaceHold, Pay, CancelHold, ListHolds, ExtendHold, GetHold,
+// ReleaseHolds).
+int FuzzHoldRpc(orderhold::Service& service, uint8_t rpc, const uint8_t* data, size_t size) {
+  using namespace orderhold;  // NOLINT: a fuzz entry point's helper
+  domain::HoldService& holds = service.holds;
   switch (rpc) {
     case 0: {
       internal::PlaceHoldRequest request;
@@ -123,6 +119,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       });
       return 0;
     }
+  }
+  return 0;
+}
+
+// Rpcs 7-13: events, scopes across users and page tokens.
+int FuzzOtherRpc(orderhold::Service& service, uint8_t rpc, const uint8_t* data, size_t size) {
+  using namespace orderhold;  // NOLINT: a fuzz entry point's helper
+  domain::ScopeService& scopes = service.scopes;
+  switch (rpc) {
     case 7: {
       internal::WatchHoldEventsRequest request;
       if (!Decode(data, size, "orderhold.v1.WatchHoldEventsRequest", &request)) return 0;
@@ -197,4 +202,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       return 0;
     }
   }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static auto* service = new orderhold::Service;
+  if (size == 0) return 0;
+  const uint8_t rpc = data[0] % 14;
+  return rpc < 7 ? FuzzHoldRpc(*service, rpc, data + 1, size - 1)
+                 : FuzzOtherRpc(*service, rpc, data + 1, size - 1);
 }

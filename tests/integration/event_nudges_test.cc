@@ -588,6 +588,48 @@ TEST(EventNudgesAclTest, WithoutChannelPermissionHoldsStillEndAndTheSubscriberRe
   EXPECT_TRUE(Eventually([&] { return subscriber->subscribed_partitions() == 64; }));
 }
 
+// A hold ended in one partition of each primary of `cluster` (`owner`: the primary serving each
+// partition's channel): its nudge reaches `recorder`.
+void ExpectANudgeFromEachPrimary(RedisCluster& cluster, RedisHoldStore& store, Recorder& recorder,
+                                 const std::vector<int>& owner) {
+  for (int node = 0; node < cluster.primary_count(); ++node) {
+    const int p = static_cast<int>(std::find(owner.begin(), owner.end(), node) - owner.begin());
+    ASSERT_LT(p, KeySchema::kPartitionCount);
+    const std::string user = UserIn(p);
+    ASSERT_THAT(Place(store, user, "o1", absl::Hours(1)), IsOk());
+    const int before = recorder.count(p);
+    ASSERT_THAT(End(store, user, "o1", HoldOutcome::kCancelled), IsOk());
+    EXPECT_TRUE(Eventually([&] { return recorder.count(p) > before; }, absl::Seconds(2)))
+        << "partition " << p << " on node " << node;
+  }
+}
+
+// While partition `moved`'s slot is MIGRATING from primary `from` to `to`, a script whose keys are
+// all still on the source runs there and its nudge arrives (SPUBLISH is served by the source until
+// the migration ends; a channel in KEYS would have made the script TRYAGAIN: see the prelude).
+// The slot is left stable on `from`.
+void EndWhileTheSlotMigrates(RedisCluster& cluster, RedisHoldStore& store, Recorder& recorder,
+                             int moved, int from, int to) {
+  const int slot = redis::HashSlot(store.keys().NudgeChannel(moved));
+  const std::string early = UserIn(moved, 1);
+  ASSERT_THAT(Place(store, early, "a", absl::Hours(1)), IsOk());
+  ASSERT_THAT(Place(store, early, "b", absl::Hours(1)), IsOk());
+  // "c" stays: ending a user's last hold while the slot migrates deletes the holds key, and Redis
+  // refuses end_hold.lua's next read of it (set_earliest) as a non-local key.
+  ASSERT_THAT(Place(store, early, "c", absl::Hours(1)), IsOk());
+  ASSERT_THAT(End(store, early, "a", HoldOutcome::kPaid), IsOk());  // creates its outcome keys
+  ASSERT_THAT(cluster.SetImporting(slot, to, from), IsOk());
+  ASSERT_THAT(cluster.SetMigrating(slot, from, to), IsOk());
+  const int before_migrating = recorder.count(moved);
+  ASSERT_OK_AND_ASSIGN(EndHoldResult while_migrating,
+                       End(store, early, "b", HoldOutcome::kCancelled));
+  EXPECT_EQ(while_migrating.result, EndHoldResult::Result::kEnded);
+  EXPECT_TRUE(
+      Eventually([&] { return recorder.count(moved) > before_migrating; }, absl::Seconds(2)));
+  ASSERT_THAT(cluster.SetStable(slot, from), IsOk());
+  ASSERT_THAT(cluster.SetStable(slot, to), IsOk());
+}
+
 // A Redis Cluster of 3 primaries: one subscriber connection per primary, each holding the
 // channels of the slots it serves; nudges from holds ended on every primary arrive; after a
 // partition's slot moves to another primary, it is subscribed there and its nudges arrive again.
@@ -627,42 +669,14 @@ TEST(EventNudgesClusterTest, OneConnectionPerPrimaryAndFollowsAMovedSlot) {
         << clients;
   }
   // A hold ended in one partition of each primary: its nudge arrives.
-  for (int node = 0; node < cluster->primary_count(); ++node) {
-    const int p = static_cast<int>(std::find(owner.begin(), owner.end(), node) - owner.begin());
-    ASSERT_LT(p, KeySchema::kPartitionCount);
-    const std::string user = UserIn(p);
-    ASSERT_THAT(Place(*store, user, "o1", absl::Hours(1)), IsOk());
-    const int before = recorder.count(p);
-    ASSERT_THAT(End(*store, user, "o1", HoldOutcome::kCancelled), IsOk());
-    EXPECT_TRUE(Eventually([&] { return recorder.count(p) > before; }, absl::Seconds(2)))
-        << "partition " << p << " on node " << node;
-  }
+  ExpectANudgeFromEachPrimary(*cluster, *store, recorder, owner);
 
   // Move partition 0's slot (with its keys) to another primary.
   const int moved = 0;
   const int slot = redis::HashSlot(keys.NudgeChannel(moved));
   const int from = owner[moved];
   const int to = (from + 1) % cluster->primary_count();
-  // While the slot is MIGRATING, a script whose keys are all still on the source runs there and
-  // its nudge arrives (SPUBLISH is served by the source until the migration ends; a channel in
-  // KEYS would have made the script TRYAGAIN: see the prelude).
-  const std::string early = UserIn(moved, 1);
-  ASSERT_THAT(Place(*store, early, "a", absl::Hours(1)), IsOk());
-  ASSERT_THAT(Place(*store, early, "b", absl::Hours(1)), IsOk());
-  // "c" stays: ending a user's last hold while the slot migrates deletes the holds key, and Redis
-  // refuses end_hold.lua's next read of it (set_earliest) as a non-local key.
-  ASSERT_THAT(Place(*store, early, "c", absl::Hours(1)), IsOk());
-  ASSERT_THAT(End(*store, early, "a", HoldOutcome::kPaid), IsOk());  // creates its outcome keys
-  ASSERT_THAT(cluster->SetImporting(slot, to, from), IsOk());
-  ASSERT_THAT(cluster->SetMigrating(slot, from, to), IsOk());
-  const int before_migrating = recorder.count(moved);
-  ASSERT_OK_AND_ASSIGN(EndHoldResult while_migrating,
-                       End(*store, early, "b", HoldOutcome::kCancelled));
-  EXPECT_EQ(while_migrating.result, EndHoldResult::Result::kEnded);
-  EXPECT_TRUE(
-      Eventually([&] { return recorder.count(moved) > before_migrating; }, absl::Seconds(2)));
-  ASSERT_THAT(cluster->SetStable(slot, from), IsOk());
-  ASSERT_THAT(cluster->SetStable(slot, to), IsOk());
+  EndWhileTheSlotMigrates(*cluster, *store, recorder, moved, from, to);
 
   const int reported = recorder.count(moved);
   ASSERT_THAT(cluster->MigrateSlot(slot, from, to), IsOk());

@@ -258,6 +258,66 @@ TEST_F(RedisFailoverTest, WaitReplicasDeliversOnlyReplicatedEvents) {
       absl::Seconds(5), absl::Milliseconds(50)));
 }
 
+// A store on the primary named `name` (resolved at each connect, as a DNS name is), port `port`.
+absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectByName(const std::string& name, int port,
+                                                              const std::string& password) {
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{name, port});
+  options.client.node.password = password;
+  options.client.retry_backoff = absl::Milliseconds(20);
+  return ConnectRedisStore(std::move(options));
+}
+
+// Whether a list of `user`'s holds answered without `order` (a list that fails is no miss: the
+// caller sees an error, not a wrong answer).
+bool ListMisses(RedisHoldStore& store, const std::string& user, const std::string& order) {
+  absl::StatusOr<ListHoldsResult> listed = Await<ListHoldsResult>([&](auto cb) {
+    store.ListHolds(user, CallOptions{absl::Now() + absl::Seconds(2), std::nullopt}, std::move(cb));
+  });
+  return listed.ok() && std::none_of(listed->holds.begin(), listed->holds.end(),
+                                     [&](const StoredHold& h) { return h.order_id == order; });
+}
+
+// PlaceHold retried as a caller retries until the hold is acknowledged (UNAVAILABLE while the
+// primary moves), for at most 20 s; the last answer.
+absl::StatusOr<PlaceHoldResult> PlaceUntilAcknowledged(RedisHoldStore& store,
+                                                       const std::string& user,
+                                                       const std::string& order) {
+  absl::StatusOr<PlaceHoldResult> placed;
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  do {
+    placed = Await<PlaceHoldResult>([&](auto cb) {
+      store.PlaceHold(PlaceHoldArgs{user, order, absl::Minutes(10), 3, 0, {}},
+                      CallOptions{absl::Now() + absl::Seconds(2), std::nullopt}, std::move(cb));
+    });
+    if (!placed.ok()) absl::SleepFor(absl::Milliseconds(2));
+  } while (!placed.ok() && absl::Now() < give_up);
+  return placed;
+}
+
+// A graceful failover from `a` to `b`, as a managed Redis does it (and Redis' own FAILOVER
+// command): writes to A paused until B has everything A acknowledged, so no hold is lost on the
+// way (a loss would count as a miss, but it is asynchronous replication's, not the test's); then
+// B promoted, A demoted to B's replica, and `dns`'s name moved to B. A demoted replica serves its
+// old data until its link to the new primary is up and synced (Redis' replica-serve-stale-data,
+// on by default): A's masterauth is left wrong, so that lasts until the caller sets it, as a full
+// sync with Redis' default 5 s repl-diskless-sync-delay would.
+void GracefulFailoverByDns(RedisServer& a, RedisServer& b, PrivateHostsFile& dns) {
+  ASSERT_TRUE(a.Command({"CLIENT", "PAUSE", "3000", "WRITE"}).ok());
+  const auto offset = [](RedisServer& node) {
+    const std::string info = node.Command({"INFO", "replication"}).value_or("");
+    const size_t at = info.find("master_repl_offset:");
+    return at == std::string::npos ? std::string("?") : info.substr(at, info.find('\r', at) - at);
+  };
+  ASSERT_TRUE(Eventually([&] { return offset(a) == offset(b); }, absl::Seconds(2)));
+  ASSERT_TRUE(b.Command({"REPLICAOF", "NO", "ONE"}).ok());
+  ASSERT_TRUE(a.Command({"CONFIG", "SET", "masterauth", "not-yet"}).ok());
+  ASSERT_TRUE(a.Command({"REPLICAOF", b.host(), absl::StrCat(b.port())}).ok());
+  ASSERT_THAT(dns.Move(b.host()), IsOk());
+  ASSERT_TRUE(a.Command({"CLIENT", "UNPAUSE"}).ok());
+}
+
 // A managed Redis' failover as a new user meets it: the replica promoted, the old primary demoted
 // to its replica, and the DNS name moved, while calls run. The name is real (a private
 // /etc/hosts), the topology the production StandaloneTopology, the two nodes share one port on
@@ -269,8 +329,7 @@ TEST_F(RedisFailoverTest, WaitReplicasDeliversOnlyReplicatedEvents) {
 // connection made before it: no list misses an acknowledged hold.
 TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByDns) {
   constexpr char kName[] = "orderhold-primary.redis.test";
-  // First, while this process has no other thread.
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PrivateHostsFile> dns,
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<PrivateHostsFile> dns,  // first: no other thread yet
                        PrivateHostsFile::Create(kName, "127.0.0.2"));
   constexpr char kPassword[] = "adminpw";
   ASSERT_OK_AND_ASSIGN(
@@ -280,15 +339,8 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
       std::unique_ptr<RedisServer> b,
       RedisServer::Start({.host = "127.0.0.3", .port = a->port(), .admin_password = kPassword}));
   Replicate(*b, *a);
-
-  RedisStoreOptions options;
-  options.client.topology = std::make_shared<redis::StandaloneTopology>(
-      redis::HostPort{kName, a->port()});  // StandaloneTopology
-  options.client.node.password = kPassword;
-  options.client.retry_backoff = absl::Milliseconds(20);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisHoldStore> store,
-                       ConnectRedisStore(std::move(options)));
-
+                       ConnectByName(kName, a->port(), kPassword));
   // Writers place a hold and list it (the pairs); readers keep listing the newest acknowledged
   // hold, as a checkout page polls: reads outnumber writes, as in most deployments, so pooled
   // connections can go on serving reads without ever carrying a write.
@@ -301,33 +353,15 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
   std::atomic<bool> failed_over{false}, stale{false}, writing{true};
   const auto user_of = [](int i) { return absl::StrCat("dns-", i); };
   const auto order_of = [](int i) { return absl::StrCat("o", i); };
-  // Lists pair i's user and counts a miss when the acknowledged hold is not there. A list that
-  // fails is no miss: the caller sees an error, not a wrong answer.
+  // Lists pair i's user: a miss when the acknowledged hold is not there (ListMisses).
   const auto check = [&](int i) {
-    absl::StatusOr<ListHoldsResult> listed = Await<ListHoldsResult>([&](auto cb) {
-      store->ListHolds(user_of(i), CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
-                       std::move(cb));
-    });
     ++lists;
-    if (listed.ok() &&
-        std::none_of(listed->holds.begin(), listed->holds.end(),
-                     [&](const StoredHold& h) { return h.order_id == order_of(i); })) {
-      ++misses;
-    }
+    if (ListMisses(*store, user_of(i), order_of(i))) ++misses;
   };
   const auto writer = [&] {
     for (int i = next++; i < kPairs; i = next++) {
-      // The caller retries until the hold is acknowledged (UNAVAILABLE while the primary moves).
-      absl::StatusOr<PlaceHoldResult> placed;
-      const absl::Time give_up = absl::Now() + absl::Seconds(20);
-      do {
-        placed = Await<PlaceHoldResult>([&](auto cb) {
-          store->PlaceHold(PlaceHoldArgs{user_of(i), order_of(i), absl::Minutes(10), 3, 0, {}},
-                           CallOptions{absl::Now() + absl::Seconds(2), std::nullopt},
-                           std::move(cb));
-        });
-        if (!placed.ok()) absl::SleepFor(absl::Milliseconds(2));
-      } while (!placed.ok() && absl::Now() < give_up);
+      const absl::StatusOr<PlaceHoldResult> placed =
+          PlaceUntilAcknowledged(*store, user_of(i), order_of(i));
       if (!placed.ok()) {
         ADD_FAILURE() << "PlaceHold " << user_of(i) << " never acknowledged: " << placed.status();
         continue;
@@ -353,28 +387,10 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
   for (int t = 0; t < kWriters; ++t) writers.emplace_back(writer);
   for (int t = 0; t < kReaders; ++t) readers.emplace_back(reader);
   ASSERT_TRUE(Eventually([&] { return done.load() >= kFailoverAt; }, absl::Seconds(30)));
-  // A graceful failover, as a managed Redis does it (and Redis' own FAILOVER command): writes to
-  // A paused until B has everything A acknowledged, so no hold is lost on the way (a loss would
-  // count as a miss here, but it is asynchronous replication's, not this test's); then B
-  // promoted, A demoted to B's replica, and the name moved to B. A demoted replica serves its old
-  // data until its link to the new primary is up and synced (Redis' replica-serve-stale-data, on
-  // by default): here that takes 2 s (A cannot authenticate to B until then), as a full sync
-  // with Redis' default 5 s repl-diskless-sync-delay would.
-  ASSERT_TRUE(a->Command({"CLIENT", "PAUSE", "3000", "WRITE"}).ok());
-  const auto offset = [](RedisServer& node) {
-    const std::string info = node.Command({"INFO", "replication"}).value_or("");
-    const size_t at = info.find("master_repl_offset:");
-    return at == std::string::npos ? std::string("?") : info.substr(at, info.find('\r', at) - at);
-  };
-  ASSERT_TRUE(Eventually([&] { return offset(*a) == offset(*b); }, absl::Seconds(2)));
-  ASSERT_TRUE(b->Command({"REPLICAOF", "NO", "ONE"}).ok());
-  ASSERT_TRUE(a->Command({"CONFIG", "SET", "masterauth", "not-yet"}).ok());
-  ASSERT_TRUE(a->Command({"REPLICAOF", b->host(), absl::StrCat(b->port())}).ok());
-  ASSERT_THAT(dns->Move(b->host()), IsOk());
-  ASSERT_TRUE(a->Command({"CLIENT", "UNPAUSE"}).ok());
+  GracefulFailoverByDns(*a, *b, *dns);
   failed_over = true;
   stale = true;
-  absl::SleepFor(absl::Seconds(2));
+  absl::SleepFor(absl::Seconds(2));  // A serves its old data until it can sync from B
   ASSERT_TRUE(a->Command({"CONFIG", "SET", "masterauth", kPassword}).ok());
   stale = false;
   for (std::thread& thread : writers) thread.join();
@@ -382,7 +398,6 @@ TEST(RedisDnsFailoverTest, NoListMissesAnAcknowledgedHoldWhileThePrimaryMovesByD
   for (std::thread& thread : readers) thread.join();
   std::printf("[dns failover] %d pairs (%d after the failover), %d lists, %d missed a hold\n",
               done.load(), after_failover.load(), lists.load(), misses.load());
-
   EXPECT_EQ(done.load(), kPairs);
   EXPECT_GT(after_failover.load(), kPairs / 2);
   EXPECT_EQ(misses.load(), 0) << "lists that missed an acknowledged hold";

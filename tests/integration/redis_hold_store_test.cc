@@ -664,7 +664,7 @@ TEST_F(RedisHoldStoreTest, IdleConsumersLeaveTheirGroupAndTheirPendingEventsGoTo
   ASSERT_THAT(names, IsOk());
   EXPECT_EQ(*names, "alive");
 }
-// read_events.lua's claims (issue 55): a consumer never claims its own entries, the scan goes on
+// read_events.lua's claims: a consumer never claims its own entries, the scan goes on
 // from its cursor past a run of them in bounded steps (512 entries per call) and answers "" at the
 // end of the list; a resume of the consumer's own entries goes on from its cursor. Without the
 // cursor, a scan from the start re-took the same oldest entries forever.

@@ -610,7 +610,7 @@ TEST(ConfigTest, EachFlagLandsInItsFieldAndDescription) {
 }
 
 // Reflection lists every method to any caller the handshake admits and no policy covers it: off
-// with --authz_policy unless asked for (issue 56), on without one, as given when given.
+// with --authz_policy unless asked for, on without one, as given when given.
 TEST(ConfigTest, ReflectionFollowsThePolicyUnlessGiven) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();

@@ -257,7 +257,7 @@ TEST(LimitsFileTest, RefusesWhatJsonCannotSayOrProtobufWouldHide) {
             "limits.yaml:3: not valid UTF-8 (byte 0xff at column 15)");
   EXPECT_EQ(ErrorOf("? [a]\n: 1\n"), "limits.yaml:1: a mapping key must be plain text");
   // Aliases are refused before anything expands them: 461 bytes of nested aliases expanded to
-  // 5.3 GB (issue 56). A plain anchor alone is harmless.
+  // 5.3 GB. A plain anchor alone is harmless.
   std::string laughs = "a: &a [\"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\", \"lol\"]\n";
   for (char c = 'b'; c <= 'j'; ++c) {
     const char prev = static_cast<char>(c - 1);
