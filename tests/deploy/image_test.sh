@@ -280,6 +280,9 @@ expect "${CTR}" "dave: 1/3 holds" 0 "${MTLS[@]}" "${OPERATOR[@]}" list dave
 expect "${CTR}" "PERMISSION_DENIED" 7 "${MTLS[@]}" "${STRANGER[@]}" list dave
 [[ -n "$(redis-cli -p "${REDIS_PORT}" --scan --pattern 'orderhold:*' | head -n 1)" ]] ||
   fail "kit: no key under the kit's prefix in Redis"
+grep -q '^orderhold_calls_denied_total{method="ListHolds"} 1' <<<"$(scrape "${KIT_METRICS_PORT}")" ||
+  fail "kit: /metrics on ${KIT_METRICS_PORT} does not count the refused call"
+pass "kit: /metrics on its port counts the refused call"
 kit_log="$(podman logs "${CTR}" 2>&1)"
 # A warning line in either log format (text: "<time> W ...", json: "level":"warning").
 if grep -E '^[0-9T:.Z-]+ W |"level":"warning"' <<<"${kit_log}"; then

@@ -187,6 +187,12 @@ TEST_F(KitE2eTest, HealthOnTheHealthPortOnlyAndMutualTlsWithThePolicyOnTheMainPo
   absl::StatusOr<std::string> keys = redis_->Command({"DBSIZE"});
   ASSERT_THAT(keys.status(), IsOk());
   EXPECT_NE(*keys, "0");
+  // The third port the kit opens: Prometheus' scrape, plain HTTP, counting the refused call.
+  absl::StatusOr<std::string> metrics = testing::RunProgram(
+      {"curl", "-s", absl::StrCat("http://127.0.0.1:", server_.metrics_port(), "/metrics")});
+  ASSERT_THAT(metrics.status(), IsOk());
+  EXPECT_THAT(*metrics,
+              ::testing::HasSubstr("orderhold_calls_denied_total{method=\"PlaceHold\"} 1"));
 }
 
 }  // namespace
