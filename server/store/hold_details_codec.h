@@ -30,8 +30,8 @@ namespace orderhold::store {
 std::string EncodeDetailsTail(const HoldDetails& details);
 
 // Whether a hold with `details` is plain: no scope, quantity 1, no labels. A plain hold stores no
-// details value (place_hold.lua's ARGV[13] is ""; only its life record), and reads back as the
-// default details.
+// details value (place_hold.lua's `details` argument is ""; only its life record), and reads back
+// as the default details.
 bool IsPlain(const HoldDetails& details);
 
 // A whole stored value: the hold's expiry (Unix ms) and its details (place_time set).

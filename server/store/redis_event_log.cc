@@ -13,6 +13,7 @@
 namespace orderhold::store {
 
 // The shared script-call helpers (redis_script_call.h).
+using internal::Arg;
 using internal::BadReply;
 using internal::Eval;
 using internal::FromMillis;
@@ -21,24 +22,50 @@ using internal::kMaxTrimIdsPerGroup;
 using internal::Millis;
 using internal::OutOfRange;
 using internal::Parsed;
+using internal::ParsedAs;
 using internal::Plain;
-using internal::Script;
+using internal::StrOf;
 using internal::ToDetails;
 using internal::ToInt;
 using internal::ToOutcome;
 
+namespace {
+
+// One event of read_events.lua's reply: its 8 elements {id, delivery_count, user, order, outcome,
+// expire, end, details}, from partition `partition`. False for any other shape.
+bool EventOf(absl::Span<const redis::RedisReply> e, int partition, StoredEvent* event) {
+  const std::optional<absl::string_view> id = StrOf(e[0]), user = StrOf(e[2]), order = StrOf(e[3]),
+                                         details = StrOf(e[7]);
+  int64_t count = 0, outcome = 0, expire = 0, end = 0;
+  if (!id || !user || !order || !details || !ToInt(e[1], &count) || !ToInt(e[4], &outcome) ||
+      !ToOutcome(outcome, &event->end.outcome) || !ToInt(e[5], &expire) || !ToInt(e[6], &end) ||
+      !ToDetails(*details, expire, &event->details)) {
+    return false;
+  }
+  event->partition = partition;
+  event->stream_id = std::string(*id);
+  event->delivery_count = static_cast<int>(count);
+  event->user_id = std::string(*user);
+  event->order_id = std::string(*order);
+  event->end.expire_time = FromMillis(expire);
+  event->end.end_time = FromMillis(end);
+  return true;
+}
+
+}  // namespace
+
 void RedisHoldStore::EnsureGroup(int partition, std::string group, GroupStart start,
                                  CallOptions options, Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("ensure_group"));
-  redis::RedisCommand command = Eval<Script::kEnsureGroup>(
-      {keys_.EventsKeyPieces(partition)}, {group, start == GroupStart::kEarliest ? "0" : "$"});
+  redis::RedisCommand command =
+      Eval({keys_.EventsKeyPieces(partition)},
+           lua::EnsureGroupArgv<Arg>{.group = group,
+                                     .start = start == GroupStart::kEarliest ? "0" : "$"});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
-        int64_t n = 0;
-        if (!ToInt(reply, &n)) return BadReply("ensure_group.lua");
-        return n == 1;
+      ParsedAs<lua::EnsureGroupReply>(std::move(done), [](const lua::EnsureGroupReply& r) {
+        return absl::StatusOr<bool>(r.created == 1);
       }));
 }
 
@@ -46,26 +73,24 @@ void RedisHoldStore::ClaimGroup(std::string group, std::string caller, int max_g
                                 CallOptions options, Callback<GroupClaim> done) {
   const std::string owners = keys_.GroupOwnersKey();
   const std::string counts = keys_.GroupCountsKey();
-  redis::RedisCommand command = Eval<Script::kClaimGroup>(
-      {owners, counts}, {group, caller, absl::StrCat(std::max(1, max_groups))});
+  redis::RedisCommand command =
+      Eval({owners, counts},
+           lua::ClaimGroupArgv<Arg>{
+               .group = group, .caller = caller, .max_groups = int64_t{std::max(1, max_groups)}});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<GroupClaim> {
-        int64_t code = 0;
-        GroupClaim claim;
-        if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() != 3 ||
-            !ToInt(reply.elements[0], &code) || code < -1 || code > 1 ||
-            reply.elements[1].type != redis::RedisReply::Type::kString ||
-            !ToInt(reply.elements[2], &claim.owned)) {
-          return BadReply("claim_group.lua");
-        }
-        claim.result = code == 1   ? GroupClaim::Result::kClaimed
-                       : code == 0 ? GroupClaim::Result::kRegistered
-                                   : GroupClaim::Result::kOverLimit;
-        claim.owner = reply.elements[1].str;
-        return claim;
-      }));
+      ParsedAs<lua::ClaimGroupReply>(
+          std::move(done), [](const lua::ClaimGroupReply& r) -> absl::StatusOr<GroupClaim> {
+            if (r.result < -1 || r.result > 1) return BadReply("claim_group.lua");
+            GroupClaim claim;
+            claim.result = r.result == 1   ? GroupClaim::Result::kClaimed
+                           : r.result == 0 ? GroupClaim::Result::kRegistered
+                                           : GroupClaim::Result::kOverLimit;
+            claim.owner = std::string(r.owner);
+            claim.owned = r.groups;
+            return claim;
+          }));
 }
 
 void RedisHoldStore::GroupOwner(std::string group, CallOptions options,
@@ -84,34 +109,30 @@ void RedisHoldStore::DropGroup(std::string group, CallOptions options,
                                Callback<std::optional<std::string>> done) {
   const std::string owners = keys_.GroupOwnersKey();
   const std::string counts = keys_.GroupCountsKey();
-  redis::RedisCommand command = Eval<Script::kDropGroup>({owners, counts}, {group});
+  redis::RedisCommand command = Eval({owners, counts}, lua::DropGroupArgv<Arg>{.group = group});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done),
-             [](const redis::RedisReply& reply) -> absl::StatusOr<std::optional<std::string>> {
-               if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() > 1 ||
-                   (reply.elements.size() == 1 &&
-                    reply.elements[0].type != redis::RedisReply::Type::kString)) {
-                 return BadReply("drop_group.lua");
-               }
-               if (reply.elements.empty()) return std::nullopt;
-               return reply.elements[0].str;
-             }));
+      ParsedAs<lua::DropGroupReply>(
+          std::move(done),
+          [](const lua::DropGroupReply& r) -> absl::StatusOr<std::optional<std::string>> {
+            if (r.owner.empty()) return std::nullopt;
+            const std::optional<absl::string_view> owner = StrOf(r.owner.front());
+            if (r.owner.size() > 1 || !owner) return BadReply("drop_group.lua");
+            return std::string(*owner);
+          }));
 }
 
 void RedisHoldStore::DestroyGroup(int partition, std::string group, CallOptions options,
                                   Callback<bool> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("destroy_group"));
   redis::RedisCommand command =
-      Eval<Script::kDestroyGroup>({keys_.EventsKeyPieces(partition)}, {group});
+      Eval({keys_.EventsKeyPieces(partition)}, lua::DestroyGroupArgv<Arg>{.group = group});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
-      Parsed(std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<bool> {
-        int64_t n = 0;
-        if (!ToInt(reply, &n)) return BadReply("destroy_group.lua");
-        return n == 1;
+      ParsedAs<lua::DestroyGroupReply>(std::move(done), [](const lua::DestroyGroupReply& r) {
+        return absl::StatusOr<bool>(r.destroyed == 1);
       }));
 }
 
@@ -120,55 +141,39 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
   if (!InRange(partition)) return std::move(done)(OutOfRange("read_events"));
   std::string own_after;
   if (args.own_pending) own_after = args.own_after.empty() ? "0-0" : args.own_after;
-  redis::RedisCommand command = Eval<Script::kReadEvents>(
-      {keys_.EventsKeyPieces(partition)},
-      {args.group, args.consumer, absl::StrCat(std::max(1, args.max_events)),
-       args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "", args.claim_after,
-       std::move(own_after)});
+  const std::string claim_ms =
+      args.claim_idle.has_value() ? absl::StrCat(Millis(*args.claim_idle)) : "";
+  redis::RedisCommand command =
+      Eval({keys_.EventsKeyPieces(partition)},
+           lua::ReadEventsArgv<Arg>{.group = args.group,
+                                    .consumer = args.consumer,
+                                    .budget = int64_t{std::max(1, args.max_events)},
+                                    .claim_ms = claim_ms,
+                                    .claim_after = args.claim_after,
+                                    .resume = own_after});
   // It writes (the group's pending list), and with --redis_wait_replicas the WAIT that follows
   // also covers the events it returns, which were appended before it: an event is delivered only
   // once the replicas have it, so a failover cannot lose an end a consumer was told about and
   // then have the promoted replica end the hold again (two events for one end).
   command.writes = true;
-  client_->Submit(
-      std::move(command), options.deadline,
-      Parsed(
-          std::move(done),
-          [partition](const redis::RedisReply& reply) -> absl::StatusOr<EventBatch> {
-            // {claim_next, own_next, then 8 per event}
-            constexpr size_t kCursors = 2;
-            constexpr size_t kFields = 8;
-            if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < kCursors ||
-                (reply.elements.size() - kCursors) % kFields != 0 ||
-                reply.elements[0].type != redis::RedisReply::Type::kString ||
-                reply.elements[1].type != redis::RedisReply::Type::kString) {
-              return BadReply("read_events.lua");
-            }
-            EventBatch batch;
-            const auto& e = reply.elements;
-            batch.claim_next = e[0].str;
-            batch.own_next = e[1].str;
-            for (size_t i = kCursors; i < e.size(); i += kFields) {
-              StoredEvent event;
-              event.partition = partition;
-              int64_t count = 0, outcome = 0, expire = 0, end = 0;
-              if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &count) ||
-                  e[i + 2].type != redis::RedisReply::Type::kString ||
-                  e[i + 3].type != redis::RedisReply::Type::kString || !ToInt(e[i + 4], &outcome) ||
-                  !ToOutcome(outcome, &event.end.outcome) || !ToInt(e[i + 5], &expire) ||
-                  !ToInt(e[i + 6], &end) || !ToDetails(e[i + 7], expire, &event.details)) {
-                return BadReply("read_events.lua");
-              }
-              event.stream_id = e[i].str;
-              event.delivery_count = static_cast<int>(count);
-              event.user_id = e[i + 2].str;
-              event.order_id = e[i + 3].str;
-              event.end.expire_time = FromMillis(expire);
-              event.end.end_time = FromMillis(end);
-              batch.events.push_back(std::move(event));
-            }
-            return batch;
-          }));
+  client_->Submit(std::move(command), options.deadline,
+                  ParsedAs<lua::ReadEventsReply>(
+                      std::move(done),
+                      [partition](const lua::ReadEventsReply& r) -> absl::StatusOr<EventBatch> {
+                        constexpr size_t kFields = 8;  // per event
+                        if (r.events.size() % kFields != 0) return BadReply("read_events.lua");
+                        EventBatch batch;
+                        batch.claim_next = std::string(r.claim_next);
+                        batch.own_next = std::string(r.own_next);
+                        for (size_t i = 0; i < r.events.size(); i += kFields) {
+                          StoredEvent event;
+                          if (!EventOf(r.events.subspan(i, kFields), partition, &event)) {
+                            return BadReply("read_events.lua");
+                          }
+                          batch.events.push_back(std::move(event));
+                        }
+                        return batch;
+                      }));
 }
 
 void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
@@ -176,25 +181,25 @@ void RedisHoldStore::CheckGroups(int partition, std::vector<std::string> groups,
                                  Callback<std::vector<GroupWork>> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("check_groups"));
   if (groups.empty()) return std::move(done)(std::vector<GroupWork>{});
-  redis::RedisCommand command = Eval<Script::kCheckGroups>(
-      {keys_.EventsKeyPieces(partition)},
-      {claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : ""}, groups);
+  const std::string claim_ms =
+      claim_idle.has_value() ? absl::StrCat(Millis(*claim_idle)) : std::string();
+  redis::RedisCommand command =
+      Eval({keys_.EventsKeyPieces(partition)},
+           lua::CheckGroupsArgv<Arg>{.claim_ms = claim_ms, .groups = std::move(groups)});
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(
+      ParsedAs<lua::CheckGroupsReply>(
           std::move(done),
-          [](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<GroupWork>> {
-            if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() % 2 != 0) {
-              return BadReply("check_groups.lua");
-            }
+          [](const lua::CheckGroupsReply& r) -> absl::StatusOr<std::vector<GroupWork>> {
+            if (r.work.size() % 2 != 0) return BadReply("check_groups.lua");
             std::vector<GroupWork> work;
-            for (size_t i = 0; i < reply.elements.size(); i += 2) {
+            for (size_t i = 0; i < r.work.size(); i += 2) {
+              const std::optional<absl::string_view> group = StrOf(r.work[i]);
               int64_t flags = 0;
-              if (reply.elements[i].type != redis::RedisReply::Type::kString ||
-                  !ToInt(reply.elements[i + 1], &flags) || flags < 1 || flags > 3) {
+              if (!group || !ToInt(r.work[i + 1], &flags) || flags < 1 || flags > 3) {
                 return BadReply("check_groups.lua");
               }
-              work.push_back(GroupWork{reply.elements[i].str, (flags & 1) != 0, (flags & 2) != 0});
+              work.push_back(GroupWork{std::string(*group), (flags & 1) != 0, (flags & 2) != 0});
             }
             return work;
           }));
@@ -226,29 +231,29 @@ void RedisHoldStore::AckEvents(int partition, std::string group,
 void RedisHoldStore::TrimEvents(int partition, TrimEventsArgs args, CallOptions options,
                                 Callback<TrimEventsResult> done) {
   if (!InRange(partition)) return std::move(done)(OutOfRange("trim_events"));
-  redis::RedisCommand command = Eval<Script::kTrimEvents>(
+  const std::string cutoff = absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(args.cutoff)));
+  redis::RedisCommand command = Eval(
       {keys_.EventsKeyPieces(partition)},
-      {absl::StrCat(std::max<int64_t>(0, absl::ToUnixMillis(args.cutoff))),
-       absl::StrCat(kMaxTrimIdsPerGroup), trim_keep_,
-       absl::StrCat(std::max<int64_t>(0, absl::ToInt64Milliseconds(args.consumer_idle)))});
+      lua::TrimEventsArgv<Arg>{
+          .cutoff = cutoff,
+          .bound = int64_t{kMaxTrimIdsPerGroup},
+          .keep = trim_keep_,
+          .consumer_idle = std::max<int64_t>(0, absl::ToInt64Milliseconds(args.consumer_idle))});
   command.writes = true;
   background_->Submit(
       std::move(command), options.deadline,
-      Parsed(
-          std::move(done), [](const redis::RedisReply& reply) -> absl::StatusOr<TrimEventsResult> {
+      ParsedAs<lua::TrimEventsReply>(
+          std::move(done), [](const lua::TrimEventsReply& r) -> absl::StatusOr<TrimEventsResult> {
+            if (r.groups.size() % 2 != 0) return BadReply("trim_events.lua");
             TrimEventsResult result;
-            const auto& e = reply.elements;
-            if (reply.type != redis::RedisReply::Type::kArray || e.size() < 3 ||
-                e.size() % 2 != 1 || !ToInt(e[0], &result.trimmed) ||
-                !ToInt(e[1], &result.trimmed_unacked) || !ToInt(e[2], &result.consumers_removed)) {
-              return BadReply("trim_events.lua");
-            }
-            for (size_t i = 3; i < e.size(); i += 2) {
+            result.trimmed = r.trimmed;
+            result.trimmed_unacked = r.trimmed_unacked;
+            result.consumers_removed = r.consumers_removed;
+            for (size_t i = 0; i < r.groups.size(); i += 2) {
+              const std::optional<absl::string_view> name = StrOf(r.groups[i]);
               int64_t oldest = 0;
-              if (e[i].type != redis::RedisReply::Type::kString || !ToInt(e[i + 1], &oldest)) {
-                return BadReply("trim_events.lua");
-              }
-              GroupBacklog group{e[i].str, std::nullopt};
+              if (!name || !ToInt(r.groups[i + 1], &oldest)) return BadReply("trim_events.lua");
+              GroupBacklog group{std::string(*name), std::nullopt};
               if (oldest >= 0) group.oldest_unacked = FromMillis(oldest);
               result.groups.push_back(std::move(group));
             }

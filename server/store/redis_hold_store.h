@@ -124,11 +124,12 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                  std::unique_ptr<redis::RedisCaller> background, bool scope_index);
 
   const KeySchema keys_;
-  const std::string retention_ms_;    // outcome retention, ms, as a script argument
-  const std::string max_outcomes_;    // max outcome records per user, as a script argument
-  const std::string max_stream_len_;  // the event streams' length bound ("0": none), likewise
-  const std::string trim_keep_;       // what trim_events.lua keeps of a stream: 9/10 of that
-  const std::string scope_index_;     // the scripts' scope index argument: "<prefix>:{", or ""
+  const std::string retention_ms_;  // outcome retention, ms, as a script argument (get_hold)
+  const std::string trim_keep_;     // what trim_events.lua keeps of a stream: 9/10 of its bound
+  const std::string scope_index_;   // the scope index's key start: "<prefix>:{", or "" for none
+  // The store's constants as the scripts' `store` argument (store_of in lua/prelude/):
+  // "<retention ms>:<max outcome records per user>:<stream length bound>:<scope_index_>".
+  const std::string store_arg_;
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };

@@ -1,8 +1,9 @@
 // The store's one script-call helper, shared by the files of RedisHoldStore (redis_hold_store.cc:
 // holds and scope reads; redis_partition_store.cc: the reaper's calls; redis_event_log.cc: the
-// event log): building a script call from store/lua/scripts.txt's counts (Eval), parsing replies
-// with one error for a shape the scripts never return (Parsed, BadReply), and the small reply
-// readers. Internal to server/store/: nothing outside includes it. Thread-safe (pure functions).
+// event log): building a script call from its named arguments (Eval over lua::<Name>Argv),
+// parsing its reply by name (ParsedAs over lua::<Name>Reply: one error for a shape the script
+// never returns), and the small readers of what the replies carry (details, outcomes). Internal to
+// server/store/: nothing outside includes it. Thread-safe (pure functions).
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_SCRIPT_CALL_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_SCRIPT_CALL_H_
 
@@ -62,26 +63,28 @@ class Arg {
   bool is_number_ = false;
 };
 
-// The command calling `kScript` (FCALL or EVALSHA of its index in Scripts()) with its KEYS and
-// ARGV, packed into one buffer (redis_args.h: no string per key). The counts are
-// store/lua/scripts.txt's, checked by the compiler (array sizes, neither more nor fewer). `more`
-// is the variable ARGV tail of a script listed there as "N+" (check_groups), and stays empty for
-// the others.
-template <Script kScript>
-inline redis::RedisCommand Eval(const std::array<Arg, lua::Spec(kScript).keys>& keys,
-                                const std::array<Arg, lua::Spec(kScript).argv>& argv,
-                                const std::vector<std::string>& more = {}) {
-  static_assert(lua::Spec(kScript).keys >= 1, "every script names its keys (Redis Cluster)");
+// The command calling the script of `argv` (lua::<Name>Argv<Arg>, generated from the script's
+// header: FCALL or EVALSHA of its index in Scripts()) with its KEYS and named ARGV, packed into one
+// buffer (redis_args.h: no string per key). The key count is store/lua/scripts.txt's, checked by
+// the compiler (array size, neither more nor fewer); the arguments are the header's, by name (a
+// designated initializer that misses one does not compile: Arg has no default). A script with a
+// variable ARGV tail (check_groups) carries it in its Argv's tail member.
+template <typename Argv>
+inline redis::RedisCommand Eval(const std::array<Arg, lua::Spec(Argv::kScript).keys>& keys,
+                                const Argv& argv) {
+  static_assert(lua::Spec(Argv::kScript).keys >= 1, "every script names its keys (Redis Cluster)");
+  const auto fixed = argv.Fixed();
+  const auto& more = argv.Tail();
   redis::RedisCommand command;
-  command.script = static_cast<int>(kScript);
+  command.script = static_cast<int>(Argv::kScript);
   size_t bytes = 4;  // numkeys
   for (const Arg& arg : keys) bytes += arg.size();
-  for (const Arg& arg : argv) bytes += arg.size();
+  for (const Arg& arg : fixed) bytes += arg.size();
   for (const std::string& arg : more) bytes += arg.size();
-  command.args.Reserve(1 + keys.size() + argv.size() + more.size(), bytes);
+  command.args.Reserve(1 + keys.size() + fixed.size() + more.size(), bytes);
   command.args.PushInt(static_cast<int64_t>(keys.size()));  // numkeys
   for (const Arg& key : keys) key.AddTo(command.args);
-  for (const Arg& arg : argv) arg.AddTo(command.args);
+  for (const Arg& arg : fixed) arg.AddTo(command.args);
   for (const std::string& arg : more) command.args.Push(arg);
   return command;
 }
@@ -118,50 +121,36 @@ inline std::string NowArg(const CallOptions& options) {
   return options.now.has_value() ? absl::StrCat(absl::ToUnixMillis(*options.now)) : "";
 }
 
-// A script reply's integers: the fixed ones of every script fit inline (no allocation per call).
-using Ints = absl::InlinedVector<int64_t, 16>;
-
-// Parses the reply as an array of at least `min_size` integers; with `ints` set, only its first
-// `ints` elements (at least min_size) must be integers and are parsed.
-inline bool IntArray(const redis::RedisReply& reply, size_t min_size, Ints* out,
-                     std::optional<size_t> ints = std::nullopt) {
-  if (reply.type != redis::RedisReply::Type::kArray || reply.elements.size() < min_size)
-    return false;
-  const size_t n = ints.value_or(reply.elements.size());
-  out->resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (!ToInt(reply.elements[i], &(*out)[i])) return false;
-  }
-  return true;
-}
-
-// A details element (hold_details_codec.h; a script's, or an event's field "m") for a hold
-// expiring at `expire_ms`: "" = none (the default details). False when it is not a string, does
-// not decode, or names another expiry (the scripts return only the hold's own).
-inline bool ToDetails(const redis::RedisReply& details, int64_t expire_ms, HoldDetails* out) {
-  if (details.type != redis::RedisReply::Type::kString) return false;
+// A details value (hold_details_codec.h; a script's, or an event's field "m") for a hold expiring
+// at `expire_ms`: "" = none (the default details). False when it does not decode or names another
+// expiry (the scripts return only the hold's own).
+inline bool ToDetails(absl::string_view details, int64_t expire_ms, HoldDetails* out) {
   *out = HoldDetails{};
-  if (details.str.empty()) return true;
-  std::optional<DecodedDetails> decoded = DecodeDetails(details.str);
+  if (details.empty()) return true;
+  std::optional<DecodedDetails> decoded = DecodeDetails(details);
   if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
   *out = std::move(decoded->details);
   return true;
 }
 
-// ToDetails, then the hold's life record element ("" = none: no cap; the place time only from
-// the details) on top, under the same checks.
-inline bool ToDetails(const redis::RedisReply& details, const redis::RedisReply& life,
-                      int64_t expire_ms, HoldDetails* out) {
-  if (!ToDetails(details, expire_ms, out) || life.type != redis::RedisReply::Type::kString) {
-    return false;
-  }
-  if (life.str.empty()) return true;
-  std::optional<DecodedLife> decoded = DecodeLife(life.str);
+// ToDetails, then the hold's life record ("" = none: no cap; the place time only from the
+// details) on top, under the same checks.
+inline bool ToDetails(absl::string_view details, absl::string_view life, int64_t expire_ms,
+                      HoldDetails* out) {
+  if (!ToDetails(details, expire_ms, out)) return false;
+  if (life.empty()) return true;
+  std::optional<DecodedLife> decoded = DecodeLife(life);
   if (!decoded.has_value() || decoded->expire_ms != expire_ms) return false;
   if (!out->place_time.has_value()) out->place_time = decoded->place_time;
   out->max_expire_time = decoded->max_expire_time;
   out->extensions = decoded->extensions;
   return true;
+}
+
+// A string element of a nested array or tail (a view into the reply), or nullopt.
+inline std::optional<absl::string_view> StrOf(const redis::RedisReply& element) {
+  if (element.type != redis::RedisReply::Type::kString) return std::nullopt;
+  return absl::string_view(element.str);
 }
 
 // Adapts a typed callback to a reply callback through `parse` (reply -> StatusOr<T>).
@@ -174,6 +163,19 @@ redis::RedisCaller::ReplyCallback Parsed(Callback<T> done, Parse parse) {
     }
     std::move(done)(parse(*reply));
   };
+}
+
+// Parsed, for a script's reply read by name: the reply is parsed into `Reply` (lua::<Name>Reply,
+// by the generated lua::Parse: an INTERNAL error naming the element for another shape), then
+// `parse` (const Reply& -> StatusOr<T>) makes the result.
+template <typename Reply, typename T, typename Parse>
+redis::RedisCaller::ReplyCallback ParsedAs(Callback<T> done, Parse parse) {
+  return Parsed(std::move(done),
+                [parse = std::move(parse)](const redis::RedisReply& reply) -> absl::StatusOr<T> {
+                  Reply named;
+                  if (absl::Status status = lua::Parse(reply, &named); !status.ok()) return status;
+                  return parse(named);
+                });
 }
 
 inline bool ToOutcome(int64_t code, HoldOutcome* out) {
@@ -193,7 +195,7 @@ inline absl::Status OutOfRange(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": partition out of range"));
 }
 
-// trim_events.lua's ARGV[2]: ids below the cutoff it counts per consumer group and call at most.
+// trim_events.lua's `bound`: ids below the cutoff it counts per consumer group and call at most.
 // Bounds how long one call blocks Redis; a larger unacked backlog is trimmed over several calls.
 inline constexpr int kMaxTrimIdsPerGroup = 100000;
 

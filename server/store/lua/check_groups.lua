@@ -12,13 +12,13 @@
 -- which Redis cannot always compute.
 --
 -- KEYS[1]   the partition's event stream (entries written by end_hold in the prelude)
--- ARGV[1]   claim threshold, ms: a group with an event pending at least this long is reported
---           claimable; "" = do not look at pending events
--- ARGV[2..] the groups to check; a group that does not exist on the stream is left out
--- Returns   flat {group, flags, ...} for the groups that have work only; flags = 1 (undelivered
---           events) + 2 (claimable pending events).
+-- ARGV claim_ms    claim threshold, ms: a group with an event pending at least this long is
+--                  reported claimable; "" = do not look at pending events
+-- ARGV groups...   the groups to check; a group that does not exist on the stream is left out
+-- REPLY work... any  2 elements a group, for the groups that have work only: {group, flags},
+--                    flags = 1 (undelivered events) + 2 (claimable pending events)
 local stream = KEYS[1]
-local claim_ms = ARGV[1]
+local claim_ms = A.claim_ms
 
 local infos = redis.pcall('XINFO', 'GROUPS', stream)
 if type(infos) ~= 'table' or infos.err then
@@ -28,8 +28,8 @@ local last = redis.call('XREVRANGE', stream, '+', '-', 'COUNT', 1)
 local last_id = last[1] and last[1][1]
 
 local wanted = {}
-for i = 2, #ARGV do
-  wanted[ARGV[i]] = true
+for _, group in ipairs(A.groups) do
+  wanted[group] = true
 end
 local out = {}
 for _, info in ipairs(infos) do

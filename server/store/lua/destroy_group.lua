@@ -5,9 +5,9 @@
 -- nothing was ever appended nor any group created is the expected case, not a Redis error.
 --
 -- KEYS[1]  the partition's event stream
--- ARGV[1]  the group name
--- Returns  1 when the group existed there, else 0.
+-- ARGV group   the group name
+-- RETURN destroyed int   1 when the group existed there, else 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return 0
 end
-return redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[1])
+return redis.call('XGROUP', 'DESTROY', KEYS[1], A.group)

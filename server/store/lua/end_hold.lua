@@ -7,40 +7,38 @@
 -- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
 --             outcome records (hash) and ended orders (sorted set), the partition's event stream,
 --             the partition's bucket index
--- ARGV[1]  user_id (the member of KEYS[2])
--- ARGV[2]  order_id
--- ARGV[3]  the outcome to end with: 1 PAID or 2 CANCELLED
--- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[5]  outcome retention, ms >= 1
--- ARGV[6]  max outcome records per user, >= 1
--- ARGV[7]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
---          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[8]  the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
---          scoped hold's entry is dropped there; "" = the store keeps none
--- Returns  {result, now, expire, removed, outcome, end, details, life}
---          result  1 this call ended the live hold (expire = its expire time; outcome = ARGV[3])
---                  2 the order had already ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
---                    (Unix ms) and expire describe that end; nothing changed by this call except
---                    the lazy cleanup below
---                  0 unknown order (never placed, or its record is older than the retention)
---          removed holds of the user found no longer live and ended as EXPIRED by this call
---                  (lazy cleanup, each with its event; the order itself may be one of them, so
---                  the answer is the same before and after the reaper has run)
---          details the hold's details (the prelude) for results 1 and 2 while they are kept, else
---                  "" (none)
---          life    the hold's life record (LIFE in the prelude) for results 1 and 2 while it is
---                  kept, else ""
+-- ARGV user     user_id (the member of KEYS[2])
+-- ARGV order    order_id
+-- ARGV outcome  the outcome to end with: 1 PAID or 2 CANCELLED
+-- ARGV now      Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV store    the store's constants, packed (store_of in the prelude): the outcome retention
+--               and record bound, the stream's length bound, and the scope index (an ended
+--               scoped hold's entry is dropped there)
+-- REPLY result int    1 this call ended the live hold (expire = its expire time; outcome =
+--                     A.outcome); 2 the order had already ended: outcome, end and expire describe
+--                     that end, nothing changed by this call except the lazy cleanup below;
+--                     0 unknown order (never placed, or its record is older than the retention)
+-- REPLY now int       the instant used, Unix ms
+-- REPLY expire int    the hold's expire time, Unix ms (0 for result 0)
+-- REPLY removed int   holds of the user found no longer live and ended as EXPIRED by this call
+--                     (lazy cleanup, each with its event; the order itself may be one of them, so
+--                     the answer is the same before and after the reaper has run)
+-- REPLY outcome int   1 PAID, 2 CANCELLED, 3 EXPIRED (0 for result 0)
+-- REPLY end int       the end, Unix ms (0 for result 0)
+-- REPLY details str   the hold's details (the prelude) for results 1 and 2 while they are kept,
+--                     else "" (none)
+-- REPLY life str      the hold's life record (LIFE in the prelude) for results 1 and 2 while it
+--                     is kept, else ""
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[4])
+local now = now_ms(A.now)
+local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
-k.maxlen = tonumber(ARGV[7])
-k.index = ARGV[8] ~= '' and ARGV[8] or nil
-local user, order, outcome = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local retention, max_records = tonumber(ARGV[5]), tonumber(ARGV[6])
+           bdue = KEYS[6], maxlen = store.maxlen, index = store.index}
+local user, order, outcome = A.user, A.order, tonumber(A.outcome)
+local retention, max_records = store.retention, store.records
 
 local holds = load_holds(k, user, true)
 local hold, due  -- the order's hold when live, or when no longer live (ended below)

@@ -4,14 +4,14 @@
 -- expected case from looking like a Redis error to the client (which counts and reports errors).
 --
 -- KEYS[1]  the partition's event stream (created empty if missing: MKSTREAM)
--- ARGV[1]  the group name
--- ARGV[2]  where a new group starts: "0" (the oldest retained event) or "$" (only new events)
--- Returns  1 when the group was created, 0 when it already existed.
+-- ARGV group   the group name
+-- ARGV start   where a new group starts: "0" (the oldest retained event) or "$" (only new events)
+-- RETURN created int   1 when the group was created, 0 when it already existed
 -- Nudge    when it creates the group, one SPUBLISH of "group" on the partition's reaper channel
 --          (the stream key with "events" replaced by "reaper": KeySchema::ReaperChannel), so
 --          the reaper that trims the stream counts the new group at its next trim rather than
 --          after its idle interval (server/reaper/event_trimmer.h); a refused publish is ignored.
-local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], ARGV[2], 'MKSTREAM')
+local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], A.group, A.start, 'MKSTREAM')
 if type(created) == 'table' and created.err then
   if string.find(created.err, 'BUSYGROUP', 1, true) then
     return 0

@@ -12,49 +12,51 @@
 -- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
 --             outcome records (hash) and ended orders (sorted set), the partition's event stream,
 --             the partition's bucket index
--- ARGV[1]  user_id (the member of KEYS[2])
--- ARGV[2]  order_id
--- ARGV[3]  ttl, integer ms >= 1: the wanted time left from now
--- ARGV[4]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[5]  outcome retention, ms >= 1
--- ARGV[6]  max outcome records per user, >= 1
--- ARGV[7]  max_extensions, integer >= 0: calls that moved the expiry, at most; 0 = no count limit
--- ARGV[8]  request_id; "" = none. A request_id among the last 4 the hold counted is a retry of
---          a call that moved the expiry: it changes nothing and answers the hold as it is (moved =
---          2), so a constant request_id cannot extend twice.
--- ARGV[9]  lifetime cap, ms >= 1, and
--- ARGV[10] default ttl, ms >= 1: for a hold without a life record (a migration's, the prelude),
---          whose cap becomes <place> + ARGV[9], <place> being its details' place time, else
---          <expire> - ARGV[10] (as if placed with the default ttl), and never before <expire>;
---          written at its first move.
--- ARGV[11] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
---          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[12] the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
---          scoped hold's entry is dropped there, a moved hold's entry moves with it; "" = the
---          store keeps none
--- Returns  {result, now, expire, removed, outcome, end, details, life, moved, capped}
---          result  1 the hold is live: expire = its expiry after the call; moved 1 when this call
---                    moved it, 2 when it is a replay of a counted request_id (nothing changed);
---                    capped 1 when now + ttl was past the cap; details and life after the call
---                    (life as it would be written, for a hold without one)
---                  -1 refused, max_extensions used: nothing changed; expire, details, life as is
---                  2 the order's hold has ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end
---                    (Unix ms) and expire describe that end (an EXPIRED end possibly made by this
---                    call's cleanup, which gives the same answer before and after the reaper)
---                  0 unknown order (never placed, or its record is older than the retention)
---          removed holds of the user found no longer live and ended as EXPIRED by this call
+-- ARGV user            user_id (the member of KEYS[2])
+-- ARGV order           order_id
+-- ARGV ttl             integer ms >= 1: the wanted time left from now
+-- ARGV now             Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV max_extensions  integer >= 0: calls that moved the expiry, at most; 0 = no count limit
+-- ARGV request_id      "" = none. A request_id among the last 4 the hold counted is a retry of a
+--                      call that moved the expiry: it changes nothing and answers the hold as it
+--                      is (moved = 2), so a constant request_id cannot extend twice.
+-- ARGV lifetime        lifetime cap, ms >= 1, and
+-- ARGV default_ttl     default ttl, ms >= 1: for a hold without a life record (a migration's, the
+--                      prelude), whose cap becomes <place> + lifetime, <place> being its details'
+--                      place time, else <expire> - default_ttl (as if placed with the default
+--                      ttl), and never before <expire>; written at its first move.
+-- ARGV store           the store's constants, packed (store_of in the prelude): the outcome
+--                      retention and record bound, the stream's length bound, and the scope index
+--                      (an ended scoped hold's entry is dropped there, a moved hold's entry moves
+--                      with it)
+-- REPLY result int     1 the hold is live: expire = its expiry after the call; details and life
+--                      after the call (life as it would be written, for a hold without one);
+--                      -1 refused, max_extensions used: nothing changed; expire, details, life as
+--                      is; 2 the order's hold has ended: outcome, end and expire describe that
+--                      end (an EXPIRED end possibly made by this call's cleanup, which gives the
+--                      same answer before and after the reaper); 0 unknown order (never placed,
+--                      or its record is older than the retention)
+-- REPLY now int        the instant used, Unix ms
+-- REPLY expire int     Unix ms, as result says
+-- REPLY removed int    holds of the user found no longer live and ended as EXPIRED by this call
+-- REPLY outcome int    result 2: 1 PAID, 2 CANCELLED, 3 EXPIRED; else 0
+-- REPLY end int        result 2: the end, Unix ms; else 0
+-- REPLY details str    results 1 and -1: the hold's details ("" when it has none); else ""
+-- REPLY life str       results 1 and -1: its life record; else ""
+-- REPLY moved int      result 1: 1 when this call moved the expiry, 2 when it is a replay of a
+--                      counted request_id (nothing changed); else 0
+-- REPLY capped int     result 1: 1 when now + ttl was past the cap; else 0
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[4])
+local now = now_ms(A.now)
+local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
-k.maxlen = tonumber(ARGV[11])
-k.index = ARGV[12] ~= '' and ARGV[12] or nil
-local user, order = ARGV[1], ARGV[2]
-local ttl, retention, max_records = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local max_extensions, request_id = tonumber(ARGV[7]), ARGV[8]
+           bdue = KEYS[6], maxlen = store.maxlen, index = store.index}
+local user, order = A.user, A.order
+local ttl, retention, max_records = tonumber(A.ttl), store.retention, store.records
+local max_extensions, request_id = tonumber(A.max_extensions), A.request_id
 local MAX_REQUEST_IDS = 4
 
 local holds = load_holds(k, user, true)
@@ -71,8 +73,8 @@ if hold then
     place, cap, count, ids = parse_life(life)
   else
     place = details and tonumber(string.match(details, '^%d+:(%d+):'))
-    place = place or expire - tonumber(ARGV[10])
-    cap, count, ids = math.max(expire, place + tonumber(ARGV[9])), 0, {}
+    place = place or expire - tonumber(A.default_ttl)
+    cap, count, ids = math.max(expire, place + tonumber(A.lifetime)), 0, {}
   end
   local retry = false
   for _, id in ipairs(ids) do

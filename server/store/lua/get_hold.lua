@@ -7,22 +7,25 @@
 -- KEYS[1]  the user's holds bucket (as in place_hold.lua)
 -- KEYS[2]  the user's outcome records, with its ended holds' details and life records (hash, see
 --          the prelude)
--- ARGV[1]  user_id (its field in KEYS[1])
--- ARGV[2]  order_id
--- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[4]  outcome retention, ms >= 1: an end at or before now - retention is forgotten
--- Returns  {state, now, expire, outcome, end, details, life}
---          state   1 live (expire = its expiry; outcome, end = 0)
---                  2 ended: outcome (1 PAID, 2 CANCELLED, 3 EXPIRED), end (Unix ms; for EXPIRED
---                    the expire time) and expire; a hold of the user with expire <= now is EXPIRED
---                  0 unknown (never placed, or ended longer ago than the retention)
---          details, life  the hold's (the prelude), "" when it has none
+-- ARGV user       user_id (its field in KEYS[1])
+-- ARGV order      order_id
+-- ARGV now        Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV retention  outcome retention, ms >= 1: an end at or before now - retention is forgotten
+-- REPLY state int     1 live (expire = its expiry; outcome, end = 0); 2 ended: outcome, end and
+--                     expire; a hold of the user with expire <= now is EXPIRED; 0 unknown (never
+--                     placed, or ended longer ago than the retention)
+-- REPLY now int       the instant used, Unix ms
+-- REPLY expire int    the hold's expiry, Unix ms (0 when unknown)
+-- REPLY outcome int   state 2: 1 PAID, 2 CANCELLED, 3 EXPIRED; else 0
+-- REPLY end int       state 2: the end, Unix ms (for EXPIRED the expire time); else 0
+-- REPLY details str   the hold's details (the prelude), "" when it has none
+-- REPLY life str      the hold's life record, "" when it has none
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[3])
+local now = now_ms(A.now)
 local k = {hb = KEYS[1], outcomes = KEYS[2]}
-local order, retention = ARGV[2], tonumber(ARGV[4])
+local order, retention = A.order, tonumber(A.retention)
 local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its expire time)
-for _, h in ipairs(load_holds(k, ARGV[1], false)) do
+for _, h in ipairs(load_holds(k, A.user, false)) do
   if h.order == order then
     if h.expire > now then
       return {1, now, h.expire, 0, 0, h.details or '', h.life or ''}

@@ -6,26 +6,30 @@
 -- has (AIP-158: ListHolds' page_size and page_token).
 --
 -- KEYS[1]  the user's holds bucket (as in place_hold.lua)
--- ARGV[1]  user_id (its field in KEYS[1])
--- ARGV[2]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[3]  scope: only holds of this scope are listed ("" = all)
--- ARGV[4]  the page starts after the hold (ARGV[4] expire ms, ARGV[5] order_id) in list order;
---          "" = from the first
--- ARGV[5]  order_id of that hold (ignored when ARGV[4] is "")
--- ARGV[6]  page size, >= 1: holds listed at most
--- Returns  {now, {order_id_1, expire_1, order_id_2, expire_2, ...}, {details_1, details_2, ...},
---           {life_1, life_2, ...}, {user_holds, user_units, scope_holds, scope_units, plain,
---           more}}:
---          the page: live holds (score > now) of the scope, earliest expire first, ties by
---          order_id, after the cursor; expire as Unix ms strings; each hold's details and life
---          record ("" when it has none). Then the usage: all the user's live holds and units,
---          those of ARGV[3] (0 without a scope), plain = 1 when no live hold has details (a scope,
---          a quantity or labels), more = 1 when holds of the scope follow the page.
+-- ARGV user          user_id (its field in KEYS[1])
+-- ARGV now           Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV scope         only holds of this scope are listed ("" = all)
+-- ARGV after_expire  the page starts after the hold (after_expire ms, after_order) in list order;
+--                    "" = from the first
+-- ARGV after_order   order_id of that hold (ignored when after_expire is "")
+-- ARGV page_size     >= 1: holds listed at most
+-- REPLY now int            the instant used, Unix ms
+-- REPLY page array         the page, 2 elements a hold: {order_id, expire}: live holds (score >
+--                          now) of the scope, earliest expire first, ties by order_id, after the
+--                          cursor; expire as Unix ms strings
+-- REPLY details array      each listed hold's details, "" when it has none
+-- REPLY lives array        each listed hold's life record, "" when it has none
+-- REPLY user_holds int     all the user's live holds
+-- REPLY user_units int     their units
+-- REPLY scope_holds int    the live holds of the scope (0 without a scope)
+-- REPLY scope_units int    their units
+-- REPLY plain int          1 when no live hold has details (a scope, a quantity or labels)
+-- REPLY more int           1 when holds of the scope follow the page
 -- now_ms, load_holds, split_due: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[2])
-local scope, after_expire, after_order = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local limit = tonumber(ARGV[6])
-local _, live = split_due(load_holds({hb = KEYS[1]}, ARGV[1], false), now)
+local now = now_ms(A.now)
+local scope, after_expire, after_order = A.scope, tonumber(A.after_expire), A.after_order
+local limit = tonumber(A.page_size)
+local _, live = split_due(load_holds({hb = KEYS[1]}, A.user, false), now)
 local flat, details, lives = {}, {}, {}
 local user_holds, user_units, scope_holds, scope_units, plain, more = 0, 0, 0, 0, 1, 0
 local cursor = after_expire and {expire = after_expire, order = after_order}
@@ -53,5 +57,4 @@ for _, h in ipairs(live) do
     end
   end
 end
-return {now, flat, details, lives,
-        {user_holds, user_units, scope_holds, scope_units, plain, more}}
+return {now, flat, details, lives, user_holds, user_units, scope_holds, scope_units, plain, more}

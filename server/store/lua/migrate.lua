@@ -10,27 +10,27 @@
 -- KEYS[1]  the partition's bucket index (as in reap.lua)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry; as in reap.lua)
--- ARGV[1]  the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h)
--- ARGV[2]  the calling replica's id: the step runs only while that replica holds the lease (taken
---          by its reap.lua calls); "" = no lease (tests, single replica tools)
--- ARGV[3]  max users to check in this step, integer >= 1 (bounds the script's run time)
--- ARGV[4]  the sweep's cursor: "" to start, else what the previous step returned
--- Returns  {left, cursor, moved}: left = users of the partition the sweep has still to check (an
---          upper bound of those still in an older shape; 0 once done), -1 when another replica
---          holds the lease or none does (nothing done: try again later); cursor = the next step's
---          ARGV[4], "" once the sweep is done; moved = users this step moved
--- Helpers and the migrations: see the prelude (prelude/*.lua), prepended when the script is embedded.
-if ARGV[2] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[2] then
-  return {-1, ARGV[4], 0}
+-- ARGV prefix    the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h)
+-- ARGV replica   the calling replica's id: the step runs only while that replica holds the lease
+--                (taken by its reap.lua calls); "" = no lease (tests, single replica tools)
+-- ARGV budget    max users to check in this step, integer >= 1 (bounds the script's run time)
+-- ARGV cursor    the sweep's cursor: "" to start, else what the previous step returned
+-- REPLY left int     users of the partition the sweep has still to check (an upper bound of those
+--                    still in an older shape; 0 once done), -1 when another replica holds the
+--                    lease or none does (nothing done: try again later)
+-- REPLY cursor str   the next step's cursor, "" once the sweep is done
+-- REPLY moved int    users this step moved
+if A.replica ~= '' and redis.call('GET', KEYS[3]) ~= A.replica then
+  return {-1, A.cursor, 0}
 end
-local partition = {prefix = ARGV[1], bdue = KEYS[1], events = KEYS[2]}
+local partition = {prefix = A.prefix, bdue = KEYS[1], events = KEYS[2]}
 local moved = 0
 for i, step in ipairs(migrations.partitions) do
   -- The migrations run one after the other: a cursor "<i>:<theirs>" is the i-th one's.
-  local at, theirs = string.match(ARGV[4], '^(%d+):(.*)$')
+  local at, theirs = string.match(A.cursor, '^(%d+):(.*)$')
   at = tonumber(at) or 1
   if i >= at then
-    local n, next_cursor, m = step(partition, tonumber(ARGV[3]), i == at and theirs or '')
+    local n, next_cursor, m = step(partition, tonumber(A.budget), i == at and theirs or '')
     moved = moved + m
     if next_cursor ~= '' then
       return {n, int_str(i) .. ':' .. next_cursor, moved}

@@ -5,15 +5,16 @@
 -- OrderHold replicas can never both take the last slot, and a hold that expired is ended (outcome
 -- record + EXPIRED event) exactly once whoever notices it first.
 --
--- Limits: the user's live holds (ARGV[4]) and units (ARGV[8]) and, for a scope (ARGV[9]), the
--- user's live holds and units in that scope (ARGV[11], ARGV[12]) are all checked against sums over
--- the user's live holds before anything is written: all pass and the hold is recorded, or nothing
--- is. No counters: usage is always what the live holds say, so nothing drifts or needs repair.
--- A scope's totals across users (ARGV[17], ARGV[18]) are checked against the scope index
--- (the prelude "The scope index"), in the same step: every hold with a scope is entered there
--- when the store keeps an index (ARGV[16]), with or without a total, so a total added later counts
--- the holds already live. Its units are a counter beside the entries, kept exact by every script
--- that adds or drops an entry.
+-- Limits: every level a new hold is checked at is one row of LEVELS (the prelude; its bit in
+-- `violations`, what it counts, where its limit comes from): the user's live holds and units, the
+-- user's live holds and units in the hold's scope (A.details), and the scope's totals across
+-- users. The user's levels are sums over the user's live holds, checked before anything is
+-- written: all pass and the hold is recorded, or nothing is. No counters: usage is always what the
+-- live holds say, so nothing drifts or needs repair. A scope's totals are checked against the
+-- scope index (the prelude "The scope index"), in the same step: every hold with a scope is
+-- entered there when the store keeps an index (A.store), with or without a total, so a total
+-- added later counts the holds already live. Its units are a counter beside the entries, kept
+-- exact by every script that adds or drops an entry.
 --
 -- KEYS[1]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
 --          user_id, value = its live holds, packed (see pack_holds in the prelude)
@@ -26,69 +27,58 @@
 -- KEYS[6]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
 --          that bucket's due index, or earlier (set_due in the prelude)
 --          All six share the user's hash tag.
--- ARGV[1]  user_id (the member of KEYS[2])
--- ARGV[2]  order_id
--- ARGV[3]  ttl, integer ms >= 1
--- ARGV[4]  max_holds, integer >= 1: the user's live holds, at most
--- ARGV[5]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[6]  outcome retention, ms >= 1
--- ARGV[7]  max outcome records per user, >= 1
--- ARGV[8]  max_units, integer >= 0: the user's live units (sum of quantities), at most; 0 = none
--- ARGV[9]  scope; "" = unscoped (ARGV[11] and ARGV[12] are then ignored)
--- ARGV[10] quantity, integer >= 1
--- ARGV[11] the scope's max_holds, integer >= 0; 0 = none
--- ARGV[12] the scope's max_units, integer >= 0; 0 = none
--- ARGV[13] the hold's details from the quantity on (hold_details_codec.h), stored as
---          "<expire>:<now>:" .. ARGV[13]; "" for a plain hold (no scope, quantity 1, no labels):
---          no details are stored (only its life record, ARGV[14])
--- ARGV[14] the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE in
---          the prelude) is "<expire>:<now>:<max(expire, now + ARGV[14])>:0:0:" (a ttl longer than
---          the lifetime makes the expiry the cap)
--- ARGV[15] the partition's event stream length bound (--event_stream_max_len): each XADD trims the
---          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[16] the scope index's key start, "<prefix>:{" (the prelude "The scope index"); "" = the
---          store keeps none (Redis Cluster): ARGV[17] and ARGV[18] must then be 0
--- ARGV[17] the scope's total_max_holds, integer >= 0: its live holds across every user, at most;
---          0 = none
--- ARGV[18] the scope's total_max_units, integer >= 0: their units, at most; 0 = none
--- Returns  {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
---           scope_units, violations, details, life, total_holds, total_units}
---          result  1 created (expire = now + ttl), 0 already held (expire = the existing hold's,
---                  not extended), -1 a limit would be exceeded (expire = the earliest instant at
---                  which every exceeded level has had its earliest live hold expire),
---                  -2 the order's hold already ended (expire = that hold's; ended_outcome =
---                  1 PAID, 2 CANCELLED, 3 EXPIRED; ended_at = its end, Unix ms): nothing placed
---          now     the instant used, Unix ms
---          active  live holds after the call
---          removed holds found no longer live and ended as EXPIRED (each with its event)
---          units, scope_holds, scope_units: the user's live units, and its live holds and units in
---                  the scope (0 when unscoped), after the call
---          violations (result -1): the exceeded levels, bits: 1 user holds, 2 user units,
---                  4 scope holds, 8 scope units, 16 the scope's total holds, 32 its total units
---                  (for those two, expire counts the scope's earliest live hold across users)
---          details result 1: the new hold's details ("" for a plain hold); 0: the existing hold's
---                  ("" when it has none); else ""
---          life    results 1 and 0: the hold's life record; else ""
---          total_holds, total_units: the scope's live holds and units across every user after
---                  the call, when it has a total (ARGV[17] or ARGV[18] > 0) and a new hold was
---                  decided (results 1 and -1); else 0
+-- ARGV user      user_id (the member of KEYS[2])
+-- ARGV order     order_id
+-- ARGV ttl       integer ms >= 1
+-- ARGV now       Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV limits    "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>", integers: the
+--                user's live holds (>= 1) and units, and the scope's live holds and units across
+--                every user, at most; 0 = none (the totals need a scope and the scope index)
+-- ARGV lifetime  the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE
+--                in the prelude) is "<expire>:<now>:<max(expire, now + lifetime)>:0:0:" (a ttl
+--                longer than the lifetime makes the expiry the cap)
+-- ARGV details   the hold's details from the quantity on (hold_details_codec.h), stored as
+--                "<expire>:<now>:" .. details; it gives the quantity, the scope and the scope's
+--                max_holds and max_units (details_levels in the prelude). "" for a plain hold (no
+--                scope, quantity 1, no labels): no details are stored (only its life record)
+-- ARGV store     the store's constants, packed (store_of in the prelude)
+-- REPLY result int        1 created (expire = now + ttl), 0 already held (expire = the existing
+--                         hold's, not extended), -1 a limit would be exceeded (expire = the
+--                         earliest instant at which every exceeded level has had its earliest
+--                         live hold expire), -2 the order's hold already ended (expire = that
+--                         hold's): nothing placed
+-- REPLY now int           the instant used, Unix ms
+-- REPLY expire int        Unix ms, as result says
+-- REPLY active int        the user's live holds after the call
+-- REPLY removed int       holds found no longer live and ended as EXPIRED (each with its event)
+-- REPLY ended_outcome int result -2: 1 PAID, 2 CANCELLED, 3 EXPIRED; else 0
+-- REPLY ended_at int      result -2: the end, Unix ms; else 0
+-- REPLY units int         the user's live units after the call
+-- REPLY scope_holds int   the user's live holds in the scope after the call (0 when unscoped)
+-- REPLY scope_units int   their units
+-- REPLY violations int    result -1: the exceeded levels, bits (LEVELS in the prelude): 1 user holds, 2 user
+--                         units, 4 scope holds, 8 scope units, 16 the scope's total holds, 32 its
+--                         total units (for those two, expire counts the scope's earliest live hold
+--                         across users)
+-- REPLY details str       result 1: the new hold's details ("" for a plain hold); 0: the existing
+--                         hold's ("" when it has none); else ""
+-- REPLY life str          results 1 and 0: the hold's life record; else ""
+-- REPLY total_holds int   the scope's live holds across every user after the call, when it has a
+--                         total and a new hold was decided (results 1 and -1); else 0
+-- REPLY total_units int   their units, likewise
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
--- Helpers (now_ms, load_holds, split_due, save_holds, quantity_scope, set_due, expire_due,
--- trim_outcomes, outcome_of): see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[5])
+-- Helpers (now_ms, store_of, details_levels, LEVELS, load_holds, split_due, save_holds,
+-- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of): see the prelude
+-- (prelude/*.lua), prepended when the script is embedded.
+local now = now_ms(A.now)
+local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
-k.maxlen = tonumber(ARGV[15])
-k.index = ARGV[16] ~= '' and ARGV[16] or nil
-local user, order = ARGV[1], ARGV[2]
-local scope = ARGV[9]
--- The other numbers of ARGV are parsed (tonumber: strtod, ~0.1 µs each) on the paths that use
--- them: the limits only to decide a new hold, the retention only when something is written or an
--- ended order is looked up. An "already held" answer that ends no other hold (a client's retry)
--- parses none of them.
+           bdue = KEYS[6], maxlen = store.maxlen, index = store.index}
+local user, order = A.user, A.order
+local quantity, scope, scope_max_holds, scope_max_units = details_levels(A.details)
 
 -- Every read before the first write (see "Slot migrations" in the prelude).
 local holds = load_holds(k, user, true)
@@ -109,7 +99,6 @@ for _, h in ipairs(live) do
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
-local retention = (removed > 0 or not existing) and tonumber(ARGV[6])  -- else unused
 local earliest = live[1] and live[1].expire  -- the user's earliest expiry after the call
 
 local result, expire
@@ -118,68 +107,55 @@ local total_holds, total_units = 0, 0
 if existing then
   result, expire, details, life = 0, existing.expire, existing.details or '', existing.life or ''
 else
+  local retention = store.retention
   local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
   else
-    local max_holds, max_units = tonumber(ARGV[4]), tonumber(ARGV[8])
-    local quantity = tonumber(ARGV[10])
-    local scope_max_holds = scope ~= '' and tonumber(ARGV[11]) or 0
-    local scope_max_units = scope ~= '' and tonumber(ARGV[12]) or 0
-    if active + 1 > max_holds then
-      violations = violations + 1
-    end
-    if max_units > 0 and units + quantity > max_units then
-      violations = violations + 2
-    end
-    if scope_max_holds > 0 and scope_holds + 1 > scope_max_holds then
-      violations = violations + 4
-    end
-    if scope_max_units > 0 and scope_units + quantity > scope_max_units then
-      violations = violations + 8
-    end
+    local max_holds, max_units, total_max_holds, total_max_units =
+      string.match(A.limits, '^(%d+):(%d+):(%d+):(%d+)$')
+    local limits = {user_holds = tonumber(max_holds), user_units = tonumber(max_units),
+                    scope_holds = scope ~= '' and scope_max_holds or 0,
+                    scope_units = scope ~= '' and scope_max_units or 0,
+                    total_holds = scope ~= '' and k.index and tonumber(total_max_holds) or 0,
+                    total_units = scope ~= '' and k.index and tonumber(total_max_units) or 0}
     -- The scope's totals, across users, from its index (pruned here: the prune and the add below
     -- are the only writes to it before the decision is made, and neither changes what is live).
-    local total_max_holds = scope ~= '' and k.index and tonumber(ARGV[17]) or 0
-    local total_max_units = scope ~= '' and k.index and tonumber(ARGV[18]) or 0
     local total_first
-    if total_max_holds > 0 or total_max_units > 0 then
+    if limits.total_holds > 0 or limits.total_units > 0 then
       total_holds, total_units, total_first = scope_usage(k.index, scope, now)
-      if total_max_holds > 0 and total_holds + 1 > total_max_holds then
-        violations = violations + 16
-      end
-      if total_max_units > 0 and total_units + quantity > total_max_units then
-        violations = violations + 32
+    end
+    local usage = {user_holds = active, user_units = units, user_first = earliest or now,
+                   scope_holds = scope_holds, scope_units = scope_units,
+                   scope_first = scope_first or now, total_holds = total_holds,
+                   total_units = total_units, total_first = total_first or now}
+    expire = 0
+    for _, level in ipairs(LEVELS) do
+      local limit = limits[level.name]
+      if limit > 0 and usage[level.name] + (level.units and quantity or 1) > limit then
+        violations = violations + level.bit
+        expire = math.max(expire, usage[level.first])
       end
     end
     if violations > 0 then
-      result, expire = -1, 0
-      if violations % 4 > 0 then
-        expire = earliest or now
-      end
-      if violations % 16 >= 4 then
-        expire = math.max(expire, scope_first or now)
-      end
-      if violations >= 16 then
-        expire = math.max(expire, total_first or now)
-      end
+      result = -1
     else
-      result, expire = 1, now + tonumber(ARGV[3])
-      local cap = math.max(expire, now + tonumber(ARGV[14]))
+      result, expire = 1, now + tonumber(A.ttl)
+      local cap = math.max(expire, now + tonumber(A.lifetime))
       life = string.format('%d:%d:%d:0:0:', expire, now, cap)
-      if ARGV[13] ~= '' then
-        details = string.format('%d:%d:', expire, now) .. ARGV[13]
+      if A.details ~= '' then
+        details = string.format('%d:%d:', expire, now) .. A.details
       end
       -- Packed here from its numbers (pack_holds would parse the life record just formatted).
       live[#live + 1] = {order = order, expire = expire, details = details ~= '' and details,
-        life = life, packed = pack_hold(order, expire, now, cap, 0, NO_IDS, ARGV[13])}
+        life = life, packed = pack_hold(order, expire, now, cap, 0, NO_IDS, A.details)}
       earliest = math.min(earliest or expire, expire)
       active, units = active + 1, units + quantity
       if scope ~= '' then
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
         if k.index then
           scope_add(k.index, scope, user, order, quantity, expire)
-          if total_max_holds > 0 or total_max_units > 0 then
+          if limits.total_holds > 0 or limits.total_units > 0 then
             total_holds, total_units = total_holds + 1, total_units + quantity
           end
         end
@@ -196,7 +172,7 @@ elseif result == 1 then
 end
 -- A new hold of an order whose old record is past the retention: that record goes now.
 if removed > 0 or (result == 1 and record) then
-  trim_outcomes(k, now, retention, tonumber(ARGV[7]))
+  trim_outcomes(k, now, store.retention, store.records)
 end
 -- Keep the due index at the user's earliest expiry so the reaper finds the user when it is due.
 -- When no hold ended and the new one does not expire first, that is the earliest it had before

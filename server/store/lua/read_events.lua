@@ -1,33 +1,35 @@
 -- read_events.lua: the next events of one partition's stream for one consumer of a group, at most
--- ARGV[3] of them: first this consumer's own pending events when it resumes (ARGV[6]), then events
+-- A.budget of them: first this consumer's own pending events when it resumes (A.resume), then events
 -- other consumers left pending longer than the ack timeout (claims), then new ones.
 --
 -- Why Lua: reading the pending list, claiming and reading new entries must agree on the delivery
 -- counts they report, and the whole read is one round trip per partition.
 -- Claims follow https://redis.io/commands/xclaim/ and the cursor of XAUTOCLAIM
--- (https://redis.io/commands/xautoclaim/): the scan of the pending list starts after ARGV[5] and
+-- (https://redis.io/commands/xautoclaim/): the scan of the pending list starts after A.claim_after and
 -- answers where to go on, so every pending entry gets its turn however long the list is (a scan
 -- from the start every time re-takes the same oldest entries forever). Entries of this consumer
--- are never claimed by it: they are in its hands (its watch is open) or it resumes them (ARGV[6]),
+-- are never claimed by it: they are in its hands (its watch is open) or it resumes them (A.resume),
 -- so a consumer that never acks holds what it was sent and the rest waits in Redis for another
 -- consumer of the group, without being sent to it again and again.
 --
 -- KEYS[1]  the partition's event stream (entries written by end_hold in the prelude)
--- ARGV[1]  group; ARGV[2] consumer
--- ARGV[3]  max events to return, >= 1
--- ARGV[4]  claim events other consumers have had pending for at least this many ms; "" = claim
---          nothing
--- ARGV[5]  claim cursor: scan the pending list after this stream id; "" = from its start
--- ARGV[6]  "" = do not resume; else a stream id ("0-0" at first): take back this consumer's own
---          pending events after it, whatever their idle time (a consumer that reconnects under the
---          same name resumes where it was)
--- Returns  {claim_next, own_next, id, delivery_count, user, order, outcome, expire, end,
---          details, ...}: claim_next is where the next claim scan starts ("" = the scan reached
---          the end of the list: start over at the next sweep), own_next where the resume goes on
---          ("" = done); then 8 per event (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end
---          Unix ms; details as in the prelude, "" for an event without them).
-local stream, group, consumer = KEYS[1], ARGV[1], ARGV[2]
-local budget = tonumber(ARGV[3])
+-- ARGV group         the consumer group
+-- ARGV consumer      the consumer
+-- ARGV budget        max events to return, >= 1
+-- ARGV claim_ms      claim events other consumers have had pending for at least this many ms;
+--                    "" = claim nothing
+-- ARGV claim_after   claim cursor: scan the pending list after this stream id; "" = from its start
+-- ARGV resume        "" = do not resume; else a stream id ("0-0" at first): take back this
+--                    consumer's own pending events after it, whatever their idle time (a consumer
+--                    that reconnects under the same name resumes where it was)
+-- REPLY claim_next str  where the next claim scan starts ("" = the scan reached the end of the
+--                       list: start over at the next sweep)
+-- REPLY own_next str    where the resume goes on ("" = done)
+-- REPLY events... any   8 elements an event: {id, delivery_count, user, order, outcome, expire,
+--                       end, details} (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end
+--                       Unix ms; details as in the prelude, "" for an event without them)
+local stream, group, consumer = KEYS[1], A.group, A.consumer
+local budget = tonumber(A.budget)
 -- At most this many pending entries are looked at by one call's claim scan: a long run of this
 -- consumer's own entries is skipped in bounded steps (the cursor goes on at the next call).
 local scan_limit = 512
@@ -118,11 +120,11 @@ local function claim(min_idle, cursor)
   return cursor
 end
 
-if ARGV[6] ~= '' then
-  out[2] = resume(ARGV[6])
+if A.resume ~= '' then
+  out[2] = resume(A.resume)
 end
-if ARGV[4] ~= '' then
-  out[1] = claim(tonumber(ARGV[4]), ARGV[5])
+if A.claim_ms ~= '' then
+  out[1] = claim(tonumber(A.claim_ms), A.claim_after)
 end
 if budget > 0 then
   local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', budget, 'STREAMS',

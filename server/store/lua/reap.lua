@@ -5,15 +5,15 @@
 -- index must be atomic, so that several OrderHold replicas reaping at once end (and report, for
 -- the expired counter, the lag histogram and the event log) each due hold exactly once.
 --
--- Lease: with ARGV[6] set, the script first takes or renews the partition's lease (KEYS[3]) for
--- ARGV[6]; when another replica holds it, it does nothing (result -1). Ownership is decided by
+-- Lease: with A.replica set, the script first takes or renews the partition's lease (KEYS[3]) for
+-- it; when another replica holds it, it does nothing (result -1). Ownership is decided by
 -- the reapers (server/reaper/ownership.h); the lease only fences two replicas that briefly
 -- disagree.
--- Standby: with ARGV[8] set instead, the lease is left alone and the script reaps only if the
--- partition's oldest due hold is at least ARGV[8] ms overdue (its owner is late or dead).
+-- Standby: with A.standby set instead, the lease is left alone and the script reaps only if the
+-- partition's oldest due hold is at least that many ms overdue (its owner is late or dead).
 --
 -- Cluster note: the user keys, the buckets' due indexes and the holds buckets are built here from
--- ARGV[1] rather than passed in KEYS (they are only known after reading the indexes). They share
+-- A.prefix rather than passed in KEYS (they are only known after reading the indexes). They share
 -- KEYS[1]'s hash tag, so every key this script touches is in KEYS[1]'s hash slot. While that slot
 -- migrates (resharding), Redis refuses, part-way through the script, any access to one of them
 -- that is not on this node, whether it moved or was never there ("non local key"), and keeps the
@@ -28,64 +28,65 @@
 -- nothing due and sets it right).
 --
 -- KEYS[1]  the partition's bucket index: sorted set, member = bucket, score = the earliest score in
---          the bucket's due index ARGV[1] .. "hd:" .. bucket (member = user_id, score = the user's
+--          the bucket's due index A.prefix .. "hd:" .. bucket (member = user_id, score = the user's
 --          earliest expire time), or earlier (set_due in the prelude: this script sets it right)
 -- KEYS[2]  the partition's event stream
 -- KEYS[3]  the partition's reaper lease (string: owner id, with a PX expiry)
--- ARGV[1]  the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h): a bucket's due
---          index is ARGV[1] .. "hd:" .. bucket, its holds ARGV[1] .. "h:" .. bucket, a user's
---          outcome records and hold details ARGV[1] .. "x:" .. user_id and ended orders
---          ARGV[1] .. "xt:" .. user_id
--- ARGV[2]  max users to visit, integer >= 1 (bounds the script's run time; a bucket visited that
---          had no due user counts as one); 0: a peek, which takes the lease as a call does (or
---          answers -1), then returns {now, 0, oldest_due} and ends nothing
--- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[4]  outcome retention, ms >= 1
--- ARGV[5]  max outcome records per user, >= 1
--- ARGV[6]  the calling replica's id; "" = no lease
--- ARGV[7]  lease duration, ms >= 1 (with ARGV[6])
--- ARGV[8]  standby: reap only when the oldest due hold is at least this many ms overdue; "" = no
--- ARGV[9]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
---          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[10] the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
---          scoped hold's entry is dropped there; "" = the store keeps none
--- Returns  {now, more, oldest_due, next_due, expire_1, expire_2, ...}: one expire time (Unix ms)
---          per hold ended; more = 1 when the batch was full (call again), 0 when done, -1 when
---          another replica holds the lease or (standby) nothing is overdue enough (nothing done);
---          oldest_due = the earliest score in the indexes before this call (Unix ms; a bucket's
---          may be early, see KEYS[1]), or -1 when they were empty or another replica holds the
---          lease (-1 does not mean "nothing due" then); next_due = the earliest score left after
---          this call, or earlier: oldest_due when nothing was due (a peek's and a refusal's too),
---          `now` when the call visited a bucket (the next look finds the true one: reading it
---          here would mean scores formatted for every call, or a read after the writes, which
---          "Slot migrations" forbids). The reaper sleeps on it until a nudge says a hold came
---          due earlier (set_due in the prelude).
+-- ARGV prefix    the key prefix of that partition, "<prefix>:{<partition>}:" (keys.h): a
+--                bucket's due index is prefix .. "hd:" .. bucket, its holds prefix .. "h:" ..
+--                bucket, a user's outcome records and hold details prefix .. "x:" .. user_id and
+--                ended orders prefix .. "xt:" .. user_id
+-- ARGV budget    max users to visit, integer >= 1 (bounds the script's run time; a bucket visited
+--                that had no due user counts as one); 0: a peek, which takes the lease as a call
+--                does (or answers -1), then returns {now, 0, oldest_due, oldest_due} and ends
+--                nothing
+-- ARGV now       Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV replica   the calling replica's id; "" = no lease
+-- ARGV lease     lease duration, ms >= 1 (with replica)
+-- ARGV standby   reap only when the oldest due hold is at least this many ms overdue; "" = no
+-- ARGV store     the store's constants, packed (store_of in the prelude): the outcome retention
+--                and record bound, the stream's length bound, and the scope index (an ended
+--                scoped hold's entry is dropped there)
+-- REPLY now int         the instant used, Unix ms
+-- REPLY more int        1 when the batch was full (call again), 0 when done, -1 when another
+--                       replica holds the lease or (standby) nothing is overdue enough (nothing
+--                       done)
+-- REPLY oldest_due int  the earliest score in the indexes before this call (Unix ms; a bucket's
+--                       may be early, see KEYS[1]), or -1 when they were empty or another replica
+--                       holds the lease (-1 does not mean "nothing due" then)
+-- REPLY next_due int    the earliest score left after this call, or earlier: oldest_due when
+--                       nothing was due (a peek's and a refusal's too), `now` when the call
+--                       visited a bucket (the next look finds the true one: reading it here would
+--                       mean scores formatted for every call, or a read after the writes, which
+--                       "Slot migrations" forbids). The reaper sleeps on it until a nudge says a
+--                       hold came due earlier (set_due in the prelude).
+-- REPLY expires... int  one expire time (Unix ms) per hold ended
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude)
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[3])
-local maxlen = tonumber(ARGV[9])
-local prefix = ARGV[1]
-local index = ARGV[10] ~= '' and ARGV[10] or nil
+local now = now_ms(A.now)
+local store = store_of(A.store)
+local maxlen, index = store.maxlen, store.index
+local prefix = A.prefix
 
 local oldest = tonumber(redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2])
-if ARGV[8] ~= '' then
-  if not oldest or oldest > now - tonumber(ARGV[8]) then
+if A.standby ~= '' then
+  if not oldest or oldest > now - tonumber(A.standby) then
     return {now, -1, oldest or -1, oldest or -1}
   end
-elseif ARGV[6] ~= '' then
+elseif A.replica ~= '' then
   local holder = redis.call('GET', KEYS[3])
-  if holder and holder ~= ARGV[6] then
+  if holder and holder ~= A.replica then
     return {now, -1, -1, -1}
   end
-  redis.call('SET', KEYS[3], ARGV[6], 'PX', ARGV[7])
+  redis.call('SET', KEYS[3], A.replica, 'PX', A.lease)
 end
 
-local budget = tonumber(ARGV[2])
+local budget = tonumber(A.budget)
 if budget == 0 then
   return {now, 0, oldest or -1, oldest or -1}
 end
-local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
+local retention, max_records = store.retention, store.records
 local out = {now, 0, oldest or -1, oldest or -1}
 
 -- Ends the user's due holds (each with its outcome record and event; their expire times go to

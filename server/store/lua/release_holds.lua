@@ -7,31 +7,28 @@
 -- KEYS[1..6]  as in place_hold.lua: the user's holds bucket, its due-index bucket, the user's
 --             outcome records (hash) and ended orders (sorted set), the partition's event stream,
 --             the partition's bucket index
--- ARGV[1]  user_id (the member of KEYS[2])
--- ARGV[2]  scope; "" = every live hold of the user
--- ARGV[3]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[4]  outcome retention, ms >= 1
--- ARGV[5]  max outcome records per user, >= 1
--- ARGV[6]  the partition's event stream length bound (--event_stream_max_len): each XADD trims the
---          stream to about this many entries (MAXLEN ~); 0 = no length bound
--- ARGV[7]  the scope index's key start, "<prefix>:{" (the prelude "The scope index"): an ended
---          scoped hold's entry is dropped there; "" = the store keeps none
--- Returns  {now, removed, {order_1, expire_1, details_1, life_1, order_2, ...}}
---          removed  holds found no longer live and ended as EXPIRED (each with its event; not
---                   listed)
---          then the released holds, earliest expiry first: each ended CANCELLED at now with its
---          event; expire as Unix ms; details and life records "" when the hold has none
+-- ARGV user     user_id (the member of KEYS[2])
+-- ARGV scope    "" = every live hold of the user
+-- ARGV now      Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV store    the store's constants, packed (store_of in the prelude): the outcome retention
+--               and record bound, the stream's length bound, and the scope index (an ended scoped
+--               hold's entry is dropped there)
+-- REPLY now int         the instant used, Unix ms
+-- REPLY removed int     holds found no longer live and ended as EXPIRED (each with its event; not
+--                       listed)
+-- REPLY released array  the released holds, earliest expiry first, 4 elements each: {order,
+--                       expire, details, life}: each ended CANCELLED at now with its event; expire
+--                       as Unix ms; details and life records "" when the hold has none
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
-local now = now_ms(ARGV[3])
+local now = now_ms(A.now)
+local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6]}
-k.maxlen = tonumber(ARGV[6])
-k.index = ARGV[7] ~= '' and ARGV[7] or nil
-local user, scope = ARGV[1], ARGV[2]
-local retention, max_records = tonumber(ARGV[4]), tonumber(ARGV[5])
+           bdue = KEYS[6], maxlen = store.maxlen, index = store.index}
+local user, scope = A.user, A.scope
+local retention, max_records = store.retention, store.records
 
 local holds = load_holds(k, user, true)
 local due, released, stay = {}, {}, {}

@@ -5,9 +5,9 @@
 -- locking pattern").
 --
 -- KEYS[1]  the partition's reaper lease (see reap.lua)
--- ARGV[1]  this replica's id
--- Returns  1 when released, 0 when not held by this replica.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- ARGV replica   this replica's id
+-- RETURN released int   1 when released, 0 when not held by this replica
+if redis.call('GET', KEYS[1]) == A.replica then
   return redis.call('DEL', KEYS[1])
 end
 return 0

@@ -9,20 +9,22 @@
 --          "<quantity>:<user_id>\0<order_id>", score = the hold's expire, Unix ms)
 -- KEYS[2]  the scope's units, "<prefix>:{<p>}:su:<scope>" (string: the sum of KEYS[1]'s
 --          quantities); p = the scope's partition (keys.h)
--- ARGV[1]  now, Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV[2]  the page starts after the entry (ARGV[2] expire ms, ARGV[3] member) in index order
---          (expire, then member bytes); "" = from the first
--- ARGV[3]  that entry's member (ignored when ARGV[2] is "")
--- ARGV[4]  page size, >= 0: entries listed at most; 0 = the usage only
--- Returns  {now, holds, units, first, more, {member_1, expire_1, member_2, expire_2, ...}}:
---          holds and units: the scope's live entries and the sum of their quantities; first: the
---          earliest live expire (Unix ms), -1 when none; more: 1 when live entries follow the
---          page; then the page, expire as Unix ms strings.
+-- ARGV now           Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV after_expire  the page starts after the entry (after_expire ms, after_member) in index
+--                    order (expire, then member bytes); "" = from the first
+-- ARGV after_member  that entry's member (ignored when after_expire is "")
+-- ARGV page_size     >= 0: entries listed at most; 0 = the usage only
+-- REPLY now int      the instant used, Unix ms
+-- REPLY holds int    the scope's live entries
+-- REPLY units int    the sum of their quantities
+-- REPLY first int    the earliest live expire (Unix ms), -1 when none
+-- REPLY more int     1 when live entries follow the page
+-- REPLY page array   the page, 2 elements an entry: {member, expire}, expire as Unix ms strings
 -- now_ms, int_str, bytes_before, scope_read: see the prelude (prelude/*.lua), prepended when the script is
 -- embedded.
-local now = now_ms(ARGV[1])
-local after_expire, after_member = tonumber(ARGV[2]), ARGV[3]
-local limit = tonumber(ARGV[4])
+local now = now_ms(A.now)
+local after_expire, after_member = tonumber(A.after_expire), A.after_member
+local limit = tonumber(A.page_size)
 local bound = int_str(now)
 
 local _, holds, units, first = scope_read(KEYS[1], KEYS[2], now)

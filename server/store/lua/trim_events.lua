@@ -5,33 +5,37 @@
 -- groups' pending lists must see the same stream, or a drop could go uncounted.
 --
 -- KEYS[1]  the partition's event stream
--- ARGV[1]  cutoff, Unix ms: entries with an id older than this (ms part < cutoff) are deleted
---          (XTRIM MINID, exact)
--- ARGV[2]  max ids counted per group and call (bounds the run time): with more unacked entries
---          below the cutoff, this call trims only up to the bound and a later call does the rest
--- ARGV[3]  length to keep: while the stream holds more, its oldest entries are trimmed too (up to
---          LENGTH_STEP a call), counted as age trims are; 0 = by age only. The store passes 9/10 of
---          --event_stream_max_len, so the appends' own MAXLEN ~ (which counts nothing) only bites
---          when more than a tenth of the bound is appended between two trims
--- ARGV[4]  consumer idle timeout, ms; 0 = none. A consumer idle (no read or claim) longer is
---          removed from its group (XGROUP DELCONSUMER) after its pending entries are moved to the
---          group's orphan consumer ORPHANS (XCLAIM ... JUSTID, keeping their idle time), where
---          any consumer of the group claims them as it claims entries pending too long
---          (read_events.lua); ORPHANS goes once it has nothing pending. At most IDLE_STEP entries
---          moved per call.
--- Returns  {trimmed, trimmed_unacked, consumers_removed, group_1, oldest_unacked_1, group_2, ...}
---          trimmed_unacked  over all groups: trimmed entries that were pending (delivered, not
---                           acked; they are acked here so they stop being claimable) or not yet
---                           delivered to the group
---          oldest_unacked   per group, after the trim: the id time (Unix ms) of its oldest
---                           pending or undelivered entry, -1 when it has none
+-- ARGV cutoff         Unix ms: entries with an id older than this (ms part < cutoff) are deleted
+--                     (XTRIM MINID, exact)
+-- ARGV bound          max ids counted per group and call (bounds the run time): with more unacked
+--                     entries below the cutoff, this call trims only up to the bound and a later
+--                     call does the rest
+-- ARGV keep           length to keep: while the stream holds more, its oldest entries are trimmed
+--                     too (up to LENGTH_STEP a call), counted as age trims are; 0 = by age only.
+--                     The store passes 9/10 of --event_stream_max_len, so the appends' own
+--                     MAXLEN ~ (which counts nothing) only bites when more than a tenth of the
+--                     bound is appended between two trims
+-- ARGV consumer_idle  consumer idle timeout, ms; 0 = none. A consumer idle (no read or claim)
+--                     longer is removed from its group (XGROUP DELCONSUMER) after its pending
+--                     entries are moved to the group's orphan consumer ORPHANS (XCLAIM ... JUSTID,
+--                     keeping their idle time), where any consumer of the group claims them as it
+--                     claims entries pending too long (read_events.lua); ORPHANS goes once it has
+--                     nothing pending. At most IDLE_STEP entries moved per call.
+-- REPLY trimmed int            entries trimmed
+-- REPLY trimmed_unacked int    over all groups: trimmed entries that were pending (delivered, not
+--                              acked; they are acked here so they stop being claimable) or not
+--                              yet delivered to the group
+-- REPLY consumers_removed int  idle consumers removed
+-- REPLY groups... any          2 elements a group: {group, oldest_unacked}: after the trim, the
+--                              id time (Unix ms) of its oldest pending or undelivered entry, -1
+--                              when it has none
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return {0, 0, 0}
 end
-local stream, cutoff, bound, keep = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]),
-  tonumber(ARGV[3])
+local stream, cutoff, bound, keep = KEYS[1], tonumber(A.cutoff), tonumber(A.bound),
+  tonumber(A.keep)
 local LENGTH_STEP = 10000
-local consumer_idle = tonumber(ARGV[4])
+local consumer_idle = tonumber(A.consumer_idle)
 -- The orphan consumer: "\1" is a control character, which no consumer name a caller gives has
 -- (domain::ValidateId refuses them).
 local ORPHANS, IDLE_STEP = '\1orphans', 1000

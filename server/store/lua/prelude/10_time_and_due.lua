@@ -14,6 +14,22 @@ local function now_ms(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The store's constants, sent packed in one argument (A.store; RedisHoldStore formats it once at
+-- start): "<outcome retention ms>:<max outcome records per user>:<stream length bound>:<scope
+-- index key start>". The retention and the record bound are >= 1; the stream bound
+-- (--event_stream_max_len) makes each XADD trim the stream to about that many entries (MAXLEN ~),
+-- 0 = none; the index start is "<prefix>:{" (the prelude "The scope index"; it is last, so it may
+-- hold ':'), "" = the store keeps none (Redis Cluster). Returns {retention, records, maxlen,
+-- index}, index nil for none; raises an error on any other shape.
+local function store_of(packed)
+  local retention, records, maxlen, index = string.match(packed, '^(%d+):(%d+):(%d+):(.*)$')
+  if not retention then
+    error('OrderHold: malformed store constants')
+  end
+  return {retention = tonumber(retention), records = tonumber(records), maxlen = tonumber(maxlen),
+          index = index ~= '' and index or nil}
+end
+
 -- An integer (Unix ms, a duration in ms, a count: exact below 2^53) as its decimal string. Lua
 -- formats a number as a float: `..` and table.concat with '%.14g' (exact to 14 digits only), and
 -- redis.call converts a number argument with '%.17g', both through glibc's floating-point

@@ -42,6 +42,20 @@ local function quantity_scope(value, expire)
   return tonumber(q), string.sub(value, pos, pos + tonumber(n) - 1)
 end
 
+-- A new hold's details from the quantity on (place_hold.lua's A.details: hold_details_codec.h's
+-- tail, "<quantity>:<n>:<scope><scope max_holds>:<scope max_units>:..."), read: its quantity, its
+-- scope ('' = none) and the scope's max_holds and max_units (0 = none), numbers but the scope. A
+-- plain hold's '' is quantity 1, no scope.
+local function details_levels(tail)
+  if tail == '' then
+    return 1, '', 0, 0
+  end
+  local q, n, pos = string.match(tail, '^(%d+):(%d+):()')
+  local stop = pos + tonumber(n)
+  local max_holds, max_units = string.match(tail, '^(%d+):(%d+):', stop)
+  return tonumber(q), string.sub(tail, pos, stop - 1), tonumber(max_holds), tonumber(max_units)
+end
+
 -- The details and life values of `order` (reads, before the script's first write), each false
 -- when absent. Two HGETs rather than one HMGET: the documented ACL (deploy/redis/orderhold.acl)
 -- grants +hget, and a new command would make every deployment change its ACL before upgrading.

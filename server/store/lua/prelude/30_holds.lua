@@ -178,3 +178,16 @@ local function save_holds(k, user, had, holds)
   end
 end
 
+-- The levels place_hold.lua checks a new hold at, one row each: its bit in the reply's
+-- `violations` (store::LimitViolation in hold_store.h), the name of its limit and usage in
+-- place_hold's `limits` and `usage`, whether the hold adds its quantity there (units) or 1 (holds),
+-- and the usage's earliest live expiry (when the hold could fit again). A new limit kind is one
+-- row here and one in C++ (domain/hold_errors.cc's kLevels). Built once per library load.
+local LEVELS = {
+  {bit = 1, name = 'user_holds', units = false, first = 'user_first'},
+  {bit = 2, name = 'user_units', units = true, first = 'user_first'},
+  {bit = 4, name = 'scope_holds', units = false, first = 'scope_first'},
+  {bit = 8, name = 'scope_units', units = true, first = 'scope_first'},
+  {bit = 16, name = 'total_holds', units = false, first = 'total_first'},
+  {bit = 32, name = 'total_units', units = true, first = 'total_first'},
+}
