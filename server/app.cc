@@ -244,6 +244,8 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
   options.client.failure_log = std::make_shared<redis::RedisFailureLog>();
   options.key_prefix = config.key_prefix;
   options.outcomes = config.outcomes;
+  options.outcomes.max_hold_lifetime = config.policy.max_hold_lifetime;
+  options.outcomes.default_ttl = config.policy.default_ttl;
   options.functions = config.redis_functions;
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr

@@ -267,8 +267,6 @@ void HoldService::ExtendHold(ExtendHoldCommand command, store::CallOptions optio
   args.order_id = command.order_id;
   args.request_id = std::move(command.request_id);
   args.max_extensions = policy_.max_extensions;
-  args.max_lifetime = policy_.max_hold_lifetime;
-  args.default_ttl = policy_.default_ttl;
   store_.ExtendHold(
       std::move(args), options,
       [this, user_id = std::move(command.user_id), order_id = std::move(command.order_id),

@@ -69,6 +69,11 @@ struct OutcomePolicy {
   // as events are appended (XADD MAXLEN ~: whole nodes of up to 100 entries, so a stream may hold
   // up to ~100 more); 0 = no length bound (the age bound alone: --event_retention).
   int64_t event_stream_max_len = 0;
+  // --max_hold_lifetime and --default_ttl (> 0, whole milliseconds): the life record the layout
+  // migration gives a hold of an older shape placed before life records existed, as it moves it
+  // (its cap = its place time, from its details, else expire_time - default_ttl, + this lifetime).
+  absl::Duration max_hold_lifetime = absl::Hours(2);
+  absl::Duration default_ttl = absl::Minutes(30);
 };
 
 // The remembered end of a hold.
@@ -96,12 +101,11 @@ struct HoldDetails {
   int64_t quantity = 1;  // units, >= 1
   Labels labels;
   LevelLimits scope_limits;  // the scope's limits the hold was placed under ({} when unscoped)
-  // When it was placed, on the store's clock; set by the store. Unset for a plain hold placed by
-  // a release before ExtendHold existed (it reads as unscoped, quantity 1, no labels).
+  // When it was placed, on the store's clock; set by the store on every live hold it returns
+  // (unset in a request, and for an ended hold whose records are no longer kept).
   std::optional<absl::Time> place_time;
   // The latest expiry ExtendHold may give it: place_time + the lifetime cap in force when it was
-  // placed (PlaceHoldArgs::max_lifetime). Set by the store; unset for a hold placed by a release
-  // before ExtendHold existed, until its first extension.
+  // placed (PlaceHoldArgs::max_lifetime). Set as place_time is.
   std::optional<absl::Time> max_expire_time;
   // ExtendHold calls that moved its expiry (a retried request_id counted once).
   int64_t extensions = 0;
@@ -248,10 +252,6 @@ struct ExtendHoldArgs {
   absl::Duration ttl;      // > 0, whole milliseconds: the wanted time left from now
   int max_extensions = 0;  // calls that moved the expiry, at most; 0 = no count limit
   std::string request_id;  // "" = none; else counted at most once per hold
-  // For a hold placed before life records existed (HoldDetails::max_expire_time unset): its cap
-  // is its place time (from its details, else expire_time - default_ttl) + max_lifetime.
-  absl::Duration max_lifetime = absl::Hours(2);
-  absl::Duration default_ttl = absl::Minutes(30);
 };
 
 struct ExtendHoldResult {

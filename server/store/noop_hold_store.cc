@@ -41,12 +41,14 @@ void NoopHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
   result.result = ExtendHoldResult::Result::kLive;
   result.now = Now(options);
   result.hold.order_id = std::move(args.order_id);
-  result.hold.expire_time = result.now + std::min(args.ttl, args.max_lifetime);
+  // As if placed now with the default lifetime cap (PlaceHoldArgs::max_lifetime's default).
+  const absl::Duration lifetime = PlaceHoldArgs{}.max_lifetime;
+  result.hold.expire_time = result.now + std::min(args.ttl, lifetime);
   result.hold.details.place_time = result.now;
-  result.hold.details.max_expire_time = result.now + args.max_lifetime;
+  result.hold.details.max_expire_time = result.now + lifetime;
   result.hold.details.extensions = 1;
   result.extended = true;
-  result.capped = args.ttl > args.max_lifetime;
+  result.capped = args.ttl > lifetime;
   std::move(done)(std::move(result));
 }
 

@@ -114,6 +114,10 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     return absl::InvalidArgumentError(
         "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
   }
+  if (outcomes.max_hold_lifetime < absl::Milliseconds(1) ||
+      outcomes.default_ttl < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError("max_hold_lifetime and default_ttl must be >= 1ms");
+  }
   if (client == nullptr || background == nullptr) {
     return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
@@ -131,7 +135,8 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
       scope_index_(scope_index ? keys_.ScopeIndexStart() : std::string()),
       store_arg_(absl::StrCat(retention_ms_, ":", outcomes.max_per_user, ":",
                               std::max<int64_t>(0, outcomes.event_stream_max_len), ":",
-                              scope_index_)),
+                              Millis(outcomes.max_hold_lifetime), ":", Millis(outcomes.default_ttl),
+                              ":", scope_index_)),
       client_(std::move(client)),
       background_(std::move(background)) {}
 
@@ -238,7 +243,8 @@ void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
                                    .scope = args.scope,
                                    .after_expire = after_expire,
                                    .after_order = after_order,
-                                   .page_size = int64_t{std::max(1, args.page_size)}});
+                                   .page_size = int64_t{std::max(1, args.page_size)},
+                                   .store = store_arg_});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
@@ -286,8 +292,6 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                     .now = NowArg(options),
                                     .max_extensions = int64_t{args.max_extensions},
                                     .request_id = args.request_id,
-                                    .lifetime = std::max<int64_t>(1, Millis(args.max_lifetime)),
-                                    .default_ttl = std::max<int64_t>(1, Millis(args.default_ttl)),
                                     .store = store_arg_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
@@ -301,10 +305,10 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
 void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
                              Callback<GetHoldResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(user_id);
-  redis::RedisCommand command = Eval(
-      {keys.holds_bucket, keys.outcomes},
-      lua::GetHoldArgv<Arg>{
-          .user = user_id, .order = order_id, .now = NowArg(options), .retention = retention_ms_});
+  redis::RedisCommand command =
+      Eval({keys.holds_bucket, keys.outcomes},
+           lua::GetHoldArgv<Arg>{
+               .user = user_id, .order = order_id, .now = NowArg(options), .store = store_arg_});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,

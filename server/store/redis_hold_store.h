@@ -54,7 +54,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   static constexpr int kBackgroundMaxPipeline = 16;
 
   // A store under `key_prefix` (see keys.h: non-empty, no `{`, `}`, whitespace or control
-  // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1),
+  // characters) keeping `outcomes` (--outcome_retention >= 1 ms, --max_outcomes_per_user >= 1;
+  // the lifetime and default ttl of the holds the layout migration moves, >= 1 ms each),
   // sending requests through `client` and the reaper's calls through `background` (one
   // connection of its own; see the file comment). Both callers must have been built with
   // Scripts(). `scope_index`: keep the scope index (keys.h; lua/prelude/ "The scope index"),
@@ -124,11 +125,12 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                  std::unique_ptr<redis::RedisCaller> background, bool scope_index);
 
   const KeySchema keys_;
-  const std::string retention_ms_;  // outcome retention, ms, as a script argument (get_hold)
+  const std::string retention_ms_;  // outcome retention, ms, as a decimal string
   const std::string trim_keep_;     // what trim_events.lua keeps of a stream: 9/10 of its bound
   const std::string scope_index_;   // the scope index's key start: "<prefix>:{", or "" for none
   // The store's constants as the scripts' `store` argument (store_of in lua/prelude/):
-  // "<retention ms>:<max outcome records per user>:<stream length bound>:<scope_index_>".
+  // "<retention ms>:<max outcome records per user>:<stream length bound>:<max hold lifetime
+  // ms>:<default ttl ms>:<scope_index_>".
   const std::string store_arg_;
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own

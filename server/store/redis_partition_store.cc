@@ -82,7 +82,8 @@ void RedisHoldStore::MigrateStep(int partition, MigrateArgs args, CallOptions op
            lua::MigrateArgv<Arg>{.prefix = keys_.PartitionPrefix(partition),
                                  .replica = args.owner,
                                  .budget = int64_t{args.max_users},
-                                 .cursor = args.cursor});
+                                 .cursor = args.cursor,
+                                 .store = store_arg_});
   command.writes = true;
   background_->Submit(std::move(command), options.deadline,
                       ParsedAs<lua::MigrateReply>(std::move(done), [](const lua::MigrateReply& r) {

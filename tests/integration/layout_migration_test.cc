@@ -58,13 +58,16 @@ class LayoutMigrationTest : public ::testing::Test {
   const KeySchema& keys() const { return store_->keys(); }
 
   // A hold as an earlier release kept it: in u:<user>, its life record (and details, for a scoped
-  // one) in x:<user>; the user filed in its bucket (`bucketed`) or in the old due index.
+  // one) in x:<user>; the user filed in its bucket (`bucketed`) or in the old due index. Placed a
+  // minute before it expires; `life` false: placed before life records existed (none).
   void WriteOldHold(const std::string& user, const std::string& order, absl::Time expire,
-                    const HoldDetails& details = {}, bool bucketed = true) {
+                    const HoldDetails& details = {}, bool bucketed = true, bool life = true) {
     const absl::Time place = expire - absl::Minutes(1);
     Run({"ZADD", Prefix(user) + "u:" + user, Ms(expire), order});
-    Run({"HSET", keys().OutcomesKey(user), std::string("\x02") + order,
-         absl::StrCat(Ms(expire), ":", Ms(place), ":", Ms(expire + absl::Minutes(30)), ":0:0:")});
+    if (life) {
+      Run({"HSET", keys().OutcomesKey(user), std::string("\x02") + order,
+           absl::StrCat(Ms(expire), ":", Ms(place), ":", Ms(expire + absl::Minutes(30)), ":0:0:")});
+    }
     if (!IsPlain(details)) {
       Run({"HSET", keys().OutcomesKey(user), std::string("\x01") + order,
            absl::StrCat(Ms(expire), ":", Ms(place), ":", EncodeDetailsTail(details))});
@@ -167,6 +170,49 @@ TEST_F(LayoutMigrationTest, AnOldUsersHoldsCountFromTheFirstCallWhichMovesThem) 
   ASSERT_OK_AND_ASSIGN(PlaceHoldResult placed, Place("alice", "o4", base_));
   EXPECT_EQ(placed.outcome, PlaceHoldResult::Outcome::kCreated);
   EXPECT_EQ(placed.active_holds, 3);
+}
+
+// A hold placed before life records existed gets one from the migration, as a read sees it and
+// as the call that moves it writes it: its place time from its details, else as if placed with
+// the default ttl, its cap that place + the lifetime (the store's defaults: 2 h and 30 min).
+TEST_F(LayoutMigrationTest, AHoldPlacedBeforeLifeRecordsGetsItsLifeRecordAsItMoves) {
+  HoldDetails scoped;
+  scoped.scope = "concert";
+  WriteOldHold("carol", "plain", base_ + absl::Minutes(1), {}, true, /*life=*/false);
+  WriteOldHold("carol", "scoped", base_ + absl::Minutes(2), scoped, true, /*life=*/false);
+  const absl::Time plain_place = base_ + absl::Minutes(1) - absl::Minutes(30);
+  const absl::Time scoped_place = base_ + absl::Minutes(2) - absl::Minutes(1);  // its details'
+  auto expect_lives = [&](const std::vector<StoredHold>& holds) {
+    ASSERT_EQ(holds.size(), 2u);
+    EXPECT_EQ(holds[0].details.place_time, plain_place);
+    EXPECT_EQ(holds[0].details.max_expire_time, plain_place + absl::Hours(2));
+    EXPECT_EQ(holds[1].details.place_time, scoped_place);
+    EXPECT_EQ(holds[1].details.max_expire_time, scoped_place + absl::Hours(2));
+  };
+  auto list = [&] {
+    return Await<ListHoldsResult>(
+        [&](auto done) { store_->ListHolds("carol", At(base_), std::move(done)); });
+  };
+  ASSERT_OK_AND_ASSIGN(ListHoldsResult before, list());
+  expect_lives(before.holds);
+  EXPECT_TRUE(Old("carol"));  // a read moves nothing
+  // An extension past the cap moves the user and stops at the cap.
+  ASSERT_OK_AND_ASSIGN(ExtendHoldResult extended, Await<ExtendHoldResult>([&](auto done) {
+                         ExtendHoldArgs args;
+                         args.user_id = "carol";
+                         args.order_id = "plain";
+                         args.ttl = absl::Hours(3);
+                         store_->ExtendHold(std::move(args), At(base_), std::move(done));
+                       }));
+  EXPECT_FALSE(Old("carol"));
+  EXPECT_EQ(extended.result, ExtendHoldResult::Result::kLive);
+  EXPECT_TRUE(extended.capped);
+  EXPECT_EQ(extended.hold.expire_time, plain_place + absl::Hours(2));
+  ASSERT_OK_AND_ASSIGN(ListHoldsResult after, list());
+  ASSERT_EQ(after.holds.size(), 2u);
+  EXPECT_EQ(after.holds[1].details.max_expire_time, plain_place + absl::Hours(2));  // now last
+  EXPECT_EQ(after.holds[0].order_id, "scoped");
+  EXPECT_EQ(after.holds[0].details.max_expire_time, scoped_place + absl::Hours(2));
 }
 
 TEST_F(LayoutMigrationTest, TheReaperEndsAnOldUsersDueHoldOnTimeWithOneEvent) {

@@ -20,17 +20,12 @@
 -- ARGV request_id      "" = none. A request_id among the last 4 the hold counted is a retry of a
 --                      call that moved the expiry: it changes nothing and answers the hold as it
 --                      is (moved = 2), so a constant request_id cannot extend twice.
--- ARGV lifetime        lifetime cap, ms >= 1, and
--- ARGV default_ttl     default ttl, ms >= 1: for a hold without a life record (a migration's, the
---                      prelude), whose cap becomes <place> + lifetime, <place> being its details'
---                      place time, else <expire> - default_ttl (as if placed with the default
---                      ttl), and never before <expire>; written at its first move.
 -- ARGV store           the store's constants, packed (store_of in the prelude): the outcome
 --                      retention and record bound, the stream's length bound, and the scope index
 --                      (an ended scoped hold's entry is dropped there, a moved hold's entry moves
 --                      with it)
 -- REPLY result int     1 the hold is live: expire = its expiry after the call; details and life
---                      after the call (life as it would be written, for a hold without one);
+--                      after the call;
 --                      -1 refused, max_extensions used: nothing changed; expire, details, life as
 --                      is; 2 the order's hold has ended: outcome, end and expire describe that
 --                      end (an EXPIRED end possibly made by this call's cleanup, which gives the
@@ -53,7 +48,7 @@
 local now = now_ms(A.now)
 local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], maxlen = store.maxlen, index = store.index}
+           bdue = KEYS[6], maxlen = store.maxlen, index = store.index, store = store}
 local user, order = A.user, A.order
 local ttl, retention, max_records = tonumber(A.ttl), store.retention, store.records
 local max_extensions, request_id = tonumber(A.max_extensions), A.request_id
@@ -68,14 +63,9 @@ for _, h in ipairs(holds) do
 end
 if hold then
   local expire, details, life = hold.expire, hold.details, hold.life
-  local place, cap, count, ids
-  if life then
-    place, cap, count, ids = parse_life(life)
-  else
-    place = details and tonumber(string.match(details, '^%d+:(%d+):'))
-    place = place or expire - tonumber(A.default_ttl)
-    cap, count, ids = math.max(expire, place + tonumber(A.lifetime)), 0, {}
-  end
+  -- Every hold has a life record (place_hold.lua writes it; the layout migration makes one for a
+  -- hold that had none as it moves it).
+  local place, cap, count, ids = parse_life(life)
   local retry = false
   for _, id in ipairs(ids) do
     retry = retry or (request_id ~= '' and id == request_id)

@@ -10,7 +10,8 @@
 -- ARGV user       user_id (its field in KEYS[1])
 -- ARGV order      order_id
 -- ARGV now        Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV retention  outcome retention, ms >= 1: an end at or before now - retention is forgotten
+-- ARGV store      the store's constants, packed (store_of in the prelude): an end at or before
+--                 now - its outcome retention is forgotten
 -- REPLY state int     1 live (expire = its expiry; outcome, end = 0); 2 ended: outcome, end and
 --                     expire; a hold of the user with expire <= now is EXPIRED; 0 unknown (never
 --                     placed, or ended longer ago than the retention)
@@ -22,8 +23,9 @@
 -- REPLY life str      the hold's life record, "" when it has none
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
-local k = {hb = KEYS[1], outcomes = KEYS[2]}
-local order, retention = A.order, tonumber(A.retention)
+local store = store_of(A.store)
+local k = {hb = KEYS[1], outcomes = KEYS[2], store = store}
+local order, retention = A.order, store.retention
 local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its expire time)
 for _, h in ipairs(load_holds(k, A.user, false)) do
   if h.order == order then

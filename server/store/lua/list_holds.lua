@@ -13,6 +13,7 @@
 --                    "" = from the first
 -- ARGV after_order   order_id of that hold (ignored when after_expire is "")
 -- ARGV page_size     >= 1: holds listed at most
+-- ARGV store         the store's constants, packed (store_of in the prelude)
 -- REPLY now int            the instant used, Unix ms
 -- REPLY page array         the page, 2 elements a hold: {order_id, expire}: live holds (score >
 --                          now) of the scope, earliest expire first, ties by order_id, after the
@@ -29,7 +30,7 @@
 local now = now_ms(A.now)
 local scope, after_expire, after_order = A.scope, tonumber(A.after_expire), A.after_order
 local limit = tonumber(A.page_size)
-local _, live = split_due(load_holds({hb = KEYS[1]}, A.user, false), now)
+local _, live = split_due(load_holds({hb = KEYS[1], store = store_of(A.store)}, A.user, false), now)
 local flat, details, lives = {}, {}, {}
 local user_holds, user_units, scope_holds, scope_units, plain, more = 0, 0, 0, 0, 1, 0
 local cursor = after_expire and {expire = after_expire, order = after_order}

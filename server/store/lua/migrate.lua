@@ -15,6 +15,8 @@
 --                (taken by its reap.lua calls); "" = no lease (tests, single replica tools)
 -- ARGV budget    max users to check in this step, integer >= 1 (bounds the script's run time)
 -- ARGV cursor    the sweep's cursor: "" to start, else what the previous step returned
+-- ARGV store     the store's constants, packed (store_of in the prelude): the life records of the
+--                holds it moves without one
 -- REPLY left int     users of the partition the sweep has still to check (an upper bound of those
 --                    still in an older shape; 0 once done), -1 when another replica holds the
 --                    lease or none does (nothing done: try again later)
@@ -23,7 +25,8 @@
 if A.replica ~= '' and redis.call('GET', KEYS[3]) ~= A.replica then
   return {-1, A.cursor, 0}
 end
-local partition = {prefix = A.prefix, bdue = KEYS[1], events = KEYS[2]}
+local partition = {prefix = A.prefix, bdue = KEYS[1], events = KEYS[2],
+                   store = store_of(A.store)}
 local moved = 0
 for i, step in ipairs(migrations.partitions) do
   -- The migrations run one after the other: a cursor "<i>:<theirs>" is the i-th one's.

@@ -10,7 +10,8 @@
 --                (and due ones not ended yet), "layout v1". Each hold's details and life record
 --                are the fields DETAILS .. order_id and LIFE .. order_id (the prelude) of the
 --                user's outcome records hash x:<user_id>; a hold placed before details or life
---                records existed has none. Every release before this one wrote it by default.
+--                records existed has none (it gets its life record as it moves: v1_life).
+--                Every release before this one wrote it by default.
 --   due          sorted set, member = user_id, score = the user's earliest expiry: the
 --                partition's due index before the buckets (hd:<bucket> and bdue). Its users'
 --                holds are in u:<user_id>; they may have no hd:<bucket> entry.
@@ -36,6 +37,17 @@
 -- `key` once and `guard` twice.
 local function v1_exists(key, guard)
   return redis.call('EXISTS', key, guard, guard) % 2 == 1
+end
+
+-- The life record of a hold placed before life records existed (LIFE in the prelude): placed at
+-- its details' place time, else as if with the default ttl (expire - default_ttl), never extended,
+-- its cap that place + the lifetime (--max_hold_lifetime) and never before its expiry; `store`:
+-- the store's constants (store_of). Written with the hold when it moves, so that no hold of
+-- today's layout is without one.
+local function v1_life(expire, details, store)
+  local place = details and tonumber(string.match(details, '^%d+:(%d+):'))
+  place = place or expire - store.default_ttl
+  return format_life(expire, place, math.max(expire, place + store.lifetime), 0, NO_IDS)
 end
 
 -- `holds` (the user's, as read from k.hb) with the holds of u:<user> added (an order in both is
@@ -72,7 +84,8 @@ local function v1_merge(k, user, holds, writes)
         details = details_for(redis.call('HGET', outcomes, DETAILS .. order), expire) or false
         life = details_for(redis.call('HGET', outcomes, LIFE .. order), expire) or false
       end
-      holds[#holds + 1] = {order = order, expire = expire, details = details, life = life}
+      holds[#holds + 1] = {order = order, expire = expire, details = details,
+        life = life or v1_life(expire, details, k.store)}
     end
   end
   sort_holds(holds)
@@ -113,7 +126,7 @@ local function v1_move_user(p, bucket, user)
   -- No k.outcomes: x:<user> is not in migrate.lua's KEYS, so v1_merge reads it guarded (while the
   -- slot migrates, this step may run on the importing node, where a one-key read of a key still
   -- on the source answers empty and the holds would lose their details and life records).
-  v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue}, user,
+  v1_merge({hb = bucket.hb, hd = bucket.hd, bdue = p.bdue, store = p.store}, user,
     packed and unpack_holds(packed) or {}, true)
   return 1
 end

@@ -15,18 +15,22 @@ local function now_ms(arg)
 end
 
 -- The store's constants, sent packed in one argument (A.store; RedisHoldStore formats it once at
--- start): "<outcome retention ms>:<max outcome records per user>:<stream length bound>:<scope
--- index key start>". The retention and the record bound are >= 1; the stream bound
--- (--event_stream_max_len) makes each XADD trim the stream to about that many entries (MAXLEN ~),
--- 0 = none; the index start is "<prefix>:{" (the prelude "The scope index"; it is last, so it may
--- hold ':'), "" = the store keeps none (Redis Cluster). Returns {retention, records, maxlen,
--- index}, index nil for none; raises an error on any other shape.
+-- start): "<outcome retention ms>:<max outcome records per user>:<stream length bound>:<lifetime
+-- ms>:<default ttl ms>:<scope index key start>". The retention and the record bound are >= 1; the
+-- stream bound (--event_stream_max_len) makes each XADD trim the stream to about that many entries
+-- (MAXLEN ~), 0 = none; the lifetime (--max_hold_lifetime) and default ttl (--default_ttl), >= 1,
+-- give a hold the layout migration moves without a life record its life record (migrations/); the
+-- index start is "<prefix>:{" (the prelude "The scope index"; it is last, so it may hold ':'), ""
+-- = the store keeps none (Redis Cluster). Returns {retention, records, maxlen, lifetime,
+-- default_ttl, index}, index nil for none; raises an error on any other shape.
 local function store_of(packed)
-  local retention, records, maxlen, index = string.match(packed, '^(%d+):(%d+):(%d+):(.*)$')
+  local retention, records, maxlen, lifetime, default_ttl, index =
+    string.match(packed, '^(%d+):(%d+):(%d+):(%d+):(%d+):(.*)$')
   if not retention then
     error('OrderHold: malformed store constants')
   end
   return {retention = tonumber(retention), records = tonumber(records), maxlen = tonumber(maxlen),
+          lifetime = tonumber(lifetime), default_ttl = tonumber(default_ttl),
           index = index ~= '' and index or nil}
 end
 

@@ -24,9 +24,8 @@ local migrations = {users = {}, partitions = {}}
 -- 2^53), the extension count (4 bytes: unlimited by default, --max_extensions=0), the request ids
 -- (a 1-byte count, each with a 1-byte length) and the details after "<expire>:<place>:" (2-byte
 -- length, empty for a plain hold). Lengths fit: ids are at most 128 bytes, request ids 64,
--- details a few KB (server/domain/hold.h). A hold without a life record (one a migration moved
--- from a shape that had none) is packed with cap 0, read back as life = false, and its place time
--- from its details (0 without).
+-- details a few KB (server/domain/hold.h). Every hold has a life record (the layout migration
+-- makes one for a hold of an older shape that had none).
 local HOLD_FORMAT = '>Bc0dddI4B'
 
 -- One hold packed (pack_holds), from its fields; `tail`: its details after "<expire>:<place>:"
@@ -44,7 +43,7 @@ local NO_IDS = {}
 -- Packs every hold of `holds`, in their order. A hold read by unpack_holds is copied as its bytes
 -- were (its table is never changed: a hold that changes is a new table, as extend_hold.lua
 -- builds); one with `packed` (place_hold.lua's new hold) is that; any other is packed from its
--- order, expire, details and life record.
+-- order, expire, details and life record (which it must have).
 local function pack_holds(holds)
   local parts = {}
   for i, h in ipairs(holds) do
@@ -54,12 +53,7 @@ local function pack_holds(holds)
     elseif h.packed then
       parts[i] = h.packed
     else
-      local place, cap, count, ids = 0, 0, 0, NO_IDS
-      if h.life then
-        place, cap, count, ids = parse_life(h.life)
-      elseif h.details then
-        place = tonumber(string.match(h.details, '^%d+:(%d+):'))
-      end
+      local place, cap, count, ids = parse_life(h.life)
       parts[i] = pack_hold(h.order, h.expire, place, cap, count, ids,
         h.details and string.match(h.details, '^%d+:%d+:(.*)$') or '')
     end
@@ -75,17 +69,14 @@ local LAZY_LIFE = {__index = function(h, key)
     return nil
   end
   local _, _, place, cap, count, n, pos = struct.unpack(HOLD_FORMAT, h.src, h.first)
-  local life = false
-  if cap > 0 then
-    local ids = NO_IDS
-    if n > 0 then
-      ids = {}
-      for i = 1, n do
-        ids[i], pos = struct.unpack('>Bc0', h.src, pos)
-      end
+  local ids = NO_IDS
+  if n > 0 then
+    ids = {}
+    for i = 1, n do
+      ids[i], pos = struct.unpack('>Bc0', h.src, pos)
     end
-    life = format_life(h.expire, place, cap, count, ids)
   end
+  local life = format_life(h.expire, place, cap, count, ids)
   rawset(h, 'life', life)
   return life
 end}
@@ -138,7 +129,8 @@ end
 
 -- The user's holds, earliest first (reads only, unless a migration moves older data: call it
 -- before the script's first write). `writes`: the script may write (a migration may then move the
--- user's data; read-only scripts pass false). `packed`: the user's field when the caller read it
+-- user's data; read-only scripts pass false). k.store: the store's constants (store_of), which a
+-- migration needs to give the holds it finds their life records. `packed`: the user's field when the caller read it
 -- already (reap.lua), false for none, nil to read it here.
 local function load_holds(k, user, writes, packed)
   if packed == nil then
