@@ -197,6 +197,13 @@ ABSL_FLAG(int64_t, event_stream_max_len, orderhold::kDefaultEventStreamMaxLen,
           "for a plain hold and up to ~3.7 KB with the largest ids, scope and labels, so the "
           "default allows up to ~24 GB over the 64 partitions in the worst case: size it to your "
           "Redis.");
+ABSL_FLAG(int64_t, event_stream_max_bytes, orderhold::kDefaultEventStreamMaxBytes,
+          "Byte bound of each of the 64 partitions' event streams, beside --event_stream_max_len "
+          "(the lower applies): each append trims to as many events as this holds at that "
+          "event's size (an upper estimate of its Redis bytes), so the streams stay within 64 x "
+          "this for events alike (2 GiB at the default), within twice that for the worst mix of "
+          "large and small ones. Events trimmed before every group acked them are counted. 0 = "
+          "no byte bound.");
 ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
           "WatchHoldEvents streams open at once on this server; one more is refused "
           "RESOURCE_EXHAUSTED (an idle watch costs Redis nothing, but each holds up to 64 "
@@ -514,6 +521,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_event_retention, &Config::event_retention),
       Field(FLAGS_event_stream_max_len, &Config::outcomes,
             &store::OutcomePolicy::event_stream_max_len),
+      Field(FLAGS_event_stream_max_bytes, &Config::outcomes,
+            &store::OutcomePolicy::event_stream_max_bytes),
       Field(FLAGS_max_watches, &Config::max_watches),
       Field(FLAGS_max_watches_per_caller, &Config::max_watches_per_caller),
       Field(FLAGS_consumer_idle_timeout, &Config::consumer_idle_timeout),
@@ -684,6 +693,11 @@ absl::Status ValidateConfig(const Config& config) {
       config.outcomes.event_stream_max_len > kMaxEventStreamMaxLen) {
     return absl::InvalidArgumentError(
         absl::StrCat("event_stream_max_len: must be 0-", kMaxEventStreamMaxLen));
+  }
+  if (config.outcomes.event_stream_max_bytes < 0 ||
+      config.outcomes.event_stream_max_bytes > kMaxEventStreamMaxBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("event_stream_max_bytes: must be 0-", kMaxEventStreamMaxBytes));
   }
   if (config.event_retention < absl::Seconds(1)) {
     return absl::InvalidArgumentError("event_retention: must be >= 1s");

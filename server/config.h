@@ -58,6 +58,11 @@ inline constexpr int kDefaultMaxWatches = 1000;
 inline constexpr int64_t kDefaultEventStreamMaxLen = 100000;
 // Upper bound of --event_stream_max_len (per partition).
 inline constexpr int64_t kMaxEventStreamMaxLen = 1000000000;
+// Default of --event_stream_max_bytes, per partition: 32 MiB, 2 GiB over the 64 partitions for
+// events alike (twice that for the worst mix: store/lua/prelude/50_ends.lua), whatever their size.
+inline constexpr int64_t kDefaultEventStreamMaxBytes = int64_t{32} << 20;
+// Upper bound of --event_stream_max_bytes (per partition): 1 TiB.
+inline constexpr int64_t kMaxEventStreamMaxBytes = int64_t{1} << 40;
 // Upper bound of --max_watches.
 inline constexpr int kMaxMaxWatches = 1000000;
 
@@ -126,7 +131,8 @@ struct Config {
   absl::Duration health_check_interval = absl::Seconds(1);
   StoreKind store = StoreKind::kRedis;  // --store=redis|noop
   // --outcome_retention, --max_outcomes_per_user, --event_stream_max_len
-  store::OutcomePolicy outcomes{.event_stream_max_len = kDefaultEventStreamMaxLen};
+  store::OutcomePolicy outcomes{.event_stream_max_len = kDefaultEventStreamMaxLen,
+                                .event_stream_max_bytes = kDefaultEventStreamMaxBytes};
   domain::EventPolicy events;  // --event_ack_timeout, --max_consumer_groups
   absl::Duration event_retention = absl::Hours(24);
   // WatchHoldEvents streams open at once on this server; one more is RESOURCE_EXHAUSTED.

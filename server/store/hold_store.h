@@ -69,6 +69,11 @@ struct OutcomePolicy {
   // as events are appended (XADD MAXLEN ~: whole nodes of up to 100 entries, so a stream may hold
   // up to ~100 more); 0 = no length bound (the age bound alone: --event_retention).
   int64_t event_stream_max_len = 0;
+  // --event_stream_max_bytes: each partition's event stream is trimmed, as events are appended, to
+  // as many events as this many bytes hold at the appended event's size (an upper estimate of what
+  // it costs Redis), so a stream of like events stays within it and any mix within twice it
+  // (lua/prelude/50_ends.lua); 0 = no byte bound. The lower of the two bounds applies.
+  int64_t event_stream_max_bytes = 0;
   // --max_hold_lifetime and --default_ttl (> 0, whole milliseconds): the life record the layout
   // migration gives a hold of an older shape placed before life records existed, as it moves it
   // (its cap = its place time, from its details, else expire_time - default_ttl, + this lifetime).

@@ -129,8 +129,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   const std::string trim_keep_;     // what trim_events.lua keeps of a stream: 9/10 of its bound
   const std::string scope_index_;   // the scope index's key start: "<prefix>:{", or "" for none
   // The store's constants as the scripts' `store` argument (store_of in lua/prelude/):
-  // "<retention ms>:<max outcome records per user>:<stream length bound>:<max hold lifetime
-  // ms>:<default ttl ms>:<scope_index_>".
+  // "<retention ms>:<max outcome records per user>:<stream length bound>:<stream byte bound>:<max
+  // hold lifetime ms>:<default ttl ms>:<scope_index_>".
   const std::string store_arg_;
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own

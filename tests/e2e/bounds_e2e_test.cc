@@ -79,6 +79,37 @@ std::string JoinedPrelude() {
   return prelude;
 }
 
+// A PlaceHold with every field at its bound (ids and scope of kMaxIdBytes, kMaxLabels labels of
+// kMaxLabelsBytes in all): the largest event its end can make. `user` is padded to the bound.
+v1::PlaceHoldRequest MaximalPlace(int i, const std::string& user) {
+  auto padded = [](const std::string& head, size_t size) {
+    return head + std::string(size - head.size(), 'x');
+  };
+  v1::PlaceHoldRequest place;
+  place.set_user_id(padded(user, domain::kMaxIdBytes));
+  place.set_order_id(padded(absl::StrCat("order-", i, "-"), domain::kMaxIdBytes));
+  place.set_scope(padded(absl::StrCat("event:", i % 7, "-"), domain::kMaxIdBytes));
+  for (size_t l = 0; l < domain::kMaxLabels; ++l) {
+    const std::string key = padded(absl::StrCat("k", l, "-"), domain::kMaxLabelKeyBytes);
+    const size_t value_bytes = domain::kMaxLabelsBytes / domain::kMaxLabels - key.size();
+    (*place.mutable_labels())[key] = padded(absl::StrCat("v", i, "-"), value_bytes);
+  }
+  return place;
+}
+
+// Places `place` and cancels it: one maximal event. False when either call fails.
+bool PlaceAndCancel(OrderHold::Stub& stub, const v1::PlaceHoldRequest& place) {
+  grpc::ClientContext place_context;
+  v1::PlaceHoldResponse placed;
+  if (!stub.PlaceHold(&place_context, place, &placed).ok()) return false;
+  v1::CancelHoldRequest cancel;
+  cancel.set_user_id(place.user_id());
+  cancel.set_order_id(place.order_id());
+  grpc::ClientContext cancel_context;
+  v1::CancelHoldResponse cancelled;
+  return stub.CancelHold(&cancel_context, cancel, &cancelled).ok();
+}
+
 class BoundsE2eTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -349,28 +380,8 @@ TEST_F(BoundsE2eTest, StreamsStayUnderTheirLengthBoundThroughAMinuteOfEnds) {
 TEST_F(BoundsE2eTest, AMaximalEventsRedisBytesAreMeasuredAgainstTheDocumentedBound) {
   auto stub = StubFor("alpha");
   constexpr int kHolds = 1000;
-  auto padded = [](const std::string& head, size_t size) {
-    return head + std::string(size - head.size(), 'x');
-  };
   for (int i = 0; i < kHolds; ++i) {
-    v1::PlaceHoldRequest place;
-    place.set_user_id(padded(absl::StrCat("user-", i, "-"), domain::kMaxIdBytes));
-    place.set_order_id(padded(absl::StrCat("order-", i, "-"), domain::kMaxIdBytes));
-    place.set_scope(padded(absl::StrCat("event:", i % 7, "-"), domain::kMaxIdBytes));
-    for (size_t l = 0; l < domain::kMaxLabels; ++l) {
-      const std::string key = padded(absl::StrCat("k", l, "-"), domain::kMaxLabelKeyBytes);
-      const size_t value_bytes = domain::kMaxLabelsBytes / domain::kMaxLabels - key.size();
-      (*place.mutable_labels())[key] = padded(absl::StrCat("v", i, "-"), value_bytes);
-    }
-    grpc::ClientContext place_context;
-    v1::PlaceHoldResponse placed;
-    ASSERT_TRUE(stub->PlaceHold(&place_context, place, &placed).ok()) << i;
-    v1::CancelHoldRequest cancel;
-    cancel.set_user_id(place.user_id());
-    cancel.set_order_id(place.order_id());
-    grpc::ClientContext cancel_context;
-    v1::CancelHoldResponse cancelled;
-    ASSERT_TRUE(stub->CancelHold(&cancel_context, cancel, &cancelled).ok()) << i;
+    ASSERT_TRUE(PlaceAndCancel(*stub, MaximalPlace(i, absl::StrCat("user-", i, "-")))) << i;
   }
   int64_t entries = 0, bytes = 0;
   for (int partition = 0; partition < store::KeySchema::kPartitionCount; ++partition) {
@@ -387,10 +398,50 @@ TEST_F(BoundsE2eTest, AMaximalEventsRedisBytesAreMeasuredAgainstTheDocumentedBou
   constexpr double kDefaultMaxLen = 100000;  // --event_stream_max_len's default, per partition
   std::printf(
       "[ figures ] a maximal event costs %.0f B of Redis (%lld B over %lld entries); at "
-      "--event_stream_max_len=100000 that is up to %.1f GB per partition, %.1f GB over 64\n",
+      "--event_stream_max_len=100000 alone that would be up to %.1f GB per partition, %.1f GB "
+      "over 64; --event_stream_max_bytes (32 MiB) bounds them to 2.1 GB over 64\n",
       per_event, static_cast<long long>(bytes), static_cast<long long>(entries),
       per_event * kDefaultMaxLen / 1e9, per_event * kDefaultMaxLen * 64 / 1e9);
   EXPECT_LE(per_event, 4096) << "the bound the help text and deploy/README document";
+}
+
+// --event_stream_max_bytes under a flood of maximal events: 300 of them (about 3.7 KB each, 1.1 MB
+// in all, far over the budget) ended by users of two partitions, with no length bound; each
+// stream's MEMORY USAGE (every byte Redis counts for it) stays within the byte budget, printed.
+TEST_F(BoundsE2eTest, AFloodOfMaximalEventsKeepsEachStreamWithinItsByteBudget) {
+  constexpr int64_t kBudget = 128 * 1024;
+  testing::ServerProcess server(ORDERHOLD_SERVER_BINARY);
+  server.Start({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                absl::StrCat("--redis_url=", redis_->url()), "--key_prefix=budget",
+                "--event_stream_max_len=0", absl::StrCat("--event_stream_max_bytes=", kBudget),
+                "--max_holds=10000"});
+  ASSERT_TRUE(server.WaitServing()) << server.log();
+  auto stub = OrderHold::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.grpc_port()),
+                                                     grpc::InsecureChannelCredentials()));
+  // Users of partitions 0 and 1 only, so that each stream gets ~150 events.
+  std::vector<std::string> users;
+  for (int u = 0; users.size() < 20; ++u) {
+    const std::string user = MaximalPlace(0, absl::StrCat("budget-user-", u, "-")).user_id();
+    if (store::KeySchema::PartitionOf(user) <= 1)
+      users.push_back(absl::StrCat("budget-user-", u, "-"));
+  }
+  constexpr int kEvents = 300;
+  for (int i = 0; i < kEvents; ++i) {
+    ASSERT_TRUE(PlaceAndCancel(*stub, MaximalPlace(i, users[i % users.size()]))) << i;
+  }
+  int64_t appended = 0;
+  for (int partition : {0, 1}) {
+    const std::string key = store::KeySchema("budget").EventsKey(partition);
+    ASSERT_OK_AND_ASSIGN(std::string length, redis_->Command({"XLEN", key}));
+    ASSERT_OK_AND_ASSIGN(std::string usage,
+                         redis_->Command({"MEMORY", "USAGE", key, "SAMPLES", "0"}));
+    std::printf("[ figures ] partition %d: %s events, %s B of Redis for a budget of %lld B\n",
+                partition, length.c_str(), usage.c_str(), static_cast<long long>(kBudget));
+    appended += std::stoll(length);
+    EXPECT_LE(std::stoll(usage), kBudget) << "partition " << partition;
+  }
+  // The flood was far over the budget: without the bound the streams would hold every event.
+  EXPECT_LT(appended, kEvents / 2);
 }
 
 // --max_watches watches of full-size events (labels of ~2 KiB), none of them read by its client:

@@ -290,30 +290,30 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   absl::FlagSaver restore_flags;
   auto config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
-  EXPECT_EQ(
-      DescribeConfig(*config),
-      "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 health_address= "
-      "authz_policy= authz_policy_refresh_interval=10s reflection=true tls_cert_file= "
-      "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
-      "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
-      "grpc_memory_quota=268435456 "
-      "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
-      "grpc_max_connection_age=30m grpc_max_connection_age_grace=5m "
-      "redis_url=redis://127.0.0.1:6379/0 redis_password_file= redis_mode=standalone "
-      "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
-      "redis_sentinel_password_file= redis_tls_ca_file= "
-      "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
-      "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h "
-      "max_hold_lifetime=2h max_extensions=0 "
-      "reap_interval=1s key_prefix=orderhold "
-      "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
-      "redis_wait_replicas=0 "
-      "redis_wait_timeout=500ms "
-      "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
-      "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 max_watches=1000 "
-      "max_watches_per_caller=100 "
-      "consumer_idle_timeout=1h max_consumer_groups=100 reaper_lease=3s store=redis "
-      "log_format=text shutdown_grace=10s");
+  EXPECT_EQ(DescribeConfig(*config),
+            "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 health_address= "
+            "authz_policy= authz_policy_refresh_interval=10s reflection=true tls_cert_file= "
+            "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
+            "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
+            "grpc_memory_quota=268435456 "
+            "grpc_keepalive_time=1m grpc_keepalive_timeout=20s grpc_max_connection_idle=15m "
+            "grpc_max_connection_age=30m grpc_max_connection_age_grace=5m "
+            "redis_url=redis://127.0.0.1:6379/0 redis_password_file= redis_mode=standalone "
+            "redis_sentinel_master= redis_sentinel_username= redis_sentinel_password= "
+            "redis_sentinel_password_file= redis_tls_ca_file= "
+            "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
+            "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h "
+            "max_hold_lifetime=2h max_extensions=0 "
+            "reap_interval=1s key_prefix=orderhold "
+            "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
+            "redis_wait_replicas=0 "
+            "redis_wait_timeout=500ms "
+            "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+            "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 "
+            "event_stream_max_bytes=33554432 max_watches=1000 "
+            "max_watches_per_caller=100 "
+            "consumer_idle_timeout=1h max_consumer_groups=100 reaper_lease=3s store=redis "
+            "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
 
@@ -537,6 +537,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.event_retention == absl::Hours(2); }},
       {"event_stream_max_len", "500", "event_stream_max_len=500",
        [](const Config& c) { return c.outcomes.event_stream_max_len == 500; }},
+      {"event_stream_max_bytes", "65536", "event_stream_max_bytes=65536",
+       [](const Config& c) { return c.outcomes.event_stream_max_bytes == 65536; }},
       {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
       {"max_watches_per_caller", "5", "max_watches_per_caller=5",
        [](const Config& c) { return c.max_watches_per_caller == 5; }},

@@ -76,7 +76,8 @@
 local now = now_ms(A.now)
 local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], maxlen = store.maxlen, index = store.index, store = store}
+           bdue = KEYS[6], maxlen = store.maxlen, maxbytes = store.maxbytes, index = store.index,
+           store = store}
 local user, order = A.user, A.order
 local quantity, scope, scope_max_holds, scope_max_units = details_levels(A.details)
 

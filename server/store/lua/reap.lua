@@ -97,7 +97,7 @@ local out = {now, 0, oldest or -1, oldest or -1}
 local function reap_user(user, bucket, packed)
   local k = {hb = bucket.hb, hd = bucket.hd, bdue = KEYS[1], outcomes = prefix .. 'x:' .. user,
              ended = prefix .. 'xt:' .. user, events = KEYS[2], maxlen = maxlen,
-             index = index, store = store}
+             maxbytes = store.maxbytes, index = index, store = store}
   redis.call('EXISTS', k.outcomes, k.ended)
   local due, live = split_due(load_holds(k, user, true, packed), now)
   if #due > 0 then

@@ -26,7 +26,8 @@
 local now = now_ms(A.now)
 local store = store_of(A.store)
 local k = {hb = KEYS[1], hd = KEYS[2], outcomes = KEYS[3], ended = KEYS[4], events = KEYS[5],
-           bdue = KEYS[6], maxlen = store.maxlen, index = store.index, store = store}
+           bdue = KEYS[6], maxlen = store.maxlen, maxbytes = store.maxbytes, index = store.index,
+           store = store}
 local user, scope = A.user, A.scope
 local retention, max_records = store.retention, store.records
 

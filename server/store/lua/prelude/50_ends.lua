@@ -14,12 +14,22 @@ local function begin_call()
   nudged = false
 end
 
+-- What an event costs Redis at most, bytes: its fields and values (u, o, x, e, t, m), half as much
+-- again, and 128 (a stream entry's own bytes, its node's share and the allocator's rounding: a
+-- maximal event, 2.7 KB of values, measured 3,742 B; tests/e2e/bounds_e2e_test.cc checks the
+-- budget under a flood of them).
+local function event_bytes(user, h, x, t, e)
+  local values = #user + #h.order + #x + #e + #t + (h.details and #h.details or 0)
+  return values + math.floor(values / 2) + 128
+end
+
 -- Ends one hold (no longer in the list the caller saves with save_holds): remembers its outcome
 -- and appends its event to the partition's stream, in the caller's script, so there is never an
 -- end without an event nor an event without an end.
---   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=, maxlen=, index=}: the user's
---            keys, holds and due-index buckets, the partition's bucket index and stream (set_due),
---            the stream's length bound, and the scope index's key start (nil: none)
+--   k        {holds=, hb=, hd=, bdue=, outcomes=, ended=, events=, maxlen=, maxbytes=, index=}:
+--            the user's keys, holds and due-index buckets, the partition's bucket index and
+--            stream (set_due), the stream's length and byte bounds (0 or nil: none), and the
+--            scope index's key start (nil: none)
 --   h        the hold (load_holds); its details are copied into the event, and its details and
 --            life record, which were in its packed value, are written beside its outcome record
 --   outcome  PAID, CANCELLED or EXPIRED; end_ms: when it ended (for EXPIRED: its expire time)
@@ -58,10 +68,21 @@ local function end_hold(k, user, h, outcome, end_ms)
   end
   redis.call('HSET', k.outcomes, unpack(fields))
   redis.call('ZADD', k.ended, t, h.order)
-  -- The stream's length bound (k.maxlen: --event_stream_max_len) beside the trimmer's age bound:
-  -- MAXLEN ~ trims whole nodes only, so it costs nothing until a node is full.
+  -- The stream's bounds beside the trimmer's age bound, as one MAXLEN ~ (which trims whole nodes
+  -- only, so it costs nothing until a node is full): the length k.maxlen (--event_stream_max_len)
+  -- and the bytes k.maxbytes (--event_stream_max_bytes), as a length: as many events as the
+  -- budget holds of this one's size (event_bytes). A stream of like events stays within the
+  -- budget; small events appended after large ones keep the large ones until the count reaches
+  -- theirs, so a stream of mixed events holds at most twice it.
   local maxlen = k.maxlen or 0
+  if (k.maxbytes or 0) > 0 then
+    local fit = math.max(1, math.floor(k.maxbytes / event_bytes(user, h, x, t, e)))
+    if maxlen == 0 or fit < maxlen then
+      maxlen = fit
+    end
+  end
   if maxlen > 0 then
+    maxlen = int_str(maxlen)
     if h.details then
       redis.call('XADD', k.events, 'MAXLEN', '~', maxlen, '*', 'u', user, 'o', h.order, 'x', x,
         'e', e, 't', t, 'm', h.details)
