@@ -70,7 +70,7 @@
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
--- Helpers (now_ms, store_of, details_levels, LEVELS, load_holds, split_due, save_holds,
+-- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of): see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
@@ -113,29 +113,24 @@ else
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
   else
-    local max_holds, max_units, total_max_holds, total_max_units =
-      string.match(A.limits, '^(%d+):(%d+):(%d+):(%d+)$')
-    local limits = {user_holds = tonumber(max_holds), user_units = tonumber(max_units),
-                    scope_holds = scope ~= '' and scope_max_holds or 0,
-                    scope_units = scope ~= '' and scope_max_units or 0,
-                    total_holds = scope ~= '' and k.index and tonumber(total_max_holds) or 0,
-                    total_units = scope ~= '' and k.index and tonumber(total_max_units) or 0}
+    -- Each level's limit and usage, in LEVELS' order (the prelude); 0 = no limit.
+    local lim = limits_of(A.limits)
+    local scoped, totals = scope ~= '', scope ~= '' and k.index ~= nil
+    local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
+                   totals and lim[3] or 0, totals and lim[4] or 0}
     -- The scope's totals, across users, from its index (pruned here: the prune and the add below
     -- are the only writes to it before the decision is made, and neither changes what is live).
     local total_first
-    if limits.total_holds > 0 or limits.total_units > 0 then
+    if limit[5] > 0 or limit[6] > 0 then
       total_holds, total_units, total_first = scope_usage(k.index, scope, now)
     end
-    local usage = {user_holds = active, user_units = units, user_first = earliest or now,
-                   scope_holds = scope_holds, scope_units = scope_units,
-                   scope_first = scope_first or now, total_holds = total_holds,
-                   total_units = total_units, total_first = total_first or now}
+    local used = {active, units, scope_holds, scope_units, total_holds, total_units}
+    local first = {earliest or now, scope_first or now, total_first or now}
     expire = 0
-    for _, level in ipairs(LEVELS) do
-      local limit = limits[level.name]
-      if limit > 0 and usage[level.name] + (level.units and quantity or 1) > limit then
+    for i, level in ipairs(LEVELS) do
+      if limit[i] > 0 and used[i] + (level.units and quantity or 1) > limit[i] then
         violations = violations + level.bit
-        expire = math.max(expire, usage[level.first])
+        expire = math.max(expire, first[level.first])
       end
     end
     if violations > 0 then
@@ -156,7 +151,7 @@ else
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
         if k.index then
           scope_add(k.index, scope, user, order, quantity, expire)
-          if limits.total_holds > 0 or limits.total_units > 0 then
+          if limit[5] > 0 or limit[6] > 0 then
             total_holds, total_units = total_holds + 1, total_units + quantity
           end
         end

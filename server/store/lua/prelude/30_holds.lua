@@ -170,16 +170,38 @@ local function save_holds(k, user, had, holds)
   end
 end
 
--- The levels place_hold.lua checks a new hold at, one row each: its bit in the reply's
--- `violations` (store::LimitViolation in hold_store.h), the name of its limit and usage in
--- place_hold's `limits` and `usage`, whether the hold adds its quantity there (units) or 1 (holds),
--- and the usage's earliest live expiry (when the hold could fit again). A new limit kind is one
--- row here and one in C++ (domain/hold_errors.cc's kLevels). Built once per library load.
+-- The levels place_hold.lua checks a new hold at, one row each, in the order of its `limit` and
+-- `used` arrays (1 the user's holds, 2 its units, 3 its holds in the scope, 4 its units there,
+-- 5 the scope's holds across users, 6 their units): its bit in the reply's `violations`
+-- (store::LimitViolation in hold_store.h), whether the hold adds its quantity there (units) or 1
+-- (holds), and which earliest live expiry tells when it could fit again (place_hold's `first`: 1
+-- the user's, 2 the scope's, 3 across users). A new limit kind is one row here, its limit and
+-- usage in place_hold.lua, and one row in C++ (domain/hold_errors.cc's kLevels). Built once per
+-- library load.
 local LEVELS = {
-  {bit = 1, name = 'user_holds', units = false, first = 'user_first'},
-  {bit = 2, name = 'user_units', units = true, first = 'user_first'},
-  {bit = 4, name = 'scope_holds', units = false, first = 'scope_first'},
-  {bit = 8, name = 'scope_units', units = true, first = 'scope_first'},
-  {bit = 16, name = 'total_holds', units = false, first = 'total_first'},
-  {bit = 32, name = 'total_units', units = true, first = 'total_first'},
+  {bit = 1, units = false, first = 1},
+  {bit = 2, units = true, first = 1},
+  {bit = 4, units = false, first = 2},
+  {bit = 8, units = true, first = 2},
+  {bit = 16, units = false, first = 3},
+  {bit = 32, units = true, first = 3},
 }
+
+-- place_hold.lua's A.limits, "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>", as
+-- {max_holds, max_units, total_max_holds, total_max_units} (numbers); the last one parsed is kept,
+-- by its string, as store_of keeps the store's constants (most calls send the same limits).
+-- Read only. Raises an error on any other shape.
+local limits_packed, limits_parsed
+local function limits_of(packed)
+  if packed ~= limits_packed then
+    local max_holds, max_units, total_holds, total_units =
+      string.match(packed, '^(%d+):(%d+):(%d+):(%d+)$')
+    if not max_holds then
+      error('OrderHold: malformed limits')
+    end
+    limits_parsed = {tonumber(max_holds), tonumber(max_units), tonumber(total_holds),
+                     tonumber(total_units)}
+    limits_packed = packed
+  end
+  return limits_parsed
+end
