@@ -338,6 +338,12 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
   PartitionStore& partitions() { return *dynamic_cast<PartitionStore*>(store_.get()); }
 };
 
+// The contract per interface, on the same stores: HoldStoreContractTest is HoldStore's (what
+// domain/ uses), PartitionStoreContractTest the reaper's PartitionStore, HoldEventLogContractTest
+// the event log's (the Redis store's; the fake has none, so those cases skip on it).
+class PartitionStoreContractTest : public HoldStoreContractTest {};
+class HoldEventLogContractTest : public HoldStoreContractTest {};
+
 TEST_P(HoldStoreContractTest, CreatesHoldExpiringAfterTtl) {
   auto result = Place("alice", "order-1", absl::Minutes(30), kT0);
   ASSERT_THAT(result, IsOk());
@@ -614,7 +620,7 @@ TEST_P(HoldStoreContractTest, OrderPlacedAgainAfterRetentionHasItsNewDetails) {
 
 // Events carry the hold's details, whoever ended it (Pay, the reaper), so an expiry consumer can
 // release seats without a lookup.
-TEST_P(HoldStoreContractTest, EventsCarryTheHoldsDetails) {
+TEST_P(HoldEventLogContractTest, EventsCarryTheHoldsDetails) {
   auto* log = dynamic_cast<HoldEventLog*>(store_.get());
   if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
   const int p = KeySchema::PartitionOf("carol");
@@ -1012,7 +1018,7 @@ TEST_P(HoldStoreContractTest, ReleaseHoldsEndsTheUsersLiveHoldsOnce) {
   }
 }
 
-TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
+TEST_P(PartitionStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
   const int partition = 1;
   auto first = ReapAs(partition, "replica-a", kT0);
   ASSERT_THAT(first, IsOk());
@@ -1072,7 +1078,7 @@ TEST_P(HoldStoreContractTest, LeaseFencesReapersAndRegistryListsLiveReplicas) {
 
 // A peek (max_users 0, the reaper's look at a partition before it calls: reaper.h) takes the
 // lease as a call does, reports the oldest hold and ends nothing.
-TEST_P(HoldStoreContractTest, APeekTakesTheLeaseReportsTheOldestAndEndsNothing) {
+TEST_P(PartitionStoreContractTest, APeekTakesTheLeaseReportsTheOldestAndEndsNothing) {
   ASSERT_THAT(Place("zed", "o", absl::Seconds(1), kT0), IsOk());
   auto peek = [&](int partition, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
@@ -1146,7 +1152,7 @@ TEST_P(HoldStoreContractTest, ListsEarliestFirstThenByOrderId) {
   EXPECT_THAT(List("nobody", kT0), IsEmpty());
 }
 
-TEST_P(HoldStoreContractTest, ReapRemovesOnlyDueHoldsExactlyOnce) {
+TEST_P(PartitionStoreContractTest, ReapRemovesOnlyDueHoldsExactlyOnce) {
   ASSERT_THAT(Place("alice", "a", absl::Seconds(1), kT0), IsOk());
   ASSERT_THAT(Place("alice", "b", absl::Seconds(5), kT0), IsOk());
   ASSERT_THAT(Place("bob", "c", absl::Seconds(2), kT0), IsOk());
@@ -1164,7 +1170,7 @@ TEST_P(HoldStoreContractTest, ReapRemovesOnlyDueHoldsExactlyOnce) {
               UnorderedElementsAre(kT0 + absl::Seconds(5), kT0 + absl::Seconds(4)));
 }
 
-TEST_P(HoldStoreContractTest, ReapWorksInBoundedBatches) {
+TEST_P(PartitionStoreContractTest, ReapWorksInBoundedBatches) {
   // 300 users over the partitions: most partitions hold more than 2 due users, so "more"
   // continuations are exercised.
   for (int i = 0; i < 300; ++i) {
@@ -1195,7 +1201,7 @@ TEST_P(HoldStoreContractTest, IdsWithSpecialCharactersStayWithTheirUser) {
   EXPECT_EQ(paid->result, EndHoldResult::Result::kUnknown);
 }
 
-TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
+TEST_P(PartitionStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
   const auto invalid = ::orderhold::testing::StatusIs(absl::StatusCode::kInvalidArgument);
   for (int partition : {-1, partitions().partition_count()}) {
     SCOPED_TRACE(partition);
@@ -1238,7 +1244,7 @@ TEST_P(HoldStoreContractTest, PartitionOutOfRangeIsInvalidArgument) {
 // CheckGroups (the safety sweep's question, check_groups.lua) on a real Redis: undelivered events,
 // claimable pending ones, groups missing, and a trimmed stream; standalone, TLS and Cluster, as
 // the documented ACL user.
-TEST_P(HoldStoreContractTest, EventLogCheckGroupsAndTrimBacklogReportUndeliveredAndPendingWork) {
+TEST_P(HoldEventLogContractTest, EventLogCheckGroupsAndTrimBacklogReportUndeliveredAndPendingWork) {
   auto* log = dynamic_cast<HoldEventLog*>(store_.get());
   if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
   const int p = KeySchema::PartitionOf("alice");
@@ -1563,6 +1569,14 @@ INSTANTIATE_TEST_SUITE_P(Stores, ScopeTotalsTest,
                          [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
+                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
+                         [](const auto& info) { return info.param; });
+
+INSTANTIATE_TEST_SUITE_P(Stores, PartitionStoreContractTest,
+                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
+                         [](const auto& info) { return info.param; });
+
+INSTANTIATE_TEST_SUITE_P(Stores, HoldEventLogContractTest,
                          ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
                          [](const auto& info) { return info.param; });
 

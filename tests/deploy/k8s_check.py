@@ -334,7 +334,7 @@ def main():
 def check_network_policy(base, pod_labels, ports):
     """Ingress to the pods: the gRPC port from labelled client pods, the metrics port from
     Prometheus, nothing else (the kubelet's probes come from the node, which a NetworkPolicy
-    always lets in)."""
+    always lets in); egress: Redis and DNS only (check_egress)."""
     policies = [o for o in base if o["kind"] == "NetworkPolicy"]
     if not check(len(policies) == 1, f"one NetworkPolicy, found {len(policies)}"):
         return
@@ -365,6 +365,34 @@ def check_network_policy(base, pod_labels, ports):
         labels = peer.get("podSelector", {}).get("matchLabels", {})
         check(labels == {"app.kubernetes.io/name": "prometheus"},
               f"NetworkPolicy: metrics from Prometheus pods only, got {peer}")
+    check_egress(spec)
+
+
+# The ports the pods may reach: Redis (data, TLS, Sentinel) and DNS.
+REDIS_PORTS = {6379, 6380, 26379}
+
+
+def check_egress(spec):
+    """Egress from the pods: Redis' ports and DNS (to the cluster's resolver) only."""
+    check("Egress" in spec.get("policyTypes", []), "NetworkPolicy: policyTypes Egress")
+    rules = spec.get("egress", [])
+    check(bool(rules), "NetworkPolicy: no egress rule (with policyTypes Egress, nothing goes out)")
+    reached = set()
+    for i, rule in enumerate(rules):
+        ports = rule.get("ports", [])
+        check(bool(ports), f"NetworkPolicy: egress[{i}] without `ports` opens every port")
+        for p in ports:
+            port = p.get("port")
+            reached.add(port)
+            if port == 53:
+                peers = rule.get("to", [])
+                check(bool(peers) and all(
+                    peer.get("podSelector", {}).get("matchLabels") == {"k8s-app": "kube-dns"}
+                    for peer in peers), f"NetworkPolicy: egress[{i}] DNS to kube-dns pods only")
+            else:
+                check(port in REDIS_PORTS, f"NetworkPolicy: egress[{i}] port {port} is not Redis'")
+    check(53 in reached and 6379 in reached, f"NetworkPolicy: egress reaches Redis and DNS, got "
+          f"{sorted(map(str, reached))}")
 
 
 def check_overlay(overlay, redis_env_path, base_cm, tls_secret_name):

@@ -6,7 +6,7 @@
 # (ORDERHOLD_TLS_* pointing into it), the authorization policy as a ConfigMap mounted whole and
 # equal to deploy/authz_policy.example.json (regenerate with deploy/k8s/sync-rules.sh),
 # reflection off, a NetworkPolicy letting only labelled client pods reach the gRPC port and only
-# Prometheus the metrics port, Services exposing the gRPC port only, no credential in a variable
+# Prometheus the metrics port, and the pods reach only Redis' ports and DNS, Services exposing the gRPC port only, no credential in a variable
 # (the Redis URL names the user; the password is a mounted Secret file). And: native gRPC
 # liveness/readiness probes on the plaintext health port for a service name the server reports; a
 # non-root, read-only, capability-less securityContext (deploy/Dockerfile's numeric USER,
