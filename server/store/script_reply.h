@@ -28,7 +28,10 @@ class ReplyReader {
     kArrayAndTail,  // an array of `fixed` elements or more; Rest() takes the others
   };
 
-  // `script`: the name in the error (a string literal: kept as a view).
+  // `reply` must outlive the reader (a temporary does not compile); `script`: the name in the
+  // error (a string literal: kept as a view).
+  ReplyReader(redis::RedisReply&& reply, absl::string_view script, size_t fixed,
+              Shape shape) = delete;
   ReplyReader(const redis::RedisReply& reply, absl::string_view script, size_t fixed, Shape shape)
       : reply_(reply), script_(script), shape_(shape) {
     if (shape == Shape::kScalar) return;

@@ -90,11 +90,13 @@ TEST(ScriptReplyTest, AReplyOfAnotherShapeIsOneInternalErrorNamingWhatIsWrong) {
 
 TEST(ScriptReplyTest, AScalarReplyIsItsOneValue) {
   int64_t created = 0;
-  ReplyReader ok(Int(1), "ensure_group.lua", 1, ReplyReader::Shape::kScalar);
+  const RedisReply one = Int(1);
+  ReplyReader ok(one, "ensure_group.lua", 1, ReplyReader::Shape::kScalar);
   ok.Int("created", &created);
   EXPECT_TRUE(ok.status().ok());
   EXPECT_EQ(created, 1);
-  ReplyReader bad(Array({}), "ensure_group.lua", 1, ReplyReader::Shape::kScalar);
+  const RedisReply array = Array({});
+  ReplyReader bad(array, "ensure_group.lua", 1, ReplyReader::Shape::kScalar);
   bad.Int("created", &created);
   EXPECT_THAT(bad.status(), ::orderhold::testing::StatusIs(absl::StatusCode::kInternal,
                                                            HasSubstr("created is not a number")));
