@@ -25,8 +25,8 @@
 #              are placed. --open-nice N runs redis-server at nice N for this phase (default 0;
 #              see open_phases).
 #              Per phase: Redis' SLOWLOG (warmup included; threshold 0.5 ms), each entry
-#              attributed to its script by SHA1 (prelude/*.lua + migrations/*.lua + <script>.lua, as
-#              server/CMakeLists.txt embeds them); the reaper lag from /metrics
+#              attributed to its script by SHA1 (of its body as the build embeds it: the build's
+#              script_shas.txt); the reaper lag from /metrics
 #              (orderhold_reaper_lag_seconds); Redis' and the server's CPU % (INFO cpu, /proc);
 #              and Redis' INFO commandstats (<out>/<phase>-r<round>-commandstats.txt: calls and
 #              µs per command, those run inside scripts included).
@@ -587,21 +587,29 @@ events_check() {  # results.json: what the CI smoke checks of phase 7
 MACHINE="$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)"
 
 # 4. Open loop at half of the PlaceHold maximum (HALF_RATE, from phase 2), reaper off then on.
-# SHA1 of every embedded script (the prelude: prelude/*.lua in name order, or prelude.lua in a tree
-# from before 2026-12-06; the migrations/*.lua in name order, then <name>.lua, byte for byte as
-# server/CMakeLists.txt embeds them), to attribute SLOWLOG entries: "sha name" lines.
+# SHA1 of every embedded script, to attribute SLOWLOG entries: "sha name" lines. The build writes
+# them (script_shas.txt, server/store/lua/scripts.cmake); for an older tree (--lua) they are
+# computed from its files as its CMakeLists.txt embedded them: the prelude (prelude/*.lua in name
+# order, or prelude.lua in a tree from before 2026-12-06), the migrations/*.lua in name order,
+# then <name>.lua.
 LUA="${LUA_OVERRIDE:-${REPO}/server/store/lua}"
 mapfile -t LUA_PRELUDE < <(find "${LUA}/prelude" -maxdepth 1 -name '*.lua' 2>/dev/null |
   LC_ALL=C sort)
 ((${#LUA_PRELUDE[@]})) || LUA_PRELUDE=("${LUA}/prelude.lua")
 mapfile -t LUA_MIGRATIONS < <(find "${LUA}/migrations" -maxdepth 1 -name '*.lua' 2>/dev/null |
   LC_ALL=C sort)
-for script in "${LUA}"/*.lua; do
-  name="$(basename "${script}" .lua)"
-  [[ "${name}" == prelude ]] && continue
-  echo "$(cat "${LUA_PRELUDE[@]}" "${LUA_MIGRATIONS[@]}" "${script}" | sha1sum |
-    cut -d' ' -f1) ${name}"
-done >"${WORK}/script-shas.txt"
+# A build that names its scripts' arguments (server/store/lua/scripts.cmake) writes the SHAs
+# itself, the table A included; an older tree's are computed here.
+if [[ -z "${LUA_OVERRIDE:-}" && -f "${BUILD}/server/generated/server/store/script_shas.txt" ]]; then
+  cp "${BUILD}/server/generated/server/store/script_shas.txt" "${WORK}/script-shas.txt"
+else
+  for script in "${LUA}"/*.lua; do
+    name="$(basename "${script}" .lua)"
+    [[ "${name}" == prelude ]] && continue
+    echo "$(cat "${LUA_PRELUDE[@]}" "${LUA_MIGRATIONS[@]}" "${script}" | sha1sum |
+      cut -d' ' -f1) ${name}"
+  done >"${WORK}/script-shas.txt"
+fi
 REAP_SHA="$(awk '$2 == "reap" { print $1 }' "${WORK}/script-shas.txt")"
 open_phase() {  # name, extra server flags...
   local name="$1"
@@ -622,7 +630,7 @@ open_phase() {  # name, extra server flags...
   # The reap SHA must be the one the server loaded, or the SLOWLOG counts below would be 0 by
   # mistake.
   [[ "$(rcli SCRIPT EXISTS "${REAP_SHA}" | head -1)" == 1 ]] || {
-    echo "bench: Redis has no script ${REAP_SHA} (prelude + migrations + reap.lua): the server embeds" \
+    echo "bench: Redis has no script ${REAP_SHA} (reap.lua's embedded body): the server embeds" \
       "something else; SLOWLOG attribution would be wrong" >&2
     exit 1
   }
@@ -784,7 +792,7 @@ open_markdown() {  # results.json -> phase 4's tables (markdown)
     (["open-reaper-off (--reap_interval=1h)", .open_reaper_off], ["open-reaper-on (default reaper)", .open_reaper_on]
      | "| \(.[0]) | \(.[1].latency_ms.p50 | f2) | \(.[1].latency_ms.p90 | f2) | \(.[1].latency_ms.p99 | f2) | \(.[1].latency_ms.p999 | f2) | \(.[1].latency_ms.max | f2) | \([.[1].codes | to_entries[] | "\(.key) \(.value)"] | join(", ")) | \(.[1] | per_round(.latency_ms.p99)) | \(.[1] | per_round(.latency_ms.p999)) |"),
     "",
-    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by FCALL function name (orderhold_<hash>_<script>) or EVALSHA SHA1 of the prelude + migrations + <script>.lua:",
+    "Reaper and Redis over each whole phase (warmup included), per round; SLOWLOG threshold 0.5 ms, entries attributed to scripts by FCALL function name (orderhold_<hash>_<script>) or EVALSHA SHA1 of the embedded body:",
     "",
     "| phase, round | holds expired (reaper + lazily by PlaceHold) | of which by the reaper | CPU % Redis / server | reaper lag p50 / p99 / p99.9 s | mean tick s (ticks) | SLOWLOG entries > 0.5 ms, by script or command: count, max µs, total ms |",
     "|---|---:|---:|---|---|---|---|",
