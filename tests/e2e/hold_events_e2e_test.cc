@@ -183,6 +183,64 @@ class HoldEventsE2eTest : public ::testing::TestWithParam<RedisKind> {
     return total;
   }
 
+  // Total commands Redis processed (every node of the cluster), from INFO stats.
+  int64_t RedisCommands() {
+    int64_t total = 0;
+    std::vector<std::string> infos;
+    if (redis_ != nullptr) {
+      infos.push_back(redis_->Command({"INFO", "stats"}).value_or(""));
+    } else {
+      for (int i = 0; i < cluster_->node_count(); ++i) {
+        infos.push_back(cluster_->Command(i, {"INFO", "stats"}).value_or(""));
+      }
+    }
+    for (const std::string& info : infos) {
+      for (absl::string_view line : absl::StrSplit(info, '\n')) {
+        int64_t n = 0;
+        if (absl::ConsumePrefix(&line, "total_commands_processed:") &&
+            absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &n)) {
+          total += n;
+        }
+      }
+    }
+    return total;
+  }
+
+  // `holds` holds of 3 s (order-<i> of user-<i / 3>) written straight through `store`, pipelined,
+  // each placed at expire - 3 s so that every one gets exactly `expire`. A call that failed
+  // (UNAVAILABLE: maybe recorded, maybe not) is retried as a client would: its retry answers
+  // created, already held, or (past the expiry, once the reaper ended it) ended: never a second
+  // hold, so there is still one event per order.
+  void PlaceExpiringAt(store::RedisHoldStore& store, int holds, absl::Time expire) {
+    absl::BlockingCounter placed(holds);
+    absl::Mutex failed_mu;
+    std::vector<int> failed;  // calls Redis did not answer in time (a stalled primary under load)
+    auto args = [&](int i) {
+      return store::PlaceHoldArgs{
+          absl::StrCat("user-", i / 3), absl::StrCat("order-", i), absl::Seconds(3), 3, 0, {}};
+    };
+    auto options = [&] {
+      return store::CallOptions{absl::Now() + absl::Seconds(10), expire - absl::Seconds(3)};
+    };
+    for (int i = 0; i < holds; ++i) {
+      store.PlaceHold(args(i), options(), [&, i](absl::StatusOr<store::PlaceHoldResult> result) {
+        if (!result.ok() || result->outcome != store::PlaceHoldResult::Outcome::kCreated) {
+          absl::MutexLock lock(&failed_mu);
+          failed.push_back(i);
+        }
+        placed.DecrementCount();
+      });
+    }
+    placed.Wait();
+    for (int i : failed) {
+      absl::StatusOr<store::PlaceHoldResult> retried = store::Await<store::PlaceHoldResult>(
+          [&](auto done) { store.PlaceHold(args(i), options(), std::move(done)); });
+      ASSERT_THAT(retried, IsOk()) << "order-" << i;
+      EXPECT_NE(retried->outcome, store::PlaceHoldResult::Outcome::kLimitReached) << i;
+    }
+    if (!failed.empty()) std::cout << failed.size() << " placements retried" << std::endl;
+  }
+
   RedisServerOptions redis_options_;
   std::unique_ptr<RedisServer> redis_;                   // standalone: this case's server
   static inline std::unique_ptr<RedisCluster> cluster_;  // cluster: the suite's cluster
@@ -329,40 +387,20 @@ TEST_P(HoldEventsE2eTest, IdleWatchesCostRedisNothingAndANudgeDeliversBeforeAnyS
     return r.Metric("orderhold_event_nudge_subscriptions_total") >=
            store::KeySchema::kPartitionCount;
   }));
-  auto commands = [&]() -> int64_t {
-    int64_t total = 0;
-    std::vector<std::string> infos;
-    if (redis_ != nullptr) {
-      infos.push_back(redis_->Command({"INFO", "stats"}).value_or(""));
-    } else {
-      for (int i = 0; i < cluster_->node_count(); ++i) {
-        infos.push_back(cluster_->Command(i, {"INFO", "stats"}).value_or(""));
-      }
-    }
-    for (const std::string& info : infos) {
-      for (absl::string_view line : absl::StrSplit(info, '\n')) {
-        int64_t n = 0;
-        if (absl::ConsumePrefix(&line, "total_commands_processed:") &&
-            absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &n)) {
-          total += n;
-        }
-      }
-    }
-    return total;
-  };
   // Settled: wait until the watches' first reads are through (a 200 ms sample with next to no
   // commands) instead of guessing how long that takes on this machine.
   ASSERT_TRUE(Eventually(
       [&] {
-        const int64_t start = commands();
+        const int64_t start = RedisCommands();
         absl::SleepFor(absl::Milliseconds(200));
-        return commands() - start < 20;
+        return RedisCommands() - start < 20;
       },
       absl::Seconds(20), absl::ZeroDuration()));
   // A cost budget over one second: a slower machine can only lower the count.
-  const int64_t before = commands();
+  const int64_t before = RedisCommands();
   absl::SleepFor(absl::Seconds(1));
-  const int64_t idle = commands() - before - (redis_ != nullptr ? 2 : 2 * cluster_->node_count());
+  const int64_t idle =
+      RedisCommands() - before - (redis_ != nullptr ? 2 : 2 * cluster_->node_count());
   // Polling watches would make ~1,300 per watch (26,000 here); what is left is keepalive PINGs,
   // health, and in cluster mode the slot map refresh.
   EXPECT_LT(idle, 50) << "Redis commands in 1 s with " << watchers.size() << " idle watches";
@@ -413,37 +451,8 @@ TEST_P(HoldEventsE2eTest, TenThousandHoldsExpiringTogetherGiveExactlyTenThousand
   });
   ASSERT_THAT(ping, IsOk());
   const absl::Time expire = absl::FromUnixMillis(absl::ToUnixMillis(*ping)) + absl::Seconds(3);
-  absl::BlockingCounter placed(kHolds);
-  absl::Mutex failed_mu;
-  std::vector<int> failed;  // calls Redis did not answer in time (a stalled primary under load)
-  // `now` is chosen so that every hold gets exactly `expire`.
-  auto args = [&](int i) {
-    return store::PlaceHoldArgs{
-        absl::StrCat("user-", i / 3), absl::StrCat("order-", i), absl::Seconds(3), 3, 0, {}};
-  };
-  auto options = [&] {
-    return store::CallOptions{absl::Now() + absl::Seconds(10), expire - absl::Seconds(3)};
-  };
-  for (int i = 0; i < kHolds; ++i) {
-    store.PlaceHold(args(i), options(), [&, i](absl::StatusOr<store::PlaceHoldResult> result) {
-      if (!result.ok() || result->outcome != store::PlaceHoldResult::Outcome::kCreated) {
-        absl::MutexLock lock(&failed_mu);
-        failed.push_back(i);
-      }
-      placed.DecrementCount();
-    });
-  }
-  placed.Wait();
-  // A call that failed (UNAVAILABLE: maybe recorded, maybe not) is retried as a client would: its
-  // retry answers created, already held, or (past the expiry, once the reaper ended it) ended:
-  // never a second hold, so the events below stay one per order.
-  for (int i : failed) {
-    absl::StatusOr<store::PlaceHoldResult> retried = store::Await<store::PlaceHoldResult>(
-        [&](auto done) { store.PlaceHold(args(i), options(), std::move(done)); });
-    ASSERT_THAT(retried, IsOk()) << "order-" << i;
-    EXPECT_NE(retried->outcome, store::PlaceHoldResult::Outcome::kLimitReached) << i;
-  }
-  if (!failed.empty()) std::cout << failed.size() << " placements retried" << std::endl;
+  PlaceExpiringAt(store, kHolds, expire);
+  if (HasFatalFailure()) return;
 
   Watcher watcher(*replicas[1].client, Watch("fulfilment", "w1"), /*ack=*/false);
   ASSERT_TRUE(watcher.WaitFor(kHolds, absl::Seconds(60)))
