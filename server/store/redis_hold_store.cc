@@ -28,6 +28,23 @@ using internal::ToOutcome;
 
 namespace {
 
+// One hold of a list reply (list_holds.lua's page, release_holds.lua's released): its order id,
+// expiry (Unix ms), details and life record elements. False when one has another shape.
+bool StoredHoldOf(const redis::RedisReply& order, const redis::RedisReply& expire,
+                  const redis::RedisReply& details, const redis::RedisReply& life,
+                  StoredHold* out) {
+  const std::optional<absl::string_view> order_id = StrOf(order), details_value = StrOf(details),
+                                         life_value = StrOf(life);
+  int64_t expire_ms = 0;
+  if (!order_id || !details_value || !life_value || !ToInt(expire, &expire_ms) ||
+      !ToDetails(*details_value, *life_value, expire_ms, &out->details)) {
+    return false;
+  }
+  out->order_id = std::string(*order_id);
+  out->expire_time = FromMillis(expire_ms);
+  return true;
+}
+
 // ExtendHold's result from extend_hold.lua's reply, for the hold of `order_id`.
 absl::StatusOr<ExtendHoldResult> ExtendResultOf(const std::string& order_id,
                                                 const lua::ExtendHoldReply& r) {
@@ -264,17 +281,11 @@ void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
             result.plain = r.plain == 1;
             result.more = r.more == 1;
             for (size_t i = 0; i < r.details.size(); ++i) {
-              const std::optional<absl::string_view> order = StrOf(r.page[2 * i]);
-              const std::optional<absl::string_view> details = StrOf(r.details[i]);
-              const std::optional<absl::string_view> life = StrOf(r.lives[i]);
-              int64_t expire = 0;
               StoredHold hold;
-              if (!order || !details || !life || !ToInt(r.page[2 * i + 1], &expire) ||
-                  !ToDetails(*details, *life, expire, &hold.details)) {
+              if (!StoredHoldOf(r.page[2 * i], r.page[2 * i + 1], r.details[i], r.lives[i],
+                                &hold)) {
                 return BadReply("list_holds.lua");
               }
-              hold.order_id = std::string(*order);
-              hold.expire_time = FromMillis(expire);
               result.holds.push_back(std::move(hold));
             }
             return result;
@@ -354,17 +365,11 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
                         result.now = FromMillis(r.now);
                         result.expired_removed = static_cast<int>(r.removed);
                         for (size_t i = 0; i < r.released.size(); i += 4) {
-                          const std::optional<absl::string_view> order = StrOf(r.released[i]);
-                          const std::optional<absl::string_view> details = StrOf(r.released[i + 2]);
-                          const std::optional<absl::string_view> life = StrOf(r.released[i + 3]);
-                          int64_t expire = 0;
                           StoredHold hold;
-                          if (!order || !details || !life || !ToInt(r.released[i + 1], &expire) ||
-                              !ToDetails(*details, *life, expire, &hold.details)) {
+                          if (!StoredHoldOf(r.released[i], r.released[i + 1], r.released[i + 2],
+                                            r.released[i + 3], &hold)) {
                             return BadReply("release_holds.lua");
                           }
-                          hold.order_id = std::string(*order);
-                          hold.expire_time = FromMillis(expire);
                           result.released.push_back(std::move(hold));
                         }
                         return result;

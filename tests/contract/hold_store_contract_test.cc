@@ -1564,21 +1564,15 @@ TEST_P(ScopeTotalsTest, ListScopeHoldsPagesEveryUsersHoldOnce) {
   EXPECT_EQ(usage.scope_units, 6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, ScopeTotalsTest,
-                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
-                         [](const auto& info) { return info.param; });
+// Every fixture runs on the four stores, named by their factory.
+const std::vector<std::string> kStores = {"fake", "redis", "redis_tls", "redis_cluster"};
+std::string StoreName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
-INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest,
-                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
-                         [](const auto& info) { return info.param; });
-
-INSTANTIATE_TEST_SUITE_P(Stores, PartitionStoreContractTest,
-                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
-                         [](const auto& info) { return info.param; });
-
-INSTANTIATE_TEST_SUITE_P(Stores, HoldEventLogContractTest,
-                         ::testing::Values("fake", "redis", "redis_tls", "redis_cluster"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Stores, ScopeTotalsTest, ::testing::ValuesIn(kStores), StoreName);
+INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest, ::testing::ValuesIn(kStores), StoreName);
+INSTANTIATE_TEST_SUITE_P(Stores, PartitionStoreContractTest, ::testing::ValuesIn(kStores),
+                         StoreName);
+INSTANTIATE_TEST_SUITE_P(Stores, HoldEventLogContractTest, ::testing::ValuesIn(kStores), StoreName);
 
 }  // namespace
 }  // namespace orderhold::store
