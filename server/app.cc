@@ -435,6 +435,7 @@ void App::MakeReaper(const Config& config, const Clock& clock) {
   options.pace_window = config.reap_interval * 3 / 5;
   options.event_retention = config.event_retention;
   options.consumer_idle_timeout = config.consumer_idle_timeout;
+  options.layout_migration_done = config.outcomes.layout_migration_done;
   reaper_ = std::make_unique<reaper::Reaper>(*partitions_, *metrics_, options, clock, redis_store_);
 }
 

@@ -183,6 +183,11 @@ ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
 ABSL_FLAG(orderhold::RemovedFlag, hold_layout, orderhold::RemovedFlag{},
           "Removed: this release keeps one hold layout and moves older data by itself "
           "(server/README.md \"Upgrading\"). Given at all, the server refuses to start.");
+ABSL_FLAG(bool, layout_migration_done, false,
+          "Declares the layout migration over (server/README.md \"Upgrading\": no user left in "
+          "an older shape, no replica of an earlier release running): calls stop looking for a "
+          "user's holds in older shapes (one EXISTS less on a user's first hold). Set too early, "
+          "holds still there go uncounted until the sweep moves them (logged).");
 ABSL_FLAG(int, max_outcomes_per_user, 1000,
           "Max outcome records kept per user (oldest dropped first): bounds memory per user.");
 ABSL_FLAG(absl::Duration, event_ack_timeout, absl::Seconds(30),
@@ -514,6 +519,8 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_health_check_interval, &Config::health_check_interval),
       Field(FLAGS_outcome_retention, &Config::outcomes, &store::OutcomePolicy::retention),
       Field(FLAGS_max_outcomes_per_user, &Config::outcomes, &store::OutcomePolicy::max_per_user),
+      Field(FLAGS_layout_migration_done, &Config::outcomes,
+            &store::OutcomePolicy::layout_migration_done),
       Removed(FLAGS_hold_layout,
               "this release keeps one hold layout and moves older data by itself; see "
               "server/README.md \"Upgrading\""),

@@ -56,7 +56,12 @@ void MigrationSweep::Step(const std::vector<int>& owned) {
       if (state.cursor.empty()) {
         state.done = true;
         state.users_left = 0;
-        if (state.users_moved > 0) {
+        if (state.users_moved > 0 && options_.declared_done) {
+          LogWarning("reaper: layout migration of partition ", partition, " moved ",
+                     state.users_moved,
+                     " users of an older shape although --layout_migration_done is set: calls "
+                     "did not count their holds until now (server/README.md \"Upgrading\")");
+        } else if (state.users_moved > 0) {
           LogInfo("reaper: layout migration of partition ", partition, " done: ", state.users_moved,
                   " users moved, none is left in an older shape");
         }

@@ -24,7 +24,8 @@ Reaper::Reaper(store::PartitionStore& store, metrics::Metrics& metrics, ReaperOp
              MigrationSweepOptions{.max_in_flight = options.max_in_flight,
                                    .call_timeout = options.call_timeout,
                                    .tick_budget = options.interval / 4,
-                                   .replica_id = options.replica_id}),
+                                   .replica_id = options.replica_id,
+                                   .declared_done = options.layout_migration_done}),
       views_(store.partition_count()),
       sent_nudges_(store.partition_count(), 0),
       due_nudges_(new std::atomic<uint64_t>[store.partition_count()]) {

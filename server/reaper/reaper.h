@@ -103,6 +103,8 @@ struct ReaperOptions {
   // This replica's id in the registry; empty: no registry and no leases (reap every partition;
   // tests and single-process tools).
   std::string replica_id;
+  // --layout_migration_done (MigrationSweepOptions::declared_done).
+  bool layout_migration_done = false;
   // How long a heartbeat keeps this replica in the registry, and how long a lease lasts without
   // renewal. Both bound the takeover delay after an ungraceful kill.
   absl::Duration membership_ttl = absl::Seconds(3);

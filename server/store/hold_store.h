@@ -79,6 +79,11 @@ struct OutcomePolicy {
   // (its cap = its place time, from its details, else expire_time - default_ttl, + this lifetime).
   absl::Duration max_hold_lifetime = absl::Hours(2);
   absl::Duration default_ttl = absl::Minutes(30);
+  // --layout_migration_done: the operator declares the layout migration over (server/README.md
+  // "Upgrading": no user is left in an older shape and no replica of an earlier release runs), so
+  // calls stop looking for a user's holds there (one EXISTS less on a user's first hold). Set too
+  // early, holds still in an older shape are not counted until the sweep moves them.
+  bool layout_migration_done = false;
 };
 
 // The remembered end of a hold.

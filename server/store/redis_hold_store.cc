@@ -154,7 +154,7 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                               std::max<int64_t>(0, outcomes.event_stream_max_len), ":",
                               std::max<int64_t>(0, outcomes.event_stream_max_bytes), ":",
                               Millis(outcomes.max_hold_lifetime), ":", Millis(outcomes.default_ttl),
-                              ":", scope_index_)),
+                              outcomes.layout_migration_done ? ":0:" : ":1:", scope_index_)),
       client_(std::move(client)),
       background_(std::move(background)) {}
 

@@ -51,6 +51,8 @@ ABSL_FLAG(std::string, user_prefix, "u", "User id prefix.");
 ABSL_FLAG(absl::Duration, ttl, absl::Hours(1), "Hold ttl.");
 ABSL_FLAG(int, in_flight, 32, "Calls outstanding at once.");
 ABSL_FLAG(int, connections, 4, "Redis connections.");
+ABSL_FLAG(bool, layout_migration_done, false,
+          "The store as a server with --layout_migration_done runs it (no look for older shapes).");
 ABSL_FLAG(
     absl::Duration, inline_wait, absl::ZeroDuration(),
     "The store client's inline_wait (the server's --redis_inline_wait; 0: every round trip on "
@@ -142,7 +144,7 @@ std::map<std::string, int64_t> ReapAll(PartitionStore& store) {
 }
 
 // The production store on --redis_url, as the flags say (--connections, --inline_wait,
-// --key_prefix); the URL's or the connection's error.
+// --key_prefix, --layout_migration_done); the URL's or the connection's error.
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectFromFlags() {
   auto endpoint = redis::ParseRedisUrl(absl::GetFlag(FLAGS_redis_url));
   if (!endpoint.ok()) return endpoint.status();
@@ -156,6 +158,7 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectFromFlags() {
   options.client.command_timeout = absl::Seconds(10);
   options.client.node.connect_timeout = absl::Seconds(2);
   options.key_prefix = absl::GetFlag(FLAGS_key_prefix);
+  options.outcomes.layout_migration_done = absl::GetFlag(FLAGS_layout_migration_done);
   return ConnectRedisStore(std::move(options));
 }
 

@@ -18,6 +18,10 @@
 #               CancelHold (the other half); a scoped PlaceHold with quantity 2 (other users: every
 #               level checked); and the reaper per ended hold (a tenth as many users get a hold
 #               placed in the past, then store Reap calls of 4 users end them all).
+#               Before them, when the driver has the flag (not one of an older --bin-dir), the
+#               first two as a server with --layout_migration_done runs them ("..., migration
+#               over": no look for older shapes on a user's first hold), then a FLUSHALL, so that
+#               both pairs start from the same empty store.
 #               Then "place, one at a time": first holds of other users (at most 200,000) with
 #               the server's default --redis_inline_wait=1ms, as a lightly loaded server sends a
 #               lone call: one command per round trip, so Redis wakes up for each (the same
@@ -116,6 +120,12 @@ cost() { "${COST}" --redis_url="${URL}" --users="${USERS}" "$@"; }
 # 1. Each operation through the production store.
 HALF=$((USERS / 2))
 REAPED=$(((USERS + 9) / 10))
+if [[ "$("${COST}" --helpfull 2>&1 || true)" == *-layout_migration_done* ]]; then
+  measure "place, drawn at random, migration over" cost --op=place_random --user_prefix=r \
+    --calls="${USERS}" --layout_migration_done
+  measure "place, migration over" cost --op=place --calls="${USERS}" --layout_migration_done
+  rcli FLUSHALL >/dev/null
+fi
 measure "place, drawn at random" cost --op=place_random --user_prefix=r --calls="${USERS}"
 measure place cost --op=place --calls="${USERS}"
 measure place_retry cost --op=place --calls="${USERS}"

@@ -264,7 +264,7 @@ TEST_F(BoundsE2eTest, ListHoldsPagesThroughTenThousandLabelledHoldsExactlyOnce) 
   b.scope = "event:B";
   a.labels = b.labels = {{"seat", "row-seeded"}, {"note", std::string(100, 'n')}};
   const std::string seed = R"lua(
-local k = {hb = KEYS[1], hd = KEYS[2], bdue = KEYS[3]}
+local k = {hb = KEYS[1], hd = KEYS[2], bdue = KEYS[3], store = {migrating = false}}
 local user, n, tails = ARGV[1], tonumber(ARGV[2]), {ARGV[3], ARGV[4]}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -7,7 +7,9 @@
 //     and moves them; reads (ListHolds, GetHold) see them without moving them;
 //   - the reaper ends an old user's due hold on time, one event;
 //   - the sweep (MigrateStep) moves the users nobody touches, the old due index first, and ends
-//     with nothing left; the reaper's sweep sets orderhold_layout_migration_users_left to 0.
+//     with nothing left; the reaper's sweep sets orderhold_layout_migration_users_left to 0;
+//   - once the migration is declared over (--layout_migration_done), calls no longer look for
+//     older shapes (what declaring it too early costs) and the sweep still moves what is left.
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,6 +172,36 @@ TEST_F(LayoutMigrationTest, AnOldUsersHoldsCountFromTheFirstCallWhichMovesThem) 
   ASSERT_OK_AND_ASSIGN(PlaceHoldResult placed, Place("alice", "o4", base_));
   EXPECT_EQ(placed.outcome, PlaceHoldResult::Outcome::kCreated);
   EXPECT_EQ(placed.active_holds, 3);
+}
+
+// --layout_migration_done: the calls of a store so configured no longer look for a user's holds
+// in older shapes (no EXISTS of u:<user> on a user's first hold: what the flag saves), so holds
+// still there when it is declared too early are not counted; the sweep still moves them, after
+// which every call sees them. The negative control of the flag is the case above, on the same
+// data: without it, the first call counts the old holds.
+TEST_F(LayoutMigrationTest, DeclaredOverCallsStopLookingForOlderShapesAndTheSweepStillMoves) {
+  RedisStoreOptions options;
+  options.client.topology =
+      std::make_shared<redis::StandaloneTopology>(redis::HostPort{"127.0.0.1", redis_->port()});
+  options.outcomes.layout_migration_done = true;
+  ASSERT_OK_AND_ASSIGN(store_, ConnectRedisStore(std::move(options)));  // every call below
+  WriteOldHold("dave", "o1", base_ + absl::Minutes(1));
+  WriteOldHold("dave", "o2", base_ + absl::Minutes(2));
+  WriteOldHold("dave", "o3", base_ + absl::Minutes(3));
+  ASSERT_OK_AND_ASSIGN(PlaceHoldResult placed, Await<PlaceHoldResult>([&](auto done) {
+                         store_->PlaceHold(PlaceHoldArgs{"dave", "o4", absl::Minutes(5), 3, 0, {}},
+                                           At(base_), std::move(done));
+                       }));
+  EXPECT_EQ(placed.outcome, PlaceHoldResult::Outcome::kCreated);  // not counted: 1 of 3
+  EXPECT_EQ(placed.active_holds, 1);
+  EXPECT_TRUE(Old("dave"));
+  Sweep(KeySchema::PartitionOf("dave"), 256);
+  EXPECT_EQ(moved_, 1);
+  EXPECT_FALSE(Old("dave"));
+  ASSERT_OK_AND_ASSIGN(ListHoldsResult listed, Await<ListHoldsResult>([&](auto done) {
+                         store_->ListHolds("dave", At(base_), std::move(done));
+                       }));
+  EXPECT_EQ(listed.holds.size(), 4u);
 }
 
 // A hold placed before life records existed gets one from the migration, as a read sees it and

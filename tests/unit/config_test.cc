@@ -309,6 +309,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "redis_wait_replicas=0 "
             "redis_wait_timeout=500ms "
             "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+            "layout_migration_done=false "
             "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 "
             "event_stream_max_bytes=33554432 max_watches=1000 "
             "max_watches_per_caller=100 "
@@ -529,6 +530,8 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.health_check_interval == absl::Seconds(5); }},
       {"outcome_retention", "1h", "outcome_retention=1h",
        [](const Config& c) { return c.outcomes.retention == absl::Hours(1); }},
+      {"layout_migration_done", "true", "layout_migration_done=true",
+       [](const Config& c) { return c.outcomes.layout_migration_done; }},
       {"max_outcomes_per_user", "10", "max_outcomes_per_user=10",
        [](const Config& c) { return c.outcomes.max_per_user == 10; }},
       {"event_ack_timeout", "10s", "event_ack_timeout=10s",

@@ -16,13 +16,16 @@ end
 
 -- The store's constants, sent packed in one argument (A.store; RedisHoldStore formats it once at
 -- start): "<outcome retention ms>:<max outcome records per user>:<stream length bound>:<stream
--- byte bound>:<lifetime ms>:<default ttl ms>:<scope index key start>". The retention and the
--- record bound are >= 1; the stream bounds (--event_stream_max_len, --event_stream_max_bytes) make
--- each XADD trim the stream (MAXLEN ~: end_hold), 0 = none; the lifetime (--max_hold_lifetime) and default ttl (--default_ttl), >= 1,
--- give a hold the layout migration moves without a life record its life record (migrations/); the
--- index start is "<prefix>:{" (the prelude "The scope index"; it is last, so it may hold ':'), ""
--- = the store keeps none (Redis Cluster). Returns {retention, records, maxlen, maxbytes,
--- lifetime, default_ttl, index}, index nil for none; raises an error on any other shape.
+-- byte bound>:<lifetime ms>:<default ttl ms>:<migrating>:<scope index key start>". The retention
+-- and the record bound are >= 1; the stream bounds (--event_stream_max_len,
+-- --event_stream_max_bytes) make each XADD trim the stream (MAXLEN ~: end_hold), 0 = none; the
+-- lifetime (--max_hold_lifetime) and default ttl (--default_ttl), >= 1, give a hold the layout
+-- migration moves without a life record its life record (migrations/); migrating is 1 while calls
+-- look for a user's holds in older shapes (the migrations' user hooks), 0 once the operator has
+-- declared the migration over (--layout_migration_done); the index start is "<prefix>:{" (the
+-- prelude "The scope index"; it is last, so it may hold ':'), "" = the store keeps none (Redis
+-- Cluster). Returns {retention, records, maxlen, maxbytes, lifetime, default_ttl, migrating,
+-- index}, migrating a boolean, index nil for none; raises an error on any other shape.
 -- The last constants parsed, by their packed string: in the Functions library, the one value kept
 -- between calls (a replica sends the same string on every call, and Lua interns strings, so the
 -- test is one pointer comparison); EVAL runs the prelude anew each call, where it is empty. Read
@@ -32,15 +35,15 @@ local function store_of(packed)
   if packed == store_packed then
     return store_parsed
   end
-  local retention, records, maxlen, maxbytes, lifetime, default_ttl, index =
-    string.match(packed, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(.*)$')
+  local retention, records, maxlen, maxbytes, lifetime, default_ttl, migrating, index =
+    string.match(packed, '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):([01]):(.*)$')
   if not retention then
     error('OrderHold: malformed store constants')
   end
   store_parsed = {retention = tonumber(retention), records = tonumber(records),
                   maxlen = tonumber(maxlen), maxbytes = tonumber(maxbytes),
                   lifetime = tonumber(lifetime), default_ttl = tonumber(default_ttl),
-                  index = index ~= '' and index or nil}
+                  migrating = migrating == '1', index = index ~= '' and index or nil}
   store_packed = packed
   return store_parsed
 end

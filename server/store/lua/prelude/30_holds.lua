@@ -16,6 +16,7 @@
 --   users       function(k, user, holds, writes) -> holds: called by load_holds with the user's
 --               holds as read from k.hb; returns them with those the older shapes still keep
 --               added. With `writes` (a script that may write) it moves them into k.hb first.
+--               Not called once the migration is declared over (k.store.migrating false).
 --   partitions  function(p, budget, cursor, now, retention, max_records) -> left, cursor: one
 --               bounded step of the background sweep of one partition (migrate.lua).
 local migrations = {users = {}, partitions = {}}
@@ -129,14 +130,19 @@ end
 
 -- The user's holds, earliest first (reads only, unless a migration moves older data: call it
 -- before the script's first write). `writes`: the script may write (a migration may then move the
--- user's data; read-only scripts pass false). k.store: the store's constants (store_of), which a
--- migration needs to give the holds it finds their life records. `packed`: the user's field when the caller read it
--- already (reap.lua), false for none, nil to read it here.
+-- user's data; read-only scripts pass false). k.store: the store's constants (store_of): whether
+-- to look for older shapes at all (migrating: once the operator declares the migration over, a
+-- user without a field costs no lookup) and the life records a migration gives the holds it
+-- finds. `packed`: the user's field when the caller read it already (reap.lua), false for none,
+-- nil to read it here.
 local function load_holds(k, user, writes, packed)
   if packed == nil then
     packed = redis.call('HGET', k.hb, user)
   end
   local holds = packed and unpack_holds(packed) or {}
+  if not k.store.migrating then
+    return holds
+  end
   for _, migrate in ipairs(migrations.users) do
     holds = migrate(k, user, holds, writes)
   end
