@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
@@ -12,6 +13,7 @@
 #include "absl/flags/marshalling.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -222,6 +224,11 @@ ABSL_FLAG(absl::Duration, consumer_idle_timeout, absl::Hours(1),
 ABSL_FLAG(int, max_consumer_groups, 100,
           "Consumer groups one caller (principal; all callers without a certificate count as "
           "one) may own; its next new group is RESOURCE_EXHAUSTED. DeleteConsumerGroup frees one.");
+ABSL_FLAG(std::vector<std::string>, operators, {},
+          "Callers that may delete any consumer group under --authz_policy (others only their "
+          "own), comma-separated typed identities: uri:<URI SAN>, dns:<DNS SAN> or "
+          "subject:<subject>, e.g. uri:spiffe://example/operator (a subject holding a comma "
+          "cannot be listed: name a SAN). At most 100, 1 KiB each.");
 // Optional so that "not given" is visible: the default then follows --reap_interval.
 ABSL_FLAG(std::optional<absl::Duration>, reaper_lease, std::nullopt,
           "How long a dead replica keeps its reaping partitions before others take them over. "
@@ -435,6 +442,44 @@ Setting WaitReplicas(const absl::Flag<std::string>& flag) {
                  }};
 }
 
+// --operators: typed identities into config.events.operators. INVALID_ARGUMENT naming the entry
+// that is not one (no "uri:", "dns:" or "subject:" kind, nothing after it, over kMaxOperatorBytes)
+// and a list over kMaxOperators.
+constexpr size_t kMaxOperators = 100;
+constexpr size_t kMaxOperatorBytes = 1024;
+Setting Operators(const absl::Flag<std::vector<std::string>>& flag) {
+  return Setting{
+      absl::GetFlagReflectionHandle(flag).Name(),
+      [&flag](Config& config) -> absl::Status {
+        const std::vector<std::string> operators = absl::GetFlag(flag);
+        if (operators.size() > kMaxOperators) {
+          return absl::InvalidArgumentError(absl::StrCat("operators: at most ", kMaxOperators,
+                                                         " entries, got ", operators.size()));
+        }
+        config.events.operators.clear();
+        for (const std::string& entry : operators) {
+          absl::string_view value = entry;
+          const bool typed = absl::ConsumePrefix(&value, "uri:") ||
+                             absl::ConsumePrefix(&value, "dns:") ||
+                             absl::ConsumePrefix(&value, "subject:");
+          if (!typed || value.empty() || entry.size() > kMaxOperatorBytes) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "operators: \"", absl::CEscape(entry.substr(0, 64)),
+                "\" is not uri:<URI SAN>, dns:<DNS SAN> or subject:<subject> of at most ",
+                kMaxOperatorBytes, " bytes"));
+          }
+          config.events.operators.insert(entry);
+        }
+        return absl::OkStatus();
+      },
+      [](const Config& config) {
+        std::vector<std::string> sorted(config.events.operators.begin(),
+                                        config.events.operators.end());
+        std::sort(sorted.begin(), sorted.end());
+        return absl::StrJoin(sorted, ",");
+      }};
+}
+
 // Set or not is all a log may say of a secret.
 std::string MaskSecret(const std::string& secret) { return secret.empty() ? "" : "****"; }
 
@@ -535,6 +580,7 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_consumer_idle_timeout, &Config::consumer_idle_timeout),
       Field(FLAGS_max_consumer_groups, &Config::events,
             &domain::EventPolicy::max_groups_per_caller),
+      Operators(FLAGS_operators),
       // After reap_interval's row: DefaultReaperLease reads it.
       FieldOr(FLAGS_reaper_lease, &DefaultReaperLease, &Config::reaper_lease),
       OneOf(FLAGS_store,

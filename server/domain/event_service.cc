@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/fan_in.h"
 #include "server/common/status_macros.h"
+#include "server/domain/group_owner.h"
 #include "server/domain/hold.h"
 #include "server/domain/hold_service.h"
 
@@ -87,7 +88,7 @@ absl::Status EventService::RefuseClaim(absl::string_view group, absl::string_vie
     case store::GroupClaim::Result::kClaimed:
       return absl::OkStatus();
     case store::GroupClaim::Result::kRegistered:
-      if (!policy_.enforce_owners || claim.owner == caller) return absl::OkStatus();
+      if (!policy_.enforce_owners || IsOwner(claim.owner, caller)) return absl::OkStatus();
       return NotOwner(group);
     case store::GroupClaim::Result::kOverLimit: {
       const std::string description =
@@ -201,7 +202,7 @@ void EventService::Ack(std::string group, std::string caller,
       [this, group, caller = std::move(caller), by_partition = *std::move(by_partition), options,
        done = std::move(done)](absl::StatusOr<std::optional<std::string>> owner) mutable {
         if (!owner.ok()) return std::move(done)(owner.status());
-        if (!owner->has_value() || **owner != caller) {
+        if (!owner->has_value() || !IsOwner(**owner, caller)) {
           return std::move(done)(NotOwner(group));
         }
         AckValid(std::move(group), std::move(by_partition), options, std::move(done));
@@ -231,34 +232,42 @@ void EventService::AckValid(std::string group, std::map<int, std::vector<std::st
       });
 }
 
-void EventService::DeleteGroup(std::string group, store::CallOptions options,
+void EventService::DeleteGroup(std::string group, std::string caller, store::CallOptions options,
                                store::Callback<bool> done) {
   if (absl::Status status = ValidateGroup(group); !status.ok()) {
     std::move(done)(status);
     return;
   }
-  log_.DropGroup(
-      group, options,
-      [this, group, options,
-       done = std::move(done)](absl::StatusOr<std::optional<std::string>> owner) mutable {
-        if (!owner.ok()) return std::move(done)(owner.status());
-        const bool registered = owner->has_value();
-        FanIn<bool>(
-            static_cast<size_t>(log_.event_partition_count()),
-            [&](size_t partition, Callback<bool> slot) {
-              log_.DestroyGroup(static_cast<int>(partition), group, options, std::move(slot));
-            },
-            [this, group, registered,
-             done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
-              if (absl::Status error = FirstError(results); !error.ok()) {
-                return std::move(done)(error);
-              }
-              bool existed = registered;
-              for (const auto& result : results) existed = existed || *result;
-              metrics_.ForgetGroup(group);
-              std::move(done)(existed);
-            });
-      });
+  // Whose groups `caller` may delete: its own, or any (no owners enforced, or an operator).
+  std::vector<std::string> owners;
+  if (policy_.enforce_owners && !policy_.operators.contains(caller)) {
+    owners = OwnerSpellings(caller);
+  }
+  log_.DropGroup(group, std::move(owners), options,
+                 [this, group, options,
+                  done = std::move(done)](absl::StatusOr<store::GroupDrop> drop) mutable {
+                   if (!drop.ok()) return std::move(done)(drop.status());
+                   if (drop->result == store::GroupDrop::Result::kNotOwner) {
+                     return std::move(done)(NotOwner(group));
+                   }
+                   const bool registered = drop->result == store::GroupDrop::Result::kDropped;
+                   FanIn<bool>(
+                       static_cast<size_t>(log_.event_partition_count()),
+                       [&](size_t partition, Callback<bool> slot) {
+                         log_.DestroyGroup(static_cast<int>(partition), group, options,
+                                           std::move(slot));
+                       },
+                       [this, group, registered,
+                        done = std::move(done)](std::vector<absl::StatusOr<bool>> results) mutable {
+                         if (absl::Status error = FirstError(results); !error.ok()) {
+                           return std::move(done)(error);
+                         }
+                         bool existed = registered;
+                         for (const auto& result : results) existed = existed || *result;
+                         metrics_.ForgetGroup(group);
+                         std::move(done)(existed);
+                       });
+                 });
 }
 
 }  // namespace orderhold::domain

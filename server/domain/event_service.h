@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -43,9 +44,12 @@ struct EventPolicy {
   // --max_consumer_groups: groups one caller (a principal; all callers without one count as one)
   // may own in the group registry; its next new group is RESOURCE_EXHAUSTED.
   int max_groups_per_caller = 100;
-  // With an --authz_policy: a group is its owner's only. Another caller's Subscribe or Ack is
-  // PERMISSION_DENIED (without a policy every caller may use every group, as before).
+  // With an --authz_policy: a group is its owner's only. Another caller's Subscribe, Ack or
+  // DeleteGroup is PERMISSION_DENIED (without a policy every caller may use every group, as
+  // before). Owners are typed identities (group_owner.h).
   bool enforce_owners = false;
+  // --operators: typed identities ("uri:spiffe://example/operator") that may delete any group.
+  absl::flat_hash_set<std::string> operators;
 };
 
 // Bounds of --max_consumer_groups.
@@ -56,7 +60,8 @@ struct WatchSpec {
   std::string consumer;
   std::set<store::HoldOutcome> outcomes;  // empty: all
   store::GroupStart start = store::GroupStart::kEarliest;
-  std::string caller;  // who watches: its principal, "" without one (the group's owner-to-be)
+  // Who watches: its typed identity (group_owner.h), "" without one (the group's owner-to-be).
+  std::string caller;
 };
 
 // What one read of a watch covers (decided by EventDispatcher::TakeWork).
@@ -127,8 +132,13 @@ class EventService {
   // partition with its consumers and pending events, and its metric series dropped on this
   // server (the others once their trims have not reported it for two idle intervals:
   // reaper/event_trimmer.h). Yields whether it was
-  // registered or existed on a partition. INVALID_ARGUMENT naming consumer_group.
-  void DeleteGroup(std::string group, store::CallOptions options, store::Callback<bool> done);
+  // registered or existed on a partition. INVALID_ARGUMENT naming consumer_group; with
+  // policy.enforce_owners, PERMISSION_DENIED (nothing deleted) when the group is registered to
+  // another caller than `caller` (a typed identity) and `caller` is not one of policy.operators.
+  // A group on the streams but not registered (made by a release before the registry) has no
+  // owner to check.
+  void DeleteGroup(std::string group, std::string caller, store::CallOptions options,
+                   store::Callback<bool> done);
 
   static constexpr int kMaxAckIds = 10000;
 

@@ -94,11 +94,22 @@ AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Met
   return request;
 }
 
+namespace {
+
+// PrincipalOf's choice among a certificate's names.
+std::string FirstIdentity(const std::vector<std::string>& uri_sans,
+                          const std::vector<std::string>& dns_sans, const std::string& subject) {
+  if (!uri_sans.empty()) return TypedIdentity(IdentityKind::kUri, uri_sans.front());
+  if (!dns_sans.empty()) return TypedIdentity(IdentityKind::kDns, dns_sans.front());
+  if (!subject.empty()) return TypedIdentity(IdentityKind::kSubject, subject);
+  return std::string();
+}
+
+}  // namespace
+
 std::string PrincipalOf(const grpc::ServerContextBase& context) {
-  Peer peer = PeerOf(context);
-  if (!peer.uri_sans.empty()) return peer.uri_sans.front();
-  if (!peer.dns_sans.empty()) return peer.dns_sans.front();
-  return peer.subject;
+  const Peer peer = PeerOf(context);
+  return FirstIdentity(peer.uri_sans, peer.dns_sans, peer.subject);
 }
 
 std::string CallerKeyOf(const grpc::ServerContextBase& context) {
@@ -216,11 +227,19 @@ std::shared_ptr<const AuthzPolicy> Authorizer::policy() const {
 }
 
 absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::Method method) {
+  return Admit(context, method).status();
+}
+
+absl::StatusOr<std::string> Authorizer::Admit(const grpc::ServerContextBase& context,
+                                              metrics::Method method) {
   const std::shared_ptr<const AuthzPolicy> in_force = policy();
   // The call's metadata is copied only for a policy with header rules: most have none.
   const AuthzRequest request = AuthzRequestOf(context, method, in_force->matches_headers());
-  const AuthzPolicy::Decision decision = in_force->Evaluate(request);
-  if (decision.allowed) return absl::OkStatus();
+  AuthzPolicy::Decision decision = in_force->Evaluate(request);
+  if (decision.allowed) {
+    if (!decision.identity.empty()) return std::move(decision.identity);
+    return FirstIdentity(request.uri_sans, request.dns_sans, request.subject);
+  }
   metrics_.calls_denied(method).Increment();
   const std::string principal = PrincipalOf(context);
   const std::string who = principal.empty() ? std::string("a caller without a client certificate")

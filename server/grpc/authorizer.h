@@ -17,8 +17,10 @@
 // TLS peer only, against its certificate's URI SANs, DNS SANs, then subject. gRPC does not check
 // that the certificate was verified: principals mean something only with --tls_client_ca_file,
 // where every client must present a certificate that verifies before any call. A caller's
-// principal (for group ownership and per-caller bounds) is its first URI SAN (a SPIFFE ID), else
-// its first DNS SAN, else its subject.
+// identity (for group ownership and per-caller bounds) is typed (TypedIdentity: "uri:...",
+// "dns:...", "subject:..."): the one the allowing rule's principals matched (Admit), else, for a
+// rule without principals or without a policy, its first URI SAN (a SPIFFE ID), else its first
+// DNS SAN, else its subject.
 //
 // Thread-safe. The polling thread is joined by the destructor.
 #ifndef ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
@@ -51,12 +53,13 @@ const std::string& MethodPath(metrics::Method method);
 AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method,
                             bool with_headers = true);
 
-// The caller's principal (first URI SAN, else first DNS SAN, else subject of a verified client
-// certificate); empty for a peer without one (plaintext or TLS without a client certificate).
+// The caller's identity, typed (TypedIdentity): "uri:" + its first URI SAN, else "dns:" + its
+// first DNS SAN, else "subject:" + its subject; empty for a peer without a client certificate
+// (plaintext or TLS without one).
 std::string PrincipalOf(const grpc::ServerContextBase& context);
 
-// Who a per-caller bound counts against: "principal:<principal>" with a client certificate, else
-// "address:<the peer's IP>" (the port left out: one host's connections count together).
+// Who a per-caller bound counts against: "principal:<PrincipalOf>" with a client certificate,
+// else "address:<the peer's IP>" (the port left out: one host's connections count together).
 std::string CallerKeyOf(const grpc::ServerContextBase& context);
 
 // A policy file as read: its bytes and the policy they hold.
@@ -92,6 +95,11 @@ class Authorizer {
   // counted in orderhold_calls_denied_total{method}. The rule that denied (or "no allow rule") is
   // logged, at most one line per rule and method per minute.
   absl::Status Check(const grpc::ServerContextBase& context, metrics::Method method);
+
+  // Check, and on OK the caller's identity: the one the allowing rule's principals matched (so
+  // that what the policy admitted is what owns groups: a rule on a DNS SAN makes that DNS SAN the
+  // owner), else PrincipalOf(context) ("" without a certificate).
+  absl::StatusOr<std::string> Admit(const grpc::ServerContextBase& context, metrics::Method method);
 
   // Reads the file now; what the polling thread does every refresh_interval (tests; SIGHUP).
   // OK when it is unchanged or was applied; else why it was refused (the old policy stays).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -231,19 +232,47 @@ absl::StatusOr<AuthzPolicy> AuthzPolicy::Parse(absl::string_view text) {
   return policy;
 }
 
-bool AuthzPolicy::Rule::Matches(const AuthzRequest& request) const {
+std::string TypedIdentity(IdentityKind kind, absl::string_view value) {
+  switch (kind) {
+    case IdentityKind::kUri:
+      return absl::StrCat("uri:", value);
+    case IdentityKind::kDns:
+      return absl::StrCat("dns:", value);
+    case IdentityKind::kSubject:
+      return absl::StrCat("subject:", value);
+  }
+  return std::string();
+}
+
+namespace {
+
+// The first identity of `request` that `principals` match, in gRPC's order
+// (AuthenticatedAuthorizationMatcher: for each pattern, the URI SANs, then the DNS SANs, then the
+// subject), typed; nullopt when none does.
+std::optional<std::string> MatchedIdentity(const std::vector<StringPattern>& principals,
+                                           const AuthzRequest& request) {
+  for (const StringPattern& principal : principals) {
+    for (const std::string& uri : request.uri_sans) {
+      if (principal.Matches(uri)) return TypedIdentity(IdentityKind::kUri, uri);
+    }
+    for (const std::string& dns : request.dns_sans) {
+      if (principal.Matches(dns)) return TypedIdentity(IdentityKind::kDns, dns);
+    }
+    if (principal.Matches(request.subject)) {
+      return TypedIdentity(IdentityKind::kSubject, request.subject);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool AuthzPolicy::Rule::Matches(const AuthzRequest& request, std::string* identity) const {
+  std::optional<std::string> matched;
   if (!principals.empty()) {
     if (!request.authenticated) return false;  // not a TLS peer
-    bool matched = false;
-    for (const StringPattern& principal : principals) {
-      // gRPC's AuthenticatedAuthorizationMatcher: the URI SANs, then the DNS SANs, then the
-      // subject.
-      for (const std::string& uri : request.uri_sans) matched = matched || principal.Matches(uri);
-      for (const std::string& dns : request.dns_sans) matched = matched || principal.Matches(dns);
-      matched = matched || principal.Matches(request.subject);
-      if (matched) break;
-    }
-    if (!matched) return false;
+    matched = MatchedIdentity(principals, request);
+    if (!matched.has_value()) return false;
   }
   if (!paths.empty() && !AnyMatches(paths, request.path)) return false;
   for (const Header& header : headers) {
@@ -254,17 +283,19 @@ bool AuthzPolicy::Rule::Matches(const AuthzRequest& request) const {
     if (values.empty()) return false;
     if (!AnyMatches(header.values, absl::StrJoin(values, ","))) return false;
   }
+  if (identity != nullptr && matched.has_value()) *identity = *std::move(matched);
   return true;
 }
 
 AuthzPolicy::Decision AuthzPolicy::Evaluate(const AuthzRequest& request) const {
   for (const Rule& rule : deny_) {
-    if (rule.Matches(request)) return {false, rule.name};
+    if (rule.Matches(request)) return {false, rule.name, ""};
   }
   for (const Rule& rule : allow_) {
-    if (rule.Matches(request)) return {true, rule.name};
+    std::string identity;
+    if (rule.Matches(request, &identity)) return {true, rule.name, std::move(identity)};
   }
-  return {false, ""};
+  return {false, "", ""};
 }
 
 }  // namespace orderhold::grpc_api

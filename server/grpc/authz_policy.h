@@ -54,6 +54,12 @@ struct AuthzRequest {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
+// A peer identity with its kind, so that one spelling never means two identities (a DNS SAN that
+// spells a SPIFFE ID is not that URI SAN): "uri:<URI SAN>", "dns:<DNS SAN>" or
+// "subject:<subject>". Group owners and per-caller bounds are keyed by it.
+enum class IdentityKind { kUri, kDns, kSubject };
+std::string TypedIdentity(IdentityKind kind, absl::string_view value);
+
 // One of A43's string patterns, compiled.
 class StringPattern {
  public:
@@ -95,14 +101,19 @@ class AuthzPolicy {
     std::vector<StringPattern> principals;  // empty: any peer (the JSON left it out or said [])
     std::vector<StringPattern> paths;       // empty: any path (likewise)
     std::vector<Header> headers;            // all must match
-    bool Matches(const AuthzRequest& request) const;
+    // Whether the rule matches `request`. With principals, `identity` (when not null) is set to
+    // the peer identity that matched, typed as TypedIdentity spells it: the first of gRPC's order
+    // (for each pattern: the URI SANs, the DNS SANs, the subject); left alone without them.
+    bool Matches(const AuthzRequest& request, std::string* identity = nullptr) const;
   };
 
-  // What Evaluate decided: allowed or not, and the rule that decided (empty when no rule matched:
-  // denied by default).
+  // What Evaluate decided: allowed or not, the rule that decided (empty when no rule matched:
+  // denied by default) and the peer identity its principals matched ("uri:...", "dns:...",
+  // "subject:...": TypedIdentity; empty when that rule names no principals).
   struct Decision {
     bool allowed = false;
     std::string rule;
+    std::string identity;
   };
   Decision Evaluate(const AuthzRequest& request) const;
 

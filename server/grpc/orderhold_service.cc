@@ -1,5 +1,6 @@
 #include "server/grpc/orderhold_service.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,11 @@ class UnaryCall {
   const grpc::CallbackServerContext& context() const { return *context_; }
   Method method() const { return method_; }
 
+  // The caller's typed identity: as the policy admitted it (Authorizer::Admit), else
+  // PrincipalOf; "" without a client certificate.
+  std::string caller() const { return caller_.has_value() ? *caller_ : PrincipalOf(*context_); }
+  void set_caller(std::string caller) { caller_ = std::move(caller); }
+
   // The store call options of this call: its deadline is the store's.
   store::CallOptions options() const {
     store::CallOptions options;
@@ -86,6 +92,7 @@ class UnaryCall {
   Method method_;
   absl::Time deadline_;
   absl::Time start_ = absl::Now();
+  std::optional<std::string> caller_;  // set by ServeUnary under a policy
 };
 
 // Whether a request refused before the domain saw it also counts as a rejected hold
@@ -99,14 +106,16 @@ enum class Refusals { kNotCounted, kCountAsRejectedHolds };
 // does not parse or is refused finishes at once with that status. A denied call is not counted
 // as a rejected hold: it never reached the domain.
 template <typename Request, typename Start>
-grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, const UnaryCall& call,
+grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, UnaryCall call,
                                      const grpc::ByteBuffer& bytes, Start start,
                                      Refusals refusals = Refusals::kNotCounted) {
   if (authorizer != nullptr) {
-    if (absl::Status denied = authorizer->Check(call.context(), call.method()); !denied.ok()) {
-      call.Finish(denied);
+    absl::StatusOr<std::string> caller = authorizer->Admit(call.context(), call.method());
+    if (!caller.ok()) {
+      call.Finish(caller.status());
       return call.reactor();
     }
+    call.set_caller(*std::move(caller));
   }
   Request request;
   absl::Status status = ParseFromByteBuffer(bytes, ApiName<Request>(), &request);
@@ -270,15 +279,18 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServ
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {
+    std::string caller;
     if (authorizer_ != nullptr) {
-      ORDERHOLD_RETURN_IF_ERROR(authorizer_->Check(*context, Method::kWatchHoldEvents));
+      ORDERHOLD_ASSIGN_OR_RETURN(caller, authorizer_->Admit(*context, Method::kWatchHoldEvents));
+    } else {
+      caller = PrincipalOf(*context);
     }
     internal::WatchHoldEventsRequest parsed;
     ORDERHOLD_RETURN_IF_ERROR(
         ParseFromByteBuffer(*request, ApiName<internal::WatchHoldEventsRequest>(), &parsed));
     if (events_ == nullptr || dispatcher_ == nullptr) return NoEventLog();
     ORDERHOLD_ASSIGN_OR_RETURN(domain::WatchSpec watch, WatchSpecFromProto(parsed));
-    watch.caller = PrincipalOf(*context);
+    watch.caller = std::move(caller);
     return watch;
   }();
   if (!spec.ok()) {
@@ -309,8 +321,8 @@ grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerCo
       [this](internal::AckHoldEventsRequest& in, const UnaryCall& call) {
         if (events_ == nullptr) return NoEventLog();
         std::vector<std::string> ids(in.event_ids().begin(), in.event_ids().end());
-        events_->Ack(std::move(*in.mutable_consumer_group()), PrincipalOf(call.context()), ids,
-                     call.options(), call.Respond(AckedToProto));
+        events_->Ack(std::move(*in.mutable_consumer_group()), call.caller(), ids, call.options(),
+                     call.Respond(AckedToProto));
         return absl::OkStatus();
       });
 }
@@ -323,14 +335,15 @@ grpc::ServerUnaryReactor* OrderHoldService::DeleteConsumerGroup(
       [this](internal::DeleteConsumerGroupRequest& in, const UnaryCall& call) {
         if (events_ == nullptr) return NoEventLog();
         std::string group = std::move(*in.mutable_consumer_group());
-        events_->DeleteGroup(group, call.options(), [call, group](absl::StatusOr<bool> existed) {
-          if (!existed.ok()) return call.Finish(existed.status());
-          if (!*existed) {
-            return call.Finish(
-                absl::NotFoundError(absl::StrCat("consumer_group \"", group, "\" does not exist")));
-          }
-          call.Finish(call.Serialize(v1::DeleteConsumerGroupResponse()));
-        });
+        events_->DeleteGroup(
+            group, call.caller(), call.options(), [call, group](absl::StatusOr<bool> existed) {
+              if (!existed.ok()) return call.Finish(existed.status());
+              if (!*existed) {
+                return call.Finish(absl::NotFoundError(
+                    absl::StrCat("consumer_group \"", group, "\" does not exist")));
+              }
+              call.Finish(call.Serialize(v1::DeleteConsumerGroupResponse()));
+            });
         return absl::OkStatus();
       });
 }

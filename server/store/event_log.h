@@ -113,6 +113,17 @@ struct GroupClaim {
   int64_t owned = 0;  // how many groups `owner` has
 };
 
+// What DropGroup did (drop_group.lua).
+struct GroupDrop {
+  enum class Result {
+    kDropped,        // unregistered: `owner` had it and has one group less
+    kNotRegistered,  // the group was not registered: nothing written
+    kNotOwner,       // registered to an owner not among those asked for: nothing written
+  };
+  Result result = Result::kNotRegistered;
+  std::string owner;  // kDropped: the former owner ("" for an anonymous one); else ""
+};
+
 class HoldEventLog {
  public:
   virtual ~HoldEventLog() = default;
@@ -152,10 +163,11 @@ class HoldEventLog {
   // The owner `group` is registered to, or nullopt when it is not (HGET). Read-only.
   virtual void GroupOwner(std::string group, CallOptions options,
                           Callback<std::optional<std::string>> done) = 0;
-  // Unregisters `group` (its owner's count drops by one); yields its former owner, nullopt when it
-  // was not registered.
-  virtual void DropGroup(std::string group, CallOptions options,
-                         Callback<std::optional<std::string>> done) = 0;
+  // Unregisters `group` (its owner's count drops by one) when it is registered to one of `owners`
+  // (stored spellings, compared exactly: domain/group_owner.h OwnerSpellings), or to anyone when
+  // `owners` is empty; one step, so the owner cannot change between the check and the drop.
+  virtual void DropGroup(std::string group, std::vector<std::string> owners, CallOptions options,
+                         Callback<GroupDrop> done) = 0;
   // XGROUP DESTROY of `group` on the partition's stream (its consumers and pending entries go;
   // the events stay for other groups). Yields whether it existed there.
   virtual void DestroyGroup(int partition, std::string group, CallOptions options,

@@ -105,21 +105,25 @@ void RedisHoldStore::GroupOwner(std::string group, CallOptions options,
              }));
 }
 
-void RedisHoldStore::DropGroup(std::string group, CallOptions options,
-                               Callback<std::optional<std::string>> done) {
-  const std::string owners = keys_.GroupOwnersKey();
-  const std::string counts = keys_.GroupCountsKey();
-  redis::RedisCommand command = Eval({owners, counts}, lua::DropGroupArgv<Arg>{.group = group});
+void RedisHoldStore::DropGroup(std::string group, std::vector<std::string> owners,
+                               CallOptions options, Callback<GroupDrop> done) {
+  redis::RedisCommand command =
+      Eval({keys_.GroupOwnersKey(), keys_.GroupCountsKey()},
+           lua::DropGroupArgv<Arg>{.group = group, .owners = std::move(owners)});
   command.writes = true;
   client_->Submit(
       std::move(command), options.deadline,
       ParsedAs<lua::DropGroupReply>(
-          std::move(done),
-          [](const lua::DropGroupReply& r) -> absl::StatusOr<std::optional<std::string>> {
-            if (r.owner.empty()) return std::nullopt;
-            const std::optional<absl::string_view> owner = StrOf(r.owner.front());
-            if (r.owner.size() > 1 || !owner) return BadReply("drop_group.lua");
-            return std::string(*owner);
+          std::move(done), [](const lua::DropGroupReply& r) -> absl::StatusOr<GroupDrop> {
+            switch (r.result) {
+              case 1:
+                return GroupDrop{GroupDrop::Result::kDropped, std::string(r.owner)};
+              case 0:
+                return GroupDrop{GroupDrop::Result::kNotRegistered, ""};
+              case -1:
+                return GroupDrop{GroupDrop::Result::kNotOwner, ""};
+            }
+            return BadReply("drop_group.lua");
           }));
 }
 

@@ -108,8 +108,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                   Callback<GroupClaim> done) override;
   void GroupOwner(std::string group, CallOptions options,
                   Callback<std::optional<std::string>> done) override;
-  void DropGroup(std::string group, CallOptions options,
-                 Callback<std::optional<std::string>> done) override;
+  void DropGroup(std::string group, std::vector<std::string> owners, CallOptions options,
+                 Callback<GroupDrop> done) override;
   void DestroyGroup(int partition, std::string group, CallOptions options,
                     Callback<bool> done) override;
   void AckEvents(int partition, std::string group, std::vector<std::string> stream_ids,

@@ -83,7 +83,7 @@ const std::map<std::string, std::set<std::string>>& RoleGrants() {
        {"PlaceHold", "ExtendHold", "CancelHold", "ListHolds", "GetHold", "ReleaseHolds",
         "GetScopeUsage"}},
       {"payments", {"Pay", "GetHold"}},
-      {"event-consumer", {"WatchHoldEvents", "AckHoldEvents"}},
+      {"event-consumer", {"WatchHoldEvents", "AckHoldEvents", "DeleteConsumerGroup"}},
       {"operator",
        {"PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents",
         "ExtendHold", "GetHold", "ReleaseHolds", "DeleteConsumerGroup", "GetScopeUsage",
@@ -111,6 +111,7 @@ class AuthzE2eTest : public ::testing::Test {
                    absl::StrCat("--tls_key_file=", certs_->server_key()),
                    absl::StrCat("--tls_client_ca_file=", certs_->ca_cert()),
                    absl::StrCat("--authz_policy=", policy_), "--authz_policy_refresh_interval=1s",
+                   absl::StrCat("--operators=uri:", kAuthzSpiffePrefix, "operator"),
                    "--event_ack_timeout=100ms"});
     ASSERT_TRUE(server_.WaitServing()) << server_.log();
   }
@@ -363,7 +364,7 @@ TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
   const grpc::Status status = stranger->GetHold(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(status.error_message(),
-            "\"spiffe://orderhold.example/stranger\" may not call /orderhold.v1.OrderHold/GetHold "
+            "\"uri:spiffe://orderhold.example/stranger\" may not call /orderhold.v1.OrderHold/GetHold "
             "(the authorization policy does not allow it)");
   EXPECT_TRUE(Eventually([&] {
     return absl::StrContains(server_.log(),
@@ -452,7 +453,16 @@ TEST_F(AuthzE2eTest, AHeaderRuleOnContentTypeMatchesAsGrpcsEngineMatchesIt) {
       << server_.log();
 }
 
-TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckOrStealFromAGroupItDoesNotOwn) {
+// DeleteConsumerGroup of `group` by `stub`'s caller.
+grpc::StatusCode Delete(v1::OrderHold::Stub& stub, const std::string& group) {
+  grpc::ClientContext context;
+  v1::DeleteConsumerGroupRequest request;
+  request.set_consumer_group(group);
+  v1::DeleteConsumerGroupResponse response;
+  return stub.DeleteConsumerGroup(&context, request, &response).error_code();
+}
+
+TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckDeleteOrStealFromAGroupItDoesNotOwn) {
   // The stranger may call the event rpcs (as a second consumer service would)...
   std::ifstream in(policy_);
   const std::string original((std::istreambuf_iterator<char>(in)), {});
@@ -488,17 +498,14 @@ TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckOrStealFromAGroupItDoesNotOwn
             grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Make(*stranger, AuthzCall::kAckHoldEvents, "billing"),
             grpc::StatusCode::PERMISSION_DENIED);
+  // DeleteConsumerGroup, which the policy lets it call, is refused too: it owns no such group.
+  EXPECT_EQ(Delete(*stranger, "billing"), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_EQ(Snapshot(), before) << "the stranger's calls changed the group";
   EXPECT_EQ(Make(*consumer, AuthzCall::kAckHoldEvents, "billing"), grpc::StatusCode::OK);
-  // The operator deletes the group; then the name is free for whoever creates it next.
+  // Its owner may delete its own groups; the operator (--operators) any.
+  EXPECT_EQ(Delete(*stranger, "strangers-own"), grpc::StatusCode::OK);
   auto operator_stub = StubFor("operator");
-  {
-    grpc::ClientContext context;
-    v1::DeleteConsumerGroupRequest request;
-    request.set_consumer_group("billing");
-    v1::DeleteConsumerGroupResponse response;
-    EXPECT_TRUE(operator_stub->DeleteConsumerGroup(&context, request, &response).ok());
-  }
+  EXPECT_EQ(Delete(*operator_stub, "billing"), grpc::StatusCode::OK);
   EXPECT_EQ(Make(*operator_stub, AuthzCall::kDeleteConsumerGroup), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Make(*stranger, AuthzCall::kWatchHoldEvents, "billing"),
             grpc::StatusCode::DEADLINE_EXCEEDED);

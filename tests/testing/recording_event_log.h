@@ -10,6 +10,7 @@
 #ifndef ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
 #define ORDERHOLD_TESTS_TESTING_RECORDING_EVENT_LOG_H_
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -110,18 +111,23 @@ class RecordingEventLog final : public store::HoldEventLog {
     }
     std::move(done)(std::move(owner));
   }
-  void DropGroup(std::string group, store::CallOptions /*options*/,
-                 store::Callback<std::optional<std::string>> done) override {
-    std::optional<std::string> owner;
+  void DropGroup(std::string group, std::vector<std::string> owners, store::CallOptions /*options*/,
+                 store::Callback<store::GroupDrop> done) override {
+    store::GroupDrop drop;
     {
       absl::MutexLock lock(&mu_);
       if (auto it = owners_.find(group); it != owners_.end()) {
-        owner = it->second;
-        --owned_[it->second];
-        owners_.erase(it);
+        if (!owners.empty() &&
+            std::find(owners.begin(), owners.end(), it->second) == owners.end()) {
+          drop.result = store::GroupDrop::Result::kNotOwner;
+        } else {
+          drop = {store::GroupDrop::Result::kDropped, it->second};
+          --owned_[it->second];
+          owners_.erase(it);
+        }
       }
     }
-    std::move(done)(std::move(owner));
+    std::move(done)(std::move(drop));
   }
   void DestroyGroup(int partition, std::string /*group*/, store::CallOptions /*options*/,
                     store::Callback<bool> done) override {

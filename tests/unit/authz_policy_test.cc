@@ -104,6 +104,26 @@ TEST(AuthzPolicyTest, PrincipalsMatchUriSansThenDnsSansThenSubject) {
   EXPECT_TRUE(policy.Evaluate(Peer("/p", {"urn:a", "spiffe://example/payments"})).allowed);
 }
 
+// The decision names the identity the allowing rule matched, typed, so that the owner of what the
+// call creates is what the policy admitted: a DNS SAN that spells a SPIFFE ID is "dns:", never the
+// URI SAN it imitates; a rule without principals names none (the caller's first name applies).
+TEST(AuthzPolicyTest, TheDecisionNamesTheTypedIdentityTheRuleMatched) {
+  const AuthzPolicy policy = MustParse(R"({"name": "p", "allow_rules": [
+    {"name": "consumer", "source": {"principals": ["spiffe://example/consumer"]}},
+    {"name": "ops", "source": {"principals": ["CN=ops*"]}},
+    {"name": "anyone", "request": {"paths": ["/open"]}}]})");
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"spiffe://example/consumer"})).identity,
+            "uri:spiffe://example/consumer");
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"urn:x"}, {"spiffe://example/consumer"})).identity,
+            "dns:spiffe://example/consumer");
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"urn:x"}, {"a.example"}, "CN=ops,O=Example")).identity,
+            "subject:CN=ops,O=Example");
+  const AuthzPolicy::Decision open = policy.Evaluate(Peer("/open", {"urn:x"}));
+  EXPECT_TRUE(open.allowed);
+  EXPECT_EQ(open.identity, "");
+  EXPECT_EQ(TypedIdentity(IdentityKind::kUri, "spiffe://a"), "uri:spiffe://a");
+}
+
 TEST(AuthzPolicyTest, PathsOrHeadersAndAcrossFields) {
   const AuthzPolicy policy = MustParse(R"({"name": "p", "allow_rules": [
     {"name": "r",

@@ -33,6 +33,7 @@
 ABSL_DECLARE_FLAG(int, max_holds);
 ABSL_DECLARE_FLAG(absl::Duration, default_ttl);
 ABSL_DECLARE_FLAG(std::string, store);
+ABSL_DECLARE_FLAG(std::vector<std::string>, operators);
 ABSL_DECLARE_FLAG(std::string, redis_url);
 ABSL_DECLARE_FLAG(std::string, redis_password_file);
 ABSL_DECLARE_FLAG(std::string, scope_limits);
@@ -257,6 +258,25 @@ TEST(ConfigTest, StoreFlagSelectsTheNoopStoreAndRejectsUnknownValues) {
   EXPECT_EQ(config->store, StoreKind::kRedis);
 }
 
+// --operators holds typed identities only: a bare SPIFFE ID (which would match a DNS SAN of the
+// same text as well), a kind with nothing after it, an entry over 1 KiB and a list over 100 are
+// refused at start, naming the flag.
+TEST(ConfigTest, OperatorsMustBeTypedIdentitiesWithinBounds) {
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"spiffe://x/op"}, std::vector<std::string>{"uri:"},
+        std::vector<std::string>{"email:a@b"},
+        std::vector<std::string>{"uri:" + std::string(1021, 'a')},
+        std::vector<std::string>(101, "dns:a.example")}) {
+    absl::SetFlag(&FLAGS_operators, bad);
+    EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("operators:")));
+  }
+  absl::SetFlag(&FLAGS_operators, std::vector<std::string>{"subject:CN=ops"});
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  EXPECT_TRUE(config->events.operators.contains("subject:CN=ops"));
+  absl::SetFlag(&FLAGS_operators, std::vector<std::string>{});
+}
+
 // --hold_layout was removed: given with any value (the old default, an empty one), on the command
 // line or through its variable, it stops the start saying where to read on; it is no setting.
 TEST(ConfigTest, RemovedHoldLayoutFlagIsRefusedWhateverItsValue) {
@@ -313,7 +333,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 "
             "event_stream_max_bytes=33554432 max_watches=1000 "
             "max_watches_per_caller=100 "
-            "consumer_idle_timeout=1h max_consumer_groups=100 reaper_lease=3s store=redis "
+            "consumer_idle_timeout=1h max_consumer_groups=100 operators= reaper_lease=3s "
+            "store=redis "
             "log_format=text shutdown_grace=10s");
   EXPECT_EQ(DescribeConfig(Config{}), DescribeConfig(*config));
 }
@@ -549,6 +570,12 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.consumer_idle_timeout == absl::Hours(2); }},
       {"max_consumer_groups", "6", "max_consumer_groups=6",
        [](const Config& c) { return c.events.max_groups_per_caller == 6; }},
+      {"operators", "dns:ops.example,uri:spiffe://x/op",
+       "operators=dns:ops.example,uri:spiffe://x/op",
+       [](const Config& c) {
+         return c.events.operators ==
+                absl::flat_hash_set<std::string>{"uri:spiffe://x/op", "dns:ops.example"};
+       }},
       {"reaper_lease", "9s", "reaper_lease=9s",
        [](const Config& c) { return c.reaper_lease == absl::Seconds(9); }},
       {"store", "noop", "store=noop", [](const Config& c) { return c.store == StoreKind::kNoop; }},

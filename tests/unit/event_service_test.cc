@@ -149,31 +149,77 @@ class EventServiceGroupsTest : public ::testing::Test {
 };
 
 TEST_F(EventServiceGroupsTest, ACallerOwnsAtMostMaxGroups) {
-  EXPECT_THAT(Subscribe("g1", "spiffe://x/consumer"), IsOk());
-  EXPECT_THAT(Subscribe("g2", "spiffe://x/consumer"), IsOk());
-  EXPECT_THAT(Subscribe("g1", "spiffe://x/consumer"), IsOk());  // its own again: no new place
-  const absl::Status third = Subscribe("g3", "spiffe://x/consumer");
+  EXPECT_THAT(Subscribe("g1", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("g2", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("g1", "uri:spiffe://x/consumer"), IsOk());  // its own again: no new place
+  const absl::Status third = Subscribe("g3", "uri:spiffe://x/consumer");
   EXPECT_THAT(third,
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_consumer_groups 2")));
   EXPECT_TRUE(third.GetPayload("type.googleapis.com/google.rpc.QuotaFailure").has_value());
   // Another caller has places of its own.
-  EXPECT_THAT(Subscribe("g3", "spiffe://x/other"), IsOk());
+  EXPECT_THAT(Subscribe("g3", "uri:spiffe://x/other"), IsOk());
   // Deleting one gives its owner the place back.
-  EXPECT_THAT(Await<bool>([&](auto done) { service_.DeleteGroup("g2", {}, std::move(done)); }),
+  EXPECT_THAT(Await<bool>([&](auto done) {
+                service_.DeleteGroup("g2", "uri:spiffe://x/consumer", {}, std::move(done));
+              }),
               IsOk());
   EXPECT_THAT(log_.TakeDestroys(), ElementsAre(0, 1, 2, 3));
-  EXPECT_THAT(Subscribe("g4", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("g4", "uri:spiffe://x/consumer"), IsOk());
 }
 
 TEST_F(EventServiceGroupsTest, AnotherCallerCannotWatchOrAckAGroupItDoesNotOwn) {
-  ASSERT_THAT(Subscribe("billing", "spiffe://x/consumer"), IsOk());
-  EXPECT_THAT(Subscribe("billing", "spiffe://x/stranger"),
+  ASSERT_THAT(Subscribe("billing", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Subscribe("billing", "uri:spiffe://x/stranger"),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another caller")));
-  EXPECT_THAT(Ack("billing", "spiffe://x/stranger"), StatusIs(absl::StatusCode::kPermissionDenied));
-  EXPECT_THAT(Ack("nobody-has-this", "spiffe://x/consumer"),
+  EXPECT_THAT(Ack("billing", "uri:spiffe://x/stranger"),
               StatusIs(absl::StatusCode::kPermissionDenied));
-  EXPECT_THAT(Ack("billing", "spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Ack("nobody-has-this", "uri:spiffe://x/consumer"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Ack("billing", "uri:spiffe://x/consumer"), IsOk());
   EXPECT_THAT(log_.acks(), ElementsAre(Pair(1, ElementsAre("1-0"))));
+}
+
+// DeleteConsumerGroup under owners: the owner and an operator may; another caller is refused and
+// nothing is deleted (the registry keeps the group, no stream loses it).
+TEST_F(EventServiceGroupsTest, OnlyTheOwnerOrAnOperatorDeletesAGroup) {
+  EventPolicy policy = policy_;
+  policy.operators = {"uri:spiffe://x/operator"};
+  EventService service(log_, policy, metrics_);
+  auto remove = [&](const std::string& group, const std::string& caller) {
+    return Await<bool>([&](auto done) { service.DeleteGroup(group, caller, {}, std::move(done)); });
+  };
+  ASSERT_THAT(Subscribe("billing", "uri:spiffe://x/consumer"), IsOk());
+  ASSERT_THAT(Subscribe("audit", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(remove("billing", "uri:spiffe://x/stranger"),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another caller")));
+  // The same name as a DNS SAN is another identity.
+  EXPECT_THAT(remove("billing", "dns:spiffe://x/consumer"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(log_.TakeDestroys(), ElementsAre());
+  EXPECT_THAT(Ack("billing", "uri:spiffe://x/consumer"), IsOk());  // still registered to it
+  EXPECT_THAT(remove("billing", "uri:spiffe://x/operator"), IsOk());
+  EXPECT_THAT(log_.TakeDestroys(), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(remove("audit", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(log_.TakeDestroys(), ElementsAre(0, 1, 2, 3));
+}
+
+// A group an earlier release registered to a bare principal keeps its owner: the bare value is
+// read by its shape (a URI has a scheme), so the URI SAN's caller owns it and a DNS SAN spelling
+// the same text does not.
+TEST_F(EventServiceGroupsTest, ABareOwnerOfAnEarlierReleaseIsReadByItsShape) {
+  ASSERT_TRUE(Await<store::GroupClaim>([&](auto done) {
+                log_.ClaimGroup("legacy", "spiffe://x/consumer", 2, {}, std::move(done));
+              }).ok());
+  EXPECT_THAT(Subscribe("legacy", "dns:spiffe://x/consumer"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Ack("legacy", "dns:spiffe://x/consumer"),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(Subscribe("legacy", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Ack("legacy", "uri:spiffe://x/consumer"), IsOk());
+  EXPECT_THAT(Await<bool>([&](auto done) {
+                service_.DeleteGroup("legacy", "uri:spiffe://x/consumer", {}, std::move(done));
+              }),
+              IsOk());
 }
 
 TEST_F(EventServiceGroupsTest, WithoutEnforcementOwnersAreRecordedButNotChecked) {
