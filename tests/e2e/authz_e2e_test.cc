@@ -363,9 +363,10 @@ TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
   v1::GetHoldResponse response;
   const grpc::Status status = stranger->GetHold(&context, request, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_EQ(status.error_message(),
-            "\"uri:spiffe://orderhold.example/stranger\" may not call /orderhold.v1.OrderHold/GetHold "
-            "(the authorization policy does not allow it)");
+  EXPECT_EQ(
+      status.error_message(),
+      "\"uri:spiffe://orderhold.example/stranger\" may not call /orderhold.v1.OrderHold/GetHold "
+      "(the authorization policy does not allow it)");
   EXPECT_TRUE(Eventually([&] {
     return absl::StrContains(server_.log(),
                              "/orderhold.v1.OrderHold/GetHold: no allow rule matches");
