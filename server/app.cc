@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/impl/server_builder_option.h"
@@ -19,6 +20,7 @@
 #include "server/common/clock.h"
 #include "server/common/log.h"
 #include "server/common/status_macros.h"
+#include "server/grpc/health_service.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/limits_file.h"
 #include "server/redis/cluster_topology.h"
@@ -316,6 +318,14 @@ absl::Status App::Listen(const Config& config,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetOption(std::make_unique<Reflection>(config.reflection));
+  if (authorizer_ != nullptr) {
+    // Health under the policy too (health_service.h): ours instead of gRPC's own, which the
+    // server then owns; the health-only port below keeps gRPC's.
+    auto health = std::make_unique<grpc_api::HealthService>(authorizer_.get());
+    builder.RegisterService(health.get());
+    builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(
+        std::unique_ptr<grpc::HealthCheckServiceInterface>(health.release())));
+  }
   // gRPC 1.51 enables SO_REUSEPORT by default: a second server would bind the same port silently
   // and steal half the traffic. Off, so a taken port is a startup error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -387,11 +397,6 @@ std::vector<std::string> App::TrustWarnings(const Config& config) {
         "grpc_address ", address,
         " has mutual TLS without --authz_policy: every client the CA signed may call every "
         "method, for every user (set --authz_policy; deploy/authz_policy.example.json)"));
-  }
-  if (policy && config.reflection) {
-    out.push_back(
-        "--reflection=true with --authz_policy: server reflection lists every method to any "
-        "caller the TLS handshake admits; the policy does not cover it");
   }
   if (!config.redis_url.password.empty()) {
     out.push_back(

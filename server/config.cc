@@ -61,9 +61,9 @@ ABSL_FLAG(absl::Duration, authz_policy_refresh_interval, absl::Seconds(10),
 // Optional so that "not given" is visible: the default then follows --authz_policy.
 ABSL_FLAG(std::optional<bool>, reflection, std::nullopt,
           "Serve gRPC server reflection (grpc.reflection.v1alpha) on the gRPC port, for grpcurl. "
-          "Unset: on without --authz_policy, off with one (reflection lists every method to any "
-          "caller the TLS handshake admits: the policy does not cover it); true with a policy "
-          "is warned about at start.");
+          "Unset: on without --authz_policy, off with one. true with a policy is refused at "
+          "start: this gRPC (1.51) gives no way to check reflection against the policy, so it "
+          "would list every method to any caller the TLS handshake admits.");
 ABSL_FLAG(std::string, tls_cert_file, "",
           "PEM certificate chain (leaf first) for TLS on the gRPC port, with --tls_key_file; "
           "empty: plaintext. Health and reflection share the port and its TLS; the metrics port "
@@ -774,6 +774,12 @@ absl::Status ValidateConfig(const Config& config) {
     return absl::InvalidArgumentError(
         "consumer_idle_timeout: must be 0 or >= event_ack_timeout (a consumer reads at least "
         "that often while it has events)");
+  }
+  if (config.reflection && !config.authz.policy_file.empty()) {
+    return absl::InvalidArgumentError(
+        "reflection: cannot be on with --authz_policy (this gRPC, 1.51, gives no way to check "
+        "server reflection against the policy, and it lists every method to any caller the TLS "
+        "handshake admits); leave --reflection unset or false");
   }
   if (config.authz.refresh_interval < absl::Seconds(1) ||
       config.authz.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {

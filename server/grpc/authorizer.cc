@@ -72,8 +72,13 @@ const std::string& MethodPath(metrics::Method method) {
 
 AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method,
                             bool with_headers) {
+  return AuthzRequestOf(context, MethodPath(method), with_headers);
+}
+
+AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, absl::string_view path,
+                            bool with_headers) {
   AuthzRequest request;
-  request.path = MethodPath(method);
+  request.path = std::string(path);
   Peer peer = PeerOf(context);
   request.authenticated = peer.authenticated;
   request.uri_sans = std::move(peer.uri_sans);
@@ -232,15 +237,25 @@ absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::
 
 absl::StatusOr<std::string> Authorizer::Admit(const grpc::ServerContextBase& context,
                                               metrics::Method method) {
+  absl::StatusOr<std::string> caller = Decide(context, MethodPath(method));
+  if (!caller.ok()) metrics_.calls_denied(method).Increment();
+  return caller;
+}
+
+absl::Status Authorizer::CheckPath(const grpc::ServerContextBase& context, absl::string_view path) {
+  return Decide(context, path).status();
+}
+
+absl::StatusOr<std::string> Authorizer::Decide(const grpc::ServerContextBase& context,
+                                               absl::string_view path) {
   const std::shared_ptr<const AuthzPolicy> in_force = policy();
   // The call's metadata is copied only for a policy with header rules: most have none.
-  const AuthzRequest request = AuthzRequestOf(context, method, in_force->matches_headers());
+  const AuthzRequest request = AuthzRequestOf(context, path, in_force->matches_headers());
   AuthzPolicy::Decision decision = in_force->Evaluate(request);
   if (decision.allowed) {
     if (!decision.identity.empty()) return std::move(decision.identity);
     return FirstIdentity(request.uri_sans, request.dns_sans, request.subject);
   }
-  metrics_.calls_denied(method).Increment();
   const std::string principal = PrincipalOf(context);
   const std::string who = principal.empty() ? std::string("a caller without a client certificate")
                                             : absl::StrCat("\"", principal, "\"");

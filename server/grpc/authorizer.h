@@ -52,6 +52,10 @@ const std::string& MethodPath(metrics::Method method);
 // client_metadata()).
 AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, metrics::Method method,
                             bool with_headers = true);
+// The same for a call to the full method `path` of another service on the port
+// ("/grpc.health.v1.Health/Check").
+AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, absl::string_view path,
+                            bool with_headers = true);
 
 // The caller's identity, typed (TypedIdentity): "uri:" + its first URI SAN, else "dns:" + its
 // first DNS SAN, else "subject:" + its subject; empty for a peer without a client certificate
@@ -101,6 +105,11 @@ class Authorizer {
   // owner), else PrincipalOf(context) ("" without a certificate).
   absl::StatusOr<std::string> Admit(const grpc::ServerContextBase& context, metrics::Method method);
 
+  // Check for a call to another service on the port, by its full method `path`
+  // ("/grpc.health.v1.Health/Watch": health_service.h). A denial is logged as Check's, and not
+  // counted in orderhold_calls_denied_total, whose method label lists OrderHold's rpcs.
+  absl::Status CheckPath(const grpc::ServerContextBase& context, absl::string_view path);
+
   // Reads the file now; what the polling thread does every refresh_interval (tests; SIGHUP).
   // OK when it is unchanged or was applied; else why it was refused (the old policy stays).
   absl::Status Reload();
@@ -120,6 +129,10 @@ class Authorizer {
 
  private:
   Authorizer(AuthorizerOptions options, metrics::Metrics& metrics);
+  // The decision on `context`'s call to `path`: OK with the caller's identity (Admit), else
+  // PERMISSION_DENIED, logged (LogDenial).
+  absl::StatusOr<std::string> Decide(const grpc::ServerContextBase& context,
+                                     absl::string_view path);
   void Poll();
   // Logs a denial of `path` to `who` and the deciding `rule` ("" = no allow rule matched), unless
   // one of that rule and path was logged within kDenialLogInterval.

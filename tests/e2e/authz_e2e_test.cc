@@ -23,6 +23,7 @@
 #include "absl/strings/strip.h"
 #include "client/channel.h"
 #include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
 #include "orderhold/v1/orderhold.grpc.pb.h"
@@ -122,6 +123,9 @@ class AuthzE2eTest : public ::testing::Test {
   }
 
   std::unique_ptr<OrderHold::Stub> StubFor(const std::string& role) {
+    return OrderHold::NewStub(ChannelFor(role));
+  }
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& role) {
     client::TlsOptions tls;
     tls.ca_file = certs_->ca_cert();
     tls.cert_file = certs_->cert(role);
@@ -131,7 +135,7 @@ class AuthzE2eTest : public ::testing::Test {
     args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection (and handshake) of its own
     auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server_.grpc_port()), tls, args);
     EXPECT_TRUE(channel.ok()) << channel.status();
-    return OrderHold::NewStub(*channel);
+    return channel.value_or(nullptr);
   }
 
   // Makes `call` as `stub`'s caller; its status code. A watch that is let through stays open
@@ -510,6 +514,60 @@ TEST_F(AuthzE2eTest, AnotherPrincipalCannotWatchAckDeleteOrStealFromAGroupItDoes
   EXPECT_EQ(Make(*operator_stub, AuthzCall::kDeleteConsumerGroup), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(Make(*stranger, AuthzCall::kWatchHoldEvents, "billing"),
             grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
+// With a policy, the main port's grpc.health.v1.Health is checked like every method: the example
+// policy's "health" rule lets any client certificate call Check and Watch; without it both are
+// PERMISSION_DENIED (gRPC's own health service, which the port served before, answered anyone the
+// handshake admitted). A name over 200 bytes is INVALID_ARGUMENT, an unknown one NOT_FOUND.
+TEST_F(AuthzE2eTest, HealthOnTheMainPortIsUnderThePolicy) {
+  using grpc::health::v1::Health;
+  using grpc::health::v1::HealthCheckRequest;
+  using grpc::health::v1::HealthCheckResponse;
+  auto health = Health::NewStub(ChannelFor("stranger"));
+  auto check = [&](const std::string& service, HealthCheckResponse* response = nullptr) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    HealthCheckRequest request;
+    request.set_service(service);
+    HealthCheckResponse ignored;
+    return health->Check(&context, request, response != nullptr ? response : &ignored).error_code();
+  };
+  auto watch = [&](HealthCheckResponse* first) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    HealthCheckRequest request;
+    request.set_service("orderhold.v1.OrderHold");
+    auto reader = health->Watch(&context, request);
+    if (reader->Read(first)) {
+      context.TryCancel();
+      return grpc::StatusCode::OK;
+    }
+    return reader->Finish().error_code();
+  };
+  HealthCheckResponse response;
+  ASSERT_TRUE(Eventually([&] {
+    return check("", &response) == grpc::StatusCode::OK &&
+           response.status() == HealthCheckResponse::SERVING;
+  })) << server_.log();
+  EXPECT_EQ(check("orderhold.v1.OrderHold"), grpc::StatusCode::OK);
+  EXPECT_EQ(check("no.such.Service"), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(check(std::string(201, 's')), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(watch(&response), grpc::StatusCode::OK);
+  EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
+  // The policy without its health rule: the stranger, and the storefront too, are refused.
+  std::ifstream in(policy_);
+  const std::string original((std::istreambuf_iterator<char>(in)), {});
+  const std::string rule = R"("name": "health")";
+  ASSERT_TRUE(absl::StrContains(original, rule));
+  WritePolicy(absl::StrReplaceAll(
+      original, {{rule, R"("name": "health-off")"}, {"/grpc.health.v1.Health/*", "/nothing/*"}}));
+  EXPECT_TRUE(Eventually([&] { return check("") == grpc::StatusCode::PERMISSION_DENIED; },
+                         absl::Seconds(10)))
+      << server_.log();
+  EXPECT_EQ(watch(&response), grpc::StatusCode::PERMISSION_DENIED);
+  health = Health::NewStub(ChannelFor("storefront"));
+  EXPECT_EQ(check(""), grpc::StatusCode::PERMISSION_DENIED);
 }
 
 }  // namespace

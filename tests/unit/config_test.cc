@@ -403,9 +403,9 @@ const std::vector<Sample>& Samples() {
        "authz_policy=" ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json",
        [](const Config& c) {
          return c.authz.policy_file == ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json" &&
-                c.authz.loaded.has_value() && c.authz.loaded->policy->rule_count() == 4;
+                c.authz.loaded.has_value() && c.authz.loaded->policy->rule_count() == 5;
        },
-       {"reflection=false"}},  // reflection is off under a policy unless asked for
+       {"reflection=false"}},  // reflection is never on under a policy
       {"authz_policy_refresh_interval", "3s", "authz_policy_refresh_interval=3s",
        [](const Config& c) { return c.authz.refresh_interval == absl::Seconds(3); }},
       {"tls_cert_file",
@@ -652,10 +652,9 @@ TEST(ConfigTest, ReflectionFollowsThePolicyUnlessGiven) {
   config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->reflection);
+  // Asked for under a policy: refused (no way to check reflection against it: fail closed).
   absl::SetFlag(&FLAGS_reflection, true);
-  config = ConfigFromFlags();
-  ASSERT_THAT(config, IsOk());
-  EXPECT_TRUE(config->reflection);
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("reflection: cannot be on with")));
   absl::SetFlag(&FLAGS_reflection, std::nullopt);
   absl::SetFlag(&FLAGS_authz_policy, "");
   absl::SetFlag(&FLAGS_reflection, false);
@@ -678,9 +677,7 @@ TEST(ConfigTest, TrustWarningsNameEachWeakSpotAndNoneForTheClosedShape) {
   EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("without --authz_policy")));
   config.authz.policy_file = "/policy.json";
   EXPECT_THAT(App::TrustWarnings(config), IsEmpty());
-  config.reflection = true;
-  EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("--reflection=true")));
-  config.reflection = false;
+  // (Reflection under a policy is no warning: ValidateConfig refuses it.)
   config.redis_url.password = "hunter2";
   EXPECT_THAT(App::TrustWarnings(config), ElementsAre(HasSubstr("--redis_url carries a password")));
   config.redis_url.password.clear();
