@@ -309,6 +309,7 @@ absl::Status App::Listen(const Config& config,
   service.max_watches = config.max_watches;
   service.max_watches_per_caller = config.max_watches_per_caller;
   service.authorizer = authorizer_.get();
+  service.trusted_proxies = config.trusted_proxies;
   service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, *scopes_, events_.get(),
                                                           dispatcher_.get(), *metrics_, service);
   // A reloaded policy reaches open watches too (removed in Shutdown, before the service goes).

@@ -218,6 +218,11 @@ ABSL_FLAG(int, max_watches, orderhold::kDefaultMaxWatches,
 ABSL_FLAG(int, max_watches_per_caller, 100,
           "Of --max_watches, how many one caller may have open on this server (its client "
           "certificate's principal, else its IP address); one more is RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::vector<std::string>, trusted_proxies, {},
+          "Networks of the proxies in front of the gRPC port (CIDR, comma-separated: "
+          "10.0.0.0/8,fd00::/8): a call from one of them without a client certificate counts "
+          "against the client its x-forwarded-for header names (read from the right, past every "
+          "trusted proxy), not the proxy. Empty: every call counts against its peer address.");
 ABSL_FLAG(absl::Duration, consumer_idle_timeout, absl::Hours(1),
           "A consumer with no read this long is removed from its group; its pending events go back "
           "to the group (redelivered to its other consumers). 0: never. >= --event_ack_timeout.");
@@ -442,6 +447,17 @@ Setting WaitReplicas(const absl::Flag<std::string>& flag) {
                  }};
 }
 
+// --trusted_proxies, parsed (TrustedProxies::Parse: INVALID_ARGUMENT naming the entry).
+Setting TrustedProxiesSetting(const absl::Flag<std::vector<std::string>>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   ORDERHOLD_ASSIGN_OR_RETURN(config.trusted_proxies,
+                                              grpc_api::TrustedProxies::Parse(absl::GetFlag(flag)));
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.trusted_proxies.ToString(); }};
+}
+
 // --operators: typed identities into config.events.operators. INVALID_ARGUMENT naming the entry
 // that is not one (no "uri:", "dns:" or "subject:" kind, nothing after it, over kMaxOperatorBytes)
 // and a list over kMaxOperators.
@@ -577,6 +593,7 @@ const std::vector<Setting>& Settings() {
             &store::OutcomePolicy::event_stream_max_bytes),
       Field(FLAGS_max_watches, &Config::max_watches),
       Field(FLAGS_max_watches_per_caller, &Config::max_watches_per_caller),
+      TrustedProxiesSetting(FLAGS_trusted_proxies),
       Field(FLAGS_consumer_idle_timeout, &Config::consumer_idle_timeout),
       Field(FLAGS_max_consumer_groups, &Config::events,
             &domain::EventPolicy::max_groups_per_caller),

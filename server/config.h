@@ -14,6 +14,7 @@
 #include "server/grpc/authorizer.h"
 #include "server/grpc/server_limits.h"
 #include "server/grpc/tls_credentials.h"
+#include "server/grpc/trusted_proxies.h"
 #include "server/redis/redis_client.h"
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
@@ -142,6 +143,8 @@ struct Config {
   absl::Duration consumer_idle_timeout = absl::Hours(1);
   // --max_watches_per_caller: of them, one caller's (principal, else IP address).
   int max_watches_per_caller = 100;
+  // --trusted_proxies: whose x-forwarded-for names the client of a call without a certificate.
+  grpc_api::TrustedProxies trusted_proxies;
   // Lease and registry ttl of a reaper replica; ConfigFromFlags derives it from reap_interval
   // when --reaper_lease is not given.
   absl::Duration reaper_lease = kReaperLeaseIntervals * reap_interval;

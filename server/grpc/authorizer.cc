@@ -117,7 +117,7 @@ std::string PrincipalOf(const grpc::ServerContextBase& context) {
   return FirstIdentity(peer.uri_sans, peer.dns_sans, peer.subject);
 }
 
-std::string CallerKeyOf(const grpc::ServerContextBase& context) {
+std::string CallerKeyOf(const grpc::ServerContextBase& context, const TrustedProxies& proxies) {
   std::string principal = PrincipalOf(context);
   if (!principal.empty()) return absl::StrCat("principal:", principal);
   // "ipv4:10.0.0.7:51234", "ipv6:[::1]:51234", "unix:/path": the host without the port.
@@ -127,7 +127,17 @@ std::string CallerKeyOf(const grpc::ServerContextBase& context) {
     const size_t colon = peer.rfind(':');
     if (colon != absl::string_view::npos) peer = peer.substr(0, colon);
   }
-  return absl::StrCat("address:", peer);
+  if (proxies.empty()) return absl::StrCat("address:", peer);
+  // An IPv6 host is bracketed ("[::1]", or "%5B::1%5D" URL-encoded).
+  absl::string_view ip = peer;
+  if (absl::ConsumePrefix(&ip, "[")) absl::ConsumeSuffix(&ip, "]");
+  if (absl::ConsumePrefix(&ip, "%5B")) absl::ConsumeSuffix(&ip, "%5D");
+  if (!proxies.Contains(ip)) return absl::StrCat("address:", peer);
+  std::vector<absl::string_view> forwarded;
+  const auto [first, last] = context.client_metadata().equal_range("x-forwarded-for");
+  for (auto it = first; it != last; ++it)
+    forwarded.emplace_back(it->second.data(), it->second.size());
+  return absl::StrCat("address:", proxies.ClientOf(ip, forwarded));
 }
 
 absl::StatusOr<LoadedPolicy> LoadAuthzPolicy(const std::string& file) {

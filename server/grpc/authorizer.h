@@ -39,6 +39,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 #include "server/grpc/authz_policy.h"
+#include "server/grpc/trusted_proxies.h"
 #include "server/metrics/metrics.h"
 
 namespace orderhold::grpc_api {
@@ -63,8 +64,11 @@ AuthzRequest AuthzRequestOf(const grpc::ServerContextBase& context, absl::string
 std::string PrincipalOf(const grpc::ServerContextBase& context);
 
 // Who a per-caller bound counts against: "principal:<PrincipalOf>" with a client certificate,
-// else "address:<the peer's IP>" (the port left out: one host's connections count together).
-std::string CallerKeyOf(const grpc::ServerContextBase& context);
+// else "address:<the client's IP>" (the port left out: one host's connections count together):
+// the peer's, or, when the peer is one of `proxies`, the client its x-forwarded-for names
+// (TrustedProxies::ClientOf).
+std::string CallerKeyOf(const grpc::ServerContextBase& context,
+                        const TrustedProxies& proxies = TrustedProxies());
 
 // A policy file as read: its bytes and the policy they hold.
 struct LoadedPolicy {

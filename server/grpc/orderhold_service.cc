@@ -146,6 +146,7 @@ OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::ScopeServ
       dispatcher_(dispatcher),
       metrics_(metrics),
       authorizer_(options.authorizer),
+      trusted_proxies_(options.trusted_proxies),
       watches_(options.max_watches, options.max_watches_per_caller, &metrics.watches()) {}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
@@ -300,7 +301,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
   std::optional<AuthzRequest> authz;
   if (authorizer_ != nullptr) authz = AuthzRequestOf(*context, Method::kWatchHoldEvents);
   return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
-                            CallerKeyOf(*context), std::move(authz));
+                            CallerKeyOf(*context, trusted_proxies_), std::move(authz));
 }
 
 void OrderHoldService::RecheckWatches() {

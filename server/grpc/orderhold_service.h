@@ -60,6 +60,8 @@ struct ServiceOptions {
   int max_watches_per_caller = 100;
   // --authz_policy, or null: every call is allowed (and groups have no enforced owner).
   Authorizer* authorizer = nullptr;
+  // --trusted_proxies: CallerKeyOf's.
+  TrustedProxies trusted_proxies;
 };
 
 class OrderHoldService final : public RawOrderHoldService {
@@ -140,6 +142,7 @@ class OrderHoldService final : public RawOrderHoldService {
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;
   Authorizer* const authorizer_;
+  const TrustedProxies trusted_proxies_;
   WatchRegistry watches_;
 };
 

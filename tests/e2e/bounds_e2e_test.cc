@@ -444,6 +444,56 @@ TEST_F(BoundsE2eTest, AFloodOfMaximalEventsKeepsEachStreamWithinItsByteBudget) {
   EXPECT_LT(appended, kEvents / 2);
 }
 
+// Callers without a certificate behind a proxy: with --trusted_proxies naming it, each is counted
+// by the address its x-forwarded-for header names (so one client cannot use up
+// --max_watches_per_caller for all behind the proxy), and a client writing the header itself gains
+// nothing (the proxy's own entry is the one read). The negative control: the same calls to a
+// server without the flag all count against the proxy's address.
+TEST_F(BoundsE2eTest, CallersBehindATrustedProxyAreCountedByTheirForwardedAddress) {
+  for (const bool trusted : {true, false}) {
+    SCOPED_TRACE(trusted ? "--trusted_proxies=127.0.0.1/32" : "no trusted proxies");
+    testing::ServerProcess server(ORDERHOLD_SERVER_BINARY);
+    std::vector<std::string> args = {"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                                     absl::StrCat("--redis_url=", redis_->url()),
+                                     "--key_prefix=proxied", "--max_watches_per_caller=1"};
+    if (trusted) args.push_back("--trusted_proxies=127.0.0.1/32");
+    server.Start(args);
+    ASSERT_TRUE(server.WaitServing()) << server.log();
+    auto stub = OrderHold::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server.grpc_port()), grpc::InsecureChannelCredentials()));
+    // A watch for the client `forwarded` names, lasting `duration` unless refused.
+    auto watch = [&](const std::string& forwarded, absl::Duration duration) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + duration));
+      context.AddMetadata("x-forwarded-for", forwarded);
+      v1::WatchHoldEventsRequest request;
+      request.set_consumer_group("proxied");
+      request.set_consumer(absl::StrCat("c-", forwarded.size()));
+      auto reader = stub->WatchHoldEvents(&context, request);
+      v1::HoldEvent event;
+      while (reader->Read(&event)) {
+      }
+      return reader->Finish().error_code();
+    };
+    std::thread first([&] { watch("203.0.113.7", absl::Seconds(3)); });
+    auto open_watches = [&] {
+      absl::StatusOr<std::string> metrics = testing::RunProgram(
+          {"curl", "-s", absl::StrCat("http://127.0.0.1:", server.metrics_port(), "/metrics")});
+      return metrics.ok() && absl::StrContains(*metrics, "\norderhold_watches 1\n");
+    };
+    ASSERT_TRUE(testing::Eventually(open_watches)) << server.log();
+    if (trusted) {
+      EXPECT_EQ(watch("203.0.113.8", absl::Milliseconds(300)),
+                grpc::StatusCode::DEADLINE_EXCEEDED);  // another client: let in
+      EXPECT_EQ(watch("198.51.100.1, 203.0.113.7", absl::Seconds(3)),
+                grpc::StatusCode::RESOURCE_EXHAUSTED);  // the first one again, spoofing in vain
+    } else {
+      EXPECT_EQ(watch("203.0.113.8", absl::Seconds(3)), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    }
+    first.join();
+  }
+}
+
 // --max_watches watches of full-size events (labels of ~2 KiB), none of them read by its client:
 // the server's memory stays within what the Kubernetes kit allows (512 MiB). Each watch holds at
 // most one read of EventPolicy::max_events_per_read events; gRPC's buffers are capped by

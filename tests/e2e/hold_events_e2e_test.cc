@@ -654,8 +654,10 @@ TEST_P(HoldEventsE2eTest, GroupsStartFromHistoryOrNowAndBadRequestsAreInvalidArg
 
   WatchHoldEventsRequest latest = Watch("late", "c");
   latest.set_start_position(orderhold::v1::LATEST);
-  Watcher late(*r.client, latest, /*ack=*/true);
-  Watcher history(*r.client, Watch("history", "c"), /*ack=*/true);
+  // Resuming, as a client does: a subscribe that a stalled Cluster primary did not answer in time
+  // (under ASan in CI) ends the watch before its group exists everywhere, and is made again.
+  ResumingWatcher late(*r.client, latest);
+  ResumingWatcher history(*r.client, Watch("history", "c"));
   ASSERT_TRUE(history.WaitFor(1));
   // The late group exists on alice's partition once its watch has subscribed (EnsureGroup runs
   // on the 64 partitions concurrently: partition 0 having it said nothing about alice's, and an
@@ -671,8 +673,12 @@ TEST_P(HoldEventsE2eTest, GroupsStartFromHistoryOrNowAndBadRequestsAreInvalidArg
   ASSERT_THAT(r.client->CancelHold("alice", "after"), IsOk());
   ASSERT_TRUE(late.WaitFor(1));
   ASSERT_TRUE(history.WaitFor(2));
-  EXPECT_THAT(Holds(late.events()), ElementsAre("alice/after"));
-  EXPECT_THAT(Holds(history.events()), UnorderedElementsAre("alice/before", "alice/after"));
+  // A resumed watch may see an event again (at least once): each distinct event counts.
+  auto distinct = [](const std::multiset<std::string>& holds) {
+    return std::set<std::string>(holds.begin(), holds.end());
+  };
+  EXPECT_THAT(distinct(Holds(late.events())), ElementsAre("alice/after"));
+  EXPECT_THAT(distinct(Holds(history.events())), ElementsAre("alice/after", "alice/before"));
 
   Watcher bad(*r.client, Watch("no spaces", "c"), false);
   ASSERT_TRUE(bad.WaitEnded(absl::Seconds(5)));

@@ -332,7 +332,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "layout_migration_done=false "
             "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 "
             "event_stream_max_bytes=33554432 max_watches=1000 "
-            "max_watches_per_caller=100 "
+            "max_watches_per_caller=100 trusted_proxies= "
             "consumer_idle_timeout=1h max_consumer_groups=100 operators= reaper_lease=3s "
             "store=redis "
             "log_format=text shutdown_grace=10s");
@@ -566,6 +566,11 @@ const std::vector<Sample>& Samples() {
       {"max_watches", "7", "max_watches=7", [](const Config& c) { return c.max_watches == 7; }},
       {"max_watches_per_caller", "5", "max_watches_per_caller=5",
        [](const Config& c) { return c.max_watches_per_caller == 5; }},
+      {"trusted_proxies", "10.0.0.0/8,fd00::/8", "trusted_proxies=10.0.0.0/8,fd00::/8",
+       [](const Config& c) {
+         return c.trusted_proxies.Contains("10.1.2.3") && c.trusted_proxies.Contains("fd00::1") &&
+                !c.trusted_proxies.Contains("192.168.0.1");
+       }},
       {"consumer_idle_timeout", "2h", "consumer_idle_timeout=2h",
        [](const Config& c) { return c.consumer_idle_timeout == absl::Hours(2); }},
       {"max_consumer_groups", "6", "max_consumer_groups=6",
