@@ -242,27 +242,30 @@ std::shared_ptr<const AuthzPolicy> Authorizer::policy() const {
 }
 
 absl::Status Authorizer::Check(const grpc::ServerContextBase& context, metrics::Method method) {
-  return Admit(context, method).status();
+  absl::Status status = Decide(context, MethodPath(method), /*with_identity=*/false).status();
+  if (!status.ok()) metrics_.calls_denied(method).Increment();
+  return status;
 }
 
 absl::StatusOr<std::string> Authorizer::Admit(const grpc::ServerContextBase& context,
                                               metrics::Method method) {
-  absl::StatusOr<std::string> caller = Decide(context, MethodPath(method));
+  absl::StatusOr<std::string> caller = Decide(context, MethodPath(method), /*with_identity=*/true);
   if (!caller.ok()) metrics_.calls_denied(method).Increment();
   return caller;
 }
 
 absl::Status Authorizer::CheckPath(const grpc::ServerContextBase& context, absl::string_view path) {
-  return Decide(context, path).status();
+  return Decide(context, path, /*with_identity=*/false).status();
 }
 
 absl::StatusOr<std::string> Authorizer::Decide(const grpc::ServerContextBase& context,
-                                               absl::string_view path) {
+                                               absl::string_view path, bool with_identity) {
   const std::shared_ptr<const AuthzPolicy> in_force = policy();
   // The call's metadata is copied only for a policy with header rules: most have none.
   const AuthzRequest request = AuthzRequestOf(context, path, in_force->matches_headers());
-  AuthzPolicy::Decision decision = in_force->Evaluate(request);
+  AuthzPolicy::Decision decision = in_force->Evaluate(request, with_identity);
   if (decision.allowed) {
+    if (!with_identity) return std::string();
     if (!decision.identity.empty()) return std::move(decision.identity);
     return FirstIdentity(request.uri_sans, request.dns_sans, request.subject);
   }

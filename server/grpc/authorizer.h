@@ -133,10 +133,10 @@ class Authorizer {
 
  private:
   Authorizer(AuthorizerOptions options, metrics::Metrics& metrics);
-  // The decision on `context`'s call to `path`: OK with the caller's identity (Admit), else
-  // PERMISSION_DENIED, logged (LogDenial).
-  absl::StatusOr<std::string> Decide(const grpc::ServerContextBase& context,
-                                     absl::string_view path);
+  // The decision on `context`'s call to `path`: OK, with the caller's identity (Admit) when
+  // `with_identity` (else ""), or PERMISSION_DENIED, logged (LogDenial).
+  absl::StatusOr<std::string> Decide(const grpc::ServerContextBase& context, absl::string_view path,
+                                     bool with_identity);
   void Poll();
   // Logs a denial of `path` to `who` and the deciding `rule` ("" = no allow rule matched), unless
   // one of that rule and path was logged within kDenialLogInterval.

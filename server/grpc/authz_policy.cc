@@ -246,20 +246,27 @@ std::string TypedIdentity(IdentityKind kind, absl::string_view value) {
 
 namespace {
 
+// An identity of a request: its kind and the request's value (no copy: formatted only when a
+// caller asks for it).
+struct MatchedName {
+  IdentityKind kind;
+  const std::string* value;
+};
+
 // The first identity of `request` that `principals` match, in gRPC's order
 // (AuthenticatedAuthorizationMatcher: for each pattern, the URI SANs, then the DNS SANs, then the
-// subject), typed; nullopt when none does.
-std::optional<std::string> MatchedIdentity(const std::vector<StringPattern>& principals,
+// subject); nullopt when none does.
+std::optional<MatchedName> MatchedIdentity(const std::vector<StringPattern>& principals,
                                            const AuthzRequest& request) {
   for (const StringPattern& principal : principals) {
     for (const std::string& uri : request.uri_sans) {
-      if (principal.Matches(uri)) return TypedIdentity(IdentityKind::kUri, uri);
+      if (principal.Matches(uri)) return MatchedName{IdentityKind::kUri, &uri};
     }
     for (const std::string& dns : request.dns_sans) {
-      if (principal.Matches(dns)) return TypedIdentity(IdentityKind::kDns, dns);
+      if (principal.Matches(dns)) return MatchedName{IdentityKind::kDns, &dns};
     }
     if (principal.Matches(request.subject)) {
-      return TypedIdentity(IdentityKind::kSubject, request.subject);
+      return MatchedName{IdentityKind::kSubject, &request.subject};
     }
   }
   return std::nullopt;
@@ -268,7 +275,7 @@ std::optional<std::string> MatchedIdentity(const std::vector<StringPattern>& pri
 }  // namespace
 
 bool AuthzPolicy::Rule::Matches(const AuthzRequest& request, std::string* identity) const {
-  std::optional<std::string> matched;
+  std::optional<MatchedName> matched;
   if (!principals.empty()) {
     if (!request.authenticated) return false;  // not a TLS peer
     matched = MatchedIdentity(principals, request);
@@ -283,17 +290,21 @@ bool AuthzPolicy::Rule::Matches(const AuthzRequest& request, std::string* identi
     if (values.empty()) return false;
     if (!AnyMatches(header.values, absl::StrJoin(values, ","))) return false;
   }
-  if (identity != nullptr && matched.has_value()) *identity = *std::move(matched);
+  if (identity != nullptr && matched.has_value()) {
+    *identity = TypedIdentity(matched->kind, *matched->value);
+  }
   return true;
 }
 
-AuthzPolicy::Decision AuthzPolicy::Evaluate(const AuthzRequest& request) const {
+AuthzPolicy::Decision AuthzPolicy::Evaluate(const AuthzRequest& request, bool with_identity) const {
   for (const Rule& rule : deny_) {
     if (rule.Matches(request)) return {false, rule.name, ""};
   }
   for (const Rule& rule : allow_) {
     std::string identity;
-    if (rule.Matches(request, &identity)) return {true, rule.name, std::move(identity)};
+    if (rule.Matches(request, with_identity ? &identity : nullptr)) {
+      return {true, rule.name, std::move(identity)};
+    }
   }
   return {false, "", ""};
 }

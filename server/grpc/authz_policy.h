@@ -109,13 +109,14 @@ class AuthzPolicy {
 
   // What Evaluate decided: allowed or not, the rule that decided (empty when no rule matched:
   // denied by default) and the peer identity its principals matched ("uri:...", "dns:...",
-  // "subject:...": TypedIdentity; empty when that rule names no principals).
+  // "subject:...": TypedIdentity; empty when that rule names no principals, and unless asked for
+  // with `with_identity`: most calls never need it, and it is formatted only then).
   struct Decision {
     bool allowed = false;
     std::string rule;
     std::string identity;
   };
-  Decision Evaluate(const AuthzRequest& request) const;
+  Decision Evaluate(const AuthzRequest& request, bool with_identity = false) const;
 
   const std::string& name() const { return name_; }
   // Whether any rule matches on headers (else Evaluate never reads AuthzRequest::headers).

@@ -46,8 +46,8 @@ class UnaryCall {
   const grpc::CallbackServerContext& context() const { return *context_; }
   Method method() const { return method_; }
 
-  // The caller's typed identity: as the policy admitted it (Authorizer::Admit), else
-  // PrincipalOf; "" without a client certificate.
+  // The caller's typed identity: as the policy admitted it (Authorizer::Admit: set by ServeUnary
+  // for the methods that ActsAsCaller), else PrincipalOf; "" without a client certificate.
   std::string caller() const { return caller_.has_value() ? *caller_ : PrincipalOf(*context_); }
   void set_caller(std::string caller) { caller_ = std::move(caller); }
 
@@ -100,6 +100,12 @@ class UnaryCall {
 // own validation counts them.
 enum class Refusals { kNotCounted, kCountAsRejectedHolds };
 
+// Whether `method` acts on what its caller owns (a consumer group), so that it needs the caller's
+// identity as the policy admitted it (Authorizer::Admit); the others only need the decision.
+bool ActsAsCaller(Method method) {
+  return method == Method::kAckHoldEvents || method == Method::kDeleteConsumerGroup;
+}
+
 // Serves one unary call: asks `authorizer` (null: no --authz_policy), parses `bytes` as `Request`
 // (a lenient mirror), then `start(request, call)` starts the domain call, which finishes `call`
 // from its callback, and returns OK, or returns why the request is refused. A call that is denied,
@@ -109,13 +115,18 @@ template <typename Request, typename Start>
 grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, UnaryCall call,
                                      const grpc::ByteBuffer& bytes, Start start,
                                      Refusals refusals = Refusals::kNotCounted) {
-  if (authorizer != nullptr) {
+  if (authorizer != nullptr && ActsAsCaller(call.method())) {
     absl::StatusOr<std::string> caller = authorizer->Admit(call.context(), call.method());
     if (!caller.ok()) {
       call.Finish(caller.status());
       return call.reactor();
     }
     call.set_caller(*std::move(caller));
+  } else if (authorizer != nullptr) {
+    if (absl::Status denied = authorizer->Check(call.context(), call.method()); !denied.ok()) {
+      call.Finish(denied);
+      return call.reactor();
+    }
   }
   Request request;
   absl::Status status = ParseFromByteBuffer(bytes, ApiName<Request>(), &request);

@@ -112,16 +112,19 @@ TEST(AuthzPolicyTest, TheDecisionNamesTheTypedIdentityTheRuleMatched) {
     {"name": "consumer", "source": {"principals": ["spiffe://example/consumer"]}},
     {"name": "ops", "source": {"principals": ["CN=ops*"]}},
     {"name": "anyone", "request": {"paths": ["/open"]}}]})");
-  EXPECT_EQ(policy.Evaluate(Peer("/p", {"spiffe://example/consumer"})).identity,
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"spiffe://example/consumer"}), true).identity,
             "uri:spiffe://example/consumer");
-  EXPECT_EQ(policy.Evaluate(Peer("/p", {"urn:x"}, {"spiffe://example/consumer"})).identity,
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"urn:x"}, {"spiffe://example/consumer"}), true).identity,
             "dns:spiffe://example/consumer");
-  EXPECT_EQ(policy.Evaluate(Peer("/p", {"urn:x"}, {"a.example"}, "CN=ops,O=Example")).identity,
-            "subject:CN=ops,O=Example");
-  const AuthzPolicy::Decision open = policy.Evaluate(Peer("/open", {"urn:x"}));
+  EXPECT_EQ(
+      policy.Evaluate(Peer("/p", {"urn:x"}, {"a.example"}, "CN=ops,O=Example"), true).identity,
+      "subject:CN=ops,O=Example");
+  const AuthzPolicy::Decision open = policy.Evaluate(Peer("/open", {"urn:x"}), true);
   EXPECT_TRUE(open.allowed);
   EXPECT_EQ(open.identity, "");
   EXPECT_EQ(TypedIdentity(IdentityKind::kUri, "spiffe://a"), "uri:spiffe://a");
+  // Not asked for: not formatted.
+  EXPECT_EQ(policy.Evaluate(Peer("/p", {"spiffe://example/consumer"})).identity, "");
 }
 
 TEST(AuthzPolicyTest, PathsOrHeadersAndAcrossFields) {
