@@ -18,6 +18,9 @@
 
 ABSL_FLAG(std::string, target, "localhost:50051", "OrderHold server address (any gRPC target).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(5), "Deadline for the call, e.g. 500ms, 5s.");
+ABSL_FLAG(std::string, tenant, "",
+          "The tenant an operator acts in on a server with --tenants (the orderhold-tenant "
+          "header). Empty: none.");
 ABSL_FLAG(bool, json, false, "Print the response message as proto3 JSON instead of text.");
 // std::optional rather than a sentinel default: any given value, 0s or negative included, is sent
 // to the server, which owns the validation (INVALID_ARGUMENT naming `ttl`).
@@ -112,6 +115,7 @@ int main(int argc, char** argv) {
 
   orderhold::client::ClientOptions options;
   options.timeout = absl::GetFlag(FLAGS_timeout);
+  options.tenant = absl::GetFlag(FLAGS_tenant);
   if (options.timeout <= absl::ZeroDuration()) {
     return UsageError("--timeout must be positive, got " + absl::FormatDuration(options.timeout));
   }

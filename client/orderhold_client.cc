@@ -17,16 +17,18 @@ using Stub = orderhold::v1::OrderHold::StubInterface;
 // The range google.protobuf.Duration allows: about 10,000 years either way.
 constexpr int64_t kMaxProtoDurationSeconds = 315'576'000'000;
 
-// One unary call of `rpc` on `stub` with a deadline of now + `timeout`: the response, or the
-// call's status as an absl::Status.
+// One unary call of `rpc` on `stub` with a deadline of now + options.timeout (and the
+// orderhold-tenant header of options.tenant): the response, or the call's status as an
+// absl::Status.
 template <typename StubT, typename Request, typename Response>
 absl::StatusOr<Response> CallUnary(StubT& stub,
                                    grpc::Status (StubT::*rpc)(grpc::ClientContext*, const Request&,
                                                               Response*),
-                                   const Request& request, absl::Duration timeout) {
+                                   const Request& request, const ClientOptions& options) {
   grpc::ClientContext context;
   // ToChronoTime saturates, so an infinite timeout becomes "no deadline" rather than overflowing.
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  if (!options.tenant.empty()) context.AddMetadata("orderhold-tenant", options.tenant);
   Response response;
   if (absl::Status status = FromGrpcStatus((stub.*rpc)(&context, request, &response));
       !status.ok()) {
@@ -134,7 +136,7 @@ absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
   request.set_quantity(options.quantity);
   for (const auto& [key, value] : options.labels) (*request.mutable_labels())[key] = value;
   if (options.scope_limits.has_value()) *request.mutable_scope_limits() = *options.scope_limits;
-  return CallUnary(*stub_, &Stub::PlaceHold, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::PlaceHold, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_view user_id,
@@ -142,7 +144,7 @@ absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_vie
   orderhold::v1::PayRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-  return CallUnary(*stub_, &Stub::Pay, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::Pay, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
@@ -150,7 +152,7 @@ absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
   orderhold::v1::CancelHoldRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-  return CallUnary(*stub_, &Stub::CancelHold, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::CancelHold, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ExtendHoldResponse> OrderHoldClient::ExtendHold(
@@ -168,7 +170,7 @@ absl::StatusOr<orderhold::v1::ExtendHoldResponse> OrderHoldClient::ExtendHold(
   request.set_order_id(std::string(order_id));
   if (options.ttl.has_value()) *request.mutable_ttl() = ToProtoDuration(*options.ttl);
   request.set_request_id(options.request_id);
-  return CallUnary(*stub_, &Stub::ExtendHold, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::ExtendHold, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::GetHoldResponse> OrderHoldClient::GetHold(
@@ -176,7 +178,7 @@ absl::StatusOr<orderhold::v1::GetHoldResponse> OrderHoldClient::GetHold(
   orderhold::v1::GetHoldRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
-  return CallUnary(*stub_, &Stub::GetHold, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::GetHold, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ReleaseHoldsResponse> OrderHoldClient::ReleaseHolds(
@@ -184,13 +186,14 @@ absl::StatusOr<orderhold::v1::ReleaseHoldsResponse> OrderHoldClient::ReleaseHold
   orderhold::v1::ReleaseHoldsRequest request;
   request.set_user_id(std::string(user_id));
   request.set_scope(std::string(scope));
-  return CallUnary(*stub_, &Stub::ReleaseHolds, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::ReleaseHolds, request, options_);
 }
 
 absl::Status OrderHoldClient::WatchHoldEvents(
     const orderhold::v1::WatchHoldEventsRequest& request,
     absl::FunctionRef<bool(const orderhold::v1::HoldEvent&)> on_event,
     grpc::ClientContext& context) const {
+  if (!options_.tenant.empty()) context.AddMetadata("orderhold-tenant", options_.tenant);
   std::unique_ptr<grpc::ClientReaderInterface<orderhold::v1::HoldEvent>> reader =
       stub_->WatchHoldEvents(&context, request);
   orderhold::v1::HoldEvent event;
@@ -216,14 +219,14 @@ absl::StatusOr<orderhold::v1::AckHoldEventsResponse> OrderHoldClient::AckHoldEve
   orderhold::v1::AckHoldEventsRequest request;
   request.set_consumer_group(std::string(group));
   for (const std::string& id : event_ids) request.add_event_ids(id);
-  return CallUnary(*stub_, &Stub::AckHoldEvents, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::AckHoldEvents, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::DeleteConsumerGroupResponse> OrderHoldClient::DeleteConsumerGroup(
     absl::string_view group) const {
   orderhold::v1::DeleteConsumerGroupRequest request;
   request.set_consumer_group(std::string(group));
-  return CallUnary(*stub_, &Stub::DeleteConsumerGroup, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::DeleteConsumerGroup, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
@@ -236,7 +239,7 @@ absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
 
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListHolds(
     const orderhold::v1::ListHoldsRequest& request) const {
-  return CallUnary(*stub_, &Stub::ListHolds, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::ListHolds, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ListHoldsResponse> OrderHoldClient::ListAllHolds(
@@ -265,12 +268,12 @@ absl::StatusOr<orderhold::v1::GetScopeUsageResponse> OrderHoldClient::GetScopeUs
     absl::string_view scope) const {
   orderhold::v1::GetScopeUsageRequest request;
   request.set_scope(std::string(scope));
-  return CallUnary(*stub_, &Stub::GetScopeUsage, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::GetScopeUsage, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> OrderHoldClient::ListScopeHolds(
     const orderhold::v1::ListScopeHoldsRequest& request) const {
-  return CallUnary(*stub_, &Stub::ListScopeHolds, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::ListScopeHolds, request, options_);
 }
 
 absl::StatusOr<orderhold::v1::ListScopeHoldsResponse> OrderHoldClient::ListAllScopeHolds(
@@ -299,7 +302,7 @@ absl::StatusOr<orderhold::v1::ReleaseScopeHoldsResponse> OrderHoldClient::Releas
     absl::string_view scope) const {
   orderhold::v1::ReleaseScopeHoldsRequest request;
   request.set_scope(std::string(scope));
-  return CallUnary(*stub_, &Stub::ReleaseScopeHolds, request, options_.timeout);
+  return CallUnary(*stub_, &Stub::ReleaseScopeHolds, request, options_);
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldClient::Health(
@@ -309,8 +312,8 @@ absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldCl
   }
   grpc::health::v1::HealthCheckRequest request;
   request.set_service(std::string(service));
-  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response = CallUnary(
-      *health_, &grpc::health::v1::Health::StubInterface::Check, request, options_.timeout);
+  absl::StatusOr<grpc::health::v1::HealthCheckResponse> response =
+      CallUnary(*health_, &grpc::health::v1::Health::StubInterface::Check, request, options_);
   if (!response.ok()) return response.status();
   return response->status();
 }

@@ -121,6 +121,9 @@ struct ClientOptions {
   // Deadline applied to every call, measured from when the call starts. Must be positive; a call
   // that does not finish in time fails with DEADLINE_EXCEEDED.
   absl::Duration timeout = absl::Seconds(5);
+  // An operator's tenant (a server with --tenants): sent as the `orderhold-tenant` header of
+  // every call. Empty: none (an operator then acts in no tenant; a tenant's caller in its own).
+  std::string tenant;
 };
 
 class OrderHoldClient {

@@ -186,6 +186,10 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
     ORDERHOLD_ASSIGN_OR_RETURN(app->authorizer_,
                                grpc_api::Authorizer::Start(config.authz, *app->metrics_));
   }
+  if (!config.tenants.file.empty()) {
+    ORDERHOLD_ASSIGN_OR_RETURN(app->tenants_,
+                               grpc_api::Tenants::Start(config.tenants, *app->metrics_));
+  }
   WarnIfOpen(config);
   store::EventNudgeOptions nudges;
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
@@ -197,6 +201,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
         "(Cluster) cannot enforce; server/README.md \"Scope totals\"");
   }
   app->holds_->SetScopeRules(config.scope_rules);
+  if (app->tenants_ != nullptr) app->holds_->set_tenants(&app->tenants_->table());
   app->scope_limits_file_ = config.scope_limits_file;
   app->MakeReaper(config, clock);  // before the nudges, which it receives
   ORDERHOLD_RETURN_IF_ERROR(app->StartEvents(config, clock, std::move(nudges)));
@@ -272,6 +277,7 @@ absl::Status App::StartEvents(const Config& config, const Clock& clock,
   domain::EventPolicy events = config.events;
   events.enforce_owners = authorizer_ != nullptr;  // a group is its owner's once callers are known
   events_ = std::make_unique<domain::EventService>(*redis_store_, events, *metrics_);
+  if (tenants_ != nullptr) events_->set_tenants(&tenants_->table());
   dispatcher_ = std::make_unique<domain::EventDispatcher>(*redis_store_, config.events, clock);
   dispatcher_->Start();
   // The reaper channels, always: a script that lowers a partition's earliest due time wakes the
@@ -310,11 +316,15 @@ absl::Status App::Listen(const Config& config,
   service.max_watches_per_caller = config.max_watches_per_caller;
   service.authorizer = authorizer_.get();
   service.trusted_proxies = config.trusted_proxies;
+  service.tenants = tenants_.get();
   service_ = std::make_unique<grpc_api::OrderHoldService>(*holds_, *scopes_, events_.get(),
                                                           dispatcher_.get(), *metrics_, service);
   // A reloaded policy reaches open watches too (removed in Shutdown, before the service goes).
   if (authorizer_ != nullptr) {
     authorizer_->SetChangeListener([service = service_.get()] { service->RecheckWatches(); });
+  }
+  if (tenants_ != nullptr) {
+    tenants_->SetChangeListener([service = service_.get()] { service->RecheckWatches(); });
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -430,6 +440,11 @@ absl::Status App::ReloadAuthzPolicy() {
   return authorizer_->Reload();
 }
 
+absl::Status App::ReloadTenants() {
+  if (tenants_ == nullptr) return absl::OkStatus();
+  return tenants_->Reload();
+}
+
 void App::MakeReaper(const Config& config, const Clock& clock) {
   reaper::ReaperOptions options;
   options.interval = config.reap_interval;
@@ -451,6 +466,7 @@ void App::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   if (authorizer_ != nullptr) authorizer_->SetChangeListener(nullptr);
+  if (tenants_ != nullptr) tenants_->SetChangeListener(nullptr);
   if (health_ != nullptr) health_->Stop();
   if (service_ != nullptr) service_->EndWatches();
   if (server_ != nullptr) {

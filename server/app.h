@@ -70,6 +70,11 @@ class App {
   // --authz_policy. Thread-safe.
   absl::Status ReloadAuthzPolicy();
 
+  // Re-reads the --tenants file now (main calls it on SIGHUP; it is also polled every
+  // --tenants_refresh_interval): see grpc_api::Tenants::Reload. OK doing nothing without
+  // --tenants. Thread-safe.
+  absl::Status ReloadTenants();
+
   // The bound gRPC port (useful with port 0), and the --health_address port (0 without one).
   int grpc_port() const { return grpc_port_; }
   int health_port() const { return health_port_; }
@@ -104,6 +109,7 @@ class App {
 
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<grpc_api::Authorizer> authorizer_;  // null without --authz_policy
+  std::unique_ptr<grpc_api::Tenants> tenants_;        // null without --tenants
   std::unique_ptr<store::HoldStore> store_;
   store::RedisHoldStore* redis_store_ = nullptr;  // store_ when it is the Redis store
   store::PartitionStore* partitions_ = nullptr;   // store_'s reaper side (the reaper's store)

@@ -58,6 +58,15 @@ ABSL_FLAG(std::string, authz_policy, "",
           "every caller may call everything.");
 ABSL_FLAG(absl::Duration, authz_policy_refresh_interval, absl::Seconds(10),
           "How often the --authz_policy file is read again (whole seconds, >= 1s).");
+ABSL_FLAG(std::string, tenants, "",
+          "File of tenants (JSON: tenants with their principals and own limits, and operators; "
+          "deploy/tenants.example.json): each tenant's callers act only on their own ids, scopes "
+          "and events; a caller in no tenant and not an operator is refused PERMISSION_DENIED; an "
+          "operator acts in the tenant its orderhold-tenant header names. Needs "
+          "--tls_client_ca_file. Re-read when it changes (--tenants_refresh_interval); a bad "
+          "file keeps the old tenants. Empty: no tenants.");
+ABSL_FLAG(absl::Duration, tenants_refresh_interval, absl::Seconds(10),
+          "How often the --tenants file is read again (whole seconds, >= 1s).");
 // Optional so that "not given" is visible: the default then follows --authz_policy.
 ABSL_FLAG(std::optional<bool>, reflection, std::nullopt,
           "Serve gRPC server reflection (grpc.reflection.v1alpha) on the gRPC port, for grpcurl. "
@@ -402,6 +411,21 @@ Setting AuthzPolicyFile(const absl::Flag<std::string>& flag) {
                  [](const Config& config) { return config.authz.policy_file; }};
 }
 
+// --tenants: the file's path into Config::tenants.file and the file read once here (into
+// Config::tenants.loaded), so that a bad file stops the start (exit 2) naming the field.
+Setting TenantsFileSetting(const absl::Flag<std::string>& flag) {
+  return Setting{absl::GetFlagReflectionHandle(flag).Name(),
+                 [&flag](Config& config) -> absl::Status {
+                   config.tenants.file = absl::GetFlag(flag);
+                   config.tenants.loaded.reset();
+                   if (config.tenants.file.empty()) return absl::OkStatus();
+                   ORDERHOLD_ASSIGN_OR_RETURN(config.tenants.loaded,
+                                              grpc_api::LoadTenantsFile(config.tenants.file));
+                   return absl::OkStatus();
+                 },
+                 [](const Config& config) { return config.tenants.file; }};
+}
+
 // A password file flag (--redis_password_file, --redis_sentinel_password_file): its path into
 // `member`, after checking once that it can be read, so that a wrong path stops the start (exit 2)
 // instead of failing every connection; the store reads it again at each new connection.
@@ -518,6 +542,9 @@ const std::vector<Setting>& Settings() {
       AuthzPolicyFile(FLAGS_authz_policy),
       Field(FLAGS_authz_policy_refresh_interval, &Config::authz,
             &grpc_api::AuthorizerOptions::refresh_interval),
+      TenantsFileSetting(FLAGS_tenants),
+      Field(FLAGS_tenants_refresh_interval, &Config::tenants,
+            &grpc_api::TenantsOptions::refresh_interval),
       // After authz_policy's row: DefaultReflection reads it.
       FieldOr(FLAGS_reflection, &DefaultReflection, &Config::reflection),
       Field(FLAGS_tls_cert_file, &Config::grpc_tls, &grpc_api::ServerTlsOptions::cert_file),
@@ -726,6 +753,32 @@ absl::Status ValidateRedis(const Config& config) {
   return absl::OkStatus();
 }
 
+// The checks of who may call what: reflection under a policy, the policy's and the tenants'
+// refresh intervals, tenants without verified client certificates.
+absl::Status ValidateTrust(const Config& config) {
+  if (config.reflection && !config.authz.policy_file.empty()) {
+    return absl::InvalidArgumentError(
+        "reflection: cannot be on with --authz_policy (this gRPC, 1.51, gives no way to check "
+        "server reflection against the policy, and it lists every method to any caller the TLS "
+        "handshake admits); leave --reflection unset or false");
+  }
+  if (config.authz.refresh_interval < absl::Seconds(1) ||
+      config.authz.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "authz_policy_refresh_interval: must be whole seconds, >= 1s");
+  }
+  if (config.tenants.refresh_interval < absl::Seconds(1) ||
+      config.tenants.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("tenants_refresh_interval: must be whole seconds, >= 1s");
+  }
+  if (!config.tenants.file.empty() && config.grpc_tls.client_ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tenants: needs --tls_client_ca_file (a tenant is known by its verified client "
+        "certificate; without one every caller would be refused)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateConfig(const Config& config) {
@@ -792,17 +845,7 @@ absl::Status ValidateConfig(const Config& config) {
         "consumer_idle_timeout: must be 0 or >= event_ack_timeout (a consumer reads at least "
         "that often while it has events)");
   }
-  if (config.reflection && !config.authz.policy_file.empty()) {
-    return absl::InvalidArgumentError(
-        "reflection: cannot be on with --authz_policy (this gRPC, 1.51, gives no way to check "
-        "server reflection against the policy, and it lists every method to any caller the TLS "
-        "handshake admits); leave --reflection unset or false");
-  }
-  if (config.authz.refresh_interval < absl::Seconds(1) ||
-      config.authz.refresh_interval % absl::Seconds(1) != absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        "authz_policy_refresh_interval: must be whole seconds, >= 1s");
-  }
+  ORDERHOLD_RETURN_IF_ERROR(ValidateTrust(config));
   if (config.reaper_lease <= config.reap_interval) {
     return absl::InvalidArgumentError("reaper_lease: must be longer than reap_interval");
   }

@@ -13,6 +13,7 @@
 #include "server/domain/scope_limits.h"
 #include "server/grpc/authorizer.h"
 #include "server/grpc/server_limits.h"
+#include "server/grpc/tenants.h"
 #include "server/grpc/tls_credentials.h"
 #include "server/grpc/trusted_proxies.h"
 #include "server/redis/redis_client.h"
@@ -81,6 +82,9 @@ struct Config {
   // --authz_policy (the file, read by ConfigFromFlags into authz.loaded) and
   // --authz_policy_refresh_interval; policy_file empty: no policy, every call allowed.
   grpc_api::AuthorizerOptions authz;
+  // --tenants (the file, read by ConfigFromFlags into tenants.loaded) and
+  // --tenants_refresh_interval; file empty: no tenants (grpc/tenants.h).
+  grpc_api::TenantsOptions tenants;
   grpc_api::ServerTlsOptions grpc_tls;  // --tls_*: TLS / mutual TLS on grpc_address
   grpc_api::ServerLimits grpc_limits;   // --grpc_*: streams, message size, keepalive,
                                         // connection idle and age

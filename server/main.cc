@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
     (void)(*app)->ReloadScopeLimits();  // logs and counts its own failure
     (void)(*app)->ReloadAuthzPolicy();  // likewise
+    (void)(*app)->ReloadTenants();      // likewise
   }
   orderhold::LogInfo("signal ", signal_number, ": NOT_SERVING, finishing in-flight calls");
   (*app)->Shutdown(config->shutdown_grace);

@@ -11,6 +11,7 @@
 #include "server/domain/group_owner.h"
 #include "server/domain/hold.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/tenant.h"
 
 namespace orderhold::domain {
 namespace {
@@ -26,7 +27,7 @@ absl::Status FirstError(const std::vector<absl::StatusOr<T>>& results) {
 // INVALID_ARGUMENT naming consumer_group or consumer.
 absl::Status ValidateWatchSpec(const WatchSpec& spec) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateGroup(spec.group));
-  return ValidateId("consumer", spec.consumer);
+  return ValidateLocalId("consumer", spec.consumer);
 }
 
 // The stream ids of `event_ids` by partition, once group and ids are valid: INVALID_ARGUMENT
@@ -49,6 +50,12 @@ absl::StatusOr<std::map<int, std::vector<std::string>>> StreamIdsByPartition(
 }  // namespace
 
 absl::Status ValidateGroup(absl::string_view group) {
+  const absl::string_view tenant = TenantOfGroup(group);
+  if (!tenant.empty()) ORDERHOLD_RETURN_IF_ERROR(ValidateTenantName("consumer_group", tenant));
+  return ValidateLocalGroup(LocalGroup(group));
+}
+
+absl::Status ValidateLocalGroup(absl::string_view group) {
   if (group.empty() || group.size() > 64) {
     return absl::InvalidArgumentError("consumer_group: must be 1-64 characters of [A-Za-z0-9_.-]");
   }
@@ -64,13 +71,19 @@ absl::Status ValidateGroup(absl::string_view group) {
 EventService::EventService(store::HoldEventLog& log, EventPolicy policy, metrics::Metrics& metrics)
     : log_(log), policy_(policy), metrics_(metrics) {}
 
+int EventService::MaxGroupsFor(absl::string_view group) const {
+  if (tenants_ == nullptr) return policy_.max_groups_per_caller;
+  return tenants_->For(TenantOfGroup(group))
+      .max_consumer_groups.value_or(policy_.max_groups_per_caller);
+}
+
 void EventService::Subscribe(const WatchSpec& spec, store::CallOptions options,
                              store::Callback<bool> done) {
   if (absl::Status status = ValidateWatchSpec(spec); !status.ok()) {
     std::move(done)(status);
     return;
   }
-  log_.ClaimGroup(spec.group, spec.caller, policy_.max_groups_per_caller, options,
+  log_.ClaimGroup(spec.group, spec.caller, MaxGroupsFor(spec.group), options,
                   [this, spec, options,
                    done = std::move(done)](absl::StatusOr<store::GroupClaim> claim) mutable {
                     if (!claim.ok()) return std::move(done)(claim.status());
@@ -93,10 +106,11 @@ absl::Status EventService::RefuseClaim(absl::string_view group, absl::string_vie
     case store::GroupClaim::Result::kOverLimit: {
       const std::string description =
           absl::StrCat("the caller owns ", claim.owned, " consumer groups (max_consumer_groups ",
-                       policy_.max_groups_per_caller, ")");
-      return QuotaError(absl::StrCat("consumer_group \"", group, "\" is new and ", description,
-                                     "; delete one with DeleteConsumerGroup or reuse one"),
-                        "caller/consumer_groups", description, "CONSUMER_GROUP_LIMIT");
+                       MaxGroupsFor(group), ")");
+      return QuotaError(
+          absl::StrCat("consumer_group \"", LocalGroup(group), "\" is new and ", description,
+                       "; delete one with DeleteConsumerGroup or reuse one"),
+          "caller/consumer_groups", description, "CONSUMER_GROUP_LIMIT");
     }
   }
   return absl::InternalError("unknown group claim");
@@ -104,7 +118,7 @@ absl::Status EventService::RefuseClaim(absl::string_view group, absl::string_vie
 
 absl::Status EventService::NotOwner(absl::string_view group) {
   return absl::PermissionDeniedError(
-      absl::StrCat("consumer_group \"", group,
+      absl::StrCat("consumer_group \"", LocalGroup(group),
                    "\" belongs to another caller (a group is its creator's: pick another name)"));
 }
 
@@ -164,7 +178,10 @@ void EventService::Read(const WatchSpec& spec, const ReadPlan& plan, store::Call
           if (!batch.claim_next.empty()) out.claim_next[partition] = std::move(batch.claim_next);
           if (!batch.own_next.empty()) out.own_next[partition] = std::move(batch.own_next);
           for (store::StoredEvent& event : batch.events) {
-            if (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0) {
+            const bool in_tenant =
+                !spec.tenant.has_value() || TenantOfId(event.user_id) == *spec.tenant;
+            if (in_tenant &&
+                (spec.outcomes.empty() || spec.outcomes.count(event.end.outcome) > 0)) {
               out.events.push_back(std::move(event));
             } else {
               filtered[event.partition].push_back(event.stream_id);
@@ -240,7 +257,9 @@ void EventService::DeleteGroup(std::string group, std::string caller, store::Cal
   }
   // Whose groups `caller` may delete: its own, or any (no owners enforced, or an operator).
   std::vector<std::string> owners;
-  if (policy_.enforce_owners && !policy_.operators.contains(caller)) {
+  const bool operator_call =
+      policy_.operators.contains(caller) || (tenants_ != nullptr && tenants_->IsOperator(caller));
+  if (policy_.enforce_owners && !operator_call) {
     owners = OwnerSpellings(caller);
   }
   log_.DropGroup(group, std::move(owners), options,

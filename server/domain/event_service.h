@@ -13,6 +13,7 @@
 #define ORDERHOLD_SERVER_DOMAIN_EVENT_SERVICE_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/domain/tenant.h"
 #include "server/metrics/metrics.h"
 #include "server/store/event_log.h"
 
@@ -62,6 +64,9 @@ struct WatchSpec {
   store::GroupStart start = store::GroupStart::kEarliest;
   // Who watches: its typed identity (group_owner.h), "" without one (the group's owner-to-be).
   std::string caller;
+  // --tenants: only events of this tenant's users are read ("": of users in no tenant; tenant.h);
+  // the others are acked for the group, as filtered outcomes are. Unset: every event.
+  std::optional<std::string> tenant;
 };
 
 // What one read of a watch covers (decided by EventDispatcher::TakeWork).
@@ -94,7 +99,10 @@ struct ReadResult {
 };
 
 // INVALID_ARGUMENT naming `consumer_group` unless 1-64 characters of [A-Za-z0-9_.-] (it becomes a
-// metric label and a Redis group name).
+// metric label and a Redis group name): a group as a caller names it.
+absl::Status ValidateLocalGroup(absl::string_view group);
+// A group as the domain receives it: ValidateLocalGroup's, or a tenant's ("<tenant>:<group>",
+// tenant.h QualifiedGroup, made only by the gRPC layer).
 absl::Status ValidateGroup(absl::string_view group);
 
 class EventService {
@@ -144,7 +152,15 @@ class EventService {
 
   const EventPolicy& policy() const { return policy_; }
 
+  // The tenants file (tenant.h): a tenant's max_consumer_groups replaces
+  // policy.max_groups_per_caller for its groups, and its operators may delete any group as
+  // policy.operators may. `tenants` must outlive this object; set it before the first call.
+  void set_tenants(const TenantTable* tenants) { tenants_ = tenants; }
+
  private:
+  // The groups one owner may have when it claims `group`: its tenant's max_consumer_groups, else
+  // policy.max_groups_per_caller.
+  int MaxGroupsFor(absl::string_view group) const;
   // Why a claim refuses the caller (OK when it does not); see Subscribe.
   absl::Status RefuseClaim(absl::string_view group, absl::string_view caller,
                            const store::GroupClaim& claim) const;
@@ -157,6 +173,7 @@ class EventService {
   store::HoldEventLog& log_;
   const EventPolicy policy_;
   metrics::Metrics& metrics_;
+  const TenantTable* tenants_ = nullptr;
 };
 
 }  // namespace orderhold::domain

@@ -4,6 +4,8 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/common/status_macros.h"
+#include "server/domain/tenant.h"
 
 namespace orderhold::domain {
 namespace {
@@ -78,7 +80,7 @@ absl::Status ValidatePolicy(const HoldPolicy& policy) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateId(absl::string_view field, absl::string_view value) {
+absl::Status ValidateLocalId(absl::string_view field, absl::string_view value) {
   if (value.empty() || value.size() > kMaxIdBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": must be 1-", kMaxIdBytes, " bytes (got ", value.size(), ")"));
@@ -98,6 +100,12 @@ absl::Status ValidateId(absl::string_view field, absl::string_view value) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateId(absl::string_view field, absl::string_view value) {
+  const absl::string_view tenant = TenantOfId(value);
+  if (!tenant.empty()) ORDERHOLD_RETURN_IF_ERROR(ValidateTenantName(field, tenant));
+  return ValidateLocalId(field, LocalId(value));
+}
+
 absl::Status ValidateRequestId(absl::string_view request_id) {
   if (request_id.empty()) return absl::OkStatus();
   if (request_id.size() > kMaxRequestIdBytes) {
@@ -105,7 +113,7 @@ absl::Status ValidateRequestId(absl::string_view request_id) {
                                                    kMaxRequestIdBytes, " bytes (got ",
                                                    request_id.size(), ")"));
   }
-  return ValidateId("request_id", request_id);
+  return ValidateLocalId("request_id", request_id);
 }
 
 absl::Status ValidateScope(absl::string_view scope) {

@@ -74,7 +74,13 @@ size_t Utf8ValidPrefix(absl::string_view s);
 absl::Status ValidatePolicy(const HoldPolicy& policy);
 
 // INVALID_ARGUMENT naming `field` unless `value` is 1-128 bytes of valid UTF-8 without control
-// characters (C0, DEL, C1). Every other character is allowed and stored verbatim.
+// characters (C0, DEL, C1): an id as a caller sends it. Every other character is allowed and
+// stored verbatim.
+absl::Status ValidateLocalId(absl::string_view field, absl::string_view value);
+
+// An id as the domain receives it: ValidateLocalId's, or a tenant's (tenant.h QualifiedId: a
+// tenant name, U+001F, then an id ValidateLocalId accepts). Only the gRPC layer makes the second
+// form (tenant.h QualifyId), after checking what the caller sent with ValidateLocalId.
 absl::Status ValidateId(absl::string_view field, absl::string_view value);
 
 // Labels a request may carry (PlaceHoldRequest.labels): at most kMaxLabels entries, keys of
@@ -89,7 +95,8 @@ inline constexpr size_t kMaxLabelsBytes = 2048;
 // valid UTF-8 without control characters (as ValidateId).
 absl::Status ValidateRequestId(absl::string_view request_id);
 
-// INVALID_ARGUMENT naming `scope` unless it is "" (unscoped) or passes ValidateId.
+// INVALID_ARGUMENT naming `scope` unless it is "" (unscoped) or passes ValidateId (a tenant's
+// scope is qualified as its user_id is).
 absl::Status ValidateScope(absl::string_view scope);
 
 // The labels of a request, as sent (a key sent twice: the last value wins, as in a protobuf map),

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "google/protobuf/util/time_util.h"
 #include "google/rpc/error_details.pb.h"
+#include "server/domain/tenant.h"
 
 namespace orderhold::domain {
 
@@ -74,7 +75,10 @@ const Level& FirstLevel(int violations) {
 
 }  // namespace
 
-absl::Status LimitError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
+absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldResult& r) {
+  // The scope as the caller spelled it (a tenant's is stored qualified: tenant.h).
+  PlaceHoldArgsView a = stored;
+  a.scope = LocalId(stored.scope);
   google::rpc::QuotaFailure quota;
   std::vector<std::string> parts;
   const std::string scope_subject = absl::StrCat("user/scope:", a.scope);
@@ -183,7 +187,8 @@ absl::Status FingerprintError(absl::string_view order_id, const store::HoldDetai
                               const store::HoldDetails& requested) {
   std::string what;
   if (existing.scope != requested.scope) {
-    what = absl::StrCat("scope \"", existing.scope, "\" (this request: \"", requested.scope, "\")");
+    what = absl::StrCat("scope \"", LocalId(existing.scope), "\" (this request: \"",
+                        LocalId(requested.scope), "\")");
   } else if (existing.quantity != requested.quantity) {
     what =
         absl::StrCat("quantity ", existing.quantity, " (this request: ", requested.quantity, ")");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
 #include "server/domain/page_token.h"
+#include "server/domain/tenant.h"
 
 namespace orderhold::domain {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 // INVALID_ARGUMENT naming user_id or order_id.
 absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateId("user_id", user_id));
-  return ValidateId("order_id", order_id);
+  return ValidateLocalId("order_id", order_id);  // orders live under their (qualified) user
 }
 
 }  // namespace
@@ -34,12 +35,20 @@ void HoldService::SetScopeRules(ScopeRules rules) {
 
 ScopeLimits HoldService::RulesFor(absl::string_view scope) const {
   absl::ReaderMutexLock lock(&rules_mu_);
-  return rules_.Resolve(scope);
+  return rules_.Resolve(LocalId(scope));
 }
 
 ScopeRules::Resolved HoldService::ResolvedFor(absl::string_view scope) const {
   absl::ReaderMutexLock lock(&rules_mu_);
-  return rules_.ResolveAll(scope);
+  return rules_.ResolveAll(LocalId(scope));
+}
+
+ScopeLimits HoldService::UserLimitsFor(absl::string_view user_id) const {
+  ScopeLimits limits{policy_.max_holds, policy_.max_units};
+  if (tenants_ == nullptr) return limits;
+  const TenantLimits tenant = tenants_->For(TenantOfId(user_id));
+  return ScopeLimits{tenant.max_holds.value_or(limits.max_holds),
+                     tenant.max_units.value_or(limits.max_units)};
 }
 
 bool HoldService::ReportsUsage(bool asks_more) const {
@@ -53,8 +62,9 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
   store::PlaceHoldArgs args;
   args.ttl = ttl;
   args.max_lifetime = policy_.max_hold_lifetime;
-  args.max_holds = policy_.max_holds;
-  args.max_units = policy_.max_units;
+  const ScopeLimits user_limits = UserLimitsFor(command.user_id);
+  args.max_holds = user_limits.max_holds;
+  args.max_units = user_limits.max_units;
   store::HoldDetails& details = args.details;
   details.quantity = command.quantity == 0 ? 1 : command.quantity;
   if (details.quantity > kMaxUnits) {
@@ -76,7 +86,7 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
     args.totals = rule.totals;
     if (args.totals != ScopeTotals{} && !store_.keeps_scope_index()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "scope \"", command.scope,
+          "scope \"", LocalId(command.scope),
           "\" has a total (total_max_holds/total_max_units), which this server's Redis mode "
           "cannot enforce (Redis Cluster keeps no scope index); the operator must remove it"));
     }
@@ -86,20 +96,20 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
     }
   }
   // A quantity no hold can ever have: refused as malformed rather than as "retry later".
-  if (policy_.max_units > 0 && details.quantity > policy_.max_units) {
+  if (args.max_units > 0 && details.quantity > args.max_units) {
     return absl::InvalidArgumentError(absl::StrCat("quantity: ", details.quantity,
-                                                   " exceeds the user's max_units ",
-                                                   policy_.max_units, "; it can never be granted"));
+                                                   " exceeds the user's max_units ", args.max_units,
+                                                   "; it can never be granted"));
   }
   if (details.scope_limits.max_units > 0 && details.quantity > details.scope_limits.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds max_units ", details.scope_limits.max_units,
-        " of scope \"", command.scope, "\"; it can never be granted"));
+        " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
   if (args.totals.max_units > 0 && details.quantity > args.totals.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds total_max_units ", args.totals.max_units,
-        " of scope \"", command.scope, "\"; it can never be granted"));
+        " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
   details.scope = std::move(command.scope);
   args.user_id = std::move(command.user_id);
@@ -171,7 +181,7 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         reply.now = result->now;
         reply.created = created;
         reply.active_holds = result->active_holds;
-        reply.max_holds = policy_.max_holds;
+        reply.max_holds = static_cast<int>(asked.user_limits.max_holds);
         if (asked.reports_usage) {
           reply.user_usage =
               LevelUsage{result->active_holds, result->user_units, asked.user_limits};
@@ -404,9 +414,9 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
         }
         ListHoldsReply reply;
         reply.now = result->now;
-        reply.max_holds = policy_.max_holds;
-        const LevelUsage user{result->user_holds, result->user_units,
-                              ScopeLimits{policy_.max_holds, policy_.max_units}};
+        const ScopeLimits user_limits = UserLimitsFor(user_id);
+        reply.max_holds = static_cast<int>(user_limits.max_holds);
+        const LevelUsage user{result->user_holds, result->user_units, user_limits};
         if (!scope.empty()) {
           reply.scope_usage = LevelUsage{result->scope_holds, result->scope_units, RulesFor(scope)};
         }

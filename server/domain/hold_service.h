@@ -51,6 +51,7 @@
 #include "server/domain/hold_errors.h"
 #include "server/domain/page_token.h"
 #include "server/domain/scope_limits.h"
+#include "server/domain/tenant.h"
 #include "server/metrics/metrics.h"
 #include "server/store/hold_store.h"
 
@@ -208,7 +209,8 @@ class HoldService {
   // placed keep the limits they were placed under in their details; the new rules apply to the
   // next PlaceHold. Thread-safe: calls in flight use the old or the new rules, whole.
   void SetScopeRules(ScopeRules rules);
-  // The scope limits a PlaceHold of `scope` without limits of its own is checked against now.
+  // The scope limits a PlaceHold of `scope` without limits of its own is checked against now. A
+  // tenant's scope (tenant.h) is looked up as its tenant spells it: rules apply in every tenant.
   ScopeLimits RulesFor(absl::string_view scope) const;
   // The rule's per-user limits and totals for `scope`.
   ScopeRules::Resolved ResolvedFor(absl::string_view scope) const;
@@ -220,6 +222,14 @@ class HoldService {
   bool ReportsUsage(bool asks_more) const;
 
   const HoldPolicy& policy() const { return policy_; }
+
+  // The tenants' own limits (--tenants, tenant.h): a tenant's max_holds and max_units replace
+  // policy's for its users (the tenant of a qualified user_id). `tenants` must outlive this
+  // object; set it before the first call (not thread-safe against calls in flight).
+  void set_tenants(const TenantTable* tenants) { tenants_ = tenants; }
+  // The per-user limits of `user_id` (a stored id): its tenant's, else policy's max_holds and
+  // max_units.
+  ScopeLimits UserLimitsFor(absl::string_view user_id) const;
 
  private:
   void Reject(metrics::RejectReason reason);
@@ -243,6 +253,7 @@ class HoldService {
   ScopeRules rules_ ABSL_GUARDED_BY(rules_mu_);
   // Whether rules_ limits any scope: read on every PlaceHold (ReportsUsage) without the lock.
   std::atomic<bool> has_scope_rules_{false};
+  const TenantTable* tenants_ = nullptr;
 };
 
 // Counts `expired` holds ended as EXPIRED by a script's lazy cleanup

@@ -48,7 +48,7 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".prefix: must not be empty (the default applies to the scopes no rule matches)"));
     }
-    ORDERHOLD_RETURN_IF_ERROR(ValidateId(absl::StrCat(field, ".prefix"), rule.prefix));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateLocalId(absl::StrCat(field, ".prefix"), rule.prefix));
     if (auto [it, inserted] = first_rule.emplace(rule.prefix, i); !inserted) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".prefix: \"", rule.prefix,
                                                      "\" is already the prefix of rules[",

@@ -73,7 +73,7 @@ class ScopeRules {
   // "rules[2].prefix: ...", when:
   //   - a prefix is empty ("" would match every scope: that is what the default is for);
   //   - a prefix is not valid scope text: 1-128 bytes of UTF-8 without control characters
-  //     (ValidateId), since a longer or invalid prefix could never match a scope;
+  //     (ValidateLocalId), since a longer or invalid prefix could never match a scope;
   //   - a prefix appears twice (the message names the earlier rule);
   //   - a max_holds is outside 0-kMaxScopeHolds, a max_units outside 0-kMaxUnits;
   //   - a total_max_holds or total_max_units is outside 0-kMaxScopeTotal.

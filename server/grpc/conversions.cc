@@ -11,6 +11,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "server/common/status_macros.h"
+#include "server/domain/tenant.h"
 
 namespace orderhold::grpc_api {
 namespace {
@@ -156,8 +157,9 @@ absl::StatusOr<domain::WatchSpec> WatchSpecFromProto(internal::WatchHoldEventsRe
   return spec;
 }
 
+// Ids are shown as their caller spells them: a tenant's are stored qualified (domain/tenant.h).
 void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
-  out->set_scope(details.scope);
+  out->set_scope(std::string(domain::LocalId(details.scope)));
   // Always set, 1 included: a consumer that sums quantity (an expiry handler releasing seats)
   // must not read a single-unit hold as 0. The store's quantity is >= 1; max() keeps that true on
   // the wire whatever it reads.
@@ -179,7 +181,7 @@ void DetailsToProto(const store::HoldDetails& details, v1::Hold* out) {
 }
 
 void HoldToProto(const domain::Hold& hold, absl::Time now, v1::Hold* out) {
-  out->set_user_id(hold.user_id);
+  out->set_user_id(std::string(domain::LocalId(hold.user_id)));
   out->set_order_id(hold.order_id);
   TimestampToProto(hold.expire_time, out->mutable_expire_time());
   DurationToProto(hold.expire_time - now, out->mutable_remaining());
@@ -297,7 +299,7 @@ v1::AckHoldEventsResponse AckedToProto(int64_t acked) {
 void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
   out->set_event_id(store::FormatEventId(event.partition, event.stream_id));
   v1::Hold* hold = out->mutable_hold();
-  hold->set_user_id(event.user_id);
+  hold->set_user_id(std::string(domain::LocalId(event.user_id)));
   hold->set_order_id(event.order_id);
   TimestampToProto(event.end.expire_time, hold->mutable_expire_time());
   DetailsToProto(event.details, hold);

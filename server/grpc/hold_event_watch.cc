@@ -34,22 +34,23 @@ void WatchRegistry::EndAll() {
   }
 }
 
-int WatchRegistry::EndDenied(absl::FunctionRef<bool(const AuthzRequest&)> allowed) {
-  // As EndAll: holding mu_ keeps every registered watch alive; authz_ is immutable.
+int WatchRegistry::EndDenied(
+    absl::FunctionRef<absl::Status(const AuthzRequest&, const std::optional<std::string>&)> check) {
+  // As EndAll: holding mu_ keeps every registered watch alive; authz_ and spec_ are immutable.
   absl::MutexLock lock(&mu_);
   int ended = 0;
   for (HoldEventWatch* watch : watches_) {
-    if (!watch->authz().has_value() || allowed(*watch->authz())) continue;
-    watch->End(grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                            absl::StrCat("the authorization policy was reloaded and no longer "
-                                         "allows this caller to call ",
-                                         watch->authz()->path)));
+    if (!watch->authz().has_value()) continue;
+    const absl::Status status = check(*watch->authz(), watch->tenant());
+    if (status.ok()) continue;
+    watch->End(ToGrpcStatus(status));
     ++ended;
   }
   return ended;
 }
 
-absl::Status WatchRegistry::Add(HoldEventWatch* watch, const std::string& caller) {
+absl::Status WatchRegistry::Add(HoldEventWatch* watch, const std::string& caller,
+                                const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   if (closed_) return absl::UnavailableError("server shutting down; reconnect to resume");
   if (static_cast<int>(watches_.size()) >= max_watches_) {
@@ -68,17 +69,31 @@ absl::Status WatchRegistry::Add(HoldEventWatch* watch, const std::string& caller
         absl::StrCat(description, "; close one, or share a watch between consumers of a group"),
         "caller/watches", description, "WATCH_LIMIT");
   }
+  if (const std::optional<int> cap =
+          tenants_ == nullptr ? std::nullopt : tenants_->For(tenant).max_watches;
+      cap.has_value() && per_tenant_[tenant] >= *cap) {
+    const std::string description =
+        absl::StrCat("the caller's tenant has ", per_tenant_[tenant],
+                     " WatchHoldEvents streams open on this server (its max_watches ", *cap, ")");
+    return domain::QuotaError(absl::StrCat(description, "; close one, or retry on another replica"),
+                              "tenant/watches", description, "WATCH_LIMIT");
+  }
   ++per_caller_[caller];
+  if (!tenant.empty()) ++per_tenant_[tenant];
   watches_.insert(watch);
   if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
   return absl::OkStatus();
 }
 
-void WatchRegistry::Remove(HoldEventWatch* watch, const std::string& caller) {
+void WatchRegistry::Remove(HoldEventWatch* watch, const std::string& caller,
+                           const std::string& tenant) {
   absl::MutexLock lock(&mu_);
   if (watches_.erase(watch) > 0) {
     if (auto it = per_caller_.find(caller); it != per_caller_.end() && --it->second <= 0) {
       per_caller_.erase(it);
+    }
+    if (auto it = per_tenant_.find(tenant); it != per_tenant_.end() && --it->second <= 0) {
+      per_tenant_.erase(it);
     }
   }
   if (open_ != nullptr) open_->Set(static_cast<double>(watches_.size()));
@@ -95,7 +110,7 @@ HoldEventWatch::HoldEventWatch(domain::EventService& events, domain::EventDispat
       spec_(std::move(spec)),
       caller_(std::move(caller)),
       authz_(std::move(authz)) {
-  const absl::Status added = registry_.Add(this, caller_);
+  const absl::Status added = registry_.Add(this, caller_, spec_.tenant.value_or(""));
   registered_ = added.ok();
   mu_.Lock();
   if (!registered_) {
@@ -244,7 +259,7 @@ void HoldEventWatch::Unlock(bool op_done) {
 }
 
 void HoldEventWatch::OnDone() {
-  if (registered_) registry_.Remove(this, caller_);
+  if (registered_) registry_.Remove(this, caller_, spec_.tenant.value_or(""));
   mu_.Lock();
   std::shared_ptr<domain::EventDispatcher::Member> member = member_;
   mu_.Unlock();

@@ -38,6 +38,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "server/domain/event_dispatcher.h"
 #include "server/domain/event_service.h"
+#include "server/domain/tenant.h"
 #include "server/grpc/authz_policy.h"
 #include "server/metrics/metrics.h"
 
@@ -56,11 +57,18 @@ class WatchRegistry {
   // Ends every open watch with UNAVAILABLE and refuses new ones (they end at once the same way).
   void EndAll();
 
-  // Ends with PERMISSION_DENIED every open watch that was admitted by an authorization policy
-  // (HoldEventWatch's `authz`) and that `allowed` now refuses: a reloaded policy applies to open
-  // streams too (revocation reaches a watch that is already open). Returns how many
+  // Ends every open watch that was admitted by an authorization policy or under --tenants
+  // (HoldEventWatch's `authz`) and that `check` now refuses (given the call and the watch's
+  // tenant), with the status `check` returns (PERMISSION_DENIED): a reloaded policy or tenants file
+  // applies to open streams too (revocation reaches a watch that is already open). Returns how many
   // it ended.
-  int EndDenied(absl::FunctionRef<bool(const AuthzRequest&)> allowed);
+  int EndDenied(
+      absl::FunctionRef<absl::Status(const AuthzRequest&, const std::optional<std::string>&)>
+          check);
+
+  // --tenants: a tenant's max_watches bounds its watches here (domain/tenant.h). `tenants` must
+  // outlive the registry; set it before the first watch.
+  void set_tenants(const domain::TenantTable* tenants) { tenants_ = tenants; }
 
  private:
   friend class HoldEventWatch;
@@ -68,9 +76,10 @@ class WatchRegistry {
   // RESOURCE_EXHAUSTED naming --max_watches when that many are open (AIP-193: a quota of this
   // server; the client may retry later or on another replica), or naming
   // --max_watches_per_caller (QuotaFailure subject "caller/watches", ErrorInfo WATCH_LIMIT) when
-  // `caller` has that many open.
-  absl::Status Add(HoldEventWatch* watch, const std::string& caller);
-  void Remove(HoldEventWatch* watch, const std::string& caller);
+  // `caller` has that many open, or naming the tenant's max_watches (QuotaFailure subject
+  // "tenant/watches", ErrorInfo WATCH_LIMIT) when `tenant` ("" = none) has that many open.
+  absl::Status Add(HoldEventWatch* watch, const std::string& caller, const std::string& tenant);
+  void Remove(HoldEventWatch* watch, const std::string& caller, const std::string& tenant);
 
   const int max_watches_;
   const int max_per_caller_;
@@ -79,6 +88,8 @@ class WatchRegistry {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::set<HoldEventWatch*> watches_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> per_caller_ ABSL_GUARDED_BY(mu_);  // caller -> open watches
+  std::map<std::string, int> per_tenant_ ABSL_GUARDED_BY(mu_);  // tenant -> open watches
+  const domain::TenantTable* tenants_ = nullptr;
 };
 
 class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -88,7 +99,8 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // passed must outlive the call.
   // `caller` is who the watch counts against in `registry` (CallerKeyOf). `authz`: what the
   // authorization policy matched when it admitted the call (AuthzRequestOf), kept so that a
-  // reloaded policy can check it again (WatchRegistry::EndDenied); unset without a policy.
+  // reloaded policy or tenants file can check it again (WatchRegistry::EndDenied); unset without
+  // either.
   HoldEventWatch(domain::EventService& events, domain::EventDispatcher& dispatcher,
                  metrics::Metrics& metrics, WatchRegistry& registry, domain::WatchSpec spec,
                  std::string caller, std::optional<AuthzRequest> authz = std::nullopt);
@@ -102,6 +114,8 @@ class HoldEventWatch final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // What the policy matched when it admitted the call; unset without a policy. Immutable.
   const std::optional<AuthzRequest>& authz() const { return authz_; }
+  // The tenant the watch reads (domain::WatchSpec::tenant). Immutable.
+  const std::optional<std::string>& tenant() const { return spec_.tenant; }
 
  private:
   ~HoldEventWatch() override = default;

@@ -44,12 +44,27 @@ class UnaryCall {
 
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
   const grpc::CallbackServerContext& context() const { return *context_; }
+  metrics::Metrics& metrics() const { return *metrics_; }
   Method method() const { return method_; }
 
   // The caller's typed identity: as the policy admitted it (Authorizer::Admit: set by ServeUnary
   // for the methods that ActsAsCaller), else PrincipalOf; "" without a client certificate.
   std::string caller() const { return caller_.has_value() ? *caller_ : PrincipalOf(*context_); }
   void set_caller(std::string caller) { caller_ = std::move(caller); }
+
+  // The tenant the call acts in (tenants.h; "" = none), set by ServeUnary under --tenants.
+  void set_tenant(std::string tenant) { tenant_ = std::move(tenant); }
+  // What the caller sent, validated as sent and in the stored form of its tenant (domain/tenant.h):
+  // INVALID_ARGUMENT naming the field.
+  absl::StatusOr<std::string> User(std::string user_id) const {
+    return domain::QualifyId("user_id", tenant_, std::move(user_id));
+  }
+  absl::StatusOr<std::string> Scope(std::string scope) const {
+    return domain::QualifyScope(tenant_, std::move(scope));
+  }
+  absl::StatusOr<std::string> Group(std::string group) const {
+    return domain::QualifyGroup(tenant_, std::move(group));
+  }
 
   // The store call options of this call: its deadline is the store's.
   store::CallOptions options() const {
@@ -93,6 +108,7 @@ class UnaryCall {
   absl::Time deadline_;
   absl::Time start_ = absl::Now();
   std::optional<std::string> caller_;  // set by ServeUnary under a policy
+  std::string tenant_;                 // set by ServeUnary under --tenants
 };
 
 // Whether a request refused before the domain saw it also counts as a rejected hold
@@ -106,13 +122,27 @@ bool ActsAsCaller(Method method) {
   return method == Method::kAckHoldEvents || method == Method::kDeleteConsumerGroup;
 }
 
-// Serves one unary call: asks `authorizer` (null: no --authz_policy), parses `bytes` as `Request`
+// The tenant `context`'s call to `method` acts in (null `tenants`: none), or why it is refused; a
+// PERMISSION_DENIED counted in orderhold_calls_denied_total{method}, as the policy's are.
+absl::StatusOr<std::string> TenantOf(Tenants* tenants, const grpc::ServerContextBase& context,
+                                     Method method, metrics::Metrics& metrics) {
+  if (tenants == nullptr) return std::string();
+  absl::StatusOr<CallTenant> tenant = tenants->Resolve(context);
+  if (!tenant.ok()) {
+    if (absl::IsPermissionDenied(tenant.status())) metrics.calls_denied(method).Increment();
+    return tenant.status();
+  }
+  return std::move(tenant->tenant);
+}
+
+// Serves one unary call: asks `authorizer` (null: no --authz_policy), then `tenants` (null: no
+// --tenants) which tenant it acts in, parses `bytes` as `Request`
 // (a lenient mirror), then `start(request, call)` starts the domain call, which finishes `call`
 // from its callback, and returns OK, or returns why the request is refused. A call that is denied,
 // does not parse or is refused finishes at once with that status. A denied call is not counted
 // as a rejected hold: it never reached the domain.
 template <typename Request, typename Start>
-grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, UnaryCall call,
+grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, Tenants* tenants, UnaryCall call,
                                      const grpc::ByteBuffer& bytes, Start start,
                                      Refusals refusals = Refusals::kNotCounted) {
   if (authorizer != nullptr && ActsAsCaller(call.method())) {
@@ -127,6 +157,15 @@ grpc::ServerUnaryReactor* ServeUnary(Authorizer* authorizer, UnaryCall call,
       call.Finish(denied);
       return call.reactor();
     }
+  }
+  if (tenants != nullptr) {
+    absl::StatusOr<std::string> tenant =
+        TenantOf(tenants, call.context(), call.method(), call.metrics());
+    if (!tenant.ok()) {
+      call.Finish(tenant.status());
+      return call.reactor();
+    }
+    call.set_tenant(*std::move(tenant));
   }
   Request request;
   absl::Status status = ParseFromByteBuffer(bytes, ApiName<Request>(), &request);
@@ -157,16 +196,21 @@ OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::ScopeServ
       dispatcher_(dispatcher),
       metrics_(metrics),
       authorizer_(options.authorizer),
+      tenants_(options.tenants),
       trusted_proxies_(options.trusted_proxies),
-      watches_(options.max_watches, options.max_watches_per_caller, &metrics.watches()) {}
+      watches_(options.max_watches, options.max_watches_per_caller, &metrics.watches()) {
+  if (tenants_ != nullptr) watches_.set_tenants(&tenants_->table());
+}
 
 grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContext* context,
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return ServeUnary<internal::PlaceHoldRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kPlaceHold), *request,
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kPlaceHold), *request,
       [this](internal::PlaceHoldRequest& in, const UnaryCall& call) -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(in));
+        ORDERHOLD_ASSIGN_OR_RETURN(command.user_id, call.User(std::move(command.user_id)));
+        ORDERHOLD_ASSIGN_OR_RETURN(command.scope, call.Scope(std::move(command.scope)));
         holds_.PlaceHold(std::move(command), call.options(), call.Respond(PlaceHoldReplyToProto));
         return absl::OkStatus();
       },
@@ -177,10 +221,11 @@ grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* con
                                                 const grpc::ByteBuffer* request,
                                                 grpc::ByteBuffer* response) {
   return ServeUnary<internal::PayRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kPay), *request,
-      [this](internal::PayRequest& in, const UnaryCall& call) {
-        holds_.Pay(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
-                   call.options(), call.Respond(PayReplyToProto));
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kPay), *request,
+      [this](internal::PayRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        holds_.Pay(std::move(user), std::move(*in.mutable_order_id()), call.options(),
+                   call.Respond(PayReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -189,13 +234,15 @@ grpc::ServerUnaryReactor* OrderHoldService::ListHolds(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return ServeUnary<internal::ListHoldsRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kListHolds), *request,
-      [this](internal::ListHoldsRequest& in, const UnaryCall& call) {
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kListHolds), *request,
+      [this](internal::ListHoldsRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
         domain::ListPage page;
         page.page_size = in.page_size();
         page.page_token = std::move(*in.mutable_page_token());
-        holds_.ListHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
-                         std::move(page), call.options(), call.Respond(ListHoldsReplyToProto));
+        holds_.ListHolds(std::move(user), std::move(scope), std::move(page), call.options(),
+                         call.Respond(ListHoldsReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -204,10 +251,11 @@ grpc::ServerUnaryReactor* OrderHoldService::CancelHold(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
   return ServeUnary<internal::CancelHoldRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kCancelHold), *request,
-      [this](internal::CancelHoldRequest& in, const UnaryCall& call) {
-        holds_.Cancel(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
-                      call.options(), call.Respond(CancelReplyToProto));
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kCancelHold), *request,
+      [this](internal::CancelHoldRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        holds_.Cancel(std::move(user), std::move(*in.mutable_order_id()), call.options(),
+                      call.Respond(CancelReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -216,10 +264,11 @@ grpc::ServerUnaryReactor* OrderHoldService::ExtendHold(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
   return ServeUnary<internal::ExtendHoldRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kExtendHold), *request,
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kExtendHold), *request,
       [this](internal::ExtendHoldRequest& in, const UnaryCall& call) -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(domain::ExtendHoldCommand command,
                                    ExtendHoldCommandFromProto(in));
+        ORDERHOLD_ASSIGN_OR_RETURN(command.user_id, call.User(std::move(command.user_id)));
         holds_.ExtendHold(std::move(command), call.options(), call.Respond(ExtendHoldReplyToProto));
         return absl::OkStatus();
       });
@@ -229,10 +278,11 @@ grpc::ServerUnaryReactor* OrderHoldService::GetHold(grpc::CallbackServerContext*
                                                     const grpc::ByteBuffer* request,
                                                     grpc::ByteBuffer* response) {
   return ServeUnary<internal::GetHoldRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kGetHold), *request,
-      [this](internal::GetHoldRequest& in, const UnaryCall& call) {
-        holds_.GetHold(std::move(*in.mutable_user_id()), std::move(*in.mutable_order_id()),
-                       call.options(), call.Respond(GetHoldReplyToProto));
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kGetHold), *request,
+      [this](internal::GetHoldRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        holds_.GetHold(std::move(user), std::move(*in.mutable_order_id()), call.options(),
+                       call.Respond(GetHoldReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -241,10 +291,12 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseHolds(grpc::CallbackServerCon
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
   return ServeUnary<internal::ReleaseHoldsRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kReleaseHolds), *request,
-      [this](internal::ReleaseHoldsRequest& in, const UnaryCall& call) {
-        holds_.ReleaseHolds(std::move(*in.mutable_user_id()), std::move(*in.mutable_scope()),
-                            call.options(), call.Respond(ReleaseHoldsReplyToProto));
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kReleaseHolds),
+      *request, [this](internal::ReleaseHoldsRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        holds_.ReleaseHolds(std::move(user), std::move(scope), call.options(),
+                            call.Respond(ReleaseHoldsReplyToProto));
         return absl::OkStatus();
       });
 }
@@ -253,9 +305,10 @@ grpc::ServerUnaryReactor* OrderHoldService::GetScopeUsage(grpc::CallbackServerCo
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   return ServeUnary<internal::GetScopeUsageRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kGetScopeUsage), *request,
-      [this](internal::GetScopeUsageRequest& in, const UnaryCall& call) {
-        scopes_.GetScopeUsage(std::move(*in.mutable_scope()), call.options(),
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kGetScopeUsage),
+      *request, [this](internal::GetScopeUsageRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        scopes_.GetScopeUsage(std::move(scope), call.options(),
                               call.Respond(ScopeUsageReplyToProto));
         return absl::OkStatus();
       });
@@ -265,12 +318,13 @@ grpc::ServerUnaryReactor* OrderHoldService::ListScopeHolds(grpc::CallbackServerC
                                                            const grpc::ByteBuffer* request,
                                                            grpc::ByteBuffer* response) {
   return ServeUnary<internal::ListScopeHoldsRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kListScopeHolds), *request,
-      [this](internal::ListScopeHoldsRequest& in, const UnaryCall& call) {
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kListScopeHolds),
+      *request, [this](internal::ListScopeHoldsRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
         domain::ListPage page;
         page.page_size = in.page_size();
         page.page_token = std::move(*in.mutable_page_token());
-        scopes_.ListScopeHolds(std::move(*in.mutable_scope()), std::move(page), call.options(),
+        scopes_.ListScopeHolds(std::move(scope), std::move(page), call.options(),
                                call.Respond(ListScopeHoldsReplyToProto));
         return absl::OkStatus();
       });
@@ -280,9 +334,11 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServ
                                                               const grpc::ByteBuffer* request,
                                                               grpc::ByteBuffer* response) {
   return ServeUnary<internal::ReleaseScopeHoldsRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kReleaseScopeHolds), *request,
-      [this](internal::ReleaseScopeHoldsRequest& in, const UnaryCall& call) {
-        scopes_.ReleaseScopeHolds(std::move(*in.mutable_scope()), call.options(),
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kReleaseScopeHolds),
+      *request,
+      [this](internal::ReleaseScopeHoldsRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        scopes_.ReleaseScopeHolds(std::move(scope), call.options(),
                                   call.Respond(ReleaseScopeHoldsReplyToProto));
         return absl::OkStatus();
       });
@@ -297,11 +353,15 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     } else {
       caller = PrincipalOf(*context);
     }
+    ORDERHOLD_ASSIGN_OR_RETURN(std::string tenant,
+                               TenantOf(tenants_, *context, Method::kWatchHoldEvents, metrics_));
     internal::WatchHoldEventsRequest parsed;
     ORDERHOLD_RETURN_IF_ERROR(
         ParseFromByteBuffer(*request, ApiName<internal::WatchHoldEventsRequest>(), &parsed));
     if (events_ == nullptr || dispatcher_ == nullptr) return NoEventLog();
     ORDERHOLD_ASSIGN_OR_RETURN(domain::WatchSpec watch, WatchSpecFromProto(parsed));
+    ORDERHOLD_ASSIGN_OR_RETURN(watch.group, domain::QualifyGroup(tenant, std::move(watch.group)));
+    if (tenants_ != nullptr) watch.tenant = std::move(tenant);
     watch.caller = std::move(caller);
     return watch;
   }();
@@ -310,30 +370,54 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     return new FailedWatch(ToGrpcStatus(spec.status()));
   }
   std::optional<AuthzRequest> authz;
-  if (authorizer_ != nullptr) authz = AuthzRequestOf(*context, Method::kWatchHoldEvents);
+  if (authorizer_ != nullptr || tenants_ != nullptr) {
+    authz = AuthzRequestOf(*context, Method::kWatchHoldEvents);
+  }
   return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
                             CallerKeyOf(*context, trusted_proxies_), std::move(authz));
 }
 
 void OrderHoldService::RecheckWatches() {
-  if (authorizer_ == nullptr) return;
+  if (authorizer_ == nullptr && tenants_ == nullptr) return;
   const int ended = watches_.EndDenied(
-      [this](const AuthzRequest& request) { return authorizer_->Allows(request); });
+      [this](const AuthzRequest& request, const std::optional<std::string>& tenant) {
+        if (authorizer_ != nullptr && !authorizer_->Allows(request)) {
+          return absl::PermissionDeniedError(
+              absl::StrCat("the authorization policy was reloaded and no longer allows this "
+                           "caller to call ",
+                           request.path));
+        }
+        if (tenants_ != nullptr) {
+          std::vector<std::string> header;
+          for (const auto& [key, value] : request.headers) {
+            if (key == kTenantHeader) header.push_back(value);
+          }
+          const absl::StatusOr<CallTenant> now = tenants_->Resolve(request, header);
+          if (!now.ok() || now->tenant != tenant.value_or("")) {
+            return absl::PermissionDeniedError(
+                "the tenants file was reloaded and this caller no longer acts in the watch's "
+                "tenant");
+          }
+        }
+        return absl::OkStatus();
+      });
   if (ended == 0) return;
   metrics_.calls_denied(Method::kWatchHoldEvents).Increment(ended);
-  LogInfo("authz_policy: ended ", ended,
-          " open WatchHoldEvents streams that the reloaded policy no longer allows");
+  LogInfo("authz: ended ", ended,
+          " open WatchHoldEvents streams that the reloaded policy or tenants no longer allow");
 }
 
 grpc::ServerUnaryReactor* OrderHoldService::AckHoldEvents(grpc::CallbackServerContext* context,
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   return ServeUnary<internal::AckHoldEventsRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kAckHoldEvents), *request,
-      [this](internal::AckHoldEventsRequest& in, const UnaryCall& call) {
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kAckHoldEvents),
+      *request, [this](internal::AckHoldEventsRequest& in, const UnaryCall& call) -> absl::Status {
         if (events_ == nullptr) return NoEventLog();
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string group,
+                                   call.Group(std::move(*in.mutable_consumer_group())));
         std::vector<std::string> ids(in.event_ids().begin(), in.event_ids().end());
-        events_->Ack(std::move(*in.mutable_consumer_group()), call.caller(), ids, call.options(),
+        events_->Ack(std::move(group), call.caller(), ids, call.options(),
                      call.Respond(AckedToProto));
         return absl::OkStatus();
       });
@@ -343,19 +427,21 @@ grpc::ServerUnaryReactor* OrderHoldService::DeleteConsumerGroup(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return ServeUnary<internal::DeleteConsumerGroupRequest>(
-      authorizer_, UnaryCall(metrics_, context, response, Method::kDeleteConsumerGroup), *request,
-      [this](internal::DeleteConsumerGroupRequest& in, const UnaryCall& call) {
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kDeleteConsumerGroup),
+      *request,
+      [this](internal::DeleteConsumerGroupRequest& in, const UnaryCall& call) -> absl::Status {
         if (events_ == nullptr) return NoEventLog();
         std::string group = std::move(*in.mutable_consumer_group());
-        events_->DeleteGroup(
-            group, call.caller(), call.options(), [call, group](absl::StatusOr<bool> existed) {
-              if (!existed.ok()) return call.Finish(existed.status());
-              if (!*existed) {
-                return call.Finish(absl::NotFoundError(
-                    absl::StrCat("consumer_group \"", group, "\" does not exist")));
-              }
-              call.Finish(call.Serialize(v1::DeleteConsumerGroupResponse()));
-            });
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string stored, call.Group(group));
+        events_->DeleteGroup(std::move(stored), call.caller(), call.options(),
+                             [call, group](absl::StatusOr<bool> existed) {
+                               if (!existed.ok()) return call.Finish(existed.status());
+                               if (!*existed) {
+                                 return call.Finish(absl::NotFoundError(absl::StrCat(
+                                     "consumer_group \"", group, "\" does not exist")));
+                               }
+                               call.Finish(call.Serialize(v1::DeleteConsumerGroupResponse()));
+                             });
         return absl::OkStatus();
       });
 }

@@ -18,6 +18,12 @@
 // With an Authorizer (--authz_policy), every call is checked first (authorizer.h): a denied call
 // is PERMISSION_DENIED before its request is even parsed, so it reads and changes nothing.
 //
+// With Tenants (--tenants), every call then finds the tenant it acts in (tenants.h; refused
+// PERMISSION_DENIED as the policy's refusals are), and the ids it sends (user_id, scope,
+// consumer_group) are validated as sent and qualified by that tenant (domain/tenant.h) before the
+// domain sees them; answers and events show them as sent. A watch reads only its tenant's events.
+// Without --tenants, ids are validated the same way and used as sent.
+//
 // The call's deadline is passed down to the store, which answers DEADLINE_EXCEEDED rather than
 // working past it. Thread-safe.
 #ifndef ORDERHOLD_SERVER_GRPC_ORDERHOLD_SERVICE_H_
@@ -29,6 +35,7 @@
 #include "server/domain/scope_service.h"
 #include "server/grpc/authorizer.h"
 #include "server/grpc/hold_event_watch.h"
+#include "server/grpc/tenants.h"
 #include "server/metrics/metrics.h"
 
 namespace orderhold::grpc_api {
@@ -62,6 +69,8 @@ struct ServiceOptions {
   Authorizer* authorizer = nullptr;
   // --trusted_proxies: CallerKeyOf's.
   TrustedProxies trusted_proxies;
+  // --tenants, or null: every caller acts in no tenant, as before tenants existed.
+  Tenants* tenants = nullptr;
 };
 
 class OrderHoldService final : public RawOrderHoldService {
@@ -76,10 +85,11 @@ class OrderHoldService final : public RawOrderHoldService {
   // Ends every open WatchHoldEvents stream with UNAVAILABLE and refuses new ones (shutdown).
   void EndWatches() { watches_.EndAll(); }
 
-  // Checks every open WatchHoldEvents stream against the authorizer's policy in force and ends
-  // those it now refuses with PERMISSION_DENIED, each counted in
-  // orderhold_calls_denied_total{method="WatchHoldEvents"}; what Authorizer's change listener
-  // runs after a reload. Nothing without an authorizer. Thread-safe.
+  // Checks every open WatchHoldEvents stream against the authorizer's policy and the tenants in
+  // force and ends those they now refuse (a caller no longer allowed, or no longer in the watch's
+  // tenant) with PERMISSION_DENIED, each counted in
+  // orderhold_calls_denied_total{method="WatchHoldEvents"}; what the change listeners of
+  // Authorizer and Tenants run after a reload. Nothing without either. Thread-safe.
   void RecheckWatches();
 
   // Request: orderhold.v1.PlaceHoldRequest bytes; response: orderhold.v1.PlaceHoldResponse bytes.
@@ -142,6 +152,7 @@ class OrderHoldService final : public RawOrderHoldService {
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;
   Authorizer* const authorizer_;
+  Tenants* const tenants_;
   const TrustedProxies trusted_proxies_;
   WatchRegistry watches_;
 };

@@ -171,9 +171,13 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "Reads of a changed --authz_policy file, by result (failure: the previous "
                    "policy stays in force).",
                    kReloadResultNames, authz_policy_reloads_, "result");
+  CountersByReason(registry, "orderhold_tenants_reloads_total",
+                   "Reads of a changed --tenants file, by result (failure: the previous tenants "
+                   "stay in force).",
+                   kReloadResultNames, tenants_reloads_, "result");
   CountersByReason(registry, "orderhold_calls_denied_total",
-                   "Calls refused PERMISSION_DENIED by the --authz_policy or by a consumer "
-                   "group's owner, by method.",
+                   "Calls refused PERMISSION_DENIED by the --authz_policy, by --tenants or by a "
+                   "consumer group's owner, by method.",
                    kMethodNames, calls_denied_, "method");
   CountersByReason(registry, "orderhold_hold_extensions_total",
                    "ExtendHold calls that found the hold, by result: extended, capped (moved up "

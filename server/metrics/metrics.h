@@ -97,8 +97,12 @@ class Metrics {
   // orderhold_authz_policy_reloads_total{result="success"|"failure"}: reads of a changed
   // --authz_policy file; on failure the previous policy stays in force.
   prometheus::Counter& authz_policy_reloads(bool ok) { return *authz_policy_reloads_[ok ? 0 : 1]; }
-  // orderhold_calls_denied_total{method}: calls refused PERMISSION_DENIED by the --authz_policy
-  // or by a consumer group's owner (every method is exported from the start, at 0).
+  // orderhold_tenants_reloads_total{result="success"|"failure"}: reads of a changed --tenants
+  // file; on failure the previous tenants stay in force.
+  prometheus::Counter& tenants_reloads(bool ok) { return *tenants_reloads_[ok ? 0 : 1]; }
+  // orderhold_calls_denied_total{method}: calls refused PERMISSION_DENIED by the --authz_policy,
+  // by --tenants (a caller in no tenant, or outside its own) or by a consumer group's owner (every
+  // method is exported from the start, at 0).
   prometheus::Counter& calls_denied(Method method) {
     return *calls_denied_[static_cast<int>(method)];
   }
@@ -206,6 +210,7 @@ class Metrics {
  private:
   prometheus::Counter& limits_reload_errors_;
   std::array<prometheus::Counter*, 2> authz_policy_reloads_{};
+  std::array<prometheus::Counter*, 2> tenants_reloads_{};
   std::array<prometheus::Counter*, kMethodCount> calls_denied_{};
   prometheus::Gauge& redis_replicas_not_waited_for_;
   prometheus::Counter& holds_placed_;

@@ -193,7 +193,7 @@ class ClusterE2eTest : public ::testing::Test {
   void StartApp(const Config& config) {
     ASSERT_OK_AND_ASSIGN(app_, App::Start(config, registry_));
     client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
-                                               client::ClientOptions{kCallTimeout});
+                                               client::ClientOptions{kCallTimeout, ""});
     for (int user = 0; user < kUsers; ++user) {
       user_slots_.push_back(
           redis::HashSlot(app_->redis_store()->keys().HoldsBucketKey(UserId(user))));

@@ -165,7 +165,7 @@ TEST(ClusterReshardE2eTest, ReshardUnderLoadWithReaperLosesNoHoldAndEndsEachOnce
   for (int i = 0; i < 2; ++i) {
     ASSERT_OK_AND_ASSIGN(apps[i], App::Start(config, registries[i]));
     clients[i] = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", apps[i]->grpc_port()),
-                                                  client::ClientOptions{absl::Seconds(10)});
+                                                  client::ClientOptions{absl::Seconds(10), ""});
   }
   ASSERT_TRUE(Eventually([&] { return clients[0]->PlaceHold("warm", "up", absl::Seconds(1)).ok(); },
                          absl::Seconds(10)));

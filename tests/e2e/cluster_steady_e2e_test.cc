@@ -64,7 +64,7 @@ TEST(ClusterSteadyE2eTest, OneReplicaAsSeedFindsEveryPrimaryAndServesWithoutRedi
   prometheus::Registry registry;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<App> app, App::Start(config, registry));
   auto client = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app->grpc_port()),
-                                                 client::ClientOptions{absl::Seconds(10)});
+                                                 client::ClientOptions{absl::Seconds(10), ""});
   ASSERT_TRUE(Eventually([&] { return Health(app->grpc_port()) == HealthCheckResponse::SERVING; }));
 
   // Users in every partition; the partitions' slots are on all three primaries.

@@ -105,7 +105,7 @@ class GrpcTlsE2eTest : public ::testing::Test {
   // One PlaceHold on a new connection with `tls`; its status.
   absl::Status Place(const client::TlsOptions& tls, const std::string& order) {
     client::OrderHoldClient client(orderhold::v1::OrderHold::NewStub(Channel(tls)),
-                                   client::ClientOptions{absl::Seconds(2)});
+                                   client::ClientOptions{absl::Seconds(2), ""});
     return client.PlaceHold("alice", order).status();
   }
 
@@ -129,7 +129,7 @@ TEST_F(GrpcTlsE2eTest, TlsPortRefusesPlaintextAndServesClientsThatTrustItsCa) {
       [&] { return testing::Health(Channel(trusting)) == HealthCheckResponse::SERVING; }));
   EXPECT_THAT(Place(trusting, "tls-1"), IsOk());
   client::OrderHoldClient client(orderhold::v1::OrderHold::NewStub(Channel(trusting)),
-                                 client::ClientOptions{absl::Seconds(2)});
+                                 client::ClientOptions{absl::Seconds(2), ""});
   auto listed = client.ListHolds("alice");
   ASSERT_THAT(listed, IsOk());
   ASSERT_EQ(listed->holds_size(), 1);
@@ -160,7 +160,7 @@ TEST_F(GrpcTlsE2eTest, MutualTlsWantsAClientCertificateSignedByTheClientCa) {
       Eventually([&] { return testing::Health(Channel(known)) == HealthCheckResponse::SERVING; }));
   EXPECT_THAT(Place(known, "known-1"), IsOk());
   client::OrderHoldClient client(orderhold::v1::OrderHold::NewStub(Channel(known)),
-                                 client::ClientOptions{absl::Seconds(2)});
+                                 client::ClientOptions{absl::Seconds(2), ""});
   auto listed = client.ListHolds("alice");  // the refused ones never reached the service
   ASSERT_THAT(listed, IsOk());
   ASSERT_EQ(listed->holds_size(), 1);
@@ -195,7 +195,7 @@ TEST_F(GrpcTlsE2eTest, RotatedCertificateIsServedToNewConnectionsWithoutRestart)
   EXPECT_THAT(Place(new_ca, "before-2"), StatusIs(kUnavailable));
   // A connection opened before the rotation keeps working on its handshake.
   client::OrderHoldClient kept(orderhold::v1::OrderHold::NewStub(Channel(old_ca)),
-                               client::ClientOptions{absl::Seconds(2)});
+                               client::ClientOptions{absl::Seconds(2), ""});
   EXPECT_THAT(kept.ListHolds("alice"), IsOk());
 
   publish(*other_, "v2");

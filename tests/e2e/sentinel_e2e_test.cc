@@ -150,7 +150,7 @@ class SentinelE2eTest : public ::testing::Test {
   void StartApp(const Config& config) {
     ASSERT_OK_AND_ASSIGN(app_, App::Start(config, registry_));
     client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
-                                               client::ClientOptions{kCallTimeout});
+                                               client::ClientOptions{kCallTimeout, ""});
   }
 
   grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
@@ -384,7 +384,7 @@ TEST_F(SentinelE2eTest, StartsNotServingWithoutSentinelsAndServesOnceTheyAreBack
   prometheus::Registry registry;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<App> app, App::Start(wrong, registry));
   auto client = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app->grpc_port()),
-                                                 client::ClientOptions{kCallTimeout});
+                                                 client::ClientOptions{kCallTimeout, ""});
   EXPECT_TRUE(Eventually([&] {
     absl::Status status = client->PlaceHold("alice", "o2").status();
     return absl::IsUnavailable(status) &&
@@ -420,7 +420,7 @@ TEST_F(SentinelE2eTest, AWaitBelowTheReplicaCountIsLoggedAndCountedAndAllWaitsFo
   Config all = SentinelConfig(kWaitAllReplicas);
   ASSERT_OK_AND_ASSIGN(app_, App::Start(all, all_registry));
   client_ = client::OrderHoldClient::Connect(absl::StrCat("127.0.0.1:", app_->grpc_port()),
-                                             client::ClientOptions{kCallTimeout});
+                                             client::ClientOptions{kCallTimeout, ""});
   // Eventually: a replica of the just-started group may still be syncing (WAIT then fails
   // "not yet replicated", as under the sanitizers in CI).
   ASSERT_TRUE(Eventually([&] { return client_->PlaceHold("u2", "o1").ok(); }, absl::Seconds(10)));

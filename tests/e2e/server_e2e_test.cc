@@ -86,7 +86,8 @@ class ServerE2eTest : public ::testing::Test {
   static std::string Target(const App& app) { return absl::StrCat("127.0.0.1:", app.grpc_port()); }
 
   std::unique_ptr<client::OrderHoldClient> ClientFor(const App& app) {
-    return client::OrderHoldClient::Connect(Target(app), client::ClientOptions{absl::Seconds(2)});
+    return client::OrderHoldClient::Connect(Target(app),
+                                            client::ClientOptions{absl::Seconds(2), ""});
   }
 
   static HealthCheckResponse::ServingStatus Health(const App& app, const std::string& service) {
@@ -302,7 +303,8 @@ TEST_F(ServerE2eTest, RedisDownIsUnavailableAndNotServingThenRecovers) {
   // milliseconds; a client deadline far above it and a bound at half of it keep the check
   // meaningful without failing when a loaded machine stalls a while.
   constexpr absl::Duration kDeadline = absl::Seconds(10);
-  auto patient = client::OrderHoldClient::Connect(Target(*app_), client::ClientOptions{kDeadline});
+  auto patient =
+      client::OrderHoldClient::Connect(Target(*app_), client::ClientOptions{kDeadline, ""});
   const absl::Time start = absl::Now();
   EXPECT_THAT(patient->PlaceHold("alice", "o2"), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_LT(absl::Now() - start, kDeadline / 2);

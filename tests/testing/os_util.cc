@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +35,10 @@ std::string Tail(const std::string& s) {
 }  // namespace
 
 absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_view apt_package) {
+  if (absl::StrContains(name, '/')) {  // a path, not a name to look up
+    if (::access(std::string(name).c_str(), X_OK) == 0) return std::string(name);
+    return absl::NotFoundError(absl::StrCat(name, ": no such executable"));
+  }
   if (const char* path = std::getenv("PATH"); path != nullptr) {
     for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
       std::string candidate = absl::StrCat(dir, "/", name);

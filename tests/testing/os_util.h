@@ -13,8 +13,9 @@
 
 namespace orderhold::testing {
 
-// The absolute path of the executable `name`: the first directory of $PATH that has it, else
-// /usr/bin/<name>. NOT_FOUND naming the Debian package to install (`apt_package`) otherwise.
+// The absolute path of the executable `name` (a path, holding a /, as it is): the first directory
+// of $PATH that has it, else /usr/bin/<name>. NOT_FOUND naming the Debian package to install
+// (`apt_package`) otherwise.
 // Thread-safe.
 absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_view apt_package);
 

@@ -39,6 +39,15 @@ MATCHER_P2(StatusIs, code, message_matcher, "has code " + absl::StatusCodeToStri
          ::testing::Matches(message_matcher)(std::string(status.message()));
 }
 
+// A StatusOr that is OK and whose value matches `matcher` (a value or a matcher).
+MATCHER_P(IsOkAndHolds, matcher, "is OK and holds a matching value") {
+  if (!arg.ok()) {
+    *result_listener << "whose status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(matcher, *arg, result_listener);
+}
+
 // ASSERT_OK_AND_ASSIGN(auto x, StatusOrExpr);
 #define ASSERT_OK_AND_ASSIGN(lhs, expr) \
   ASSERT_OK_AND_ASSIGN_IMPL_(ORDERHOLD_CONCAT_(status_or_, __LINE__), lhs, expr)

@@ -43,6 +43,10 @@ ABSL_DECLARE_FLAG(std::string, redis_mode);
 ABSL_DECLARE_FLAG(std::string, redis_sentinel_master);
 ABSL_DECLARE_FLAG(std::string, authz_policy);
 ABSL_DECLARE_FLAG(std::optional<bool>, reflection);
+ABSL_DECLARE_FLAG(std::string, tenants);
+ABSL_DECLARE_FLAG(std::string, tls_cert_file);
+ABSL_DECLARE_FLAG(std::string, tls_key_file);
+ABSL_DECLARE_FLAG(std::string, tls_client_ca_file);
 
 namespace orderhold {
 namespace {
@@ -312,7 +316,8 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
   ASSERT_THAT(config, IsOk());
   EXPECT_EQ(DescribeConfig(*config),
             "grpc_address=0.0.0.0:50051 metrics_address=0.0.0.0:9464 health_address= "
-            "authz_policy= authz_policy_refresh_interval=10s reflection=true tls_cert_file= "
+            "authz_policy= authz_policy_refresh_interval=10s tenants= tenants_refresh_interval=10s "
+            "reflection=true tls_cert_file= "
             "tls_key_file= tls_client_ca_file= tls_refresh_interval=1m "
             "grpc_max_concurrent_streams=1000 grpc_max_receive_message_size=1048576 "
             "grpc_memory_quota=268435456 "
@@ -408,6 +413,19 @@ const std::vector<Sample>& Samples() {
        {"reflection=false"}},  // reflection is never on under a policy
       {"authz_policy_refresh_interval", "3s", "authz_policy_refresh_interval=3s",
        [](const Config& c) { return c.authz.refresh_interval == absl::Seconds(3); }},
+      {"tenants",
+       ORDERHOLD_DEPLOY_DIR "/tenants.example.json",
+       "tenants=" ORDERHOLD_DEPLOY_DIR "/tenants.example.json",
+       [](const Config& c) {
+         return c.tenants.file == ORDERHOLD_DEPLOY_DIR "/tenants.example.json" &&
+                c.tenants.loaded.has_value() && c.tenants.loaded->tenants.size() == 2;
+       },
+       {"tls_cert_file=/tls/c.pem", "tls_key_file=/tls/k.pem", "tls_client_ca_file=/tls/ca.pem"},
+       {{"tls_cert_file", "/tls/c.pem"},
+        {"tls_key_file", "/tls/k.pem"},
+        {"tls_client_ca_file", "/tls/ca.pem"}}},
+      {"tenants_refresh_interval", "4s", "tenants_refresh_interval=4s",
+       [](const Config& c) { return c.tenants.refresh_interval == absl::Seconds(4); }},
       {"tls_cert_file",
        "/tls/c.pem",
        "tls_cert_file=/tls/c.pem",
@@ -666,6 +684,21 @@ TEST(ConfigTest, ReflectionFollowsThePolicyUnlessGiven) {
   config = ConfigFromFlags();
   ASSERT_THAT(config, IsOk());
   EXPECT_FALSE(config->reflection);
+}
+
+TEST(ConfigTest, TenantsNeedVerifiedClientCertificatesAndABadFileStopsTheStart) {
+  absl::FlagSaver restore_flags;
+  absl::SetFlag(&FLAGS_tenants, ORDERHOLD_DEPLOY_DIR "/tenants.example.json");
+  EXPECT_THAT(ConfigFromFlags(),
+              StatusIs(kInvalid, HasSubstr("tenants: needs --tls_client_ca_file")));
+  absl::SetFlag(&FLAGS_tls_cert_file, "/tls/c.pem");
+  absl::SetFlag(&FLAGS_tls_key_file, "/tls/k.pem");
+  absl::SetFlag(&FLAGS_tls_client_ca_file, "/tls/ca.pem");
+  EXPECT_THAT(ConfigFromFlags(), IsOk());
+  absl::SetFlag(&FLAGS_tenants, ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("nested deeper than 4")));
+  absl::SetFlag(&FLAGS_tenants, ORDERHOLD_DEPLOY_DIR "/limits.example.json");
+  EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("unknown field")));
 }
 
 // What a deployment is warned about at start (App::TrustWarnings): each weak spot once, none for

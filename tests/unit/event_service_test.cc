@@ -42,8 +42,9 @@ class EventServiceTest : public ::testing::Test {
 TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
   auto subscribe = [&](const std::string& group, const std::string& consumer) {
     return Await<bool>([&](auto done) {
-      service_.Subscribe(WatchSpec{group, consumer, {}, store::GroupStart::kEarliest, ""}, {},
-                         std::move(done));
+      service_.Subscribe(
+          WatchSpec{group, consumer, {}, store::GroupStart::kEarliest, "", std::nullopt}, {},
+          std::move(done));
     });
   };
   EXPECT_THAT(subscribe("billing", "worker-1"), IsOk());
@@ -54,7 +55,7 @@ TEST_F(EventServiceTest, SubscribeValidatesGroupAndConsumer) {
 }
 
 TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadAgain) {
-  const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest, ""};
+  const WatchSpec spec{"billing", "worker-1", {}, store::GroupStart::kEarliest, "", std::nullopt};
   const int budget = EventPolicy{}.max_events_per_read;
   // Partition 1 has at least its share waiting, partition 3 less.
   log_.SetEventsPerRead(1, budget / 2, store::HoldOutcome::kPaid);
@@ -94,12 +95,27 @@ TEST_F(EventServiceTest, ReadSharesTheBudgetClaimsWherePlannedAndSaysWhatToReadA
 
 TEST_F(EventServiceTest, ReadAcksWhatTheOutcomeFilterDrops) {
   const WatchSpec spec{
-      "billing", "worker-1", {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest, ""};
+      "billing", "worker-1",  {store::HoldOutcome::kExpired}, store::GroupStart::kEarliest,
+      "",        std::nullopt};
   log_.SetEventsPerRead(2, 2, store::HoldOutcome::kPaid);
   ReadResult result = Read(spec, ReadPlan{{2}, {}, {}, {}});
   ASSERT_THAT(result.status, IsOk());
   EXPECT_THAT(result.events, ::testing::IsEmpty());
   EXPECT_THAT(log_.acks(), ElementsAre(Pair(2, ElementsAre("0-0", "0-1"))));
+}
+
+TEST_F(EventServiceTest, AWatchOfATenantReadsOnlyItsTenantsEventsAndAcksTheOthers) {
+  // The recorded log's events are of users in no tenant.
+  const WatchSpec acme{"acme:billing", "worker-1", {}, store::GroupStart::kEarliest, "", "acme"};
+  log_.SetEventsPerRead(2, 2, store::HoldOutcome::kPaid);
+  ReadResult result = Read(acme, ReadPlan{{2}, {}, {}, {}});
+  ASSERT_THAT(result.status, IsOk());
+  EXPECT_THAT(result.events, ::testing::IsEmpty());
+  EXPECT_THAT(log_.acks(), ElementsAre(Pair(2, ElementsAre("0-0", "0-1"))));
+  // A watch of no tenant (an operator without orderhold-tenant) reads them.
+  const WatchSpec none{"billing", "worker-1", {}, store::GroupStart::kEarliest, "", ""};
+  result = Read(none, ReadPlan{{2}, {}, {}, {}});
+  EXPECT_EQ(result.events.size(), 2u);
 }
 
 TEST_F(EventServiceTest, AckSplitsIdsByPartitionAndBoundsTheirNumber) {
@@ -123,8 +139,9 @@ class EventServiceGroupsTest : public ::testing::Test {
  protected:
   absl::Status Subscribe(const std::string& group, const std::string& caller) {
     return Await<bool>([&](auto done) {
-             service_.Subscribe(WatchSpec{group, "c", {}, store::GroupStart::kEarliest, caller}, {},
-                                std::move(done));
+             service_.Subscribe(
+                 WatchSpec{group, "c", {}, store::GroupStart::kEarliest, caller, std::nullopt}, {},
+                 std::move(done));
            })
         .status();
   }
@@ -228,8 +245,9 @@ TEST_F(EventServiceGroupsTest, WithoutEnforcementOwnersAreRecordedButNotChecked)
   EventService service(log_, open, metrics_);
   auto subscribe = [&](const std::string& caller) {
     return Await<bool>([&](auto done) {
-      service.Subscribe(WatchSpec{"shared", "c", {}, store::GroupStart::kEarliest, caller}, {},
-                        std::move(done));
+      service.Subscribe(
+          WatchSpec{"shared", "c", {}, store::GroupStart::kEarliest, caller, std::nullopt}, {},
+          std::move(done));
     });
   };
   EXPECT_THAT(subscribe("a"), IsOk());

@@ -37,7 +37,7 @@ local stream, cutoff, bound, keep = KEYS[1], tonumber(A.cutoff), tonumber(A.boun
 local LENGTH_STEP = 10000
 local consumer_idle = tonumber(A.consumer_idle)
 -- The orphan consumer: "\1" is a control character, which no consumer name a caller gives has
--- (domain::ValidateId refuses them).
+-- (domain::ValidateLocalId refuses them).
 local ORPHANS, IDLE_STEP = '\1orphans', 1000
 local groups = {}
 for _, info in ipairs(redis.call('XINFO', 'GROUPS', stream)) do

@@ -1,0 +1,418 @@
+// Tenants through the real orderhold-server binary, two replicas on one Redis: mutual TLS, the
+// example tenants file deploy/tenants.example.json (--tenants; acme with max_holds 4, beta with
+// the server's defaults, one operator) and client certificates made by openssl with the file's
+// SPIFFE IDs (testing::TlsCerts::IssueClient). One tenant's caller, spelling the other tenant's
+// ids, finds nothing and changes nothing by any rpc; herds and totals are exact per tenant; a
+// watch sees only its tenant's events, with the ids its tenant sent; a caller in no tenant is
+// refused, and an operator acts in the tenant its orderhold-tenant header names.
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "client/channel.h"
+#include "gmock/gmock.h"
+#include "grpcpp/client_context.h"
+#include "gtest/gtest.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/os_util.h"
+#include "tests/testing/redis_server.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tls_certs.h"
+
+namespace orderhold {
+namespace {
+
+using ::orderhold::testing::Eventually;
+using orderhold::v1::OrderHold;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr char kSpiffe[] = "spiffe://orderhold.example/";
+
+class TenantsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(redis_, testing::RedisServer::Start());
+    ASSERT_OK_AND_ASSIGN(dir_, testing::MakeTempDir("tenants-e2e"));
+    ASSERT_OK_AND_ASSIGN(certs_, testing::TlsCerts::Create(dir_ + "/certs"));
+    for (const char* who : {"acme-storefront", "beta-storefront", "operator", "stranger"}) {
+      ASSERT_THAT(certs_->IssueClient(who, absl::StrCat(kSpiffe, who)), testing::IsOk());
+    }
+    tenants_ = dir_ + "/tenants.json";
+    std::filesystem::copy_file(ORDERHOLD_DEPLOY_DIR "/tenants.example.json", tenants_);
+    // A total per event, so that the herd of totals runs too: it applies in every tenant to the
+    // scope as that tenant spells it.
+    const std::string limits = dir_ + "/limits.yaml";
+    std::ofstream(limits) << "rules:\n  - prefix: \"event:\"\n    total_max_holds: 5\n";
+    for (testing::ServerProcess* server : {&a_, &b_}) {
+      server->Start({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                     absl::StrCat("--redis_url=", redis_->url()),
+                     absl::StrCat("--tls_cert_file=", certs_->server_cert()),
+                     absl::StrCat("--tls_key_file=", certs_->server_key()),
+                     absl::StrCat("--tls_client_ca_file=", certs_->ca_cert()),
+                     absl::StrCat("--tenants=", tenants_), "--tenants_refresh_interval=1s",
+                     absl::StrCat("--scope_limits=", limits), "--event_ack_timeout=200ms"});
+      ASSERT_TRUE(server->WaitServing()) << server->log();
+    }
+  }
+
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+
+  std::unique_ptr<OrderHold::Stub> StubFor(const std::string& who,
+                                           const testing::ServerProcess& server) {
+    client::TlsOptions tls;
+    tls.ca_file = certs_->ca_cert();
+    tls.cert_file = certs_->cert(who);
+    tls.key_file = certs_->key(who);
+    tls.server_name = "localhost";
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server.grpc_port()), tls, args);
+    EXPECT_TRUE(channel.ok()) << channel.status();
+    return OrderHold::NewStub(channel.value_or(nullptr));
+  }
+  std::unique_ptr<OrderHold::Stub> StubFor(const std::string& who) { return StubFor(who, a_); }
+
+  // A context with a deadline and, when `tenant` is given, the orderhold-tenant header.
+  static void Prepare(grpc::ClientContext& context, const std::string& tenant = "") {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    if (!tenant.empty()) context.AddMetadata("orderhold-tenant", tenant);
+  }
+
+  static grpc::Status Place(OrderHold::Stub& stub, const std::string& user,
+                            const std::string& order, const std::string& scope = "",
+                            const std::string& tenant = "") {
+    grpc::ClientContext context;
+    Prepare(context, tenant);
+    v1::PlaceHoldRequest request;
+    request.set_user_id(user);
+    request.set_order_id(order);
+    request.set_scope(scope);
+    v1::PlaceHoldResponse response;
+    return stub.PlaceHold(&context, request, &response);
+  }
+
+  static absl::StatusOr<v1::GetHoldResponse> Get(OrderHold::Stub& stub, const std::string& user,
+                                                 const std::string& order,
+                                                 const std::string& tenant = "") {
+    grpc::ClientContext context;
+    Prepare(context, tenant);
+    v1::GetHoldRequest request;
+    request.set_user_id(user);
+    request.set_order_id(order);
+    v1::GetHoldResponse response;
+    const grpc::Status status = stub.GetHold(&context, request, &response);
+    if (!status.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          status.error_message());
+    }
+    return response;
+  }
+
+  // Every key of the data set and a digest of its value, the reaper's bookkeeping left out.
+  std::string Snapshot() {
+    absl::StatusOr<std::string> digest = redis_->Command(
+        {"EVAL",
+         "local t = {} "
+         "for _, k in ipairs(redis.call('KEYS', '*')) do "
+         "  if not (string.find(k, 'reaper', 1, true) or string.find(k, 'lease', 1, true)) "
+         "  then t[#t + 1] = k .. '=' .. redis.sha1hex(redis.call('DUMP', k)) end "
+         "end "
+         "table.sort(t) return table.concat(t, ' ')",
+         "0"});
+    EXPECT_TRUE(digest.ok()) << digest.status();
+    return digest.value_or("");
+  }
+
+  double Metric(const testing::ServerProcess& server, const std::string& series) {
+    absl::StatusOr<std::string> metrics = testing::RunProgram(
+        {"curl", "-s", absl::StrCat("http://127.0.0.1:", server.metrics_port(), "/metrics")});
+    if (!metrics.ok()) return -1;
+    const std::string prefix = absl::StrCat(series, " ");
+    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
+      if (absl::ConsumePrefix(&line, prefix)) return std::stod(std::string(line));
+    }
+    return -1;
+  }
+
+  std::unique_ptr<testing::RedisServer> redis_;
+  std::string dir_;
+  std::optional<testing::TlsCerts> certs_;
+  std::string tenants_;
+  testing::ServerProcess a_{ORDERHOLD_SERVER_BINARY};
+  testing::ServerProcess b_{ORDERHOLD_SERVER_BINARY};
+};
+
+TEST_F(TenantsE2eTest, EveryRpcOfOneTenantAgainstTheOthersIdsFindsNothingAndChangesNothing) {
+  auto acme = StubFor("acme-storefront");
+  auto beta = StubFor("beta-storefront", b_);
+  ASSERT_TRUE(Place(*acme, "u1", "o1", "event:E1").ok());
+  ASSERT_TRUE(Place(*acme, "u1", "o2").ok());
+  {  // acme's group "billing" exists, with the ends of acme's holds to come
+    grpc::ClientContext context;
+    Prepare(context);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("billing");
+    request.set_consumer("c1");
+    auto reader = acme->WatchHoldEvents(&context, request);
+    v1::HoldEvent event;
+    while (reader->Read(&event)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  const std::string before = Snapshot();
+
+  // beta spells acme's ids: each rpc answers as for ids nobody used.
+  EXPECT_THAT(Get(*beta, "u1", "o1"), testing::StatusIs(absl::StatusCode::kNotFound));
+  auto expect_code = [&](grpc::StatusCode code, auto&& call) {
+    grpc::ClientContext context;
+    Prepare(context);
+    EXPECT_EQ(call(context).error_code(), code);
+  };
+  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
+    v1::PayRequest r;
+    r.set_user_id("u1");
+    r.set_order_id("o1");
+    v1::PayResponse out;
+    return beta->Pay(&c, r, &out);
+  });
+  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
+    v1::CancelHoldRequest r;
+    r.set_user_id("u1");
+    r.set_order_id("o1");
+    v1::CancelHoldResponse out;
+    return beta->CancelHold(&c, r, &out);
+  });
+  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
+    v1::ExtendHoldRequest r;
+    r.set_user_id("u1");
+    r.set_order_id("o1");
+    v1::ExtendHoldResponse out;
+    return beta->ExtendHold(&c, r, &out);
+  });
+  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
+    v1::DeleteConsumerGroupRequest r;
+    r.set_consumer_group("billing");
+    v1::DeleteConsumerGroupResponse out;
+    return beta->DeleteConsumerGroup(&c, r, &out);
+  });
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::ListHoldsRequest r;
+    r.set_user_id("u1");
+    v1::ListHoldsResponse out;
+    ASSERT_TRUE(beta->ListHolds(&c, r, &out).ok());
+    EXPECT_THAT(out.holds(), IsEmpty());
+  }
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::GetScopeUsageRequest r;
+    r.set_scope("event:E1");
+    v1::GetScopeUsageResponse out;
+    ASSERT_TRUE(beta->GetScopeUsage(&c, r, &out).ok());
+    EXPECT_EQ(out.usage().holds(), 0u);
+  }
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::ListScopeHoldsRequest r;
+    r.set_scope("event:E1");
+    v1::ListScopeHoldsResponse out;
+    ASSERT_TRUE(beta->ListScopeHolds(&c, r, &out).ok());
+    EXPECT_THAT(out.holds(), IsEmpty());
+  }
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::ReleaseHoldsRequest r;
+    r.set_user_id("u1");
+    v1::ReleaseHoldsResponse out;
+    ASSERT_TRUE(beta->ReleaseHolds(&c, r, &out).ok());
+    EXPECT_EQ(out.released_count(), 0u);
+  }
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::ReleaseScopeHoldsRequest r;
+    r.set_scope("event:E1");
+    v1::ReleaseScopeHoldsResponse out;
+    ASSERT_TRUE(beta->ReleaseScopeHolds(&c, r, &out).ok());
+    EXPECT_EQ(out.released_count(), 0u);
+  }
+  {
+    grpc::ClientContext c;
+    Prepare(c);
+    v1::AckHoldEventsRequest r;
+    r.set_consumer_group("billing");
+    r.add_event_ids("1/1-0");
+    v1::AckHoldEventsResponse out;
+    const grpc::Status status = beta->AckHoldEvents(&c, r, &out);
+    EXPECT_TRUE(status.ok() ? out.acked() == 0 : true) << status.error_message();
+  }
+  EXPECT_EQ(Snapshot(), before) << "a call of beta changed acme's data";
+
+  // acme still sees its own, with its own ids; beta's "u1" is another user.
+  ASSERT_OK_AND_ASSIGN(v1::GetHoldResponse held, Get(*acme, "u1", "o1"));
+  EXPECT_EQ(held.hold().user_id(), "u1");
+  EXPECT_EQ(held.hold().scope(), "event:E1");
+  EXPECT_TRUE(Place(*beta, "u1", "o1", "event:E1").ok());
+  ASSERT_OK_AND_ASSIGN(v1::GetHoldResponse theirs, Get(*beta, "u1", "o1"));
+  EXPECT_EQ(theirs.hold().user_id(), "u1");
+}
+
+TEST_F(TenantsE2eTest, HerdsAndTotalsAreExactPerTenantAcrossReplicas) {
+  // 40 PlaceHolds of one user per tenant, half on each replica: acme's own max_holds (4) and
+  // beta's server default (3); then 40 users per tenant into one event with a total of 5.
+  const std::vector<std::string> who = {"acme-storefront", "beta-storefront"};
+  std::vector<std::unique_ptr<OrderHold::Stub>> stubs;
+  for (const std::string& caller : who) {
+    stubs.push_back(StubFor(caller, a_));
+    stubs.push_back(StubFor(caller, b_));
+  }
+  std::atomic<int> granted[2][2] = {};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    for (int i = 0; i < 40; ++i) {
+      threads.emplace_back([&, t, i] {
+        OrderHold::Stub& stub = *stubs[t * 2 + i % 2];
+        if (Place(stub, "herd", absl::StrCat("o", i)).ok()) ++granted[t][0];
+        if (Place(stub, absl::StrCat("fan", i), "o1", "event:E9").ok()) ++granted[t][1];
+      });
+    }
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(granted[0][0].load(), 4) << "acme's max_holds";
+  EXPECT_EQ(granted[1][0].load(), 3) << "beta's (the server's --max_holds)";
+  EXPECT_EQ(granted[0][1].load(), 5) << "acme's event:E9 total";
+  EXPECT_EQ(granted[1][1].load(), 5) << "beta's event:E9 total";
+}
+
+TEST_F(TenantsE2eTest, AWatchSeesOnlyItsTenantsEventsWithItsOwnIds) {
+  auto acme = StubFor("acme-storefront", a_);
+  auto beta = StubFor("beta-storefront", b_);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Place(*acme, "same-user", absl::StrCat("o", i)).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Place(*beta, "same-user", absl::StrCat("o", i)).ok());
+  // Both tenants name their group "orders"; each cancels its holds on the other replica.
+  auto read_all = [&](OrderHold::Stub& stub) {
+    grpc::ClientContext context;
+    Prepare(context);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("orders");
+    request.set_consumer("c1");
+    auto reader = stub.WatchHoldEvents(&context, request);
+    std::vector<std::string> seen;
+    v1::HoldEvent event;
+    while (reader->Read(&event)) {
+      seen.push_back(absl::StrCat(event.hold().user_id(), "/", event.hold().order_id()));
+    }
+    std::sort(seen.begin(), seen.end());
+    return seen;
+  };
+  auto cancel = [&](OrderHold::Stub& stub, int count) {
+    for (int i = 0; i < count; ++i) {
+      grpc::ClientContext c;
+      Prepare(c);
+      v1::CancelHoldRequest r;
+      r.set_user_id("same-user");
+      r.set_order_id(absl::StrCat("o", i));
+      v1::CancelHoldResponse out;
+      EXPECT_TRUE(stub.CancelHold(&c, r, &out).ok());
+    }
+  };
+  // The groups start at the earliest retained event: create them before the ends.
+  read_all(*StubFor("acme-storefront", b_));
+  read_all(*StubFor("beta-storefront", a_));
+  cancel(*StubFor("acme-storefront", b_), 3);
+  cancel(*StubFor("beta-storefront", a_), 2);
+  EXPECT_THAT(read_all(*acme), ElementsAre("same-user/o0", "same-user/o1", "same-user/o2"));
+  EXPECT_THAT(read_all(*beta), ElementsAre("same-user/o0", "same-user/o1"));
+}
+
+TEST_F(TenantsE2eTest, ACallerInNoTenantIsRefusedAndAnOperatorActsInTheTenantItsHeaderNames) {
+  auto acme = StubFor("acme-storefront");
+  auto op = StubFor("operator");
+  auto stranger = StubFor("stranger");
+  ASSERT_TRUE(Place(*acme, "u1", "o1").ok());
+  const std::string before = Snapshot();
+  EXPECT_EQ(Place(*stranger, "u1", "o9").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Place(*acme, "u1", "o9", "", "beta").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Place(*op, "u1", "o9", "", "nope").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Snapshot(), before);
+  EXPECT_GE(Metric(a_, "orderhold_calls_denied_total{method=\"PlaceHold\"}"), 2);
+
+  EXPECT_THAT(Get(*op, "u1", "o1"), testing::StatusIs(absl::StatusCode::kNotFound))
+      << "without the header an operator acts in no tenant";
+  ASSERT_OK_AND_ASSIGN(v1::GetHoldResponse seen, Get(*op, "u1", "o1", "acme"));
+  EXPECT_EQ(seen.hold().user_id(), "u1");
+  EXPECT_TRUE(Place(*op, "u1", "o2", "", "acme").ok());
+  EXPECT_TRUE(Get(*acme, "u1", "o2").ok()) << "the operator's hold is acme's";
+  EXPECT_EQ(Place(*acme, "u1", "o3", "", "acme").error_code(), grpc::StatusCode::OK)
+      << "a tenant's caller may name its own tenant";
+  // orderhold-cli --tenant sends the header.
+  const std::vector<std::string> cli = {ORDERHOLD_CLI_BINARY,
+                                        absl::StrCat("--target=127.0.0.1:", a_.grpc_port()),
+                                        absl::StrCat("--tls_ca_file=", certs_->ca_cert()),
+                                        absl::StrCat("--tls_cert_file=", certs_->cert("operator")),
+                                        absl::StrCat("--tls_key_file=", certs_->key("operator")),
+                                        "--tls_server_name=localhost"};
+  std::vector<std::string> get = cli;
+  get.insert(get.end(), {"--tenant=acme", "get", "u1", "o1"});
+  EXPECT_THAT(testing::RunProgram(get), testing::IsOk());
+  get = cli;
+  get.insert(get.end(), {"get", "u1", "o1"});
+  EXPECT_THAT(testing::RunProgram(get), ::testing::Not(testing::IsOk()));
+}
+
+TEST_F(TenantsE2eTest, AnEditedFileTakesEffectAndABadOneKeepsTheTenantsInForce) {
+  auto stranger = StubFor("stranger");
+  EXPECT_EQ(Place(*stranger, "u1", "o1").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  std::ofstream(tenants_ + ".tmp")
+      << R"({"tenants": [{"name": "gamma", "principals": [")" << kSpiffe
+      << R"(stranger"]}, {"name": "acme", "principals": [null]}]})";
+  std::filesystem::rename(tenants_ + ".tmp", tenants_);
+  EXPECT_TRUE(Eventually(
+      [&] { return Metric(a_, "orderhold_tenants_reloads_total{result=\"failure\"}") >= 1; }));
+  EXPECT_EQ(Place(*stranger, "u1", "o1").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  // An open watch of acme's, which the next edit takes out of every tenant.
+  auto acme = StubFor("acme-storefront");
+  grpc::ClientContext watch_context;
+  Prepare(watch_context);
+  watch_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::WatchHoldEventsRequest watch;
+  watch.set_consumer_group("orders");
+  watch.set_consumer("c1");
+  auto reader = acme->WatchHoldEvents(&watch_context, watch);
+  ASSERT_TRUE(Eventually([&] { return Metric(a_, "orderhold_watches") == 1; }));
+  std::ofstream(tenants_ + ".tmp")
+      << R"({"tenants": [{"name": "gamma", "principals": [")" << kSpiffe << R"(stranger"]}]})";
+  std::filesystem::rename(tenants_ + ".tmp", tenants_);
+  EXPECT_TRUE(Eventually([&] { return Place(*stranger, "u1", "o1").ok(); }));
+  v1::HoldEvent event;
+  while (reader->Read(&event)) {
+  }
+  const grpc::Status ended = reader->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::PERMISSION_DENIED) << ended.error_message();
+  EXPECT_EQ(Place(*StubFor("acme-storefront"), "u1", "o2").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED)
+      << "acme is gone from the file";
+}
+
+}  // namespace
+}  // namespace orderhold
