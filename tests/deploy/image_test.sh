@@ -218,8 +218,8 @@ podman rm "${CTR}" >/dev/null
 # policy, the health port, reflection off, the ACL user and its password file), its mounts filled
 # in their shapes (cert-manager's tls.crt, tls.key and ca.crt; the policy file; the password file),
 # root:65532 0440 as the kubelet mounts Secrets with the pod's fsGroup; Redis with the ACL user of
-# deploy/redis/orderhold.acl. Only the listen ports and the Redis host:port differ (host network,
-# free ports). Health SERVING on the plaintext health port; the main port speaks mutual TLS only:
+# deploy/redis/orderhold.acl, over TLS (the Secret's ca.crt). Only the listen ports and the Redis
+# host:port differ (host network, free ports). Health SERVING on the plaintext health port; the main port speaks mutual TLS only:
 # the operator's certificate places and lists a hold, a certificate the policy does not name is
 # PERMISSION_DENIED, a plaintext probe gets no answer; and the kit earns no start-up warning.
 KIT="${WORK}/kit"
@@ -241,6 +241,14 @@ cp "${KIT}/tls/ca.crt" "${KIT}/client/ca.crt"
 cp "${REPO}/deploy/authz_policy.example.json" "${KIT}/authz/authz_policy.json"
 KIT_PASSWORD="image-test-$$"
 printf '%s' "${KIT_PASSWORD}" >"${KIT}/redis/password"
+# The kit speaks TLS to Redis: Redis gets a TLS port with a certificate of the test CA, which the
+# kit's Secret carries as ca.crt.
+kit_cert "${KIT}" redis-server "DNS:localhost,IP:127.0.0.1"
+cp "${KIT}/tls/ca.crt" "${KIT}/redis/ca.crt"
+REDIS_TLS_PORT="$(free_port)"
+[[ "$(redis-cli -p "${REDIS_PORT}" CONFIG SET tls-cert-file "${KIT}/redis-server.crt" \
+  tls-key-file "${KIT}/redis-server.key" tls-ca-cert-file "${KIT}/tls/ca.crt" \
+  tls-auth-clients no tls-port "${REDIS_TLS_PORT}")" == OK ]] || fail "Redis: no TLS port"
 chown -R root:65532 "${KIT}/tls" "${KIT}/authz" "${KIT}/redis" "${KIT}/client"
 find "${KIT}/tls" "${KIT}/authz" "${KIT}/redis" "${KIT}/client" -type f -exec chmod 0440 {} +
 chmod 0755 "${KIT}" "${KIT}"/*/
@@ -255,10 +263,12 @@ KIT_METRICS_PORT="$(free_port)"
 KIT_HEALTH_PORT="$(free_port)"
 sed -n 's/^ *- \(ORDERHOLD_[A-Z_]*=.*\)$/\1/p' "${REPO}/deploy/k8s/kustomization.yaml" |
   grep -v -E '^ORDERHOLD_(GRPC_ADDRESS|METRICS_ADDRESS|HEALTH_ADDRESS)=' |
-  sed "s|^ORDERHOLD_REDIS_URL=redis://\([^@]*\)@redis:6379$|ORDERHOLD_REDIS_URL=redis://\1@127.0.0.1:${REDIS_PORT}|" \
+  sed "s|^ORDERHOLD_REDIS_URL=rediss://\([^@]*\)@redis:6380$|ORDERHOLD_REDIS_URL=rediss://\1@127.0.0.1:${REDIS_TLS_PORT}|" \
     >"${KIT}/kit.env"
-grep -q "^ORDERHOLD_REDIS_URL=redis://orderhold@127.0.0.1:${REDIS_PORT}$" "${KIT}/kit.env" ||
-  fail "the kit's Redis URL is not redis://orderhold@redis:6379: $(grep REDIS_URL "${KIT}/kit.env")"
+grep -q "^ORDERHOLD_REDIS_URL=rediss://orderhold@127.0.0.1:${REDIS_TLS_PORT}$" "${KIT}/kit.env" ||
+  fail "the kit's Redis URL is not rediss://orderhold@redis:6380: $(grep REDIS_URL "${KIT}/kit.env")"
+grep -q "^ORDERHOLD_REDIS_TLS_CA_FILE=/etc/orderhold/redis/ca.crt$" "${KIT}/kit.env" ||
+  fail "the kit sets no ORDERHOLD_REDIS_TLS_CA_FILE in its Secret's mount"
 {
   echo "ORDERHOLD_GRPC_ADDRESS=127.0.0.1:${KIT_GRPC_PORT}"
   echo "ORDERHOLD_METRICS_ADDRESS=127.0.0.1:${KIT_METRICS_PORT}"
@@ -280,6 +290,13 @@ expect "${CTR}" "dave: 1/3 holds" 0 "${MTLS[@]}" "${OPERATOR[@]}" list dave
 expect "${CTR}" "PERMISSION_DENIED" 7 "${MTLS[@]}" "${STRANGER[@]}" list dave
 [[ -n "$(redis-cli -p "${REDIS_PORT}" --scan --pattern 'orderhold:*' | head -n 1)" ]] ||
   fail "kit: no key under the kit's prefix in Redis"
+# Every connection of the kit's user on Redis' TLS port: none in cleartext.
+kit_clients="$(redis-cli -p "${REDIS_PORT}" CLIENT LIST | grep ' user=orderhold ')" ||
+  fail "kit: no connection of the kit's Redis user"
+if grep -v " laddr=127.0.0.1:${REDIS_TLS_PORT} " <<<"${kit_clients}"; then
+  fail "kit: a connection to Redis in cleartext"
+fi
+pass "kit: every Redis connection on the TLS port ${REDIS_TLS_PORT}"
 grep -q '^orderhold_calls_denied_total{method="ListHolds"} 1' <<<"$(scrape "${KIT_METRICS_PORT}")" ||
   fail "kit: /metrics on ${KIT_METRICS_PORT} does not count the refused call"
 pass "kit: /metrics on its port counts the refused call"

@@ -21,6 +21,7 @@ probes use the plaintext health port, and no credential is in a variable: the Re
 mounted file.
 """
 import base64
+import os
 import json
 import posixpath
 import re
@@ -203,6 +204,16 @@ def main():
     url = settings.get("ORDERHOLD_REDIS_URL")
     check(url is not None and url_password(url) is None,
           f"ORDERHOLD_REDIS_URL: set, without a password, got {url}")
+    # Redis over TLS: a rediss:// URL and its CA a mounted file of a Secret.
+    check(url is not None and url.startswith("rediss://"),
+          f"ORDERHOLD_REDIS_URL: rediss:// (TLS to Redis), got {url}")
+    ca_source, ca_key = mounted_file(settings.get("ORDERHOLD_REDIS_TLS_CA_FILE"), pod, c, "secret",
+                                     "ORDERHOLD_REDIS_TLS_CA_FILE")
+    if ca_source:
+        ca_secret = secrets.get(ca_source.get("secretName"))
+        if check(ca_secret is not None, "Secret of ORDERHOLD_REDIS_TLS_CA_FILE rendered"):
+            keys = {**ca_secret.get("data", {}), **ca_secret.get("stringData", {})}
+            check(ca_key in keys, f"Secret {ca_source.get('secretName')}: a key {ca_key} (the CA)")
     # The Redis password: a file of the Secret, mounted.
     source, key = mounted_file(settings.get("ORDERHOLD_REDIS_PASSWORD_FILE"), pod, c, "secret",
                                "ORDERHOLD_REDIS_PASSWORD_FILE")
@@ -368,8 +379,8 @@ def check_network_policy(base, pod_labels, ports):
     check_egress(spec)
 
 
-# The ports the pods may reach: Redis (data, TLS, Sentinel) and DNS.
-REDIS_PORTS = {6379, 6380, 26379}
+# The ports the pods may reach: Redis over TLS, Sentinel, and DNS (not Redis' cleartext 6379).
+REDIS_PORTS = {6380, 26379}
 
 
 def check_egress(spec):
@@ -391,8 +402,8 @@ def check_egress(spec):
                     for peer in peers), f"NetworkPolicy: egress[{i}] DNS to kube-dns pods only")
             else:
                 check(port in REDIS_PORTS, f"NetworkPolicy: egress[{i}] port {port} is not Redis'")
-    check(53 in reached and 6379 in reached, f"NetworkPolicy: egress reaches Redis and DNS, got "
-          f"{sorted(map(str, reached))}")
+    check(53 in reached and 6380 in reached, f"NetworkPolicy: egress reaches Redis (TLS) and DNS, "
+          f"got {sorted(map(str, reached))}")
 
 
 def check_overlay(overlay, redis_env_path, base_cm, tls_secret_name):
@@ -408,7 +419,7 @@ def check_overlay(overlay, redis_env_path, base_cm, tls_secret_name):
     o_cm_name = o_container["envFrom"][0]["configMapRef"]["name"]
     o_cm = one(overlay, "ConfigMap", o_cm_name)
     o_settings = o_cm.get("data", {})
-    url = "redis://orderhold@redis-master.redis.svc:6379"
+    url = "rediss://orderhold@redis-master.redis.svc:6380"
     check(o_settings == {**base_cm.get("data", {}), "ORDERHOLD_MAX_HOLDS": "5",
                          "ORDERHOLD_REDIS_URL": url},
           f"overlay: the ConfigMap is the base's with ORDERHOLD_MAX_HOLDS=5 and "
@@ -420,9 +431,12 @@ def check_overlay(overlay, redis_env_path, base_cm, tls_secret_name):
     with open(redis_env_path) as f:
         wanted = dict(line.strip().split("=", 1) for line in f
                       if line.strip() and not line.startswith("#"))
+    # redis-ca.crt beside redis.env, as the file ca.crt (ORDERHOLD_REDIS_TLS_CA_FILE).
+    with open(os.path.join(os.path.dirname(redis_env_path), "redis-ca.crt")) as f:
+        wanted["ca.crt"] = f.read()
     got = {k: base64.b64decode(v).decode() for k, v in o_secret.get("data", {}).items()}
     check(got == wanted and not o_secret.get("stringData"),
-          f"overlay: the Secret holds redis.env only, got keys {sorted(got)}")
+          f"overlay: the Secret holds redis.env and redis-ca.crt only, got keys {sorted(got)}")
     check(key in got, f"overlay: the Secret has the password file's key {key}")
     # The server's certificate: cert-manager writes the Secret the base mounts, with a SPIFFE ID
     # and the DNS names of the Services clients dial.

@@ -39,11 +39,14 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "${tmp}"' EXIT
 
 "${kubectl}" kustomize "${repo}/deploy/k8s" >"${tmp}/base.yaml"
-# The overlay reads redis.env, which users create and keep out of git: render a copy with the
-# example's.
+# The overlay reads redis.env, which users create and keep out of git, and redis-ca.crt: render a
+# copy with the example's.
 overlay="${tmp}/k8s-example"
 cp -r "${repo}/deploy/k8s" "${repo}/deploy/k8s-example" "${tmp}/"
 cp "${overlay}/redis.env.example" "${overlay}/redis.env"
+# and redis-ca.crt, the PEM of the CA of Redis' certificate (any CA will do for a rendering).
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=redis-ca \
+  -keyout "${tmp}/redis-ca.key" -out "${overlay}/redis-ca.crt" 2>/dev/null
 minor="$("${kubectl}" version --client -o json | "${python}" -c '
 import json, re, sys
 print(re.match(r"\d+", json.load(sys.stdin)["clientVersion"]["minor"])[0])  # "32+" on some builds

@@ -1,10 +1,11 @@
 // The Kubernetes kit's own settings, run: the ORDERHOLD_* variables of deploy/k8s/
 // kustomization.yaml's ConfigMap (mutual TLS, the authorization policy, the plaintext health port,
-// the Redis ACL user and password file, reflection off, ...) given to the real orderhold-server as
-// its environment, as the Deployment gives them. Only what is this machine's is replaced: the
-// listening addresses (port 0 on loopback), the mounted files' paths (certificates made by
-// openssl, the example policy the kit's ConfigMap is generated from, a 0600 password file) and
-// the Redis host and port (a redis-server with the ACL user of deploy/redis/orderhold.acl). Every
+// the Redis ACL user and password file, Redis over TLS, reflection off, ...) given to the real
+// orderhold-server as its environment, as the Deployment gives them. Only what is this machine's
+// is replaced: the listening addresses (port 0 on loopback), the mounted files' paths
+// (certificates made by openssl, the example policy the kit's ConfigMap is generated from, a 0600
+// password file, the Redis CA) and the Redis host and TLS port (a redis-server with the ACL user
+// of deploy/redis/orderhold.acl and a TLS port). Every
 // other value, the key prefix the ACL allows included, is the kit's.
 //
 // A kit nobody ran is broken: gRPC 1.51 refused to build the health port's server (no service of
@@ -91,17 +92,22 @@ class KitE2eTest : public ::testing::Test {
     for (const char* name :
          {"ORDERHOLD_HEALTH_ADDRESS", "ORDERHOLD_TLS_CERT_FILE", "ORDERHOLD_TLS_KEY_FILE",
           "ORDERHOLD_TLS_CLIENT_CA_FILE", "ORDERHOLD_AUTHZ_POLICY", "ORDERHOLD_REDIS_URL",
-          "ORDERHOLD_REDIS_PASSWORD_FILE"}) {
+          "ORDERHOLD_REDIS_PASSWORD_FILE", "ORDERHOLD_REDIS_TLS_CA_FILE"}) {
       ASSERT_TRUE(settings_.contains(name)) << name << " is not in the kit's ConfigMap";
     }
     ASSERT_EQ(settings_["ORDERHOLD_REFLECTION"], "false");
 
+    ASSERT_OK_AND_ASSIGN(dir_, testing::MakeTempDir("kit-e2e"));
+    ASSERT_OK_AND_ASSIGN(certs_, testing::TlsCerts::Create(dir_ + "/certs"));
+    // The kit speaks TLS to Redis: a Redis with a TLS port, its certificate signed by the CA the
+    // kit's ORDERHOLD_REDIS_TLS_CA_FILE points at.
     testing::RedisServerOptions redis_options;
     redis_options.admin_password = "kit-e2e-admin";
     redis_options.acl_users = {KitAclUser(kRedisPassword)};
+    redis_options.tls = testing::RedisTlsOptions{.cert_file = certs_->server_cert(),
+                                                 .key_file = certs_->server_key(),
+                                                 .ca_cert_file = certs_->ca_cert()};
     ASSERT_OK_AND_ASSIGN(redis_, testing::RedisServer::Start(redis_options));
-    ASSERT_OK_AND_ASSIGN(dir_, testing::MakeTempDir("kit-e2e"));
-    ASSERT_OK_AND_ASSIGN(certs_, testing::TlsCerts::Create(dir_ + "/certs"));
     for (const char* role : {"operator", "stranger"}) {
       ASSERT_THAT(certs_->IssueClient(role, absl::StrCat("spiffe://orderhold.example/", role)),
                   IsOk());
@@ -110,11 +116,13 @@ class KitE2eTest : public ::testing::Test {
     std::ofstream(password_file) << kRedisPassword << "\n";
     ASSERT_EQ(chmod(password_file.c_str(), 0600), 0);
 
-    // The kit's Redis URL with this machine's host and port: its user and scheme stay.
+    // The kit's Redis URL with this machine's host and TLS port: its user and scheme stay.
     std::string url = settings_["ORDERHOLD_REDIS_URL"];
+    ASSERT_TRUE(absl::StartsWith(url, "rediss://"))
+        << "the kit talks to Redis in cleartext: " << url;
     const size_t at = url.rfind('@');
     ASSERT_NE(at, std::string::npos) << "the kit's Redis URL names no ACL user: " << url;
-    url = absl::StrCat(url.substr(0, at + 1), redis_->host(), ":", redis_->port());
+    url = absl::StrCat(url.substr(0, at + 1), redis_->host(), ":", redis_->tls_port());
 
     std::map<std::string, std::string> env = settings_;
     env["ORDERHOLD_GRPC_ADDRESS"] = "127.0.0.1:0";
@@ -126,6 +134,7 @@ class KitE2eTest : public ::testing::Test {
     env["ORDERHOLD_AUTHZ_POLICY"] = ORDERHOLD_DEPLOY_DIR "/authz_policy.example.json";
     env["ORDERHOLD_REDIS_URL"] = url;
     env["ORDERHOLD_REDIS_PASSWORD_FILE"] = password_file;
+    env["ORDERHOLD_REDIS_TLS_CA_FILE"] = certs_->ca_cert();
     server_.Start({}, {env.begin(), env.end()});
     ASSERT_TRUE(server_.WaitServing()) << server_.log();
     ASSERT_GT(server_.health_port(), 0) << server_.log();
@@ -187,6 +196,17 @@ TEST_F(KitE2eTest, HealthOnTheHealthPortOnlyAndMutualTlsWithThePolicyOnTheMainPo
   absl::StatusOr<std::string> keys = redis_->Command({"DBSIZE"});
   ASSERT_THAT(keys.status(), IsOk());
   EXPECT_NE(*keys, "0");
+  // Every connection of the kit's user came in on Redis' TLS port: none in cleartext.
+  absl::StatusOr<std::string> clients = redis_->Command({"CLIENT", "LIST"});
+  ASSERT_THAT(clients.status(), IsOk());
+  int tls = 0;
+  for (absl::string_view line : absl::StrSplit(*clients, '\n')) {
+    if (!absl::StrContains(line, " user=orderhold ")) continue;
+    EXPECT_THAT(std::string(line), ::testing::HasSubstr(absl::StrCat("laddr=", redis_->host(), ":",
+                                                                     redis_->tls_port(), " ")));
+    ++tls;
+  }
+  EXPECT_GT(tls, 0) << *clients;
   // The third port the kit opens: Prometheus' scrape, plain HTTP, counting the refused call.
   absl::StatusOr<std::string> metrics = testing::RunProgram(
       {"curl", "-s", absl::StrCat("http://127.0.0.1:", server_.metrics_port(), "/metrics")});
