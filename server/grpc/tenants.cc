@@ -290,7 +290,7 @@ absl::StatusOr<CallTenant> Tenants::Resolve(const AuthzRequest& peer,
       identities.push_back(TypedIdentity(IdentityKind::kSubject, peer.subject));
     }
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);  // every call: readers share it
   std::optional<std::string> tenant;
   bool is_operator = false;
   for (const std::string& identity : identities) {

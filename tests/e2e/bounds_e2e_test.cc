@@ -494,6 +494,44 @@ TEST_F(BoundsE2eTest, CallersBehindATrustedProxyAreCountedByTheirForwardedAddres
   }
 }
 
+// --grpc_max_connection_age and its grace bound how long a connection, and what its TLS handshake
+// proved, is honoured: a watch open past both is cut (the client reconnects through a new
+// handshake, where a revoked certificate fails). Negative control: without an age the same watch
+// lasts until its own deadline.
+TEST_F(BoundsE2eTest, AWatchOpenPastTheConnectionsAgeAndGraceIsCut) {
+  for (const bool aged : {true, false}) {
+    SCOPED_TRACE(aged ? "--grpc_max_connection_age=1s, grace 1s" : "no connection age");
+    testing::ServerProcess server(ORDERHOLD_SERVER_BINARY);
+    server.Start({"--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0",
+                  absl::StrCat("--redis_url=", redis_->url()), "--key_prefix=aged",
+                  aged ? "--grpc_max_connection_age=1s" : "--grpc_max_connection_age=0",
+                  "--grpc_max_connection_age_grace=1s"});
+    ASSERT_TRUE(server.WaitServing()) << server.log();
+    auto stub = OrderHold::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server.grpc_port()), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext context;
+    const absl::Time start = absl::Now();
+    context.set_deadline(absl::ToChronoTime(start + absl::Seconds(6)));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("aged");
+    request.set_consumer("c1");
+    auto reader = stub->WatchHoldEvents(&context, request);
+    v1::HoldEvent event;
+    while (reader->Read(&event)) {
+    }
+    const grpc::StatusCode code = reader->Finish().error_code();
+    const absl::Duration lasted = absl::Now() - start;
+    std::cout << (aged ? "aged" : "unaged") << " connection: the watch lasted " << lasted
+              << " (code " << code << ")" << std::endl;
+    if (aged) {
+      EXPECT_EQ(code, grpc::StatusCode::UNAVAILABLE);
+      EXPECT_LT(lasted, absl::Seconds(5));  // age 1 s (+10 % jitter) + grace 1 s, with room
+    } else {
+      EXPECT_EQ(code, grpc::StatusCode::DEADLINE_EXCEEDED);
+    }
+  }
+}
+
 // --max_watches watches of full-size events (labels of ~2 KiB), none of them read by its client:
 // the server's memory stays within what the Kubernetes kit allows (512 MiB). Each watch holds at
 // most one read of EventPolicy::max_events_per_read events; gRPC's buffers are capped by
