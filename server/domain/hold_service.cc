@@ -136,9 +136,12 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
   // (command's strings have moved into args.)
   const bool asks_more = !args->details.scope.empty() || args->details.quantity > 1 ||
                          !args->details.labels.empty() || command.scope_limits.has_value();
-  Asked asked{args->user_id,           args->order_id,
-              args->details,           store::LevelLimits{args->max_holds, args->max_units},
-              ReportsUsage(asks_more), args->totals};
+  Asked asked{args->user_id,
+              args->order_id,
+              args->details,
+              store::LevelLimits{args->max_holds, args->max_units},
+              ReportsUsage(asks_more || args->max_units > 0),
+              args->totals};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -430,7 +433,9 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
           reply.holds.push_back(
               Hold{user_id, std::move(hold.order_id), hold.expire_time, std::move(hold.details)});
         }
-        if (ReportsUsage(!scope.empty() || !result->plain)) reply.user_usage = user;
+        if (ReportsUsage(!scope.empty() || !result->plain || user_limits.max_units > 0)) {
+          reply.user_usage = user;
+        }
         std::move(done)(std::move(reply));
       });
 }

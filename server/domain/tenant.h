@@ -16,8 +16,9 @@
 // every caller its ids as it sent them (LocalId, LocalGroup).
 //
 // Limits: a tenant may replace, for its own callers, the server's --max_holds and --max_units
-// (per user), --max_watches (its callers' open watches on one server) and --max_consumer_groups
-// (groups one of its callers may own): TenantLimits, looked up by the tenant of a stored id in
+// (per user) and --max_consumer_groups (groups one of its callers may own), and cap its callers'
+// open watches on one server (max_watches, besides the server's own watch caps): TenantLimits,
+// looked up by the tenant of a stored id in
 // TenantTable, which also lists the file's operators (who may act in any tenant and delete any
 // group).
 //

@@ -199,6 +199,7 @@ void Authorizer::Poll() {
 }
 
 absl::Status Authorizer::Reload() {
+  absl::MutexLock reloading(&reload_mu_);
   const std::string& file = options_.policy_file;
   absl::StatusOr<std::string> text = ReadSmallFile(file, AuthzPolicy::kMaxFileBytes);
   absl::StatusOr<AuthzPolicy> policy = absl::UnknownError("");
@@ -222,6 +223,7 @@ absl::Status Authorizer::Reload() {
     absl::MutexLock lock(&mu_);
     policy_ = std::make_shared<const AuthzPolicy>(*std::move(policy));
   }
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   absl::MutexLock lock(&listener_mu_);
   if (listener_) listener_();
   return absl::OkStatus();

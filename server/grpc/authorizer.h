@@ -26,6 +26,8 @@
 #ifndef ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
 #define ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -121,6 +123,10 @@ class Authorizer {
   // The policy in force.
   std::shared_ptr<const AuthzPolicy> policy() const;
 
+  // How many policies were applied so far (1 after Start): a call admitted under one generation
+  // and registered under another is checked again (OrderHoldService::WatchHoldEvents).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
   // Whether the policy in force allows `request`: a call admitted earlier, checked again (an open
   // WatchHoldEvents after a reload). Not counted; the caller counts what it ends.
   bool Allows(const AuthzRequest& request) const;
@@ -151,9 +157,13 @@ class Authorizer {
   absl::Mutex denials_mu_;
   // "<rule> <path>" -> when a denial of it was last logged; bounded by rules x methods.
   absl::flat_hash_map<std::string, absl::Time> last_denial_logged_ ABSL_GUARDED_BY(denials_mu_);
-  absl::Mutex listener_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // Held while the listener runs, which checks calls again (Allows takes mu_): before mu_.
+  absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<uint64_t> generation_{1};
+  // One Reload at a time (the poller and SIGHUP), so an older file is never applied last.
+  absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(listener_mu_);
   std::thread poller_;
 };
 

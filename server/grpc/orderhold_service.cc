@@ -344,8 +344,16 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServ
       });
 }
 
+uint64_t OrderHoldService::TrustGeneration() const {
+  return (authorizer_ == nullptr ? 0 : authorizer_->generation()) +
+         (tenants_ == nullptr ? 0 : tenants_->generation());
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  // A reload between the checks below and the watch's registration would not see it: check
+  // again once it is registered when one came.
+  const uint64_t generation = TrustGeneration();
   absl::StatusOr<domain::WatchSpec> spec = [&]() -> absl::StatusOr<domain::WatchSpec> {
     std::string caller;
     if (authorizer_ != nullptr) {
@@ -373,8 +381,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderHoldService::WatchHoldEvents(
   if (authorizer_ != nullptr || tenants_ != nullptr) {
     authz = AuthzRequestOf(*context, Method::kWatchHoldEvents);
   }
-  return new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
-                            CallerKeyOf(*context, trusted_proxies_), std::move(authz));
+  auto* watch = new HoldEventWatch(*events_, *dispatcher_, metrics_, watches_, *std::move(spec),
+                                   CallerKeyOf(*context, trusted_proxies_), std::move(authz));
+  if (TrustGeneration() != generation) RecheckWatches();
+  return watch;
 }
 
 void OrderHoldService::RecheckWatches() {

@@ -146,6 +146,9 @@ class OrderHoldService final : public RawOrderHoldService {
                                               grpc::ByteBuffer* response) override;
 
  private:
+  // The sum of the authorizer's and the tenants' generations: it moves with every reload.
+  uint64_t TrustGeneration() const;
+
   domain::HoldService& holds_;
   domain::ScopeService& scopes_;
   domain::EventService* const events_;

@@ -229,6 +229,7 @@ void Tenants::Apply(const TenantsFile& file) {
   operators_.insert(file.operators.begin(), file.operators.end());
   text_ = file.text;
   table_.Set(std::move(limits), operators_);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void Tenants::Poll() {
@@ -241,6 +242,7 @@ void Tenants::Poll() {
 }
 
 absl::Status Tenants::Reload() {
+  absl::MutexLock reloading(&reload_mu_);
   absl::StatusOr<std::string> text = ReadSmallFile(options_.file, TenantsFile::kMaxFileBytes);
   {
     absl::MutexLock lock(&mu_);

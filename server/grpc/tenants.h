@@ -14,8 +14,11 @@
 //   bare one read by its shape as group owners are (domain/group_owner.h TypedOwner: with ':' a
 //   URI SAN, with '=' a subject, else a DNS SAN). One identity belongs to at most one tenant and
 //   is not an operator too.
-// - max_holds (1..10000), max_units (0 = none..1e9), max_watches (>= 1) and max_consumer_groups
-//   (>= 1): optional, replace the server's flags of those names for the tenant (tenant.h).
+// - max_holds (1..10000) and max_units (0 = none..1e9): optional, replace --max_holds and
+//   --max_units for the tenant's users (0 lifts the server's unit cap for them: the file says
+//   so); max_consumer_groups (>= 1) replaces --max_consumer_groups for its callers; max_watches
+//   (>= 1) caps its callers' open watches on one server, besides --max_watches and
+//   --max_watches_per_caller (tenant.h).
 // - operators: identities that may act in any tenant: the one the request header
 //   `orderhold-tenant` names, or none without it; they may also delete any consumer group.
 // Unknown fields, null, repeated keys, wrong types and out-of-range numbers are refused, naming
@@ -31,7 +34,9 @@
 #ifndef ORDERHOLD_SERVER_GRPC_TENANTS_H_
 #define ORDERHOLD_SERVER_GRPC_TENANTS_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +124,9 @@ class Tenants {
   // listener; null removes it, and once that call returns the old one will not run again.
   void SetChangeListener(absl::AnyInvocable<void()> listener);
 
+  // How many files were applied so far (1 after Start): see Authorizer::generation.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
   // The limits and operators in force, for the domain (HoldService, EventService set_tenants).
   const domain::TenantTable& table() const { return table_; }
 
@@ -136,7 +144,11 @@ class Tenants {
   absl::flat_hash_set<std::string> names_ ABSL_GUARDED_BY(mu_);  // the tenants
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file last read, applied or refused
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Mutex listener_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::atomic<uint64_t> generation_{0};
+  // One Reload at a time (the poller and SIGHUP), so an older file is never applied last.
+  absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(listener_mu_);
+  // Held while the listener runs, which resolves calls again (Resolve takes mu_): before mu_.
+  absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
   std::thread poller_;
 };
