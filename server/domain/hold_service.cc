@@ -19,6 +19,15 @@ absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) 
   return ValidateLocalId("order_id", order_id);  // orders live under their (qualified) user
 }
 
+// What a PlaceHold's answer needs besides the store's result (the args are moved into the store).
+struct Asked {
+  std::string user_id, order_id;
+  store::HoldDetails details;
+  store::LevelLimits user_limits;
+  bool reports_usage = false;
+  store::LevelLimits totals;
+};
+
 }  // namespace
 
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
@@ -125,23 +134,13 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
     std::move(done)(args.status());
     return;
   }
-  // What the answer needs besides the store's result (the args are moved into the store).
-  struct Asked {
-    std::string user_id, order_id;
-    store::HoldDetails details;
-    store::LevelLimits user_limits;
-    bool reports_usage = false;
-    store::LevelLimits totals;
-  };
-  // (command's strings have moved into args.)
+  // (command's strings have moved into args.) A unit cap (the tenant's too) reports usage.
   const bool asks_more = !args->details.scope.empty() || args->details.quantity > 1 ||
-                         !args->details.labels.empty() || command.scope_limits.has_value();
-  Asked asked{args->user_id,
-              args->order_id,
-              args->details,
-              store::LevelLimits{args->max_holds, args->max_units},
-              ReportsUsage(asks_more || args->max_units > 0),
-              args->totals};
+                         !args->details.labels.empty() || command.scope_limits.has_value() ||
+                         args->max_units > 0;
+  Asked asked{args->user_id,           args->order_id,
+              args->details,           store::LevelLimits{args->max_holds, args->max_units},
+              ReportsUsage(asks_more), args->totals};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),

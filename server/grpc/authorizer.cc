@@ -174,29 +174,15 @@ absl::StatusOr<std::unique_ptr<Authorizer>> Authorizer::Start(AuthorizerOptions 
     authorizer->policy_ = std::move(loaded.policy);
     authorizer->text_ = std::move(loaded.text);
   }
-  authorizer->poller_ = std::thread([raw = authorizer.get()] { raw->Poll(); });
+  authorizer->poller_ =
+      std::make_unique<Poller>(authorizer->options_.refresh_interval, [raw = authorizer.get()] {
+        raw->Reload().IgnoreError();  // logged and counted by Reload
+      });
   return authorizer;
 }
 
 Authorizer::Authorizer(AuthorizerOptions options, metrics::Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics) {}
-
-Authorizer::~Authorizer() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (poller_.joinable()) poller_.join();
-}
-
-void Authorizer::Poll() {
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval)) {
-    mu_.Unlock();
-    Reload().IgnoreError();  // logged and counted by Reload
-    mu_.Lock();
-  }
-}
 
 absl::Status Authorizer::Reload() {
   absl::MutexLock reloading(&reload_mu_);

@@ -22,7 +22,7 @@
 // rule without principals or without a policy, its first URI SAN (a SPIFFE ID), else its first
 // DNS SAN, else its subject.
 //
-// Thread-safe. The polling thread is joined by the destructor.
+// Thread-safe. The polling thread (common/poller.h) is joined by the destructor.
 #ifndef ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
 #define ORDERHOLD_SERVER_GRPC_AUTHORIZER_H_
 
@@ -31,7 +31,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
@@ -40,6 +39,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
+#include "server/common/poller.h"
 #include "server/grpc/authz_policy.h"
 #include "server/grpc/trusted_proxies.h"
 #include "server/metrics/metrics.h"
@@ -98,7 +98,7 @@ class Authorizer {
   // outlive the authorizer.
   static absl::StatusOr<std::unique_ptr<Authorizer>> Start(AuthorizerOptions options,
                                                            metrics::Metrics& metrics);
-  ~Authorizer();
+  ~Authorizer() = default;  // poller_ first: no Reload after it
 
   // OK when the policy allows the call; else PERMISSION_DENIED naming the method and the caller
   // (never its metadata, nor the rule that decided: the caller learns nothing of the policy),
@@ -143,7 +143,6 @@ class Authorizer {
   // `with_identity` (else ""), or PERMISSION_DENIED, logged (LogDenial).
   absl::StatusOr<std::string> Decide(const grpc::ServerContextBase& context, absl::string_view path,
                                      bool with_identity);
-  void Poll();
   // Logs a denial of `path` to `who` and the deciding `rule` ("" = no allow rule matched), unless
   // one of that rule and path was logged within kDenialLogInterval.
   void LogDenial(absl::string_view who, absl::string_view path, absl::string_view rule);
@@ -160,11 +159,11 @@ class Authorizer {
   // Held while the listener runs, which checks calls again (Allows takes mu_): before mu_.
   absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> generation_{1};
   // One Reload at a time (the poller and SIGHUP), so an older file is never applied last.
   absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(listener_mu_);
-  std::thread poller_;
+  // Last: destroyed first, so no Reload runs while the members it uses go.
+  std::unique_ptr<Poller> poller_;
 };
 
 }  // namespace orderhold::grpc_api

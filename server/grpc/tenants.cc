@@ -201,20 +201,15 @@ absl::StatusOr<std::unique_ptr<Tenants>> Tenants::Start(TenantsOptions options,
     absl::MutexLock lock(&tenants->mu_);
     tenants->Apply(file);
   }
-  tenants->poller_ = std::thread([raw = tenants.get()] { raw->Poll(); });
+  tenants->poller_ =
+      std::make_unique<Poller>(tenants->options_.refresh_interval, [raw = tenants.get()] {
+        raw->Reload().IgnoreError();  // logged and counted by Reload
+      });
   return tenants;
 }
 
 Tenants::Tenants(TenantsOptions options, metrics::Metrics& metrics)
     : options_(std::move(options)), metrics_(metrics) {}
-
-Tenants::~Tenants() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (poller_.joinable()) poller_.join();
-}
 
 void Tenants::Apply(const TenantsFile& file) {
   tenant_of_.clear();
@@ -230,15 +225,6 @@ void Tenants::Apply(const TenantsFile& file) {
   text_ = file.text;
   table_.Set(std::move(limits), operators_);
   generation_.fetch_add(1, std::memory_order_acq_rel);
-}
-
-void Tenants::Poll() {
-  absl::MutexLock lock(&mu_);
-  while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval)) {
-    mu_.Unlock();
-    Reload().IgnoreError();  // logged and counted by Reload
-    mu_.Lock();
-  }
 }
 
 absl::Status Tenants::Reload() {

@@ -30,7 +30,7 @@
 // its identities name no tenant and no operator, more than one tenant, or a tenant and an
 // operator; and when a tenant's caller sends `orderhold-tenant` naming another tenant.
 //
-// Thread-safe. The polling thread is joined by the destructor.
+// Thread-safe. The polling thread (common/poller.h) is joined by the destructor.
 #ifndef ORDERHOLD_SERVER_GRPC_TENANTS_H_
 #define ORDERHOLD_SERVER_GRPC_TENANTS_H_
 
@@ -40,7 +40,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -50,6 +49,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
+#include "server/common/poller.h"
 #include "server/domain/tenant.h"
 #include "server/grpc/authz_policy.h"
 #include "server/metrics/metrics.h"
@@ -104,7 +104,7 @@ class Tenants {
   // tenants_refresh_interval below 1s. `metrics` must outlive this object.
   static absl::StatusOr<std::unique_ptr<Tenants>> Start(TenantsOptions options,
                                                         metrics::Metrics& metrics);
-  ~Tenants();
+  ~Tenants() = default;  // poller_ first: no Reload after it
 
   // The tenant of `peer`'s call (its certificate: AuthzRequest's authenticated, SANs, subject),
   // given the values of its orderhold-tenant header. PERMISSION_DENIED as the file comment says;
@@ -133,7 +133,6 @@ class Tenants {
  private:
   Tenants(TenantsOptions options, metrics::Metrics& metrics);
   void Apply(const TenantsFile& file) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Poll();
 
   const TenantsOptions options_;
   metrics::Metrics& metrics_;
@@ -143,14 +142,14 @@ class Tenants {
   absl::flat_hash_set<std::string> operators_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> names_ ABSL_GUARDED_BY(mu_);  // the tenants
   std::string text_ ABSL_GUARDED_BY(mu_);  // the file last read, applied or refused
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> generation_{0};
   // One Reload at a time (the poller and SIGHUP), so an older file is never applied last.
   absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(listener_mu_);
   // Held while the listener runs, which resolves calls again (Resolve takes mu_): before mu_.
   absl::Mutex listener_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   absl::AnyInvocable<void()> listener_ ABSL_GUARDED_BY(listener_mu_);
-  std::thread poller_;
+  // Last: destroyed first, so no Reload runs while the members it uses go.
+  std::unique_ptr<Poller> poller_;
 };
 
 }  // namespace orderhold::grpc_api

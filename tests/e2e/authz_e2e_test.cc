@@ -251,32 +251,17 @@ class AuthzE2eTest : public ::testing::Test {
     return status.error_code();
   }
 
-  // Every key of the data set and a digest of its value; the reaper's own bookkeeping (its
-  // heartbeat and leases, rewritten every tick) left out.
+  // The data set's digest (RedisServer::DataDigest).
   std::string Snapshot() {
-    absl::StatusOr<std::string> digest = redis_->Command(
-        {"EVAL",
-         "local t = {} "
-         "for _, k in ipairs(redis.call('KEYS', '*')) do "
-         "  if not (string.find(k, ':replicas', 1, true) or string.find(k, ':lease', 1, true)) "
-         "  then t[#t + 1] = k .. '=' .. redis.sha1hex(redis.call('DUMP', k)) end "
-         "end "
-         "table.sort(t) return table.concat(t, ' ')",
-         "0"});
+    absl::StatusOr<std::string> digest = redis_->DataDigest();
     EXPECT_TRUE(digest.ok()) << digest.status();
     return digest.value_or("");
   }
 
   double DeniedCount(const std::string& method) {
-    absl::StatusOr<std::string> metrics = testing::RunProgram(
-        {"curl", "-s", absl::StrCat("http://127.0.0.1:", server_.metrics_port(), "/metrics")});
-    if (!metrics.ok()) return -1;
-    const std::string prefix =
-        absl::StrCat("orderhold_calls_denied_total{method=\"", method, "\"} ");
-    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
-      if (absl::ConsumePrefix(&line, prefix)) return std::stod(std::string(line));
-    }
-    return -1;
+    return testing::ScrapedValue(
+        server_.metrics_port(),
+        absl::StrCat("orderhold_calls_denied_total{method=\"", method, "\"}"));
   }
 
   void WritePolicy(const std::string& text) {

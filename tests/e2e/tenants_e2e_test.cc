@@ -5,9 +5,11 @@
 // ids, finds nothing and changes nothing by any rpc; herds and totals are exact per tenant; a
 // watch sees only its tenant's events, with the ids its tenant sent; a caller in no tenant is
 // refused, and an operator acts in the tenant its orderhold-tenant header names.
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -122,30 +124,101 @@ class TenantsE2eTest : public ::testing::Test {
     return response;
   }
 
-  // Every key of the data set and a digest of its value, the reaper's bookkeeping left out.
+  // A watch of `group` for `duration`: how it ended, and, with `seen`, "user_id/order_id" of every
+  // event it got.
+  static grpc::Status Watch(OrderHold::Stub& stub, const std::string& group,
+                            absl::Duration duration, std::vector<std::string>* seen = nullptr) {
+    grpc::ClientContext context;
+    Prepare(context);
+    context.set_deadline(absl::ToChronoTime(absl::Now() + duration));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group(group);
+    request.set_consumer("c1");
+    auto reader = stub.WatchHoldEvents(&context, request);
+    v1::HoldEvent event;
+    while (reader->Read(&event)) {
+      if (seen != nullptr) {
+        seen->push_back(absl::StrCat(event.hold().user_id(), "/", event.hold().order_id()));
+      }
+    }
+    return reader->Finish();
+  }
+
+  // `rpc` of `stub` with `request`: the status code's name, and for an OK "OK <found(response)>".
+  template <typename Request, typename Response, typename Found>
+  static std::string Outcome(grpc::Status (OrderHold::Stub::*rpc)(grpc::ClientContext*,
+                                                                  const Request&, Response*),
+                             OrderHold::Stub& stub, const Request& request, Found found) {
+    grpc::ClientContext context;
+    Prepare(context);
+    Response response;
+    const grpc::Status status = (stub.*rpc)(&context, request, &response);
+    if (status.ok()) return absl::StrCat("OK ", found(response));
+    return absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code()));
+  }
+
+  // Every rpc of `stub`'s caller on acme's ids (user u1, order o1, scope event:E1, group billing),
+  // by method: Outcome, counting the holds (or units, events) it found or ended.
+  static std::map<std::string, std::string> EveryRpcOnAcmesIds(OrderHold::Stub& stub) {
+    const auto none = [](const auto&) { return 1; };  // an OK that needs no count
+    std::map<std::string, std::string> out;
+    v1::GetHoldRequest get;
+    get.set_user_id("u1");
+    get.set_order_id("o1");
+    out["GetHold"] = Outcome(&OrderHold::Stub::GetHold, stub, get, none);
+    v1::PayRequest pay;
+    pay.set_user_id("u1");
+    pay.set_order_id("o1");
+    out["Pay"] = Outcome(&OrderHold::Stub::Pay, stub, pay, none);
+    v1::CancelHoldRequest cancel;
+    cancel.set_user_id("u1");
+    cancel.set_order_id("o1");
+    out["CancelHold"] = Outcome(&OrderHold::Stub::CancelHold, stub, cancel, none);
+    v1::ExtendHoldRequest extend;
+    extend.set_user_id("u1");
+    extend.set_order_id("o1");
+    out["ExtendHold"] = Outcome(&OrderHold::Stub::ExtendHold, stub, extend, none);
+    v1::DeleteConsumerGroupRequest drop;
+    drop.set_consumer_group("billing");
+    out["DeleteConsumerGroup"] = Outcome(&OrderHold::Stub::DeleteConsumerGroup, stub, drop, none);
+    v1::ListHoldsRequest list;
+    list.set_user_id("u1");
+    out["ListHolds"] = Outcome(&OrderHold::Stub::ListHolds, stub, list,
+                               [](const auto& r) { return r.holds_size(); });
+    v1::ReleaseHoldsRequest release;
+    release.set_user_id("u1");
+    out["ReleaseHolds"] = Outcome(&OrderHold::Stub::ReleaseHolds, stub, release,
+                                  [](const auto& r) { return r.released_count(); });
+    v1::GetScopeUsageRequest usage;
+    usage.set_scope("event:E1");
+    out["GetScopeUsage"] = Outcome(&OrderHold::Stub::GetScopeUsage, stub, usage, [](const auto& r) {
+      return r.usage().holds() + r.usage().units();
+    });
+    v1::ListScopeHoldsRequest scope_list;
+    scope_list.set_scope("event:E1");
+    out["ListScopeHolds"] = Outcome(&OrderHold::Stub::ListScopeHolds, stub, scope_list,
+                                    [](const auto& r) { return r.holds_size(); });
+    v1::ReleaseScopeHoldsRequest scope_release;
+    scope_release.set_scope("event:E1");
+    out["ReleaseScopeHolds"] = Outcome(&OrderHold::Stub::ReleaseScopeHolds, stub, scope_release,
+                                       [](const auto& r) { return r.released_count(); });
+    v1::AckHoldEventsRequest ack;
+    ack.set_consumer_group("billing");
+    ack.add_event_ids("1/1-0");
+    out["AckHoldEvents"] = Outcome(&OrderHold::Stub::AckHoldEvents, stub, ack,
+                                   [](const auto& r) { return r.acked(); });
+    return out;
+  }
+
+  // The data set's digest (RedisServer::DataDigest).
   std::string Snapshot() {
-    absl::StatusOr<std::string> digest = redis_->Command(
-        {"EVAL",
-         "local t = {} "
-         "for _, k in ipairs(redis.call('KEYS', '*')) do "
-         "  if not (string.find(k, 'reaper', 1, true) or string.find(k, 'lease', 1, true)) "
-         "  then t[#t + 1] = k .. '=' .. redis.sha1hex(redis.call('DUMP', k)) end "
-         "end "
-         "table.sort(t) return table.concat(t, ' ')",
-         "0"});
+    absl::StatusOr<std::string> digest = redis_->DataDigest();
     EXPECT_TRUE(digest.ok()) << digest.status();
     return digest.value_or("");
   }
 
-  double Metric(const testing::ServerProcess& server, const std::string& series) {
-    absl::StatusOr<std::string> metrics = testing::RunProgram(
-        {"curl", "-s", absl::StrCat("http://127.0.0.1:", server.metrics_port(), "/metrics")});
-    if (!metrics.ok()) return -1;
-    const std::string prefix = absl::StrCat(series, " ");
-    for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
-      if (absl::ConsumePrefix(&line, prefix)) return std::stod(std::string(line));
-    }
-    return -1;
+  static double Metric(const testing::ServerProcess& server, const std::string& series) {
+    return testing::ScrapedValue(server.metrics_port(), series);
   }
 
   std::unique_ptr<testing::RedisServer> redis_;
@@ -161,110 +234,24 @@ TEST_F(TenantsE2eTest, EveryRpcOfOneTenantAgainstTheOthersIdsFindsNothingAndChan
   auto beta = StubFor("beta-storefront", b_);
   ASSERT_TRUE(Place(*acme, "u1", "o1", "event:E1").ok());
   ASSERT_TRUE(Place(*acme, "u1", "o2").ok());
-  {  // acme's group "billing" exists, with the ends of acme's holds to come
-    grpc::ClientContext context;
-    Prepare(context);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
-    v1::WatchHoldEventsRequest request;
-    request.set_consumer_group("billing");
-    request.set_consumer("c1");
-    auto reader = acme->WatchHoldEvents(&context, request);
-    v1::HoldEvent event;
-    while (reader->Read(&event)) {
-    }
-    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-  }
+  // acme's group "billing" exists, with the ends of acme's holds to come.
+  EXPECT_EQ(Watch(*acme, "billing", absl::Milliseconds(300)).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
   const std::string before = Snapshot();
 
   // beta spells acme's ids: each rpc answers as for ids nobody used.
-  EXPECT_THAT(Get(*beta, "u1", "o1"), testing::StatusIs(absl::StatusCode::kNotFound));
-  auto expect_code = [&](grpc::StatusCode code, auto&& call) {
-    grpc::ClientContext context;
-    Prepare(context);
-    EXPECT_EQ(call(context).error_code(), code);
-  };
-  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
-    v1::PayRequest r;
-    r.set_user_id("u1");
-    r.set_order_id("o1");
-    v1::PayResponse out;
-    return beta->Pay(&c, r, &out);
-  });
-  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
-    v1::CancelHoldRequest r;
-    r.set_user_id("u1");
-    r.set_order_id("o1");
-    v1::CancelHoldResponse out;
-    return beta->CancelHold(&c, r, &out);
-  });
-  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
-    v1::ExtendHoldRequest r;
-    r.set_user_id("u1");
-    r.set_order_id("o1");
-    v1::ExtendHoldResponse out;
-    return beta->ExtendHold(&c, r, &out);
-  });
-  expect_code(grpc::StatusCode::NOT_FOUND, [&](grpc::ClientContext& c) {
-    v1::DeleteConsumerGroupRequest r;
-    r.set_consumer_group("billing");
-    v1::DeleteConsumerGroupResponse out;
-    return beta->DeleteConsumerGroup(&c, r, &out);
-  });
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::ListHoldsRequest r;
-    r.set_user_id("u1");
-    v1::ListHoldsResponse out;
-    ASSERT_TRUE(beta->ListHolds(&c, r, &out).ok());
-    EXPECT_THAT(out.holds(), IsEmpty());
-  }
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::GetScopeUsageRequest r;
-    r.set_scope("event:E1");
-    v1::GetScopeUsageResponse out;
-    ASSERT_TRUE(beta->GetScopeUsage(&c, r, &out).ok());
-    EXPECT_EQ(out.usage().holds(), 0u);
-  }
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::ListScopeHoldsRequest r;
-    r.set_scope("event:E1");
-    v1::ListScopeHoldsResponse out;
-    ASSERT_TRUE(beta->ListScopeHolds(&c, r, &out).ok());
-    EXPECT_THAT(out.holds(), IsEmpty());
-  }
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::ReleaseHoldsRequest r;
-    r.set_user_id("u1");
-    v1::ReleaseHoldsResponse out;
-    ASSERT_TRUE(beta->ReleaseHolds(&c, r, &out).ok());
-    EXPECT_EQ(out.released_count(), 0u);
-  }
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::ReleaseScopeHoldsRequest r;
-    r.set_scope("event:E1");
-    v1::ReleaseScopeHoldsResponse out;
-    ASSERT_TRUE(beta->ReleaseScopeHolds(&c, r, &out).ok());
-    EXPECT_EQ(out.released_count(), 0u);
-  }
-  {
-    grpc::ClientContext c;
-    Prepare(c);
-    v1::AckHoldEventsRequest r;
-    r.set_consumer_group("billing");
-    r.add_event_ids("1/1-0");
-    v1::AckHoldEventsResponse out;
-    const grpc::Status status = beta->AckHoldEvents(&c, r, &out);
-    EXPECT_TRUE(status.ok() ? out.acked() == 0 : true) << status.error_message();
-  }
+  const std::map<std::string, std::string> nobodys = {{"GetHold", "NOT_FOUND"},
+                                                      {"Pay", "NOT_FOUND"},
+                                                      {"CancelHold", "NOT_FOUND"},
+                                                      {"ExtendHold", "NOT_FOUND"},
+                                                      {"DeleteConsumerGroup", "NOT_FOUND"},
+                                                      {"ListHolds", "OK 0"},
+                                                      {"GetScopeUsage", "OK 0"},
+                                                      {"ListScopeHolds", "OK 0"},
+                                                      {"ReleaseHolds", "OK 0"},
+                                                      {"ReleaseScopeHolds", "OK 0"},
+                                                      {"AckHoldEvents", "OK 0"}};
+  EXPECT_EQ(EveryRpcOnAcmesIds(*beta), nobodys);
   EXPECT_EQ(Snapshot(), before) << "a call of beta changed acme's data";
 
   // acme still sees its own, with its own ids; beta's "u1" is another user.
@@ -310,18 +297,8 @@ TEST_F(TenantsE2eTest, AWatchSeesOnlyItsTenantsEventsWithItsOwnIds) {
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(Place(*beta, "same-user", absl::StrCat("o", i)).ok());
   // Both tenants name their group "orders"; each cancels its holds on the other replica.
   auto read_all = [&](OrderHold::Stub& stub) {
-    grpc::ClientContext context;
-    Prepare(context);
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    v1::WatchHoldEventsRequest request;
-    request.set_consumer_group("orders");
-    request.set_consumer("c1");
-    auto reader = stub.WatchHoldEvents(&context, request);
     std::vector<std::string> seen;
-    v1::HoldEvent event;
-    while (reader->Read(&event)) {
-      seen.push_back(absl::StrCat(event.hold().user_id(), "/", event.hold().order_id()));
-    }
+    Watch(stub, "orders", absl::Seconds(2), &seen);
     std::sort(seen.begin(), seen.end());
     return seen;
   };

@@ -16,9 +16,11 @@
 #include <fstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
 extern char** environ;
@@ -49,6 +51,18 @@ absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_
   if (::access(fallback.c_str(), X_OK) == 0) return fallback;
   return absl::NotFoundError(absl::StrCat(name, " not found on PATH nor at ", fallback,
                                           " (apt-get install ", apt_package, ")"));
+}
+
+double ScrapedValue(int port, const std::string& series) {
+  absl::StatusOr<std::string> metrics =
+      RunProgram({"curl", "-s", absl::StrCat("http://127.0.0.1:", port, "/metrics")});
+  if (!metrics.ok()) return -1;
+  const std::string prefix = absl::StrCat(series, " ");
+  for (absl::string_view line : absl::StrSplit(*metrics, '\n')) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, prefix) && absl::SimpleAtod(line, &value)) return value;
+  }
+  return -1;
 }
 
 absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,

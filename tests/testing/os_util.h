@@ -28,6 +28,11 @@ absl::StatusOr<std::string> FindExecutable(absl::string_view name, absl::string_
 absl::StatusOr<std::string> RunProgram(const std::vector<std::string>& argv,
                                        absl::Duration timeout = absl::Seconds(30));
 
+// The value of the series `series` (name and labels as exposed, e.g.
+// `orderhold_calls_denied_total{method="Pay"}`) on the Prometheus endpoint of 127.0.0.1:`port`
+// (curl), or -1 when it cannot be scraped or has no such series.
+double ScrapedValue(int port, const std::string& series);
+
 // Whether this build runs under AddressSanitizer (tests/run.sh --sanitize): its RSS then holds
 // freed memory in quarantine (256 MiB by default), so memory bounds are checked in the Release
 // build only (the figures are printed in both).

@@ -513,6 +513,18 @@ absl::Status RedisServer::Resume() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> RedisServer::DataDigest() {
+  return Command({"EVAL",
+                  "local t = {} "
+                  "for _, k in ipairs(redis.call('KEYS', '*')) do "
+                  "  if not (string.find(k, ':replicas', 1, true) or "
+                  "          string.find(k, ':lease', 1, true)) "
+                  "  then t[#t + 1] = k .. '=' .. redis.sha1hex(redis.call('DUMP', k)) end "
+                  "end "
+                  "table.sort(t) return table.concat(t, ' ')",
+                  "0"});
+}
+
 absl::StatusOr<std::string> RedisServer::Command(const std::vector<std::string>& args) {
   if (args.empty()) return absl::InvalidArgumentError("Command(): no arguments");
   if (pid_ <= 0) return absl::FailedPreconditionError("Command(): redis-server is not running");

@@ -221,6 +221,11 @@ class RedisServer {
   // With admin_password set, the connection AUTHs with it first.
   absl::StatusOr<std::string> Command(const std::vector<std::string>& args);
 
+  // Every key of the data set and the SHA-1 of its DUMP, sorted ("key=sha1 ..."), leaving out keys
+  // holding ":replicas" or ":lease" (the reaper's heartbeat and leases, rewritten every tick): two
+  // equal digests mean the calls between them changed no data.
+  absl::StatusOr<std::string> DataDigest();
+
   // Like Command() but on a fresh connection that first sends `AUTH user password` (`AUTH
   // password` when `user` is empty; no AUTH when both are), then is closed. For checking what an
   // ACL user may do. A rejected AUTH is INTERNAL with Redis' message ("WRONGPASS ...").
