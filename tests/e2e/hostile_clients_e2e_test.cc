@@ -62,13 +62,17 @@ class HostileClientsE2eTest : public ::testing::Test {
                    absl::StrCat("--redis_url=", redis_->url()),
                    absl::StrCat("--grpc_max_concurrent_streams=", kMaxStreams),
                    absl::StrCat("--grpc_max_receive_message_size=", kMaxMessage),
-                   "--grpc_keepalive_time=1s", "--grpc_keepalive_timeout=1s", "--max_watches=20"});
+                   absl::StrCat("--grpc_keepalive_time=", KeepaliveTime()),
+                   "--grpc_keepalive_timeout=1s", "--max_watches=20"});
     ASSERT_TRUE(server_.WaitServing()) << server_.log();
     stub_ = NewStub();
   }
   void TearDown() override {
     EXPECT_FALSE(server_.Exited()) << "the server died: " << server_.log();
   }
+
+  // --grpc_keepalive_time: 1 s, so that a frozen client is found out quickly.
+  virtual std::string KeepaliveTime() const { return "1s"; }
 
   // A stub on a connection of its own.
   std::unique_ptr<v1::OrderHold::Stub> NewStub() const {
@@ -179,7 +183,15 @@ TEST_F(HostileClientsE2eTest, TenThousandConcurrentCallsOnOneConnection) {
 }
 
 // 2,000 HTTP/2 connections that say hello (preface and SETTINGS) and nothing else.
-TEST_F(HostileClientsE2eTest, ThousandsOfIdleConnections) {
+// Idle connections at the default keepalive (60 s). The raw sockets below never answer the
+// server's pings, so at the fixture's 1 s they were cut 2 s after they were accepted: on a busy
+// machine (CI, 2026-12-06) the burst took longer than that, and the count never reached 2,000.
+class IdleConnectionsE2eTest : public HostileClientsE2eTest {
+ protected:
+  std::string KeepaliveTime() const override { return "60s"; }
+};
+
+TEST_F(IdleConnectionsE2eTest, ThousandsOfIdleConnections) {
   constexpr int kConnections = 2000;
   const int64_t rss_before = Rss();
   const int fds_before = server_.OpenFds().value_or(-1);
@@ -202,7 +214,7 @@ TEST_F(HostileClientsE2eTest, ThousandsOfIdleConnections) {
     return server_.OpenFds().value_or(0) >= fds_before + kConnections;
   })) << "the server holds "
       << server_.OpenFds().value_or(-1) << " descriptors";
-  // Taking 2,000 connections at once is a burst (their HTTP/2 setup: 0.4 s in Release, over 2 s
+  // Taking 2,000 connections at once is a burst (HTTP/2 setup: under 0.1 s in Release, over 2 s
   // under ASan); once they are in, idle, others are served within their deadlines.
   const absl::Time burst = absl::Now();
   EXPECT_TRUE(Eventually([&] { return ServedWithin(absl::Seconds(2)); }, absl::Seconds(30)));
