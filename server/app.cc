@@ -195,10 +195,12 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   app->scopes_ = std::make_unique<domain::ScopeService>(*app->store_, *app->holds_, *app->metrics_);
-  if (config.scope_rules.has_totals() && !app->store_->keeps_scope_index()) {
-    return absl::FailedPreconditionError(
-        "scope_limits: the file sets total_max_holds or total_max_units, which this Redis mode "
-        "(Cluster) cannot enforce; server/README.md \"Scope totals\"");
+  app->totals_need_wait_ =
+      config.redis_mode == RedisMode::kCluster && config.redis_wait_replicas == 0;
+  if (config.scope_rules.has_totals()) {
+    if (absl::Status refused = app->TotalsRefused(); !refused.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("scope_limits: ", refused.message()));
+    }
   }
   app->holds_->SetScopeRules(config.scope_rules);
   if (app->tenants_ != nullptr) app->holds_->set_tenants(&app->tenants_->table());
@@ -210,6 +212,21 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   return app;
 }
 
+absl::Status App::TotalsRefused() const {
+  if (!store_->keeps_scope_index()) {
+    return absl::FailedPreconditionError(
+        "the file sets total_max_holds or total_max_units, which this store cannot enforce "
+        "without a scope index; server/README.md \"Scope totals\"");
+  }
+  if (totals_need_wait_) {
+    return absl::FailedPreconditionError(
+        "the file sets total_max_holds or total_max_units, which a Redis Cluster enforces only "
+        "with --redis_wait_replicas >= 1 (a step of the scope protocol acknowledged and then lost "
+        "in a failover would grant over the total); server/README.md \"Scope totals\"");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status App::ReloadScopeLimits() {
   if (scope_limits_file_.empty()) return absl::OkStatus();
   absl::StatusOr<domain::ScopeRules> rules = LoadLimitsFile(scope_limits_file_);
@@ -219,11 +236,9 @@ absl::Status App::ReloadScopeLimits() {
              rules.status().message());
     return rules.status();
   }
-  if (rules->has_totals() && !store_->keeps_scope_index()) {
+  if (absl::Status refused = rules->has_totals() ? TotalsRefused() : absl::OkStatus();
+      !refused.ok()) {
     metrics_->limits_reload_errors().Increment();
-    const absl::Status refused = absl::FailedPreconditionError(
-        "the file sets total_max_holds or total_max_units, which this Redis mode (Cluster) "
-        "cannot enforce");
     LogError("scope_limits: reload refused, the previous rules stay in force: ", refused.message());
     return refused;
   }
@@ -254,6 +269,7 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
   options.outcomes.max_hold_lifetime = config.policy.max_hold_lifetime;
   options.outcomes.default_ttl = config.policy.default_ttl;
   options.functions = config.redis_functions;
+  options.scope_protocol = config.scope_protocol;
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr
                         ? std::shared_ptr<redis::RedisTopology>(options.cluster)
@@ -453,6 +469,7 @@ void App::MakeReaper(const Config& config, const Clock& clock) {
   options.membership_ttl = config.reaper_lease;
   options.lease = config.reaper_lease;
   options.standby_after = config.reap_interval * 3 / 2;
+  options.scope_pending_age = config.scope_pending_age;
   options.pace_window = config.reap_interval * 3 / 5;
   options.event_retention = config.event_retention;
   options.consumer_idle_timeout = config.consumer_idle_timeout;

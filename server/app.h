@@ -139,6 +139,11 @@ class App {
   int health_port_ = 0;
   bool shut_down_ = false;
   std::string scope_limits_file_;  // --scope_limits; empty: none
+  // A Redis Cluster without WAIT (--redis_wait_replicas=0): scope totals are refused.
+  bool totals_need_wait_ = false;
+  // FAILED_PRECONDITION when this server cannot enforce scope totals (no scope index, or a Redis
+  // Cluster without WAIT), saying why; OK otherwise.
+  absl::Status TotalsRefused() const;
 };
 
 }  // namespace orderhold

@@ -164,6 +164,13 @@ ABSL_FLAG(int, max_extensions, 0,
           "only --max_hold_lifetime limits extensions. 0-1000.");
 ABSL_FLAG(absl::Duration, reap_interval, absl::Seconds(1),
           "Time between reaper ticks (with +-10% jitter).");
+ABSL_FLAG(absl::Duration, scope_clock_margin, absl::Seconds(2),
+          "Redis Cluster: the most the clocks of two Redis nodes may differ (>= 0). A scoped "
+          "hold's entry in its scope's index outlives the hold by this, so a scope total is never "
+          "over while the clocks stay within it (server/README.md \"Scope totals\").");
+ABSL_FLAG(absl::Duration, scope_pending_age, absl::Seconds(3),
+          "Redis Cluster: how old a scope take without its settle gets before the sweep settles it "
+          "from the user's slot (>= 100ms; above a take-place-settle's time, WAIT included).");
 ABSL_FLAG(std::string, key_prefix, "orderhold", "Prefix of every Redis key.");
 ABSL_FLAG(int, redis_connections, 4, "Redis connections (one I/O thread each).");
 ABSL_FLAG(absl::Duration, redis_timeout, absl::Seconds(1),
@@ -597,6 +604,9 @@ const std::vector<Setting>& Settings() {
       Field(FLAGS_max_hold_lifetime, &Config::policy, &domain::HoldPolicy::max_hold_lifetime),
       Field(FLAGS_max_extensions, &Config::policy, &domain::HoldPolicy::max_extensions),
       Field(FLAGS_reap_interval, &Config::reap_interval),
+      Field(FLAGS_scope_clock_margin, &Config::scope_protocol,
+            &store::ScopeProtocolOptions::margin),
+      Field(FLAGS_scope_pending_age, &Config::scope_pending_age),
       Field(FLAGS_key_prefix, &Config::key_prefix),
       Field(FLAGS_redis_connections, &Config::redis_connections),
       Field(FLAGS_redis_timeout, &Config::redis_timeout),
@@ -749,6 +759,12 @@ absl::Status ValidateRedis(const Config& config) {
   if (config.redis_wait_replicas != 0 && config.redis_wait_timeout < absl::Milliseconds(1)) {
     return absl::InvalidArgumentError(
         "redis_wait_timeout: must be >= 1ms when redis_wait_replicas is not 0");
+  }
+  if (config.scope_protocol.margin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("scope_clock_margin: must be >= 0");
+  }
+  if (config.scope_pending_age < absl::Milliseconds(100)) {
+    return absl::InvalidArgumentError("scope_pending_age: must be >= 100ms");
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,7 @@
 #include "server/redis/redis_connection.h"
 #include "server/redis/redis_url.h"
 #include "server/store/hold_store.h"
+#include "server/store/redis_hold_store.h"
 
 namespace orderhold {
 
@@ -111,6 +112,11 @@ struct Config {
   // them, without reading the file again.
   domain::ScopeRules scope_rules;
   absl::Duration reap_interval = absl::Seconds(1);
+  // Redis Cluster's scope protocol (server/README.md "Scope totals"): --scope_clock_margin (the
+  // most two nodes' clocks may differ: entries outlive their holds by it) in `scope_protocol`, and
+  // --scope_pending_age (how old a take without its settle is before the sweep settles it).
+  store::ScopeProtocolOptions scope_protocol;
+  absl::Duration scope_pending_age = absl::Seconds(3);
   std::string key_prefix = "orderhold";
   int redis_connections = 4;                        // pool size, one I/O thread each
   absl::Duration redis_timeout = absl::Seconds(1);  // bound on one Redis round trip

@@ -32,12 +32,17 @@ absl::StatusOr<std::unique_ptr<store::RedisHoldStore>> ConnectRedisStore(
     return redis::RedisClusterClient::Create(std::move(cluster));
   };
   const bool scope_index = options.scope_index.value_or(options.cluster == nullptr);
+  std::optional<store::ScopeProtocolOptions> protocol;
+  if (options.cluster != nullptr && options.scope_index.value_or(true)) {
+    protocol = options.scope_protocol;
+  }
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::RedisCaller> requests,
                              caller(std::move(options.client)));
   ORDERHOLD_ASSIGN_OR_RETURN(std::unique_ptr<redis::RedisCaller> reaper,
                              caller(std::move(background)));
   return store::RedisHoldStore::Create(std::move(options.key_prefix), options.outcomes,
-                                       std::move(requests), std::move(reaper), scope_index);
+                                       std::move(requests), std::move(reaper), scope_index,
+                                       std::move(protocol));
 }
 
 }  // namespace orderhold

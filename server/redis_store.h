@@ -37,6 +37,9 @@ struct RedisStoreOptions {
   // `cluster` is set. False for a store that talks to one node of a Redis Cluster directly (a
   // test's standalone topology on a cluster node), whose scripts cannot reach other slots.
   std::optional<bool> scope_index;
+  // In cluster mode (unless scope_index is false): the scope protocol's timings. The index is then
+  // kept across slots (store::RedisHoldStore::Create's `protocol`).
+  store::ScopeProtocolOptions scope_protocol;
   // Outcome records kept per user (--outcome_retention, --max_outcomes_per_user).
   store::OutcomePolicy outcomes;
   // Call the scripts as Redis Functions (FCALL) where the node takes their library, else by

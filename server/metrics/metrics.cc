@@ -33,6 +33,7 @@ const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",
                                                 "GetScopeUsage",    "ListScopeHolds",
                                                 "ReleaseScopeHolds"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
+const char* const kScopeSweepActionNames[3] = {"settled", "fenced", "dropped"};
 const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
                                                                   "exhausted", "ended"};
 
@@ -113,6 +114,10 @@ Metrics::Metrics(prometheus::Registry& registry)
           Gauge(registry, "orderhold_layout_migration_users_left",
                 "Users of the partitions this replica owns that the layout migration's sweep has "
                 "still to check (an upper bound of those in an older shape); 0 once done.")),
+      scope_pending_takes_(
+          Gauge(registry, "orderhold_scope_pending_takes",
+                "Redis Cluster: scope takes waiting for their settle in the partitions this "
+                "replica swept last tick.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",
@@ -171,6 +176,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "Reads of a changed --authz_policy file, by result (failure: the previous "
                    "policy stays in force).",
                    kReloadResultNames, authz_policy_reloads_, "result");
+  CountersByReason(registry, "orderhold_scope_sweep_actions_total",
+                   "Redis Cluster: what the scope sweep did, by action: settled (a take whose "
+                   "settle never came, its hold live), fenced (such a take without a live hold: "
+                   "fenced and dropped), dropped (an end's entry dropped again).",
+                   kScopeSweepActionNames, scope_sweep_actions_, "action");
   CountersByReason(registry, "orderhold_tenants_reloads_total",
                    "Reads of a changed --tenants file, by result (failure: the previous tenants "
                    "stay in force).",

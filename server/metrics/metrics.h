@@ -156,6 +156,18 @@ class Metrics {
   // a partition not checked yet counting 1; reaper/migration_sweep.h); 0 once every owned
   // partition is done. Sum across replicas.
   prometheus::Gauge& layout_migration_users_left() { return layout_migration_users_left_; }
+  // Redis Cluster's scope sweep (reaper.h; server/README.md "Scope totals"):
+  // orderhold_scope_sweep_actions_total{action}: what the sweep did, "settled" (a take whose settle
+  // never came, its hold live: the entry follows it), "fenced" (such a take without a live hold:
+  // fenced in the user's slot and its entry dropped), "dropped" (an end's entry dropped again from
+  // the stream's record of it); and orderhold_scope_pending_takes: takes waiting for their settle
+  // in the partitions this replica swept last tick (a steady value well above the call rate x a
+  // round trip means settles are being lost).
+  enum class ScopeSweepAction { kSettled, kFenced, kDropped };
+  prometheus::Counter& scope_sweep_actions(ScopeSweepAction action) {
+    return *scope_sweep_actions_[static_cast<size_t>(action)];
+  }
+  prometheus::Gauge& scope_pending_takes() { return scope_pending_takes_; }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
   // orderhold_redis_failovers_total: changes of the Redis primary's address this replica saw
@@ -230,6 +242,8 @@ class Metrics {
   prometheus::Gauge& reaper_backlog_;
   prometheus::Gauge& reaper_owned_partitions_;
   prometheus::Gauge& layout_migration_users_left_;
+  std::array<prometheus::Counter*, 3> scope_sweep_actions_{};
+  prometheus::Gauge& scope_pending_takes_;
   prometheus::Counter& redis_errors_;
   prometheus::Counter& redis_failovers_;
   prometheus::Counter& redis_topology_refreshes_;

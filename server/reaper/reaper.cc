@@ -70,10 +70,39 @@ absl::StatusOr<ReapStats> Reaper::RunOnce(std::optional<absl::Time> now) {
   }
   // After the tick's reaping, which took the leases the steps check.
   if (!tick.owned.empty()) sweep_.Step(tick.owned);
+  if (store_.sweeps_scopes()) SweepScopes(now, tick);
   metrics_.reaper_tick_duration().Observe(absl::ToDoubleSeconds(clock_.Now() - started));
   if (!tick.first_error.ok()) return tick.first_error;
   metrics_.reaper_last_success().Set(absl::ToDoubleSeconds(clock_.Now() - absl::UnixEpoch()));
   return tick.stats;
+}
+
+void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
+  int64_t pending = 0;
+  for (int partition = 0; partition < store_.partition_count(); ++partition) {
+    store::ScopeSweepArgs args{.pending_age = options_.scope_pending_age};
+    if (tick.standby[partition]) {
+      // Another replica's: only what its owner left for longer than a standby waits.
+      args.pending_age += options_.standby_after;
+      args.journal = false;
+    } else if (std::find(tick.owned.begin(), tick.owned.end(), partition) == tick.owned.end()) {
+      continue;
+    }
+    store::CallOptions call{.deadline = absl::Now() + options_.call_timeout, .now = now};
+    absl::StatusOr<store::ScopeSweepResult> result = absl::UnknownError("no answer");
+    store_.ScopeSweep(partition, args, call,
+                      [&](absl::StatusOr<store::ScopeSweepResult> r) { result = std::move(r); });
+    if (!result.ok()) {
+      if (tick.first_error.ok()) tick.first_error = result.status();
+      continue;
+    }
+    pending += result->pending;
+    using Action = metrics::Metrics::ScopeSweepAction;
+    metrics_.scope_sweep_actions(Action::kSettled).Increment(result->settled);
+    metrics_.scope_sweep_actions(Action::kFenced).Increment(result->fenced);
+    metrics_.scope_sweep_actions(Action::kDropped).Increment(result->dropped);
+  }
+  metrics_.scope_pending_takes().Set(static_cast<double>(pending));
 }
 
 std::vector<int> Reaper::PlanTick(std::optional<absl::Time> now, Tick& tick) {

@@ -126,6 +126,11 @@ struct ReaperOptions {
   // --consumer_idle_timeout: EventTrimOptions::consumer_idle.
   absl::Duration consumer_idle_timeout = absl::ZeroDuration();
   absl::Duration event_trim_interval = absl::Seconds(10);
+  // Redis Cluster's scope sweep (store::PartitionStore::ScopeSweep, when the store
+  // sweeps_scopes()): every tick, each owned partition's takes older than this are settled and
+  // its stream's ends since the last tick have their entries dropped; with standby reaping, every
+  // other partition's takes older than this + standby_after (a dead owner's) too.
+  absl::Duration scope_pending_age = absl::Seconds(3);
 };
 
 // What one tick did.
@@ -196,6 +201,10 @@ class Reaper {
   // What one RunOnce accumulates (defined in reaper.cc).
   struct Tick;
   void Loop();
+  // Redis Cluster's scope sweep of the tick's partitions (ReaperOptions::scope_pending_age):
+  // blocks until each partition's step answered; counts orderhold_scope_sweep_actions_total and
+  // sets orderhold_scope_pending_takes.
+  void SweepScopes(std::optional<absl::Time> now, Tick& tick);
   // The partitions this tick calls: the owned ones (a fresh claim, or the last view when the claim
   // failed) and, with standby reaping, every other one marked standby in `tick`.
   std::vector<int> PlanTick(std::optional<absl::Time> now, Tick& tick);

@@ -31,12 +31,21 @@
 //                                        the principal that created it; "" for an anonymous one)
 //   <prefix>:{groups}:counts             groups per owner (hash: owner -> count), beside it in
 //                                        one slot: lua/claim_group.lua
-//   <prefix>:{<partition>}:s:<scope>     the scope index (standalone and Sentinel only): every
+//   <prefix>:{<partition>}:s:<scope>     the scope index: every
 //                                        live hold of the scope across users (sorted set:
 //                                        "<quantity>:<user_id>\0<order_id>" -> expire ms), in
 //                                        the scope's partition (PartitionOf(scope), as a user's);
 //                                        lua/prelude/ "The scope index"
 //   <prefix>:{<partition>}:su:<scope>    beside it: the sum of its entries' quantities (string)
+//   <prefix>:{<partition>}:sp            Redis Cluster only: the partition's pending scope takes
+//                                        (hash: "n" -> the stamp counter; "<scope>\0<member>" ->
+//                                        "<stamp>:<take ms>"), lua/scope_take.lua; the scope
+//                                        index keys s: and su: are kept there too
+//   <prefix>:{<partition>}:spt           beside it: the pending takes by age (sorted set:
+//                                        "<scope>\0<member>" -> take ms)
+//   <prefix>:{<partition>}:sj            Redis Cluster only: the last event of the partition's
+//                                        stream whose end the scope sweep has dropped from its
+//                                        scope's index (string: a stream id)
 //   <prefix>:replicas                    live reaper replicas (sorted set: id -> alive until ms);
 //                                        not hash-tagged: it is only ever touched alone
 // Keys of the shapes earlier releases wrote are known only to their migration
@@ -157,6 +166,17 @@ class KeySchema {
   }
   std::string ScopeUnitsKey(absl::string_view scope) const {
     return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "su:", scope);
+  }
+  // Redis Cluster's scope protocol (see the table above): a partition's pending takes, and the
+  // sweep's place in a partition's event stream.
+  std::string ScopePendingKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "sp");
+  }
+  std::string ScopePendingAgesKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "spt");
+  }
+  std::string ScopeJournalKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "sj");
   }
   // The consumer group registry and its per-owner counts (see the table above).
   std::string GroupOwnersKey() const;

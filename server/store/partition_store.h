@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -75,6 +76,29 @@ struct MigrateResult {
   int64_t users_moved = 0;  // users this step moved into the store's layout
 };
 
+// One step of Redis Cluster's scope sweep over one partition (PartitionStore::ScopeSweep; the
+// protocol: server/README.md "Scope totals").
+struct ScopeSweepArgs {
+  // Pending takes (a scope's entry taken, its settle not seen) at least this old, on the scope
+  // node's clock, are settled from what the user's slot holds: the hold's expiry when it is live,
+  // else a fence and a drop. Above a healthy take-to-settle time (two round trips and their WAITs).
+  absl::Duration pending_age = absl::Seconds(3);
+  // Records handled per step at most (pending takes, and ends read from the stream).
+  int max_records = 64;
+  // Also read the partition's event stream from where the last step stopped and drop the entries
+  // of the holds it shows paid or cancelled (ends whose own drop may have been lost). The owner's
+  // step does; a standby's does not.
+  bool journal = true;
+};
+
+struct ScopeSweepResult {
+  int64_t pending = 0;  // pending takes in the partition, old or not, when the step looked
+  int settled = 0;      // old takes whose hold was live: the entry now follows the hold
+  int fenced = 0;       // old takes without a live hold: fenced in the user's slot and dropped
+  int dropped = 0;      // ends read from the stream whose entries this step dropped
+  bool more = false;    // records were left for the next step
+};
+
 class PartitionStore {
  public:
   virtual ~PartitionStore() = default;
@@ -109,6 +133,19 @@ class PartitionStore {
   // Removes `replica_id` from the registry of live reaper replicas (see Heartbeat) at once,
   // instead of after its ttl: yields true when it was registered.
   virtual void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) = 0;
+
+  // Whether the store keeps scope entries as leases across slots (Redis Cluster), which the reaper
+  // then sweeps each tick (ScopeSweep). False by default.
+  virtual bool sweeps_scopes() const { return false; }
+
+  // One step of the scope sweep of `partition` (ScopeSweepArgs). Idempotent and safe from several
+  // replicas at once: a settle acts only on its own take's stamp. A store that does not sweep
+  // answers an empty result. INVALID_ARGUMENT for a partition out of range.
+  virtual void ScopeSweep(int partition, ScopeSweepArgs args, CallOptions options,
+                          Callback<ScopeSweepResult> done) {
+    (void)partition, (void)args, (void)options;
+    std::move(done)(ScopeSweepResult{});
+  }
 
   // Number of index partitions the reaper must visit.
   virtual int partition_count() const = 0;

@@ -125,8 +125,16 @@ std::vector<std::string> RedisHoldStore::Functions() {
 
 absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
     std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-    std::unique_ptr<redis::RedisCaller> background, bool scope_index) {
+    std::unique_ptr<redis::RedisCaller> background, bool scope_index,
+    std::optional<ScopeProtocolOptions> protocol) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateKeyPrefix(key_prefix));
+  if (protocol.has_value() && (scope_index || protocol->window < absl::Seconds(1) ||
+                               protocol->margin < absl::ZeroDuration() ||
+                               protocol->settle_timeout <= absl::ZeroDuration())) {
+    return absl::InvalidArgumentError(
+        "scope protocol: only without an in-script scope index, with a window >= 1s, a margin "
+        ">= 0 and a settle timeout > 0");
+  }
   if (outcomes.retention < absl::Milliseconds(1) || outcomes.max_per_user < 1) {
     return absl::InvalidArgumentError(
         "outcome_retention must be >= 1ms and max_outcomes_per_user >= 1");
@@ -138,14 +146,15 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> RedisHoldStore::Create(
   if (client == nullptr || background == nullptr) {
     return absl::InvalidArgumentError("redis hold store: both callers are required");
   }
-  return std::unique_ptr<RedisHoldStore>(new RedisHoldStore(KeySchema(std::move(key_prefix)),
-                                                            outcomes, std::move(client),
-                                                            std::move(background), scope_index));
+  return std::unique_ptr<RedisHoldStore>(
+      new RedisHoldStore(KeySchema(std::move(key_prefix)), outcomes, std::move(client),
+                         std::move(background), scope_index, std::move(protocol)));
 }
 
 RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                                std::unique_ptr<redis::RedisCaller> client,
-                               std::unique_ptr<redis::RedisCaller> background, bool scope_index)
+                               std::unique_ptr<redis::RedisCaller> background, bool scope_index,
+                               std::optional<ScopeProtocolOptions> protocol)
     : keys_(std::move(keys)),
       retention_ms_(absl::StrCat(Millis(outcomes.retention))),
       trim_keep_(absl::StrCat(std::max<int64_t>(0, outcomes.event_stream_max_len) * 9 / 10)),
@@ -155,11 +164,21 @@ RedisHoldStore::RedisHoldStore(KeySchema keys, OutcomePolicy outcomes,
                               std::max<int64_t>(0, outcomes.event_stream_max_bytes), ":",
                               Millis(outcomes.max_hold_lifetime), ":", Millis(outcomes.default_ttl),
                               outcomes.layout_migration_done ? ":0:" : ":1:", scope_index_)),
+      protocol_(std::move(protocol)),
       client_(std::move(client)),
       background_(std::move(background)) {}
 
 void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                                Callback<PlaceHoldResult> done) {
+  if (protocol_.has_value() && !args.details.scope.empty()) {
+    PlaceAcrossSlots(std::move(args), options, std::move(done));
+    return;
+  }
+  PlaceInUserSlot(args, options, "", std::move(done));
+}
+
+void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOptions& options,
+                                     const std::string& take, Callback<PlaceHoldResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(args.user_id);
   const bool totals = !args.details.scope.empty() && !scope_index_.empty();
   const std::string limits =
@@ -176,13 +195,18 @@ void RedisHoldStore::PlaceHold(PlaceHoldArgs args, CallOptions options,
                .limits = limits,
                .lifetime = std::max<int64_t>(1, Millis(args.max_lifetime)),
                .details = IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
-               .store = store_arg_});
+               .store = store_arg_,
+               .take = take});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
       std::move(command), options.deadline,
       ParsedAs<lua::PlaceHoldReply>(
           std::move(done), [](const lua::PlaceHoldReply& r) -> absl::StatusOr<PlaceHoldResult> {
+            if (r.result == -3) {
+              return absl::UnavailableError(
+                  "the hold's place in its scope was taken too long ago; retry the same call");
+            }
             if (r.result < -2 || r.result > 1) return BadReply("place_hold.lua");
             PlaceHoldResult result;
             result.outcome = r.result == 1    ? PlaceHoldResult::Outcome::kCreated
@@ -226,6 +250,23 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
                                  .store = store_arg_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
+  if (protocol_.has_value()) {
+    // Across slots, the ended hold's entry is dropped before the answer (a retry of an end whose
+    // drop was lost drops it again).
+    done = [this, user_id, order_id,
+            done = std::move(done)](absl::StatusOr<EndHoldResult> result) mutable {
+      if (!result.ok() || result->result == EndHoldResult::Result::kUnknown ||
+          result->end.outcome == HoldOutcome::kExpired || result->details.scope.empty()) {
+        std::move(done)(std::move(result));
+        return;
+      }
+      std::vector<StoredHold> ended{StoredHold{order_id, result->end.expire_time, result->details}};
+      auto answer = std::make_shared<absl::StatusOr<EndHoldResult>>(std::move(result));
+      DropEnded(user_id, ended, [answer, done = std::move(done)]() mutable {
+        std::move(done)(std::move(*answer));
+      });
+    };
+  }
   client_->Submit(
       std::move(command), options.deadline,
       ParsedAs<lua::EndHoldReply>(
@@ -294,6 +335,22 @@ void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
 
 void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                 Callback<ExtendHoldResult> done) {
+  if (protocol_.has_value()) {
+    ExtendAcrossSlots(std::move(args), options, std::move(done));
+    return;
+  }
+  ExtendInUserSlot(args, options, "",
+                   [done = std::move(done)](absl::StatusOr<ExtendStep> step) mutable {
+                     if (!step.ok()) {
+                       std::move(done)(step.status());
+                       return;
+                     }
+                     std::move(done)(std::move(step->result));
+                   });
+}
+
+void RedisHoldStore::ExtendInUserSlot(const ExtendHoldArgs& args, const CallOptions& options,
+                                      const std::string& take, Callback<ExtendStep> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(args.user_id);
   redis::RedisCommand command =
       Eval({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
@@ -304,14 +361,35 @@ void RedisHoldStore::ExtendHold(ExtendHoldArgs args, CallOptions options,
                                     .now = NowArg(options),
                                     .max_extensions = int64_t{args.max_extensions},
                                     .request_id = args.request_id,
-                                    .store = store_arg_});
+                                    .store = store_arg_,
+                                    .take = take});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
-  client_->Submit(std::move(command), options.deadline,
-                  ParsedAs<lua::ExtendHoldReply>(
-                      std::move(done), [order_id = args.order_id](const lua::ExtendHoldReply& r) {
-                        return ExtendResultOf(order_id, r);
-                      }));
+  client_->Submit(
+      std::move(command), options.deadline,
+      ParsedAs<lua::ExtendHoldReply>(
+          std::move(done),
+          [order_id = args.order_id](const lua::ExtendHoldReply& r) -> absl::StatusOr<ExtendStep> {
+            ExtendStep step;
+            if (r.result == -3) {
+              return absl::UnavailableError(
+                  "the hold's place in its scope was taken too long ago; retry the same call");
+            }
+            if (r.result == -4) {
+              // Live and scoped: its details say which entry to take.
+              step.needs_take = true;
+              step.result.result = ExtendHoldResult::Result::kLive;
+              step.result.now = FromMillis(r.now);
+              step.result.hold.order_id = order_id;
+              step.result.hold.expire_time = FromMillis(r.expire);
+              if (!ToDetails(r.details, r.life, r.expire, &step.result.hold.details)) {
+                return BadReply("extend_hold.lua");
+              }
+              return step;
+            }
+            ORDERHOLD_ASSIGN_OR_RETURN(step.result, ExtendResultOf(order_id, r));
+            return step;
+          }));
 }
 
 void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOptions options,
@@ -356,6 +434,20 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
                .user = user_id, .scope = scope, .now = NowArg(options), .store = store_arg_});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
+  if (protocol_.has_value()) {
+    // Across slots, the released holds' entries are dropped before the answer.
+    done = [this, user_id,
+            done = std::move(done)](absl::StatusOr<ReleaseHoldsResult> result) mutable {
+      if (!result.ok() || result->released.empty()) {
+        std::move(done)(std::move(result));
+        return;
+      }
+      auto answer = std::make_shared<absl::StatusOr<ReleaseHoldsResult>>(std::move(result));
+      DropEnded(user_id, (*answer)->released, [answer, done = std::move(done)]() mutable {
+        std::move(done)(std::move(*answer));
+      });
+    };
+  }
   client_->Submit(std::move(command), options.deadline,
                   ParsedAs<lua::ReleaseHoldsReply>(
                       std::move(done),
@@ -378,10 +470,23 @@ void RedisHoldStore::ReleaseHolds(std::string user_id, std::string scope, CallOp
 
 void RedisHoldStore::ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
                                     Callback<ListScopeHoldsResult> done) {
-  if (scope_index_.empty()) {
+  if (!keeps_scope_index()) {
     std::move(done)(absl::FailedPreconditionError(
-        "scope usage needs the scope index, which a Redis Cluster does not keep"));
+        "scope usage needs the scope index, which this store does not keep"));
     return;
+  }
+  if (protocol_.has_value()) {
+    // Entries are leases: their scores are the holds' ends plus the clock margin (a cursor's time
+    // is an answer's, so it gets it back).
+    if (args.after.has_value()) args.after->expire_time += protocol_->margin;
+    done = [margin = protocol_->margin,
+            done = std::move(done)](absl::StatusOr<ListScopeHoldsResult> result) mutable {
+      if (result.ok()) {
+        if (result->first_expire_time.has_value()) *result->first_expire_time -= margin;
+        for (ScopeHold& hold : result->holds) hold.expire_time -= margin;
+      }
+      std::move(done)(std::move(result));
+    };
   }
   const std::string live = keys_.ScopeLiveKey(args.scope);
   const std::string units = keys_.ScopeUnitsKey(args.scope);

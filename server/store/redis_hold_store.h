@@ -24,10 +24,13 @@
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "server/redis/redis_caller.h"
 #include "server/store/event_log.h"
@@ -36,6 +39,21 @@
 #include "server/store/partition_store.h"
 
 namespace orderhold::store {
+
+// Redis Cluster's scope protocol (server/README.md "Scope totals"; lua/prelude/ "The scope
+// protocol across slots"): a scoped hold's entry in its scope's index is a lease taken in the
+// scope's slot before the hold is placed in the user's, and settled after.
+struct ScopeProtocolOptions {
+  // How long after its take a place or extend step may still land (on the user node's clock): a
+  // later one is refused (UNAVAILABLE: retry). Covers a slow round trip and its WAIT.
+  absl::Duration window = absl::Seconds(60);
+  // The clock margin between nodes (--scope_clock_margin): an entry's lease ends this long after
+  // the hold it stands for, as the user's node dates it, so a scope node's clock that runs ahead
+  // by up to this never ends an entry before its hold. Reported times take it off again.
+  absl::Duration margin = absl::Seconds(2);
+  // The deadline of a settle or drop sent after the caller was answered.
+  absl::Duration settle_timeout = absl::Seconds(5);
+};
 
 class RedisHoldStore final : public HoldStore, public PartitionStore, public HoldEventLog {
  public:
@@ -61,10 +79,19 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // Scripts(). `scope_index`: keep the scope index (keys.h; lua/prelude/ "The scope index"),
   // which only a Redis that lets a script reach keys of other slots allows: true for a standalone
   // or Sentinel-managed primary, false for a Redis Cluster (its scripts would be refused).
-  // INVALID_ARGUMENT for a bad key_prefix or outcome policy, or a null caller.
+  // `protocol`: keep the scope index on a Redis Cluster, across slots, by the scope protocol
+  // (scope_index must then be false): a scoped PlaceHold takes its entry (scope_take.lua), places
+  // the hold with the take's stamp and settles the entry after answering (scope_settle.lua); an
+  // ExtendHold of a scoped hold likewise; Pay, CancelHold and ReleaseHolds drop the entries of the
+  // holds they end before answering; the reaper's ScopeSweep repairs what a crash or a lost step
+  // leaves. Each step is sent after the previous one's answer, which with WAIT
+  // (wait_replicas > 0) means replicated.
+  // INVALID_ARGUMENT for a bad key_prefix or outcome policy, a null caller, both kinds of index,
+  // or a protocol window under 1 s or a negative margin.
   static absl::StatusOr<std::unique_ptr<RedisHoldStore>> Create(
       std::string key_prefix, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-      std::unique_ptr<redis::RedisCaller> background, bool scope_index = true);
+      std::unique_ptr<redis::RedisCaller> background, bool scope_index = true,
+      std::optional<ScopeProtocolOptions> protocol = std::nullopt);
 
   // HoldStore.
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
@@ -78,8 +105,10 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                Callback<GetHoldResult> done) override;
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
-  bool keeps_scope_index() const override { return !scope_index_.empty(); }
-  // scope_holds.lua on the request connections.
+  bool keeps_scope_index() const override { return !scope_index_.empty() || protocol_.has_value(); }
+  // scope_holds.lua on the request connections. Across slots (the protocol), the times are the
+  // entries' lease ends less the clock margin: a settled entry's hold's expiry; a hold still being
+  // placed, its take's bound.
   void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
                       Callback<ListScopeHoldsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
@@ -92,6 +121,15 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                     Callback<bool> done) override;
   void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) override;
   int partition_count() const override { return KeySchema::kPartitionCount; }
+  bool sweeps_scopes() const override { return protocol_.has_value(); }
+  // Blocks the calling thread until done (the reaper's; never a Redis I/O thread).
+  // On the background connection: scope_pending.lua, then per old take scope_check.lua in the
+  // user's slot and scope_settle.lua; then the stream's ends since the partition's mark (keys.h
+  // ":sj"), each scoped PAID or CANCELLED end's entry dropped (scope_settle.lua), and the mark
+  // moved. An absent mark starts a minute back. An end older than half the outcome retention is
+  // skipped: its order may have been placed again since.
+  void ScopeSweep(int partition, ScopeSweepArgs args, CallOptions options,
+                  Callback<ScopeSweepResult> done) override;
   void Ping(CallOptions options, Callback<absl::Time> done) override;
 
   // HoldEventLog.
@@ -122,7 +160,70 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
-                 std::unique_ptr<redis::RedisCaller> background, bool scope_index);
+                 std::unique_ptr<redis::RedisCaller> background, bool scope_index,
+                 std::optional<ScopeProtocolOptions> protocol);
+
+  // A hold's entry in its scope's index (lua/prelude/ scope_member).
+  struct ScopeEntry {
+    std::string scope;
+    std::string user_id;
+    std::string order_id;
+    int64_t quantity = 1;
+    std::string Member() const;
+  };
+  // ExtendHold's step in the user's slot: whether extend_hold.lua asked for a take first (-4),
+  // else its result.
+  struct ExtendStep {
+    bool needs_take = false;
+    ExtendHoldResult result;
+  };
+
+  // The single-slot scripts (redis_hold_store.cc), with `take` (place_hold.lua's and
+  // extend_hold.lua's ARGV take: "" outside the protocol). A stale take (-3) or one needed (-4)
+  // answers UNAVAILABLE (retry), but ExtendStep::needs_take.
+  void PlaceInUserSlot(const PlaceHoldArgs& args, const CallOptions& options,
+                       const std::string& take, Callback<PlaceHoldResult> done);
+  void ExtendInUserSlot(const ExtendHoldArgs& args, const CallOptions& options,
+                        const std::string& take, Callback<ExtendStep> done);
+  // The protocol (redis_scope_protocol.cc).
+  void PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done);
+  void ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options, Callback<ExtendHoldResult> done);
+  // scope_take.lua for `entry`: the take's reply, parsed.
+  struct Take {
+    bool taken = false;
+    int64_t now_ms = 0, stamp = 0, holds = 0, units = 0, first_ms = -1;
+    int violations = 0;
+  };
+  void TakeStep(const ScopeEntry& entry, absl::Duration ttl, LevelLimits totals, bool extend,
+                const CallOptions& options, Callback<Take> done);
+  // scope_settle.lua: `stamp` 0 = an end's drop; `expire_ms` -1 = no live hold. Yields whether it
+  // acted.
+  void SettleStep(const ScopeEntry& entry, int64_t stamp, int64_t expire_ms,
+                  redis::RedisCaller& caller, absl::Time deadline, Callback<bool> done);
+  // Drops the entries of the scoped holds among `ended` (their details name a scope), all at
+  // once, then calls `then` (whatever each drop answered: the sweep repairs a lost one).
+  void DropEnded(const std::string& user_id, const std::vector<StoredHold>& ended,
+                 absl::AnyInvocable<void()> then);
+  // ScopeSweep's first half (blocking, the reaper's thread): the partition's takes older than
+  // args.pending_age (scope_pending.lua; *total: all its pending takes), and for one of them the
+  // user slot's answer and fence (scope_check.lua) then its settle: true when its hold was live,
+  // false when fenced and dropped, NOT_FOUND when a newer take owns the entry.
+  struct OldTake {
+    ScopeEntry entry;
+    int64_t stamp = 0;
+  };
+  static bool OldTakeOf(absl::string_view field, absl::string_view record, OldTake* out);
+  absl::StatusOr<std::vector<OldTake>> OldTakes(int partition, const ScopeSweepArgs& args,
+                                                const CallOptions& options, int64_t* total);
+  absl::StatusOr<bool> SettleOldTake(const OldTake& take, const CallOptions& options);
+  static absl::StatusOr<std::vector<ScopeEntry>> EndsToDrop(const redis::RedisReply& events,
+                                                            int64_t oldest_ms, std::string* last);
+  // ScopeSweep's second half: the ends of `partition`'s stream since its mark, their entries
+  // dropped, the mark moved; sets *more when a full page was read. Blocks (the reaper's thread).
+  absl::StatusOr<int> SweepJournal(int partition, const ScopeSweepArgs& args,
+                                   const CallOptions& options, bool* more);
+  // A take's ARGV for place_hold.lua / extend_hold.lua: "<stamp>:<take ms>:<window ms>".
+  std::string TakeArg(const Take& take) const;
 
   const KeySchema keys_;
   const std::string retention_ms_;  // outcome retention, ms, as a decimal string
@@ -132,7 +233,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // "<retention ms>:<max outcome records per user>:<stream length bound>:<stream byte bound>:<max
   // hold lifetime ms>:<default ttl ms>:<scope_index_>".
   const std::string store_arg_;
-  std::unique_ptr<redis::RedisCaller> client_;      // requests
+  const std::optional<ScopeProtocolOptions> protocol_;  // Redis Cluster's scope protocol, if kept
+  std::unique_ptr<redis::RedisCaller> client_;          // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 

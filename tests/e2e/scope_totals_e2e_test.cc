@@ -4,8 +4,9 @@
 // the total is live at any instant, checked from the client-side history as the soak's oracle
 // checks the per-user cap; exactly the total is granted when nothing ends; every refusal leaves no
 // trace and carries SCOPE_TOTAL_LIMIT. The scope rpcs (GetScopeUsage, ListScopeHolds,
-// ReleaseScopeHolds) see and end what the herd left. On a Redis Cluster a file with totals is
-// refused at start (server/README.md "Scope totals").
+// ReleaseScopeHolds) see and end what the herd left. On a Redis Cluster (3 primaries with a
+// replica each, WAIT 1) the same, through the scope protocol across slots; without WAIT a file
+// with totals is refused at start (server/README.md "Scope totals").
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -107,6 +108,11 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
       SentinelGroupOptions options;
       ASSERT_OK_AND_ASSIGN(options.app_acl_rules, testing::AppAclRulesLine());
       ASSERT_OK_AND_ASSIGN(group_, SentinelGroup::Start(options));
+    } else if (GetParam() == "cluster") {
+      testing::RedisClusterOptions options;
+      options.primaries = 3;
+      options.replicas_per_primary = 1;
+      ASSERT_OK_AND_ASSIGN(cluster_, testing::RedisCluster::Start(options));
     } else {
       ASSERT_OK_AND_ASSIGN(redis_, RedisServer::Start());
     }
@@ -115,6 +121,7 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
     stubs_.clear();
     apps_.clear();
     group_.reset();
+    cluster_.reset();
     redis_.reset();
     std::error_code ignored;
     if (!dir_.empty()) std::filesystem::remove_all(dir_, ignored);
@@ -131,6 +138,10 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
         config.redis_mode = RedisMode::kSentinel;
         config.redis_url = ParsedRedisUrl(group_->SentinelUrl());
         config.redis_sentinel_master = group_->master_name();
+      } else if (cluster_ != nullptr) {
+        config.redis_mode = RedisMode::kCluster;
+        config.redis_url = ParsedRedisUrl(cluster_->SeedUrl());
+        config.redis_wait_replicas = 1;  // the protocol's steps are acknowledged when replicated
       } else {
         config.redis_url = ParsedRedisUrl(redis_->url());
       }
@@ -318,6 +329,7 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
   std::string dir_;
   std::unique_ptr<RedisServer> redis_;
   std::unique_ptr<SentinelGroup> group_;
+  std::unique_ptr<testing::RedisCluster> cluster_;
   std::vector<std::unique_ptr<prometheus::Registry>> registries_;
   std::vector<std::unique_ptr<App>> apps_;
   std::vector<std::unique_ptr<v1::OrderHold::Stub>> stubs_;
@@ -397,12 +409,13 @@ TEST_P(ScopeTotalsE2eTest, WithEndsAndExpiriesNeverMoreThanTheTotalLiveAtOnce) {
             << " refusals, most live at once " << holds << " holds / " << units << " units\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(Redis, ScopeTotalsE2eTest, ::testing::Values("standalone", "sentinel"),
+INSTANTIATE_TEST_SUITE_P(Redis, ScopeTotalsE2eTest,
+                         ::testing::Values("standalone", "sentinel", "cluster"),
                          [](const auto& info) { return info.param; });
 
-// Until the Cluster protocol exists, a server on a Redis Cluster refuses a file with totals at
-// start, rather than not enforcing them.
-TEST(ScopeTotalsClusterE2eTest, AFileWithTotalsIsRefusedOnARedisCluster) {
+// On a Redis Cluster without WAIT, a step of the protocol acknowledged and then lost in a failover
+// would grant over the total: a file with totals is refused at start, rather than not enforced.
+TEST(ScopeTotalsClusterE2eTest, AFileWithTotalsIsRefusedOnARedisClusterWithoutWait) {
   testing::RedisClusterOptions options;
   options.primaries = 3;
   ASSERT_OK_AND_ASSIGN(auto cluster, testing::RedisCluster::Start(options));
@@ -418,6 +431,11 @@ TEST(ScopeTotalsClusterE2eTest, AFileWithTotalsIsRefusedOnARedisCluster) {
   prometheus::Registry registry;
   auto app = App::Start(config, registry);
   EXPECT_EQ(app.status().code(), absl::StatusCode::kFailedPrecondition) << app.status();
+  EXPECT_THAT(app.status().message(), ::testing::HasSubstr("redis_wait_replicas"));
+  // With WAIT it starts.
+  config.redis_wait_replicas = 1;
+  prometheus::Registry waited;
+  EXPECT_THAT(App::Start(config, waited), IsOk());
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
 }

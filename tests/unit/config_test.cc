@@ -329,7 +329,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "redis_tls_cert_file= redis_tls_key_file= redis_tls_server_name= max_holds=3 "
             "max_units=0 scope_limits= request_scope_limits=ceiling default_ttl=30m max_ttl=24h "
             "max_hold_lifetime=2h max_extensions=0 "
-            "reap_interval=1s key_prefix=orderhold "
+            "reap_interval=1s scope_clock_margin=2s scope_pending_age=3s key_prefix=orderhold "
             "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
             "redis_wait_replicas=0 "
             "redis_wait_timeout=500ms "
@@ -565,6 +565,10 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.redis_wait_replicas == 2; }},
       {"redis_wait_timeout", "200ms", "redis_wait_timeout=200ms",
        [](const Config& c) { return c.redis_wait_timeout == absl::Milliseconds(200); }},
+      {"scope_clock_margin", "500ms", "scope_clock_margin=500ms",
+       [](const Config& c) { return c.scope_protocol.margin == absl::Milliseconds(500); }},
+      {"scope_pending_age", "5s", "scope_pending_age=5s",
+       [](const Config& c) { return c.scope_pending_age == absl::Seconds(5); }},
       {"health_check_interval", "5s", "health_check_interval=5s",
        [](const Config& c) { return c.health_check_interval == absl::Seconds(5); }},
       {"outcome_retention", "1h", "outcome_retention=1h",

@@ -24,8 +24,14 @@
 --                      retention and record bound, the stream's length bound, and the scope index
 --                      (an ended scoped hold's entry is dropped there, a moved hold's entry moves
 --                      with it)
+-- ARGV take           "" = no take (standalone, Sentinel); on Redis Cluster "-" before the
+--                      scope's take (a scoped hold is then answered -4, unchanged) and
+--                      "<stamp>:<take ms>:<window ms>" after it (scope_take.lua; the prelude, "The
+--                      scope protocol across slots"): a scoped hold is not moved (-3) when the
+--                      take is stale (take_stale)
 -- REPLY result int     1 the hold is live: expire = its expiry after the call; details and life
---                      after the call;
+--                      after the call; -3 (a stale take) and -4 (a take is needed first): live,
+--                      nothing changed, expire, details and life as is;
 --                      -1 refused, max_extensions used: nothing changed; expire, details, life as
 --                      is; 2 the order's hold has ended: outcome, end and expire describe that
 --                      end (an EXPIRED end possibly made by this call's cleanup, which gives the
@@ -64,6 +70,14 @@ for _, h in ipairs(holds) do
 end
 if hold then
   local expire, details, life = hold.expire, hold.details, hold.life
+  local _, scope = quantity_scope(details, expire)
+  if scope ~= '' and A.take ~= '' then
+    local take = take_of(A.take)
+    local refused = not take and -4 or (take_stale(k, order, scope, take, now) and -3)
+    if refused then
+      return {refused, now, expire, 0, 0, 0, details or '', life, 0, 0}
+    end
+  end
   -- Every hold has a life record (place_hold.lua writes it; the layout migration makes one for a
   -- hold that had none as it moves it).
   local place, cap, count, ids = parse_life(life)

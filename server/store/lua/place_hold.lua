@@ -42,11 +42,15 @@
 --                max_holds and max_units (details_levels in the prelude). "" for a plain hold (no
 --                scope, quantity 1, no labels): no details are stored (only its life record)
 -- ARGV store     the store's constants, packed (store_of in the prelude)
+-- ARGV take      "" = no take (standalone, Sentinel, an unscoped hold); on Redis Cluster the
+--                scope's take for this hold, "<stamp>:<take ms>:<window ms>" (scope_take.lua; the
+--                prelude, "The scope protocol across slots"): a new hold is refused (result -3)
+--                when the take is stale (take_stale)
 -- REPLY result int        1 created (expire = now + ttl), 0 already held (expire = the existing
 --                         hold's, not extended), -1 a limit would be exceeded (expire = the
 --                         earliest instant at which every exceeded level has had its earliest
 --                         live hold expire), -2 the order's hold already ended (expire = that
---                         hold's): nothing placed
+--                         hold's), -3 the take is stale (expire = 0): nothing placed
 -- REPLY now int           the instant used, Unix ms
 -- REPLY expire int        Unix ms, as result says
 -- REPLY active int        the user's live holds after the call
@@ -71,7 +75,7 @@
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
--- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of): see the prelude
+-- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale): see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
 local store = store_of(A.store)
@@ -100,6 +104,8 @@ for _, h in ipairs(live) do
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
+local take = not existing and take_of(A.take)
+local stale = take and take_stale(k, order, scope, take, now)
 local earliest = live[1] and live[1].expire  -- the user's earliest expiry after the call
 
 local result, expire
@@ -112,6 +118,8 @@ else
   local outcome, end_ms, ended_expire = outcome_of(order, due, record, now, retention)
   if outcome then
     result, expire, ended_outcome, ended_at = -2, ended_expire, outcome, end_ms
+  elseif stale then
+    result, expire = -3, 0
   else
     -- Each level's limit and usage, in LEVELS' order (the prelude); 0 = no limit.
     local lim = limits_of(A.limits)

@@ -85,3 +85,45 @@ local function scope_drop(index, scope, user, order, quantity)
   end
 end
 
+
+-- The scope protocol across slots (Redis Cluster, where a user's keys and a scope's keys are in
+-- different slots and no script sees both; server/README.md "Scope totals"). The scope's entries
+-- are leases kept by scripts of the scope's slot (scope_take.lua, scope_settle.lua), the holds by
+-- the user's (place_hold.lua, extend_hold.lua, scope_check.lua); a stamp ties them: every take
+-- draws a fresh one from its partition's counter, and a place or extend step carries it. The
+-- user's side refuses a step whose take is stale: older than its window on the user node's clock
+-- (so a step delayed past the window never outlives its entry), or at or below the fence the sweep
+-- wrote for that order and scope (scope_check.lua: a high-water mark, so a second fence never
+-- lowers the first). The fence is a field of the user's outcome records hash:
+-- FENCE .. order .. "\0" .. scope -> the highest stamp fenced (a control character, as DETAILS).
+local FENCE = '\3'
+
+-- A step's take (place_hold.lua's and extend_hold.lua's A.take) parsed: nil for '' (no protocol:
+-- standalone, Sentinel, an unscoped hold) and for '-' (extend_hold.lua: the protocol applies but
+-- the store has taken nothing yet), else {stamp=, at= (the take's instant on the scope node, Unix
+-- ms), window= (ms)} from "<stamp>:<at>:<window>".
+local function take_of(arg)
+  if arg == '' or arg == '-' then
+    return nil
+  end
+  local stamp, at, window = string.match(arg, '^(%d+):(%d+):(%d+)$')
+  if not stamp then
+    error('OrderHold: malformed take')
+  end
+  return {stamp = tonumber(stamp), at = tonumber(at), window = tonumber(window)}
+end
+
+-- Reads only. Whether a step with take `t` for `order` in `scope` must be refused: `now` is past
+-- the take's window, or the sweep fenced a stamp at or above the take's.
+local function take_stale(k, order, scope, t, now)
+  if now > t.at + t.window then
+    return true
+  end
+  local fence = redis.call('HGET', k.outcomes, FENCE .. order .. '\0' .. scope)
+  return fence and tonumber(fence) >= t.stamp or false
+end
+
+-- The pending record of an entry in the scope partition's hash (scope_take.lua): its field.
+local function pending_field(scope, member)
+  return scope .. '\0' .. member
+end
