@@ -4,12 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <map>
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -212,6 +217,27 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   return app;
 }
 
+namespace {
+
+// Tests of the scope protocol's crash points (tests/e2e/scope_faults_e2e_test.cc):
+// ORDERHOLD_TESTING_SCOPE_STEP_SIGNAL="<step>:<KILL|STOP>" sends the process that signal once,
+// the first time that step answers (RedisHoldStore's ScopeProtocolOptions::after_step). Unset, as
+// in every deployment: no hook.
+std::function<void(absl::string_view)> ScopeStepSignal() {
+  const char* spec = std::getenv("ORDERHOLD_TESTING_SCOPE_STEP_SIGNAL");
+  if (spec == nullptr || *spec == '\0') return nullptr;
+  const std::vector<std::string> parts = absl::StrSplit(spec, ':');
+  if (parts.size() != 2 || (parts[1] != "KILL" && parts[1] != "STOP")) return nullptr;
+  LogInfo("testing: signal ", parts[1], " after the first scope step \"", parts[0], "\"");
+  auto fired = std::make_shared<std::atomic<bool>>(false);
+  const int signal = parts[1] == "KILL" ? SIGKILL : SIGSTOP;
+  return [step = parts[0], signal, fired](absl::string_view done) {
+    if (done == step && !fired->exchange(true)) raise(signal);
+  };
+}
+
+}  // namespace
+
 absl::Status App::TotalsRefused() const {
   if (!store_->keeps_scope_index()) {
     return absl::FailedPreconditionError(
@@ -270,6 +296,7 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
   options.outcomes.default_ttl = config.policy.default_ttl;
   options.functions = config.redis_functions;
   options.scope_protocol = config.scope_protocol;
+  options.scope_protocol.after_step = ScopeStepSignal();
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr
                         ? std::shared_ptr<redis::RedisTopology>(options.cluster)

@@ -682,12 +682,12 @@ absl::Status ValidateRedisMode(const Config& config) {
             "from the URL for --redis_mode=cluster");
       }
       ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(this is --redis_mode=cluster)"));
-      if (config.scope_rules.has_totals()) {
+      if (config.scope_rules.has_totals() && config.redis_wait_replicas == 0) {
         return absl::InvalidArgumentError(
             "scope_limits: the file sets total_max_holds or total_max_units, which "
-            "--redis_mode=cluster cannot enforce (a scope's slot is not its users'; "
-            "server/README.md \"Scope totals\"); remove them or use a standalone or Sentinel "
-            "Redis");
+            "--redis_mode=cluster enforces only with --redis_wait_replicas >= 1 (a step of the "
+            "scope protocol acknowledged and then lost in a failover would grant over the total; "
+            "server/README.md \"Scope totals\")");
       }
       break;
     case RedisMode::kSentinel:

@@ -97,7 +97,7 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
       return absl::FailedPreconditionError(absl::StrCat(
           "scope \"", LocalId(command.scope),
           "\" has a total (total_max_holds/total_max_units), which this server's Redis mode "
-          "cannot enforce (Redis Cluster keeps no scope index); the operator must remove it"));
+          "cannot enforce (it keeps no scope index); the operator must remove it"));
     }
     if (command.scope_limits.has_value()) {
       details.scope_limits = ApplyRequestLimits(details.scope_limits, *command.scope_limits,

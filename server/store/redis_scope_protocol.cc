@@ -148,6 +148,7 @@ void RedisHoldStore::DropEnded(const std::string& user_id, const std::vector<Sto
     entries->push_back(
         ScopeEntry{hold.details.scope, user_id, hold.order_id, hold.details.quantity});
   }
+  if (!entries->empty() && protocol_->after_step) protocol_->after_step("end");
   const absl::Time deadline = absl::Now() + protocol_->settle_timeout;
   ForEach(
       entries->size(),
@@ -171,6 +172,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
           std::move(done)(take.status());
           return;
         }
+        if (take->taken && protocol_->after_step) protocol_->after_step("take");
         if (!take->taken) {
           PlaceHoldResult refused;
           refused.outcome = PlaceHoldResult::Outcome::kLimitReached;
@@ -202,6 +204,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
                 placed->total_units = taken.units;
               }
               std::move(done)(std::move(placed));
+              if (protocol_->after_step) protocol_->after_step("place");
               // After the answer: a lost settle is the sweep's.
               SettleStep(entry, taken.stamp, expire, *client_,
                          absl::Now() + protocol_->settle_timeout, [](absl::StatusOr<bool>) {});

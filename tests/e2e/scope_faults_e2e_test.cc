@@ -1,0 +1,243 @@
+// The scope protocol's crash points on a Redis Cluster (3 primaries with a replica each, WAIT 1),
+// with the real orderhold-server binary: a victim server is killed (SIGKILL) or stopped (SIGSTOP)
+// by its own test hook right after one step of the protocol (ORDERHOLD_TESTING_SCOPE_STEP_SIGNAL,
+// server/app.cc), and a survivor server's sweep must give the scope's place back within the bound
+// server/README.md "Scope totals" states, never granting over the total (1 hold) meanwhile. Each
+// case runs ORDERHOLD_FAULT_REPEATS times (3 by default; more on demand) and prints the
+// distribution of the time until the place came back. The negative control runs the same kill
+// with a survivor whose sweep waits far longer (--scope_pending_age=60s): the place is then not
+// back within the bound, which shows the measurement can fail.
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "orderhold/v1/orderhold.grpc.pb.h"
+#include "tests/testing/eventually.h"
+#include "tests/testing/os_util.h"
+#include "tests/testing/redis_cluster.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace orderhold {
+namespace {
+
+constexpr absl::Duration kBound = absl::Seconds(7);  // the issue's bound on a place held by a crash
+
+int Repeats() {
+  const char* value = std::getenv("ORDERHOLD_FAULT_REPEATS");
+  return value != nullptr && std::atoi(value) > 0 ? std::atoi(value) : 3;
+}
+
+class ScopeFaultsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::RedisClusterOptions options;
+    options.primaries = 3;
+    options.replicas_per_primary = 1;
+    ASSERT_OK_AND_ASSIGN(cluster_, testing::RedisCluster::Start(options));
+    ASSERT_OK_AND_ASSIGN(dir_, testing::MakeTempDir("scope-faults"));
+    limits_ = absl::StrCat(dir_, "/limits.json");
+    std::ofstream(limits_) << R"({"rules": [{"prefix": "event:", "total_max_holds": 1}]})";
+  }
+
+  // A server on the cluster, as the kit starts one (its flags), with `env` added.
+  std::unique_ptr<testing::ServerProcess> StartServer(
+      std::vector<std::string> extra = {},
+      std::vector<std::pair<std::string, std::string>> env = {}) {
+    auto server = std::make_unique<testing::ServerProcess>(ORDERHOLD_SERVER_BINARY);
+    std::vector<std::string> args = {"--grpc_address=127.0.0.1:0",
+                                     "--metrics_address=127.0.0.1:0",
+                                     "--redis_mode=cluster",
+                                     absl::StrCat("--redis_url=", cluster_->SeedUrl()),
+                                     "--redis_wait_replicas=1",
+                                     "--reap_interval=1s",
+                                     absl::StrCat("--scope_limits=", limits_)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    server->Start(args, env);
+    EXPECT_TRUE(server->WaitServing()) << server->log();
+    return server;
+  }
+
+  static std::unique_ptr<v1::OrderHold::Stub> StubOf(const testing::ServerProcess& server) {
+    return v1::OrderHold::NewStub(grpc::CreateChannel(
+        absl::StrCat("127.0.0.1:", server.grpc_port()), grpc::InsecureChannelCredentials()));
+  }
+
+  static grpc::Status Place(v1::OrderHold::Stub& stub, const std::string& user,
+                            const std::string& scope, absl::Duration deadline = absl::Seconds(5)) {
+    v1::PlaceHoldRequest request;
+    request.set_user_id(user);
+    request.set_order_id("o-1");
+    request.set_scope(scope);
+    request.mutable_ttl()->set_seconds(30);
+    v1::PlaceHoldResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    return stub.PlaceHold(&context, request, &response);
+  }
+
+  static grpc::Status Pay(v1::OrderHold::Stub& stub, const std::string& user) {
+    v1::PayRequest request;
+    request.set_user_id(user);
+    request.set_order_id("o-1");
+    v1::PayResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    return stub.Pay(&context, request, &response);
+  }
+
+  static int LiveHolds(v1::OrderHold::Stub& stub, const std::string& user) {
+    v1::ListHoldsRequest request;
+    request.set_user_id(user);
+    v1::ListHoldsResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+    return stub.ListHolds(&context, request, &response).ok() ? response.holds_size() : -1;
+  }
+
+  // Places for `user` in `scope` through `stub` every 100 ms until one is created or `limit`
+  // passes; yields the time it took from `since`, or nullopt. Each refusal must be the total's.
+  static std::optional<absl::Duration> PlaceBack(v1::OrderHold::Stub& stub, const std::string& user,
+                                                 const std::string& scope, absl::Time since,
+                                                 absl::Duration limit) {
+    while (absl::Now() - since < limit) {
+      const grpc::Status status = Place(stub, user, scope);
+      if (status.ok()) return absl::Now() - since;
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+          << status.error_message();
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return std::nullopt;
+  }
+
+  static void Print(const std::string& what, std::vector<absl::Duration> times) {
+    std::sort(times.begin(), times.end());
+    std::vector<std::string> shown;
+    for (absl::Duration t : times)
+      shown.push_back(absl::FormatDuration(absl::Trunc(t, absl::Milliseconds(10))));
+    std::cout << "  " << what << ": place back after " << absl::StrJoin(shown, ", ") << "\n";
+  }
+
+  // One kill after `step` of a place through a victim, then the survivor's wait for the place:
+  // the time it took (nullopt past `limit`). `survivor_flags` go to the survivor.
+  std::optional<absl::Duration> KillAfter(const std::string& step, const std::string& scope,
+                                          absl::Duration limit,
+                                          std::vector<std::string> survivor_flags = {}) {
+    auto survivor = StartServer(std::move(survivor_flags));
+    auto victim = StartServer({}, {{"ORDERHOLD_TESTING_SCOPE_STEP_SIGNAL", step + ":KILL"}});
+    auto victim_stub = StubOf(*victim);
+    auto survivor_stub = StubOf(*survivor);
+    const std::string user = absl::StrCat("victim-", scope);
+    if (step == "end") {
+      EXPECT_TRUE(Place(*victim_stub, user, scope).ok());
+      EXPECT_FALSE(Pay(*victim_stub, user).ok());  // killed before it answered
+    } else {
+      Place(*victim_stub, user, scope);  // answered or not: killed right after the step
+    }
+    EXPECT_EQ(victim->Wait(), 128 + SIGKILL) << victim->log();
+    const absl::Time killed = absl::Now();
+    std::optional<absl::Duration> back =
+        PlaceBack(*survivor_stub, absl::StrCat("other-", scope), scope, killed, limit);
+    // Never over: with the victim's hold live (a kill after the place), the other's place waits
+    // for the victim's hold to end.
+    if (step == "place") {
+      EXPECT_FALSE(back.has_value()) << "granted over the total";
+    } else {
+      EXPECT_EQ(LiveHolds(*survivor_stub, user), 0);
+    }
+    return back;
+  }
+
+  std::unique_ptr<testing::RedisCluster> cluster_;
+  std::string dir_, limits_;
+};
+
+TEST_F(ScopeFaultsE2eTest, AServerKilledBetweenTakeAndPlaceGivesThePlaceBackWithinTheBound) {
+  std::vector<absl::Duration> times;
+  for (int i = 0; i < Repeats(); ++i) {
+    std::optional<absl::Duration> back = KillAfter("take", absl::StrCat("event:take-", i), kBound);
+    ASSERT_TRUE(back.has_value()) << "the place stayed taken past " << kBound;
+    times.push_back(*back);
+  }
+  Print("kill between take and place", times);
+}
+
+TEST_F(ScopeFaultsE2eTest, AServerKilledBetweenAnEndAndItsDropGivesThePlaceBackWithinTheBound) {
+  std::vector<absl::Duration> times;
+  for (int i = 0; i < Repeats(); ++i) {
+    std::optional<absl::Duration> back = KillAfter("end", absl::StrCat("event:end-", i), kBound);
+    ASSERT_TRUE(back.has_value()) << "the place stayed taken past " << kBound;
+    times.push_back(*back);
+  }
+  Print("kill between an end and its drop", times);
+}
+
+// Killed after the place answered, before the settle: the hold is live, its entry still at the
+// take's bound; the sweep settles it to the hold's expiry, and no other place passes meanwhile.
+TEST_F(ScopeFaultsE2eTest, AServerKilledBetweenPlaceAndSettleNeverGrantsOver) {
+  for (int i = 0; i < Repeats(); ++i) {
+    const std::string scope = absl::StrCat("event:place-", i);
+    KillAfter("place", scope, absl::Seconds(5));
+  }
+}
+
+// A server stopped right after its take, past two sweeps, then continued: the sweep fenced its
+// take and gave the place to another; the stopped server's place is refused when it comes.
+TEST_F(ScopeFaultsE2eTest, AServerStoppedPastTwoSweepsAfterItsTakeHasItsPlaceRefused) {
+  auto survivor = StartServer();
+  auto victim = StartServer({}, {{"ORDERHOLD_TESTING_SCOPE_STEP_SIGNAL", "take:STOP"}});
+  auto survivor_stub = StubOf(*survivor);
+  auto victim_stub = StubOf(*victim);
+  const std::string scope = "event:stopped";
+  grpc::Status late;
+  // A deadline past the stop, so that the stopped server still sends its place step.
+  std::thread placing(
+      [&] { late = Place(*victim_stub, "stopped-user", scope, absl::Seconds(60)); });
+  // The victim stops itself once its take answered (state "T" in /proc/<pid>/stat).
+  ASSERT_TRUE(testing::Eventually([&] {
+    std::ifstream file(absl::StrCat("/proc/", victim->pid(), "/stat"));
+    const std::string stat((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    return paren != std::string::npos && stat.substr(paren + 2, 1) == "T";
+  })) << victim->log();
+  const absl::Time stopped = absl::Now();
+  std::optional<absl::Duration> back =
+      PlaceBack(*survivor_stub, "other-user", scope, stopped, kBound);
+  ASSERT_TRUE(back.has_value()) << "the place stayed taken past " << kBound;
+  absl::SleepFor(absl::Seconds(2));  // two more sweeps
+  victim->Signal(SIGCONT);
+  placing.join();
+  EXPECT_EQ(late.error_code(), grpc::StatusCode::UNAVAILABLE) << late.error_message();
+  EXPECT_EQ(LiveHolds(*survivor_stub, "stopped-user"), 0);
+  EXPECT_EQ(LiveHolds(*survivor_stub, "other-user"), 1);
+  std::cout << "  stopped after its take: the place came back after " << *back
+            << "; the late place answered " << late.error_code() << " " << late.error_message()
+            << "\n";
+}
+
+// The negative control: a survivor whose sweep settles only takes older than 60 s does not give
+// the place back within the bound; the measurement above can fail.
+TEST_F(ScopeFaultsE2eTest, WithoutATimelySweepThePlaceStaysTakenPastTheBound) {
+  std::optional<absl::Duration> back =
+      KillAfter("take", "event:control", kBound + absl::Seconds(2), {"--scope_pending_age=60s"});
+  EXPECT_FALSE(back.has_value()) << "given back after " << *back;
+}
+
+}  // namespace
+}  // namespace orderhold
