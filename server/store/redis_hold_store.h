@@ -24,6 +24,7 @@
 #ifndef ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 #define ORDERHOLD_SERVER_STORE_REDIS_HOLD_STORE_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -162,6 +163,10 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                   Callback<TrimEventsResult> done) override;
 
   const KeySchema& keys() const { return keys_; }
+  // Settles sent after their caller was answered that have not answered yet (the scope protocol;
+  // 0 without it). Counted before the caller is answered, so a caller that sees 0 after its answer
+  // knows its own settle is done. Tests wait on it to read settled entries.
+  int settles_in_flight() const { return settles_in_flight_.load(); }
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
@@ -239,7 +244,9 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // hold lifetime ms>:<default ttl ms>:<scope_index_>".
   const std::string store_arg_;
   const std::optional<ScopeProtocolOptions> protocol_;  // Redis Cluster's scope protocol, if kept
-  std::unique_ptr<redis::RedisCaller> client_;          // requests
+  std::shared_ptr<std::atomic<int>> settles_ = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int>& settles_in_flight_ = *settles_;
+  std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 

@@ -203,11 +203,13 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
                 placed->total_holds = taken.holds;
                 placed->total_units = taken.units;
               }
+              ++settles_in_flight_;
               std::move(done)(std::move(placed));
               if (protocol_->after_step) protocol_->after_step("place");
               // After the answer: a lost settle is the sweep's.
               SettleStep(entry, taken.stamp, expire, *client_,
-                         absl::Now() + protocol_->settle_timeout, [](absl::StatusOr<bool>) {});
+                         absl::Now() + protocol_->settle_timeout,
+                         [settles = settles_](absl::StatusOr<bool>) { --*settles; });
             });
       });
 }
@@ -248,10 +250,11 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                                            r == ExtendHoldResult::Result::kExhausted;
                          const int64_t expire =
                              live ? absl::ToUnixMillis(extended->result.hold.expire_time) : -1;
+                         ++settles_in_flight_;
                          std::move(done)(std::move(extended->result));
                          SettleStep(entry, stamp, expire, *client_,
                                     absl::Now() + protocol_->settle_timeout,
-                                    [](absl::StatusOr<bool>) {});
+                                    [settles = settles_](absl::StatusOr<bool>) { --*settles; });
                        });
                  });
       });
