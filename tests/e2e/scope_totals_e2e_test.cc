@@ -36,6 +36,7 @@
 #include "server/app.h"
 #include "server/limits_file.h"
 #include "tests/testing/app_acl.h"
+#include "tests/testing/live_intervals.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/parsed_redis_url.h"
@@ -47,8 +48,10 @@
 namespace orderhold {
 namespace {
 
+using ::orderhold::testing::Grant;
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::MetricValue;
+using ::orderhold::testing::MostLiveAtOnce;
 using ::orderhold::testing::ParsedRedisUrl;
 using ::orderhold::testing::RedisServer;
 using ::orderhold::testing::SentinelGroup;
@@ -58,36 +61,6 @@ constexpr int kUsers = 5000;
 constexpr int kTotal = 100;
 constexpr int kThreads = 16;
 constexpr char kScope[] = "event:onsale";
-
-// One granted hold as the client saw it: certainly live from `from` (the grant's answer arrived)
-// to `to` (the end's request was sent, or its expire_time): the interval the oracle counts.
-struct Grant {
-  absl::Time from;
-  absl::Time to;
-  int64_t units = 1;
-};
-
-// The most holds and units certainly live at one instant, over `grants`.
-std::pair<int64_t, int64_t> MostLiveAtOnce(const std::vector<Grant>& grants) {
-  std::vector<std::pair<absl::Time, int64_t>> edges;  // +units at from, -units at to
-  for (const Grant& grant : grants) {
-    if (grant.to <= grant.from) continue;
-    edges.emplace_back(grant.from, grant.units);
-    edges.emplace_back(grant.to, -grant.units);
-  }
-  // Ends before starts at the same instant: an interval is open at its end.
-  std::sort(edges.begin(), edges.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : a.second < b.second;
-  });
-  int64_t holds = 0, units = 0, most_holds = 0, most_units = 0;
-  for (const auto& [at, delta] : edges) {
-    holds += delta > 0 ? 1 : -1;
-    units += delta;
-    most_holds = std::max(most_holds, holds);
-    most_units = std::max(most_units, units);
-  }
-  return {most_holds, most_units};
-}
 
 // What a herd did.
 struct HerdResult {
