@@ -200,8 +200,8 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   ORDERHOLD_RETURN_IF_ERROR(app->StartStore(config, nudges));
   app->holds_ = std::make_unique<domain::HoldService>(*app->store_, config.policy, *app->metrics_);
   app->scopes_ = std::make_unique<domain::ScopeService>(*app->store_, *app->holds_, *app->metrics_);
-  app->totals_need_wait_ =
-      config.redis_mode == RedisMode::kCluster && config.redis_wait_replicas == 0;
+  app->totals_need_wait_ = config.redis_mode == RedisMode::kCluster &&
+                           config.redis_wait_replicas == 0 && !TestingTotalsWithoutWait();
   if (config.scope_rules.has_totals()) {
     if (absl::Status refused = app->TotalsRefused(); !refused.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("scope_limits: ", refused.message()));

@@ -42,6 +42,11 @@ enum class RedisMode {
   kCluster,     // "cluster": the URL lists seed nodes of a Redis Cluster; routed by hash slot
 };
 
+// Tests only: whether ORDERHOLD_TESTING_TOTALS_WITHOUT_WAIT=1 lets a server on a Redis Cluster
+// enforce scope totals without WAIT, which it refuses otherwise: the negative control of
+// tests/e2e/scope_faults_e2e_test.cc shows what WAIT prevents. Unset in every deployment.
+bool TestingTotalsWithoutWait();
+
 // Upper bound of --redis_wait_replicas: far more replicas than a deployment of this service has
 // (two is the recommendation), so a larger number is a typo; WAIT for more replicas than exist
 // runs out its timeout on every write.

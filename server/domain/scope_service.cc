@@ -105,6 +105,7 @@ struct ScopeService::ScopeRelease {
   store::Callback<ReleaseScopeHoldsReply> done;
   ReleaseScopeHoldsReply reply;
   int pages = 0;
+  std::optional<store::ListCursor> after;  // the next page starts after the last one listed
 };
 
 void ScopeService::ReleaseScopeHolds(std::string scope, store::CallOptions options,
@@ -131,6 +132,7 @@ void ScopeService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
   store::ListScopeHoldsArgs args;
   args.scope = release->scope;
   args.page_size = kDefaultPageSize;
+  args.after = release->after;
   store_.ListScopeHolds(
       std::move(args), release->options,
       [this, release](absl::StatusOr<store::ListScopeHoldsResult> page) mutable {
@@ -144,6 +146,11 @@ void ScopeService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
           return;
         }
         ++release->pages;
+        // Forward from the page's last entry: an entry that ends nothing (a hold being placed, or
+        // one already ended whose entry has not gone yet, on a Redis Cluster) is passed over once
+        // instead of listed again.
+        release->after = store::ListCursor{page->holds.back().expire_time, page->last_key};
+        const bool more = page->more;
         std::vector<store::ScopeHold> holds = std::move(page->holds);
         const size_t n = holds.size();
         auto shared_holds = std::make_shared<std::vector<store::ScopeHold>>(std::move(holds));
@@ -154,9 +161,8 @@ void ScopeService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
               store_.EndHold(hold.user_id, hold.order_id, store::HoldOutcome::kCancelled,
                              release->options, std::move(one));
             },
-            [this, release,
+            [this, release, more,
              shared_holds](std::vector<absl::StatusOr<store::EndHoldResult>> results) mutable {
-              bool progress = false;  // a page that ends nothing would come back the same
               for (size_t i = 0; i < results.size(); ++i) {
                 absl::StatusOr<store::EndHoldResult>& result = results[i];
                 if (!result.ok()) {
@@ -164,8 +170,6 @@ void ScopeService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
                   return;
                 }
                 CountLazyExpiries(metrics_, result->expired_removed);
-                progress = progress || result->expired_removed > 0 ||
-                           result->result == store::EndHoldResult::Result::kEnded;
                 if (result->result != store::EndHoldResult::Result::kEnded) continue;
                 metrics_.holds_cancelled().Increment();
                 metrics_.events_appended().Increment();
@@ -178,7 +182,7 @@ void ScopeService::ReleaseScopePage(std::shared_ptr<ScopeRelease> release) {
                            result->end.expire_time, std::move(result->details)});
                 }
               }
-              if (!progress) {
+              if (!more) {
                 std::move(release->done)(std::move(release->reply));
                 return;
               }

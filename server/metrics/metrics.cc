@@ -117,7 +117,7 @@ Metrics::Metrics(prometheus::Registry& registry)
       scope_pending_takes_(
           Gauge(registry, "orderhold_scope_pending_takes",
                 "Redis Cluster: scope takes waiting for their settle in the partitions this "
-                "replica swept last tick.")),
+                "replica owned last tick.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",

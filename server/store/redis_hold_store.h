@@ -55,9 +55,9 @@ struct ScopeProtocolOptions {
   // The deadline of a settle or drop sent after the caller was answered.
   absl::Duration settle_timeout = absl::Seconds(5);
   // Tests of crash points only (null in production): called on the Redis I/O thread after each
-  // step answered OK, with the step's name: "take" (before the place is sent), "place" (after the
-  // caller was answered, before the settle is sent) and "end" (an end's script answered, before
-  // its drop is sent). The fault tests make it kill or stop the process there.
+  // step answered OK, with the step's name: "take" (before the place is sent), "place" (before
+  // the settle is sent and the caller answered) and "end" (an end's script answered, before its
+  // drop is sent). The fault tests make it kill or stop the process there.
   std::function<void(absl::string_view step)> after_step;
 };
 

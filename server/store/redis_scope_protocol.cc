@@ -203,13 +203,14 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
                 placed->total_holds = taken.holds;
                 placed->total_units = taken.units;
               }
-              ++settles_in_flight_;
-              std::move(done)(std::move(placed));
               if (protocol_->after_step) protocol_->after_step("place");
-              // After the answer: a lost settle is the sweep's.
+              // Submitted before the answer (the store is used only until then; the caller does
+              // not wait for it): a lost settle is the sweep's.
+              ++settles_in_flight_;
               SettleStep(entry, taken.stamp, expire, *client_,
                          absl::Now() + protocol_->settle_timeout,
                          [settles = settles_](absl::StatusOr<bool>) { --*settles; });
+              std::move(done)(std::move(placed));
             });
       });
 }
@@ -251,10 +252,10 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                          const int64_t expire =
                              live ? absl::ToUnixMillis(extended->result.hold.expire_time) : -1;
                          ++settles_in_flight_;
-                         std::move(done)(std::move(extended->result));
                          SettleStep(entry, stamp, expire, *client_,
                                     absl::Now() + protocol_->settle_timeout,
                                     [settles = settles_](absl::StatusOr<bool>) { --*settles; });
+                         std::move(done)(std::move(extended->result));
                        });
                  });
       });

@@ -28,7 +28,8 @@
 --                      scope's take (a scoped hold is then answered -4, unchanged) and
 --                      "<stamp>:<take ms>:<window ms>" after it (scope_take.lua; the prelude, "The
 --                      scope protocol across slots"): a scoped hold is not moved (-3) when the
---                      take is stale (take_stale)
+--                      take is stale (take_stale); else the order's fence is raised to the
+--                      take's stamp first (fence_take)
 -- REPLY result int     1 the hold is live: expire = its expiry after the call; details and life
 --                      after the call; -3 (a stale take) and -4 (a take is needed first): live,
 --                      nothing changed, expire, details and life as is;
@@ -73,10 +74,14 @@ if hold then
   local _, scope = quantity_scope(details, expire)
   if scope ~= '' and A.take ~= '' then
     local take = take_of(A.take)
-    local refused = not take and -4 or (take_stale(k, order, scope, take, now) and -3)
-    if refused then
-      return {refused, now, expire, 0, 0, 0, details or '', life, 0, 0}
+    if not take then
+      return {-4, now, expire, 0, 0, 0, details or '', life, 0, 0}
     end
+    local stale, fence = take_stale(k, order, scope, take, now)
+    if stale then
+      return {-3, now, expire, 0, 0, 0, details or '', life, 0, 0}
+    end
+    fence_take(k, order, scope, take, fence)
   end
   -- Every hold has a life record (place_hold.lua writes it; the layout migration makes one for a
   -- hold that had none as it moves it).

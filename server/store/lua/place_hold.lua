@@ -45,7 +45,8 @@
 -- ARGV take      "" = no take (standalone, Sentinel, an unscoped hold); on Redis Cluster the
 --                scope's take for this hold, "<stamp>:<take ms>:<window ms>" (scope_take.lua; the
 --                prelude, "The scope protocol across slots"): a new hold is refused (result -3)
---                when the take is stale (take_stale)
+--                when the take is stale (take_stale); else the order's fence is raised to the
+--                take's stamp (fence_take), whatever the call answers
 -- REPLY result int        1 created (expire = now + ttl), 0 already held (expire = the existing
 --                         hold's, not extended), -1 a limit would be exceeded (expire = the
 --                         earliest instant at which every exceeded level has had its earliest
@@ -75,7 +76,8 @@
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
--- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale): see the prelude
+-- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take):
+-- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
 local store = store_of(A.store)
@@ -104,8 +106,18 @@ for _, h in ipairs(live) do
   end
 end
 local record = not existing and redis.call('HGET', k.outcomes, order)
-local take = not existing and take_of(A.take)
-local stale = take and take_stale(k, order, scope, take, now)
+-- A step of the scope protocol: refused when stale (unless the hold exists: it answers as is),
+-- else it raises the order's fence to its stamp first, whatever it then answers (the prelude,
+-- fence_take).
+local take = take_of(A.take)
+local stale, fence = false, false
+if take then
+  stale, fence = take_stale(k, order, scope, take, now)
+  stale = stale and not existing
+  if not stale then
+    fence_take(k, order, scope, take, fence)
+  end
+end
 local earliest = live[1] and live[1].expire  -- the user's earliest expiry after the call
 
 local result, expire

@@ -56,22 +56,27 @@ if A.mode == 'place' and not present then
     violations = violations + 32
   end
 end
+-- Writes. A refusal prunes and returns; a take adds or moves its entry first, so that the prune
+-- cannot empty the index it still touches ("Slot migrations"), then writes the units once.
+if violations > 0 then
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', live, '-inf', int_str(now))
+    if holds == 0 then
+      redis.call('DEL', units_key)
+    else
+      redis.call('SET', units_key, int_str(units))
+    end
+  end
+  return {-1, now, 0, holds, units, first or -1, violations}
+end
+redis.call('ZADD', live, 'GT', int_str(now + lease), A.member)
 if #gone > 0 then
   redis.call('ZREMRANGEBYSCORE', live, '-inf', int_str(now))
-  if holds == 0 then
-    redis.call('DEL', units_key)
-  else
-    redis.call('SET', units_key, int_str(units))
-  end
-end
-if violations > 0 then
-  return {-1, now, 0, holds, units, first or -1, violations}
 end
 if not present then
   holds, units = holds + 1, units + quantity
-  redis.call('INCRBY', units_key, int_str(quantity))
 end
-redis.call('ZADD', live, 'GT', int_str(now + lease), A.member)
+redis.call('SET', units_key, int_str(units))
 first = math.min(first or (now + lease), now + lease)
 local stamp = redis.call('HINCRBY', pending, 'n', 1)
 local field = pending_field(A.scope, A.member)

@@ -114,13 +114,24 @@ local function take_of(arg)
 end
 
 -- Reads only. Whether a step with take `t` for `order` in `scope` must be refused: `now` is past
--- the take's window, or the sweep fenced a stamp at or above the take's.
+-- the take's window, or the sweep or a newer take's step fenced a stamp at or above the take's.
+-- Also returns the fence as read (false for none), for fence_take.
 local function take_stale(k, order, scope, t, now)
-  if now > t.at + t.window then
-    return true
-  end
   local fence = redis.call('HGET', k.outcomes, FENCE .. order .. '\0' .. scope)
-  return fence and tonumber(fence) >= t.stamp or false
+  return now > t.at + t.window or (fence and tonumber(fence) >= t.stamp) or false, fence
+end
+
+-- After a step with take `t` for `order` in `scope` was decided (whatever it answered): raises the
+-- order's fence to the take's stamp, so that an older take's step arriving later is refused (a
+-- newer take's settle may already have set the entry for what this step did). The fence lasts the
+-- window past this write (keep_for: never shortened), beyond which the window check refuses.
+-- `fence` is take_stale's. The caller's first write after its reads: it writes k.outcomes (HSET,
+-- which cannot empty it) before anything else of the script may empty it ("Slot migrations").
+local function fence_take(k, order, scope, t, fence)
+  if not fence or tonumber(fence) < t.stamp then
+    redis.call('HSET', k.outcomes, FENCE .. order .. '\0' .. scope, int_str(t.stamp))
+  end
+  keep_for(k.outcomes, int_str(2 * t.window))
 end
 
 -- The pending record of an entry in the scope partition's hash (scope_take.lua): its field.

@@ -58,6 +58,15 @@ end
 local function end_hold(k, user, h, outcome, end_ms)
   local x, t, e = int_str(outcome), int_str(end_ms), int_str(h.expire)
   local fields = {h.order, x .. ':' .. t .. ':' .. e}
+  -- Redis Cluster's scope protocol: the order's fence for its scope goes with the hold (a step of
+  -- an older take for an ended order is refused as ended). Standalone stores write none.
+  local fence_field
+  if not k.index and h.details then
+    local _, s = quantity_scope(h.details, h.expire)
+    if s ~= '' then
+      fence_field = FENCE .. h.order .. '\0' .. s
+    end
+  end
   if h.details then
     fields[#fields + 1] = DETAILS .. h.order
     fields[#fields + 1] = h.details
@@ -67,6 +76,9 @@ local function end_hold(k, user, h, outcome, end_ms)
     fields[#fields + 1] = h.life
   end
   redis.call('HSET', k.outcomes, unpack(fields))
+  if fence_field then
+    redis.call('HDEL', k.outcomes, fence_field)
+  end
   redis.call('ZADD', k.ended, t, h.order)
   -- The stream's bounds beside the trimmer's age bound, as one MAXLEN ~ (which trims whole nodes
   -- only, so it costs nothing until a node is full): the length k.maxlen (--event_stream_max_len)
