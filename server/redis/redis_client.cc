@@ -539,7 +539,21 @@ class RedisClient::IoThread {
       }
       results_[i] = ReplyOrError(std::move(reply), options_.cluster_replies);
     }
-    if (wait) ORDERHOLD_RETURN_IF_ERROR(ReadWait(indices));
+    if (wait) {
+      if (absl::Status waited = ReadWait(indices); !waited.ok()) {
+        // WAIT's answer never came (the connection failed, or the round trip's bound passed):
+        // the writes ran, but nothing says they reached a replica. They fail with the batch
+        // (UNAVAILABLE: outcome unknown), never answered OK: an acknowledged write lost in the
+        // failover that follows would be a grant nobody recorded (found by
+        // tests/e2e/scope_faults_e2e_test.cc's primary kills).
+        for (size_t i : indices) {
+          if (batch_[i].command.writes && results_[i].has_value() && results_[i]->ok()) {
+            results_[i].reset();
+          }
+        }
+        return waited;
+      }
+    }
     if (role_) {
       role_ = false;
       ORDERHOLD_ASSIGN_OR_RETURN(RedisReply role, connection_.get().Read(deadline_));
