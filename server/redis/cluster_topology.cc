@@ -195,6 +195,7 @@ absl::StatusOr<std::unique_ptr<RedisConnection>> ClusterTopology::ConnectNode(co
 void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_view why) {
   std::optional<SlotMapDiff> diff;  // nullopt: the first map
   bool recovered = false;
+  bool failover = false;
   const std::string primaries = Describe(map.Primaries());
   {
     absl::MutexLock lock(&mu_);
@@ -203,6 +204,12 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
     last_answered_ = from;
     if (map_.has_value()) diff = DiffSlotMaps(*map_, map);
     const bool changed = !diff.has_value() || diff->slots_moved > 0;
+    if (diff.has_value() && changed) {
+      // A primary replaced: it left and another joined, in this map or in two steps.
+      const bool left = !diff->primaries_left.empty(), joined = !diff->primaries_joined.empty();
+      failover = joined && (left || awaiting_replacement_);
+      awaiting_replacement_ = left && !joined ? true : (joined ? false : awaiting_replacement_);
+    }
     map_ = std::move(map);
     if (changed) BumpGeneration();
   }
@@ -215,7 +222,6 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
     if (recovered) LogInfo("redis cluster: nodes answer again; slot map unchanged");
     return;
   }
-  const bool failover = !diff->primaries_left.empty() && !diff->primaries_joined.empty();
   if (failover && options_.failovers != nullptr) options_.failovers->Increment();
   LogInfo("redis cluster: slot map changed (from ", from.ToString(), ", ", why,
           "): ", diff->slots_moved, " slots moved; primaries left [",

@@ -116,6 +116,10 @@ class ClusterTopology final : public RedisTopology {
   absl::Mutex mu_;
   std::optional<SlotMap> map_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the last refresh's error; OK after a success
+  // A primary left the map with its slots unassigned and no primary has joined since: a failover
+  // seen half-way (the map read while the replica was not yet reported as the slots' primary),
+  // counted once the new primary joins.
+  bool awaiting_replacement_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<HostPort> last_answered_ ABSL_GUARDED_BY(mu_);
   // When to refresh: every refresh_interval, and on request (min_refresh_interval apart).
   RefreshSchedule schedule_;

@@ -115,6 +115,10 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
         config.redis_mode = RedisMode::kCluster;
         config.redis_url = ParsedRedisUrl(cluster_->SeedUrl());
         config.redis_wait_replicas = 1;  // the protocol's steps are acknowledged when replicated
+        // Six nodes, two servers and the herd on two cores (under ASan in CI): a round trip with
+        // its WAIT may take longer than the default 1 s without anything being wrong.
+        config.redis_timeout = absl::Seconds(5);
+        config.redis_wait_timeout = absl::Seconds(2);
       } else {
         config.redis_url = ParsedRedisUrl(redis_->url());
       }
