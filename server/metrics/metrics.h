@@ -161,8 +161,8 @@ class Metrics {
   // never came, its hold live: the entry follows it), "fenced" (such a take without a live hold:
   // fenced in the user's slot and its entry dropped), "dropped" (an end's entry dropped again from
   // the stream's record of it); and orderhold_scope_pending_takes: takes waiting for their settle
-  // in the partitions this replica owned last tick (sum across replicas) (a steady value well above the call rate x a
-  // round trip means settles are being lost).
+  // in the partitions this replica owned last tick (sum them across replicas; a steady value well
+  // above the call rate x a round trip means settles are being lost).
   enum class ScopeSweepAction { kSettled, kFenced, kDropped };
   prometheus::Counter& scope_sweep_actions(ScopeSweepAction action) {
     return *scope_sweep_actions_[static_cast<size_t>(action)];
