@@ -83,14 +83,14 @@ class RedisFailoverTest : public ::testing::Test {
     topology_ = std::make_shared<MovableTopology>(redis::HostPort{"127.0.0.1", a_->port()});
   }
 
-  void CreateStore(int wait_replicas = 0) {
+  void CreateStore(int wait_replicas = 0, absl::Duration wait_timeout = absl::Milliseconds(200)) {
     RedisStoreOptions options;
     options.client.topology = topology_;
     options.client.command_timeout = absl::Seconds(1);
     options.client.node.connect_timeout = absl::Milliseconds(500);
     options.client.retry_backoff = absl::Milliseconds(50);
     options.client.wait_replicas = wait_replicas;
-    options.client.wait_timeout = absl::Milliseconds(200);
+    options.client.wait_timeout = wait_timeout;
     options.client.on_reconnect = [this](redis::ReconnectReason reason) {
       if (reason == redis::ReconnectReason::kNotPrimary) ++not_primary_drops_;
     };
@@ -189,6 +189,27 @@ TEST_F(RedisFailoverTest, WaitReplicasAcknowledgesOnlyReplicatedWrites) {
   EXPECT_THAT(list, IsOk());
   EXPECT_THAT(Place("alice", "o3").status(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("not yet replicated")));
+}
+
+// A write whose WAIT is still pending when the primary dies is not acknowledged: it ran, but
+// nothing says a replica has it, and a failover would lose it (found by the scope protocol's
+// primary kills, tests/e2e/scope_faults_e2e_test.cc: the client kept the OK it had read before
+// WAIT's answer). Here no replica exists, so WAIT waits its 3 s, and the primary is killed after
+// 300 ms. Fails without the fix in RedisClient's Read: the place answers OK.
+TEST_F(RedisFailoverTest, AWriteWhoseWaitNeverAnswersIsNotAcknowledged) {
+  CreateStore(/*wait_replicas=*/1, /*wait_timeout=*/absl::Seconds(3));
+  absl::StatusOr<PlaceHoldResult> placed;
+  std::thread placing([&] {
+    placed = Await<PlaceHoldResult>([&](auto done) {
+      store_->PlaceHold(PlaceHoldArgs{"alice", "o1", absl::Minutes(10), 3, 0, {}},
+                        CallOptions{absl::Now() + absl::Seconds(10), std::nullopt},
+                        std::move(done));
+    });
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  ASSERT_TRUE(a_->Crash().ok());
+  placing.join();
+  EXPECT_THAT(placed.status(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 // An event is delivered only once it is replicated (found by the soak, tests/soak/run.sh
