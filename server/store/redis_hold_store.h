@@ -166,7 +166,7 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // Settles sent after their caller was answered that have not answered yet (the scope protocol;
   // 0 without it). Counted before the caller is answered, so a caller that sees 0 after its answer
   // knows its own settle is done. Tests wait on it to read settled entries.
-  int settles_in_flight() const { return settles_in_flight_.load(); }
+  int settles_in_flight() const { return settles_->load(); }
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
@@ -244,8 +244,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // hold lifetime ms>:<default ttl ms>:<scope_index_>".
   const std::string store_arg_;
   const std::optional<ScopeProtocolOptions> protocol_;  // Redis Cluster's scope protocol, if kept
+  // settles_in_flight(), shared with the settles' callbacks.
   std::shared_ptr<std::atomic<int>> settles_ = std::make_shared<std::atomic<int>>(0);
-  std::atomic<int>& settles_in_flight_ = *settles_;
   std::unique_ptr<redis::RedisCaller> client_;      // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };

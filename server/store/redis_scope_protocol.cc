@@ -8,7 +8,6 @@
 // --redis_wait_replicas > 0 means replicated (redis_client.h "Acknowledged means replicated"). A
 // step that fails, WAIT's timeout included, may still have run: the call answers the error
 // (UNAVAILABLE: retry) and what it left is the sweep's to repair.
-#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,8 +17,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "server/common/fan_in.h"
 #include "server/common/status_macros.h"
 #include "server/store/redis_hold_store.h"
 #include "server/store/redis_script_call.h"
@@ -42,43 +41,6 @@ using internal::ToInt;
 namespace {
 
 constexpr absl::string_view kZero("\0", 1);
-
-// Calls `then` once `n` calls of `one(i, done_i)` have each called their done_i; at once when n is
-// 0. Each done_i takes whether its step succeeded; `then` gets how many did not.
-void ForEach(size_t n, const std::function<void(size_t, std::function<void(bool)>)>& one,
-             absl::AnyInvocable<void(int failed)> then) {
-  if (n == 0) {
-    then(0);
-    return;
-  }
-  struct State {
-    std::atomic<size_t> left;
-    std::atomic<int> failed{0};
-    absl::AnyInvocable<void(int)> then;
-  };
-  auto state = std::make_shared<State>();
-  state->left = n;
-  state->then = std::move(then);
-  for (size_t i = 0; i < n; ++i) {
-    one(i, [state](bool ok) {
-      if (!ok) ++state->failed;
-      if (--state->left == 0) state->then(state->failed.load());
-    });
-  }
-}
-
-// Blocks until `submit(done)` has called done; yields what it got.
-template <typename T>
-absl::StatusOr<T> Await(const std::function<void(Callback<T>)>& submit) {
-  absl::Notification notified;
-  absl::StatusOr<T> result = absl::UnknownError("no answer");
-  submit([&](absl::StatusOr<T> value) {
-    result = std::move(value);
-    notified.Notify();
-  });
-  notified.WaitForNotification();
-  return result;
-}
 
 }  // namespace
 
@@ -150,13 +112,13 @@ void RedisHoldStore::DropEnded(const std::string& user_id, const std::vector<Sto
   }
   if (!entries->empty() && protocol_->after_step) protocol_->after_step("end");
   const absl::Time deadline = absl::Now() + protocol_->settle_timeout;
-  ForEach(
+  // Whatever each drop answered: a lost one is the sweep's journal pass's.
+  FanIn<bool>(
       entries->size(),
-      [this, entries, deadline](size_t i, std::function<void(bool)> one) {
-        SettleStep((*entries)[i], 0, -1, *client_, deadline,
-                   [one = std::move(one)](absl::StatusOr<bool> dropped) { one(dropped.ok()); });
+      [this, entries, deadline](size_t i, Callback<bool> done) {
+        SettleStep((*entries)[i], 0, -1, *client_, deadline, std::move(done));
       },
-      [then = std::move(then)](int) mutable { then(); });
+      [then = std::move(then)](std::vector<absl::StatusOr<bool>>) mutable { then(); });
 }
 
 void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
@@ -206,7 +168,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
               if (protocol_->after_step) protocol_->after_step("place");
               // Submitted before the answer (the store is used only until then; the caller does
               // not wait for it): a lost settle is the sweep's.
-              ++settles_in_flight_;
+              ++*settles_;
               SettleStep(entry, taken.stamp, expire, *client_,
                          absl::Now() + protocol_->settle_timeout,
                          [settles = settles_](absl::StatusOr<bool>) { --*settles; });
@@ -251,7 +213,7 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                                            r == ExtendHoldResult::Result::kExhausted;
                          const int64_t expire =
                              live ? absl::ToUnixMillis(extended->result.hold.expire_time) : -1;
-                         ++settles_in_flight_;
+                         ++*settles_;
                          SettleStep(entry, stamp, expire, *client_,
                                     absl::Now() + protocol_->settle_timeout,
                                     [settles = settles_](absl::StatusOr<bool>) { --*settles; });
@@ -447,20 +409,13 @@ absl::StatusOr<int> RedisHoldStore::SweepJournal(int partition, const ScopeSweep
   ORDERHOLD_ASSIGN_OR_RETURN(
       std::vector<ScopeEntry> drops,
       EndsToDrop(*events, absl::ToUnixMillis(now) - retention_ms / 2, &last));
-  absl::Notification all;
-  int failed = 0;
-  ForEach(
-      drops.size(),
-      [&](size_t i, std::function<void(bool)> one) {
-        SettleStep(drops[i], 0, -1, *background_, options.deadline,
-                   [one = std::move(one)](absl::StatusOr<bool> dropped) { one(dropped.ok()); });
-      },
-      [&](int n) {
-        failed = n;
-        all.Notify();
-      });
-  all.WaitForNotification();
-  if (failed > 0) return absl::UnavailableError("scope sweep: a drop failed; retried next tick");
+  for (const absl::StatusOr<bool>&dropped :
+       AwaitAll<bool>(drops.size(), [&](size_t i, Callback<bool> done) {
+         SettleStep(drops[i], 0, -1, *background_, options.deadline, std::move(done));
+       })) {
+    if (!dropped.ok())
+      return absl::UnavailableError("scope sweep: a drop failed; retried next tick");
+  }
   if (!last.empty()) {
     auto set = Await<bool>([&](Callback<bool> got) {
       redis::RedisCommand command = Plain({"SET", mark_key, last});
