@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,8 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/orderhold_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
@@ -233,8 +236,15 @@ class HoldEventsE2eTest : public ::testing::TestWithParam<RedisKind> {
     }
     placed.Wait();
     for (int i : failed) {
-      absl::StatusOr<store::PlaceHoldResult> retried = store::Await<store::PlaceHoldResult>(
-          [&](auto done) { store.PlaceHold(args(i), options(), std::move(done)); });
+      // A node that did not answer in time is failed fast for a short while (the client's
+      // backoff): a client retries UNAVAILABLE after a pause, up to its own patience (here 10 s).
+      absl::StatusOr<store::PlaceHoldResult> retried;
+      for (int attempt = 0; attempt < 40; ++attempt) {
+        retried = store::Await<store::PlaceHoldResult>(
+            [&](auto done) { store.PlaceHold(args(i), options(), std::move(done)); });
+        if (retried.ok() || !absl::IsUnavailable(retried.status())) break;
+        absl::SleepFor(absl::Milliseconds(250));
+      }
       ASSERT_THAT(retried, IsOk()) << "order-" << i;
       EXPECT_NE(retried->outcome, store::PlaceHoldResult::Outcome::kLimitReached) << i;
     }
