@@ -297,6 +297,11 @@ absl::Status App::StartStore(const Config& config, store::EventNudgeOptions& nud
   options.functions = config.redis_functions;
   options.scope_protocol = config.scope_protocol;
   options.scope_protocol.after_step = ScopeStepSignal();
+  options.scope_protocol.wait_timed_out = [metrics = metrics_.get()](absl::string_view step) {
+    if (auto known = metrics::Metrics::ScopeStepOf(step)) {
+      metrics->scope_wait_timeouts(*known).Increment();
+    }
+  };
   // The nudge subscriber talks to the same primaries as the store, as the same user.
   nudges.topology = options.cluster != nullptr
                         ? std::shared_ptr<redis::RedisTopology>(options.cluster)

@@ -2,6 +2,8 @@
 
 #include <array>
 #include <cstddef>
+#include <iterator>
+#include <optional>
 #include <string>
 
 namespace orderhold::metrics {
@@ -34,6 +36,7 @@ const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",
                                                 "ReleaseScopeHolds"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
 const char* const kScopeSweepActionNames[3] = {"settled", "fenced", "dropped"};
+const char* const kScopeStepNames[4] = {"take", "place", "extend", "drop"};
 const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
                                                                   "exhausted", "ended"};
 
@@ -118,6 +121,11 @@ Metrics::Metrics(prometheus::Registry& registry)
           Gauge(registry, "orderhold_scope_pending_takes",
                 "Redis Cluster: scope takes waiting for their settle in the partitions this "
                 "replica owned last tick.")),
+      scope_oldest_pending_take_(
+          Gauge(registry, "orderhold_scope_oldest_pending_take_seconds",
+                "Redis Cluster: age of the oldest scope take waiting for its settle in the "
+                "partitions this replica owned last tick, on the scope nodes' clocks; 0 when "
+                "none.")),
       redis_errors_(Counter(registry, "orderhold_redis_errors_total",
                             "Redis commands that failed: connect, I/O, timeout or error reply.")),
       redis_failovers_(Counter(registry, "orderhold_redis_failovers_total",
@@ -181,6 +189,11 @@ Metrics::Metrics(prometheus::Registry& registry)
                    "settle never came, its hold live), fenced (such a take without a live hold: "
                    "fenced and dropped), dropped (an end's entry dropped again).",
                    kScopeSweepActionNames, scope_sweep_actions_, "action");
+  CountersByReason(registry, "orderhold_scope_wait_timeouts_total",
+                   "Redis Cluster: scope protocol steps whose write ran but whose WAIT answered "
+                   "fewer replicas than --redis_wait_replicas in time, by step (take, place, "
+                   "extend, drop).",
+                   kScopeStepNames, scope_wait_timeouts_, "step");
   CountersByReason(registry, "orderhold_tenants_reloads_total",
                    "Reads of a changed --tenants file, by result (failure: the previous tenants "
                    "stay in force).",
@@ -253,6 +266,13 @@ void Metrics::RecordRequest(Method method, absl::StatusCode code, absl::Duration
   if (c < 0 || c >= kStatusCodeCount) c = static_cast<int>(absl::StatusCode::kUnknown);
   requests_[m][c]->Increment();
   request_duration_[m]->Observe(absl::ToDoubleSeconds(elapsed));
+}
+
+std::optional<Metrics::ScopeStep> Metrics::ScopeStepOf(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kScopeStepNames); ++i) {
+    if (name == kScopeStepNames[i]) return static_cast<ScopeStep>(i);
+  }
+  return std::nullopt;
 }
 
 }  // namespace orderhold::metrics

@@ -11,9 +11,11 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
@@ -168,6 +170,19 @@ class Metrics {
     return *scope_sweep_actions_[static_cast<size_t>(action)];
   }
   prometheus::Gauge& scope_pending_takes() { return scope_pending_takes_; }
+  // orderhold_scope_oldest_pending_take_seconds: the age of the oldest of those takes (0: none),
+  // on the scope nodes' clocks; it stays below --scope_pending_age + a tick while the sweep keeps
+  // up.
+  prometheus::Gauge& scope_oldest_pending_take() { return scope_oldest_pending_take_; }
+  // orderhold_scope_wait_timeouts_total{step}: protocol steps whose write ran but whose WAIT
+  // answered fewer replicas than --redis_wait_replicas in time (the caller got UNAVAILABLE, or,
+  // for a drop, the sweep repeats it), by step: take, place, extend, drop.
+  enum class ScopeStep { kTake, kPlace, kExtend, kDrop };
+  // The step of a name ScopeProtocolOptions::wait_timed_out passes; nullopt for another.
+  static std::optional<ScopeStep> ScopeStepOf(absl::string_view name);
+  prometheus::Counter& scope_wait_timeouts(ScopeStep step) {
+    return *scope_wait_timeouts_[static_cast<size_t>(step)];
+  }
   // orderhold_redis_errors_total: Redis commands that failed (connect, I/O, timeout, error reply).
   prometheus::Counter& redis_errors() { return redis_errors_; }
   // orderhold_redis_failovers_total: changes of the Redis primary's address this replica saw
@@ -244,6 +259,8 @@ class Metrics {
   prometheus::Gauge& layout_migration_users_left_;
   std::array<prometheus::Counter*, 3> scope_sweep_actions_{};
   prometheus::Gauge& scope_pending_takes_;
+  prometheus::Gauge& scope_oldest_pending_take_;
+  std::array<prometheus::Counter*, 4> scope_wait_timeouts_{};
   prometheus::Counter& redis_errors_;
   prometheus::Counter& redis_failovers_;
   prometheus::Counter& redis_topology_refreshes_;

@@ -82,6 +82,7 @@ void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
   // without holding the next tick back for long.
   constexpr int kMaxStepsPerPartition = 8;
   int64_t pending = 0;
+  absl::Duration oldest = absl::ZeroDuration();
   std::vector<bool> mine(store_.partition_count(), false);
   for (int partition : tick.owned) mine[partition] = true;
   for (int partition = 0; partition < store_.partition_count(); ++partition) {
@@ -102,7 +103,10 @@ void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
         if (tick.first_error.ok()) tick.first_error = result.status();
         break;
       }
-      if (step == 0 && mine[partition]) pending += result->pending;
+      if (step == 0 && mine[partition]) {
+        pending += result->pending;
+        oldest = std::max(oldest, result->oldest_pending);
+      }
       using Action = metrics::Metrics::ScopeSweepAction;
       metrics_.scope_sweep_actions(Action::kSettled).Increment(result->settled);
       metrics_.scope_sweep_actions(Action::kFenced).Increment(result->fenced);
@@ -111,6 +115,7 @@ void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
     }
   }
   metrics_.scope_pending_takes().Set(static_cast<double>(pending));
+  metrics_.scope_oldest_pending_take().Set(absl::ToDoubleSeconds(oldest));
 }
 
 std::vector<int> Reaper::PlanTick(std::optional<absl::Time> now, Tick& tick) {

@@ -203,7 +203,7 @@ class Reaper {
   void Loop();
   // Redis Cluster's scope sweep of the tick's partitions (ReaperOptions::scope_pending_age):
   // blocks until each partition's step answered; counts orderhold_scope_sweep_actions_total and
-  // sets orderhold_scope_pending_takes.
+  // sets orderhold_scope_pending_takes and orderhold_scope_oldest_pending_take_seconds.
   void SweepScopes(std::optional<absl::Time> now, Tick& tick);
   // The partitions this tick calls: the owned ones (a fresh claim, or the last view when the claim
   // failed) and, with standby reaping, every other one marked standby in `tick`.

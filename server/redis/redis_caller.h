@@ -72,6 +72,13 @@ absl::Status NotSentError(absl::string_view message);
 // Whether `status` is a NotSentError. Thread-safe.
 bool IsNotSent(const absl::Status& status);
 
+// The UNAVAILABLE a RedisClient answers for a write that ran but whose WAIT answered fewer
+// replicas than asked within its timeout ("not yet replicated": RedisClientOptions::wait_replicas):
+// the caller's retry finds it done. Thread-safe.
+absl::Status NotReplicatedError(absl::string_view message);
+// Whether `status` is a NotReplicatedError. Thread-safe.
+bool IsNotReplicated(const absl::Status& status);
+
 }  // namespace orderhold::redis
 
 #endif  // ORDERHOLD_SERVER_REDIS_REDIS_CALLER_H_

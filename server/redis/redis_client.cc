@@ -573,7 +573,7 @@ class RedisClient::IoThread {
     if (reply.type == RedisReply::Type::kInteger && reply.integer >= wait_count_) {
       return absl::OkStatus();
     }
-    const absl::Status unreplicated = absl::UnavailableError(absl::StrCat(
+    const absl::Status unreplicated = NotReplicatedError(absl::StrCat(
         "redis: the write is not yet replicated (WAIT ", wait_count_, " ",
         absl::FormatDuration(options_.wait_timeout), ": ",
         reply.type == RedisReply::Type::kInteger ? absl::StrCat(reply.integer, " acknowledged")

@@ -93,10 +93,12 @@ struct ScopeSweepArgs {
 
 struct ScopeSweepResult {
   int64_t pending = 0;  // pending takes in the partition, old or not, when the step looked
-  int settled = 0;      // old takes whose hold was live: the entry now follows the hold
-  int fenced = 0;       // old takes without a live hold: fenced in the user's slot and dropped
-  int dropped = 0;      // ends read from the stream whose entries this step dropped
-  bool more = false;    // records were left for the next step
+  // The age of the partition's oldest pending take then, on the scope node's clock (zero: none).
+  absl::Duration oldest_pending = absl::ZeroDuration();
+  int settled = 0;    // old takes whose hold was live: the entry now follows the hold
+  int fenced = 0;     // old takes without a live hold: fenced in the user's slot and dropped
+  int dropped = 0;    // ends read from the stream whose entries this step dropped
+  bool more = false;  // records were left for the next step
 };
 
 class PartitionStore {

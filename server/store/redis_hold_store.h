@@ -31,8 +31,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "server/redis/redis_caller.h"
 #include "server/store/event_log.h"
 #include "server/store/hold_store.h"
@@ -54,11 +57,19 @@ struct ScopeProtocolOptions {
   absl::Duration margin = absl::Seconds(2);
   // The deadline of a settle or drop sent after the caller was answered.
   absl::Duration settle_timeout = absl::Seconds(5);
+  // At most this many settles of one scope in one scope_settle.lua call (>= 1). Settles of a
+  // scope wait in a queue while one call for that scope is in flight, then go together.
+  int max_settle_batch = 64;
   // Tests of crash points only (null in production): called on the Redis I/O thread after each
   // step answered OK, with the step's name: "take" (before the place is sent), "place" (before
   // the settle is sent and the caller answered) and "end" (an end's script answered, before its
   // drop is sent). The fault tests make it kill or stop the process there.
   std::function<void(absl::string_view step)> after_step;
+  // Called (on a Redis I/O thread or the reaper's) each time a step's write ran but its WAIT
+  // answered fewer replicas than --redis_wait_replicas in time (redis::IsNotReplicated), with the
+  // step: "take", "place", "extend" or "drop" (an end's, or the sweep's from the journal). The
+  // app counts them in orderhold_scope_wait_timeouts_total{step}. May be null.
+  std::function<void(absl::string_view step)> wait_timed_out;
 };
 
 class RedisHoldStore final : public HoldStore, public PartitionStore, public HoldEventLog {
@@ -163,10 +174,16 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                   Callback<TrimEventsResult> done) override;
 
   const KeySchema& keys() const { return keys_; }
-  // Settles sent after their caller was answered that have not answered yet (the scope protocol;
-  // 0 without it). Counted before the caller is answered, so a caller that sees 0 after its answer
-  // knows its own settle is done. Tests wait on it to read settled entries.
+  // Settles queued or sent after their caller was answered that have not answered yet (the scope
+  // protocol; 0 without it). Counted before the caller is answered, so a caller that sees 0 after
+  // its answer knows its own settle is done. Tests wait on it to read settled entries.
   int settles_in_flight() const { return settles_->load(); }
+  // scope_settle.lua calls made for settles of the request path (not drops, not the sweep's), and
+  // the settles they carried: their ratio is the mean batch. Thread-safe.
+  int64_t settle_calls() const { return settle_calls_.load(); }
+  int64_t settles_sent() const { return settles_sent_.load(); }
+
+  ~RedisHoldStore() override;
 
  private:
   RedisHoldStore(KeySchema keys, OutcomePolicy outcomes, std::unique_ptr<redis::RedisCaller> client,
@@ -206,25 +223,43 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   };
   void TakeStep(const ScopeEntry& entry, absl::Duration ttl, LevelLimits totals, bool extend,
                 const CallOptions& options, Callback<Take> done);
-  // scope_settle.lua: `stamp` 0 = an end's drop; `expire_ms` -1 = no live hold. Yields whether it
-  // acted.
+  // One settle of scope_settle.lua: `stamp` 0 = an end's drop; `expire_ms` -1 = no live hold.
+  struct Settle {
+    ScopeEntry entry;
+    int64_t stamp = 0;
+    int64_t expire_ms = -1;
+  };
+  // scope_settle.lua for `settles`, all of one scope (settles[0]'s), in one call; `writes`: WAIT
+  // after it (--redis_wait_replicas). Yields whether each acted.
+  void SettleBatch(std::vector<Settle> settles, redis::RedisCaller& caller, absl::Time deadline,
+                   bool writes, Callback<std::vector<bool>> done);
+  // SettleBatch for one settle, with WAIT. Yields whether it acted.
   void SettleStep(const ScopeEntry& entry, int64_t stamp, int64_t expire_ms,
                   redis::RedisCaller& caller, absl::Time deadline, Callback<bool> done);
+  // Settles: the settle of a place or extend, after its caller is answered. Sent at once when no
+  // call for its scope is in flight, else queued and sent with the others queued for that scope
+  // when the call in flight answers (at most max_settle_batch a call). Without WAIT: a settle
+  // lost in a failover leaves the take's pending record and its longer lease, which the sweep
+  // settles again (server/README.md "Scope totals"). Counted in settles_in_flight().
+  void QueueSettle(Settle settle);
+  void SendSettles(const std::string& scope, std::vector<Settle> batch);
   // Drops the entries of the scoped holds among `ended` (their details name a scope), all at
   // once, then calls `then` (whatever each drop answered: the sweep repairs a lost one).
   void DropEnded(const std::string& user_id, const std::vector<StoredHold>& ended,
                  absl::AnyInvocable<void()> then);
   // ScopeSweep's first half (blocking, the reaper's thread): the partition's takes older than
-  // args.pending_age (scope_pending.lua; *total: all its pending takes), and for one of them the
-  // user slot's answer and fence (scope_check.lua) then its settle: true when its hold was live,
-  // false when fenced and dropped, NOT_FOUND when a newer take owns the entry.
+  // args.pending_age (scope_pending.lua; *total: all its pending takes, *oldest: the oldest one's
+  // age), and for one of them the user slot's answer and fence (scope_check.lua) then its settle:
+  // true when its hold was live, false when fenced and dropped, NOT_FOUND when a newer take owns
+  // the entry.
   struct OldTake {
     ScopeEntry entry;
     int64_t stamp = 0;
   };
   static bool OldTakeOf(absl::string_view field, absl::string_view record, OldTake* out);
   absl::StatusOr<std::vector<OldTake>> OldTakes(int partition, const ScopeSweepArgs& args,
-                                                const CallOptions& options, int64_t* total);
+                                                const CallOptions& options, int64_t* total,
+                                                absl::Duration* oldest);
   absl::StatusOr<bool> SettleOldTake(const OldTake& take, const CallOptions& options);
   static absl::StatusOr<std::vector<ScopeEntry>> EndsToDrop(const redis::RedisReply& events,
                                                             int64_t oldest_ms, std::string* last);
@@ -234,6 +269,8 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                                    const CallOptions& options, bool* more);
   // A take's ARGV for place_hold.lua / extend_hold.lua: "<stamp>:<take ms>:<window ms>".
   std::string TakeArg(const Take& take) const;
+  // Calls protocol_->wait_timed_out(step) when `status` says WAIT fell short.
+  void NoteStepError(absl::string_view step, const absl::Status& status) const;
 
   const KeySchema keys_;
   const std::string retention_ms_;  // outcome retention, ms, as a decimal string
@@ -246,7 +283,14 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   const std::optional<ScopeProtocolOptions> protocol_;  // Redis Cluster's scope protocol, if kept
   // settles_in_flight(), shared with the settles' callbacks.
   std::shared_ptr<std::atomic<int>> settles_ = std::make_shared<std::atomic<int>>(0);
-  std::unique_ptr<redis::RedisCaller> client_;      // requests
+  std::atomic<int64_t> settle_calls_{0};
+  std::atomic<int64_t> settles_sent_{0};
+  // QueueSettle's queues, by scope: present while a call for the scope is in flight. Declared
+  // before the callers, so a settle answering while ~RedisClient runs finds them.
+  absl::Mutex settle_mu_;
+  absl::flat_hash_map<std::string, std::vector<Settle>> settle_queues_ ABSL_GUARDED_BY(settle_mu_);
+  bool closing_ ABSL_GUARDED_BY(settle_mu_) = false;  // ~RedisHoldStore began: send no more
+  std::unique_ptr<redis::RedisCaller> client_;        // requests
   std::unique_ptr<redis::RedisCaller> background_;  // the reaper's calls: one connection of its own
 };
 

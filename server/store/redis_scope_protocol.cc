@@ -8,6 +8,8 @@
 // --redis_wait_replicas > 0 means replicated (redis_client.h "Acknowledged means replicated"). A
 // step that fails, WAIT's timeout included, may still have run: the call answers the error
 // (UNAVAILABLE: retry) and what it left is the sweep's to repair.
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "server/common/fan_in.h"
 #include "server/common/status_macros.h"
@@ -46,6 +49,10 @@ constexpr absl::string_view kZero("\0", 1);
 
 std::string RedisHoldStore::ScopeEntry::Member() const {
   return absl::StrCat(quantity, ":", user_id, kZero, order_id);
+}
+
+void RedisHoldStore::NoteStepError(absl::string_view step, const absl::Status& status) const {
+  if (protocol_->wait_timed_out && redis::IsNotReplicated(status)) protocol_->wait_timed_out(step);
 }
 
 std::string RedisHoldStore::TakeArg(const Take& take) const {
@@ -81,25 +88,108 @@ void RedisHoldStore::TakeStep(const ScopeEntry& entry, absl::Duration ttl, Level
                       }));
 }
 
+void RedisHoldStore::SettleBatch(std::vector<Settle> settles, redis::RedisCaller& caller,
+                                 absl::Time deadline, bool writes,
+                                 Callback<std::vector<bool>> done) {
+  const ScopeEntry& first = settles.front().entry;
+  const int partition = KeySchema::PartitionOf(first.scope);
+  std::vector<std::string> tail;
+  tail.reserve(4 * settles.size());
+  for (const Settle& settle : settles) {
+    tail.push_back(settle.entry.Member());
+    tail.push_back(absl::StrCat(settle.entry.quantity));
+    tail.push_back(settle.stamp > 0 ? absl::StrCat(settle.stamp) : std::string());
+    tail.push_back(absl::StrCat(settle.expire_ms));
+  }
+  redis::RedisCommand command = Eval(
+      {keys_.ScopeLiveKey(first.scope), keys_.ScopeUnitsKey(first.scope),
+       keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition)},
+      lua::ScopeSettleArgv<Arg>{
+          .scope = first.scope, .margin = Millis(protocol_->margin), .settles = std::move(tail)});
+  command.writes = writes;
+  caller.Submit(std::move(command), deadline,
+                ParsedAs<lua::ScopeSettleReply>(std::move(done),
+                                                [n = settles.size()](const lua::ScopeSettleReply& r)
+                                                    -> absl::StatusOr<std::vector<bool>> {
+                                                  if (r.results.size() != n)
+                                                    return BadReply("scope_settle.lua");
+                                                  std::vector<bool> acted;
+                                                  for (const redis::RedisReply& one : r.results) {
+                                                    int64_t v = 0;
+                                                    if (!ToInt(one, &v))
+                                                      return BadReply("scope_settle.lua");
+                                                    acted.push_back(v == 1);
+                                                  }
+                                                  return acted;
+                                                }));
+}
+
 void RedisHoldStore::SettleStep(const ScopeEntry& entry, int64_t stamp, int64_t expire_ms,
                                 redis::RedisCaller& caller, absl::Time deadline,
                                 Callback<bool> done) {
-  const int partition = KeySchema::PartitionOf(entry.scope);
-  redis::RedisCommand command =
-      Eval({keys_.ScopeLiveKey(entry.scope), keys_.ScopeUnitsKey(entry.scope),
-            keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition)},
-           lua::ScopeSettleArgv<Arg>{.scope = entry.scope,
-                                     .member = entry.Member(),
-                                     .quantity = entry.quantity,
-                                     .stamp = stamp > 0 ? absl::StrCat(stamp) : std::string(),
-                                     .expire = expire_ms,
-                                     .margin = Millis(protocol_->margin)});
-  command.writes = true;
-  caller.Submit(std::move(command), deadline,
-                ParsedAs<lua::ScopeSettleReply>(
-                    std::move(done), [](const lua::ScopeSettleReply& r) -> absl::StatusOr<bool> {
-                      return r.result == 1;
-                    }));
+  SettleBatch({Settle{entry, stamp, expire_ms}}, caller, deadline, /*writes=*/true,
+              [done = std::move(done)](absl::StatusOr<std::vector<bool>> acted) mutable {
+                if (!acted.ok()) {
+                  std::move(done)(acted.status());
+                  return;
+                }
+                std::move(done)(acted->front());
+              });
+}
+
+void RedisHoldStore::QueueSettle(Settle settle) {
+  ++*settles_;
+  std::string scope = settle.entry.scope;
+  {
+    absl::MutexLock lock(&settle_mu_);
+    if (closing_) {
+      --*settles_;
+      return;
+    }
+    auto [queue, idle] = settle_queues_.try_emplace(scope);
+    if (!idle) {
+      queue->second.push_back(std::move(settle));
+      return;
+    }
+  }
+  std::vector<Settle> batch;
+  batch.push_back(std::move(settle));
+  SendSettles(scope, std::move(batch));
+}
+
+void RedisHoldStore::SendSettles(const std::string& scope, std::vector<Settle> batch) {
+  ++settle_calls_;
+  settles_sent_ += static_cast<int64_t>(batch.size());
+  const int sent = static_cast<int>(batch.size());
+  // Whatever it answered: a lost settle is the sweep's.
+  SettleBatch(std::move(batch), *client_, absl::Now() + protocol_->settle_timeout,
+              /*writes=*/false, [this, scope, sent](absl::StatusOr<std::vector<bool>>) {
+                std::vector<Settle> next;
+                {
+                  absl::MutexLock lock(&settle_mu_);
+                  *settles_ -= sent;
+                  auto queue = settle_queues_.find(scope);
+                  if (queue == settle_queues_.end()) return;
+                  if (closing_ || queue->second.empty()) {
+                    *settles_ -= static_cast<int>(queue->second.size());
+                    settle_queues_.erase(queue);
+                    return;
+                  }
+                  std::vector<Settle>& waiting = queue->second;
+                  const size_t take =
+                      std::min(waiting.size(),
+                               static_cast<size_t>(std::max(1, protocol_->max_settle_batch)));
+                  next.assign(std::make_move_iterator(waiting.begin()),
+                              std::make_move_iterator(waiting.begin() + take));
+                  waiting.erase(waiting.begin(), waiting.begin() + take);
+                }
+                SendSettles(scope, std::move(next));
+              });
+}
+
+RedisHoldStore::~RedisHoldStore() {
+  absl::MutexLock lock(&settle_mu_);
+  closing_ = true;
 }
 
 void RedisHoldStore::DropEnded(const std::string& user_id, const std::vector<StoredHold>& ended,
@@ -116,7 +206,11 @@ void RedisHoldStore::DropEnded(const std::string& user_id, const std::vector<Sto
   FanIn<bool>(
       entries->size(),
       [this, entries, deadline](size_t i, Callback<bool> done) {
-        SettleStep((*entries)[i], 0, -1, *client_, deadline, std::move(done));
+        SettleStep((*entries)[i], 0, -1, *client_, deadline,
+                   [this, done = std::move(done)](absl::StatusOr<bool> dropped) mutable {
+                     if (!dropped.ok()) NoteStepError("drop", dropped.status());
+                     std::move(done)(std::move(dropped));
+                   });
       },
       [then = std::move(then)](std::vector<absl::StatusOr<bool>>) mutable { then(); });
 }
@@ -131,6 +225,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
       entry, ttl, totals, /*extend=*/false, options,
       [this, entry, shared, options, done = std::move(done)](absl::StatusOr<Take> take) mutable {
         if (!take.ok()) {
+          NoteStepError("take", take.status());
           std::move(done)(take.status());
           return;
         }
@@ -152,6 +247,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
             [this, entry, taken = *take,
              done = std::move(done)](absl::StatusOr<PlaceHoldResult> placed) mutable {
               if (!placed.ok()) {
+                NoteStepError("place", placed.status());
                 // It may have run: the pending take is the sweep's to settle.
                 std::move(done)(std::move(placed));
                 return;
@@ -168,10 +264,7 @@ void RedisHoldStore::PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options,
               if (protocol_->after_step) protocol_->after_step("place");
               // Submitted before the answer (the store is used only until then; the caller does
               // not wait for it): a lost settle is the sweep's.
-              ++*settles_;
-              SettleStep(entry, taken.stamp, expire, *client_,
-                         absl::Now() + protocol_->settle_timeout,
-                         [settles = settles_](absl::StatusOr<bool>) { --*settles; });
+              QueueSettle(Settle{entry, taken.stamp, expire});
               std::move(done)(std::move(placed));
             });
       });
@@ -194,6 +287,7 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                  [this, entry, shared, options,
                   done = std::move(done)](absl::StatusOr<Take> take) mutable {
                    if (!take.ok()) {
+                     NoteStepError("take", take.status());
                      std::move(done)(take.status());
                      return;
                    }
@@ -201,6 +295,7 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                        *shared, options, TakeArg(*take),
                        [this, entry, stamp = take->stamp,
                         done = std::move(done)](absl::StatusOr<ExtendStep> extended) mutable {
+                         if (!extended.ok()) NoteStepError("extend", extended.status());
                          if (!extended.ok() || extended->needs_take) {
                            std::move(done)(
                                extended.ok()
@@ -213,10 +308,7 @@ void RedisHoldStore::ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options,
                                            r == ExtendHoldResult::Result::kExhausted;
                          const int64_t expire =
                              live ? absl::ToUnixMillis(extended->result.hold.expire_time) : -1;
-                         ++*settles_;
-                         SettleStep(entry, stamp, expire, *client_,
-                                    absl::Now() + protocol_->settle_timeout,
-                                    [settles = settles_](absl::StatusOr<bool>) { --*settles; });
+                         QueueSettle(Settle{entry, stamp, expire});
                          std::move(done)(std::move(extended->result));
                        });
                  });
@@ -240,7 +332,8 @@ bool RedisHoldStore::OldTakeOf(absl::string_view field, absl::string_view record
 }
 
 absl::StatusOr<std::vector<RedisHoldStore::OldTake>> RedisHoldStore::OldTakes(
-    int partition, const ScopeSweepArgs& args, const CallOptions& options, int64_t* total) {
+    int partition, const ScopeSweepArgs& args, const CallOptions& options, int64_t* total,
+    absl::Duration* oldest) {
   redis::RedisCommand look =
       Eval({keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition)},
            lua::ScopePendingArgv<Arg>{.age = Millis(args.pending_age),
@@ -256,6 +349,9 @@ absl::StatusOr<std::vector<RedisHoldStore::OldTake>> RedisHoldStore::OldTakes(
   lua::ScopePendingReply pending;  // views into `reply`
   ORDERHOLD_RETURN_IF_ERROR(lua::Parse(*reply, &pending));
   *total = pending.total;
+  *oldest = pending.oldest >= 0
+                ? absl::Milliseconds(std::max<int64_t>(0, pending.now - pending.oldest))
+                : absl::ZeroDuration();
   std::vector<OldTake> old;
   for (size_t i = 0; i + 1 < pending.page.size(); i += 2) {
     const std::optional<absl::string_view> field = StrOf(pending.page[i]);
@@ -309,7 +405,8 @@ void RedisHoldStore::ScopeSweep(int partition, ScopeSweepArgs args, CallOptions 
     return;
   }
   // 1. Old pending takes: ask each user's slot (and fence it), then settle.
-  absl::StatusOr<std::vector<OldTake>> old = OldTakes(partition, args, options, &result.pending);
+  absl::StatusOr<std::vector<OldTake>> old =
+      OldTakes(partition, args, options, &result.pending, &result.oldest_pending);
   if (!old.ok()) {
     std::move(done)(old.status());
     return;
@@ -413,8 +510,10 @@ absl::StatusOr<int> RedisHoldStore::SweepJournal(int partition, const ScopeSweep
        AwaitAll<bool>(drops.size(), [&](size_t i, Callback<bool> done) {
          SettleStep(drops[i], 0, -1, *background_, options.deadline, std::move(done));
        })) {
-    if (!dropped.ok())
+    if (!dropped.ok()) {
+      NoteStepError("drop", dropped.status());
       return absl::UnavailableError("scope sweep: a drop failed; retried next tick");
+    }
   }
   if (!last.empty()) {
     auto set = Await<bool>([&](Callback<bool> got) {

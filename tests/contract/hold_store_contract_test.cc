@@ -13,6 +13,8 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/redis/cluster_topology.h"
@@ -1572,6 +1574,53 @@ TEST_P(ScopeTotalsTest, ListScopeHoldsPagesEveryUsersHoldOnce) {
   EXPECT_FALSE(usage.more);
   EXPECT_EQ(usage.scope_holds, 3);
   EXPECT_EQ(usage.scope_units, 6);
+}
+
+TEST_P(ScopeTotalsTest, ConcurrentPlacesOfOneScopeAreCountedOnceAndEachSettled) {
+  // 300 users at once for 200 places: exactly 200, whatever order the store takes them in. On a
+  // Redis Cluster their settles go in batches (several per scope_settle.lua call), and every
+  // entry ends at its hold's expiry (margin 0), not at its take's longer lease.
+  constexpr int kUsers = 300;
+  const LevelLimits total{200, 0};
+  absl::Mutex mu;
+  int created = 0, refused = 0, failed = 0;
+  absl::BlockingCounter answered(kUsers);
+  for (int i = 0; i < kUsers; ++i) {
+    PlaceHoldArgs args;
+    args.user_id = absl::StrCat("c", i);
+    args.order_id = "o";
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 3;
+    args.details.scope = "event:T";
+    args.totals = total;
+    store_->PlaceHold(std::move(args), At(kT0), [&](absl::StatusOr<PlaceHoldResult> placed) {
+      absl::MutexLock lock(&mu);
+      if (!placed.ok()) {
+        ++failed;
+      } else if (placed->outcome == Outcome::kCreated) {
+        ++created;
+      } else if (placed->outcome == Outcome::kLimitReached) {
+        ++refused;
+      }
+      answered.DecrementCount();
+    });
+  }
+  answered.Wait();
+  factory().Quiesce(*store_);
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(created, 200);
+  EXPECT_EQ(refused, 100);
+  const ListScopeHoldsResult usage = Scope(kT0, 300);
+  EXPECT_EQ(usage.scope_holds, 200);
+  ASSERT_EQ(usage.holds.size(), 200u);
+  for (const ScopeHold& hold : usage.holds) {
+    EXPECT_EQ(hold.expire_time, kT0 + absl::Seconds(10)) << hold.user_id;
+  }
+  if (auto* redis = dynamic_cast<RedisHoldStore*>(store_.get());
+      redis != nullptr && redis->sweeps_scopes()) {
+    EXPECT_EQ(redis->settles_sent(), 200);  // one per take: a take refused by the total has none
+    EXPECT_LT(redis->settle_calls(), redis->settles_sent()) << "no settle was batched";
+  }
 }
 
 // Every fixture runs on the four stores, named by their factory.

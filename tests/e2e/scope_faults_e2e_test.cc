@@ -16,6 +16,7 @@
 #include <functional>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,11 +24,15 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -323,6 +328,83 @@ class ScopeFaultsE2eTest : public ::testing::Test {
     return live;
   }
 
+  // The oracle over Redis itself: at one instant t0 of the scope node's clock, the scope's index
+  // entry by entry (ZRANGE WITHSCORES on its slot's primary) against the live holds of `users`
+  // in their own slots (ListHolds), with no clock margin. It lists what breaks the invariants of
+  // server/README.md "Scope totals" once the sweep has run: a live hold without its entry, or
+  // whose entry ends before it (a place over the total could follow); an entry that ends after
+  // its hold, or that has no live hold (a place kept past its bound). Holds and entries ending
+  // within 2 s of t0 are left out on both sides: the reads take less. *compared counts the live
+  // holds checked.
+  std::vector<std::string> OracleProblems(v1::OrderHold::Stub& stub, const std::string& scope,
+                                          const std::vector<std::string>& users, int* compared) {
+    std::vector<std::string> problems;
+    const std::string key = store::KeySchema("orderhold").ScopeLiveKey(scope);
+    absl::StatusOr<int> slot = cluster_->KeySlot(key);
+    absl::StatusOr<int> node = slot.ok() ? cluster_->PrimaryFor(*slot) : slot.status();
+    absl::StatusOr<std::string> time =
+        node.ok() ? cluster_->Command(*node, {"TIME"}) : node.status();
+    absl::StatusOr<std::string> index =
+        time.ok() ? cluster_->Command(*node, {"ZRANGE", key, "0", "-1", "WITHSCORES"})
+                  : time.status();
+    if (!index.ok()) return {absl::StrCat("cannot read the index: ", index.status().ToString())};
+    const std::vector<std::string> clock = absl::StrSplit(*time, '\n');
+    int64_t seconds = 0, micros = 0;
+    if (clock.size() != 2 || !absl::SimpleAtoi(clock[0], &seconds) ||
+        !absl::SimpleAtoi(clock[1], &micros)) {
+      return {absl::StrCat("TIME answered ", *time)};
+    }
+    const int64_t horizon = seconds * 1000 + micros / 1000 + 2000;
+    std::map<std::string, int64_t> entries;  // "<user>/<order>" -> the entry's end, Unix ms
+    const std::vector<std::string> flat = absl::StrSplit(*index, '\n', absl::SkipEmpty());
+    for (size_t i = 0; i + 1 < flat.size(); i += 2) {
+      const size_t colon = flat[i].find(':'), zero = flat[i].find('\0');
+      int64_t score = 0;
+      if (colon == std::string::npos || zero == std::string::npos ||
+          !absl::SimpleAtoi(flat[i + 1], &score)) {
+        problems.push_back(absl::StrCat("malformed entry ", absl::CHexEscape(flat[i])));
+        continue;
+      }
+      if (score <= horizon) continue;
+      entries[absl::StrCat(flat[i].substr(colon + 1, zero - colon - 1), "/",
+                           flat[i].substr(zero + 1))] = score;
+    }
+    *compared = 0;
+    for (const std::string& user : users) {
+      v1::ListHoldsRequest request;
+      request.set_user_id(user);
+      v1::ListHoldsResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+      if (!stub.ListHolds(&context, request, &response).ok()) {
+        problems.push_back(absl::StrCat("ListHolds failed for ", user));
+        continue;
+      }
+      for (const v1::Hold& hold : response.holds()) {
+        if (hold.scope() != scope) continue;
+        const int64_t expire =
+            hold.expire_time().seconds() * 1000 + hold.expire_time().nanos() / 1000000;
+        if (expire <= horizon) continue;
+        ++*compared;
+        const std::string id = absl::StrCat(user, "/", hold.order_id());
+        auto entry = entries.find(id);
+        if (entry == entries.end()) {
+          problems.push_back(absl::StrCat("live hold ", id, " has no entry"));
+          continue;
+        }
+        if (entry->second != expire) {
+          problems.push_back(
+              absl::StrCat("entry of ", id, " ends at ", entry->second, ", its hold at ", expire));
+        }
+        entries.erase(entry);
+      }
+    }
+    for (const auto& [id, score] : entries) {
+      problems.push_back(absl::StrCat("entry ", id, " (until ", score, ") has no live hold"));
+    }
+    return problems;
+  }
+
   // Yields the most holds live at once.
   int64_t HerdUnderKills(const std::string& scope, bool other_primary, int kills, bool lag,
                          std::vector<std::string> flags = {},
@@ -346,6 +428,17 @@ class ScopeFaultsE2eTest : public ::testing::Test {
     absl::SleepFor(absl::Seconds(1));
     stop = true;
     herd.join();
+    // The oracle over Redis, once the sweep ran (pending age 3 s + a tick): long holds of the
+    // herd's last seconds are still live.
+    absl::SleepFor(absl::Seconds(5));
+    int compared = 0;
+    std::vector<std::string> users;
+    for (int u = 0; u < 500; ++u) users.push_back(absl::StrCat("buyer-", u));
+    const std::vector<std::string> problems = OracleProblems(*stubs[0], scope, users, &compared);
+    if (env.empty()) {
+      EXPECT_THAT(problems, ::testing::IsEmpty());
+      EXPECT_GT(compared, 0) << "the oracle compared nothing";
+    }
     const int64_t most = testing::MostLiveAtOnce(grants).first;
     if (env.empty()) {
       EXPECT_LE(most, 20) << "granted over the total";
@@ -369,6 +462,8 @@ class ScopeFaultsE2eTest : public ::testing::Test {
     Print(absl::StrCat(other_primary ? "another primary" : "the scope's primary", " killed ", kills,
                        " times: replica promoted after"),
           promotions);
+    std::cout << "  oracle over Redis: " << compared << " live holds each with its entry, "
+              << problems.size() << " problems\n";
     std::cout << "  " << grants.size() << " grants, most live at once " << most
               << " of 20; places free " << (empty ? "within" : "NOT within")
               << " 10 s of the last end\n";
@@ -467,6 +562,83 @@ TEST_F(ScopeFaultsE2eTest, TakesLostInAFailoverWereNeverAcknowledgedWithWait) {
 // ScopeTotalsClusterE2eTest.AFileWithTotalsIsRefusedOnARedisClusterWithoutWait).
 TEST_F(ScopeFaultsE2eTest, WithoutWaitTakesLostInAFailoverGrantOverTheTotal) {
   EXPECT_GT(LiveAfterLostTakes(/*wait=*/false), 20);
+}
+
+// A take whose WAIT falls short (the scope primary's replica stopped, its link cut) answers
+// UNAVAILABLE and is counted in orderhold_scope_wait_timeouts_total{step="take"}; the take ran, so
+// its pending record shows in orderhold_scope_oldest_pending_take_seconds until the sweep fences
+// and drops it, once the replica is back.
+TEST_F(ScopeFaultsE2eTest, AStepWhoseWaitFallsShortIsCountedAndItsTakeSwept) {
+  auto server = StartServer({"--redis_wait_timeout=200ms"});
+  auto stub = StubOf(*server);
+  const std::string scope = "event:wait";
+  const std::string key = store::KeySchema("orderhold").ScopeLiveKey(scope);
+  ASSERT_OK_AND_ASSIGN(int slot, cluster_->KeySlot(key));
+  ASSERT_OK_AND_ASSIGN(int primary, cluster_->PrimaryFor(slot));
+  int replica = -1;
+  for (int i = 0; i < cluster_->node_count(); ++i) {
+    absl::StatusOr<std::string> role = cluster_->Command(i, {"ROLE"});
+    if (i != primary && role.ok() && absl::StartsWith(*role, "slave") &&
+        absl::StrContains(*role, absl::StrCat("\n", cluster_->node(primary).port(), "\n"))) {
+      replica = i;
+    }
+  }
+  ASSERT_GE(replica, 0);
+  const std::string series = R"(orderhold_scope_wait_timeouts_total{step="take"})";
+  EXPECT_EQ(testing::ScrapedValue(server->metrics_port(), series), 0);
+  ASSERT_TRUE(cluster_->node(replica).Pause().ok());
+  ASSERT_TRUE(cluster_->Command(primary, {"CLIENT", "KILL", "TYPE", "replica"}).ok());
+  const grpc::Status refused = Place(*stub, "wait-user", scope);
+  ASSERT_TRUE(cluster_->node(replica).Resume().ok());
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_EQ(testing::ScrapedValue(server->metrics_port(), series), 1);
+  const std::string oldest = "orderhold_scope_oldest_pending_take_seconds";
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return testing::ScrapedValue(server->metrics_port(), oldest) > 0; }, absl::Seconds(5)));
+  EXPECT_TRUE(testing::Eventually(
+      [&] { return testing::ScrapedValue(server->metrics_port(), oldest) == 0; },
+      absl::Seconds(15)));
+  EXPECT_EQ(LiveHolds(*stub, "wait-user"), 0);
+  EXPECT_TRUE(Place(*stub, "other-user", scope).ok());  // the place is free again
+}
+
+// The oracle's own negative control: an entry removed from under a live hold and a ghost entry
+// added are both reported, and nothing before the tampering.
+TEST_F(ScopeFaultsE2eTest, TheOracleReportsAMissingEntryAndAGhost) {
+  auto server = StartServer({"--scope_clock_margin=0s"});
+  auto stub = StubOf(*server);
+  const std::string scope = "herd:oracle";
+  std::vector<std::string> users;
+  for (int i = 0; i < 3; ++i) {
+    users.push_back(absl::StrCat("oracle-", i));
+    ASSERT_TRUE(Place(*stub, users.back(), scope).ok());
+  }
+  const std::string key = store::KeySchema("orderhold").ScopeLiveKey(scope);
+  ASSERT_OK_AND_ASSIGN(int slot, cluster_->KeySlot(key));
+  ASSERT_OK_AND_ASSIGN(int node, cluster_->PrimaryFor(slot));
+  int compared = 0;
+  ASSERT_TRUE(testing::Eventually([&] {  // every settle done
+    return cluster_
+               ->Command(node, {"HLEN", store::KeySchema("orderhold")
+                                            .ScopePendingKey(store::KeySchema::PartitionOf(scope))})
+               .value_or("") == "1";  // the stamp counter alone
+  }));
+  std::vector<std::string> before = OracleProblems(*stub, scope, users, &compared);
+  EXPECT_EQ(compared, 3);
+  EXPECT_THAT(before, ::testing::IsEmpty());
+  ASSERT_TRUE(
+      cluster_
+          ->Command(node, {"ZREM", key, absl::StrCat("1:oracle-0", std::string(1, '\0'), "o-1")})
+          .ok());
+  ASSERT_TRUE(
+      cluster_
+          ->Command(node, {"ZADD", key, absl::StrCat(absl::ToUnixMillis(absl::Now()) + 60000),
+                           absl::StrCat("1:ghost", std::string(1, '\0'), "o-1")})
+          .ok());
+  std::vector<std::string> after = OracleProblems(*stub, scope, users, &compared);
+  EXPECT_THAT(after, ::testing::Contains("live hold oracle-0/o-1 has no entry"));
+  EXPECT_THAT(after, ::testing::Contains(::testing::HasSubstr("entry ghost/o-1")));
+  EXPECT_EQ(after.size(), 2u) << absl::StrJoin(after, "; ");
 }
 
 // The negative control: a survivor whose sweep settles only takes older than 60 s does not give

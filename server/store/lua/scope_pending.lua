@@ -11,6 +11,7 @@
 -- ARGV limit  records listed at most, >= 1
 -- REPLY now int     the instant used, Unix ms
 -- REPLY total int   the partition's pending records, old or not
+-- REPLY oldest int  the oldest record's take, Unix ms; -1 when none
 -- REPLY page array  2 elements a record: its field "<scope>\0<member>" and "<stamp>:<take ms>"
 -- now_ms, int_str: see the prelude (prelude/*.lua).
 local now = now_ms(A.now)
@@ -24,4 +25,5 @@ for _, field in ipairs(old) do
     page[#page + 1] = record
   end
 end
-return {now, redis.call('ZCARD', KEYS[2]), page}
+local first = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
+return {now, redis.call('ZCARD', KEYS[2]), first[2] and tonumber(first[2]) or -1, page}
