@@ -35,7 +35,8 @@ const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",
                                                 "GetScopeUsage",    "ListScopeHolds",
                                                 "ReleaseScopeHolds"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
-const char* const kScopeSweepActionNames[3] = {"settled", "fenced", "dropped"};
+const char* const kScopeSweepActionNames[5] = {"settled", "fenced", "dropped", "audited",
+                                               "ghost_dropped"};
 const char* const kScopeStepNames[4] = {"take", "place", "extend", "drop"};
 const char* const kExtensionResultNames[kExtensionResultCount] = {"extended", "capped", "unchanged",
                                                                   "exhausted", "ended"};
@@ -187,7 +188,9 @@ Metrics::Metrics(prometheus::Registry& registry)
   CountersByReason(registry, "orderhold_scope_sweep_actions_total",
                    "Redis Cluster: what the scope sweep did, by action: settled (a take whose "
                    "settle never came, its hold live), fenced (such a take without a live hold: "
-                   "fenced and dropped), dropped (an end's entry dropped again).",
+                   "fenced and dropped), dropped (an end's entry dropped again); after a "
+                   "failover, audited (entries handed to the sweep) and ghost_dropped (those "
+                   "whose hold was gone).",
                    kScopeSweepActionNames, scope_sweep_actions_, "action");
   CountersByReason(registry, "orderhold_scope_wait_timeouts_total",
                    "Redis Cluster: scope protocol steps whose write ran but whose WAIT answered "

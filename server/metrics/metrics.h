@@ -165,7 +165,9 @@ class Metrics {
   // the stream's record of it); and orderhold_scope_pending_takes: takes waiting for their settle
   // in the partitions this replica owned last tick (sum them across replicas; a steady value well
   // above the call rate x a round trip means settles are being lost).
-  enum class ScopeSweepAction { kSettled, kFenced, kDropped };
+  // After a failover the audit hands live entries to the sweep: "audited" counts them,
+  // "ghost_dropped" those whose hold was gone (a failover lost it) and that the sweep dropped.
+  enum class ScopeSweepAction { kSettled, kFenced, kDropped, kAudited, kGhostDropped };
   prometheus::Counter& scope_sweep_actions(ScopeSweepAction action) {
     return *scope_sweep_actions_[static_cast<size_t>(action)];
   }
@@ -257,7 +259,7 @@ class Metrics {
   prometheus::Gauge& reaper_backlog_;
   prometheus::Gauge& reaper_owned_partitions_;
   prometheus::Gauge& layout_migration_users_left_;
-  std::array<prometheus::Counter*, 3> scope_sweep_actions_{};
+  std::array<prometheus::Counter*, 5> scope_sweep_actions_{};
   prometheus::Gauge& scope_pending_takes_;
   prometheus::Gauge& scope_oldest_pending_take_;
   std::array<prometheus::Counter*, 4> scope_wait_timeouts_{};

@@ -85,6 +85,15 @@ void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
   absl::Duration oldest = absl::ZeroDuration();
   std::vector<bool> mine(store_.partition_count(), false);
   for (int partition : tick.owned) mine[partition] = true;
+  // A failover the topology saw (orderhold_redis_failovers_total moved) starts an audit of every
+  // partition; each replica walks those it owns, a page a tick (ScopeAudit), and forgets others.
+  const double failovers = metrics_.redis_failovers().Value();
+  if (failovers != failovers_seen_) {
+    failovers_seen_ = failovers;
+    for (int partition = 0; partition < store_.partition_count(); ++partition) {
+      audits_[partition] = "";
+    }
+  }
   for (int partition = 0; partition < store_.partition_count(); ++partition) {
     store::ScopeSweepArgs args{.pending_age = options_.scope_pending_age};
     if (tick.standby[partition]) {
@@ -111,11 +120,44 @@ void Reaper::SweepScopes(std::optional<absl::Time> now, Tick& tick) {
       metrics_.scope_sweep_actions(Action::kSettled).Increment(result->settled);
       metrics_.scope_sweep_actions(Action::kFenced).Increment(result->fenced);
       metrics_.scope_sweep_actions(Action::kDropped).Increment(result->dropped);
+      metrics_.scope_sweep_actions(Action::kGhostDropped).Increment(result->ghosts);
       if (!result->more) break;
     }
+    Audit(partition, mine[partition], now, tick);
   }
   metrics_.scope_pending_takes().Set(static_cast<double>(pending));
   metrics_.scope_oldest_pending_take().Set(absl::ToDoubleSeconds(oldest));
+}
+
+void Reaper::Audit(int partition, bool mine, std::optional<absl::Time> now, Tick& tick) {
+  auto audit = audits_.find(partition);
+  if (audit == audits_.end()) return;
+  if (!mine) {
+    audits_.erase(audit);  // its owner audits it
+    return;
+  }
+  // Entries a tick and partition at most: an on-sale's index of 100,000 entries is handed to the
+  // sweep in ~200 ticks, and the sweep's checks (8 x 64 a tick) keep pace.
+  constexpr int kAuditEntriesPerTick = 512;
+  store::CallOptions call{.deadline = absl::Now() + options_.call_timeout, .now = now};
+  absl::StatusOr<store::ScopeAuditResult> result = absl::UnknownError("no answer");
+  store_.ScopeAudit(partition,
+                    store::ScopeAuditArgs{.cursor = audit->second,
+                                          .max_entries = kAuditEntriesPerTick,
+                                          .pending_age = options_.scope_pending_age},
+                    call,
+                    [&](absl::StatusOr<store::ScopeAuditResult> r) { result = std::move(r); });
+  if (!result.ok()) {
+    if (tick.first_error.ok()) tick.first_error = result.status();
+    return;  // the same page next tick
+  }
+  using Action = metrics::Metrics::ScopeSweepAction;
+  metrics_.scope_sweep_actions(Action::kAudited).Increment(result->marked);
+  if (result->cursor.empty()) {
+    audits_.erase(audit);
+  } else {
+    audit->second = std::move(result->cursor);
+  }
 }
 
 std::vector<int> Reaper::PlanTick(std::optional<absl::Time> now, Tick& tick) {

@@ -39,6 +39,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -205,6 +206,9 @@ class Reaper {
   // blocks until each partition's step answered; counts orderhold_scope_sweep_actions_total and
   // sets orderhold_scope_pending_takes and orderhold_scope_oldest_pending_take_seconds.
   void SweepScopes(std::optional<absl::Time> now, Tick& tick);
+  // The audit after a failover (store::ScopeAudit): one call for `partition` when an audit of it
+  // is under way and this replica owns it (`mine`); forgets it otherwise.
+  void Audit(int partition, bool mine, std::optional<absl::Time> now, Tick& tick);
   // The partitions this tick calls: the owned ones (a fresh claim, or the last view when the claim
   // failed) and, with standby reaping, every other one marked standby in `tick`.
   std::vector<int> PlanTick(std::optional<absl::Time> now, Tick& tick);
@@ -255,6 +259,10 @@ class Reaper {
     uint64_t nudges = 0;                       // due_nudges_ when that look was sent
   };
   std::vector<View> views_;
+  // The scope audit (Audit): orderhold_redis_failovers_total when last read, and the partitions
+  // with an audit under way -> where it goes on (the tick's thread).
+  double failovers_seen_ = 0;
+  std::map<int, std::string> audits_;
   std::vector<uint64_t> sent_nudges_;  // per partition: due_nudges_ when its last look was sent
   std::unique_ptr<std::atomic<uint64_t>[]> due_nudges_;  // per partition: nudges received
   std::function<bool()> due_nudges_complete_;            // null: no nudges

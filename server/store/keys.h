@@ -43,6 +43,9 @@
 //                                        index keys s: and su: are kept there too
 //   <prefix>:{<partition>}:spt           beside it: the pending takes by age (sorted set:
 //                                        "<scope>\0<member>" -> take ms)
+//   <prefix>:{<partition>}:sx            Redis Cluster only: the partition's scopes (sorted set:
+//                                        scope -> its latest lease end, ms), lua/scope_take.lua;
+//                                        the audit after a failover walks it (scope_audit.lua)
 //   <prefix>:{<partition>}:sj            Redis Cluster only: the last event of the partition's
 //                                        stream whose end the scope sweep has dropped from its
 //                                        scope's index (string: a stream id)
@@ -177,6 +180,10 @@ class KeySchema {
   }
   std::string ScopeJournalKey(int partition) const {
     return absl::StrCat(PartitionPrefix(partition), "sj");
+  }
+  // The partition's scopes with entries, for the audit after a failover (see the table above).
+  std::string ScopeSetKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "sx");
   }
   // The consumer group registry and its per-owner counts (see the table above).
   std::string GroupOwnersKey() const;

@@ -98,7 +98,22 @@ struct ScopeSweepResult {
   int settled = 0;    // old takes whose hold was live: the entry now follows the hold
   int fenced = 0;     // old takes without a live hold: fenced in the user's slot and dropped
   int dropped = 0;    // ends read from the stream whose entries this step dropped
+  int ghosts = 0;     // entries the audit handed over that had no live hold: dropped
   bool more = false;  // records were left for the next step
+};
+
+// The audit of a scope partition's indexes after a failover (Redis Cluster; server/README.md
+// "Scope totals"): each live entry with no take pending is handed to the sweep as a pending take
+// dated `pending_age` ago, so the sweep's next step checks its hold in the user's slot, fences,
+// and drops it when no hold is there (a ghost: a place held for a hold a failover lost).
+struct ScopeAuditArgs {
+  std::string cursor;     // where the previous call stopped; "" = the partition's start
+  int max_entries = 512;  // entries looked at in this call, at most
+  absl::Duration pending_age = absl::ZeroDuration();  // ScopeSweepArgs::pending_age
+};
+struct ScopeAuditResult {
+  int marked = 0;      // entries handed to the sweep
+  std::string cursor;  // where the next call starts; "" when the partition is done
 };
 
 class PartitionStore {
@@ -147,6 +162,16 @@ class PartitionStore {
                           Callback<ScopeSweepResult> done) {
     (void)partition, (void)args, (void)options;
     std::move(done)(ScopeSweepResult{});
+  }
+
+  // One call of the audit of `partition` (ScopeAuditArgs): hands up to args.max_entries entries,
+  // from args.cursor on, to the sweep. Safe from several replicas at once: an entry with a take
+  // pending is left to it, and a later take owns the entry again. A store that does not sweep
+  // answers an empty result. INVALID_ARGUMENT for a partition out of range.
+  virtual void ScopeAudit(int partition, ScopeAuditArgs args, CallOptions options,
+                          Callback<ScopeAuditResult> done) {
+    (void)partition, (void)args, (void)options;
+    std::move(done)(ScopeAuditResult{});
   }
 
   // Number of index partitions the reaper must visit.

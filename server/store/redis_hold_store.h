@@ -139,6 +139,9 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   void Unregister(std::string replica_id, CallOptions options, Callback<bool> done) override;
   int partition_count() const override { return KeySchema::kPartitionCount; }
   bool sweeps_scopes() const override { return protocol_.has_value(); }
+  // Blocks until its pages answered (the reaper's thread).
+  void ScopeAudit(int partition, ScopeAuditArgs args, CallOptions options,
+                  Callback<ScopeAuditResult> done) override;
   // Blocks the calling thread until done (the reaper's; never a Redis I/O thread).
   // On the background connection: scope_pending.lua, then per old take scope_check.lua in the
   // user's slot and scope_settle.lua; then the stream's ends since the partition's mark (keys.h
@@ -255,6 +258,7 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   struct OldTake {
     ScopeEntry entry;
     int64_t stamp = 0;
+    bool audit = false;  // handed over by the audit (scope_audit.lua), not left by a take
   };
   static bool OldTakeOf(absl::string_view field, absl::string_view record, OldTake* out);
   absl::StatusOr<std::vector<OldTake>> OldTakes(int partition, const ScopeSweepArgs& args,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -64,7 +65,8 @@ void RedisHoldStore::TakeStep(const ScopeEntry& entry, absl::Duration ttl, Level
   const int partition = KeySchema::PartitionOf(entry.scope);
   redis::RedisCommand command = Eval(
       {keys_.ScopeLiveKey(entry.scope), keys_.ScopeUnitsKey(entry.scope),
-       keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition)},
+       keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition),
+       keys_.ScopeSetKey(partition)},
       lua::ScopeTakeArgv<Arg>{.scope = entry.scope,
                               .member = entry.Member(),
                               .quantity = entry.quantity,
@@ -325,6 +327,7 @@ bool RedisHoldStore::OldTakeOf(absl::string_view field, absl::string_view record
       !absl::SimpleAtoi(record.substr(0, record.find(':')), &out->stamp)) {
     return false;
   }
+  out->audit = absl::EndsWith(record, ":audit");
   out->entry.scope = std::string(parts[0]);
   out->entry.user_id = std::string(parts[1].substr(colon + 1));
   out->entry.order_id = std::string(parts[2]);
@@ -415,7 +418,9 @@ void RedisHoldStore::ScopeSweep(int partition, ScopeSweepArgs args, CallOptions 
   absl::Status first_error;
   for (const OldTake& take : *old) {
     absl::StatusOr<bool> live = SettleOldTake(take, options);
-    if (live.ok()) {
+    if (live.ok() && take.audit) {
+      if (!*live) ++result.ghosts;
+    } else if (live.ok()) {
       ++(*live ? result.settled : result.fenced);
     } else if (live.status().code() != absl::StatusCode::kNotFound && first_error.ok()) {
       first_error = live.status();
@@ -435,6 +440,74 @@ void RedisHoldStore::ScopeSweep(int partition, ScopeSweepArgs args, CallOptions 
     return;
   }
   std::move(done)(result);
+}
+
+void RedisHoldStore::ScopeAudit(int partition, ScopeAuditArgs args, CallOptions options,
+                                Callback<ScopeAuditResult> done) {
+  if (!internal::InRange(partition)) {
+    std::move(done)(internal::OutOfRange("ScopeAudit"));
+    return;
+  }
+  ScopeAuditResult result;
+  if (!protocol_.has_value()) {
+    std::move(done)(result);
+    return;
+  }
+  // The partition's scopes, by name, so that the cursor's place survives their leases moving.
+  auto listed = Await<std::vector<std::string>>([&](Callback<std::vector<std::string>> got) {
+    background_->Submit(
+        Plain({"ZRANGE", keys_.ScopeSetKey(partition), "0", "-1"}), options.deadline,
+        Parsed(std::move(got),
+               [](const redis::RedisReply& reply) -> absl::StatusOr<std::vector<std::string>> {
+                 if (reply.type != redis::RedisReply::Type::kArray) return BadReply("ZRANGE");
+                 std::vector<std::string> names;
+                 for (const redis::RedisReply& name : reply.elements) names.push_back(name.str);
+                 return names;
+               }));
+  });
+  if (!listed.ok()) {
+    std::move(done)(listed.status());
+    return;
+  }
+  std::vector<std::string>& scopes = *listed;
+  std::sort(scopes.begin(), scopes.end());
+  // The cursor: "<scope>\0<rank>", the next page's scope and its first entry's rank.
+  std::vector<absl::string_view> at = absl::StrSplit(args.cursor, kZero);
+  int64_t start = 0;
+  if (at.size() != 2 || !absl::SimpleAtoi(at[1], &start)) at = {"", "0"};
+  auto scope = std::lower_bound(scopes.begin(), scopes.end(), at[0]);
+  if (scope == scopes.end() || *scope != at[0]) start = 0;
+  for (int budget = std::max(1, args.max_entries); budget > 0 && scope != scopes.end();) {
+    const int limit = std::min(budget, 64);
+    redis::RedisCommand page =
+        Eval({keys_.ScopeLiveKey(*scope), keys_.ScopeSetKey(partition),
+              keys_.ScopePendingKey(partition), keys_.ScopePendingAgesKey(partition)},
+             lua::ScopeAuditArgv<Arg>{.scope = *scope,
+                                      .start = start,
+                                      .limit = int64_t{limit},
+                                      .age = Millis(args.pending_age),
+                                      .now = NowArg(options)});
+    page.writes = true;
+    auto reply = Await<lua::ScopeAuditReply>([&](Callback<lua::ScopeAuditReply> got) {
+      background_->Submit(std::move(page), options.deadline,
+                          ParsedAs<lua::ScopeAuditReply>(
+                              std::move(got), [](const lua::ScopeAuditReply& r) { return r; }));
+    });
+    if (!reply.ok()) {
+      std::move(done)(reply.status());
+      return;
+    }
+    result.marked += static_cast<int>(reply->marked);
+    budget -= limit;
+    if (reply->next < 0) {
+      ++scope;
+      start = 0;
+    } else {
+      start = reply->next;
+    }
+  }
+  if (scope != scopes.end()) result.cursor = absl::StrCat(*scope, kZero, start);
+  std::move(done)(std::move(result));
 }
 
 // The entries to drop for the ends among `events` (an XRANGE reply's entries): each PAID or

@@ -17,6 +17,8 @@
 --          counter; "<scope>\0<member>" -> "<stamp>:<take ms>"); p = the scope's partition
 -- KEYS[4]  their ages, "<prefix>:{<p>}:spt" (sorted set: "<scope>\0<member>" -> take ms), which
 --          the sweep reads by age (scope_pending.lua)
+-- KEYS[5]  the partition's scopes, "<prefix>:{<p>}:sx" (sorted set: scope -> its latest lease
+--          end, Unix ms), which the audit after a failover walks (scope_audit.lua)
 -- ARGV scope     the scope
 -- ARGV member    the entry, "<quantity>:<user_id>\0<order_id>"
 -- ARGV quantity  its units, integer >= 1
@@ -37,7 +39,7 @@
 --                       bits); else 0
 -- now_ms, int_str, scope_read, scope_member, pending_field: see the prelude (prelude/*.lua).
 local now = now_ms(A.now)
-local live, units_key, pending, ages = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local live, units_key, pending, ages, scopes = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local quantity, lease = tonumber(A.quantity), tonumber(A.lease)
 local max_holds, max_units = string.match(A.totals, '^(%d+):(%d+)$')
 max_holds, max_units = tonumber(max_holds), tonumber(max_units)
@@ -82,4 +84,5 @@ local stamp = redis.call('HINCRBY', pending, 'n', 1)
 local field = pending_field(A.scope, A.member)
 redis.call('HSET', pending, field, int_str(stamp) .. ':' .. int_str(now))
 redis.call('ZADD', ages, int_str(now), field)
+redis.call('ZADD', scopes, 'GT', int_str(now + lease), A.scope)
 return {1, now, stamp, holds, units, first, 0}
