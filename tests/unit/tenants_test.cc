@@ -145,7 +145,10 @@ AuthzRequest Peer(std::vector<std::string> uris, std::vector<std::string> dns = 
 class TenantsResolveTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/tenants-resolve";
+    // One directory per case: ctest runs each case in its own process, side by side, and a case
+    // reading the file while another rewrites it read it half written.
+    dir_ = ::testing::TempDir() + "/tenants-resolve-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::filesystem::create_directories(dir_);
     std::ofstream(dir_ + "/t.json") << kExample;
     TenantsOptions options;
