@@ -330,6 +330,38 @@ TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsT
       absl::Seconds(10)))
       << server_.log();
   EXPECT_EQ(Make(*stranger, AuthzCall::kGetHold), grpc::StatusCode::NOT_FOUND);
+  // A null where a rule names its callers or its calls: a reader that dropped it ("principals":
+  // [null] read as []) would let every caller, or every call, through, and the stranger could
+  // place a hold. Each is a bad edit too: logged at its place, counted, and the policy in force
+  // stays (the stranger may still get a hold, and still not place one).
+  constexpr char kStrangerSource[] = R"({"principals": ["spiffe://orderhold.example/stranger"]})";
+  constexpr char kPlaceHoldRequest[] = R"({"paths": ["/orderhold.v1.OrderHold/PlaceHold"]})";
+  const struct {
+    absl::string_view source;
+    absl::string_view request;
+    absl::string_view where;  // the place the log names
+  } nulls[] = {
+      {R"({"principals": [null]})", kPlaceHoldRequest, "allow_rules[0].source.principals[0]"},
+      {"null", kPlaceHoldRequest, "allow_rules[0].source"},
+      {kStrangerSource, R"({"paths": [null]})", "allow_rules[0].request.paths[0]"},
+      {kStrangerSource, "null", "allow_rules[0].request"},
+  };
+  auto reload_failures = [&] {
+    return testing::ScrapedValue(server_.metrics_port(),
+                                 "orderhold_authz_policy_reloads_total{result=\"failure\"}");
+  };
+  for (const auto& bad : nulls) {
+    const double failures_before = reload_failures();
+    WritePolicy(absl::StrCat(R"({"name": "nulls", "allow_rules": [{"name": "stranger", "source": )",
+                             bad.source, R"(, "request": )", bad.request, "}]}"));
+    EXPECT_TRUE(Eventually([&] {
+      return absl::StrContains(server_.log(), absl::StrCat(bad.where, ": null is not allowed"));
+    })) << server_.log();
+    EXPECT_EQ(reload_failures(), failures_before + 1) << bad.where;
+    EXPECT_EQ(Make(*stranger, AuthzCall::kPlaceHold), grpc::StatusCode::PERMISSION_DENIED)
+        << bad.where;
+    EXPECT_EQ(Make(*stranger, AuthzCall::kGetHold), grpc::StatusCode::NOT_FOUND) << bad.where;
+  }
   // Back to the example: the stranger is out again.
   WritePolicy(original);
   EXPECT_TRUE(Eventually(
@@ -337,10 +369,6 @@ TEST_F(AuthzE2eTest, AnEditOfThePolicyTakesEffectWithoutARestartAndABadOneKeepsT
       absl::Seconds(10)));
 }
 
-// Revocation reaches open streams: once a reloaded policy no longer lets the
-// event-consumer watch, its open watch ends with PERMISSION_DENIED within a refresh interval
-// (1 s here) of the file's change, counted as a denied call; the operator's open watch, still
-// allowed, stays open. Without the re-check the consumer's watch would run to its deadline.
 // A denial tells the caller nothing of the policy: the same words whatever rule
 // decided; the operator finds the rule in the log (one line per rule and method per minute).
 TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
@@ -362,6 +390,10 @@ TEST_F(AuthzE2eTest, ADenialNamesNoRuleAndTheLogDoes) {
   })) << server_.log();
 }
 
+// Revocation reaches open streams: once a reloaded policy no longer lets the
+// event-consumer watch, its open watch ends with PERMISSION_DENIED within a refresh interval
+// (1 s here) of the file's change, counted as a denied call; the operator's open watch, still
+// allowed, stays open. Without the re-check the consumer's watch would run to its deadline.
 TEST_F(AuthzE2eTest, AReloadThatRevokesACallerEndsItsOpenWatchWithPermissionDenied) {
   auto consumer = StubFor("event-consumer");
   auto operator_stub = StubFor("operator");

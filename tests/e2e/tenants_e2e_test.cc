@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "client/channel.h"
@@ -389,6 +390,57 @@ TEST_F(TenantsE2eTest, AnEditedFileTakesEffectAndABadOneKeepsTheTenantsInForce) 
   EXPECT_EQ(Place(*StubFor("acme-storefront"), "u1", "o2").error_code(),
             grpc::StatusCode::PERMISSION_DENIED)
       << "acme is gone from the file";
+}
+
+// A tenant's own max_watches caps its callers' open watches on a server (the example's 20 for
+// acme, lowered to 2 here by an edit of the file): the third is refused RESOURCE_EXHAUSTED naming
+// it, while beta, with no max_watches of its own, keeps the server's caps and opens three.
+TEST_F(TenantsE2eTest, ATenantsMaxWatchesCapsItsOpenWatchesAndAnotherTenantKeepsTheServers) {
+  std::ifstream in(tenants_);
+  const std::string example((std::istreambuf_iterator<char>(in)), {});
+  const std::string lowered =
+      absl::StrReplaceAll(example, {{"\"max_watches\": 20", "\"max_watches\": 2"}});
+  ASSERT_NE(lowered, example) << "the example no longer gives acme max_watches 20";
+  std::ofstream(tenants_ + ".tmp") << lowered;
+  std::filesystem::rename(tenants_ + ".tmp", tenants_);
+  ASSERT_TRUE(Eventually(
+      [&] { return Metric(a_, "orderhold_tenants_reloads_total{result=\"success\"}") >= 1; }));
+  struct OpenWatch {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<v1::HoldEvent>> reader;
+  };
+  auto open = [](OrderHold::Stub& stub, const std::string& consumer) {
+    auto watch = std::make_unique<OpenWatch>();
+    Prepare(watch->context);
+    watch->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::WatchHoldEventsRequest request;
+    request.set_consumer_group("orders");
+    request.set_consumer(consumer);
+    watch->reader = stub.WatchHoldEvents(&watch->context, request);
+    return watch;
+  };
+  auto acme = StubFor("acme-storefront");
+  auto beta = StubFor("beta-storefront");
+  std::vector<std::unique_ptr<OpenWatch>> kept;
+  kept.push_back(open(*acme, "c1"));
+  kept.push_back(open(*acme, "c2"));
+  ASSERT_TRUE(Eventually([&] { return Metric(a_, "orderhold_watches") == 2; })) << a_.log();
+  std::unique_ptr<OpenWatch> third = open(*acme, "c3");
+  v1::HoldEvent event;
+  while (third->reader->Read(&event)) {
+  }
+  const grpc::Status refused = third->reader->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("(its max_watches 2)"));
+  for (const char* consumer : {"c1", "c2", "c3"}) kept.push_back(open(*beta, consumer));
+  EXPECT_TRUE(Eventually([&] { return Metric(a_, "orderhold_watches") == 5; })) << a_.log();
+  // Each admitted watch stayed open until cancelled here.
+  for (std::unique_ptr<OpenWatch>& watch : kept) {
+    watch->context.TryCancel();
+    while (watch->reader->Read(&event)) {
+    }
+    EXPECT_EQ(watch->reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ namespace {
 
 using ::orderhold::testing::IsOk;
 using ::orderhold::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -182,6 +183,30 @@ TEST_F(EventServiceGroupsTest, ACallerOwnsAtMostMaxGroups) {
               IsOk());
   EXPECT_THAT(log_.TakeDestroys(), ElementsAre(0, 1, 2, 3));
   EXPECT_THAT(Subscribe("g4", "uri:spiffe://x/consumer"), IsOk());
+}
+
+// A tenant's own max_consumer_groups (--tenants) replaces the server's (2 here) for its groups; a
+// caller of a tenant without one, or of no tenant, keeps the server's.
+TEST_F(EventServiceGroupsTest, ATenantsMaxConsumerGroupsReplacesTheServersForItsGroupsOnly) {
+  TenantLimits acme;
+  acme.max_consumer_groups = 1;
+  TenantTable tenants;
+  tenants.Set({{"acme", acme}, {"beta", TenantLimits{}}}, {});
+  service_.set_tenants(&tenants);
+  EXPECT_THAT(Subscribe("acme:g1", "uri:spiffe://x/acme"), IsOk());
+  EXPECT_THAT(Subscribe("acme:g2", "uri:spiffe://x/acme"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("consumer_group \"g2\" is new"),
+                             HasSubstr("max_consumer_groups 1"))));
+  // beta's caller and one in no tenant: the server's 2.
+  EXPECT_THAT(Subscribe("beta:g1", "uri:spiffe://x/beta"), IsOk());
+  EXPECT_THAT(Subscribe("beta:g2", "uri:spiffe://x/beta"), IsOk());
+  EXPECT_THAT(Subscribe("beta:g3", "uri:spiffe://x/beta"),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_consumer_groups 2")));
+  EXPECT_THAT(Subscribe("g1", "uri:spiffe://x/none"), IsOk());
+  EXPECT_THAT(Subscribe("g2", "uri:spiffe://x/none"), IsOk());
+  EXPECT_THAT(Subscribe("g3", "uri:spiffe://x/none"),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_consumer_groups 2")));
 }
 
 TEST_F(EventServiceGroupsTest, AnotherCallerCannotWatchOrAckAGroupItDoesNotOwn) {
