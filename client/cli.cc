@@ -29,6 +29,7 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]\n"
     "                [--request_id ID]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
+    "                [--payment_reference REF]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
@@ -53,7 +54,9 @@ const char kCliUsage[] =
     "lists that scope's holds. A refusal prints each exceeded limit and when a retry can pass.\n"
     "extend moves a live hold's expiry to now + --ttl (unset: the server's default), never\n"
     "shorter and never past its cap; --request_id makes a retry count once against the\n"
-    "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). get shows one\n"
+    "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). pay\n"
+    "--payment_reference keeps the charge's reference with the outcome: the same again is\n"
+    "already paid, another is refused (9, PAID_WITH_OTHER_REFERENCE). get shows one\n"
     "hold, live or ended. release cancels every live hold of USER (of --scope S only, if given).\n"
     "scope-usage shows a scope's live holds and units across all users and its totals,\n"
     "scope-list lists them (every user's), scope-release cancels them all (an operator's call).\n"
@@ -241,11 +244,14 @@ std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response) {
 std::string FormatPay(const orderhold::v1::PayResponse& response) {
   const orderhold::v1::Hold& hold = response.hold();
   const std::string left = FormatRemaining(FromProtoDuration(hold.remaining()));
+  const std::string reference =
+      hold.payment_reference().empty() ? "" : absl::StrCat(" with ", hold.payment_reference());
   if (response.already_paid()) {
-    return absl::StrFormat("%s for %s was already paid (had %s left)", hold.order_id(),
-                           hold.user_id(), left);
+    return absl::StrFormat("%s for %s was already paid%s (had %s left)", hold.order_id(),
+                           hold.user_id(), reference, left);
   }
-  return absl::StrFormat("paid %s for %s (had %s left)", hold.order_id(), hold.user_id(), left);
+  return absl::StrFormat("paid %s for %s%s (had %s left)", hold.order_id(), hold.user_id(),
+                         reference, left);
 }
 
 std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response) {
@@ -285,6 +291,7 @@ std::string FormatGetHold(const orderhold::v1::GetHoldResponse& response) {
   if (response.has_end_time()) {
     absl::StrAppend(&out, " at ", FormatTimestamp(FromProtoTimestamp(response.end_time())));
   }
+  if (!hold.payment_reference().empty()) absl::StrAppend(&out, " with ", hold.payment_reference());
   absl::StrAppend(&out, DetailsSuffix(hold));
   return out;
 }
@@ -672,6 +679,10 @@ absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
     return not_for("request_id", "extend");
   }
   command->request_id = flags.request_id;
+  if (!flags.payment_reference.empty() && command->kind != CliCommand::Kind::kPay) {
+    return not_for("payment_reference", "pay");
+  }
+  command->payment_reference = flags.payment_reference;
   if (!place) {
     if (flags.quantity.has_value()) return not_for("quantity", "place");
     if (!flags.labels.empty()) return not_for("label", "place");
@@ -813,7 +824,7 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       return PrintResponse(*response, json ? "" : FormatPlaceHold(*response), json, out, err);
     }
     case CliCommand::Kind::kPay: {
-      auto response = client.Pay(command.user_id, command.order_id);
+      auto response = client.Pay(command.user_id, command.order_id, command.payment_reference);
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPay(*response), json, out, err);
     }

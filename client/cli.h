@@ -6,6 +6,7 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]
 //                 [--request_id ID]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
+//                 [--payment_reference REF]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
@@ -234,6 +235,8 @@ struct CliCommand {
   std::optional<absl::Duration> ttl;
   // kExtend only: --request_id ("" = none; set by ParseHoldFlags).
   std::string request_id;
+  // kPay only: --payment_reference ("" = none; set by ParseHoldFlags).
+  std::string payment_reference;
   // kPlace, kList and kRelease: --scope ("" = none); kScopeUsage, kScopeList, kScopeRelease: the
   // SCOPE argument. The rest kPlace only (set by ParseHoldFlags).
   std::string scope;
@@ -246,6 +249,7 @@ struct CliCommand {
 struct HoldFlags {
   std::string scope;                       // --scope (place, list, release)
   std::string request_id;                  // --request_id (extend)
+  std::string payment_reference;           // --payment_reference (pay)
   std::optional<int64_t> quantity;         // --quantity (place)
   std::vector<std::string> labels;         // --label, each "key=value" (place)
   std::optional<int64_t> scope_max_holds;  // --scope_max_holds (place)
@@ -266,9 +270,10 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
                              const std::string& outcomes, const std::string& start,
                              int64_t max_events, bool ack, CliCommand* command);
 
-// Fills command's scope, request_id, quantity, labels and scope_limits from `flags`.
-// INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it does not
-// apply to (--scope: place, list and release; --request_id: extend; the others: place), a number
+// Fills command's scope, request_id, payment_reference, quantity, labels and scope_limits from
+// `flags`. INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it
+// does not apply to (--scope: place, list and release; --request_id: extend;
+// --payment_reference: pay; the others: place), a number
 // is negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty key, a
 // label key is given twice, or --scope_max_holds / --scope_max_units come without --scope (the
 // server would refuse them). Anything else (the label key's characters, a quantity above the

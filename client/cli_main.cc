@@ -30,6 +30,9 @@ ABSL_FLAG(std::optional<absl::Duration>, ttl, std::nullopt,
 ABSL_FLAG(std::string, request_id, "",
           "extend only: an id unique per attempt (e.g. a UUID), the same on its retries, so a "
           "retried extend counts once against the server's --max_extensions. Unset: none.");
+ABSL_FLAG(std::string, payment_reference, "",
+          "pay only: the payment provider's reference of the charge (1-128 bytes), kept with the "
+          "outcome; a second pay with another is refused (9). Unset: none.");
 
 ABSL_FLAG(std::string, scope, "",
           "place: the scope the hold also counts against, e.g. event:E42; list, release: only "
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
   orderhold::client::HoldFlags hold_flags;
   hold_flags.scope = absl::GetFlag(FLAGS_scope);
   hold_flags.request_id = absl::GetFlag(FLAGS_request_id);
+  hold_flags.payment_reference = absl::GetFlag(FLAGS_payment_reference);
   hold_flags.quantity = absl::GetFlag(FLAGS_quantity);
   hold_flags.labels = absl::GetFlag(FLAGS_label);
   hold_flags.labels.insert(hold_flags.labels.end(), labels->begin(), labels->end());

@@ -139,11 +139,13 @@ absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
   return CallUnary(*stub_, &Stub::PlaceHold, request, options_);
 }
 
-absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(absl::string_view user_id,
-                                                                absl::string_view order_id) const {
+absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(
+    absl::string_view user_id, absl::string_view order_id,
+    absl::string_view payment_reference) const {
   orderhold::v1::PayRequest request;
   request.set_user_id(std::string(user_id));
   request.set_order_id(std::string(order_id));
+  request.set_payment_reference(std::string(payment_reference));
   return CallUnary(*stub_, &Stub::Pay, request, options_);
 }
 

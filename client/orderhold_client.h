@@ -166,10 +166,13 @@ class OrderHoldClient {
 
   // Pays (ends as PAID) the live hold for (user_id, order_id); returns it as it was just before,
   // its `remaining` being what was left. A retry of a successful Pay is OK with already_paid.
-  // Errors: NOT_FOUND (unknown order), FAILED_PRECONDITION (it ended CANCELLED or EXPIRED),
-  // INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
+  // `payment_reference` ("" = none) is kept with the outcome: a retry with the same is
+  // already_paid, with another FAILED_PRECONDITION (ErrorInfo PAID_WITH_OTHER_REFERENCE).
+  // Errors: NOT_FOUND (unknown order), FAILED_PRECONDITION (it ended CANCELLED or EXPIRED, or was
+  // paid with another reference), INVALID_ARGUMENT, UNAVAILABLE, DEADLINE_EXCEEDED.
   absl::StatusOr<orderhold::v1::PayResponse> Pay(absl::string_view user_id,
-                                                 absl::string_view order_id) const;
+                                                 absl::string_view order_id,
+                                                 absl::string_view payment_reference = "") const;
 
   // Cancels (ends as CANCELLED) the live hold for (user_id, order_id). A retry is OK with
   // already_cancelled. Errors: NOT_FOUND, FAILED_PRECONDITION (it ended PAID or EXPIRED),

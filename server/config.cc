@@ -196,9 +196,11 @@ ABSL_FLAG(absl::Duration, redis_wait_timeout, absl::Milliseconds(500),
           "with WAIT is bounded by --redis_timeout plus this).");
 ABSL_FLAG(absl::Duration, health_check_interval, absl::Seconds(1),
           "How often Redis is pinged to report gRPC health.");
-ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(24),
-          "How long a hold's outcome (PAID/CANCELLED/EXPIRED) is remembered for idempotent "
-          "Pay/CancelHold and to refuse placing an ended order again.");
+ABSL_FLAG(absl::Duration, outcome_retention, absl::Hours(72),
+          "How long a hold's outcome (PAID/CANCELLED/EXPIRED, with a payment reference) is "
+          "remembered for idempotent Pay/CancelHold and to refuse placing an ended order again. "
+          "72h covers the 3 days payment providers retry webhooks for; Redis keeps 0.3-0.85 KB "
+          "per ended order this long (deploy/README.md, \"Redis settings for a deployment\").");
 ABSL_FLAG(orderhold::RemovedFlag, hold_layout, orderhold::RemovedFlag{},
           "Removed: this release keeps one hold layout and moves older data by itself "
           "(server/README.md \"Upgrading\"). Given at all, the server refuses to start.");

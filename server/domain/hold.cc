@@ -116,6 +116,13 @@ absl::Status ValidateRequestId(absl::string_view request_id) {
   return ValidateLocalId("request_id", request_id);
 }
 
+absl::Status ValidatePaymentReference(absl::string_view payment_reference) {
+  if (payment_reference.empty()) return absl::OkStatus();
+  // ValidateLocalId bounds it at kMaxIdBytes, the same 128 bytes.
+  static_assert(kMaxPaymentReferenceBytes == kMaxIdBytes);
+  return ValidateLocalId("payment_reference", payment_reference);
+}
+
 absl::Status ValidateScope(absl::string_view scope) {
   return scope.empty() ? absl::OkStatus() : ValidateId("scope", scope);
 }

@@ -95,6 +95,14 @@ inline constexpr size_t kMaxLabelsBytes = 2048;
 // valid UTF-8 without control characters (as ValidateId).
 absl::Status ValidateRequestId(absl::string_view request_id);
 
+// Max length of PayRequest.payment_reference, in bytes.
+inline constexpr size_t kMaxPaymentReferenceBytes = 128;
+
+// INVALID_ARGUMENT naming `payment_reference` unless it is "" (none) or 1-kMaxPaymentReferenceBytes
+// bytes of valid UTF-8 without control characters (as ValidateLocalId): a payment provider's
+// charge or intent id (Stripe's "pi_..." is 27 bytes), kept as sent.
+absl::Status ValidatePaymentReference(absl::string_view payment_reference);
+
 // INVALID_ARGUMENT naming `scope` unless it is "" (unscoped) or passes ValidateId (a tenant's
 // scope is qualified as its user_id is).
 absl::Status ValidateScope(absl::string_view scope);

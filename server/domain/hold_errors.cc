@@ -42,6 +42,19 @@ absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
       FormatUtc(end.end_time), what));
 }
 
+absl::Status PaidWithOtherReferenceError(absl::string_view order_id, const store::HoldEnd& end) {
+  absl::Status status = absl::FailedPreconditionError(
+      absl::StrCat("order_id \"", order_id, "\" was already paid at ", FormatUtc(end.end_time),
+                   " with another payment_reference; this payment was not recorded"));
+  google::rpc::ErrorInfo info;
+  info.set_reason("PAID_WITH_OTHER_REFERENCE");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = std::string(order_id);
+  (*info.mutable_metadata())["payment_reference"] = end.payment_reference;
+  AttachDetail(info, &status);
+  return status;
+}
+
 absl::Status UnknownOrderError(absl::string_view order_id) {
   return absl::NotFoundError(absl::StrCat("no hold for order_id \"", order_id,
                                           "\" of this user_id (never placed, or ended longer ago "

@@ -76,6 +76,13 @@ absl::Status ExtensionLimitError(absl::string_view order_id, int64_t extensions,
 absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
                         absl::string_view what);
 
+// FAILED_PRECONDITION: `order_id "o-1" was already paid at <time> with another payment_reference;
+// this payment was not recorded`, with a google.rpc.ErrorInfo (reason PAID_WITH_OTHER_REFERENCE,
+// domain "orderhold.v1", metadata order_id and payment_reference: the one `end` was paid with) as a
+// payload: a second charge for one order, which the caller must refund or reconcile. For a Pay
+// whose reference differs from the non-empty one `end` was paid with.
+absl::Status PaidWithOtherReferenceError(absl::string_view order_id, const store::HoldEnd& end);
+
 // NOT_FOUND: no hold for `order_id` of this user_id (never placed, or ended longer ago than the
 // outcome retention).
 absl::Status UnknownOrderError(absl::string_view order_id);

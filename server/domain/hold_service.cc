@@ -207,13 +207,17 @@ void CountLazyExpiries(metrics::Metrics& metrics, int expired) {
 }
 
 void HoldService::End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
-                      store::CallOptions options, store::Callback<Ended> done) {
-  if (absl::Status status = ValidateIds(user_id, order_id); !status.ok()) {
-    std::move(done)(status);
+                      std::string payment_reference, store::CallOptions options,
+                      store::Callback<Ended> done) {
+  absl::Status valid = ValidateIds(user_id, order_id);
+  if (valid.ok()) valid = ValidatePaymentReference(payment_reference);
+  if (!valid.ok()) {
+    std::move(done)(valid);
     return;
   }
-  store_.EndHold(user_id, order_id, outcome, options,
-                 [this, user_id, order_id, outcome,
+  std::string asked = payment_reference;  // compared with a paid hold's
+  store_.EndHold(user_id, order_id, outcome, std::move(payment_reference), options,
+                 [this, user_id, order_id, outcome, asked = std::move(asked),
                   done = std::move(done)](absl::StatusOr<store::EndHoldResult> result) mutable {
                    if (!result.ok()) {
                      std::move(done)(result.status());
@@ -233,6 +237,14 @@ void HoldService::End(std::string user_id, std::string order_id, store::HoldOutc
                                                     : "; it can no longer be cancelled"));
                      return;
                    }
+                   // An order paid without a reference (by a replica of an earlier release in a
+                   // rolling upgrade, or a caller that sent none) has nothing to compare: it
+                   // answers already_paid with its empty reference, for the caller to see.
+                   if (repeated && !asked.empty() && !result->end.payment_reference.empty() &&
+                       result->end.payment_reference != asked) {
+                     std::move(done)(PaidWithOtherReferenceError(order_id, result->end));
+                     return;
+                   }
                    if (!repeated) {
                      (outcome == store::HoldOutcome::kPaid ? metrics_.holds_paid()
                                                            : metrics_.holds_cancelled())
@@ -241,23 +253,26 @@ void HoldService::End(std::string user_id, std::string order_id, store::HoldOutc
                    }
                    std::move(done)(Ended{Hold{std::move(user_id), std::move(order_id),
                                               result->end.expire_time, std::move(result->details)},
-                                         repeated ? result->end.end_time : result->now, repeated});
+                                         repeated ? result->end.end_time : result->now, repeated,
+                                         std::move(result->end.payment_reference)});
                  });
 }
 
-void HoldService::Pay(std::string user_id, std::string order_id, store::CallOptions options,
-                      store::Callback<PayReply> done) {
-  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kPaid, options,
+void HoldService::Pay(std::string user_id, std::string order_id, std::string payment_reference,
+                      store::CallOptions options, store::Callback<PayReply> done) {
+  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kPaid,
+      std::move(payment_reference), options,
       [done = std::move(done)](absl::StatusOr<Ended> ended) mutable {
         if (!ended.ok()) return std::move(done)(ended.status());
-        std::move(done)(PayReply{std::move(ended->hold), ended->now, ended->repeated});
+        std::move(done)(PayReply{std::move(ended->hold), ended->now, ended->repeated,
+                                 std::move(ended->payment_reference)});
       });
 }
 
 void HoldService::Cancel(std::string user_id, std::string order_id, store::CallOptions options,
                          store::Callback<CancelReply> done) {
-  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kCancelled, options,
-      [done = std::move(done)](absl::StatusOr<Ended> ended) mutable {
+  End(std::move(user_id), std::move(order_id), store::HoldOutcome::kCancelled, std::string(),
+      options, [done = std::move(done)](absl::StatusOr<Ended> ended) mutable {
         if (!ended.ok()) return std::move(done)(ended.status());
         std::move(done)(CancelReply{std::move(ended->hold), ended->now, ended->repeated});
       });

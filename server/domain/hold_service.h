@@ -96,6 +96,9 @@ struct PayReply {
   Hold hold;                  // the paid (now removed) hold
   absl::Time now;             // store clock at payment (the first payment when already_paid)
   bool already_paid = false;  // an earlier call paid it; nothing changed
+  // The reference the hold was paid with (this call's, or the first payment's when already_paid);
+  // "" = none.
+  std::string payment_reference = {};
 };
 
 struct CancelReply {
@@ -163,9 +166,20 @@ class HoldService {
                  store::Callback<PlaceHoldReply> done);
 
   // See the OrderHold.Pay rpc. Counts orderhold_holds_paid_total (and expired ones found on the
-  // way); a repeated Pay of a PAID hold is OK with already_paid.
+  // way); a repeated Pay of a PAID hold is OK with already_paid. `payment_reference` ("" = none;
+  // INVALID_ARGUMENT naming it unless ValidatePaymentReference passes) is kept with the outcome
+  // and put in the PAID event. A Pay carrying one of an order already paid is compared with the
+  // reference it was paid with: the same, already_paid; another, FAILED_PRECONDITION
+  // (PaidWithOtherReferenceError). An order paid without one, and a Pay without one, compare
+  // nothing: already_paid, the reply carrying the reference recorded ("" = none) for the caller
+  // to see.
+  void Pay(std::string user_id, std::string order_id, std::string payment_reference,
+           store::CallOptions options, store::Callback<PayReply> done);
+  // Without a payment reference.
   void Pay(std::string user_id, std::string order_id, store::CallOptions options,
-           store::Callback<PayReply> done);
+           store::Callback<PayReply> done) {
+    Pay(std::move(user_id), std::move(order_id), std::string(), options, std::move(done));
+  }
 
   // See the OrderHold.CancelHold rpc. Counts orderhold_holds_cancelled_total; a repeated Cancel of
   // a CANCELLED hold is OK with already_cancelled.
@@ -237,14 +251,16 @@ class HoldService {
   // field: ids, ttl, scope, quantity (also above an applicable max_units), labels, scope_limits.
   absl::StatusOr<store::PlaceHoldArgs> ValidatedArgs(PlaceHoldCommand& command) const;
   // Validates ids, ends the hold with `outcome` and calls `done` with (the hold, now, whether it
-  // had already ended that way) or the error for any other end.
+  // had already ended that way, its payment reference) or the error for any other end, or for a
+  // `payment_reference` (kPaid only, "" = none) other than the one a paid hold was paid with.
   struct Ended {
     Hold hold;
     absl::Time now;
     bool repeated = false;
+    std::string payment_reference = {};
   };
   void End(std::string user_id, std::string order_id, store::HoldOutcome outcome,
-           store::CallOptions options, store::Callback<Ended> done);
+           std::string payment_reference, store::CallOptions options, store::Callback<Ended> done);
 
   store::HoldStore& store_;
   const HoldPolicy policy_;

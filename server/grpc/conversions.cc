@@ -212,6 +212,7 @@ v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply)
 v1::PayResponse PayReplyToProto(const domain::PayReply& reply) {
   v1::PayResponse out;
   HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.mutable_hold()->set_payment_reference(reply.payment_reference);
   out.set_already_paid(reply.already_paid);
   return out;
 }
@@ -252,6 +253,7 @@ v1::GetHoldResponse GetHoldReplyToProto(const domain::GetHoldReply& reply) {
     // store::HoldOutcome has the numbers of v1::HoldOutcome.
     out.set_outcome(static_cast<v1::HoldOutcome>(reply.end->outcome));
     TimestampToProto(reply.end->end_time, out.mutable_end_time());
+    out.mutable_hold()->set_payment_reference(reply.end->payment_reference);
   }
   return out;
 }
@@ -303,6 +305,7 @@ void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
   hold->set_order_id(event.order_id);
   TimestampToProto(event.end.expire_time, hold->mutable_expire_time());
   DetailsToProto(event.details, hold);
+  hold->set_payment_reference(event.end.payment_reference);
   // store::HoldOutcome has the numbers of v1::HoldOutcome.
   out->set_outcome(static_cast<v1::HoldOutcome>(event.end.outcome));
   TimestampToProto(event.end.end_time, out->mutable_end_time());

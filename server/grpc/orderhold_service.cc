@@ -224,7 +224,8 @@ grpc::ServerUnaryReactor* OrderHoldService::Pay(grpc::CallbackServerContext* con
       authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kPay), *request,
       [this](internal::PayRequest& in, const UnaryCall& call) -> absl::Status {
         ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
-        holds_.Pay(std::move(user), std::move(*in.mutable_order_id()), call.options(),
+        holds_.Pay(std::move(user), std::move(*in.mutable_order_id()),
+                   std::move(*in.mutable_payment_reference()), call.options(),
                    call.Respond(PayReplyToProto));
         return absl::OkStatus();
       });

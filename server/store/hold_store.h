@@ -63,7 +63,7 @@ const char* HoldOutcomeName(HoldOutcome outcome);
 // --max_outcomes_per_user). Beyond either, an order is forgotten (unknown again).
 // What is kept of the end of a hold: its outcome record, and its event.
 struct OutcomePolicy {
-  absl::Duration retention = absl::Hours(24);  // >= 1 ms
+  absl::Duration retention = absl::Hours(72);  // >= 1 ms
   int max_per_user = 1000;                     // >= 1; the oldest records are dropped first
   // --event_stream_max_len: each partition's event stream is trimmed to about this many entries
   // as events are appended (XADD MAXLEN ~: whole nodes of up to 100 entries, so a stream may hold
@@ -91,6 +91,9 @@ struct HoldEnd {
   HoldOutcome outcome = HoldOutcome::kExpired;
   absl::Time end_time;     // payment/cancellation time; for kExpired the hold's expire_time
   absl::Time expire_time;  // the hold's expire_time
+  // kPaid: the payment reference it was paid with (PayRequest.payment_reference, 1-128 bytes);
+  // "" when paid without one, and for the other outcomes.
+  std::string payment_reference = {};
   friend bool operator==(const HoldEnd&, const HoldEnd&) = default;
 };
 
@@ -318,9 +321,19 @@ class HoldStore {
   // Atomically ends the live hold (user_id, order_id) with `outcome` (kPaid or kCancelled): it is
   // removed, its outcome remembered and its event appended. Holds of the user that are no longer
   // live are ended as EXPIRED first, so an expired hold is never paid nor cancelled, and the
-  // answer does not depend on whether the reaper has run.
+  // answer does not depend on whether the reaper has run. `payment_reference` (kPaid only; "" =
+  // none; the caller validates it) is kept with the outcome and put in the event; an order
+  // already paid answers kAlreadyEnded with the reference it was paid with
+  // (EndHoldResult::end.payment_reference), which the caller compares.
   virtual void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
-                       CallOptions options, Callback<EndHoldResult> done) = 0;
+                       std::string payment_reference, CallOptions options,
+                       Callback<EndHoldResult> done) = 0;
+  // Without a payment reference (CancelHold; a Pay that sends none).
+  void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
+               Callback<EndHoldResult> done) {
+    EndHold(std::move(user_id), std::move(order_id), outcome, std::string(), options,
+            std::move(done));
+  }
 
   // One page of the user's live holds (of args.scope only, when set), after args.after, with the
   // usage of the user's and the scope's levels over all of them. Read-only.

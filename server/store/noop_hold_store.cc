@@ -74,11 +74,12 @@ void NoopHoldStore::ListScopeHolds(ListScopeHoldsArgs /*args*/, CallOptions opti
 }
 
 void NoopHoldStore::EndHold(std::string /*user_id*/, std::string /*order_id*/, HoldOutcome outcome,
-                            CallOptions options, Callback<EndHoldResult> done) {
+                            std::string payment_reference, CallOptions options,
+                            Callback<EndHoldResult> done) {
   EndHoldResult result;
   result.result = EndHoldResult::Result::kEnded;
   result.now = Now(options);
-  result.end = HoldEnd{outcome, result.now, result.now};
+  result.end = HoldEnd{outcome, result.now, result.now, std::move(payment_reference)};
   std::move(done)(std::move(result));
 }
 

@@ -26,8 +26,10 @@ namespace orderhold::store {
 class NoopHoldStore final : public HoldStore, public PartitionStore {
  public:
   void PlaceHold(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done) override;
-  void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome, CallOptions options,
+  void EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
+               std::string payment_reference, CallOptions options,
                Callback<EndHoldResult> done) override;
+  using HoldStore::EndHold;
   using HoldStore::ListHolds;
   void ListHolds(ListHoldsArgs args, CallOptions options, Callback<ListHoldsResult> done) override;
   void ExtendHold(ExtendHoldArgs args, CallOptions options,

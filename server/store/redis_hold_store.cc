@@ -238,7 +238,8 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
 }
 
 void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutcome outcome,
-                             CallOptions options, Callback<EndHoldResult> done) {
+                             std::string payment_reference, CallOptions options,
+                             Callback<EndHoldResult> done) {
   const KeySchema::UserKeys keys = keys_.ForUser(user_id);
   redis::RedisCommand command =
       Eval({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
@@ -247,7 +248,8 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
                                  .order = order_id,
                                  .outcome = int64_t{static_cast<int>(outcome)},
                                  .now = NowArg(options),
-                                 .store = store_arg_});
+                                 .store = store_arg_,
+                                 .reference = payment_reference});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   if (protocol_.has_value()) {
@@ -281,6 +283,7 @@ void RedisHoldStore::EndHold(std::string user_id, std::string order_id, HoldOutc
             if (!ToOutcome(r.outcome, &result.end.outcome)) return BadReply("end_hold.lua");
             result.end.expire_time = FromMillis(r.expire);
             result.end.end_time = FromMillis(r.end);
+            result.end.payment_reference = std::string(r.reference);
             if (!ToDetails(r.details, r.life, r.expire, &result.details)) {
               return BadReply("end_hold.lua");
             }
@@ -416,6 +419,7 @@ void RedisHoldStore::GetHold(std::string user_id, std::string order_id, CallOpti
               if (!ToOutcome(r.outcome, &result.end.outcome)) return BadReply("get_hold.lua");
               result.end.end_time = FromMillis(r.end);
               result.end.expire_time = result.hold.expire_time;
+              result.end.payment_reference = std::string(r.reference);
             }
             if (!ToDetails(r.details, r.life, r.expire, &result.hold.details)) {
               return BadReply("get_hold.lua");

@@ -274,9 +274,11 @@ class HoldStoreContractTest : public ::testing::TestWithParam<std::string> {
     return Place(std::move(args), now);
   }
   absl::StatusOr<EndHoldResult> End(const std::string& user, const std::string& order,
-                                    absl::Time now, HoldOutcome outcome = HoldOutcome::kPaid) {
-    return Await<EndHoldResult>(
-        [&](auto done) { store_->EndHold(user, order, outcome, At(now), std::move(done)); });
+                                    absl::Time now, HoldOutcome outcome = HoldOutcome::kPaid,
+                                    const std::string& payment_reference = "") {
+    return Await<EndHoldResult>([&](auto done) {
+      store_->EndHold(user, order, outcome, payment_reference, At(now), std::move(done));
+    });
   }
   absl::StatusOr<ReapResult> ReapAs(int partition, const std::string& owner, absl::Time now) {
     return Await<ReapResult>([&](auto done) {
@@ -485,6 +487,56 @@ TEST_P(HoldStoreContractTest, EndedOrdersAreRememberedAndNeverPlacedAgain) {
   EXPECT_THAT(List("alice", kT0 + absl::Seconds(4)), IsEmpty());
 }
 
+// A payment reference is kept with a PAID outcome: a later end of the order answers the one it was
+// paid with (the caller compares), GetHold shows it, and it goes with the outcome: an order
+// forgotten and paid again without one has none (not the earlier hold's).
+TEST_P(HoldStoreContractTest, APaymentReferenceIsKeptWithItsOutcomeAndForgottenWithIt) {
+  store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 10});
+  ASSERT_NE(store_, nullptr);
+  for (const char* order : {"a", "b", "c"}) {
+    ASSERT_THAT(Place("alice", order, absl::Seconds(10), kT0), IsOk());
+  }
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  auto paid = End("alice", "a", t1, HoldOutcome::kPaid, "pi_3N1");
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_EQ(paid->result, EndHoldResult::Result::kEnded);
+  EXPECT_EQ(paid->end, (HoldEnd{HoldOutcome::kPaid, t1, kT0 + absl::Seconds(10), "pi_3N1"}));
+  for (const char* retry : {"pi_3N1", "pi_other", ""}) {
+    auto again = End("alice", "a", kT0 + absl::Seconds(2), HoldOutcome::kPaid, retry);
+    ASSERT_THAT(again, IsOk());
+    EXPECT_EQ(again->result, EndHoldResult::Result::kAlreadyEnded) << retry;
+    EXPECT_EQ(again->end, paid->end) << retry;
+  }
+  auto got = Get("alice", "a", kT0 + absl::Seconds(2));
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->end.payment_reference, "pi_3N1");
+  // Paid without one, and cancelled (a reference is for payments only): none.
+  ASSERT_THAT(End("alice", "b", t1), IsOk());
+  auto cancelled = End("alice", "c", t1, HoldOutcome::kCancelled, "pi_ignored");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->end.payment_reference, "");
+  for (const char* order : {"b", "c"}) {
+    auto ended = Get("alice", order, kT0 + absl::Seconds(2));
+    ASSERT_THAT(ended, IsOk());
+    EXPECT_EQ(ended->end.payment_reference, "") << order;
+  }
+  // Past the retention "a" is placed and paid again, without a reference: the first one is gone.
+  const absl::Time later = kT0 + absl::Hours(2);
+  auto replaced = Place("alice", "a", absl::Seconds(10), later);
+  ASSERT_THAT(replaced, IsOk());
+  ASSERT_EQ(replaced->outcome, Outcome::kCreated);
+  auto second = End("alice", "a", later + absl::Seconds(1));
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->end.payment_reference, "");
+  auto seen = Get("alice", "a", later + absl::Seconds(2));
+  ASSERT_THAT(seen, IsOk());
+  EXPECT_EQ(seen->end.payment_reference, "");
+  auto retried = End("alice", "a", later + absl::Seconds(2), HoldOutcome::kPaid, "pi_3N1");
+  ASSERT_THAT(retried, IsOk());
+  EXPECT_EQ(retried->result, EndHoldResult::Result::kAlreadyEnded);
+  EXPECT_EQ(retried->end.payment_reference, "");
+}
+
 TEST_P(HoldStoreContractTest, OutcomesAreForgottenAfterRetentionAndBeyondTheCap) {
   store_ = Factories::Get(GetParam()).Make(OutcomePolicy{absl::Hours(1), 2});
   ASSERT_NE(store_, nullptr);
@@ -652,7 +704,7 @@ TEST_P(HoldEventLogContractTest, EventsCarryTheHoldsDetails) {
   ASSERT_THAT(PlaceIn("carol", "paid", "event:E1", 2, LevelLimits{}, kT0, 0, seats), IsOk());
   ASSERT_THAT(PlaceIn("carol", "expires", "event:E1", 1, LevelLimits{4, 0}, kT0, 0, {}), IsOk());
   ASSERT_THAT(Place("carol", "plain", absl::Seconds(10), kT0), IsOk());
-  ASSERT_THAT(End("carol", "paid", kT0 + absl::Seconds(1)), IsOk());
+  ASSERT_THAT(End("carol", "paid", kT0 + absl::Seconds(1), HoldOutcome::kPaid, "pi_3N1"), IsOk());
   EXPECT_THAT(ReapAll(kT0 + absl::Seconds(11)), ::testing::SizeIs(2));
   auto events = EventsOf(Await<EventBatch>([&](auto done) {
     log->ReadEvents(p, ReadEventsArgs{"details", "c", 10, std::nullopt, false, "", ""}, At(kT0),
@@ -660,10 +712,16 @@ TEST_P(HoldEventLogContractTest, EventsCarryTheHoldsDetails) {
   }));
   ASSERT_THAT(events, IsOk());
   std::map<std::string, HoldDetails> by_order;
+  std::map<std::string, std::string> references;
   for (const StoredEvent& e : *events) {
-    if (e.user_id == "carol") by_order[e.order_id] = e.details;
+    if (e.user_id != "carol") continue;
+    by_order[e.order_id] = e.details;
+    references[e.order_id] = e.end.payment_reference;
   }
   ASSERT_EQ(by_order.size(), 3u);
+  EXPECT_THAT(references, ElementsAre(std::pair<const std::string, std::string>("expires", ""),
+                                      std::pair<const std::string, std::string>("paid", "pi_3N1"),
+                                      std::pair<const std::string, std::string>("plain", "")));
   EXPECT_EQ(by_order["paid"].labels, seats);
   EXPECT_EQ(by_order["paid"].quantity, 2);
   EXPECT_EQ(by_order["paid"].scope, "event:E1");

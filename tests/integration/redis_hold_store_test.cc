@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -11,8 +13,10 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -735,6 +739,84 @@ TEST_F(RedisHoldStoreTest, ClaimsSkipTheReadersOwnEntriesAndGoOnFromTheirCursor)
     own_after = batch.own_next;
   } while (!own_after.empty());
   EXPECT_EQ(resumed, kStuck - 4 + 3);  // its own, less the 4 "live" took, plus dead's 3
+}
+
+// What remembering an ended order costs Redis (--outcome_retention keeps it 72 h by default): the
+// user's outcome records (x:, xt: and their expiry entries) per paid order, with a 27-byte payment
+// reference, measured as used_memory's growth less the event streams'. Printed for deploy/README's
+// sizing; bounded so a layout that costs several times more fails here.
+TEST_F(RedisHoldStoreTest, AnOrderRememberedAfterItsEndCostsRedisTheDocumentedBytes) {
+  const CallOptions call{absl::Now() + absl::Seconds(120), std::nullopt};
+  const KeySchema keys("orderhold");
+  auto used_memory = [&]() -> int64_t {
+    absl::StatusOr<std::string> info = redis_->Command({"INFO", "memory"});
+    if (!info.ok()) return -1;
+    for (absl::string_view line : absl::StrSplit(*info, "\r\n")) {
+      int64_t value = 0;
+      if (absl::ConsumePrefix(&line, "used_memory:") && absl::SimpleAtoi(line, &value)) {
+        return value;
+      }
+    }
+    return -1;
+  };
+  auto stream_bytes = [&]() -> int64_t {
+    int64_t sum = 0;
+    for (int p = 0; p < KeySchema::kPartitionCount; ++p) {
+      absl::StatusOr<std::string> usage =
+          redis_->Command({"MEMORY", "USAGE", keys.EventsKey(p), "SAMPLES", "0"});
+      int64_t bytes = 0;
+      if (usage.ok() && absl::SimpleAtoi(*usage, &bytes)) sum += bytes;
+    }
+    return sum;
+  };
+  for (const int per_user : {1, 3}) {
+    ASSERT_THAT(redis_->Command({"FLUSHALL"}), IsOk());
+    const int users = 6000 / per_user;
+    const int64_t before = used_memory(), streams_before = stream_bytes();
+    for (int u = 0; u < users; ++u) {
+      const std::string user = absl::StrCat("user-", 100000 + u);
+      for (int o = 0; o < per_user; ++o) {
+        const std::string order = absl::StrCat("order-", 1000000 + o);
+        ASSERT_THAT(Place(user, order), IsOk());
+        ASSERT_THAT(Await<EndHoldResult>([&](auto done) {
+                      store_->EndHold(user, order, HoldOutcome::kPaid,
+                                      "pi_3N1AbCdEfGhIjKlMnOpQrStU", call, std::move(done));
+                    }),
+                    IsOk());
+      }
+    }
+    const int64_t grown = used_memory() - before - (stream_bytes() - streams_before);
+    // Where it goes: MEMORY USAGE summed by kind of key ("x", "xt", ...), keys counted.
+    std::map<std::string, std::pair<int64_t, int>> kinds;
+    std::string cursor = "0";
+    do {
+      absl::StatusOr<std::string> reply = redis_->Command({"SCAN", cursor, "COUNT", "1000"});
+      ASSERT_THAT(reply, IsOk());
+      const std::vector<std::string> scan = absl::StrSplit(*reply, '\n');
+      cursor = scan[0];
+      for (size_t i = 1; i < scan.size(); ++i) {
+        const std::string& key = scan[i];
+        std::vector<std::string> parts = absl::StrSplit(key, ':');
+        const std::string kind = parts.size() > 2 ? parts[2] : key;
+        absl::StatusOr<std::string> usage = redis_->Command({"MEMORY", "USAGE", key});
+        int64_t bytes = 0;
+        if (usage.ok() && absl::SimpleAtoi(*usage, &bytes)) {
+          kinds[kind].first += bytes;
+          ++kinds[kind].second;
+        }
+      }
+    } while (cursor != "0");
+    for (const auto& [kind, sum] : kinds) {
+      std::cout << "  " << kind << ": " << sum.second << " keys, "
+                << static_cast<double>(sum.first) / (users * per_user) << " B per order"
+                << std::endl;
+    }
+    const double per_order = static_cast<double>(grown) / (users * per_user);
+    std::cout << "remembered paid orders: " << users * per_user << " at " << per_user
+              << " per user: " << per_order << " B per order (streams excluded)" << std::endl;
+    EXPECT_GT(per_order, 0);
+    EXPECT_LT(per_order, 1200) << per_user << " per user";
+  }
 }
 }  // namespace
 }  // namespace orderhold::store

@@ -208,7 +208,7 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
 }
 
 void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::HoldOutcome outcome,
-                            store::CallOptions options,
+                            std::string payment_reference, store::CallOptions options,
                             store::Callback<store::EndHoldResult> done) {
   Answer(done, [&] {
     store::EndHoldResult result;
@@ -217,7 +217,9 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
       auto it = user->second.find(order_id);
       if (it != user->second.end() && it->second.expire > result.now) {
         result.result = store::EndHoldResult::Result::kEnded;
-        result.end = store::HoldEnd{outcome, result.now, it->second.expire};
+        result.end = store::HoldEnd{
+            outcome, result.now, it->second.expire,
+            outcome == store::HoldOutcome::kPaid ? payment_reference : std::string()};
         result.details = std::move(it->second.details);
         user->second.erase(it);
         if (user->second.empty()) holds_.erase(user);

@@ -48,7 +48,9 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   void PlaceHold(store::PlaceHoldArgs args, store::CallOptions options,
                  store::Callback<store::PlaceHoldResult> done) override;
   void EndHold(std::string user_id, std::string order_id, store::HoldOutcome outcome,
-               store::CallOptions options, store::Callback<store::EndHoldResult> done) override;
+               std::string payment_reference, store::CallOptions options,
+               store::Callback<store::EndHoldResult> done) override;
+  using HoldStore::EndHold;
   using store::HoldStore::ListHolds;
   void ListHolds(store::ListHoldsArgs args, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;

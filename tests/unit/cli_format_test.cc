@@ -310,6 +310,8 @@ TEST(FormatPayTest, OneLine) {
   orderhold::v1::PayResponse response;
   *response.mutable_hold() = MakeHold(absl::Minutes(12) + absl::Seconds(3));
   EXPECT_EQ(FormatPay(response), "paid order-1 for alice (had 12m3s left)");
+  response.mutable_hold()->set_payment_reference("pi_3N1");
+  EXPECT_EQ(FormatPay(response), "paid order-1 for alice with pi_3N1 (had 12m3s left)");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -863,6 +865,12 @@ TEST(ParseHoldFlagsTest, ExtendTakesRequestIdReleaseTakesScope) {
   CliCommand none = Command({"extend", "alice", "order-1"});
   ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &none).ok());
   EXPECT_EQ(none.request_id, "");  // every call that moves the expiry counts
+
+  CliCommand pay = Command({"pay", "alice", "order-1"});
+  HoldFlags reference;
+  reference.payment_reference = "pi_3N1";
+  ASSERT_TRUE(ParseHoldFlags(reference, &pay).ok());
+  EXPECT_EQ(pay.payment_reference, "pi_3N1");
 }
 
 TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
@@ -889,6 +897,9 @@ TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
       {{"get", "alice", "o"},
        with([](HoldFlags& f) { f.request_id = "r1"; }),
        "--request_id applies only to extend, not get"},
+      {{"cancel", "alice", "o"},
+       with([](HoldFlags& f) { f.payment_reference = "pi_3N1"; }),
+       "--payment_reference applies only to pay, not cancel"},
       {{"extend", "alice", "o"},
        with([](HoldFlags& f) { f.quantity = 2; }),
        "--quantity applies only to place, not extend"},

@@ -333,7 +333,7 @@ TEST(ConfigTest, DescribesEveryDefaultAndTheStructMatchesTheFlags) {
             "redis_connections=4 redis_timeout=1s redis_inline_wait=1ms redis_functions=true "
             "redis_wait_replicas=0 "
             "redis_wait_timeout=500ms "
-            "health_check_interval=1s outcome_retention=24h max_outcomes_per_user=1000 "
+            "health_check_interval=1s outcome_retention=72h max_outcomes_per_user=1000 "
             "layout_migration_done=false "
             "event_ack_timeout=30s event_retention=24h event_stream_max_len=100000 "
             "event_stream_max_bytes=33554432 max_watches=1000 "
@@ -703,6 +703,48 @@ TEST(ConfigTest, TenantsNeedVerifiedClientCertificatesAndABadFileStopsTheStart) 
   EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("nested deeper than 4")));
   absl::SetFlag(&FLAGS_tenants, ORDERHOLD_DEPLOY_DIR "/limits.example.json");
   EXPECT_THAT(ConfigFromFlags(), StatusIs(kInvalid, HasSubstr("unknown field")));
+}
+
+// A null in the policy is refused where it is, never read as an unset field ("principals": [null]
+// read as [] would match every caller), and so is a list inside a list of names; the same policy
+// without them starts.
+TEST(ConfigTest, APolicyWithNullOrANestedListStopsTheStart) {
+  absl::FlagSaver restore_flags;
+  const std::string file = ::testing::TempDir() + "/config-test-policy-with-null.json";
+  absl::SetFlag(&FLAGS_authz_policy, file);
+  // A one-rule policy whose rule has `source` and `request`.
+  auto policy = [](absl::string_view source, absl::string_view request) {
+    return absl::StrCat(R"({"name": "p", "allow_rules": [{"name": "storefront", "source": )",
+                        source, R"(, "request": )", request, "}]}");
+  };
+  constexpr char kSource[] = R"({"principals": ["spiffe://orderhold.example/storefront"]})";
+  constexpr char kRequest[] = R"({"paths": ["/orderhold.v1.OrderHold/PlaceHold"]})";
+  std::ofstream(file) << policy(kSource, kRequest);
+  auto config = ConfigFromFlags();
+  ASSERT_THAT(config, IsOk());
+  ASSERT_TRUE(config->authz.loaded.has_value());
+  EXPECT_EQ(config->authz.loaded->policy->rule_count(), 1);
+  const struct {
+    std::string text;
+    std::string error;
+  } bad[] = {
+      {policy(R"({"principals": [null]})", kRequest),
+       "allow_rules[0].source.principals[0]: null is not allowed"},
+      {policy("null", kRequest), "allow_rules[0].source: null is not allowed"},
+      {policy(kSource, R"({"paths": [null]})"),
+       "allow_rules[0].request.paths[0]: null is not allowed"},
+      {policy(kSource, "null"), "allow_rules[0].request: null is not allowed"},
+      {policy(R"({"principals": [["spiffe://orderhold.example/storefront"]]})", kRequest),
+       "allow_rules[0].source.principals[0]: is not a string (a list)."},
+  };
+  for (const auto& [text, error] : bad) {
+    std::ofstream(file) << text;
+    EXPECT_THAT(ConfigFromFlags(),
+                StatusIs(kInvalid, AllOf(HasSubstr(absl::StrCat("authz_policy: ", file, ": ")),
+                                         HasSubstr(error))))
+        << text;
+  }
+  std::remove(file.c_str());
 }
 
 // What a deployment is warned about at start (App::TrustWarnings): each weak spot once, none for

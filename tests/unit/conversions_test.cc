@@ -390,9 +390,10 @@ TEST(ReplyToProtoTest, PlaceHold) {
 
 TEST(ReplyToProtoTest, Pay) {
   const v1::PayResponse out =
-      PayReplyToProto(domain::PayReply{AHold(), kT0 + absl::Minutes(1), true});
+      PayReplyToProto(domain::PayReply{AHold(), kT0 + absl::Minutes(1), true, "pi_3N1"});
   ExpectHold(out.hold(), absl::Minutes(29));
   EXPECT_TRUE(out.already_paid());
+  EXPECT_EQ(out.hold().payment_reference(), "pi_3N1");
   EXPECT_FALSE(PayReplyToProto(domain::PayReply{AHold(), kT0, false}).already_paid());
 }
 
@@ -471,10 +472,12 @@ TEST(ReplyToProtoTest, GetHoldOfALiveHoldHasRemainingAndOfAnEndedOneItsOutcome) 
   ExpectHold(out.hold(), absl::Minutes(30));
   EXPECT_EQ(out.outcome(), v1::HOLD_OUTCOME_UNSPECIFIED);
   EXPECT_FALSE(out.has_end_time());
+  EXPECT_EQ(out.hold().payment_reference(), "");
   const store::HoldEnd paid{store::HoldOutcome::kPaid, kT0 + absl::Minutes(3),
-                            kT0 + absl::Minutes(30)};
+                            kT0 + absl::Minutes(30), "pi_3N1"};
   out = GetHoldReplyToProto(domain::GetHoldReply{AHold(), kT0 + absl::Hours(1), paid});
   EXPECT_EQ(out.outcome(), v1::PAID);
+  EXPECT_EQ(out.hold().payment_reference(), "pi_3N1");
   EXPECT_EQ(client::FromProtoTimestamp(out.end_time()), kT0 + absl::Minutes(3));
   EXPECT_FALSE(out.hold().has_remaining());  // an ended hold has no time left
 }
@@ -503,7 +506,8 @@ TEST(EventToProtoTest, EveryField) {
     event.stream_id = "1767225600123-7";
     event.user_id = "alice";
     event.order_id = "order-1";
-    event.end = store::HoldEnd{outcome, kT0 + absl::Seconds(10), kT0 + absl::Minutes(30)};
+    event.end = store::HoldEnd{outcome, kT0 + absl::Seconds(10), kT0 + absl::Minutes(30),
+                               outcome == store::HoldOutcome::kPaid ? "pi_3N1" : ""};
     event.delivery_count = 2;
     v1::HoldEvent out;
     EventToProto(event, &out);
@@ -515,6 +519,7 @@ TEST(EventToProtoTest, EveryField) {
     EXPECT_EQ(v1::HoldOutcome_Name(out.outcome()), store::HoldOutcomeName(outcome));
     EXPECT_EQ(client::FromProtoTimestamp(out.end_time()), kT0 + absl::Seconds(10));
     EXPECT_EQ(out.delivery_count(), 2u);
+    EXPECT_EQ(out.hold().payment_reference(), event.end.payment_reference);
   }
 }
 

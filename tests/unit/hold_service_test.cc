@@ -29,8 +29,10 @@ class HoldServiceTest : public ::testing::Test {
     command.ttl = ttl;
     return Place(std::move(command));
   }
-  absl::StatusOr<PayReply> Pay(std::string user, std::string order) {
-    return Await<PayReply>([&](auto done) { service_.Pay(user, order, {}, std::move(done)); });
+  absl::StatusOr<PayReply> Pay(std::string user, std::string order,
+                               std::string payment_reference = "") {
+    return Await<PayReply>(
+        [&](auto done) { service_.Pay(user, order, payment_reference, {}, std::move(done)); });
   }
   absl::StatusOr<CancelReply> Cancel(std::string user, std::string order) {
     return Await<CancelReply>(
@@ -152,6 +154,57 @@ TEST_F(HoldServiceTest, PayIsIdempotentAndUnknownOrdersAreNotFound) {
   EXPECT_EQ(Metric("orderhold_holds_paid_total"), 1);
   EXPECT_EQ(Metric("orderhold_events_appended_total"), 1);
   EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "already_ended"}}), 1);
+}
+
+// A replayed payment webhook (the same reference) is already_paid; a second charge (another
+// reference) is FAILED_PRECONDITION with PAID_WITH_OTHER_REFERENCE and changes nothing; a Pay
+// without one, or of an order paid without one, compares nothing.
+TEST_F(HoldServiceTest, APaymentReferenceMakesAReplayAlreadyPaidAndASecondChargeRefused) {
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  ASSERT_THAT(Place("alice", "o2"), IsOk());
+  auto paid = Pay("alice", "o1", "pi_3N1");
+  ASSERT_THAT(paid, IsOk());
+  EXPECT_FALSE(paid->already_paid);
+  EXPECT_EQ(paid->payment_reference, "pi_3N1");
+  auto replay = Pay("alice", "o1", "pi_3N1");
+  ASSERT_THAT(replay, IsOk());
+  EXPECT_TRUE(replay->already_paid);
+  EXPECT_EQ(replay->payment_reference, "pi_3N1");
+  auto without = Pay("alice", "o1");
+  ASSERT_THAT(without, IsOk());
+  EXPECT_TRUE(without->already_paid);
+  EXPECT_EQ(without->payment_reference, "pi_3N1");
+  auto second = Pay("alice", "o1", "pi_3N2");
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("already paid at 2026-11-18T11:06:40.000Z with another "
+                                         "payment_reference")));
+  auto info = Detail<google::rpc::ErrorInfo>(second.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "PAID_WITH_OTHER_REFERENCE");
+  EXPECT_EQ(info->domain(), "orderhold.v1");
+  EXPECT_EQ(info->metadata().at("order_id"), "o1");
+  EXPECT_EQ(info->metadata().at("payment_reference"), "pi_3N1");
+  // Paid without one (say by a replica of an earlier release): nothing to compare; the answer
+  // shows the caller that none was recorded.
+  ASSERT_THAT(Pay("alice", "o2"), IsOk());
+  auto unrecorded = Pay("alice", "o2", "pi_3N3");
+  ASSERT_THAT(unrecorded, IsOk());
+  EXPECT_TRUE(unrecorded->already_paid);
+  EXPECT_EQ(unrecorded->payment_reference, "");
+  EXPECT_EQ(Metric("orderhold_holds_paid_total"), 2);
+  EXPECT_EQ(Metric("orderhold_events_appended_total"), 2);
+}
+
+TEST_F(HoldServiceTest, APaymentReferenceIsBoundedAndFreeOfControlCharacters) {
+  ASSERT_THAT(Place("alice", "o1"), IsOk());
+  for (const std::string& bad : {std::string(kMaxPaymentReferenceBytes + 1, 'r'),
+                                 std::string("pi\n1"), std::string("\xff\xfe")}) {
+    EXPECT_THAT(Pay("alice", "o1", bad),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("payment_reference")));
+  }
+  auto longest = Pay("alice", "o1", std::string(kMaxPaymentReferenceBytes, 'r'));
+  ASSERT_THAT(longest, IsOk());
+  EXPECT_FALSE(longest->already_paid);  // the refused calls changed nothing
 }
 
 TEST_F(HoldServiceTest, CancelIsIdempotentAndFreesTheSlot) {
@@ -348,6 +401,34 @@ TEST_F(HoldServiceTest, NewFieldsAreValidatedNamingTheField) {
   ASSERT_THAT(list, IsOk());
   EXPECT_TRUE(list->holds.empty());
   EXPECT_THAT(List("alice", "\x7f"), StatusIs(kInvalid, HasSubstr("scope")));
+}
+
+// A tenant's own max_units (--tenants) replaces --max_units (10 here) for its users; a user of a
+// tenant without one, or of no tenant, keeps the server's.
+TEST_F(HoldServiceTest, ATenantsMaxUnitsReplacesTheServersForItsUsersOnly) {
+  TenantLimits acme;
+  acme.max_units = 4;
+  TenantTable tenants;
+  tenants.Set({{"acme", acme}, {"beta", TenantLimits{}}}, {});
+  service_.set_tenants(&tenants);
+  const std::string acme_user = QualifiedId("acme", "alice");
+  auto placed = Place(Scoped(acme_user, "o1", "", 3));
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->user_usage, (LevelUsage{1, 3, ScopeLimits{3, 4}}));
+  EXPECT_THAT(Place(Scoped(acme_user, "o2", "", 2)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("user_id holds 3 units; 2 more would exceed max_units 4")));
+  EXPECT_THAT(Place(Scoped(acme_user, "o2", "", 5)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("quantity: 5 exceeds the user's max_units 4")));
+  // The same in beta and in no tenant: 3 + 2 pass, 3 + 2 + 6 is over the server's 10.
+  for (const std::string& user : {QualifiedId("beta", "alice"), std::string("alice")}) {
+    ASSERT_THAT(Place(Scoped(user, "o1", "", 3)), IsOk()) << user;
+    ASSERT_THAT(Place(Scoped(user, "o2", "", 2)), IsOk()) << user;
+    EXPECT_THAT(Place(Scoped(user, "o3", "", 6)),
+                StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_units 10")))
+        << user;
+  }
 }
 
 TEST_F(HoldServiceTest, ListHoldsFiltersByScopeAndReportsUsagePerLevel) {

@@ -14,6 +14,8 @@
 -- ARGV store    the store's constants, packed (store_of in the prelude): the outcome retention
 --               and record bound, the stream's length bound, and the scope index (an ended
 --               scoped hold's entry is dropped there)
+-- ARGV reference  PAID only: the payment reference to keep with the outcome and put in the event
+--               (REF in the prelude); "" = none
 -- REPLY result int    1 this call ended the live hold (expire = its expire time; outcome =
 --                     A.outcome); 2 the order had already ended: outcome, end and expire describe
 --                     that end, nothing changed by this call except the lazy cleanup below;
@@ -29,6 +31,8 @@
 --                     else "" (none)
 -- REPLY life str      the hold's life record (LIFE in the prelude) for results 1 and 2 while it
 --                     is kept, else ""
+-- REPLY reference str  the payment reference of a PAID end: A.reference for result 1, the one kept
+--                     for result 2 (the caller compares); "" for none, another outcome or result 0
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
@@ -56,24 +60,26 @@ for _, h in ipairs(holds) do
 end
 if hold then
   save_holds(k, user, true, stay)
-  end_hold(k, user, hold, outcome, now)
+  local reference = outcome == PAID and A.reference or ''
+  end_hold(k, user, hold, outcome, now, reference)
   trim_outcomes(k, now, retention, max_records)
   set_due(k, user, stay[1] and stay[1].expire)
-  return {1, now, hold.expire, 0, outcome, now, hold.details or '', hold.life or ''}
+  return {1, now, hold.expire, 0, outcome, now, hold.details or '', hold.life or '', reference}
 end
 
 -- An ended hold's details and life record: its own when found due (they reach k.outcomes only as
 -- this call ends it), else in k.outcomes (read before end_due_then_outcome's writes).
-local details, life
+local details, life, ref
 if due then
   details, life = due.details, due.life
 else
   details, life = records_of_order(k, order)
+  ref = redis.call('HGET', k.outcomes, REF .. order)
 end
 local removed, ended, end_ms, expire = end_due_then_outcome(k, user, holds, order, now, retention,
   max_records)
 if ended then
   return {2, now, expire, removed, ended, end_ms, details_for(details, expire) or '',
-    details_for(life, expire) or ''}
+    details_for(life, expire) or '', ended == PAID and reference_for(ref, expire) or ''}
 end
-return {0, now, 0, removed, 0, 0, '', ''}
+return {0, now, 0, removed, 0, 0, '', '', ''}

@@ -21,6 +21,7 @@
 -- REPLY end int       state 2: the end, Unix ms (for EXPIRED the expire time); else 0
 -- REPLY details str   the hold's details (the prelude), "" when it has none
 -- REPLY life str      the hold's life record, "" when it has none
+-- REPLY reference str  state 2, PAID with a payment reference: that reference; else ""
 -- Helpers: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
 local store = store_of(A.store)
@@ -30,21 +31,22 @@ local due = {}  -- the order's hold, when it is no longer live (EXPIRED at its e
 for _, h in ipairs(load_holds(k, A.user, false)) do
   if h.order == order then
     if h.expire > now then
-      return {1, now, h.expire, 0, 0, h.details or '', h.life or ''}
+      return {1, now, h.expire, 0, 0, h.details or '', h.life or '', ''}
     end
     due = {h}
   end
 end
-local details, life  -- an ended hold's: its own when due, else its records in k.outcomes
+local details, life, ref  -- an ended hold's: its own when due, else its records in k.outcomes
 if due[1] then
   details, life = due[1].details, due[1].life
 else
   details, life = records_of_order(k, order)
+  ref = redis.call('HGET', k.outcomes, REF .. order)
 end
 local outcome, end_ms, expire = outcome_of(order, due, not due[1] and
   redis.call('HGET', k.outcomes, order), now, retention)
 if outcome then
   return {2, now, expire, outcome, end_ms, details_for(details, expire) or '',
-    details_for(life, expire) or ''}
+    details_for(life, expire) or '', outcome == PAID and reference_for(ref, expire) or ''}
 end
-return {0, now, 0, 0, 0, '', ''}
+return {0, now, 0, 0, 0, '', '', ''}

@@ -25,9 +25,10 @@
 -- REPLY claim_next str  where the next claim scan starts ("" = the scan reached the end of the
 --                       list: start over at the next sweep)
 -- REPLY own_next str    where the resume goes on ("" = done)
--- REPLY events... any   8 elements an event: {id, delivery_count, user, order, outcome, expire,
---                       end, details} (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire and end
---                       Unix ms; details as in the prelude, "" for an event without them)
+-- REPLY events... any   9 elements an event: {id, delivery_count, user, order, outcome, expire,
+--                       end, details, reference} (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire
+--                       and end Unix ms; details as in the prelude, "" for an event without them;
+--                       reference: a PAID event's payment reference, "" for none)
 local stream, group, consumer = KEYS[1], A.group, A.consumer
 local budget = tonumber(A.budget)
 -- At most this many pending entries are looked at by one call's claim scan: a long run of this
@@ -40,7 +41,7 @@ local function add(entry, count)
   for i = 1, #entry[2], 2 do
     f[entry[2][i]] = entry[2][i + 1]
   end
-  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t, f.m or ''}) do
+  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t, f.m or '', f.r or ''}) do
     out[#out + 1] = v
   end
   budget = budget - 1

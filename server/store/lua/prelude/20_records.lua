@@ -19,6 +19,12 @@ local DETAILS = '\1'
 -- dropped with them.
 local LIFE = '\2'
 
+-- A paid hold's payment reference (PayRequest.payment_reference), "<expire>:<reference>", beside its
+-- outcome record under the field REF .. order_id while that is kept: written by the end that paid
+-- it with a reference (end_hold), self-checking by <expire> as the details are (reference_for),
+-- and dropped with them (drop_records). A hold paid without one has none.
+local REF = '\4'  -- (FENCE, prelude/40_scope_index.lua, is '\3')
+
 -- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
 local function details_for(value, expire)
   if not value then
@@ -54,6 +60,16 @@ local function details_levels(tail)
   local stop = pos + tonumber(n)
   local max_holds, max_units = string.match(tail, '^(%d+):(%d+):', stop)
   return tonumber(q), string.sub(tail, pos, stop - 1), tonumber(max_holds), tonumber(max_units)
+end
+
+-- The payment reference in a REF value `value` (nil or another hold's: '') of the hold expiring at
+-- `expire`.
+local function reference_for(value, expire)
+  value = details_for(value, expire)
+  if not value then
+    return ''
+  end
+  return string.match(value, '^%d+:(.*)$')
 end
 
 -- The details and life values of `order` (reads, before the script's first write), each false

@@ -14,12 +14,12 @@ local function begin_call()
   nudged = false
 end
 
--- What an event costs Redis at most, bytes: its fields and values (u, o, x, e, t, m), half as much
--- again, and 128 (a stream entry's own bytes, its node's share and the allocator's rounding: a
+-- What an event costs Redis at most, bytes: its fields and values (u, o, x, e, t, m, r), half as
+-- much again, and 128 (a stream entry's own bytes, its node's share and the allocator's rounding: a
 -- maximal event, 2.7 KB of values, measured 3,742 B; tests/e2e/bounds_e2e_test.cc checks the
 -- budget under a flood of them).
-local function event_bytes(user, h, x, t, e)
-  local values = #user + #h.order + #x + #e + #t + (h.details and #h.details or 0)
+local function event_bytes(user, h, x, t, e, reference)
+  local values = #user + #h.order + #x + #e + #t + (h.details and #h.details or 0) + #reference
   return values + math.floor(values / 2) + 128
 end
 
@@ -33,11 +33,14 @@ end
 --   h        the hold (load_holds); its details are copied into the event, and its details and
 --            life record, which were in its packed value, are written beside its outcome record
 --   outcome  PAID, CANCELLED or EXPIRED; end_ms: when it ended (for EXPIRED: its expire time)
+--   reference  PAID only: the payment reference (nil or '': none)
 -- Outcome record: k.outcomes (hash) order -> "<outcome>:<end_ms>:<expire>", and k.ended (sorted
--- set) order -> end_ms, which trim_outcomes uses to drop old records. The details and life record
--- stay beside the record as long as it is kept (trim_outcomes drops them all).
--- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms[, m=details]}, id = Redis
--- server time. Readers ignore fields they do not know, so older releases read these events too.
+-- set) order -> end_ms, which trim_outcomes uses to drop old records. The details, life record and
+-- payment reference (REF) stay beside the record as long as it is kept (trim_outcomes drops them
+-- all).
+-- Event: stream entry {u=user, o=order, x=outcome, e=expire, t=end_ms[, m=details][, r=reference]},
+-- id = Redis server time. Readers ignore fields they do not know, so older releases read these
+-- events too.
 -- Nudge: the first end of a script execution also publishes an empty message on the partition's
 -- nudge channel (sharded pub/sub, SPUBLISH), so the servers subscribed to it read the stream now
 -- instead of at their next safety sweep (server/store/event_nudges.h). One per execution, not
@@ -55,8 +58,9 @@ end
 --   redis.pcall, not redis.call: a publish refused (an ACL without the channel pattern or
 --   +spublish) or failing for any other reason is ignored and never fails or rolls back the end
 --   of a hold; watchers then rely on the safety sweep.
-local function end_hold(k, user, h, outcome, end_ms)
+local function end_hold(k, user, h, outcome, end_ms, reference)
   local x, t, e = int_str(outcome), int_str(end_ms), int_str(h.expire)
+  reference = reference or ''
   local fields = {h.order, x .. ':' .. t .. ':' .. e}
   -- Redis Cluster's scope protocol: the order's fence for its scope goes with the hold (a step of
   -- an older take for an ended order is refused as ended). Standalone stores write none.
@@ -75,6 +79,10 @@ local function end_hold(k, user, h, outcome, end_ms)
     fields[#fields + 1] = LIFE .. h.order
     fields[#fields + 1] = h.life
   end
+  if reference ~= '' then
+    fields[#fields + 1] = REF .. h.order
+    fields[#fields + 1] = e .. ':' .. reference
+  end
   redis.call('HSET', k.outcomes, unpack(fields))
   if fence_field then
     redis.call('HDEL', k.outcomes, fence_field)
@@ -88,26 +96,25 @@ local function end_hold(k, user, h, outcome, end_ms)
   -- theirs, so a stream of mixed events holds at most twice it.
   local maxlen = k.maxlen or 0
   if (k.maxbytes or 0) > 0 then
-    local fit = math.max(1, math.floor(k.maxbytes / event_bytes(user, h, x, t, e)))
+    local fit = math.max(1, math.floor(k.maxbytes / event_bytes(user, h, x, t, e, reference)))
     if maxlen == 0 or fit < maxlen then
       maxlen = fit
     end
   end
+  local xadd
   if maxlen > 0 then
-    maxlen = int_str(maxlen)
-    if h.details then
-      redis.call('XADD', k.events, 'MAXLEN', '~', maxlen, '*', 'u', user, 'o', h.order, 'x', x,
-        'e', e, 't', t, 'm', h.details)
-    else
-      redis.call('XADD', k.events, 'MAXLEN', '~', maxlen, '*', 'u', user, 'o', h.order, 'x', x,
-        'e', e, 't', t)
-    end
-  elseif h.details then
-    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t, 'm',
-      h.details)
+    xadd = {'XADD', k.events, 'MAXLEN', '~', int_str(maxlen), '*', 'u', user, 'o', h.order, 'x', x,
+      'e', e, 't', t}
   else
-    redis.call('XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t)
+    xadd = {'XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t}
   end
+  if h.details then
+    xadd[#xadd + 1], xadd[#xadd + 2] = 'm', h.details
+  end
+  if reference ~= '' then
+    xadd[#xadd + 1], xadd[#xadd + 2] = 'r', reference
+  end
+  redis.call(unpack(xadd))
   if not nudged then
     nudged = true
     redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
@@ -140,10 +147,11 @@ local function drop_records(k, orders)
     fields[#fields + 1] = order
     fields[#fields + 1] = DETAILS .. order
     fields[#fields + 1] = LIFE .. order
+    fields[#fields + 1] = REF .. order
   end
   -- In chunks (unpack's stack limit: ReleaseHolds may drop thousands); the last touch still.
-  for i = 1, #fields, 999 do
-    redis.call('HDEL', k.outcomes, unpack(fields, i, math.min(i + 998, #fields)))
+  for i = 1, #fields, 996 do
+    redis.call('HDEL', k.outcomes, unpack(fields, i, math.min(i + 995, #fields)))
   end
 end
 
