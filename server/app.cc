@@ -203,7 +203,7 @@ absl::StatusOr<std::unique_ptr<App>> App::Start(const Config& config,
   app->totals_need_wait_ = config.redis_mode == RedisMode::kCluster &&
                            config.redis_wait_replicas == 0 && !TestingTotalsWithoutWait();
   if (config.scope_rules.has_totals()) {
-    if (absl::Status refused = app->TotalsRefused(); !refused.ok()) {
+    if (absl::Status refused = app->TotalsRefused(config.scope_rules); !refused.ok()) {
       return absl::FailedPreconditionError(absl::StrCat("scope_limits: ", refused.message()));
     }
   }
@@ -238,7 +238,12 @@ std::function<void(absl::string_view)> ScopeStepSignal() {
 
 }  // namespace
 
-absl::Status App::TotalsRefused() const {
+absl::Status App::TotalsRefused(const domain::ScopeRules& rules) const {
+  if (rules.has_capacity() && !store_->counts_sales()) {
+    return absl::FailedPreconditionError(
+        "the file sets capacity_units, which this store does not count sales for (a Redis "
+        "Cluster: the scope's slot is not its users'); server/README.md \"Scope totals\"");
+  }
   if (!store_->keeps_scope_index()) {
     return absl::FailedPreconditionError(
         "the file sets total_max_holds or total_max_units, which this store cannot enforce "
@@ -262,7 +267,7 @@ absl::Status App::ReloadScopeLimits() {
              rules.status().message());
     return rules.status();
   }
-  if (absl::Status refused = rules->has_totals() ? TotalsRefused() : absl::OkStatus();
+  if (absl::Status refused = rules->has_totals() ? TotalsRefused(*rules) : absl::OkStatus();
       !refused.ok()) {
     metrics_->limits_reload_errors().Increment();
     LogError("scope_limits: reload refused, the previous rules stay in force: ", refused.message());

@@ -141,9 +141,10 @@ class App {
   std::string scope_limits_file_;  // --scope_limits; empty: none
   // A Redis Cluster without WAIT (--redis_wait_replicas=0): scope totals are refused.
   bool totals_need_wait_ = false;
-  // FAILED_PRECONDITION when this server cannot enforce scope totals (no scope index, or a Redis
-  // Cluster without WAIT), saying why; OK otherwise.
-  absl::Status TotalsRefused() const;
+  // FAILED_PRECONDITION when this server cannot enforce the totals or capacities of `rules` (no
+  // scope index, a Redis Cluster without WAIT, or capacities on a store that counts no sales),
+  // saying why; OK otherwise.
+  absl::Status TotalsRefused(const domain::ScopeRules& rules) const;
 };
 
 }  // namespace orderhold

@@ -685,6 +685,12 @@ absl::Status ValidateRedisMode(const Config& config) {
             "from the URL for --redis_mode=cluster");
       }
       ORDERHOLD_RETURN_IF_ERROR(RefuseSentinelSettings(config, "(this is --redis_mode=cluster)"));
+      if (config.scope_rules.has_capacity()) {
+        return absl::InvalidArgumentError(
+            "scope_limits: the file sets capacity_units, which --redis_mode=cluster does not "
+            "enforce (sales are counted in the step that pays a hold, in the user's slot, not the "
+            "scope's); use a standalone or Sentinel-managed Redis for capacities");
+      }
       if (config.scope_rules.has_totals() && config.redis_wait_replicas == 0 &&
           !TestingTotalsWithoutWait()) {
         return absl::InvalidArgumentError(

@@ -450,12 +450,13 @@ absl::StatusOr<domain::ScopeRules> RulesOf(const config::LimitsFile& file,
   for (const config::Rule& rule : file.rules()) {
     rules.push_back({rule.prefix(),
                      {rule.max_holds(), rule.max_units()},
-                     {rule.total_max_holds(), rule.total_max_units()}});
+                     {rule.total_max_holds(), rule.total_max_units()},
+                     rule.capacity_units()});
   }
   const domain::ScopeTotals default_totals{file.default_().total_max_holds(),
                                            file.default_().total_max_units()};
-  absl::StatusOr<domain::ScopeRules> scope_rules =
-      domain::ScopeRules::Create(default_limits, std::move(rules), default_totals);
+  absl::StatusOr<domain::ScopeRules> scope_rules = domain::ScopeRules::Create(
+      default_limits, std::move(rules), default_totals, file.default_().capacity_units());
   if (!scope_rules.ok()) {
     // "rules[2].prefix: ..." -> that field's line.
     const absl::string_view message = scope_rules.status().message();

@@ -76,6 +76,7 @@ constexpr Level kLevels[] = {
     {store::kScopeUnitLimit, "SCOPE_UNIT_LIMIT", metrics::RejectReason::kScopeUnitLimit},
     {store::kScopeTotalHoldLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
     {store::kScopeTotalUnitLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
+    {store::kScopeCapacity, "SCOPE_SOLD_OUT", metrics::RejectReason::kScopeSoldOut},
 };
 
 // The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
@@ -123,10 +124,15 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
                                    " unpaid holds across all users (total_max_holds ",
                                    a.totals.max_holds, ")");
         break;
-      default:
+      case store::kScopeTotalUnitLimit:
         description = absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
                                    " units across all users; ", a.quantity,
                                    " more would exceed total_max_units ", a.totals.max_units);
+        break;
+      default:
+        description = absl::StrCat("scope \"", a.scope, "\" is sold out: ", r.total_units,
+                                   " units held and ", r.sold_units, " sold; ", a.quantity,
+                                   " more would exceed capacity_units ", a.capacity_units);
         break;
     }
     google::rpc::QuotaFailure::Violation* v = quota.add_violations();
@@ -139,11 +145,16 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
   const absl::Duration wait = std::max(absl::ZeroDuration(), r.expire_time - r.now);
   const std::string when =
       absl::StrCat(FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")");
+  // Sold out beyond what expiries can free (the units sold alone leave no room for the quantity):
+  // no retry time is given.
+  const bool never =
+      (r.violations & store::kScopeCapacity) != 0 && r.sold_units + a.quantity > a.capacity_units;
   // The user's hold limit alone keeps the message it has always had.
   absl::Status status = absl::ResourceExhaustedError(
       r.violations == store::kUserHoldLimit
           ? absl::StrCat(parts[0], "; the earliest expires at ", when)
-          : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
+      : never ? absl::StrCat(absl::StrJoin(parts, "; "), "; expiries cannot free enough units")
+              : absl::StrCat(absl::StrJoin(parts, "; "), "; a retry can pass from ", when));
   google::rpc::ErrorInfo info;
   info.set_reason(FirstLevel(r.violations).reason);
   info.set_domain("orderhold.v1");
@@ -153,7 +164,7 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
       google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(wait));
   AttachDetail(quota, &status);
   AttachDetail(info, &status);
-  AttachDetail(retry, &status);
+  if (!never) AttachDetail(retry, &status);
   return status;
 }
 

@@ -26,6 +26,7 @@ struct Asked {
   store::LevelLimits user_limits;
   bool reports_usage = false;
   store::LevelLimits totals;
+  int64_t capacity_units = 0;
 };
 
 }  // namespace
@@ -99,6 +100,13 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
           "\" has a total (total_max_holds/total_max_units), which this server's Redis mode "
           "cannot enforce (it keeps no scope index); the operator must remove it"));
     }
+    args.capacity_units = rule.capacity_units;
+    if (args.capacity_units > 0 && !store_.counts_sales()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("scope \"", LocalId(command.scope),
+                       "\" has a capacity (capacity_units), which this server's Redis mode cannot "
+                       "enforce (it counts no sales); the operator must remove it"));
+    }
     if (command.scope_limits.has_value()) {
       details.scope_limits = ApplyRequestLimits(details.scope_limits, *command.scope_limits,
                                                 policy_.request_scope_limits);
@@ -118,6 +126,11 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
   if (args.totals.max_units > 0 && details.quantity > args.totals.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds total_max_units ", args.totals.max_units,
+        " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
+  }
+  if (args.capacity_units > 0 && details.quantity > args.capacity_units) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantity: ", details.quantity, " exceeds capacity_units ", args.capacity_units,
         " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
   details.scope = std::move(command.scope);
@@ -140,7 +153,8 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
                          args->max_units > 0;
   Asked asked{args->user_id,           args->order_id,
               args->details,           store::LevelLimits{args->max_holds, args->max_units},
-              ReportsUsage(asks_more), args->totals};
+              ReportsUsage(asks_more), args->totals,
+              args->capacity_units};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -162,7 +176,7 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
           Reject(RejectReasonForViolations(result->violations));
           std::move(done)(LimitError(
               PlaceHoldArgsView{asked.details.scope, asked.details.quantity, asked.user_limits,
-                                asked.details.scope_limits, asked.totals},
+                                asked.details.scope_limits, asked.totals, asked.capacity_units},
               *result));
           return;
         }

@@ -35,6 +35,15 @@ absl::Status ValidateScopeTotals(absl::string_view field, const ScopeTotals& tot
   return absl::OkStatus();
 }
 
+absl::Status ValidateCapacity(absl::string_view field, int64_t capacity_units) {
+  if (capacity_units < 0 || capacity_units > kMaxScopeTotal) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".capacity_units: must be 0-",
+                                                   kMaxScopeTotal, " (0: no capacity), got ",
+                                                   capacity_units));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // The checks of ScopeRules::Create on the rules, in their given order.
@@ -56,6 +65,7 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
     }
     ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(field, rule.limits));
     ORDERHOLD_RETURN_IF_ERROR(ValidateScopeTotals(field, rule.totals));
+    ORDERHOLD_RETURN_IF_ERROR(ValidateCapacity(field, rule.capacity_units));
   }
   return absl::OkStatus();
 }
@@ -63,25 +73,33 @@ absl::Status ValidateRules(const std::vector<ScopeRule>& rules) {
 }  // namespace
 
 ScopeRules::ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules,
-                       ScopeTotals default_totals)
-    : default_limits_(default_limits), default_totals_(default_totals), rules_(std::move(rules)) {
-  has_totals_ = default_totals_ != ScopeTotals{} ||
+                       ScopeTotals default_totals, int64_t default_capacity)
+    : default_limits_(default_limits),
+      default_totals_(default_totals),
+      default_capacity_(default_capacity),
+      rules_(std::move(rules)) {
+  has_capacity_ = default_capacity_ > 0 ||
+                  std::any_of(rules_.begin(), rules_.end(),
+                              [](const ScopeRule& rule) { return rule.capacity_units > 0; });
+  has_totals_ = has_capacity_ || default_totals_ != ScopeTotals{} ||
                 std::any_of(rules_.begin(), rules_.end(),
                             [](const ScopeRule& rule) { return rule.totals != ScopeTotals{}; });
 }
 
 absl::StatusOr<ScopeRules> ScopeRules::Create(ScopeLimits default_limits,
                                               std::vector<ScopeRule> rules,
-                                              ScopeTotals default_totals) {
+                                              ScopeTotals default_totals,
+                                              int64_t default_capacity) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("default", default_limits));
   ORDERHOLD_RETURN_IF_ERROR(ValidateScopeTotals("default", default_totals));
+  ORDERHOLD_RETURN_IF_ERROR(ValidateCapacity("default", default_capacity));
   ORDERHOLD_RETURN_IF_ERROR(ValidateRules(rules));
   // Longest first, so the first match in Resolve is the longest. Stable: equal lengths keep the
   // caller's order (at most one of them matches a given scope; this is for readers of rules()).
   std::stable_sort(rules.begin(), rules.end(), [](const ScopeRule& a, const ScopeRule& b) {
     return a.prefix.size() > b.prefix.size();
   });
-  return ScopeRules(default_limits, std::move(rules), default_totals);
+  return ScopeRules(default_limits, std::move(rules), default_totals, default_capacity);
 }
 
 ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
@@ -93,9 +111,11 @@ ScopeLimits ScopeRules::Resolve(absl::string_view scope) const {
 
 ScopeRules::Resolved ScopeRules::ResolveAll(absl::string_view scope) const {
   for (const ScopeRule& rule : rules_) {
-    if (absl::StartsWith(scope, rule.prefix)) return {rule.limits, rule.totals};
+    if (absl::StartsWith(scope, rule.prefix)) {
+      return {rule.limits, rule.totals, rule.capacity_units};
+    }
   }
-  return {default_limits_, default_totals_};
+  return {default_limits_, default_totals_, default_capacity_};
 }
 
 ScopeLimits ApplyRequestLimits(const ScopeLimits& rule, const ScopeLimits& requested,

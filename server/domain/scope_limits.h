@@ -36,14 +36,22 @@ using ScopeTotals = store::LevelLimits;
 // Upper bound of both ScopeTotals fields (a count of holds or of units in one scope).
 inline constexpr int64_t kMaxScopeTotal = 1000000000;
 
-// One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits` (per user)
-// and `totals` (across users), unless a longer prefix also matches.
+// One rule: the scopes that start with `prefix` (bytes, case-sensitive) get `limits` (per user),
+// `totals` (across users) and `capacity_units`, unless a longer prefix also matches.
 struct ScopeRule {
   std::string prefix;
   ScopeLimits limits;
   ScopeTotals totals = {};
+  // The scope's capacity in units (an event's tickets): its live holds' units plus the units
+  // sold (paid holds') at most, 0-kMaxScopeTotal; 0 = none. Each matching scope on its own, as
+  // totals.
+  int64_t capacity_units = 0;
   friend bool operator==(const ScopeRule&, const ScopeRule&) = default;
 };
+
+// INVALID_ARGUMENT "<field>.capacity_units: must be 0-1000000000 (0: no capacity), got N" when
+// out of bounds; OK otherwise.
+absl::Status ValidateCapacity(absl::string_view field, int64_t capacity_units);
 
 // INVALID_ARGUMENT "<field>.total_max_holds: must be 0-1000000000 (0: no total), got N" (or
 // .total_max_units) when `totals` are out of bounds; OK otherwise.
@@ -76,10 +84,11 @@ class ScopeRules {
   //     (ValidateLocalId), since a longer or invalid prefix could never match a scope;
   //   - a prefix appears twice (the message names the earlier rule);
   //   - a max_holds is outside 0-kMaxScopeHolds, a max_units outside 0-kMaxUnits;
-  //   - a total_max_holds or total_max_units is outside 0-kMaxScopeTotal.
-  // `default_totals`: the totals of each scope no rule matches.
+  //   - a total_max_holds, total_max_units or capacity_units is outside 0-kMaxScopeTotal.
+  // `default_totals`, `default_capacity`: the totals and capacity of each scope no rule matches.
   static absl::StatusOr<ScopeRules> Create(ScopeLimits default_limits, std::vector<ScopeRule> rules,
-                                           ScopeTotals default_totals = {});
+                                           ScopeTotals default_totals = {},
+                                           int64_t default_capacity = 0);
 
   // The limits for `scope`: those of the rule with the longest prefix that `scope` starts with,
   // else default_limits(). Called on every PlaceHold with a scope and no limits of its own: no
@@ -91,11 +100,15 @@ class ScopeRules {
   struct Resolved {
     ScopeLimits limits;
     ScopeTotals totals;
+    int64_t capacity_units = 0;
   };
   Resolved ResolveAll(absl::string_view scope) const;
-  // Whether any rule, or the default, sets a total.
+  // Whether any rule, or the default, sets a total or a capacity (both need the scope index).
   bool has_totals() const { return has_totals_; }
+  // Whether any rule, or the default, sets a capacity (counting sales: not on a Redis Cluster).
+  bool has_capacity() const { return has_capacity_; }
   const ScopeTotals& default_totals() const { return default_totals_; }
+  int64_t default_capacity() const { return default_capacity_; }
 
   // The limits of scopes no rule matches ({0, 0} when the file gave none).
   const ScopeLimits& default_limits() const { return default_limits_; }
@@ -104,11 +117,14 @@ class ScopeRules {
   const std::vector<ScopeRule>& rules() const { return rules_; }
 
  private:
-  ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules, ScopeTotals default_totals);
+  ScopeRules(ScopeLimits default_limits, std::vector<ScopeRule> rules, ScopeTotals default_totals,
+             int64_t default_capacity);
 
   ScopeLimits default_limits_;
   ScopeTotals default_totals_;
+  int64_t default_capacity_ = 0;
   bool has_totals_ = false;
+  bool has_capacity_ = false;
   std::vector<ScopeRule> rules_;  // longest prefix first
 };
 

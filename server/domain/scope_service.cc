@@ -1,5 +1,6 @@
 #include "server/domain/scope_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/common/fan_in.h"
@@ -14,12 +15,19 @@ ScopeService::ScopeService(store::HoldStore& store, const HoldService& holds,
 
 namespace {
 
-// The usage part of a scope answer: the store's counts and the rule's totals.
-ScopeUsageReply ScopeUsageOf(const store::ListScopeHoldsResult& result, const ScopeTotals& totals) {
+// The usage part of a scope answer: the store's counts, the rule's totals and capacity.
+ScopeUsageReply ScopeUsageOf(const store::ListScopeHoldsResult& result,
+                             const ScopeRules::Resolved& rule) {
   ScopeUsageReply usage;
   usage.now = result.now;
-  usage.usage = LevelUsage{result.scope_holds, result.scope_units, totals};
+  usage.usage = LevelUsage{result.scope_holds, result.scope_units, rule.totals};
   usage.first_expire_time = result.first_expire_time;
+  usage.sold_units = result.sold_units;
+  usage.capacity_units = rule.capacity_units;
+  if (rule.capacity_units > 0) {
+    usage.available_units =
+        std::max<int64_t>(0, rule.capacity_units - result.scope_units - result.sold_units);
+  }
   return usage;
 }
 
@@ -85,7 +93,7 @@ void ScopeService::ListScope(std::string scope, ListPage page, bool usage_only,
           return;
         }
         ListScopeHoldsReply reply;
-        reply.usage = ScopeUsageOf(*result, holds_.ResolvedFor(scope).totals);
+        reply.usage = ScopeUsageOf(*result, holds_.ResolvedFor(scope));
         if (result->more && !result->holds.empty()) {
           reply.next_page_token = EncodePageToken(
               "", scope, store::ListCursor{result->holds.back().expire_time, result->last_key});

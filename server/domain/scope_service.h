@@ -30,6 +30,10 @@ struct ScopeUsageReply {
   // The scope's live holds and units, and its totals (limits; 0 = none in that unit).
   LevelUsage usage;
   std::optional<absl::Time> first_expire_time;  // its earliest live hold's expiry; unset: none
+  int64_t sold_units = 0;      // units of its paid holds (a store counting sales; else 0)
+  int64_t capacity_units = 0;  // the rule's capacity_units; 0 = none
+  // capacity_units - (usage.units + sold_units), at least 0, when it has a capacity; else 0.
+  int64_t available_units = 0;
 };
 
 struct ListScopeHoldsReply {

@@ -271,6 +271,9 @@ v1::GetScopeUsageResponse ScopeUsageReplyToProto(const domain::ScopeUsageReply& 
   if (reply.first_expire_time.has_value()) {
     TimestampToProto(*reply.first_expire_time, out.mutable_earliest_expire_time());
   }
+  out.set_sold_units(static_cast<uint32_t>(std::min<int64_t>(reply.sold_units, UINT32_MAX)));
+  out.set_capacity_units(static_cast<uint32_t>(reply.capacity_units));
+  out.set_available_units(static_cast<uint32_t>(reply.available_units));
   return out;
 }
 

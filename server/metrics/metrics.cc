@@ -24,7 +24,8 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
                                                       "scope_hold_limit",
                                                       "scope_unit_limit",
                                                       "already_exists",
-                                                      "scope_total_limit"};
+                                                      "scope_total_limit",
+                                                      "scope_sold_out"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",

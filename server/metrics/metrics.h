@@ -39,8 +39,10 @@ enum class RejectReason {
   kAlreadyExists,     // "already_exists": a retry with another scope, quantity or labels
   kScopeTotalLimit,   // "scope_total_limit": the scope's holds or units across every user would
                       // exceed its total (SCOPE_TOTAL_LIMIT)
+  kScopeSoldOut,      // "scope_sold_out": held plus sold units would exceed the scope's capacity
+                      // (SCOPE_SOLD_OUT)
 };
-inline constexpr int kRejectReasonCount = 11;
+inline constexpr int kRejectReasonCount = 12;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method {

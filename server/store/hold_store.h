@@ -149,6 +149,11 @@ struct PlaceHoldArgs {
   // across every user, at most; 0 = none. With details.scope only, and only on a store that keeps
   // a scope index (HoldStore::keeps_scope_index); ignored otherwise.
   LevelLimits totals = {};
+  // The scope's capacity in units (the rule's capacity_units): its live holds' units plus the
+  // units sold (every scoped hold paid adds its quantity, in the step that pays it), at most;
+  // 0 = none. With details.scope only, on a store that counts sales (HoldStore::counts_sales);
+  // ignored otherwise.
+  int64_t capacity_units = 0;
 };
 
 // Levels a PlaceHold would exceed (PlaceHoldResult::violations), as bits.
@@ -159,6 +164,7 @@ enum LimitViolation : int {
   kScopeUnitLimit = 8,
   kScopeTotalHoldLimit = 16,  // the scope's live holds across users (PlaceHoldArgs::totals)
   kScopeTotalUnitLimit = 32,  // their units
+  kScopeCapacity = 64,        // their units plus the units sold (PlaceHoldArgs::capacity_units)
 };
 
 struct PlaceHoldResult {
@@ -186,6 +192,8 @@ struct PlaceHoldResult {
   // kLimitReached); else 0.
   int64_t total_holds = 0;
   int64_t total_units = 0;
+  // The scope's units sold, when args.capacity_units is set and a new hold was decided; else 0.
+  int64_t sold_units = 0;
   int violations = 0;  // kLimitReached: the LimitViolation bits of every exceeded level
   // kCreated: the details as placed (place_time = now); kAlreadyHeld: the existing hold's, to
   // compare with the request's (an idempotent retry must carry the same).
@@ -255,8 +263,9 @@ struct ListScopeHoldsResult {
   int64_t scope_holds = 0;                      // every live hold of the scope, across users
   int64_t scope_units = 0;                      // their quantities
   std::optional<absl::Time> first_expire_time;  // the earliest of them; nullopt when none
-  bool more = false;                            // live holds follow the page
-  std::string last_key;  // the last listed entry's key, for the next page's cursor
+  int64_t sold_units = 0;  // the units of the scope's paid holds (a store counting sales)
+  bool more = false;       // live holds follow the page
+  std::string last_key;    // the last listed entry's key, for the next page's cursor
 };
 
 struct ExtendHoldArgs {
@@ -368,6 +377,10 @@ class HoldStore {
   // PlaceHoldArgs::totals are checked in the same atomic step as the user's levels and
   // ListScopeHolds answers. False for a Redis Cluster (a scope's slot is not its users').
   virtual bool keeps_scope_index() const = 0;
+  // Whether the store counts a scope's units sold (every scoped hold paid, in the step that pays
+  // it), so that PlaceHoldArgs::capacity_units is checked: a store with a scope index in the
+  // users' own Redis (not a Redis Cluster, whose scope slot is not its users').
+  virtual bool counts_sales() const { return keeps_scope_index(); }
 
   // The usage of args.scope across every user (its live holds and units) and one page of its live
   // holds, earliest expire_time first (ties in an order of the store's), after args.after.

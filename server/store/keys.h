@@ -37,6 +37,8 @@
 //                                        the scope's partition (PartitionOf(scope), as a user's);
 //                                        lua/prelude/ "The scope index"
 //   <prefix>:{<partition>}:su:<scope>    beside it: the sum of its entries' quantities (string)
+//   <prefix>:{<partition>}:ss:<scope>    beside it: the units sold, the sum of the quantities of
+//                                        its holds ended PAID (string; no expiry; not on a Cluster)
 //   <prefix>:{<partition>}:sp            Redis Cluster only: the partition's pending scope takes
 //                                        (hash: "n" -> the stamp counter; "<scope>\0<member>" ->
 //                                        "<stamp>:<take ms>"), lua/scope_take.lua; the scope
@@ -161,7 +163,7 @@ class KeySchema {
   std::string ReplicasKey() const;
   // The scope index's keys (see the table above), in the scope's partition, and their common
   // start "<prefix>:{", which the scripts complete with the scope's partition and the scope
-  // (lua/prelude/ scope_keys). Injective as a user's keys are: the kinds "s:" and "su:" differ
+  // (lua/prelude/ scope_keys). Injective as a user's keys are: the kinds "s:", "su:", "ss:" differ
   // from every other kind, and the scope follows them as it is.
   std::string ScopeIndexStart() const { return absl::StrCat(prefix_, ":{"); }
   std::string ScopeLiveKey(absl::string_view scope) const {
@@ -169,6 +171,10 @@ class KeySchema {
   }
   std::string ScopeUnitsKey(absl::string_view scope) const {
     return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "su:", scope);
+  }
+  // The scope's units sold ("ss:", lua/prelude/ scope_sold_key), beside its index.
+  std::string ScopeSoldKey(absl::string_view scope) const {
+    return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "ss:", scope);
   }
   // Redis Cluster's scope protocol (see the table above): a partition's pending takes, and the
   // sweep's place in a partition's event stream.

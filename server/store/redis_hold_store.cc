@@ -85,6 +85,7 @@ absl::StatusOr<ListScopeHoldsResult> ScopeHoldsResultOf(const lua::ScopeHoldsRep
   result.now = FromMillis(r.now);
   result.scope_holds = r.holds;
   result.scope_units = r.units;
+  result.sold_units = r.sold;
   if (r.first >= 0) result.first_expire_time = FromMillis(r.first);
   result.more = r.more == 1;
   for (size_t i = 0; i < r.page.size(); i += 2) {
@@ -183,7 +184,8 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
   const bool totals = !args.details.scope.empty() && !scope_index_.empty();
   const std::string limits =
       absl::StrCat(args.max_holds, ":", std::max<int64_t>(0, args.max_units), ":",
-                   totals ? args.totals.max_holds : 0, ":", totals ? args.totals.max_units : 0);
+                   totals ? args.totals.max_holds : 0, ":", totals ? args.totals.max_units : 0, ":",
+                   totals ? std::max<int64_t>(0, args.capacity_units) : 0);
   redis::RedisCommand command =
       Eval({keys.holds_bucket, keys.due_bucket, keys.outcomes, keys.ended, keys.events,
             keys.bucket_index},
@@ -230,6 +232,7 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
             result.violations = static_cast<int>(r.violations);
             result.total_holds = r.total_holds;
             result.total_units = r.total_units;
+            result.sold_units = r.sold;
             if (!ToDetails(r.details, r.life, r.expire, &result.details)) {
               return BadReply("place_hold.lua");
             }
@@ -494,14 +497,16 @@ void RedisHoldStore::ListScopeHolds(ListScopeHoldsArgs args, CallOptions options
   }
   const std::string live = keys_.ScopeLiveKey(args.scope);
   const std::string units = keys_.ScopeUnitsKey(args.scope);
+  const std::string sold = keys_.ScopeSoldKey(args.scope);
   const std::string after_expire =
       args.after.has_value() ? absl::StrCat(absl::ToUnixMillis(args.after->expire_time)) : "";
   const std::string after_member = args.after.has_value() ? args.after->order_id : "";
-  redis::RedisCommand command = Eval(
-      {live, units}, lua::ScopeHoldsArgv<Arg>{.now = NowArg(options),
-                                              .after_expire = after_expire,
-                                              .after_member = after_member,
-                                              .page_size = int64_t{std::max(0, args.page_size)}});
+  redis::RedisCommand command =
+      Eval({live, units, sold},
+           lua::ScopeHoldsArgv<Arg>{.now = NowArg(options),
+                                    .after_expire = after_expire,
+                                    .after_member = after_member,
+                                    .page_size = int64_t{std::max(0, args.page_size)}});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
                   ParsedAs<lua::ScopeHoldsReply>(std::move(done), ScopeHoldsResultOf));

@@ -125,6 +125,7 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   void ReleaseHolds(std::string user_id, std::string scope, CallOptions options,
                     Callback<ReleaseHoldsResult> done) override;
   bool keeps_scope_index() const override { return !scope_index_.empty() || protocol_.has_value(); }
+  bool counts_sales() const override { return !scope_index_.empty(); }
   // scope_holds.lua on the request connections. Across slots (the protocol), the times are the
   // entries' lease ends less the clock margin: a settled entry's hold's expiry; a hold still being
   // placed, its take's bound.

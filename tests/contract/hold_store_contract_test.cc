@@ -1575,6 +1575,66 @@ TEST_P(ScopeTotalsTest, TotalUnitsCountQuantitiesAndLoweringATotalEndsNothing) {
   EXPECT_EQ(Scope(kT0).scope_units, 5);
 }
 
+// A capacity counts the scope's live units plus its units sold; only a payment sells (the units
+// move from held to sold in the step that pays), every other end gives the units back; the count
+// is kept per scope, also for a scope without a capacity (one added later counts those sales).
+TEST_P(ScopeTotalsTest, ACapacityCountsHeldAndSoldUnitsAndOnlyPaymentsSell) {
+  if (!store_->counts_sales()) GTEST_SKIP() << "counts no sales (Redis Cluster)";
+  auto place = [&](const std::string& user, int64_t quantity, absl::Time now,
+                   absl::Duration ttl = absl::Seconds(10), const std::string& scope = "event:T",
+                   int64_t capacity = 5) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = "o";
+    args.ttl = ttl;
+    args.max_holds = 3;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    args.capacity_units = capacity;
+    auto placed = Place(std::move(args), now);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  };
+  EXPECT_EQ(place("a", 2, kT0).outcome, Outcome::kCreated);
+  EXPECT_EQ(place("b", 2, kT0, absl::Seconds(5)).outcome, Outcome::kCreated);
+  PlaceHoldResult refused = place("c", 2, kT0);
+  EXPECT_EQ(refused.outcome, Outcome::kLimitReached);
+  EXPECT_EQ(refused.violations, kScopeCapacity);
+  EXPECT_EQ(refused.total_units, 4);
+  EXPECT_EQ(refused.sold_units, 0);
+  EXPECT_EQ(refused.expire_time, kT0 + absl::Seconds(5));  // b's: the scope's earliest
+  EXPECT_EQ(place("c", 1, kT0).outcome, Outcome::kCreated);
+  // Pay: a's 2 units are sold now, still counted.
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  ASSERT_THAT(End("a", "o", t1), IsOk());
+  EXPECT_EQ(Scope(t1).scope_units, 3);
+  EXPECT_EQ(Scope(t1).sold_units, 2);
+  refused = place("d", 1, t1);
+  EXPECT_EQ(refused.violations, kScopeCapacity);
+  EXPECT_EQ(refused.sold_units, 2);
+  // CancelHold gives its units back; so does an expiry (b's, at 5 s, nothing reaped).
+  ASSERT_THAT(End("c", "o", kT0 + absl::Seconds(2), HoldOutcome::kCancelled), IsOk());
+  EXPECT_EQ(place("d", 1, kT0 + absl::Seconds(2)).outcome, Outcome::kCreated);
+  EXPECT_EQ(place("e", 2, kT0 + absl::Seconds(3)).outcome, Outcome::kLimitReached);
+  EXPECT_EQ(place("e", 2, kT0 + absl::Seconds(6)).outcome, Outcome::kCreated);
+  // Sold out: 5 sold, nothing held.
+  const absl::Time t7 = kT0 + absl::Seconds(7);
+  ASSERT_THAT(End("d", "o", t7), IsOk());
+  ASSERT_THAT(End("e", "o", t7), IsOk());
+  refused = place("f", 1, t7);
+  EXPECT_EQ(refused.violations, kScopeCapacity);
+  EXPECT_EQ(refused.sold_units, 5);
+  EXPECT_EQ(refused.total_units, 0);
+  EXPECT_EQ(Scope(t7).sold_units, 5);
+  EXPECT_EQ(Scope(t7).scope_units, 0);
+  // Another scope counts on its own; a scope without a capacity counts its sales too.
+  EXPECT_EQ(place("f", 5, t7, absl::Seconds(10), "event:U").outcome, Outcome::kCreated);
+  EXPECT_EQ(place("g", 1, t7, absl::Seconds(10), "event:V", 0).outcome, Outcome::kCreated);
+  ASSERT_THAT(End("g", "o", t7), IsOk());
+  EXPECT_EQ(Scope(t7, 100, std::nullopt, "event:V").sold_units, 1);
+  EXPECT_EQ(Scope(t7, 100, std::nullopt, "event:U").sold_units, 0);
+}
+
 TEST_P(ScopeTotalsTest, HoldsPlacedWithoutATotalCountOnceOneIsSet) {
   EXPECT_EQ(PlaceTotal("a", "o1", 1, {}, kT0)->outcome, Outcome::kCreated);
   EXPECT_EQ(PlaceTotal("b", "o1", 1, {}, kT0)->outcome, Outcome::kCreated);
@@ -1652,14 +1712,18 @@ TEST_P(ScopeTotalsTest, ConcurrentPlacesOfOneScopeAreCountedOnceAndEachSettled) 
     args.details.scope = "event:T";
     args.totals = total;
     store_->PlaceHold(std::move(args), At(kT0), [&](absl::StatusOr<PlaceHoldResult> placed) {
-      absl::MutexLock lock(&mu);
-      if (!placed.ok()) {
-        ++failed;
-      } else if (placed->outcome == Outcome::kCreated) {
-        ++created;
-      } else if (placed->outcome == Outcome::kLimitReached) {
-        ++refused;
+      {
+        absl::MutexLock lock(&mu);
+        if (!placed.ok()) {
+          ++failed;
+        } else if (placed->outcome == Outcome::kCreated) {
+          ++created;
+        } else if (placed->outcome == Outcome::kLimitReached) {
+          ++refused;
+        }
       }
+      // After the lock is released: once the count reaches 0 the test may end and destroy `mu`
+      // (an I/O thread stalled between the two aborted a run on "Mutex unlocked when destroyed").
       answered.DecrementCount();
     });
   }

@@ -135,9 +135,14 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
                             : call.scope.starts_with(ModelPolicy::kRulePrefix)
                                 ? policy_.rule_total
                                 : policy_.default_total;
+  const int64_t capacity = call.scope.empty() ? 0
+                           : call.scope.starts_with(ModelPolicy::kRulePrefix)
+                               ? policy_.rule_capacity
+                               : policy_.default_capacity;
   if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
       (scope_limits.max_units > 0 && quantity > scope_limits.max_units) ||
-      (total.max_units > 0 && quantity > total.max_units)) {
+      (total.max_units > 0 && quantity > total.max_units) ||
+      (capacity > 0 && quantity > capacity)) {
     return RenderCode("INVALID_ARGUMENT");  // can never be granted
   }
   User& user = users_[call.user_id];
@@ -176,7 +181,7 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   // The scope's count across users: every live hold of the scope, whoever holds it.
   int64_t total_holds = 0, total_units = 0;
   std::optional<int64_t> total_first;
-  if (total.max_holds > 0 || total.max_units > 0) {
+  if (total.max_holds > 0 || total.max_units > 0 || capacity > 0) {
     for (const auto& [id, other] : users_) {
       for (const auto& [order, held] : other.live) {
         if (held.scope != call.scope || held.expire <= now_) continue;
@@ -188,12 +193,17 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
     if (total.max_holds > 0 && total_holds + 1 > total.max_holds) violations |= 16;
     if (total.max_units > 0 && total_units + quantity > total.max_units) violations |= 32;
   }
+  // The capacity: live units across users plus the units sold.
+  const int64_t sold = capacity > 0 ? sold_[call.scope] : 0;
+  if (capacity > 0 && total_units + sold + quantity > capacity) violations |= 64;
   if (violations != 0) {
     // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
     int64_t retry_at = 0;
     if (violations & 3) retry_at = user_first.value_or(now_);
     if (violations & 12) retry_at = std::max(retry_at, scope_first.value_or(now_));
-    if (violations & 48) retry_at = std::max(retry_at, total_first.value_or(now_));
+    if (violations & 112) retry_at = std::max(retry_at, total_first.value_or(now_));
+    // Sold out beyond what expiries can free: no retry time.
+    if ((violations & 64) && sold + quantity > capacity) return RenderLimit(violations, -1);
     return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
   }
   ModelHold hold;
@@ -220,6 +230,8 @@ std::string HoldModel::End(const std::string& user_id, const std::string& order_
   if (auto it = user.live.find(order_id); it != user.live.end() && it->second.expire > now_) {
     ModelHold hold = std::move(it->second);
     user.live.erase(it);
+    // A payment moves a scoped hold's units to its scope's sold count.
+    if (pay && !hold.scope.empty()) sold_[hold.scope] += hold.quantity;
     const std::string answer = RenderEndedNow(false, now_, hold);
     AddRecord(user, order_id, Record{wanted, now_, std::move(hold)});
     return answer;
@@ -445,7 +457,8 @@ std::ostream& operator<<(std::ostream& os, const ModelPolicy& p) {
             << " rule=" << p.rule.max_holds << "/" << p.rule.max_units
             << " default_scope=" << p.default_scope.max_holds << "/" << p.default_scope.max_units
             << " rule_total=" << p.rule_total.max_holds << "/" << p.rule_total.max_units
-            << " default_total=" << p.default_total.max_holds << "/" << p.default_total.max_units;
+            << " default_total=" << p.default_total.max_holds << "/" << p.default_total.max_units
+            << " capacity=" << p.rule_capacity << "/" << p.default_capacity;
 }
 
 }  // namespace orderhold::property

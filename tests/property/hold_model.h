@@ -1,7 +1,8 @@
 // HoldModel: a reference model of OrderHold's hold semantics, in plain C++ with no store, no
 // Redis and no domain code: live holds, outcome records with retention and a per-user cap, limits
 // at the user and scope levels in holds and units, a scope's totals across users (one count per
-// scope: its live holds and units, whoever holds them), lifetime caps and extension counts,
+// scope: its live holds and units, whoever holds them), a scope's capacity (its live units plus
+// the units of its holds paid, which every Pay adds), lifetime caps and extension counts,
 // expiry by a
 // virtual clock (milliseconds, starting at 0). tests/property/hold_property_test.cc drives it and
 // HoldService (over the fake and the Redis store) with the same random histories and compares
@@ -52,6 +53,9 @@ struct ModelPolicy {
   // Their totals across users (total_max_holds, total_max_units), each scope on its own.
   ModelLimits rule_total;
   ModelLimits default_total;
+  // Their capacity (capacity_units: live units plus units sold), each scope on its own; 0 = none.
+  int64_t rule_capacity = 0;
+  int64_t default_capacity = 0;
   static constexpr const char* kRulePrefix = "event:";
 };
 
@@ -143,6 +147,7 @@ class HoldModel {
   ModelPolicy policy_;
   int64_t now_ = 0;
   std::map<std::string, User> users_;
+  std::map<std::string, int64_t> sold_;  // units sold per scope: every scoped hold paid
 };
 
 // --- Answers as text, shared by the model and the harness. Times are ms on the model's clock.
@@ -150,7 +155,8 @@ std::string RenderHold(const ModelHold& hold);
 std::string RenderHolds(const std::vector<ModelHold>& holds);
 std::string RenderCode(const std::string& code);             // "INVALID_ARGUMENT", "NOT_FOUND", ...
 std::string RenderEnded(ModelOutcome outcome, int64_t end);  // FAILED_PRECONDITION
-std::string RenderLimit(int violations, int64_t retry_ms);   // RESOURCE_EXHAUSTED, bits as store's
+// RESOURCE_EXHAUSTED, bits as the store's; retry_ms -1: no RetryInfo (sold out beyond expiries).
+std::string RenderLimit(int violations, int64_t retry_ms);
 std::string RenderExtensionLimit();
 std::string RenderPlaced(bool created, const ModelHold& hold, int active);
 std::string RenderEndedNow(bool repeated, int64_t end, const ModelHold& hold);  // Pay/Cancel OK

@@ -143,11 +143,13 @@ std::string RenderStatus(const absl::Status& status) {
       }
       auto quota = Detail<google::rpc::QuotaFailure>(status);
       auto retry = Detail<google::rpc::RetryInfo>(status);
-      if (!quota.has_value() || !retry.has_value()) break;
+      if (!quota.has_value()) break;
       int violations = 0;
       for (const auto& v : quota->violations()) {
         const bool units = v.description().find(" units") != std::string::npos;
-        if (v.subject() == "user") {
+        if (v.description().find(" is sold out") != std::string::npos) {
+          violations |= 64;
+        } else if (v.subject() == "user") {
           violations |= units ? 2 : 1;
         } else if (v.subject().starts_with("scope/")) {
           violations |= units ? 32 : 16;
@@ -155,8 +157,10 @@ std::string RenderStatus(const absl::Status& status) {
           violations |= units ? 8 : 4;
         }
       }
-      const int64_t retry_ms =
-          retry->retry_delay().seconds() * 1000 + retry->retry_delay().nanos() / 1000000;
+      // No RetryInfo: sold out beyond what expiries can free (rendered -1, as the model does).
+      const int64_t retry_ms = retry.has_value() ? retry->retry_delay().seconds() * 1000 +
+                                                       retry->retry_delay().nanos() / 1000000
+                                                 : -1;
       return RenderLimit(violations, retry_ms);
     }
     default:
@@ -175,7 +179,8 @@ class Sut {
     domain::ScopeTotals rule_total{p.rule_total.max_holds, p.rule_total.max_units};
     domain::ScopeTotals default_total{p.default_total.max_holds, p.default_total.max_units};
     auto rules = domain::ScopeRules::Create(
-        fallback, {domain::ScopeRule{ModelPolicy::kRulePrefix, rule, rule_total}}, default_total);
+        fallback, {domain::ScopeRule{ModelPolicy::kRulePrefix, rule, rule_total, p.rule_capacity}},
+        default_total, p.default_capacity);
     RC_ASSERT(rules.ok());
     service_.SetScopeRules(*std::move(rules));
   }
@@ -544,6 +549,8 @@ rc::Gen<ModelPolicy> GenPolicy() {
     p.rule_total =
         ModelLimits{*rc::gen::element<int64_t>(0, 1, 2, 4), *rc::gen::element<int64_t>(0, 2, 3, 6)};
     p.default_total = ModelLimits{*rc::gen::element<int64_t>(0, 0, 3), 0};
+    p.rule_capacity = *rc::gen::element<int64_t>(0, 0, 3, 6);
+    p.default_capacity = *rc::gen::element<int64_t>(0, 0, 4);
     return p;
   });
 }

@@ -147,8 +147,8 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
       }
       // The scope's totals, across users: every live hold of the scope (the script's index).
       std::optional<absl::Time> total_first;
-      const bool totals =
-          !scope.empty() && (args.totals.max_holds > 0 || args.totals.max_units > 0);
+      const bool totals = !scope.empty() && (args.totals.max_holds > 0 ||
+                                             args.totals.max_units > 0 || args.capacity_units > 0);
       if (totals) {
         for (const auto& [user, theirs] : holds_) {
           for (const auto& [order, held] : theirs) {
@@ -164,6 +164,12 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         if (args.totals.max_units > 0 && result.total_units + quantity > args.totals.max_units) {
           result.violations |= store::kScopeTotalUnitLimit;
         }
+        if (args.capacity_units > 0) {
+          result.sold_units = sold_[scope];
+          if (result.total_units + result.sold_units + quantity > args.capacity_units) {
+            result.violations |= store::kScopeCapacity;
+          }
+        }
       }
       if (result.violations != 0) {
         result.outcome = Outcome::kLimitReached;
@@ -174,7 +180,8 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
         if (result.violations & (store::kScopeHoldLimit | store::kScopeUnitLimit)) {
           result.expire_time = std::max(result.expire_time, scope_first.value_or(result.now));
         }
-        if (result.violations & (store::kScopeTotalHoldLimit | store::kScopeTotalUnitLimit)) {
+        if (result.violations &
+            (store::kScopeTotalHoldLimit | store::kScopeTotalUnitLimit | store::kScopeCapacity)) {
           result.expire_time = std::max(result.expire_time, total_first.value_or(result.now));
         }
       } else {
@@ -220,6 +227,10 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
         result.end = store::HoldEnd{
             outcome, result.now, it->second.expire,
             outcome == store::HoldOutcome::kPaid ? payment_reference : std::string()};
+        // A payment moves a scoped hold's units to its scope's sold count (end_hold).
+        if (outcome == store::HoldOutcome::kPaid && !it->second.details.scope.empty()) {
+          sold_[it->second.details.scope] += it->second.details.quantity;
+        }
         result.details = std::move(it->second.details);
         user->second.erase(it);
         if (user->second.empty()) holds_.erase(user);
@@ -527,6 +538,7 @@ void FakeHoldStore::ListScopeHolds(store::ListScopeHoldsArgs args, store::CallOp
   Answer(done, [&] {
     store::ListScopeHoldsResult result;
     result.now = NowFor(options);
+    if (auto sold = sold_.find(args.scope); sold != sold_.end()) result.sold_units = sold->second;
     // The scope's live holds in the index's order: expire, then the index key.
     std::vector<std::pair<store::ListCursor, store::ScopeHold>> live;
     for (const auto& [user, theirs] : holds_) {

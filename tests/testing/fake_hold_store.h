@@ -119,6 +119,8 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   std::map<std::string, std::map<std::string, Held>> holds_ ABSL_GUARDED_BY(mu_);
   // user_id -> order_id -> how it ended, and its details
   std::map<std::string, std::map<std::string, Ended>> ends_ ABSL_GUARDED_BY(mu_);
+  // Units sold per scope: every scoped hold paid (the Redis store's "ss:" keys).
+  std::map<std::string, int64_t> sold_ ABSL_GUARDED_BY(mu_);
   // replica id -> alive until; partition -> (owner, lease until)
   std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);

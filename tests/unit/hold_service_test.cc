@@ -452,6 +452,50 @@ TEST_F(HoldServiceTest, ListHoldsFiltersByScopeAndReportsUsagePerLevel) {
   EXPECT_EQ(a->scope_usage, (LevelUsage{1, 2, ScopeLimits{2, 6}}));
 }
 
+// A scope's capacity: held plus sold units. The refusal is SCOPE_SOLD_OUT with a retry time while
+// an expiry can free room, none once the units sold alone leave none; GetScopeUsage shows sold,
+// capacity and available units.
+TEST_F(HoldServiceTest, ACapacityCountsHeldAndSoldUnitsAndSaysWhenItIsSoldOut) {
+  auto rules = ScopeRules::Create(ScopeLimits{}, {ScopeRule{"event:", ScopeLimits{}, {}, 4}});
+  ASSERT_THAT(rules, IsOk());
+  service_.SetScopeRules(*rules);
+  EXPECT_THAT(Place(Scoped("carol", "c1", "event:A", 5)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("quantity"), HasSubstr("capacity_units 4"))));
+  ASSERT_THAT(Place(Scoped("alice", "a1", "event:A", 2)), IsOk());
+  ASSERT_THAT(Place(Scoped("bob", "b1", "event:A", 1)), IsOk());
+  ASSERT_THAT(Pay("alice", "a1"), IsOk());  // 2 sold, 1 held
+  auto usage = Await<ScopeUsageReply>(
+      [&](auto done) { scopes_.GetScopeUsage("event:A", {}, std::move(done)); });
+  ASSERT_THAT(usage, IsOk());
+  EXPECT_EQ(usage->usage.units, 1);
+  EXPECT_EQ(usage->sold_units, 2);
+  EXPECT_EQ(usage->capacity_units, 4);
+  EXPECT_EQ(usage->available_units, 1);
+  // Held units can still expire: a retry time, bob's expiry.
+  auto wait = Place(Scoped("carol", "c1", "event:A", 2));
+  EXPECT_THAT(wait, StatusIs(absl::StatusCode::kResourceExhausted,
+                             HasSubstr("scope \"event:A\" is sold out: 1 units held and 2 sold; 2 "
+                                       "more would exceed capacity_units 4")));
+  auto info = Detail<google::rpc::ErrorInfo>(wait.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "SCOPE_SOLD_OUT");
+  EXPECT_EQ(Detail<google::rpc::QuotaFailure>(wait.status())->violations(0).subject(),
+            "scope/event:A");
+  EXPECT_TRUE(Detail<google::rpc::RetryInfo>(wait.status()).has_value());
+  // Sold alone: no expiry frees room, no retry time.
+  ASSERT_THAT(Place(Scoped("carol", "c2", "event:A", 1)), IsOk());
+  ASSERT_THAT(Pay("bob", "b1"), IsOk());
+  ASSERT_THAT(Pay("carol", "c2"), IsOk());  // 4 sold
+  auto never = Place(Scoped("dave", "d1", "event:A", 1));
+  EXPECT_THAT(never, StatusIs(absl::StatusCode::kResourceExhausted,
+                              HasSubstr("expiries cannot free enough units")));
+  EXPECT_FALSE(Detail<google::rpc::RetryInfo>(never.status()).has_value());
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_sold_out"}}), 2);
+  // Another scope of the rule has its own.
+  EXPECT_THAT(Place(Scoped("dave", "d1", "event:B", 4)), IsOk());
+}
+
 // A scope's totals across users: the refusal's details, the metric, the usage answers, the scope
 // rpcs (on the fake store, whose index is every live hold).
 TEST_F(HoldServiceTest, ScopeTotalsRefuseAcrossUsersWithDetailsAndUsage) {

@@ -108,6 +108,28 @@ TEST(LimitsFileTest, TotalsAreReadForTheDefaultAndEachRuleAndBounded) {
             "1000000001");
 }
 
+TEST(LimitsFileTest, CapacitiesAreReadForTheDefaultAndEachRuleAndBounded) {
+  ASSERT_OK_AND_ASSIGN(const ScopeRules rules, ParseLimitsFile("default: {capacity_units: 50}\n"
+                                                               "rules:\n"
+                                                               "  - prefix: 'event:'\n"
+                                                               "    max_units: 4\n"
+                                                               "    capacity_units: 2000\n"
+                                                               "  - prefix: 'free:'\n"
+                                                               "    max_units: 4\n",
+                                                               "l.yaml"));
+  EXPECT_TRUE(rules.has_capacity());
+  EXPECT_TRUE(rules.has_totals());  // a capacity needs the scope index as totals do
+  EXPECT_EQ(rules.ResolveAll("event:E1").capacity_units, 2000);
+  EXPECT_EQ(rules.ResolveAll("free:1").capacity_units, 0);
+  EXPECT_EQ(rules.ResolveAll("show:1").capacity_units, 50);
+  ASSERT_OK_AND_ASSIGN(const ScopeRules none,
+                       ParseLimitsFile("rules: [{prefix: a, total_max_holds: 3}]\n", "l.yaml"));
+  EXPECT_FALSE(none.has_capacity());
+  EXPECT_EQ(ErrorOf("rules:\n  - prefix: a\n    capacity_units: 1000000001\n"),
+            "limits.yaml:3: rules[0].capacity_units: must be 0-1000000000 (0: no capacity), got "
+            "1000000001");
+}
+
 TEST(LimitsFileTest, ValuesAsProtobufsJsonMappingTakesThem) {
   // A quoted number is a number to protobuf's JSON mapping; so is 1e3.
   ASSERT_OK_AND_ASSIGN(
@@ -166,15 +188,15 @@ TEST(LimitsFileTest, UnknownFieldsAreErrorsNamingLineAndField) {
                     "  - prefix: a\n"
                     "    max_hold: 2\n"),
             "limits.yaml:3: rules[0].max_hold: unknown field (known here: prefix, max_holds, "
-            "max_units, total_max_holds, total_max_units)");
+            "max_units, total_max_holds, total_max_units, capacity_units)");
   EXPECT_EQ(ErrorOf("defaults:\n  max_holds: 1\n"),
             "limits.yaml:1: defaults: unknown field (known here: default, rules)");
   EXPECT_EQ(ErrorOf("default:\n  max_holds: 1\n  maxUnits: 2\n"),
             "limits.yaml:3: default.maxUnits: unknown field (known here: max_holds, max_units, "
-            "total_max_holds, total_max_units)");
+            "total_max_holds, total_max_units, capacity_units)");
   EXPECT_EQ(ErrorOf("{\"default\": {},\n \"rules\": [{\"prefix\": \"a\", \"limit\": 1}]}"),
             "limits.yaml:2: rules[0].limit: unknown field (known here: prefix, max_holds, "
-            "max_units, total_max_holds, total_max_units)");
+            "max_units, total_max_holds, total_max_units, capacity_units)");
 }
 
 TEST(LimitsFileTest, NegativeAndTooLargeNumbersNameLineAndField) {
@@ -311,6 +333,8 @@ TEST(LimitsFileTest, TheDeployExamplesAreValidAndSay) {
   // What the comments of limits.example.yaml say the rules do.
   EXPECT_EQ(yaml.Resolve("event:E7"), (ScopeLimits{2, 8}));
   EXPECT_EQ(yaml.Resolve("event:E42"), (ScopeLimits{4, 20}));
+  EXPECT_EQ(yaml.ResolveAll("event:E42").capacity_units, 1800);
+  EXPECT_EQ(yaml.ResolveAll("event:E7").capacity_units, 0);
   EXPECT_EQ(yaml.Resolve("tenant:T1/event:E42"), (ScopeLimits{5, 0}));
   EXPECT_EQ(yaml.Resolve("loadtest:run-1"), (ScopeLimits{0, 0}));
   EXPECT_EQ(yaml.Resolve("show:S1"), (ScopeLimits{1, 0}));

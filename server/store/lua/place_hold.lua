@@ -31,9 +31,11 @@
 -- ARGV order     order_id
 -- ARGV ttl       integer ms >= 1
 -- ARGV now       Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
--- ARGV limits    "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>", integers: the
---                user's live holds (>= 1) and units, and the scope's live holds and units across
---                every user, at most; 0 = none (the totals need a scope and the scope index)
+-- ARGV limits    "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>:<capacity_units>",
+--                integers: the user's live holds (>= 1) and units, the scope's live holds and
+--                units across every user, and the scope's live units plus its units sold
+--                (scope_sold_key in the prelude), at most; 0 = none (the last three need a scope
+--                and the scope index; the capacity may be left out: 0)
 -- ARGV lifetime  the hold's lifetime cap, ms >= 1 (--max_hold_lifetime): its life record (LIFE
 --                in the prelude) is "<expire>:<now>:<max(expire, now + lifetime)>:0:0:" (a ttl
 --                longer than the lifetime makes the expiry the cap)
@@ -71,12 +73,15 @@
 -- REPLY total_holds int   the scope's live holds across every user after the call, when it has a
 --                         total and a new hold was decided (results 1 and -1); else 0
 -- REPLY total_units int   their units, likewise
+-- REPLY sold int          the scope's units sold, when it has a capacity and a new hold was decided
+--                         (results 1 and -1); else 0
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
--- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take):
+-- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
+-- scope_usage, scope_sold_key):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
@@ -122,7 +127,7 @@ local earliest = live[1] and live[1].expire  -- the user's earliest expiry after
 
 local result, expire
 local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
-local total_holds, total_units = 0, 0
+local total_holds, total_units, sold = 0, 0, 0
 if existing then
   result, expire, details, life = 0, existing.expire, existing.details or '', existing.life or ''
 else
@@ -137,14 +142,18 @@ else
     local lim = limits_of(A.limits)
     local scoped, totals = scope ~= '', scope ~= '' and k.index ~= nil
     local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
-                   totals and lim[3] or 0, totals and lim[4] or 0}
+                   totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0}
     -- The scope's totals, across users, from its index (pruned here: the prune and the add below
     -- are the only writes to it before the decision is made, and neither changes what is live).
     local total_first
-    if limit[5] > 0 or limit[6] > 0 then
+    if limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
       total_holds, total_units, total_first = scope_usage(k.index, scope, now)
     end
-    local used = {active, units, scope_holds, scope_units, total_holds, total_units}
+    if limit[7] > 0 then
+      sold = tonumber(redis.call('GET', scope_sold_key(k.index, scope)) or '0')
+    end
+    local used = {active, units, scope_holds, scope_units, total_holds, total_units,
+                  total_units + sold}
     local first = {earliest or now, scope_first or now, total_first or now}
     expire = 0
     for i, level in ipairs(LEVELS) do
@@ -171,7 +180,7 @@ else
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
         if k.index then
           scope_add(k.index, scope, user, order, quantity, expire)
-          if limit[5] > 0 or limit[6] > 0 then
+          if limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
             total_holds, total_units = total_holds + 1, total_units + quantity
           end
         end
@@ -198,4 +207,4 @@ if removed > 0 or (result == 1 and earliest ~= (holds[1] and holds[1].expire)) t
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
-        scope_units, violations, details, life, total_holds, total_units}
+        scope_units, violations, details, life, total_holds, total_units, sold}

@@ -9,6 +9,8 @@
 --          "<quantity>:<user_id>\0<order_id>", score = the hold's expire, Unix ms)
 -- KEYS[2]  the scope's units, "<prefix>:{<p>}:su:<scope>" (string: the sum of KEYS[1]'s
 --          quantities); p = the scope's partition (keys.h)
+-- KEYS[3]  the scope's units sold, "<prefix>:{<p>}:ss:<scope>" (string; scope_sold_key in the
+--          prelude)
 -- ARGV now           Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV after_expire  the page starts after the entry (after_expire ms, after_member) in index
 --                    order (expire, then member bytes); "" = from the first
@@ -18,6 +20,7 @@
 -- REPLY holds int    the scope's live entries
 -- REPLY units int    the sum of their quantities
 -- REPLY first int    the earliest live expire (Unix ms), -1 when none
+-- REPLY sold int     the scope's units sold (KEYS[3]; 0 when absent)
 -- REPLY more int     1 when live entries follow the page
 -- REPLY page array   the page, 2 elements an entry: {member, expire}, expire as Unix ms strings
 -- now_ms, int_str, bytes_before, scope_read: see the prelude (prelude/*.lua), prepended when the script is
@@ -28,7 +31,8 @@ local limit = tonumber(A.page_size)
 local bound = int_str(now)
 
 local _, holds, units, first = scope_read(KEYS[1], KEYS[2], now)
-local out = {now, holds, units, first or -1, 0, {}}
+local sold = tonumber(redis.call('GET', KEYS[3]) or '0')
+local out = {now, holds, units, first or -1, sold, 0, {}}
 if limit == 0 or holds == 0 then
   return out
 end
@@ -39,7 +43,7 @@ local min, skip_ties = '(' .. bound, false
 if after_expire and after_expire > now then
   min, skip_ties = int_str(after_expire), true
 end
-local page, offset, chunk = out[6], 0, limit + 1
+local page, offset, chunk = out[7], 0, limit + 1
 while true do
   local got = redis.call('ZRANGE', KEYS[1], min, '+inf', 'BYSCORE', 'LIMIT', int_str(offset),
     int_str(chunk), 'WITHSCORES')
@@ -50,7 +54,7 @@ while true do
     else
       skip_ties = false
       if #page >= 2 * limit then
-        out[5] = 1
+        out[6] = 1
         return out
       end
       page[#page + 1] = member

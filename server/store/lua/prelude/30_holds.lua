@@ -178,7 +178,8 @@ end
 
 -- The levels place_hold.lua checks a new hold at, one row each, in the order of its `limit` and
 -- `used` arrays (1 the user's holds, 2 its units, 3 its holds in the scope, 4 its units there,
--- 5 the scope's holds across users, 6 their units): its bit in the reply's `violations`
+-- 5 the scope's holds across users, 6 their units, 7 their units plus the units sold): its bit in
+-- the reply's `violations`
 -- (store::LimitViolation in hold_store.h), whether the hold adds its quantity there (units) or 1
 -- (holds), and which earliest live expiry tells when it could fit again (place_hold's `first`: 1
 -- the user's, 2 the scope's, 3 across users). A new limit kind is one row here, its limit and
@@ -191,22 +192,24 @@ local LEVELS = {
   {bit = 8, units = true, first = 2},
   {bit = 16, units = false, first = 3},
   {bit = 32, units = true, first = 3},
+  {bit = 64, units = true, first = 3},
 }
 
--- place_hold.lua's A.limits, "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>", as
--- {max_holds, max_units, total_max_holds, total_max_units} (numbers); the last one parsed is kept,
--- by its string, as store_of keeps the store's constants (most calls send the same limits).
--- Read only. Raises an error on any other shape.
+-- place_hold.lua's A.limits, "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>[:
+-- <capacity_units>]", as {max_holds, max_units, total_max_holds, total_max_units, capacity_units}
+-- (numbers; an absent capacity is 0); the last one parsed is kept, by its string, as store_of
+-- keeps the store's constants (most calls send the same limits). Read only. Raises an error on
+-- any other shape.
 local limits_packed, limits_parsed
 local function limits_of(packed)
   if packed ~= limits_packed then
-    local max_holds, max_units, total_holds, total_units =
-      string.match(packed, '^(%d+):(%d+):(%d+):(%d+)$')
+    local max_holds, max_units, total_holds, total_units, capacity =
+      string.match(packed, '^(%d+):(%d+):(%d+):(%d+):?(%d*)$')
     if not max_holds then
       error('OrderHold: malformed limits')
     end
     limits_parsed = {tonumber(max_holds), tonumber(max_units), tonumber(total_holds),
-                     tonumber(total_units)}
+                     tonumber(total_units), tonumber(capacity) or 0}
     limits_packed = packed
   end
   return limits_parsed

@@ -32,6 +32,15 @@ local function scope_keys(index, scope)
   return tagged .. 's:' .. scope, tagged .. 'su:' .. scope
 end
 
+-- The scope's units sold: "<prefix>:{<p>}:ss:<scope>", a string, the sum of the quantities of the
+-- scope's holds ended PAID (end_hold adds each, in the step that pays it; keys.h ScopeSoldKey).
+-- Kept without expiry, one per scope ever sold from: a capacity (place_hold.lua) is checked
+-- against the live holds' units plus these. Like the index, only where a script may touch the
+-- scope's partition (not a Redis Cluster).
+local function scope_sold_key(index, scope)
+  return index .. int_str(fnv1a32(scope) % 64) .. '}:ss:' .. scope
+end
+
 -- An index member: "<quantity>:<user>\0<order>" (ids have no control characters).
 local function scope_member(user, order, quantity)
   return int_str(quantity) .. ':' .. user .. '\0' .. order
