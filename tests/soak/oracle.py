@@ -20,6 +20,15 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    starting with its prefix, each scope on its own), the holds counted as for
                    over_grant (the same certainly-live intervals), their units from the place's
                    quantity.
+  scope_over_capacity  never more units held and sold at once in one scope than its capacity
+                   (meta.json scope_capacity: the rule's prefix and capacity_units, each scope
+                   starting with it on its own): the units of its holds answered created and
+                   certainly live (as for over_grant), plus those of its holds certainly paid, each
+                   from its start (the created answer's t1, or, earlier or without one, the moment
+                   it was certainly paid) for ever: a paid hold's units are held, then sold, and
+                   never given back. Certainly paid: a Pay answered OK (already_paid or not), by
+                   its answer; or a PAID event, by its end_time + 1 ms (Redis' ms, truncated).
+                   A Pay whose answer is unknown counts only through its event.
   list_over_limit  a ListHolds answered more than max_holds holds.
   lost_end         a hold answered created got no event (after dedup on event_id).
   ended_twice      two distinct events (event_ids) for one hold, or two calls that each answered
@@ -40,7 +49,8 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    5 minutes of load or more (the first quarter is the warm-up).
   redis_memory     after every hold expired and the retentions passed: more keys than the
                    baseline taken before the first call (the reapers' partition leases left out:
-                   they live while the servers run), or their MEMORY USAGE summed more than
+                   they live while the servers run; and the scopes' units-sold counters ss:<scope>,
+                   which never expire, counted apart), or their MEMORY USAGE summed more than
                    64 KiB above it (1 KiB per event partition: the group's consumers, registered
                    on first read). used_memory is reported, not judged: it also counts buffers
                    and the replication backlog, which the keys do not own.
@@ -70,7 +80,7 @@ KEY_BYTES_SLACK = 64 * 1024  # violations listed per kind in the output
 
 class Order:
     __slots__ = ("user", "placed", "refused", "ack", "start", "exp", "end_cand", "answered_ends",
-                 "pay_sent", "cancel_sent", "scope", "units")
+                 "pay_sent", "cancel_sent", "scope", "units", "paid_at")
 
     def __init__(self, user):
         self.user = user
@@ -85,6 +95,7 @@ class Order:
         self.cancel_sent = False
         self.scope = ""  # the place's scope ("s"), "" when unscoped
         self.units = 1  # its quantity ("q")
+        self.paid_at = math.inf  # ms: from then on certainly paid (a Pay's OK answer, a PAID event)
 
 
 def read_jsonl(path):
@@ -103,15 +114,21 @@ def read_jsonl(path):
 
 def data_keys(path):
     """Keys and their MEMORY USAGE from run.sh's scan (name type pttl bytes per line), leaving out
-    the reapers' partition leases (`:lease`, a 3 s TTL renewed while a server runs: not data)."""
-    keys, size = 0, 0
+    the reapers' partition leases (`:lease`, a 3 s TTL renewed while a server runs: not data) and
+    the scopes' units-sold counters (`<prefix>:{<partition>}:ss:<scope>`, no expiry by design: one
+    per scope ever sold from, counted apart)."""
+    keys, size, sold = 0, 0, 0
     with open(path) as f:
         for line in f:
             fields = line.split()
-            if len(fields) == 4 and not fields[0].endswith(":lease"):
-                keys += 1
-                size += int(fields[3]) if fields[3].isdigit() else 0
-    return {"data_keys": keys, "data_key_bytes": size}
+            if len(fields) != 4 or fields[0].endswith(":lease"):
+                continue
+            if fields[0].partition("}:")[2].startswith("ss:"):
+                sold += 1
+                continue
+            keys += 1
+            size += int(fields[3]) if fields[3].isdigit() else 0
+    return {"data_keys": keys, "data_key_bytes": size, "sold_counters": sold}
 
 
 def percentile(sorted_values, q):
@@ -203,6 +220,8 @@ def main(out_dir):
                     od.end_cand = min(od.end_cand, t0)
                 if code == 0 and not c["already"]:
                     od.answered_ends.append((PAID if m == "pay" else CANCELLED, t0, t1))
+                if code == 0 and m == "pay":  # paid by this call or before it (already_paid)
+                    od.paid_at = min(od.paid_at, t1)
 
     # Unknown-outcome releases: each may have ended any hold of the user placed before its start +
     # RELEASE_REACH_MS, at the later of its start and the hold's. Per hold, that is the hold's
@@ -264,6 +283,9 @@ def main(out_dir):
         if len(evs) > 1:
             violations["ended_twice"].append({"order": o, "user": od.user,
                                               "events": sorted(e["id"] for e in evs)})
+        for e in evs:
+            if e["out"] == PAID:  # Redis' ms, truncated: paid by the next one
+                od.paid_at = min(od.paid_at, e["end"] + 1)
         e = evs[0]
         for answered, t0, t1 in od.answered_ends:
             if e["out"] != answered:
@@ -340,6 +362,39 @@ def main(out_dir):
             most_in_scope[scope] = {"holds": most_holds, "units": most_units,
                                     "created": len(points) // 2}
 
+    # Scope capacity: held plus sold units per scope. A paid hold counts from its start (or from
+    # when it was certainly paid, if earlier or unanswered) for ever: held until its Pay, sold
+    # after; any other, over its certainly-live interval as above.
+    scope_capacity = meta.get("scope_capacity") or None
+    most_sold_in_scope = {}
+    if scope_capacity:
+        per_scope = collections.defaultdict(list)
+        for o, od in orders.items():
+            if not od.scope.startswith(scope_capacity["prefix"]):
+                continue
+            if od.paid_at < math.inf:
+                start = min(od.paid_at, od.start) if od.ack else od.paid_at
+                per_scope[od.scope].append((start, 1, o, od.units, True))
+            elif od.ack:
+                end = min(od.exp, od.end_cand)
+                if end > od.start:
+                    per_scope[od.scope].append((od.start, 1, o, od.units, False))
+                    per_scope[od.scope].append((end, -1, o, od.units, False))
+        for scope, points in per_scope.items():
+            points.sort(key=lambda p: (p[0], p[1]))
+            units = paid = most_units = 0
+            reported = False
+            for t, delta, o, q, is_paid in points:
+                units += delta * q
+                paid += q if is_paid else 0
+                most_units = max(most_units, units)
+                if delta > 0 and not reported and units > scope_capacity["units"]:
+                    reported = True  # one per scope: the first instant over
+                    violations["scope_over_capacity"].append({"scope": scope, "t_ms": t,
+                                                              "units": units, "paid_units": paid})
+            most_sold_in_scope[scope] = {"units": most_units, "paid_units": paid,
+                                         "paid": sum(1 for p in points if p[4])}
+
     # Server replica 0's RSS and descriptors over the load.
     samples = [s for s in read_jsonl(os.path.join(out_dir, "samples.jsonl")) if "_bad" not in s]
     start_us, end_us = meta["load_start_us"], meta["load_end_us"]
@@ -377,8 +432,9 @@ def main(out_dir):
     delay_figures = ({"count": len(delays), "p50": round(percentile(delays, 0.5), 1),
                       "p99": round(percentile(delays, 0.99), 1), "max": round(delays[-1], 1)}
                      if delays else {"count": 0})
-    kinds = ["over_grant", "scope_over_total", "list_over_limit", "lost_end", "ended_twice", "wrong_outcome",
-             "wrong_end_time", "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
+    kinds = ["over_grant", "scope_over_total", "scope_over_capacity", "list_over_limit", "lost_end",
+             "ended_twice", "wrong_outcome", "wrong_end_time", "phantom_event", "rss_growth",
+             "fd_growth", "redis_memory"]
     fault_counts = collections.Counter(f["fault"] for f in faults)
     phase_rows = []
     for name in sorted(phases, key=lambda n: (n != "max (closed loop)", n != "steady", n)):
@@ -401,6 +457,7 @@ def main(out_dir):
                    "watch_ends": dict(watch_ends), "ack_errors": ack_errors},
         "max_live_per_user_seen": max_live_seen,
         "max_live_per_scope_seen": most_in_scope,
+        "max_held_sold_per_scope_seen": most_sold_in_scope,
         "faults": dict(fault_counts), "faults_total": len(faults),
         "phases": phase_rows, "resources": resources,
         "unparsable_lines": bad_lines,
@@ -434,6 +491,11 @@ def main(out_dir):
                   f"{scope_totals['units']} units): " +
                   ", ".join(f"{k} {v['created']} created, at most {v['holds']} holds / "
                             f"{v['units']} units live at once" for k, v in sorted(most_in_scope.items())))
+    if scope_capacity:
+        md.append(f"scopes with a capacity ({scope_capacity['prefix']}*: {scope_capacity['units']} "
+                  f"units held + sold): " +
+                  ", ".join(f"{k} {v['paid']} paid ({v['paid_units']} units), at most {v['units']} "
+                            f"units held + sold at once" for k, v in sorted(most_sold_in_scope.items())))
     md.append(f"events trimmed by --event_retention={meta['event_retention_s']}s before the group "
               f"acked them: {meta['trimmed_unacked']} (server logs); Redis: {meta['redis_flags']}")
     md.append("faults injected " + str(len(faults)) + ": " +
@@ -443,8 +505,9 @@ def main(out_dir):
                   f"{resources['rss_last_quarter_max'] / 2**20:.1f} MiB (2nd -> last quarter max), "
                   f"fds {resources['fds_second_quarter_max']} -> {resources['fds_last_quarter_max']}"
                   f"{'' if resources['judged'] else ' (not judged: under 5 minutes of load)'}")
-    md.append(f"Redis keys (leases left out): {base['data_keys']} keys / {base['data_key_bytes']} B "
-              f"before, {end['data_keys']} keys / {end['data_key_bytes']} B after (used_memory "
+    md.append(f"Redis keys (leases and units-sold counters left out): {base['data_keys']} keys / "
+              f"{base['data_key_bytes']} B before, {end['data_keys']} keys / {end['data_key_bytes']} B "
+              f"after, {end['sold_counters']} units-sold counters (used_memory "
               f"{base['used_memory']} -> {end['used_memory']} B)")
     md.append("")
     md.append("| invariant | violations |")

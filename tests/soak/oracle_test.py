@@ -33,13 +33,15 @@ def event(eid, u, o, out, end, exp):
 
 
 class OracleTest(unittest.TestCase):
-    def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60, scope_totals=None):
+    def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60, scope_totals=None,
+                   scope_capacity=None):
         d = tempfile.mkdtemp()
         meta = {"mode": "standalone", "smoke": True, "load_s": load_s, "max_rate": 100, "rate": 50,
                 "servers": 3, "max_holds": 2, "mix": "m", "users": 2, "ttl_s": 3,
                 "fault_every_s": 8, "load_start_us": T * US, "load_end_us": (T + 60_000) * US,
                 "drained_us": (T + 70_000) * US, "redis_flags": "", "trimmed_unacked": 0,
                 "event_retention_s": 15, "machine": "test", "scope_totals": scope_totals,
+                "scope_capacity": scope_capacity,
                 "redis_baseline": {"keys": 2, "key_bytes": 200, "used_memory": 1},
                 "redis_end": {"keys": 2, "key_bytes": 200, "used_memory": 1}}
         files = {"meta.json": [meta], "calls.jsonl": calls, "events.jsonl": events,
@@ -126,6 +128,66 @@ class OracleTest(unittest.TestCase):
                                          scope_totals={"prefix": "event:", "holds": 9,
                                                        "units": 5})[1]["scope_over_total"], 1)
 
+    def capacity_history(self):
+        # One scope, 2-unit holds: b's is paid (Pay started at T+39), c's cancelled (at T+99), d's
+        # expires at T+500; then e holds 4 units from T+600. Held + sold at most 6 (at T+30: 2 paid
+        # + 2 + 2; from T+600: 2 sold + 4).
+        calls, events = self.clean()
+        for u, o, t, exp, q in [("b", "s1", T + 10, T + 1000, 2), ("c", "s2", T + 20, T + 1000, 2),
+                                ("d", "s3", T + 30, T + 500, 2), ("e", "s4", T + 600, T + 1000, 4)]:
+            line = place(u, o, t, exp)
+            line.update(s="event:1", q=q)
+            calls.append(line)
+        calls += [end_call("pay", "b", "s1", T + 40), end_call("cancel", "c", "s2", T + 100)]
+        events += [event("3/s1", "b", "s1", 1, T + 39, T + 1000),
+                   event("3/s2", "c", "s2", 2, T + 99, T + 1000),
+                   event("3/s3", "d", "s3", 3, T + 500, T + 500),
+                   event("3/s4", "e", "s4", 3, T + 1000, T + 1000)]
+        return calls, events
+
+    def test_scope_over_capacity(self):
+        capacity = {"prefix": "event:", "units": 6}
+        totals = {"prefix": "event:", "holds": 9, "units": 6}
+        calls, events = self.capacity_history()
+        code, v = self.run_oracle(calls, events, scope_totals=totals, scope_capacity=capacity)
+        self.assertEqual((code, sum(v.values())), (0, 0), v)
+        self.assertEqual(self.last_result["max_held_sold_per_scope_seen"],
+                         {"event:1": {"units": 6, "paid_units": 2, "paid": 1}})
+        # f holds 2 more units from T+700: 4 + 2 held is within the units total, but b's 2 units,
+        # sold at T+39, still count against the capacity: 8 held + sold, over 6.
+        more = place("f", "s5", T + 700, T + 1000)
+        more.update(s="event:1", q=2)
+        over_calls = calls + [more]
+        over_events = events + [event("3/s5", "f", "s5", 3, T + 1000, T + 1000)]
+        code, v = self.run_oracle(over_calls, over_events, scope_totals=totals,
+                                  scope_capacity=capacity)
+        self.assertEqual((code, v["scope_over_total"], v["scope_over_capacity"]), (1, 0, 1), v)
+        self.assertEqual(self.last_result["violation_examples"]["scope_over_capacity"],
+                         [{"scope": "event:1", "t_ms": T + 700, "units": 8, "paid_units": 2}])
+        # Another scope of the rule counts on its own.
+        elsewhere = dict(more, s="event:2")
+        self.assertEqual(self.run_oracle(calls + [elsewhere], over_events,
+                                         scope_capacity=capacity)[1]["scope_over_capacity"], 0)
+        # The Pay's answer lost (UNAVAILABLE): the PAID event alone makes the hold certainly paid.
+        unanswered = [end_call("pay", "b", "s1", T + 40, code=14) if c.get("o") == "s1" and
+                      c["m"] == "pay" else c for c in over_calls]
+        self.assertEqual(self.run_oracle(unanswered, over_events, scope_capacity=capacity)[1]
+                         ["scope_over_capacity"], 1)
+        # An unanswered Pay of a hold that then expired sold nothing: within the capacity.
+        expired = [e for e in over_events if e["o"] != "s1"] + [
+            event("3/s1", "b", "s1", 3, T + 1000, T + 1000)]
+        code, v = self.run_oracle(unanswered, expired, scope_capacity=capacity)
+        self.assertEqual((code, sum(v.values())), (0, 0), v)
+
+    def test_scope_over_capacity_skipped_without_meta(self):
+        calls, events = self.capacity_history()
+        more = place("f", "s5", T + 700, T + 1000)
+        more.update(s="event:1", q=2)
+        code, v = self.run_oracle(calls + [more],
+                                  events + [event("3/s5", "f", "s5", 3, T + 1000, T + 1000)])
+        self.assertEqual((code, v["scope_over_capacity"]), (0, 0), v)
+        self.assertEqual(self.last_result["max_held_sold_per_scope_seen"], {})
+
     def test_list_over_limit(self):
         calls, events = self.clean()
         calls.append({"m": "list", "u": "a", "c": 0, "t0": T * US, "t1": T * US, "n": 3})
@@ -180,6 +242,10 @@ class OracleTest(unittest.TestCase):
         more_leases = ("oh:{1}:events stream -1 100\noh:{1}:lease string 3000 50\n"
                        "oh:{2}:lease string 3000 50\n")
         self.assertEqual(self.run_oracle(calls, events, keys_end=more_leases)[1]["redis_memory"], 0)
+        # A scope's units-sold counter never expires (one per scope ever sold from): counted apart.
+        sold = more_leases + "oh:{3}:ss:event:1 string -1 56\n"
+        self.assertEqual(self.run_oracle(calls, events, keys_end=sold)[1]["redis_memory"], 0)
+        self.assertEqual(self.last_result["meta"]["redis_end"]["sold_counters"], 1)
         leftover = more_leases + "oh:{2}:u:a zset -1 80\n"
         self.assertEqual(self.run_oracle(calls, events, keys_end=leftover)[1]["redis_memory"], 1)
 

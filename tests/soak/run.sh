@@ -36,7 +36,10 @@
 #               every PlaceHold of 2 units in scope event:0 or event:1, whose rule in the servers'
 #               --scope_limits file sets total_max_holds 20 and total_max_units 50 (each scope on
 #               its own): most places are refused by the total, the rest race for freed places.
-#               Not in cluster mode: a Redis Cluster server refuses totals (server/README.md).
+#               event:1's rule also sets capacity_units 4 per second of load (held + sold: every
+#               Pay sells its 2 units), so event:1 sells out during the run and refuses the rest
+#               SCOPE_SOLD_OUT (oracle: scope_over_capacity). Not in cluster mode: a Redis Cluster
+#               server refuses totals and capacities (server/README.md).
 #   faults      one every 20 s (8 s in the smoke), in turn:
 #                 redis_kill9    kill -9 a Redis primary, restart it 1 s later on its AOF
 #                 redis_stop     SIGSTOP a Redis primary for 2 s
@@ -119,6 +122,9 @@ MIX="place=50,extend=10,get=10,list=10,pay=8,cancel=8,release=4"
 # The scope load (header): a total per scope, in holds and units; its own users and rate.
 SCOPE_TOTAL_HOLDS=20
 SCOPE_TOTAL_UNITS=50
+# event:1's capacity (held + sold units): sells out during the run (~20 units paid a second).
+SCOPE_CAPACITY_PREFIX="event:1"
+SCOPE_CAPACITY_UNITS=$((LOAD_S * 4))
 SCOPE_USERS=2000
 SCOPE_RATE=200
 SCOPE_MIX="place=60,pay=15,cancel=15,extend=10"
@@ -430,8 +436,11 @@ case "${MODE}" in
 esac
 SCOPE_FLAGS=()
 if [[ "${MODE}" != cluster ]]; then
-  printf '{"rules": [{"prefix": "event:", "total_max_holds": %d, "total_max_units": %d}]}\n' \
-    "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}" >"${WORK}/limits.json"
+  # The longest prefix wins and rules do not merge: event:1's rule repeats the totals.
+  printf '{"rules": [{"prefix": "event:", "total_max_holds": %d, "total_max_units": %d},
+    {"prefix": "%s", "total_max_holds": %d, "total_max_units": %d, "capacity_units": %d}]}\n' \
+    "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}" "${SCOPE_CAPACITY_PREFIX}" \
+    "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}" "${SCOPE_CAPACITY_UNITS}" >"${WORK}/limits.json"
   SCOPE_FLAGS=(--scope_limits="${WORK}/limits.json")
 fi
 for ((i = 0; i < SERVERS; i++)); do
@@ -524,6 +533,9 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
   --argjson scope_totals "$(if ((${#SCOPE_FLAGS[@]})); then
       printf '{"prefix":"event:","holds":%d,"units":%d}' "${SCOPE_TOTAL_HOLDS}" "${SCOPE_TOTAL_UNITS}"
     else echo null; fi)" \
+  --argjson scope_capacity "$(if ((${#SCOPE_FLAGS[@]})); then
+      printf '{"prefix":"%s","units":%d}' "${SCOPE_CAPACITY_PREFIX}" "${SCOPE_CAPACITY_UNITS}"
+    else echo null; fi)" \
   --argjson base "{\"keys\":${BASE_KEYS},\"key_bytes\":${BASE_BYTES},\"used_memory\":${BASE_MEM}}" \
   --argjson fin "{\"keys\":${END_KEYS},\"key_bytes\":${END_BYTES},\"used_memory\":${END_MEM}}" \
   --arg machine "$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
@@ -531,7 +543,8 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
     servers: $servers, max_holds: $max_holds, mix: $mix, users: $users, ttl_s: $ttl_s,
     fault_every_s: $fault_every, load_start_us: $load_start_us, load_end_us: $load_end_us,
     drained_us: $drained_us, redis_flags: $redis_flags, trimmed_unacked: $trimmed_unacked,
-    event_retention_s: $event_retention_s, event_ack_timeout_s: $event_ack_timeout_s, scope_totals: $scope_totals, redis_baseline: $base,
+    event_retention_s: $event_retention_s, event_ack_timeout_s: $event_ack_timeout_s, scope_totals: $scope_totals,
+    scope_capacity: $scope_capacity, redis_baseline: $base,
     redis_end: $fin, machine: $machine}' \
   >"${OUT}/meta.json"
 "${PYTHON}" "${REPO}/tests/soak/oracle.py" "${OUT}"
