@@ -11,6 +11,9 @@
 #   no_total  the scope's rule sets per-user limits only: the index is kept, no total checked
 #   total     the rule also sets total_max_holds and total_max_units high enough never to refuse
 #             (1,000,000,000): what checking a total costs when it does not bind
+#   capacity  the rule sets capacity_units (held + sold) high enough never to refuse: the index and
+#             the scope's units-sold counter read per PlaceHold (standalone only: a Redis Cluster
+#             refuses capacities)
 #   binding   total_max_holds 1000: an on-sale at its cap, most PlaceHolds refused by the total
 # Per variant, the median over rounds of: PlaceHold/s (the bench's throughput), CPU per call of
 # the server and of Redis (/proc and INFO cpu, µs), and Redis' own time per script call
@@ -62,7 +65,7 @@ mkdir -p "$(dirname "${OUT}")"
 WORK="$(mktemp -d)"
 PIDS=()
 trap stop_pids_and_work EXIT
-VARIANTS=(unscoped no_total total binding)
+VARIANTS=(unscoped no_total total capacity binding)
 start_redis
 STANDALONE_PORTS=("${REDIS_PORT}")
 STANDALONE_URL="redis://127.0.0.1:${REDIS_PORT}"
@@ -109,6 +112,7 @@ limits_for() {
   case "${1#c_}" in
     unscoped | no_total) echo '{"rules": [{"prefix": "event:", "max_holds": 3}]}' ;;
     total) echo '{"rules": [{"prefix": "event:", "max_holds": 3, "total_max_holds": 1000000000, "total_max_units": 1000000000}]}' ;;
+    capacity) echo '{"rules": [{"prefix": "event:", "max_holds": 3, "capacity_units": 1000000000}]}' ;;
     binding) echo '{"rules": [{"prefix": "event:", "max_holds": 3, "total_max_holds": 1000}]}' ;;
   esac
 }
@@ -187,6 +191,8 @@ out = {"duration_s": int(sys.argv[3]), "rounds": int(sys.argv[4]), "concurrency"
 if "total" in med:
     out["ratio_total_to_no_total"] = med["total"]["tput"] / base
     out["ratio_binding_to_no_total"] = med["binding"]["tput"] / base
+if "capacity" in med and "total" in med:
+    out["ratio_capacity_fcall_us_to_total"] = med["capacity"]["fcall_us"] / med["total"]["fcall_us"]
 for v in ("no_total", "total", "binding"):
     if "c_" + v in med:
         out[f"ratio_cluster_scope_node_us_{v}"] = (med["c_" + v]["scope_node_us"] /
@@ -196,12 +202,12 @@ print(f"| variant (one scope, closed loop {out['concurrency']}, {out['rounds']} 
       f"{out['duration_s']} s) | PlaceHold/s | x no_total | server CPU us/call | Redis CPU us/call "
       f"| FCALL us/call | scope node us/call |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-names = ("unscoped", "no_total", "total", "binding")
+names = ("unscoped", "no_total", "total", "capacity", "binding")
 for v in [v for v in names + tuple("c_" + n for n in names) if v in med]:
     m = med[v]
     print(f"| {v} | {m['tput']:.0f} | {m['tput'] / base:.2f} | {m['server_us']:.1f} | "
           f"{m['redis_us']:.1f} | {m['fcall_us']:.1f} | {m['scope_node_us']:.1f} |")
 for k, r in out.items():
-    if k.startswith("ratio_cluster"):
+    if k.startswith("ratio_cluster") or k == "ratio_capacity_fcall_us_to_total":
         print(f"\n{k}: {r:.2f}")
 PY
