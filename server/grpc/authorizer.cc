@@ -202,14 +202,16 @@ absl::Status Authorizer::Reload() {
              text.ok() ? absl::StrCat(file, ": ") : "", status.message());
     return status;
   }
-  LogInfo("authz_policy: reloaded ", file, ": policy \"", policy->name(), "\" with ",
-          policy->rule_count(), " rules");
-  metrics_.authz_policy_reloads(true).Increment();
+  const std::string name = policy->name();
+  const int rules = policy->rule_count();
   {
     absl::MutexLock lock(&mu_);
     policy_ = std::make_shared<const AuthzPolicy>(*std::move(policy));
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
+  // Counted once in force: whoever sees the count (a test, an operator) sees the new policy.
+  LogInfo("authz_policy: reloaded ", file, ": policy \"", name, "\" with ", rules, " rules");
+  metrics_.authz_policy_reloads(true).Increment();
   absl::MutexLock lock(&listener_mu_);
   if (listener_) listener_();
   return absl::OkStatus();

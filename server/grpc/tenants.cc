@@ -243,13 +243,14 @@ absl::Status Tenants::Reload() {
              file.status().message());
     return file.status();
   }
-  LogInfo("tenants: reloaded ", options_.file, ": ", file->tenants.size(), " tenants, ",
-          file->operators.size(), " operators");
-  metrics_.tenants_reloads(true).Increment();
   {
     absl::MutexLock lock(&mu_);
     Apply(*file);
   }
+  // Counted once in force: whoever sees the count (a test, an operator) sees the new tenants.
+  LogInfo("tenants: reloaded ", options_.file, ": ", file->tenants.size(), " tenants, ",
+          file->operators.size(), " operators");
+  metrics_.tenants_reloads(true).Increment();
   absl::MutexLock lock(&listener_mu_);
   if (listener_) listener_();
   return absl::OkStatus();
