@@ -58,8 +58,8 @@ const char kCliUsage[] =
     "--payment_reference keeps the charge's reference with the outcome: the same again is\n"
     "already paid, another is refused (9, PAID_WITH_OTHER_REFERENCE). get shows one\n"
     "hold, live or ended. release cancels every live hold of USER (of --scope S only, if given).\n"
-    "scope-usage shows a scope's live holds and units across all users and its totals,\n"
-    "scope-list lists them (every user's), scope-release cancels them all (an operator's call).\n"
+    "scope-usage shows a scope's live holds and units across all users, its totals and its\n"
+    "units sold and available (a capacity), scope-list lists them (every user's), scope-release cancels them all (an operator's call).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
@@ -331,6 +331,12 @@ std::string FormatScopeUsage(absl::string_view scope,
                              const orderhold::v1::GetScopeUsageResponse& response) {
   std::string out =
       absl::StrCat(scope, ": ", ScopeUsageText(response.usage()), " across all users");
+  if (response.capacity_units() > 0) {
+    absl::StrAppend(&out, "; ", response.sold_units(), " sold, ", response.available_units(),
+                    " of capacity ", response.capacity_units(), " available");
+  } else if (response.sold_units() > 0) {
+    absl::StrAppend(&out, "; ", response.sold_units(), " sold");
+  }
   if (response.has_earliest_expire_time()) {
     absl::StrAppend(
         &out, "; the earliest expires in ",

@@ -490,6 +490,14 @@ TEST(FormatScopeTest, UsageHoldsAndReleases) {
   usage.mutable_usage()->set_units(180);
   EXPECT_EQ(FormatScopeUsage("event:E42", usage),
             "event:E42: 97/100 holds, 180 units across all users\n");
+  usage.set_sold_units(20);
+  EXPECT_EQ(FormatScopeUsage("event:E42", usage),
+            "event:E42: 97/100 holds, 180 units across all users; 20 sold\n");
+  usage.set_capacity_units(250);
+  usage.set_available_units(50);
+  EXPECT_EQ(FormatScopeUsage("event:E42", usage),
+            "event:E42: 97/100 holds, 180 units across all users; 20 sold, 50 of capacity 250 "
+            "available\n");
 
   orderhold::v1::ListScopeHoldsResponse list;
   list.mutable_usage()->set_holds(2);
