@@ -497,7 +497,10 @@ void RedisHoldStore::ListScopeHolds(ListScopeHoldsArgs args, CallOptions options
   }
   const std::string live = keys_.ScopeLiveKey(args.scope);
   const std::string units = keys_.ScopeUnitsKey(args.scope);
-  const std::string sold = keys_.ScopeSoldKey(args.scope);
+  // A store counting no sales (a Redis Cluster) declares the units key again instead: a key that
+  // never exists there would have Redis answer TRYAGAIN for the whole of the slot's migration
+  // (lua/prelude/ "Slot migrations"); the script reads 0 sold then.
+  const std::string sold = counts_sales() ? keys_.ScopeSoldKey(args.scope) : units;
   const std::string after_expire =
       args.after.has_value() ? absl::StrCat(absl::ToUnixMillis(args.after->expire_time)) : "";
   const std::string after_member = args.after.has_value() ? args.after->order_id : "";

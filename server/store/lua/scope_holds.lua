@@ -10,7 +10,8 @@
 -- KEYS[2]  the scope's units, "<prefix>:{<p>}:su:<scope>" (string: the sum of KEYS[1]'s
 --          quantities); p = the scope's partition (keys.h)
 -- KEYS[3]  the scope's units sold, "<prefix>:{<p>}:ss:<scope>" (string; scope_sold_key in the
---          prelude)
+--          prelude); KEYS[2] again where no sales are counted (a Redis Cluster, whose migrating
+--          slot would refuse a declared key that never exists): 0 sold
 -- ARGV now           Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV after_expire  the page starts after the entry (after_expire ms, after_member) in index
 --                    order (expire, then member bytes); "" = from the first
@@ -31,7 +32,7 @@ local limit = tonumber(A.page_size)
 local bound = int_str(now)
 
 local _, holds, units, first = scope_read(KEYS[1], KEYS[2], now)
-local sold = tonumber(redis.call('GET', KEYS[3]) or '0')
+local sold = KEYS[3] ~= KEYS[2] and tonumber(redis.call('GET', KEYS[3]) or '0') or 0
 local out = {now, holds, units, first or -1, sold, 0, {}}
 if limit == 0 or holds == 0 then
   return out
