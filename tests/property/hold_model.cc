@@ -117,6 +117,37 @@ ModelLimits HoldModel::ScopeLimitsFor(const PlaceCall& call) const {
                      tighter(rule.max_units, call.scope_limits->max_units)};
 }
 
+// The call's labels (a key sent twice: the last wins), or nullopt when a key is malformed.
+static std::optional<ModelLabels> LabelsOf(const PlaceCall& call) {
+  ModelLabels labels;
+  for (const auto& [key, value] : call.labels) {
+    if (!ValidLabelKey(key)) return std::nullopt;
+    labels[key] = value;
+  }
+  return labels;
+}
+
+std::pair<ModelLimits, int64_t> HoldModel::AcrossUsersRuleFor(const std::string& scope) const {
+  if (scope.empty()) return {ModelLimits{}, 0};
+  return scope.starts_with(ModelPolicy::kRulePrefix)
+             ? std::pair(policy_.rule_total, policy_.rule_capacity)
+             : std::pair(policy_.default_total, policy_.default_capacity);
+}
+
+HoldModel::AcrossUsers HoldModel::CountAcrossUsers(const std::string& scope) const {
+  AcrossUsers across;
+  if (scope.empty()) return across;
+  for (const auto& [id, other] : users_) {
+    for (const auto& [order, held] : other.live) {
+      if (held.scope != scope || held.expire <= now_) continue;
+      ++across.holds;
+      across.units += held.quantity;
+      across.first = std::min(across.first.value_or(held.expire), held.expire);
+    }
+  }
+  return across;
+}
+
 std::string HoldModel::PlaceHold(const PlaceCall& call) {
   // Validation first: nothing is touched on a malformed call.
   if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) ||
@@ -124,21 +155,11 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
       (call.scope_limits.has_value() && call.scope.empty())) {
     return RenderCode("INVALID_ARGUMENT");
   }
-  ModelLabels labels;
-  for (const auto& [key, value] : call.labels) {
-    if (!ValidLabelKey(key)) return RenderCode("INVALID_ARGUMENT");
-    labels[key] = value;
-  }
+  std::optional<ModelLabels> labels = LabelsOf(call);
+  if (!labels.has_value()) return RenderCode("INVALID_ARGUMENT");
   const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
   const ModelLimits scope_limits = ScopeLimitsFor(call);
-  const ModelLimits total = call.scope.empty() ? ModelLimits{}
-                            : call.scope.starts_with(ModelPolicy::kRulePrefix)
-                                ? policy_.rule_total
-                                : policy_.default_total;
-  const int64_t capacity = call.scope.empty() ? 0
-                           : call.scope.starts_with(ModelPolicy::kRulePrefix)
-                               ? policy_.rule_capacity
-                               : policy_.default_capacity;
+  const auto [total, capacity] = AcrossUsersRuleFor(call.scope);
   if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
       (scope_limits.max_units > 0 && quantity > scope_limits.max_units) ||
       (total.max_units > 0 && quantity > total.max_units) ||
@@ -152,7 +173,7 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   ExpireDue(user);
   if (auto it = user.live.find(call.order_id); it != user.live.end()) {
     const ModelHold& held = it->second;
-    if (held.scope != call.scope || held.quantity != quantity || held.labels != labels) {
+    if (held.scope != call.scope || held.quantity != quantity || held.labels != *labels) {
       return RenderCode("ALREADY_EXISTS");
     }
     return RenderPlaced(false, held, static_cast<int>(user.live.size()));
@@ -178,30 +199,18 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
       violations |= 8;
     }
   }
-  // The scope's count across users: every live hold of the scope, whoever holds it.
-  int64_t total_holds = 0, total_units = 0;
-  std::optional<int64_t> total_first;
-  if (total.max_holds > 0 || total.max_units > 0 || capacity > 0) {
-    for (const auto& [id, other] : users_) {
-      for (const auto& [order, held] : other.live) {
-        if (held.scope != call.scope || held.expire <= now_) continue;
-        ++total_holds;
-        total_units += held.quantity;
-        total_first = std::min(total_first.value_or(held.expire), held.expire);
-      }
-    }
-    if (total.max_holds > 0 && total_holds + 1 > total.max_holds) violations |= 16;
-    if (total.max_units > 0 && total_units + quantity > total.max_units) violations |= 32;
-  }
-  // The capacity: live units across users plus the units sold.
+  // The scope across users: its totals, and its capacity (live units plus the units sold).
+  const AcrossUsers across = CountAcrossUsers(call.scope);
   const int64_t sold = capacity > 0 ? sold_[call.scope] : 0;
-  if (capacity > 0 && total_units + sold + quantity > capacity) violations |= 64;
+  if (total.max_holds > 0 && across.holds + 1 > total.max_holds) violations |= 16;
+  if (total.max_units > 0 && across.units + quantity > total.max_units) violations |= 32;
+  if (capacity > 0 && across.units + sold + quantity > capacity) violations |= 64;
   if (violations != 0) {
     // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
     int64_t retry_at = 0;
     if (violations & 3) retry_at = user_first.value_or(now_);
     if (violations & 12) retry_at = std::max(retry_at, scope_first.value_or(now_));
-    if (violations & 112) retry_at = std::max(retry_at, total_first.value_or(now_));
+    if (violations & 112) retry_at = std::max(retry_at, across.first.value_or(now_));
     // Sold out beyond what expiries can free: no retry time.
     if ((violations & 64) && sold + quantity > capacity) return RenderLimit(violations, -1);
     return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
@@ -211,7 +220,7 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   hold.expire = now_ + call.ttl_ms.value_or(policy_.default_ttl_ms);
   hold.scope = call.scope;
   hold.quantity = quantity;
-  hold.labels = std::move(labels);
+  hold.labels = *std::move(labels);
   hold.scope_limits = scope_limits;
   hold.place = now_;
   hold.cap = std::max(hold.expire, now_ + policy_.lifetime_ms);

@@ -143,6 +143,15 @@ class HoldModel {
   // the prelude's outcome_of.)
   std::optional<Record> Ended(const User& user, const std::string& order_id) const;
   ModelLimits ScopeLimitsFor(const PlaceCall& call) const;
+  // The totals and the capacity of `scope` ({}, 0 when unscoped).
+  std::pair<ModelLimits, int64_t> AcrossUsersRuleFor(const std::string& scope) const;
+  // The live holds of `scope` across users: how many, their units, the earliest expiry.
+  struct AcrossUsers {
+    int64_t holds = 0;
+    int64_t units = 0;
+    std::optional<int64_t> first;
+  };
+  AcrossUsers CountAcrossUsers(const std::string& scope) const;
 
   ModelPolicy policy_;
   int64_t now_ = 0;

@@ -394,8 +394,9 @@ const std::vector<std::pair<std::string, std::string>> kSentinelMode = {
 const std::vector<std::string> kSentinelModeDescribed = {"redis_mode=sentinel",
                                                          "redis_sentinel_master=mymaster"};
 
-const std::vector<Sample>& Samples() {
-  static const auto* const samples = new std::vector<Sample>{
+// Samples of the gRPC port, its TLS, policy and tenants.
+std::vector<Sample> ServerSamples() {
+  return {
       {"grpc_address", "127.0.0.1:1", "grpc_address=127.0.0.1:1",
        [](const Config& c) { return c.grpc_address == "127.0.0.1:1"; }},
       {"metrics_address", "127.0.0.1:2", "metrics_address=127.0.0.1:2",
@@ -462,6 +463,12 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.grpc_limits.max_connection_age_grace == absl::Seconds(30); }},
       {"grpc_max_connection_age", "1h", "grpc_max_connection_age=1h",
        [](const Config& c) { return c.grpc_limits.max_connection_age == absl::Hours(1); }},
+  };
+}
+
+// Samples of the Redis connection: URL, mode, Sentinel, TLS.
+std::vector<Sample> RedisSamples() {
+  return {
       {"redis_url", "redis://u:hunter2@h:7/3", "redis_url=redis://u:****@h:7/3",
        [](const Config& c) {
          return c.redis_url.hosts == std::vector<redis::HostPort>{{"h", 7}} &&
@@ -527,6 +534,12 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.redis_tls.server_name == "redis.example"; },
        {"redis_url=rediss://10.0.0.1:6379/0"},
        {{"redis_url", "rediss://10.0.0.1"}}},
+  };
+}
+
+// Samples of holds, limits, scopes and the Redis client's tuning.
+std::vector<Sample> HoldSamples() {
+  return {
       {"max_holds", "5", "max_holds=5", [](const Config& c) { return c.policy.max_holds == 5; }},
       {"max_units", "8", "max_units=8", [](const Config& c) { return c.policy.max_units == 8; }},
       {"scope_limits", ORDERHOLD_DEPLOY_DIR "/limits.example.yaml",
@@ -569,6 +582,12 @@ const std::vector<Sample>& Samples() {
        [](const Config& c) { return c.scope_protocol.margin == absl::Milliseconds(500); }},
       {"scope_pending_age", "5s", "scope_pending_age=5s",
        [](const Config& c) { return c.scope_pending_age == absl::Seconds(5); }},
+  };
+}
+
+// Samples of outcomes, events, watches, groups, the reaper and the process.
+std::vector<Sample> EventSamples() {
+  return {
       {"health_check_interval", "5s", "health_check_interval=5s",
        [](const Config& c) { return c.health_check_interval == absl::Seconds(5); }},
       {"outcome_retention", "1h", "outcome_retention=1h",
@@ -611,6 +630,17 @@ const std::vector<Sample>& Samples() {
       {"shutdown_grace", "3s", "shutdown_grace=3s",
        [](const Config& c) { return c.shutdown_grace == absl::Seconds(3); }},
   };
+}
+
+// One sample per flag, in the order DescribeConfig lists them.
+const std::vector<Sample>& Samples() {
+  static const auto* const samples = [] {
+    auto* all = new std::vector<Sample>;
+    for (auto group : {ServerSamples, RedisSamples, HoldSamples, EventSamples}) {
+      for (Sample& sample : group()) all->push_back(std::move(sample));
+    }
+    return all;
+  }();
   return *samples;
 }
 
@@ -937,6 +967,15 @@ TEST(ConfigTest, ClusterModeRefusesScopeTotalsItCannotEnforce) {
   Config standalone;
   standalone.redis_url = ParsedRedisUrl("redis://n1:6379");
   standalone.scope_rules = *rules;
+  EXPECT_THAT(ValidateConfig(standalone), IsOk());
+  // A capacity: refused on a Cluster even with WAIT (it counts no sales), fine elsewhere.
+  rules = domain::ScopeRules::Create(domain::ScopeLimits{}, {}, domain::ScopeTotals{}, 100);
+  ASSERT_THAT(rules, IsOk());
+  cluster.scope_rules = standalone.scope_rules = *rules;
+  cluster.redis_wait_replicas = 1;
+  EXPECT_THAT(ValidateConfig(cluster),
+              StatusIs(kInvalid, AllOf(HasSubstr("scope_limits"), HasSubstr("capacity_units"),
+                                       HasSubstr("--redis_mode=cluster"))));
   EXPECT_THAT(ValidateConfig(standalone), IsOk());
 }
 
