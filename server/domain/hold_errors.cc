@@ -1,5 +1,6 @@
 #include "server/domain/hold_errors.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,46 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
   AttachDetail(info, &status);
   if (!never) AttachDetail(retry, &status);
   return status;
+}
+
+absl::Status ScopeStateError(absl::string_view stored_scope, const store::PlaceHoldResult& r) {
+  const absl::string_view scope = LocalId(stored_scope);
+  const bool closed = r.outcome == store::PlaceHoldResult::Outcome::kScopeClosed;
+  const bool opens = !closed && r.expire_time > absl::UnixEpoch();
+  const absl::Duration wait = std::max(absl::ZeroDuration(), r.expire_time - r.now);
+  absl::Status status = absl::FailedPreconditionError(
+      closed  ? absl::StrCat("scope \"", scope, "\" is closed; no hold can be placed in it")
+      : opens ? absl::StrCat("scope \"", scope, "\" is not open; it opens at ",
+                             FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")")
+              : absl::StrCat("scope \"", scope,
+                             "\" is paused; no hold can be placed in it until "
+                             "its rule opens it"));
+  google::rpc::ErrorInfo info;
+  info.set_reason(closed ? "SCOPE_CLOSED" : "SCOPE_NOT_OPEN");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["scope"] = std::string(scope);
+  if (opens) (*info.mutable_metadata())["open_time"] = FormatUtc(r.expire_time);
+  AttachDetail(info, &status);
+  if (opens) {
+    google::rpc::RetryInfo retry;
+    *retry.mutable_retry_delay() =
+        google::protobuf::util::TimeUtil::MillisecondsToDuration(absl::ToInt64Milliseconds(wait));
+    AttachDetail(retry, &status);
+  }
+  return status;
+}
+
+absl::Status NeverFitsError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
+  const char* name = "max_units";
+  int64_t limit = a.scope_limits.max_units;
+  if ((r.violations & store::kScopeUnitLimit) == 0) {
+    const bool total = (r.violations & store::kScopeTotalUnitLimit) != 0;
+    name = total ? "total_max_units" : "capacity_units";
+    limit = total ? a.totals.max_units : a.capacity_units;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("quantity: ", a.quantity, " exceeds ", name, " ",
+                                                 limit, " of scope \"", LocalId(a.scope),
+                                                 "\"; it can never be granted"));
 }
 
 absl::Status QuotaError(absl::string_view message, absl::string_view subject,

@@ -56,6 +56,19 @@ struct PlaceHoldArgsView {
 // has 3 unpaid holds (max_holds 3); the earliest expires at <time> (in 29m)`.
 absl::Status LimitError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
 
+// The FAILED_PRECONDITION of a PlaceHold the scope's runtime rule refused (`result.outcome`
+// kScopeClosed or kScopeNotOpen): `scope "event:1" is closed` / `... is not open (it opens at
+// <time>, in 2s)`, with a google.rpc.ErrorInfo (reason SCOPE_CLOSED or SCOPE_NOT_OPEN, domain
+// "orderhold.v1", metadata scope and, when known, open_time in RFC 3339) and, for a scope that
+// opens at a known time, a google.rpc.RetryInfo until then (AIP-193: the system is not in the
+// state the call needs; this one says when it will be).
+absl::Status ScopeStateError(absl::string_view scope, const store::PlaceHoldResult& result);
+
+// The INVALID_ARGUMENT of a PlaceHold whose quantity is above a unit limit of its scope
+// (`result.outcome` kNeverFits; the limits are those `asked` names): `quantity: 5 exceeds
+// capacity_units 4 of scope "event:1"; it can never be granted`.
+absl::Status NeverFitsError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
+
 // The reject reason of a refusal: its first exceeded level.
 metrics::RejectReason RejectReasonForViolations(int violations);
 

@@ -19,16 +19,6 @@ absl::Status ValidateIds(absl::string_view user_id, absl::string_view order_id) 
   return ValidateLocalId("order_id", order_id);  // orders live under their (qualified) user
 }
 
-// What a PlaceHold's answer needs besides the store's result (the args are moved into the store).
-struct Asked {
-  std::string user_id, order_id;
-  store::HoldDetails details;
-  store::LevelLimits user_limits;
-  bool reports_usage = false;
-  store::LevelLimits totals;
-  int64_t capacity_units = 0;
-};
-
 }  // namespace
 
 HoldService::HoldService(store::HoldStore& store, HoldPolicy policy, metrics::Metrics& metrics)
@@ -110,25 +100,31 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
     if (command.scope_limits.has_value()) {
       details.scope_limits = ApplyRequestLimits(details.scope_limits, *command.scope_limits,
                                                 policy_.request_scope_limits);
+      // For the scope's runtime rule, which the store reads in the step that places the hold.
+      args.asked_limits = *command.scope_limits;
+      args.asked_replaces = policy_.request_scope_limits == RequestScopeLimits::kReplace;
     }
   }
-  // A quantity no hold can ever have: refused as malformed rather than as "retry later".
+  // A quantity no hold can ever have: refused as malformed rather than as "retry later". A store
+  // with runtime rules checks the scope's own in the step (kNeverFits): only it knows the rule.
+  const bool scope_checked_here = !store_.keeps_scope_rules();
   if (args.max_units > 0 && details.quantity > args.max_units) {
     return absl::InvalidArgumentError(absl::StrCat("quantity: ", details.quantity,
                                                    " exceeds the user's max_units ", args.max_units,
                                                    "; it can never be granted"));
   }
-  if (details.scope_limits.max_units > 0 && details.quantity > details.scope_limits.max_units) {
+  if (scope_checked_here && details.scope_limits.max_units > 0 &&
+      details.quantity > details.scope_limits.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds max_units ", details.scope_limits.max_units,
         " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
-  if (args.totals.max_units > 0 && details.quantity > args.totals.max_units) {
+  if (scope_checked_here && args.totals.max_units > 0 && details.quantity > args.totals.max_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds total_max_units ", args.totals.max_units,
         " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
-  if (args.capacity_units > 0 && details.quantity > args.capacity_units) {
+  if (scope_checked_here && args.capacity_units > 0 && details.quantity > args.capacity_units) {
     return absl::InvalidArgumentError(absl::StrCat(
         "quantity: ", details.quantity, " exceeds capacity_units ", args.capacity_units,
         " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
@@ -151,10 +147,11 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
   const bool asks_more = !args->details.scope.empty() || args->details.quantity > 1 ||
                          !args->details.labels.empty() || command.scope_limits.has_value() ||
                          args->max_units > 0;
-  Asked asked{args->user_id,           args->order_id,
-              args->details,           store::LevelLimits{args->max_holds, args->max_units},
-              ReportsUsage(asks_more), args->totals,
-              args->capacity_units};
+  HoldService::Asked asked{
+      args->user_id,           args->order_id,
+      args->details,           store::LevelLimits{args->max_holds, args->max_units},
+      ReportsUsage(asks_more), args->totals,
+      args->capacity_units};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -166,18 +163,13 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         }
         CountLazyExpiries(metrics_, result->expired_removed);
         using Outcome = store::PlaceHoldResult::Outcome;
-        if (result->outcome == Outcome::kEnded) {
-          Reject(metrics::RejectReason::kAlreadyEnded);
-          std::move(done)(EndedError(asked.order_id, result->ended,
-                                     "; an order is held at most once (place a new order_id)"));
-          return;
+        if (result->rule.has_value()) {  // the scope's runtime rule decided, not the file's
+          asked.details.scope_limits = result->rule->limits;
+          asked.totals = result->rule->totals;
+          asked.capacity_units = result->rule->capacity_units;
         }
-        if (result->outcome == Outcome::kLimitReached) {
-          Reject(RejectReasonForViolations(result->violations));
-          std::move(done)(LimitError(
-              PlaceHoldArgsView{asked.details.scope, asked.details.quantity, asked.user_limits,
-                                asked.details.scope_limits, asked.totals, asked.capacity_units},
-              *result));
+        if (std::optional<absl::Status> refused = Refusal(asked, *result); refused.has_value()) {
+          std::move(done)(*std::move(refused));
           return;
         }
         if (result->outcome == Outcome::kAlreadyHeld) {
@@ -212,6 +204,36 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
         }
         std::move(done)(std::move(reply));
       });
+}
+
+std::optional<absl::Status> HoldService::Refusal(const Asked& asked,
+                                                 const store::PlaceHoldResult& result) {
+  using Outcome = store::PlaceHoldResult::Outcome;
+  const PlaceHoldArgsView view{asked.details.scope, asked.details.quantity,
+                               asked.user_limits,   asked.details.scope_limits,
+                               asked.totals,        asked.capacity_units};
+  switch (result.outcome) {
+    case Outcome::kEnded:
+      Reject(metrics::RejectReason::kAlreadyEnded);
+      return EndedError(asked.order_id, result.ended,
+                        "; an order is held at most once (place a new order_id)");
+    case Outcome::kLimitReached:
+      Reject(RejectReasonForViolations(result.violations));
+      return LimitError(view, result);
+    case Outcome::kScopeClosed:
+      Reject(metrics::RejectReason::kScopeClosed);
+      return ScopeStateError(asked.details.scope, result);
+    case Outcome::kScopeNotOpen:
+      Reject(metrics::RejectReason::kScopeNotOpen);
+      return ScopeStateError(asked.details.scope, result);
+    case Outcome::kNeverFits:
+      Reject(metrics::RejectReason::kInvalidArgument);
+      return NeverFitsError(view, result);
+    case Outcome::kCreated:
+    case Outcome::kAlreadyHeld:
+      break;
+  }
+  return std::nullopt;
 }
 
 void CountLazyExpiries(metrics::Metrics& metrics, int expired) {

@@ -246,6 +246,19 @@ class HoldService {
   ScopeLimits UserLimitsFor(absl::string_view user_id) const;
 
  private:
+  // What a PlaceHold's answer needs besides the store's result (the args are moved into the
+  // store).
+  struct Asked {
+    std::string user_id, order_id;
+    store::HoldDetails details;
+    store::LevelLimits user_limits;
+    bool reports_usage = false;
+    store::LevelLimits totals;
+    int64_t capacity_units = 0;
+  };
+  // The error a PlaceHold answers for a `result` that placed nothing (counted in the rejected
+  // holds); nullopt for kCreated and kAlreadyHeld.
+  std::optional<absl::Status> Refusal(const Asked& asked, const store::PlaceHoldResult& result);
   void Reject(metrics::RejectReason reason);
   // The store's arguments for `command` (its strings moved out), or INVALID_ARGUMENT naming the
   // field: ids, ttl, scope, quantity (also above an applicable max_units), labels, scope_limits.

@@ -86,24 +86,46 @@ void ScopeService::ListScope(std::string scope, ListPage page, bool usage_only,
   }
   store_.ListScopeHolds(
       *std::move(args), options,
-      [this, scope = std::move(scope),
+      [this, scope = std::move(scope), options,
        done = std::move(done)](absl::StatusOr<store::ListScopeHoldsResult> result) mutable {
         if (!result.ok()) {
           std::move(done)(result.status());
           return;
         }
-        ListScopeHoldsReply reply;
-        reply.usage = ScopeUsageOf(*result, holds_.ResolvedFor(scope));
-        if (result->more && !result->holds.empty()) {
-          reply.next_page_token = EncodePageToken(
-              "", scope, store::ListCursor{result->holds.back().expire_time, result->last_key});
+        if (store_.keeps_scope_rules()) {
+          // The scope's runtime rule, when it has one, is what a PlaceHold applies: its totals.
+          store_.GetScopeRule(scope, options,
+                              [this, scope, result = *std::move(result), done = std::move(done)](
+                                  absl::StatusOr<store::ScopeRuleResult> rule) mutable {
+                                if (!rule.ok()) return std::move(done)(rule.status());
+                                ScopeRules::Resolved resolved = holds_.ResolvedFor(scope);
+                                if (rule->rule.has_value()) {
+                                  resolved =
+                                      ScopeRules::Resolved{rule->rule->limits, rule->rule->totals,
+                                                           rule->rule->capacity_units};
+                                }
+                                std::move(done)(ReplyOf(scope, std::move(result), resolved));
+                              });
+          return;
         }
-        reply.holds.reserve(result->holds.size());
-        for (store::ScopeHold& hold : result->holds) {
-          reply.holds.push_back(ScopeHoldOf(std::move(hold), scope));
-        }
-        std::move(done)(std::move(reply));
+        std::move(done)(ReplyOf(scope, *std::move(result), holds_.ResolvedFor(scope)));
       });
+}
+
+ListScopeHoldsReply ScopeService::ReplyOf(const std::string& scope,
+                                          store::ListScopeHoldsResult result,
+                                          const ScopeRules::Resolved& rule) {
+  ListScopeHoldsReply reply;
+  reply.usage = ScopeUsageOf(result, rule);
+  if (result.more && !result.holds.empty()) {
+    reply.next_page_token = EncodePageToken(
+        "", scope, store::ListCursor{result.holds.back().expire_time, result.last_key});
+  }
+  reply.holds.reserve(result.holds.size());
+  for (store::ScopeHold& hold : result.holds) {
+    reply.holds.push_back(ScopeHoldOf(std::move(hold), scope));
+  }
+  return reply;
 }
 
 // One ReleaseScopeHolds in progress: shared by its pages' callbacks.

@@ -61,6 +61,9 @@ class ScopeService {
   // `store`, `holds` (the scope rules) and `metrics` must outlive this object.
   ScopeService(store::HoldStore& store, const HoldService& holds, metrics::Metrics& metrics);
 
+  // The store it reads (for the scope rules beside it: scope_rule_service.h).
+  store::HoldStore& store() const { return store_; }
+
   // See the OrderHold.GetScopeUsage rpc: the scope's live holds and units across every user, with
   // the totals in force. INVALID_ARGUMENT naming scope (required); FAILED_PRECONDITION when the
   // store keeps no scope index (Redis Cluster).
@@ -84,6 +87,10 @@ class ScopeService {
   // ListScopeHolds, or with `usage_only` GetScopeUsage's one store call (page size 0).
   void ListScope(std::string scope, ListPage page, bool usage_only, store::CallOptions options,
                  store::Callback<ListScopeHoldsReply> done);
+  // A ListScope answer from the store's page and the rule in force (a runtime one, else the
+  // file's).
+  static ListScopeHoldsReply ReplyOf(const std::string& scope, store::ListScopeHoldsResult result,
+                                     const ScopeRules::Resolved& rule);
   // One page of a ReleaseScopeHolds: lists the scope's first live holds, ends them, and goes on
   // with the next page, or answers.
   struct ScopeRelease;

@@ -295,6 +295,97 @@ v1::ReleaseScopeHoldsResponse ReleaseScopeHoldsReplyToProto(
   return out;
 }
 
+namespace {
+
+// An optional Timestamp of a rule, whole milliseconds; nullopt when unset.
+absl::StatusOr<std::optional<absl::Time>> RuleTimeFromProto(absl::string_view field, bool has,
+                                                            const google::protobuf::Timestamp& t) {
+  if (!has) return std::nullopt;
+  // google.protobuf.Timestamp's range: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z.
+  if (t.seconds() < -62135596800 || t.seconds() > 253402300799 || t.nanos() < 0 ||
+      t.nanos() > 999999999) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": not a valid timestamp (seconds ",
+                                                   t.seconds(), ", nanos ", t.nanos(), ")"));
+  }
+  return absl::FromUnixMillis(t.seconds() * 1000 + t.nanos() / 1000000);
+}
+
+uint32_t U32(int64_t v) { return static_cast<uint32_t>(std::clamp<int64_t>(v, 0, UINT32_MAX)); }
+
+}  // namespace
+
+absl::StatusOr<store::ScopeRuleRecord> ScopeRuleFromProto(const internal::ScopeRule& in,
+                                                          std::string scope) {
+  store::ScopeRuleRecord rule;
+  rule.scope = std::move(scope);
+  rule.limits = store::LevelLimits{in.limits().max_holds(), in.limits().max_units()};
+  rule.totals = store::LevelLimits{in.total_max_holds(), in.total_max_units()};
+  rule.capacity_units = in.capacity_units();
+  switch (in.state()) {
+    case v1::SCOPE_STATE_UNSPECIFIED:
+    case v1::OPEN:
+      rule.state = store::ScopeState::kOpen;
+      break;
+    case v1::PAUSED:
+      rule.state = store::ScopeState::kPaused;
+      break;
+    case v1::CLOSED:
+      rule.state = store::ScopeState::kClosed;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("rule.state: not a ScopeState (got ", in.state(), ")"));
+  }
+  ORDERHOLD_ASSIGN_OR_RETURN(
+      rule.open_time, RuleTimeFromProto("rule.open_time", in.has_open_time(), in.open_time()));
+  ORDERHOLD_ASSIGN_OR_RETURN(
+      rule.close_time, RuleTimeFromProto("rule.close_time", in.has_close_time(), in.close_time()));
+  ORDERHOLD_ASSIGN_OR_RETURN(
+      rule.expire_time,
+      RuleTimeFromProto("rule.expire_time", in.has_expire_time(), in.expire_time()));
+  rule.etag = in.etag();
+  return rule;
+}
+
+v1::ScopeRule ScopeRuleReplyToProto(const domain::ScopeRuleReply& reply) {
+  const store::ScopeRuleRecord& rule = reply.rule;
+  v1::ScopeRule out;
+  out.set_scope(std::string(domain::LocalId(rule.scope)));
+  if (rule.limits != store::LevelLimits{}) {
+    out.mutable_limits()->set_max_holds(U32(rule.limits.max_holds));
+    out.mutable_limits()->set_max_units(U32(rule.limits.max_units));
+  }
+  out.set_total_max_holds(U32(rule.totals.max_holds));
+  out.set_total_max_units(U32(rule.totals.max_units));
+  out.set_capacity_units(U32(rule.capacity_units));
+  // store::ScopeState has the numbers of v1::ScopeState.
+  out.set_state(static_cast<v1::ScopeState>(rule.state));
+  if (rule.open_time.has_value()) TimestampToProto(*rule.open_time, out.mutable_open_time());
+  if (rule.close_time.has_value()) TimestampToProto(*rule.close_time, out.mutable_close_time());
+  if (rule.expire_time.has_value()) {
+    TimestampToProto(*rule.expire_time, out.mutable_expire_time());
+  }
+  out.set_etag(rule.etag);
+  out.set_effective_state(static_cast<v1::ScopeState>(reply.effective_state));
+  return out;
+}
+
+v1::ListScopeRulesResponse ListScopeRulesReplyToProto(const domain::ListScopeRulesReply& reply) {
+  v1::ListScopeRulesResponse out;
+  for (const domain::ScopeRuleReply& rule : reply.rules) {
+    *out.add_rules() = ScopeRuleReplyToProto(rule);
+  }
+  out.set_next_page_token(reply.next_page_token);
+  return out;
+}
+
+v1::CloseScopeResponse CloseScopeReplyToProto(const domain::CloseScopeReply& reply) {
+  v1::CloseScopeResponse out;
+  out.set_released_count(U32(reply.released_count));
+  *out.mutable_rule() = ScopeRuleReplyToProto(reply.rule);
+  return out;
+}
+
 v1::AckHoldEventsResponse AckedToProto(int64_t acked) {
   v1::AckHoldEventsResponse out;
   out.set_acked(static_cast<uint32_t>(acked));

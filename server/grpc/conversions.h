@@ -23,6 +23,7 @@
 #include "orderhold/v1/orderhold.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
 #include "server/grpc/lenient_requests.pb.h"
 #include "server/store/event_log.h"
@@ -122,6 +123,18 @@ v1::GetScopeUsageResponse ScopeUsageReplyToProto(const domain::ScopeUsageReply& 
 v1::ListScopeHoldsResponse ListScopeHoldsReplyToProto(const domain::ListScopeHoldsReply& reply);
 v1::ReleaseScopeHoldsResponse ReleaseScopeHoldsReplyToProto(
     const domain::ReleaseScopeHoldsReply& reply);
+// A PutScopeRule's rule as the store keeps it, its scope in the stored form `scope` (the caller
+// qualifies it: tenant.h). INVALID_ARGUMENT naming rule.state (not a ScopeState) or
+// rule.open_time / close_time / expire_time (not a valid google.protobuf.Timestamp: seconds
+// outside 0001-9999, nanos outside 0-999,999,999); times are truncated to whole milliseconds.
+absl::StatusOr<store::ScopeRuleRecord> ScopeRuleFromProto(const internal::ScopeRule& rule,
+                                                          std::string scope);
+// A rule as the API's ScopeRule: its scope as its tenant's callers spell it (LocalId),
+// effective_state the reply's.
+v1::ScopeRule ScopeRuleReplyToProto(const domain::ScopeRuleReply& reply);
+v1::ListScopeRulesResponse ListScopeRulesReplyToProto(const domain::ListScopeRulesReply& reply);
+v1::CloseScopeResponse CloseScopeReplyToProto(const domain::CloseScopeReply& reply);
+
 // `acked`: how many of the ids were pending (EventService::Ack).
 v1::AckHoldEventsResponse AckedToProto(int64_t acked);
 

@@ -54,6 +54,8 @@ class UnaryCall {
 
   // The tenant the call acts in (tenants.h; "" = none), set by ServeUnary under --tenants.
   void set_tenant(std::string tenant) { tenant_ = std::move(tenant); }
+  // The tenant the call acts in ("" = none).
+  const std::string& tenant() const { return tenant_; }
   // What the caller sent, validated as sent and in the stored form of its tenant (domain/tenant.h):
   // INVALID_ARGUMENT naming the field.
   absl::StatusOr<std::string> User(std::string user_id) const {
@@ -192,6 +194,7 @@ OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::ScopeServ
                                    ServiceOptions options)
     : holds_(holds),
       scopes_(scopes),
+      rules_(scopes.store(), scopes),
       events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
@@ -341,6 +344,79 @@ grpc::ServerUnaryReactor* OrderHoldService::ReleaseScopeHolds(grpc::CallbackServ
         ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
         scopes_.ReleaseScopeHolds(std::move(scope), call.options(),
                                   call.Respond(ReleaseScopeHoldsReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::PutScopeRule(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return ServeUnary<internal::PutScopeRuleRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kPutScopeRule),
+      *request, [this](internal::PutScopeRuleRequest& in, const UnaryCall& call) -> absl::Status {
+        absl::StatusOr<std::string> scope =
+            call.Scope(std::move(*in.mutable_rule()->mutable_scope()));
+        if (!scope.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("rule.", scope.status().message()));
+        }
+        ORDERHOLD_ASSIGN_OR_RETURN(store::ScopeRuleRecord rule,
+                                   ScopeRuleFromProto(in.rule(), *std::move(scope)));
+        rules_.PutScopeRule(std::move(rule), call.options(), call.Respond(ScopeRuleReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::GetScopeRule(grpc::CallbackServerContext* context,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return ServeUnary<internal::GetScopeRuleRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kGetScopeRule),
+      *request, [this](internal::GetScopeRuleRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        rules_.GetScopeRule(std::move(scope), call.options(), call.Respond(ScopeRuleReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::ListScopeRules(grpc::CallbackServerContext* context,
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ListScopeRulesRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kListScopeRules),
+      *request, [this](internal::ListScopeRulesRequest& in, const UnaryCall& call) -> absl::Status {
+        domain::ListPage page;
+        page.page_size = in.page_size();
+        page.page_token = std::move(*in.mutable_page_token());
+        rules_.ListScopeRules(call.tenant(), std::move(page), call.options(),
+                              call.Respond(ListScopeRulesReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::DeleteScopeRule(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return ServeUnary<internal::DeleteScopeRuleRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kDeleteScopeRule),
+      *request,
+      [this](internal::DeleteScopeRuleRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        rules_.DeleteScopeRule(
+            std::move(scope), std::move(*in.mutable_etag()), call.options(),
+            call.Respond([](absl::Time) { return v1::DeleteScopeRuleResponse(); }));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::CloseScope(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return ServeUnary<internal::CloseScopeRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kCloseScope), *request,
+      [this](internal::CloseScopeRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
+        rules_.CloseScope(std::move(scope), in.release_holds(), call.options(),
+                          call.Respond(CloseScopeReplyToProto));
         return absl::OkStatus();
       });
 }

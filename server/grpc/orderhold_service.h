@@ -32,6 +32,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
 #include "server/grpc/authorizer.h"
 #include "server/grpc/hold_event_watch.h"
@@ -40,22 +41,31 @@
 
 namespace orderhold::grpc_api {
 
-using RawOrderHoldService = orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeUsage<
-    orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeHolds<
-        orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseScopeHolds<
-            orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteConsumerGroup<
-                orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
-                    orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
-                        orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
-                            orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
-                                orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
-                                    orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
-                                        orderhold::v1::OrderHold::WithRawCallbackMethod_ExtendHold<
-                                            orderhold::v1::OrderHold::WithRawCallbackMethod_GetHold<
-                                                orderhold::v1::OrderHold::
-                                                    WithRawCallbackMethod_ReleaseHolds<
-                                                        orderhold::v1::OrderHold::
-                                                            Service>>>>>>>>>>>>>;
+template <typename Base>
+using RawScopeRuleMethods = orderhold::v1::OrderHold::WithRawCallbackMethod_PutScopeRule<
+    orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeRule<
+        orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeRules<
+            orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteScopeRule<
+                orderhold::v1::OrderHold::WithRawCallbackMethod_CloseScope<Base>>>>>;
+using RawOrderHoldService =
+    RawScopeRuleMethods<orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeUsage<
+        orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeHolds<
+            orderhold::v1::OrderHold::WithRawCallbackMethod_ReleaseScopeHolds<
+                orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteConsumerGroup<
+                    orderhold::v1::OrderHold::WithRawCallbackMethod_PlaceHold<
+                        orderhold::v1::OrderHold::WithRawCallbackMethod_Pay<
+                            orderhold::v1::OrderHold::WithRawCallbackMethod_ListHolds<
+                                orderhold::v1::OrderHold::WithRawCallbackMethod_CancelHold<
+                                    orderhold::v1::OrderHold::WithRawCallbackMethod_WatchHoldEvents<
+                                        orderhold::v1::OrderHold::WithRawCallbackMethod_AckHoldEvents<
+                                            orderhold::v1::OrderHold::
+                                                WithRawCallbackMethod_ExtendHold<
+                                                    orderhold::v1::OrderHold::
+                                                        WithRawCallbackMethod_GetHold<
+                                                            orderhold::v1::OrderHold::
+                                                                WithRawCallbackMethod_ReleaseHolds<
+                                                                    orderhold::v1::OrderHold::
+                                                                        Service>>>>>>>>>>>>>>;
 
 // What the service enforces of each caller besides the domain's limits.
 struct ServiceOptions {
@@ -140,6 +150,24 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* ListScopeHolds(grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
+  // The scope rule rpcs (domain/scope_rule_service.h). Request: orderhold.v1.<Rpc>Request
+  // bytes; response: ScopeRule, ListScopeRulesResponse, DeleteScopeRuleResponse or
+  // CloseScopeResponse bytes.
+  grpc::ServerUnaryReactor* PutScopeRule(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetScopeRule(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListScopeRules(grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* DeleteScopeRule(grpc::CallbackServerContext* context,
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CloseScope(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   // Request: orderhold.v1.ReleaseScopeHoldsRequest bytes; response: its response bytes.
   grpc::ServerUnaryReactor* ReleaseScopeHolds(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -151,6 +179,7 @@ class OrderHoldService final : public RawOrderHoldService {
 
   domain::HoldService& holds_;
   domain::ScopeService& scopes_;
+  domain::ScopeRuleService rules_;  // on the scopes' store
   domain::EventService* const events_;
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;

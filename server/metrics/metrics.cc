@@ -25,16 +25,20 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
                                                       "scope_unit_limit",
                                                       "already_exists",
                                                       "scope_total_limit",
-                                                      "scope_sold_out"};
+                                                      "scope_sold_out",
+                                                      "scope_not_open",
+                                                      "scope_closed"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
-const char* const kMethodNames[kMethodCount] = {"PlaceHold",        "Pay",
-                                                "ListHolds",        "CancelHold",
-                                                "WatchHoldEvents",  "AckHoldEvents",
-                                                "ExtendHold",       "GetHold",
-                                                "ReleaseHolds",     "DeleteConsumerGroup",
-                                                "GetScopeUsage",    "ListScopeHolds",
-                                                "ReleaseScopeHolds"};
+const char* const kMethodNames[kMethodCount] = {"PlaceHold",         "Pay",
+                                                "ListHolds",         "CancelHold",
+                                                "WatchHoldEvents",   "AckHoldEvents",
+                                                "ExtendHold",        "GetHold",
+                                                "ReleaseHolds",      "DeleteConsumerGroup",
+                                                "GetScopeUsage",     "ListScopeHolds",
+                                                "ReleaseScopeHolds", "PutScopeRule",
+                                                "GetScopeRule",      "ListScopeRules",
+                                                "DeleteScopeRule",   "CloseScope"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
 const char* const kScopeSweepActionNames[5] = {"settled", "fenced", "dropped", "audited",
                                                "ghost_dropped"};

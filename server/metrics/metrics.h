@@ -41,8 +41,12 @@ enum class RejectReason {
                       // exceed its total (SCOPE_TOTAL_LIMIT)
   kScopeSoldOut,      // "scope_sold_out": held plus sold units would exceed the scope's capacity
                       // (SCOPE_SOLD_OUT)
+  kScopeNotOpen,      // "scope_not_open": the scope's runtime rule is PAUSED or before its
+                      // open_time (SCOPE_NOT_OPEN)
+  kScopeClosed,       // "scope_closed": the scope's runtime rule is CLOSED or past its close_time
+                      // (SCOPE_CLOSED)
 };
-inline constexpr int kRejectReasonCount = 12;
+inline constexpr int kRejectReasonCount = 14;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method {
@@ -59,8 +63,13 @@ enum class Method {
   kGetScopeUsage,
   kListScopeHolds,
   kReleaseScopeHolds,
+  kPutScopeRule,
+  kGetScopeRule,
+  kListScopeRules,
+  kDeleteScopeRule,
+  kCloseScope,
 };
-inline constexpr int kMethodCount = 13;
+inline constexpr int kMethodCount = 18;
 
 // The rpc's name as the `method` label and gRPC's path use it: "PlaceHold".
 const char* MethodName(Method method);

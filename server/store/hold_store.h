@@ -154,6 +154,66 @@ struct PlaceHoldArgs {
   // 0 = none. With details.scope only, on a store that counts sales (HoldStore::counts_sales);
   // ignored otherwise.
   int64_t capacity_units = 0;
+  // The scope limits the request carried (PlaceHoldRequest.scope_limits), for a runtime rule of
+  // the scope, which replaces the file's rule merged into details.scope_limits: with
+  // `asked_replaces` they replace the rule's, else they are a ceiling on them (per field the
+  // smaller non-zero). nullopt: the rule's as they are.
+  std::optional<LevelLimits> asked_limits = std::nullopt;
+  bool asked_replaces = false;
+};
+
+// A scope's runtime rule (the OrderHold.PutScopeRule rpc): limits, totals, capacity and state
+// of one exact scope, kept in the store and read by the step that places a hold, so every
+// replica applies one version at once. It replaces the file's rule for that scope (the caller's
+// precedence: domain/scope_limits.h).
+enum class ScopeState { kOpen = 1, kPaused = 2, kClosed = 3 };  // the proto's numbers
+
+struct ScopeRuleRecord {
+  std::string scope;           // the exact scope (stored form), 1-128 bytes (+ its tenant)
+  LevelLimits limits;          // each user's live holds and units in the scope; 0 = none
+  LevelLimits totals;          // the scope's live holds and units across users; 0 = none
+  int64_t capacity_units = 0;  // live units + units sold, at most; 0 = none
+  ScopeState state = ScopeState::kOpen;
+  std::optional<absl::Time> open_time;    // not open before (whole ms); unset: none
+  std::optional<absl::Time> close_time;   // closed from (whole ms); unset: none
+  std::optional<absl::Time> expire_time;  // the rule is deleted then (whole ms); unset: never
+  // The rule's version as the store gave it (AIP-154): never reused for the scope. In a write,
+  // the version the rule must have ("" = any, also none).
+  std::string etag = {};
+  friend bool operator==(const ScopeRuleRecord&, const ScopeRuleRecord&) = default;
+};
+
+// A scope's state at `now` under `rule` (what place_hold.lua decides): kClosed when CLOSED or at
+// or after close_time; kPaused before open_time (whatever the state), and when PAUSED without an
+// open_time; else kOpen (a PAUSED rule opens at its open_time).
+ScopeState EffectiveState(const ScopeRuleRecord& rule, absl::Time now);
+
+struct ScopeRuleResult {
+  absl::Time now;                       // the store's clock when the operation ran
+  std::optional<ScopeRuleRecord> rule;  // the rule after the call; nullopt: none (Get, Delete)
+};
+
+// Where a page of ListScopeRules starts: after `scope` of `partition` (partitions in order, each's
+// scopes in byte order).
+struct ScopeRuleCursor {
+  int partition = 0;
+  std::string scope = {};  // "" = at the partition's first
+};
+
+struct ListScopeRulesResult {
+  absl::Time now;
+  std::vector<ScopeRuleRecord> rules;   // the page (expired rules left out)
+  std::optional<ScopeRuleCursor> next;  // where the next page starts; nullopt: the last page
+};
+
+// What a runtime rule made of a PlaceHold (PlaceHoldResult::rule): its etag and the limits
+// applied (the per-user ones after the request's own).
+struct AppliedScopeRule {
+  std::string etag;
+  LevelLimits limits;
+  LevelLimits totals;
+  int64_t capacity_units = 0;
+  friend bool operator==(const AppliedScopeRule&, const AppliedScopeRule&) = default;
 };
 
 // Levels a PlaceHold would exceed (PlaceHoldResult::violations), as bits.
@@ -175,6 +235,12 @@ struct PlaceHoldResult {
                     // is the earliest instant at which every exceeded level has had its earliest
                     // live hold expire (the earliest a retry can pass)
     kEnded,         // the order's hold already ended (see `ended`); nothing recorded
+    // The scope's runtime rule (`rule`) refused it; nothing recorded:
+    kScopeClosed,   // the rule is CLOSED, or at or after its close_time
+    kScopeNotOpen,  // PAUSED, or before its open_time; expire_time = open_time (the epoch when
+                    // none is set)
+    kNeverFits,     // the quantity is above a unit limit of the rule (`violations`: those
+                    // levels' bits): no retry can pass
   };
   Outcome outcome = Outcome::kCreated;
   absl::Time now;           // the store's clock when the operation ran
@@ -195,6 +261,9 @@ struct PlaceHoldResult {
   // The scope's units sold, when args.capacity_units is set and a new hold was decided; else 0.
   int64_t sold_units = 0;
   int violations = 0;  // kLimitReached: the LimitViolation bits of every exceeded level
+  // When the scope has a runtime rule (read in the step): what it applies, in place of the args'
+  // scope limits, totals and capacity.
+  std::optional<AppliedScopeRule> rule = std::nullopt;
   // kCreated: the details as placed (place_time = now); kAlreadyHeld: the existing hold's, to
   // compare with the request's (an idempotent retry must carry the same).
   HoldDetails details;
@@ -387,6 +456,30 @@ class HoldStore {
   // Read-only. FAILED_PRECONDITION when the store keeps no scope index.
   virtual void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
                               Callback<ListScopeHoldsResult> done) = 0;
+
+  // Runtime scope rules (ScopeRuleRecord). Whether the store keeps them: where a scope's rule can
+  // be read in the step that places its holds (a store with a scope index in its users' own
+  // Redis; not a Redis Cluster). Without them every call below is FAILED_PRECONDITION.
+  virtual bool keeps_scope_rules() const { return false; }
+  // Writes `rule` (validated by the caller) when rule.etag is "" or the rule's current etag;
+  // yields it with its new etag. ABORTED when the etag is another (or the scope has no rule),
+  // INVALID_ARGUMENT naming rule.expire_time when it is not after the store's now; nothing
+  // changes then.
+  virtual void PutScopeRule(ScopeRuleRecord rule, CallOptions options,
+                            Callback<ScopeRuleResult> done);
+  // The scope's rule; ScopeRuleResult::rule nullopt when it has none (or it expired).
+  virtual void GetScopeRule(std::string scope, CallOptions options, Callback<ScopeRuleResult> done);
+  // Removes the scope's rule when `etag` is "" or its etag; rule = nullopt. NOT_FOUND when it has
+  // none, ABORTED for another etag.
+  virtual void DeleteScopeRule(std::string scope, std::string etag, CallOptions options,
+                               Callback<ScopeRuleResult> done);
+  // Sets the scope's rule CLOSED (a new etag), creating one with no limits of its own when it has
+  // none; yields it.
+  virtual void CloseScopeRule(std::string scope, CallOptions options,
+                              Callback<ScopeRuleResult> done);
+  // Up to `page_size` (>= 1) rules from `from` on; fewer when some expired on the way.
+  virtual void ListScopeRules(ScopeRuleCursor from, int page_size, CallOptions options,
+                              Callback<ListScopeRulesResult> done);
 
   // Checks the backend answers; yields the store's clock (Redis TIME). UNAVAILABLE or
   // DEADLINE_EXCEEDED when it does not.

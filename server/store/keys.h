@@ -39,6 +39,13 @@
 //   <prefix>:{<partition>}:su:<scope>    beside it: the sum of its entries' quantities (string)
 //   <prefix>:{<partition>}:ss:<scope>    beside it: the units sold, the sum of the quantities of
 //                                        its holds ended PAID (string; no expiry; not on a Cluster)
+//   <prefix>:{<partition>}:sr:<scope>    beside them: the scope's runtime rule (string, packed:
+//                                        lua/prelude/ "A scope's runtime rule"; expires at its
+//                                        expire_time; not on a Cluster)
+//   <prefix>:{<partition>}:sr            the partition's scopes with a rule (sorted set, score
+//                                        0: ZRANGE BYLEX pages), lua/scope_rule.lua
+//   <prefix>:{<partition>}:srv           the partition's last rule version (string: INCRBY), the
+//                                        rules' etags
 //   <prefix>:{<partition>}:sp            Redis Cluster only: the partition's pending scope takes
 //                                        (hash: "n" -> the stamp counter; "<scope>\0<member>" ->
 //                                        "<stamp>:<take ms>"), lua/scope_take.lua; the scope
@@ -175,6 +182,17 @@ class KeySchema {
   // The scope's units sold ("ss:", lua/prelude/ scope_sold_key), beside its index.
   std::string ScopeSoldKey(absl::string_view scope) const {
     return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "ss:", scope);
+  }
+  // A scope's runtime rule, and its partition's rule list and version counter (see the table
+  // above; the scripts derive the rule key as the list's key + ":" + scope).
+  std::string ScopeRuleKey(absl::string_view scope) const {
+    return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "sr:", scope);
+  }
+  std::string ScopeRulesKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "sr");
+  }
+  std::string ScopeRuleVersionsKey(int partition) const {
+    return absl::StrCat(PartitionPrefix(partition), "srv");
   }
   // Redis Cluster's scope protocol (see the table above): a partition's pending takes, and the
   // sweep's place in a partition's event stream.

@@ -5,7 +5,9 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "server/common/status_macros.h"
 #include "server/store/redis_script_call.h"
 
@@ -27,6 +29,26 @@ using internal::ToInt;
 using internal::ToOutcome;
 
 namespace {
+
+// place_hold.lua's `asked`: the request's own scope limits, for a runtime rule of the scope.
+std::string AskedArg(const PlaceHoldArgs& args) {
+  if (!args.asked_limits.has_value() || args.details.scope.empty()) return "";
+  return absl::StrCat(args.asked_replaces ? "r:" : "c:", args.asked_limits->max_holds, ":",
+                      args.asked_limits->max_units);
+}
+
+// place_hold.lua's `applied`: "<version>:<max_holds>:<max_units>:<total holds>:<total units>:
+// <capacity>"; nullopt for another shape.
+std::optional<AppliedScopeRule> AppliedRuleOf(absl::string_view applied) {
+  std::vector<absl::string_view> parts = absl::StrSplit(applied, ':');
+  int64_t n[6];
+  if (parts.size() != 6) return std::nullopt;
+  for (int i = 0; i < 6; ++i) {
+    if (!absl::SimpleAtoi(parts[i], &n[i])) return std::nullopt;
+  }
+  return AppliedScopeRule{absl::StrCat(n[0]), LevelLimits{n[1], n[2]}, LevelLimits{n[3], n[4]},
+                          n[5]};
+}
 
 // One hold of a list reply (list_holds.lua's page, release_holds.lua's released): its order id,
 // expiry (Unix ms), details and life record elements. False when one has another shape.
@@ -198,7 +220,8 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
                .lifetime = std::max<int64_t>(1, Millis(args.max_lifetime)),
                .details = IsPlain(args.details) ? std::string() : EncodeDetailsTail(args.details),
                .store = store_arg_,
-               .take = take});
+               .take = take,
+               .asked = AskedArg(args)});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(
@@ -209,12 +232,19 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
               return absl::UnavailableError(
                   "the hold's place in its scope was taken too long ago; retry the same call");
             }
-            if (r.result < -2 || r.result > 1) return BadReply("place_hold.lua");
+            using Outcome = PlaceHoldResult::Outcome;
+            static constexpr Outcome kOutcomes[] = {
+                Outcome::kNeverFits,   Outcome::kScopeNotOpen,
+                Outcome::kScopeClosed, Outcome::kLimitReached /* -3: answered above */,
+                Outcome::kEnded,       Outcome::kLimitReached,
+                Outcome::kAlreadyHeld, Outcome::kCreated};
+            if (r.result < -6 || r.result > 1) return BadReply("place_hold.lua");
             PlaceHoldResult result;
-            result.outcome = r.result == 1    ? PlaceHoldResult::Outcome::kCreated
-                             : r.result == 0  ? PlaceHoldResult::Outcome::kAlreadyHeld
-                             : r.result == -1 ? PlaceHoldResult::Outcome::kLimitReached
-                                              : PlaceHoldResult::Outcome::kEnded;
+            result.outcome = kOutcomes[r.result + 6];
+            if (!r.applied.empty()) {
+              result.rule = AppliedRuleOf(r.applied);
+              if (!result.rule.has_value()) return BadReply("place_hold.lua");
+            }
             if (result.outcome == PlaceHoldResult::Outcome::kEnded) {
               if (!ToOutcome(r.ended_outcome, &result.ended.outcome)) {
                 return BadReply("place_hold.lua");

@@ -131,6 +131,19 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
   // placed, its take's bound.
   void ListScopeHolds(ListScopeHoldsArgs args, CallOptions options,
                       Callback<ListScopeHoldsResult> done) override;
+  // Runtime scope rules (redis_scope_rules.cc): scope_rule.lua writes, scope_rules.lua reads, on
+  // the request connections; kept where the scope index is (not across slots).
+  bool keeps_scope_rules() const override { return !scope_index_.empty(); }
+  void PutScopeRule(ScopeRuleRecord rule, CallOptions options,
+                    Callback<ScopeRuleResult> done) override;
+  void GetScopeRule(std::string scope, CallOptions options,
+                    Callback<ScopeRuleResult> done) override;
+  void DeleteScopeRule(std::string scope, std::string etag, CallOptions options,
+                       Callback<ScopeRuleResult> done) override;
+  void CloseScopeRule(std::string scope, CallOptions options,
+                      Callback<ScopeRuleResult> done) override;
+  void ListScopeRules(ScopeRuleCursor from, int page_size, CallOptions options,
+                      Callback<ListScopeRulesResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   // On the background connection, as Reap: migrate.lua (lua/migrations/ say what moves).
   void MigrateStep(int partition, MigrateArgs args, CallOptions options,
@@ -220,6 +233,13 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                         const std::string& take, Callback<ExtendStep> done);
   // The protocol (redis_scope_protocol.cc).
   void PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done);
+  // scope_rule.lua's `op` ("put", "delete", "close") on `scope`'s rule (redis_scope_rules.cc).
+  void WriteScopeRule(std::string scope, const char* op, std::string etag, std::string body,
+                      const CallOptions& options, Callback<ScopeRuleResult> done);
+  // ListScopeRules' calls, one partition each, into `page` until it has page_size rules.
+  void ListScopeRulesFrom(ScopeRuleCursor from, int page_size, CallOptions options,
+                          std::shared_ptr<ListScopeRulesResult> page,
+                          Callback<ListScopeRulesResult> done);
   void ExtendAcrossSlots(ExtendHoldArgs args, CallOptions options, Callback<ExtendHoldResult> done);
   // scope_take.lua for `entry`: the take's reply, parsed.
   struct Take {

@@ -1049,7 +1049,7 @@ echo "bench: redis-benchmark FCALL ${PLACE_FUNCTION} (${REDIS_REQUESTS} requests
 # lifetime cap (2 h: its life record), no details (a plain hold stores none) and the store's
 # constants (retention 1 day, 1,000 records, the default stream bounds, lifetime and default ttl,
 # the layout migration's checks on as by default, the scope index's start), and no take (the
-# Redis Cluster scope protocol's step: "" outside it).
+# Redis Cluster scope protocol's step: "" outside it), and no limits of the request's own (asked).
 # One holds bucket and one due bucket for
 # all (redis-benchmark draws each __rand_int__ apart, so a bucket per user would be one key per
 # user): larger than the server's 256 per partition, so if anything dearer.
@@ -1058,7 +1058,7 @@ redis-benchmark -p "${REDIS_PORT}" -c "${CONCURRENCY}" -n "${REDIS_REQUESTS}" -r
   "orderhold:{0}:x:__rand_int__" "orderhold:{0}:xt:__rand_int__" "orderhold:{0}:events" \
   "orderhold:{0}:bdue" \
   "u__rand_int__" "o__rand_int__" 10000 "" "3:0:0:0" 7200000 "" \
-  "86400000:1000:100000:33554432:7200000:1800000:1:orderhold:{" "" \
+  "86400000:1000:100000:33554432:7200000:1800000:1:orderhold:{" "" "" \
   >"${WORK}/redis.csv"
 # redis-benchmark counts an error reply as an answer: every call must have run the script.
 FCALL_FAILED="$(rcli INFO commandstats | tr -d '\r' |

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <system_error>
 #include <tuple>
@@ -42,6 +43,7 @@ namespace {
 
 using ::orderhold::testing::EventsOf;
 using ::orderhold::testing::IsOk;
+using ::orderhold::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAre;
@@ -1746,10 +1748,199 @@ TEST_P(ScopeTotalsTest, ConcurrentPlacesOfOneScopeAreCountedOnceAndEachSettled) 
 }
 
 // Every fixture runs on the four stores, named by their factory.
+// Runtime scope rules: kept by the store, read by the step that places a hold.
+class ScopeRuleTest : public HoldStoreContractTest {
+ protected:
+  void SetUp() override {
+    HoldStoreContractTest::SetUp();
+    if (!store_->keeps_scope_rules()) GTEST_SKIP() << "keeps no runtime rules (Redis Cluster)";
+  }
+  absl::StatusOr<ScopeRuleResult> Put(ScopeRuleRecord rule, absl::Time now) {
+    return Await<ScopeRuleResult>(
+        [&](auto done) { store_->PutScopeRule(std::move(rule), At(now), std::move(done)); });
+  }
+  absl::StatusOr<ScopeRuleResult> Get(const std::string& scope, absl::Time now) {
+    return Await<ScopeRuleResult>(
+        [&](auto done) { store_->GetScopeRule(scope, At(now), std::move(done)); });
+  }
+  PlaceHoldResult PlaceIn(const std::string& scope, const std::string& user, int64_t quantity,
+                          absl::Time now, LevelLimits file_limits = {},
+                          std::optional<LevelLimits> asked = std::nullopt) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = "o";
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 3;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    args.details.scope_limits = file_limits;
+    args.asked_limits = asked;
+    auto placed = Place(std::move(args), now);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  }
+  static ScopeRuleRecord Rule(const std::string& scope) {
+    ScopeRuleRecord rule;
+    rule.scope = scope;
+    return rule;
+  }
+};
+
+TEST_P(ScopeRuleTest, ARuleIsKeptWithAnEtagThatAStaleWriteCannotPass) {
+  // Redis expires a rule's key at its expire_time on its own clock: the test's clock is Redis'.
+  const absl::Time t0 = absl::FromUnixMillis(absl::ToUnixMillis(absl::Now()));
+  ScopeRuleRecord rule = Rule("event:R");
+  rule.limits = {2, 4};
+  rule.totals = {100, 200};
+  rule.capacity_units = 300;
+  rule.state = ScopeState::kPaused;
+  rule.open_time = t0 + absl::Seconds(60);
+  rule.close_time = t0 + absl::Hours(2);
+  rule.expire_time = t0 + absl::Hours(24);
+  auto put = Put(rule, t0);
+  ASSERT_THAT(put, IsOk());
+  ASSERT_TRUE(put->rule.has_value());
+  const std::string etag = put->rule->etag;
+  EXPECT_FALSE(etag.empty());
+  rule.etag = etag;
+  EXPECT_EQ(*put->rule, rule);
+  auto got = Get("event:R", t0);
+  ASSERT_THAT(got, IsOk());
+  EXPECT_EQ(got->rule, rule);
+  // A write with the etag read passes and gives a new etag; the old one is stale from then on.
+  rule.capacity_units = 250;
+  auto second = Put(rule, t0);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_NE(second->rule->etag, etag);
+  rule.capacity_units = 1;
+  EXPECT_THAT(Put(rule, t0), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_EQ(Get("event:R", t0)->rule->capacity_units, 250);
+  EXPECT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:R", etag, At(t0), std::move(done));
+              }),
+              StatusIs(absl::StatusCode::kAborted));
+  // Without an etag a write takes whatever is there; a delete removes it, and the etags of a rule
+  // deleted and put again are new ones.
+  rule.etag = "";
+  ASSERT_THAT(Put(rule, t0), IsOk());
+  EXPECT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:R", "", At(t0), std::move(done));
+              }),
+              IsOk());
+  EXPECT_FALSE(Get("event:R", t0)->rule.has_value());
+  EXPECT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:R", "", At(t0), std::move(done));
+              }),
+              StatusIs(absl::StatusCode::kNotFound));
+  rule.etag = second->rule->etag;
+  EXPECT_THAT(Put(rule, t0), StatusIs(absl::StatusCode::kAborted));  // the deleted rule's etag
+  rule.etag = "";
+  auto again = Put(rule, t0);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_NE(again->rule->etag, etag);
+  EXPECT_NE(again->rule->etag, second->rule->etag);
+  // An expire_time: the rule is gone from it on; one already past is refused.
+  EXPECT_FALSE(Get("event:R", t0 + absl::Hours(24)).value().rule.has_value());
+  rule.expire_time = t0;
+  EXPECT_THAT(Put(rule, t0), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST_P(ScopeRuleTest, ARuleReplacesTheFilesLimitsTotalsAndCapacityInThePlacingStep) {
+  // The file's limits (in details) allow 1 unit; the rule's allow 3, and the request's own
+  // ceiling of 2 still lowers them.
+  EXPECT_EQ(PlaceIn("event:S", "a", 3, kT0, {1, 1}).outcome, Outcome::kNeverFits);
+  ScopeRuleRecord rule = Rule("event:S");
+  rule.limits = {0, 3};
+  rule.totals = {2, 0};
+  rule.capacity_units = 5;
+  auto put = Put(rule, kT0);
+  ASSERT_THAT(put, IsOk());
+  PlaceHoldResult a = PlaceIn("event:S", "a", 3, kT0, {1, 1});
+  EXPECT_EQ(a.outcome, Outcome::kCreated);
+  ASSERT_TRUE(a.rule.has_value());
+  EXPECT_EQ(*a.rule, (AppliedScopeRule{put->rule->etag, {0, 3}, {2, 0}, 5}));
+  EXPECT_EQ(a.details.scope_limits, (LevelLimits{0, 3}));  // recorded as placed under
+  PlaceHoldResult b = PlaceIn("event:S", "b", 3, kT0, {1, 1}, LevelLimits{0, 2});
+  EXPECT_EQ(b.outcome, Outcome::kNeverFits);  // the request's ceiling: 2 < 3
+  EXPECT_EQ(b.violations, kScopeUnitLimit);
+  EXPECT_EQ(b.rule->limits, (LevelLimits{0, 2}));
+  b = PlaceIn("event:S", "b", 2, kT0, {1, 1}, LevelLimits{0, 2});
+  EXPECT_EQ(b.outcome, Outcome::kCreated);  // 3 + 2 held: the capacity of 5, 2 of 2 holds
+  EXPECT_EQ(b.total_holds, 2);
+  EXPECT_EQ(PlaceIn("event:S", "c", 1, kT0).violations, kScopeTotalHoldLimit | kScopeCapacity);
+  // A quantity above the rule's unit limits can never fit.
+  PlaceHoldResult never = PlaceIn("event:S", "c", 6, kT0);
+  EXPECT_EQ(never.outcome, Outcome::kNeverFits);
+  EXPECT_EQ(never.violations, kScopeUnitLimit | kScopeCapacity);
+  // Another scope keeps the file's rule.
+  EXPECT_FALSE(PlaceIn("event:other", "a", 1, kT0, {1, 1}).rule.has_value());
+}
+
+TEST_P(ScopeRuleTest, StateAndTimesDecideOnTheStoresClock) {
+  ScopeRuleRecord rule = Rule("event:P");
+  rule.state = ScopeState::kPaused;
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  PlaceHoldResult paused = PlaceIn("event:P", "a", 1, kT0);
+  EXPECT_EQ(paused.outcome, Outcome::kScopeNotOpen);
+  EXPECT_EQ(paused.expire_time, absl::UnixEpoch());  // no open_time: no retry time
+  // PAUSED with an open_time opens by itself then; nothing before.
+  rule.open_time = kT0 + absl::Seconds(30);
+  rule.close_time = kT0 + absl::Seconds(60);
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  paused = PlaceIn("event:P", "a", 1, kT0 + absl::Seconds(29));
+  EXPECT_EQ(paused.outcome, Outcome::kScopeNotOpen);
+  EXPECT_EQ(paused.expire_time, kT0 + absl::Seconds(30));
+  EXPECT_THAT(List("a", kT0 + absl::Seconds(29)), IsEmpty());
+  EXPECT_EQ(PlaceIn("event:P", "a", 1, kT0 + absl::Seconds(30)).outcome, Outcome::kCreated);
+  // close_time closes.
+  EXPECT_EQ(PlaceIn("event:P", "b", 1, kT0 + absl::Seconds(60)).outcome, Outcome::kScopeClosed);
+  // CloseScopeRule closes now, keeps the rule's limits and gives a new etag; a scope without a
+  // rule gets one, CLOSED.
+  rule = Rule("event:Q");
+  rule.capacity_units = 9;
+  auto put = Put(rule, kT0);
+  ASSERT_THAT(put, IsOk());
+  auto closed = Await<ScopeRuleResult>(
+      [&](auto done) { store_->CloseScopeRule("event:Q", At(kT0), std::move(done)); });
+  ASSERT_THAT(closed, IsOk());
+  EXPECT_EQ(closed->rule->state, ScopeState::kClosed);
+  EXPECT_EQ(closed->rule->capacity_units, 9);
+  EXPECT_NE(closed->rule->etag, put->rule->etag);
+  EXPECT_EQ(PlaceIn("event:Q", "q", 1, kT0).outcome, Outcome::kScopeClosed);
+  closed = Await<ScopeRuleResult>(
+      [&](auto done) { store_->CloseScopeRule("event:none", At(kT0), std::move(done)); });
+  ASSERT_THAT(closed, IsOk());
+  EXPECT_EQ(closed->rule->state, ScopeState::kClosed);
+  EXPECT_EQ(PlaceIn("event:none", "q", 1, kT0).outcome, Outcome::kScopeClosed);
+}
+
+TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {
+  std::set<std::string> put;
+  for (int i = 0; i < 23; ++i) {
+    const std::string scope = absl::StrCat("event:", i);
+    ASSERT_THAT(Put(Rule(scope), kT0), IsOk());
+    put.insert(scope);
+  }
+  std::multiset<std::string> listed;
+  ScopeRuleCursor from;
+  for (int pages = 0; pages < 100; ++pages) {
+    auto page = Await<ListScopeRulesResult>(
+        [&](auto done) { store_->ListScopeRules(from, 5, At(kT0), std::move(done)); });
+    ASSERT_THAT(page, IsOk());
+    EXPECT_LE(page->rules.size(), 5u);
+    for (const ScopeRuleRecord& rule : page->rules) listed.insert(rule.scope);
+    if (!page->next.has_value()) break;
+    from = *page->next;
+  }
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), put);
+  EXPECT_EQ(listed.size(), put.size());
+}
+
 const std::vector<std::string> kStores = {"fake", "redis", "redis_tls", "redis_cluster"};
 std::string StoreName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ScopeTotalsTest, ::testing::ValuesIn(kStores), StoreName);
+INSTANTIATE_TEST_SUITE_P(Stores, ScopeRuleTest, ::testing::ValuesIn(kStores), StoreName);
 INSTANTIATE_TEST_SUITE_P(Stores, HoldStoreContractTest, ::testing::ValuesIn(kStores), StoreName);
 INSTANTIATE_TEST_SUITE_P(Stores, PartitionStoreContractTest, ::testing::ValuesIn(kStores),
                          StoreName);

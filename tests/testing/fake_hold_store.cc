@@ -107,6 +107,10 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
     // How the order ended, as it stood before this call's cleanup (the scripts read everything
     // before their first write): the cleanup's trim may drop the record it answers from.
     const std::optional<Ended> prior = PriorEnd(args.user_id, args.order_id, result.now);
+    // The runtime rule, and a quantity that can never fit first, as place_hold.lua: nothing is
+    // written then.
+    const std::optional<store::ScopeState> state = ApplyRule(args, result);
+    if (NeverFits(args, result)) return result;
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
     auto& holds = holds_[args.user_id];
     const std::string& scope = args.details.scope;
@@ -132,6 +136,13 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
       result.outcome = Outcome::kEnded;
       result.expire_time = prior->end.expire_time;
       result.ended = prior->end;
+    } else if (state.has_value() && *state != store::ScopeState::kOpen) {
+      const bool closed = *state == store::ScopeState::kClosed;
+      const store::ScopeRuleRecord& rule = rules_.at(args.details.scope);
+      result.outcome = closed ? Outcome::kScopeClosed : Outcome::kScopeNotOpen;
+      result.expire_time = !closed && rule.open_time.has_value() && result.now < *rule.open_time
+                               ? *rule.open_time
+                               : absl::UnixEpoch();
     } else {
       if (result.active_holds + 1 > args.max_holds) result.violations |= store::kUserHoldLimit;
       if (args.max_units > 0 && result.user_units + quantity > args.max_units) {
@@ -523,6 +534,131 @@ void FakeHoldStore::ReleaseLease(int partition, std::string replica_id,
 void FakeHoldStore::Unregister(std::string replica_id, store::CallOptions /*options*/,
                                store::Callback<bool> done) {
   Answer(done, [&] { return replicas_.erase(replica_id) > 0; });
+}
+
+std::optional<store::ScopeState> FakeHoldStore::ApplyRule(store::PlaceHoldArgs& args,
+                                                          store::PlaceHoldResult& result) {
+  const std::string& scope = args.details.scope;
+  if (scope.empty()) return std::nullopt;
+  auto it = rules_.find(scope);
+  if (it == rules_.end() || !Live(it->second, result.now)) return std::nullopt;
+  const store::ScopeRuleRecord& rule = it->second;
+  store::LevelLimits limits = rule.limits;
+  if (args.asked_limits.has_value()) {
+    const store::LevelLimits& asked = *args.asked_limits;
+    auto lower = [](int64_t r, int64_t q) { return q == 0 || (r != 0 && r < q) ? r : q; };
+    limits = args.asked_replaces ? asked
+                                 : store::LevelLimits{lower(limits.max_holds, asked.max_holds),
+                                                      lower(limits.max_units, asked.max_units)};
+  }
+  args.details.scope_limits = limits;
+  args.totals = rule.totals;
+  args.capacity_units = rule.capacity_units;
+  result.rule = store::AppliedScopeRule{rule.etag, limits, rule.totals, rule.capacity_units};
+  return store::EffectiveState(rule, result.now);
+}
+
+bool FakeHoldStore::NeverFits(const store::PlaceHoldArgs& args, store::PlaceHoldResult& result) {
+  if (args.details.scope.empty()) return false;
+  const int64_t quantity = std::max<int64_t>(1, args.details.quantity);
+  const int64_t unit_limits[] = {args.details.scope_limits.max_units, args.totals.max_units,
+                                 args.capacity_units};
+  const int bits[] = {store::kScopeUnitLimit, store::kScopeTotalUnitLimit, store::kScopeCapacity};
+  for (int i = 0; i < 3; ++i) {
+    if (unit_limits[i] > 0 && quantity > unit_limits[i]) result.violations |= bits[i];
+  }
+  if (result.violations == 0) return false;
+  result.outcome = store::PlaceHoldResult::Outcome::kNeverFits;
+  result.expire_time = absl::UnixEpoch();
+  return true;
+}
+
+bool FakeHoldStore::Live(const store::ScopeRuleRecord& rule, absl::Time now) {
+  return !rule.expire_time.has_value() || now < *rule.expire_time;
+}
+
+void FakeHoldStore::PutScopeRule(store::ScopeRuleRecord rule, store::CallOptions options,
+                                 store::Callback<store::ScopeRuleResult> done) {
+  Answer(done, [&]() -> absl::StatusOr<store::ScopeRuleResult> {
+    store::ScopeRuleResult result;
+    result.now = NowFor(options);
+    auto it = rules_.find(rule.scope);
+    const bool live = it != rules_.end() && Live(it->second, result.now);
+    if (!rule.etag.empty() && (!live || it->second.etag != rule.etag)) {
+      return absl::AbortedError(absl::StrCat("etag: \"", rule.etag, "\" is not the rule's etag"));
+    }
+    if (rule.expire_time.has_value() && *rule.expire_time <= result.now) {
+      return absl::InvalidArgumentError("rule.expire_time: must be after now");
+    }
+    rule.etag = absl::StrCat(++rule_version_);
+    rules_[rule.scope] = rule;
+    result.rule = std::move(rule);
+    return result;
+  });
+}
+
+void FakeHoldStore::GetScopeRule(std::string scope, store::CallOptions options,
+                                 store::Callback<store::ScopeRuleResult> done) {
+  Answer(done, [&]() -> absl::StatusOr<store::ScopeRuleResult> {
+    store::ScopeRuleResult result;
+    result.now = NowFor(options);
+    if (auto it = rules_.find(scope); it != rules_.end() && Live(it->second, result.now)) {
+      result.rule = it->second;
+    }
+    return result;
+  });
+}
+
+void FakeHoldStore::DeleteScopeRule(std::string scope, std::string etag, store::CallOptions options,
+                                    store::Callback<store::ScopeRuleResult> done) {
+  Answer(done, [&]() -> absl::StatusOr<store::ScopeRuleResult> {
+    store::ScopeRuleResult result;
+    result.now = NowFor(options);
+    auto it = rules_.find(scope);
+    const bool live = it != rules_.end() && Live(it->second, result.now);
+    if (!etag.empty() && (!live || it->second.etag != etag)) {
+      return absl::AbortedError(absl::StrCat("etag: \"", etag, "\" is not the rule's etag"));
+    }
+    if (!live) return absl::NotFoundError("scope: has no runtime rule");
+    rules_.erase(it);
+    return result;
+  });
+}
+
+void FakeHoldStore::CloseScopeRule(std::string scope, store::CallOptions options,
+                                   store::Callback<store::ScopeRuleResult> done) {
+  Answer(done, [&]() -> absl::StatusOr<store::ScopeRuleResult> {
+    store::ScopeRuleResult result;
+    result.now = NowFor(options);
+    auto it = rules_.find(scope);
+    store::ScopeRuleRecord rule;
+    if (it != rules_.end() && Live(it->second, result.now)) rule = it->second;
+    rule.scope = scope;
+    rule.state = store::ScopeState::kClosed;
+    rule.etag = absl::StrCat(++rule_version_);
+    rules_[scope] = rule;
+    result.rule = std::move(rule);
+    return result;
+  });
+}
+
+void FakeHoldStore::ListScopeRules(store::ScopeRuleCursor from, int page_size,
+                                   store::CallOptions options,
+                                   store::Callback<store::ListScopeRulesResult> done) {
+  Answer(done, [&]() -> absl::StatusOr<store::ListScopeRulesResult> {
+    // One partition (0): the scopes in byte order.
+    store::ListScopeRulesResult result;
+    result.now = NowFor(options);
+    for (auto it = rules_.upper_bound(from.scope); it != rules_.end(); ++it) {
+      if (!Live(it->second, result.now)) continue;
+      if (static_cast<int>(result.rules.size()) == std::max(1, page_size)) {
+        result.next = store::ScopeRuleCursor{0, result.rules.back().scope};
+        break;
+      }
+      result.rules.push_back(it->second);
+    }
+    return result;
+  });
 }
 
 void FakeHoldStore::Ping(store::CallOptions options, store::Callback<absl::Time> done) {

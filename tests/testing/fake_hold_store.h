@@ -78,6 +78,19 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   void Unregister(std::string replica_id, store::CallOptions options,
                   store::Callback<bool> done) override;
   int partition_count() const override { return kPartitions; }
+  // Runtime scope rules, as scope_rule.lua and place_hold.lua keep and apply them (one list: the
+  // cursor's partition is always 0; etags count up from 1).
+  bool keeps_scope_rules() const override { return true; }
+  void PutScopeRule(store::ScopeRuleRecord rule, store::CallOptions options,
+                    store::Callback<store::ScopeRuleResult> done) override;
+  void GetScopeRule(std::string scope, store::CallOptions options,
+                    store::Callback<store::ScopeRuleResult> done) override;
+  void DeleteScopeRule(std::string scope, std::string etag, store::CallOptions options,
+                       store::Callback<store::ScopeRuleResult> done) override;
+  void CloseScopeRule(std::string scope, store::CallOptions options,
+                      store::Callback<store::ScopeRuleResult> done) override;
+  void ListScopeRules(store::ScopeRuleCursor from, int page_size, store::CallOptions options,
+                      store::Callback<store::ListScopeRulesResult> done) override;
   void Ping(store::CallOptions options, store::Callback<absl::Time> done) override;
 
  private:
@@ -106,6 +119,14 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   // (--max_outcomes_per_user) may drop the very record the answer comes from.
   std::optional<Ended> PriorEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PlaceHold's step of the scope's runtime rule: applies it to `args` (limits after the
+  // request's own, totals, capacity; result.rule); its state at result.now (nullopt: no rule).
+  std::optional<store::ScopeState> ApplyRule(store::PlaceHoldArgs& args,
+                                             store::PlaceHoldResult& result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the quantity is above a unit limit of the scope (then kNeverFits in `result`).
+  static bool NeverFits(const store::PlaceHoldArgs& args, store::PlaceHoldResult& result);
+  static bool Live(const store::ScopeRuleRecord& rule, absl::Time now);
   const Ended* FindEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -121,6 +142,9 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   std::map<std::string, std::map<std::string, Ended>> ends_ ABSL_GUARDED_BY(mu_);
   // Units sold per scope: every scoped hold paid (the Redis store's "ss:" keys).
   std::map<std::string, int64_t> sold_ ABSL_GUARDED_BY(mu_);
+  // Runtime scope rules by scope, and the last etag given.
+  std::map<std::string, store::ScopeRuleRecord> rules_ ABSL_GUARDED_BY(mu_);
+  int64_t rule_version_ ABSL_GUARDED_BY(mu_) = 0;
   // replica id -> alive until; partition -> (owner, lease until)
   std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);

@@ -49,11 +49,20 @@
 --                prelude, "The scope protocol across slots"): a new hold is refused (result -3)
 --                when the take is stale (take_stale); else the order's fence is raised to the
 --                take's stamp (fence_take), whatever the call answers
+-- ARGV asked     the scope limits the request carried, for a runtime rule (below): "" = none;
+--                "c:<max_holds>:<max_units>" a ceiling on the rule's, "r:..." in place of them
+--                (--request_scope_limits=replace); asked_limits in the prelude. (The file's
+--                rules come merged with them in A.details and A.limits.)
 -- REPLY result int        1 created (expire = now + ttl), 0 already held (expire = the existing
 --                         hold's, not extended), -1 a limit would be exceeded (expire = the
 --                         earliest instant at which every exceeded level has had its earliest
 --                         live hold expire), -2 the order's hold already ended (expire = that
---                         hold's), -3 the take is stale (expire = 0): nothing placed
+--                         hold's), -3 the take is stale (expire = 0), -4 the scope's runtime
+--                         rule is closed, -5 it is not open yet (expire = when it opens, 0 when
+--                         no open_time is set), -6 the quantity is above a unit limit of the
+--                         scope (violations = those levels' bits: it can never fit; nothing
+--                         at all is written, as for a request refused before the call):
+--                         nothing placed
 -- REPLY now int           the instant used, Unix ms
 -- REPLY expire int        Unix ms, as result says
 -- REPLY active int        the user's live holds after the call
@@ -75,13 +84,21 @@
 -- REPLY total_units int   their units, likewise
 -- REPLY sold int          the scope's units sold, when it has a capacity and a new hold was decided
 --                         (results 1 and -1); else 0
+-- REPLY applied str       when the scope has a runtime rule (a store with a scope index):
+--                         "<version>:<max_holds>:<max_units>:<total_max_holds>:
+--                         <total_max_units>:<capacity_units>", the rule's etag and the limits
+--                         applied (the scope's per-user ones after A.asked); else ""
+-- Runtime rule: a scope's rule put at runtime (PutScopeRule; the prelude, "A scope's runtime
+--          rule"), read here on a store that keeps a scope index, replaces the file's rule that
+--          came in A.details and A.limits: its limits, totals, capacity and state decide.
 -- Nudge    when the call ends at least one hold, one SPUBLISH on the partition's nudge channel
 --          (derived from the events key; see end_hold in the prelude); one of "due" on its
 --          reaper channel when it moves the partition's earliest due time earlier (set_due)
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
--- scope_usage, scope_sold_key):
+-- scope_usage, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
+-- details_with_limits):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
@@ -127,8 +144,36 @@ local earliest = live[1] and live[1].expire  -- the user's earliest expiry after
 
 local result, expire
 local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
-local total_holds, total_units, sold = 0, 0, 0
-if existing then
+local total_holds, total_units, sold, applied = 0, 0, 0, ''
+local tail = A.details  -- the new hold's details tail, with the limits it is placed under
+-- Each level's limit, in LEVELS' order (the prelude); 0 = no limit.
+local lim = limits_of(A.limits)
+local scoped, totals = scope ~= '', scope ~= '' and k.index ~= nil
+-- The scope's runtime rule, when it has one, in place of the file's.
+local rule = totals and scope_rule_of(redis.call('GET', scope_rule_key(k.index, scope)), now)
+local state, opens = 1, 0
+if rule then
+  state, opens = scope_rule_state(rule, now)
+  scope_max_holds, scope_max_units = asked_limits(rule.max_holds, rule.max_units, A.asked)
+  lim = {lim[1], lim[2], rule.total_holds, rule.total_units, rule.capacity}
+  tail = details_with_limits(A.details, scope_max_holds, scope_max_units)
+  applied = string.format('%d:%d:%d:%d:%d:%d', rule.version, scope_max_holds,
+                          scope_max_units, rule.total_holds, rule.total_units, rule.capacity)
+end
+local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
+               totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0}
+-- A quantity above a unit limit of the scope can never fit: refused first, as the C++ refuses
+-- it before the call where it knows the limits (a store without runtime rules).
+local never = 0
+for i, level in ipairs(LEVELS) do
+  if i >= 3 and level.units and limit[i] > 0 and quantity > limit[i] then
+    never = never + level.bit
+  end
+end
+if never > 0 then
+  -- Malformed as asked: nothing is written, not even the user's due holds' ends.
+  result, expire, violations, removed = -6, 0, never, 0
+elseif existing then
   result, expire, details, life = 0, existing.expire, existing.details or '', existing.life or ''
 else
   local retention = store.retention
@@ -138,18 +183,15 @@ else
   elseif stale then
     result, expire = -3, 0
   else
-    -- Each level's limit and usage, in LEVELS' order (the prelude); 0 = no limit.
-    local lim = limits_of(A.limits)
-    local scoped, totals = scope ~= '', scope ~= '' and k.index ~= nil
-    local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
-                   totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0}
     -- The scope's totals, across users, from its index (pruned here: the prune and the add below
     -- are the only writes to it before the decision is made, and neither changes what is live).
     local total_first
-    if limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
+    if state ~= 1 then
+      limit = {}  -- refused before any level is counted
+    elseif limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
       total_holds, total_units, total_first = scope_usage(k.index, scope, now)
     end
-    if limit[7] > 0 then
+    if (limit[7] or 0) > 0 then
       sold = tonumber(redis.call('GET', scope_sold_key(k.index, scope)) or '0')
     end
     local used = {active, units, scope_holds, scope_units, total_holds, total_units,
@@ -157,23 +199,25 @@ else
     local first = {earliest or now, scope_first or now, total_first or now}
     expire = 0
     for i, level in ipairs(LEVELS) do
-      if limit[i] > 0 and used[i] + (level.units and quantity or 1) > limit[i] then
+      if (limit[i] or 0) > 0 and used[i] + (level.units and quantity or 1) > limit[i] then
         violations = violations + level.bit
         expire = math.max(expire, first[level.first])
       end
     end
-    if violations > 0 then
+    if state ~= 1 then
+      result, expire = state == 3 and -4 or -5, opens
+    elseif violations > 0 then
       result = -1
     else
       result, expire = 1, now + tonumber(A.ttl)
       local cap = math.max(expire, now + tonumber(A.lifetime))
       life = string.format('%d:%d:%d:0:0:', expire, now, cap)
-      if A.details ~= '' then
-        details = string.format('%d:%d:', expire, now) .. A.details
+      if tail ~= '' then
+        details = string.format('%d:%d:', expire, now) .. tail
       end
       -- Packed here from its numbers (pack_holds would parse the life record just formatted).
       live[#live + 1] = {order = order, expire = expire, details = details ~= '' and details,
-        life = life, packed = pack_hold(order, expire, now, cap, 0, NO_IDS, A.details)}
+        life = life, packed = pack_hold(order, expire, now, cap, 0, NO_IDS, tail)}
       earliest = math.min(earliest or expire, expire)
       active, units = active + 1, units + quantity
       if scope ~= '' then
@@ -207,4 +251,4 @@ if removed > 0 or (result == 1 and earliest ~= (holds[1] and holds[1].expire)) t
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
-        scope_units, violations, details, life, total_holds, total_units, sold}
+        scope_units, violations, details, life, total_holds, total_units, sold, applied}

@@ -1,0 +1,91 @@
+-- prelude/45_scope_rules.lua: an exact scope's runtime rule (PutScopeRule), as the scripts read it.
+
+-- A scope's runtime rule: "<prefix>:{<p>}:sr:<scope>", a string in the scope's partition (keys.h
+-- ScopeRuleKey; p as for the scope index), written by scope_rule.lua only:
+--   <version>:<state>:<open ms>:<close ms>:<expire ms>:<max_holds>:<max_units>:
+--   <total_max_holds>:<total_max_units>:<capacity_units>:
+-- all decimal integers: version the rule's etag (a counter of its partition, never reused), state
+-- 1 OPEN, 2 PAUSED, 3 CLOSED, a time 0 = unset; the key expires at <expire ms> (SET PXAT) when
+-- one is set. A later release appends its fields after the last ':': readers ignore what follows.
+-- The partition's rules are listed in "<prefix>:{<p>}:sr" (sorted set, score 0, member = the
+-- scope; ZRANGE BYLEX pages) and numbered by "<prefix>:{<p>}:srv" (string, INCRBY).
+-- Only where a script may touch the scope's partition (not a Redis Cluster), as the index.
+local RULE_PATTERN = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):'
+
+local function scope_rule_key(index, scope)
+  return index .. int_str(fnv1a32(scope) % 64) .. '}:sr:' .. scope
+end
+
+-- A packed rule as {version, state, open, close, expire, max_holds, max_units, total_holds,
+-- total_units, capacity} (numbers); nil when `packed` is false (no rule) or the rule's
+-- expire_time has passed at `now` (its key may not have expired yet when a test sets now).
+-- Raises an error on any other shape.
+local function scope_rule_of(packed, now)
+  if not packed then
+    return nil
+  end
+  local v, st, op, cl, ex, mh, mu, th, tu, cap = string.match(packed, RULE_PATTERN)
+  if not v then
+    error('OrderHold: malformed scope rule')
+  end
+  local r = {version = tonumber(v), state = tonumber(st), open = tonumber(op),
+             close = tonumber(cl), expire = tonumber(ex), max_holds = tonumber(mh),
+             max_units = tonumber(mu), total_holds = tonumber(th), total_units = tonumber(tu),
+             capacity = tonumber(cap)}
+  if r.expire > 0 and now >= r.expire then
+    return nil
+  end
+  return r
+end
+
+-- Whether a rule lets a hold be placed at `now`: 1 open; 2 not open yet, with the instant it
+-- opens (0: none set, a PAUSED rule without open_time); 3 closed. CLOSED, or close_time reached,
+-- closes; before open_time it is not open yet, whatever its state; PAUSED opens at open_time.
+local function scope_rule_state(r, now)
+  if r.state == 3 or (r.close > 0 and now >= r.close) then
+    return 3, 0
+  end
+  if r.open > 0 and now < r.open then
+    return 2, r.open
+  end
+  if r.state == 2 and r.open == 0 then
+    return 2, 0
+  end
+  return 1, 0
+end
+
+-- The scope limits a hold is placed under when the rule sets (max_holds, max_units) and the
+-- request asked `asked`: "" = none of its own (the rule's); "c:<h>:<u>" a ceiling (per field the
+-- smaller non-zero of the two: a request's 0 leaves the rule's, a rule's 0 takes the request's);
+-- "r:<h>:<u>" the request's as they are (--request_scope_limits=replace). domain/scope_limits.h
+-- ApplyRequestLimits is the same rule for the file's rules.
+local function asked_limits(max_holds, max_units, asked)
+  if asked == '' then
+    return max_holds, max_units
+  end
+  local mode, h, u = string.match(asked, '^([cr]):(%d+):(%d+)$')
+  if not mode then
+    error('OrderHold: malformed asked limits')
+  end
+  h, u = tonumber(h), tonumber(u)
+  if mode == 'r' then
+    return h, u
+  end
+  local function lower(rule, req)
+    if req == 0 or (rule ~= 0 and rule < req) then
+      return rule
+    end
+    return req
+  end
+  return lower(max_holds, h), lower(max_units, u)
+end
+
+-- A details tail (hold_details_codec.h, from the quantity on) with the scope's max_holds and
+-- max_units replaced: what the hold records it was placed under. `tail` has a scope.
+local function details_with_limits(tail, max_holds, max_units)
+  local n, pos = string.match(tail, '^%d+:(%d+):()')
+  local stop = pos + tonumber(n)
+  local rest = string.match(tail, '^%d+:%d+:()', stop)
+  return string.sub(tail, 1, stop - 1) .. int_str(max_holds) .. ':' .. int_str(max_units) .. ':' ..
+         string.sub(tail, rest)
+end
