@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/timestamp.pb.h"
 #include "google/rpc/status.pb.h"
 
 namespace orderhold::client {
@@ -39,6 +40,16 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-usage SCOPE\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-list SCOPE\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-release SCOPE\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-put SCOPE [--max_holds N]\n"
+    "                [--max_units N] [--total_max_holds N] [--total_max_units N]\n"
+    "                [--capacity_units N] [--state OPEN|PAUSED|CLOSED] [--open_time T]\n"
+    "                [--close_time T] [--expire_time T] [--etag ETAG]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]\n"
+    "                [--page_token T]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-delete SCOPE [--etag ETAG]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-close SCOPE\n"
+    "                [--release_holds]\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
     "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
     "N]\n"
@@ -61,6 +72,12 @@ const char kCliUsage[] =
     "scope-usage shows a scope's live holds and units across all users, its totals and its\n"
     "units sold and available (a capacity), scope-list lists them (every user's),\n"
     "scope-release cancels them all (an operator's call).\n"
+    "rule-put sets a scope's runtime rule, an operator's call (the whole rule: a flag not given\n"
+    "is 0 or unset; times in RFC 3339, e.g. 2026-12-07T10:00:00Z); --etag ETAG of the rule read\n"
+    "writes only if nobody changed it since (10 = ABORTED otherwise). rule-get and rule-list\n"
+    "(one page; --page_token goes on) show rules, rule-delete hands the scope back to the\n"
+    "server's --scope_limits file, scope-close stops placing in it (--release_holds also\n"
+    "cancels its live holds).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
@@ -374,6 +391,93 @@ std::string FormatReleaseScopeHolds(absl::string_view scope,
   return out;
 }
 
+namespace {
+
+// "1 hold", "0 holds", "8 units".
+std::string Counted(uint32_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
+}
+
+// "4 holds / 8 units", or "" when both are 0 (no limit).
+std::string HoldsAndUnits(uint32_t holds, uint32_t units) {
+  if (holds == 0 && units == 0) return "";
+  return absl::StrCat(Counted(holds, "hold"), " / ", Counted(units, "unit"));
+}
+
+// A state's name; unspecified reads OPEN (as the server reads it), a state newer than this binary
+// by its number.
+std::string ScopeStateName(orderhold::v1::ScopeState state) {
+  if (state == orderhold::v1::SCOPE_STATE_UNSPECIFIED) return "OPEN";
+  const std::string& name = orderhold::v1::ScopeState_Name(state);
+  return name.empty() ? absl::StrCat("state ", static_cast<int>(state)) : name;
+}
+
+// The limit parts of FormatScopeRule: "per user ...", "totals ...", "capacity N", or "no limits".
+std::vector<std::string> RuleLimitParts(const orderhold::v1::ScopeRule& rule) {
+  std::vector<std::string> parts;
+  if (std::string per_user = HoldsAndUnits(rule.limits().max_holds(), rule.limits().max_units());
+      !per_user.empty()) {
+    parts.push_back(absl::StrCat("per user ", per_user));
+  }
+  if (std::string totals = HoldsAndUnits(rule.total_max_holds(), rule.total_max_units());
+      !totals.empty()) {
+    parts.push_back(absl::StrCat("totals ", totals));
+  }
+  if (rule.capacity_units() != 0) {
+    parts.push_back(absl::StrCat("capacity ", rule.capacity_units()));
+  }
+  if (parts.empty()) parts.push_back("no limits");
+  return parts;
+}
+
+}  // namespace
+
+std::string FormatScopeRule(const orderhold::v1::ScopeRule& rule) {
+  std::string out = absl::StrCat(rule.scope(), " ", ScopeStateName(rule.state()));
+  if (rule.effective_state() != orderhold::v1::SCOPE_STATE_UNSPECIFIED) {
+    absl::StrAppend(&out, " (now ", ScopeStateName(rule.effective_state()), ")");
+  }
+  if (!rule.etag().empty()) absl::StrAppend(&out, " etag ", rule.etag());
+  std::vector<std::string> parts = RuleLimitParts(rule);
+  if (rule.has_open_time()) {
+    parts.push_back(absl::StrCat("opens ", FormatTimestamp(FromProtoTimestamp(rule.open_time()))));
+  }
+  if (rule.has_close_time()) {
+    parts.push_back(
+        absl::StrCat("closes ", FormatTimestamp(FromProtoTimestamp(rule.close_time()))));
+  }
+  if (rule.has_expire_time()) {
+    parts.push_back(
+        absl::StrCat("expires ", FormatTimestamp(FromProtoTimestamp(rule.expire_time()))));
+  }
+  return absl::StrCat(out, ": ", absl::StrJoin(parts, "; "));
+}
+
+std::string FormatScopeRules(const orderhold::v1::ListScopeRulesResponse& response) {
+  if (response.rules().empty() && response.next_page_token().empty()) return "no rules\n";
+  std::string out;
+  for (const orderhold::v1::ScopeRule& rule : response.rules()) {
+    absl::StrAppend(&out, FormatScopeRule(rule), "\n");
+  }
+  if (!response.next_page_token().empty()) {
+    absl::StrAppend(&out, "next page: --page_token ", response.next_page_token(), "\n");
+  }
+  return out;
+}
+
+std::string FormatCloseScope(absl::string_view scope,
+                             const orderhold::v1::CloseScopeResponse& response,
+                             bool release_holds) {
+  const orderhold::v1::ScopeRule& rule = response.rule();
+  std::string out =
+      absl::StrCat("closed ", rule.scope().empty() ? scope : absl::string_view(rule.scope()));
+  if (!rule.etag().empty()) absl::StrAppend(&out, " (etag ", rule.etag(), ")");
+  if (release_holds || response.released_count() > 0) {
+    absl::StrAppend(&out, "; released ", Counted(response.released_count(), "hold"));
+  }
+  return out;
+}
+
 std::string FormatListHolds(absl::string_view user_id,
                             const orderhold::v1::ListHoldsResponse& response,
                             absl::string_view scope) {
@@ -438,14 +542,66 @@ std::string FormatErrorDetails(const absl::Status& status) {
 
 int ExitCodeFor(const absl::Status& status) { return static_cast<int>(status.code()); }
 
+namespace {
+
+// Every command, for the usage errors.
+constexpr char kCommandNames[] =
+    "place, extend, pay, cancel, get, list, release, watch, delete-group, scope-usage, "
+    "scope-list, scope-release, scope-close, rule-put, rule-get, rule-list, rule-delete or health";
+
+// The commands about one scope across users and its runtime rule.
+struct NamedKind {
+  absl::string_view name;
+  CliCommand::Kind kind;
+};
+constexpr NamedKind kScopeCommands[] = {
+    {"scope-usage", CliCommand::Kind::kScopeUsage},
+    {"scope-list", CliCommand::Kind::kScopeList},
+    {"scope-release", CliCommand::Kind::kScopeRelease},
+    {"scope-close", CliCommand::Kind::kScopeClose},
+    {"rule-put", CliCommand::Kind::kRulePut},
+    {"rule-get", CliCommand::Kind::kRuleGet},
+    {"rule-list", CliCommand::Kind::kRuleList},
+    {"rule-delete", CliCommand::Kind::kRuleDelete},
+};
+
+// ParseCommand for one of kScopeCommands: SCOPE (rule-list: no argument), never --ttl.
+absl::StatusOr<CliCommand> ParseScopeCommand(const std::vector<std::string>& args,
+                                             CliCommand::Kind kind,
+                                             std::optional<absl::Duration> ttl) {
+  const std::string& name = args[0];
+  const bool list = kind == CliCommand::Kind::kRuleList;
+  if (list && args.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rule-list takes no arguments, got %d argument(s)", args.size() - 1));
+  }
+  if (!list && args.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s takes SCOPE, got %d arguments", name, args.size() - 1));
+  }
+  if (ttl.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ttl applies only to place and extend, not ", name));
+  }
+  CliCommand command;
+  command.kind = kind;
+  if (!list) command.scope = args[1];
+  // Sent as the rule's scope; ParseRuleFlags fills in the rest.
+  if (kind == CliCommand::Kind::kRulePut) command.rule.set_scope(command.scope);
+  return command;
+}
+
+}  // namespace
+
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl) {
   if (args.empty()) {
-    return absl::InvalidArgumentError(
-        "missing command (place, extend, pay, cancel, get, list, release, watch, delete-group, "
-        "scope-usage, scope-list, scope-release or health)");
+    return absl::InvalidArgumentError(absl::StrCat("missing command (", kCommandNames, ")"));
   }
   const std::string& name = args[0];
+  for (const NamedKind& scope_command : kScopeCommands) {
+    if (scope_command.name == name) return ParseScopeCommand(args, scope_command.kind, ttl);
+  }
   CliCommand command;
   size_t want_args = 0;
   if (name == "place") {
@@ -483,20 +639,6 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
     }
     command.group = args[1];
     return command;
-  } else if (name == "scope-usage" || name == "scope-list" || name == "scope-release") {
-    command.kind = name == "scope-usage"  ? CliCommand::Kind::kScopeUsage
-                   : name == "scope-list" ? CliCommand::Kind::kScopeList
-                                          : CliCommand::Kind::kScopeRelease;
-    if (args.size() != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s takes SCOPE, got %d arguments", name, args.size() - 1));
-    }
-    if (ttl.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--ttl applies only to place and extend, not ", name));
-    }
-    command.scope = args[1];
-    return command;
   } else if (name == "health") {
     command.kind = CliCommand::Kind::kHealth;
     if (args.size() > 2) {
@@ -508,10 +650,8 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
       return absl::InvalidArgumentError("--ttl applies only to place and extend, not health");
     return command;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown command \"", name,
-        "\" (want place, extend, pay, cancel, get, list, release, watch, delete-group, "
-        "scope-usage, scope-list, scope-release or health)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown command \"", name, "\" (want ", kCommandNames, ")"));
   }
   if (args.size() - 1 != want_args) {
     return absl::InvalidArgumentError(absl::StrFormat("%s takes %s, got %d argument(s)", name,
@@ -619,6 +759,16 @@ absl::string_view CommandName(CliCommand::Kind kind) {
       return "scope-list";
     case CliCommand::Kind::kScopeRelease:
       return "scope-release";
+    case CliCommand::Kind::kRulePut:
+      return "rule-put";
+    case CliCommand::Kind::kRuleGet:
+      return "rule-get";
+    case CliCommand::Kind::kRuleList:
+      return "rule-list";
+    case CliCommand::Kind::kRuleDelete:
+      return "rule-delete";
+    case CliCommand::Kind::kScopeClose:
+      return "scope-close";
   }
   return "?";
 }
@@ -739,6 +889,147 @@ absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// A usage error for a flag given to a command it does not apply to.
+absl::Status FlagNotFor(absl::string_view flag, absl::string_view applies_to,
+                        CliCommand::Kind kind) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, " applies only to ", applies_to, ", not ", CommandName(kind)));
+}
+
+// The first of rule-put's own flags that was given, or nullptr when none was.
+const char* FirstRulePutFlag(const RuleFlags& flags) {
+  if (flags.max_holds.has_value()) return "max_holds";
+  if (flags.max_units.has_value()) return "max_units";
+  if (flags.total_max_holds.has_value()) return "total_max_holds";
+  if (flags.total_max_units.has_value()) return "total_max_units";
+  if (flags.capacity_units.has_value()) return "capacity_units";
+  if (!flags.state.empty()) return "state";
+  if (!flags.open_time.empty()) return "open_time";
+  if (!flags.close_time.empty()) return "close_time";
+  if (!flags.expire_time.empty()) return "expire_time";
+  return nullptr;
+}
+
+// A count flag, when given, into `out` (Uint32Flag); `out` is left as it is when not.
+absl::Status OptionalUint32Flag(absl::string_view flag, const std::optional<int64_t>& value,
+                                uint32_t* out) {
+  if (!value.has_value()) return absl::OkStatus();
+  absl::StatusOr<uint32_t> parsed = Uint32Flag(flag, *value);
+  if (!parsed.ok()) return parsed.status();
+  *out = *parsed;
+  return absl::OkStatus();
+}
+
+// rule-put's numbers into `rule`: limits (sent when --max_holds or --max_units was given, the
+// other then 0), totals and capacity.
+absl::Status SetRuleNumbers(const RuleFlags& flags, orderhold::v1::ScopeRule* rule) {
+  uint32_t max_holds = 0, max_units = 0, total_max_holds = 0, total_max_units = 0, capacity = 0;
+  absl::Status status = OptionalUint32Flag("max_holds", flags.max_holds, &max_holds);
+  if (status.ok()) status = OptionalUint32Flag("max_units", flags.max_units, &max_units);
+  if (status.ok()) {
+    status = OptionalUint32Flag("total_max_holds", flags.total_max_holds, &total_max_holds);
+  }
+  if (status.ok()) {
+    status = OptionalUint32Flag("total_max_units", flags.total_max_units, &total_max_units);
+  }
+  if (status.ok()) status = OptionalUint32Flag("capacity_units", flags.capacity_units, &capacity);
+  if (!status.ok()) return status;
+  if (flags.max_holds.has_value() || flags.max_units.has_value()) {
+    rule->mutable_limits()->set_max_holds(max_holds);
+    rule->mutable_limits()->set_max_units(max_units);
+  }
+  rule->set_total_max_holds(total_max_holds);
+  rule->set_total_max_units(total_max_units);
+  rule->set_capacity_units(capacity);
+  return absl::OkStatus();
+}
+
+// An RFC 3339 time flag (absl::RFC3339_full) as a Timestamp; INVALID_ARGUMENT naming the flag
+// otherwise (absl's "infinite-future" and "infinite-past" too: no Timestamp holds them).
+absl::StatusOr<google::protobuf::Timestamp> TimeFlag(absl::string_view flag,
+                                                     const std::string& value) {
+  absl::Time time;
+  std::string error;
+  const bool parsed = absl::ParseTime(absl::RFC3339_full, value, &time, &error);
+  if (!parsed || time == absl::InfiniteFuture() || time == absl::InfinitePast()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, " \"", value, "\" is not an RFC 3339 time (e.g. 2026-12-07T10:00:00Z)",
+        error.empty() ? "" : absl::StrCat(": ", error)));
+  }
+  return ToProtoTimestamp(time);
+}
+
+// rule-put's state and times into `rule`.
+absl::Status SetRuleStateAndTimes(const RuleFlags& flags, orderhold::v1::ScopeRule* rule) {
+  if (!flags.state.empty()) {
+    orderhold::v1::ScopeState state;
+    // The proto's names, case and all, as --json prints them.
+    if (!orderhold::v1::ScopeState_Parse(flags.state, &state) ||
+        state == orderhold::v1::SCOPE_STATE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state \"", flags.state, "\" is not OPEN, PAUSED or CLOSED"));
+    }
+    rule->set_state(state);
+  }
+  const struct {
+    const char* flag;
+    const std::string& value;
+    google::protobuf::Timestamp* (orderhold::v1::ScopeRule::*field)();
+  } times[] = {
+      {"open_time", flags.open_time, &orderhold::v1::ScopeRule::mutable_open_time},
+      {"close_time", flags.close_time, &orderhold::v1::ScopeRule::mutable_close_time},
+      {"expire_time", flags.expire_time, &orderhold::v1::ScopeRule::mutable_expire_time},
+  };
+  for (const auto& time : times) {
+    if (time.value.empty()) continue;
+    absl::StatusOr<google::protobuf::Timestamp> parsed = TimeFlag(time.flag, time.value);
+    if (!parsed.ok()) return parsed.status();
+    *(rule->*time.field)() = *parsed;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseRuleFlags(const RuleFlags& flags, CliCommand* command) {
+  using Kind = CliCommand::Kind;
+  const Kind kind = command->kind;
+  if (const char* flag = FirstRulePutFlag(flags); flag != nullptr && kind != Kind::kRulePut) {
+    return FlagNotFor(flag, "rule-put", kind);
+  }
+  if (!flags.etag.empty() && kind != Kind::kRulePut && kind != Kind::kRuleDelete) {
+    return FlagNotFor("etag", "rule-put and rule-delete", kind);
+  }
+  if (flags.page_size.has_value() && kind != Kind::kRuleList) {
+    return FlagNotFor("page_size", "rule-list", kind);
+  }
+  if (!flags.page_token.empty() && kind != Kind::kRuleList) {
+    return FlagNotFor("page_token", "rule-list", kind);
+  }
+  if (flags.release_holds && kind != Kind::kScopeClose) {
+    return FlagNotFor("release_holds", "scope-close", kind);
+  }
+  command->release_holds = flags.release_holds;
+  if (kind == Kind::kRuleDelete) command->etag = flags.etag;
+  if (kind == Kind::kRuleList) {
+    const int64_t page_size = flags.page_size.value_or(0);
+    if (page_size < 0 || page_size > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat("--page_size must be from 0 to ",
+                                                     std::numeric_limits<int32_t>::max(), ", got ",
+                                                     page_size));
+    }
+    command->list_rules.set_page_size(static_cast<int32_t>(page_size));
+    command->list_rules.set_page_token(flags.page_token);
+  }
+  if (kind != Kind::kRulePut) return absl::OkStatus();
+  command->rule.set_scope(command->scope);
+  command->rule.set_etag(flags.etag);
+  if (absl::Status numbers = SetRuleNumbers(flags, &command->rule); !numbers.ok()) return numbers;
+  return SetRuleStateAndTimes(flags, &command->rule);
+}
+
 absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(absl::string_view name,
                                                           std::vector<char*>* argv) {
   std::vector<std::string> values;
@@ -807,6 +1098,65 @@ int RunWatch(const OrderHoldClient& client, const CliCommand& command, std::ostr
   }
 }
 
+// RunCommand for health: prints the status name; 0 only when SERVING.
+int RunHealth(const OrderHoldClient& client, const CliCommand& command, std::ostream& out,
+              std::ostream& err) {
+  auto status = client.Health(command.health_service);
+  if (!status.ok()) return PrintError(status.status(), err);
+  const std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);
+  out << name << '\n';
+  if (*status == grpc::health::v1::HealthCheckResponse::SERVING) return 0;
+  return PrintError(
+      absl::UnavailableError(absl::StrCat("health of \"", command.health_service, "\" is ", name)),
+      err);
+}
+
+// RunCommand for the commands about one scope across users and its runtime rule (kScopeCommands).
+int RunScopeCommand(const OrderHoldClient& client, const CliCommand& command, bool json,
+                    std::ostream& out, std::ostream& err) {
+  if (command.kind == CliCommand::Kind::kScopeUsage) {
+    auto response = client.GetScopeUsage(command.scope);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(*response, json ? "" : FormatScopeUsage(command.scope, *response), json,
+                         out, err);
+  }
+  if (command.kind == CliCommand::Kind::kScopeList) {
+    auto response = client.ListAllScopeHolds(command.scope);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(*response, json ? "" : FormatScopeHolds(command.scope, *response), json,
+                         out, err);
+  }
+  if (command.kind == CliCommand::Kind::kScopeRelease) {
+    auto response = client.ReleaseScopeHolds(command.scope);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(*response, json ? "" : FormatReleaseScopeHolds(command.scope, *response),
+                         json, out, err);
+  }
+  if (command.kind == CliCommand::Kind::kRuleList) {
+    auto response = client.ListScopeRules(command.list_rules);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(*response, json ? "" : FormatScopeRules(*response), json, out, err);
+  }
+  if (command.kind == CliCommand::Kind::kRuleDelete) {
+    auto response = client.DeleteScopeRule(command.scope, command.etag);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(*response, json ? "" : absl::StrCat("deleted the rule of ", command.scope),
+                         json, out, err);
+  }
+  if (command.kind == CliCommand::Kind::kScopeClose) {
+    auto response = client.CloseScope(command.scope, command.release_holds);
+    if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+    return PrintResponse(
+        *response, json ? "" : FormatCloseScope(command.scope, *response, command.release_holds),
+        json, out, err);
+  }
+  // kRulePut, kRuleGet: both answer the rule.
+  auto response = command.kind == CliCommand::Kind::kRulePut ? client.PutScopeRule(command.rule)
+                                                             : client.GetScopeRule(command.scope);
+  if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+  return PrintResponse(*response, json ? "" : FormatScopeRule(*response), json, out, err);
+}
+
 }  // namespace
 
 int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool json,
@@ -870,34 +1220,17 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
                            json ? "" : absl::StrCat("deleted consumer group ", command.group, "\n"),
                            json, out, err);
     }
-    case CliCommand::Kind::kScopeUsage: {
-      auto response = client.GetScopeUsage(command.scope);
-      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
-      return PrintResponse(*response, json ? "" : FormatScopeUsage(command.scope, *response), json,
-                           out, err);
-    }
-    case CliCommand::Kind::kScopeList: {
-      auto response = client.ListAllScopeHolds(command.scope);
-      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
-      return PrintResponse(*response, json ? "" : FormatScopeHolds(command.scope, *response), json,
-                           out, err);
-    }
-    case CliCommand::Kind::kScopeRelease: {
-      auto response = client.ReleaseScopeHolds(command.scope);
-      if (!response.ok()) return PrintFailure(response.status(), json, out, err);
-      return PrintResponse(*response, json ? "" : FormatReleaseScopeHolds(command.scope, *response),
-                           json, out, err);
-    }
-    case CliCommand::Kind::kHealth: {
-      auto status = client.Health(command.health_service);
-      if (!status.ok()) return PrintError(status.status(), err);
-      const std::string name = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(*status);
-      out << name << '\n';
-      if (*status == grpc::health::v1::HealthCheckResponse::SERVING) return 0;
-      return PrintError(absl::UnavailableError(
-                            absl::StrCat("health of \"", command.health_service, "\" is ", name)),
-                        err);
-    }
+    case CliCommand::Kind::kScopeUsage:
+    case CliCommand::Kind::kScopeList:
+    case CliCommand::Kind::kScopeRelease:
+    case CliCommand::Kind::kScopeClose:
+    case CliCommand::Kind::kRulePut:
+    case CliCommand::Kind::kRuleGet:
+    case CliCommand::Kind::kRuleList:
+    case CliCommand::Kind::kRuleDelete:
+      return RunScopeCommand(client, command, json, out, err);
+    case CliCommand::Kind::kHealth:
+      return RunHealth(client, command, out, err);
   }
   return PrintError(absl::InternalError("unhandled command"), err);
 }

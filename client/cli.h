@@ -12,6 +12,15 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] release USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-put SCOPE [--max_holds N]
+//                 [--max_units N] [--total_max_holds N] [--total_max_units N]
+//                 [--capacity_units N] [--state OPEN|PAUSED|CLOSED] [--open_time T]
+//                 [--close_time T] [--expire_time T] [--etag ETAG]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]
+//                 [--page_token T]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-delete SCOPE [--etag ETAG]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-close SCOPE [--release_holds]
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
 //                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
 //
@@ -25,6 +34,12 @@
 // are sent as given and the server validates them (INVALID_ARGUMENT naming the field), except
 // what cannot be sent at all or is surely a slip, which is a usage error naming the flag: see
 // ParseHoldFlags.
+//
+// The rule commands call PutScopeRule, GetScopeRule, ListScopeRules (one page: --page_token goes
+// on), DeleteScopeRule and CloseScope (--release_holds also ends the scope's live holds). rule-put
+// sends the whole rule: a flag not given is 0 / unset there, not the stored value; --max_holds and
+// --max_units fill ScopeRule.limits (either one sends it), the times are RFC 3339
+// ("2026-12-07T10:00:00Z"). See ParseRuleFlags.
 //
 // extend calls ExtendHold: --ttl is the wanted time left from now (unset: the server's
 // --default_ttl), --request_id makes a retried call count once against the server's
@@ -61,7 +76,8 @@
 //            google.rpc.Status.
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
 //            on a command other than place and extend, a flag of place, extend, list or release
-//            given to another command or with a bad value (ParseHoldFlags), watch without
+//            given to another command or with a bad value (ParseHoldFlags), a flag of the rule
+//            commands or scope-close likewise (ParseRuleFlags), watch without
 //            --group or with a bad --outcomes or --start, non-positive --timeout, a --tls_* file
 //            that cannot be read or a client certificate without its key. Usage text goes to
 //            stderr.
@@ -177,6 +193,24 @@ std::string FormatScopeHolds(absl::string_view scope,
 std::string FormatReleaseScopeHolds(absl::string_view scope,
                                     const orderhold::v1::ReleaseScopeHoldsResponse& response);
 
+// One line for a scope's runtime rule (rule-put, rule-get), no trailing newline:
+//   "event:1 OPEN (now OPEN) etag 17: per user 4 holds / 8 units; totals 0 holds / 100 units;
+//   capacity 250; opens 2026-12-07T10:00:00Z; closes ...; expires ..."
+// A part whose numbers are all 0 (or a time that is unset) is left out, "no limits" stands for
+// the three number parts when all are; "(now X)" (effective_state) and "etag E" only when set. An
+// unspecified state reads OPEN, as the server reads it.
+std::string FormatScopeRule(const orderhold::v1::ScopeRule& rule);
+
+// A ListScopeRules page (rule-list): one FormatScopeRule line per rule, then, when more follow,
+// "next page: --page_token <token>"; "no rules" for an empty last page. Every line ends in '\n'.
+std::string FormatScopeRules(const orderhold::v1::ListScopeRulesResponse& response);
+
+// One line for a CloseScope answer (scope-close), no trailing newline: "closed event:1 (etag 18)",
+// followed, when `release_holds` was asked, by "; released 12 holds". `scope` is what was asked
+// (used when the answer's rule does not name it).
+std::string FormatCloseScope(absl::string_view scope,
+                             const orderhold::v1::CloseScopeResponse& response, bool release_holds);
+
 // A header "alice: 2/3 holds" then one line per hold (FormatHold), indented by two spaces, then,
 // when ShowsUsage, the usage lines as in FormatPlaceHold; every line ends in '\n'. `user_id` is
 // the user asked about (the response does not repeat it when it is empty). With a `scope` (the
@@ -219,6 +253,11 @@ struct CliCommand {
     kScopeUsage,    // scope-usage SCOPE: GetScopeUsage
     kScopeList,     // scope-list SCOPE: ListScopeHolds, every page
     kScopeRelease,  // scope-release SCOPE: ReleaseScopeHolds
+    kRulePut,       // rule-put SCOPE: PutScopeRule
+    kRuleGet,       // rule-get SCOPE: GetScopeRule
+    kRuleList,      // rule-list: ListScopeRules, one page
+    kRuleDelete,    // rule-delete SCOPE: DeleteScopeRule
+    kScopeClose,    // scope-close SCOPE: CloseScope
   };
   Kind kind = Kind::kList;
   std::string group;           // kDeleteGroup only: the consumer group to delete.
@@ -237,12 +276,21 @@ struct CliCommand {
   std::string request_id;
   // kPay only: --payment_reference ("" = none; set by ParseHoldFlags).
   std::string payment_reference;
-  // kPlace, kList and kRelease: --scope ("" = none); kScopeUsage, kScopeList, kScopeRelease: the
-  // SCOPE argument. The rest kPlace only (set by ParseHoldFlags).
+  // kPlace, kList and kRelease: --scope ("" = none); kScopeUsage, kScopeList, kScopeRelease and
+  // the rule commands but kRuleList: the SCOPE argument. The rest kPlace only (set by
+  // ParseHoldFlags).
   std::string scope;
   uint32_t quantity = 0;  // 0: unset (the server counts 1)
   std::map<std::string, std::string> labels;
   std::optional<orderhold::v1::ScopeLimits> scope_limits;
+  // Set by ParseRuleFlags. kRulePut: the rule sent (its scope is `scope`, its etag --etag).
+  orderhold::v1::ScopeRule rule;
+  // kRuleDelete: --etag ("" = whatever the rule is).
+  std::string etag;
+  // kRuleList: the request, from --page_size and --page_token.
+  orderhold::v1::ListScopeRulesRequest list_rules;
+  // kScopeClose: --release_holds.
+  bool release_holds = false;
 };
 
 // The flags of place, extend, list and release, as given on the command line (unset: not given).
@@ -254,6 +302,23 @@ struct HoldFlags {
   std::vector<std::string> labels;         // --label, each "key=value" (place)
   std::optional<int64_t> scope_max_holds;  // --scope_max_holds (place)
   std::optional<int64_t> scope_max_units;  // --scope_max_units (place)
+};
+
+// The flags of the rule commands and scope-close, as given on the command line (unset: not given).
+struct RuleFlags {
+  std::optional<int64_t> max_holds;        // --max_holds (rule-put)
+  std::optional<int64_t> max_units;        // --max_units (rule-put)
+  std::optional<int64_t> total_max_holds;  // --total_max_holds (rule-put)
+  std::optional<int64_t> total_max_units;  // --total_max_units (rule-put)
+  std::optional<int64_t> capacity_units;   // --capacity_units (rule-put)
+  std::string state;                       // --state: OPEN, PAUSED or CLOSED (rule-put)
+  std::string open_time;                   // --open_time, RFC 3339 (rule-put)
+  std::string close_time;                  // --close_time, RFC 3339 (rule-put)
+  std::string expire_time;                 // --expire_time, RFC 3339 (rule-put)
+  std::string etag;                        // --etag (rule-put, rule-delete)
+  std::optional<int64_t> page_size;        // --page_size (rule-list)
+  std::string page_token;                  // --page_token (rule-list)
+  bool release_holds = false;              // --release_holds (scope-close)
 };
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.
@@ -279,6 +344,16 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
 // server would refuse them). Anything else (the label key's characters, a quantity above the
 // server's limits, the request_id's length, ...) is the server's to judge.
 absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command);
+
+// Fills command's rule (kRulePut: scope, limits, totals, capacity, state, times, etag), etag
+// (kRuleDelete), list_rules (kRuleList) and release_holds (kScopeClose) from `flags`.
+// INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it does not
+// apply to, a number does not fit the request (a limit negative or above 4294967295, --page_size
+// negative or above 2147483647), --state is not OPEN, PAUSED or CLOSED (case matters), or a time is
+// not RFC 3339 (absl::RFC3339_full: "2026-12-07T10:00:00Z", "2026-12-07T11:00:00.5+01:00"). The
+// rest (limits above the server's bounds, open_time after close_time, an expire_time past, ...) is
+// the server's to judge.
+absl::Status ParseRuleFlags(const RuleFlags& flags, CliCommand* command);
 
 // Removes every occurrence of the flag `name` ("--name=value", "--name value", and the same with
 // one dash) from `argv` (argv[0], the program, is kept; nothing after a "--" is looked at) and

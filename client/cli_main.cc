@@ -54,6 +54,39 @@ ABSL_FLAG(std::optional<int64_t>, scope_max_units, std::nullopt,
           "place only, with --scope: the scope's limit of live units for this placement (0: "
           "none).");
 
+// The rule commands' and scope-close's (ParseRuleFlags). Times are strings, so that a bad one is
+// a usage error naming the flag (64), not absl's exit 1.
+ABSL_FLAG(std::optional<int64_t>, max_holds, std::nullopt,
+          "rule-put only: each user's live holds in the scope, at most (0: none). Either this or "
+          "--max_units sends the rule's per-user limits.");
+ABSL_FLAG(std::optional<int64_t>, max_units, std::nullopt,
+          "rule-put only: each user's live units in the scope, at most (0: none).");
+ABSL_FLAG(std::optional<int64_t>, total_max_holds, std::nullopt,
+          "rule-put only: the scope's live holds across every user, at most (0: none).");
+ABSL_FLAG(std::optional<int64_t>, total_max_units, std::nullopt,
+          "rule-put only: the scope's live units across every user, at most (0: none).");
+ABSL_FLAG(std::optional<int64_t>, capacity_units, std::nullopt,
+          "rule-put only: the scope's live plus sold units, at most (0: none).");
+ABSL_FLAG(std::string, state, "",
+          "rule-put only: OPEN, PAUSED or CLOSED (case matters). Unset: OPEN.");
+ABSL_FLAG(std::string, open_time, "",
+          "rule-put only: no hold is placed before this RFC 3339 time, e.g. "
+          "2026-12-07T10:00:00Z (a PAUSED rule opens then). Unset: none.");
+ABSL_FLAG(std::string, close_time, "",
+          "rule-put only: no hold is placed from this RFC 3339 time on. Unset: none.");
+ABSL_FLAG(std::string, expire_time, "",
+          "rule-put only: the rule is deleted at this RFC 3339 time (the server's --scope_limits "
+          "file applies again). Unset: never.");
+ABSL_FLAG(std::string, etag, "",
+          "rule-put, rule-delete: the etag of the rule read; the call changes the rule only if "
+          "nobody changed it since (else 10, ABORTED). Unset: whatever the rule is.");
+ABSL_FLAG(std::optional<int64_t>, page_size, std::nullopt,
+          "rule-list only: rules per page (at most 1000). Unset: the server's default, 100.");
+ABSL_FLAG(std::string, page_token, "",
+          "rule-list only: the next_page_token of the page before. Unset: the first page.");
+ABSL_FLAG(bool, release_holds, false,
+          "scope-close only: also cancel every live hold of the scope, one event each.");
+
 ABSL_FLAG(std::string, group, "", "watch only: the consumer group (required).");
 ABSL_FLAG(std::string, consumer, "",
           "watch only: this consumer's name in the group. Unset: <hostname>-<pid>.");
@@ -69,6 +102,25 @@ namespace {
 int UsageError(const std::string& message) {
   std::cerr << "error: " << message << "\n\n" << orderhold::client::kCliUsage << "\n";
   return orderhold::client::kExitUsage;
+}
+
+// The flags of the rule commands and scope-close, as given.
+orderhold::client::RuleFlags RuleFlagsFromFlags() {
+  orderhold::client::RuleFlags flags;
+  flags.max_holds = absl::GetFlag(FLAGS_max_holds);
+  flags.max_units = absl::GetFlag(FLAGS_max_units);
+  flags.total_max_holds = absl::GetFlag(FLAGS_total_max_holds);
+  flags.total_max_units = absl::GetFlag(FLAGS_total_max_units);
+  flags.capacity_units = absl::GetFlag(FLAGS_capacity_units);
+  flags.state = absl::GetFlag(FLAGS_state);
+  flags.open_time = absl::GetFlag(FLAGS_open_time);
+  flags.close_time = absl::GetFlag(FLAGS_close_time);
+  flags.expire_time = absl::GetFlag(FLAGS_expire_time);
+  flags.etag = absl::GetFlag(FLAGS_etag);
+  flags.page_size = absl::GetFlag(FLAGS_page_size);
+  flags.page_token = absl::GetFlag(FLAGS_page_token);
+  flags.release_holds = absl::GetFlag(FLAGS_release_holds);
+  return flags;
 }
 
 }  // namespace
@@ -108,6 +160,10 @@ int main(int argc, char** argv) {
   if (const absl::Status held = orderhold::client::ParseHoldFlags(hold_flags, &*command);
       !held.ok()) {
     return UsageError(std::string(held.message()));
+  }
+  if (const absl::Status rule = orderhold::client::ParseRuleFlags(RuleFlagsFromFlags(), &*command);
+      !rule.ok()) {
+    return UsageError(std::string(rule.message()));
   }
   if (command->kind == orderhold::client::CliCommand::Kind::kWatch) {
     const absl::Status watch = orderhold::client::ParseWatchFlags(

@@ -98,6 +98,15 @@ absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
+  // ToUnixSeconds floors, so the rest is from 0 to just under a second, before 1970 too.
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  google::protobuf::Timestamp out;
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
+  return out;
+}
+
 OrderHoldClient::OrderHoldClient(std::shared_ptr<orderhold::v1::OrderHold::StubInterface> stub,
                                  ClientOptions options,
                                  std::shared_ptr<grpc::health::v1::Health::StubInterface> health)
@@ -305,6 +314,41 @@ absl::StatusOr<orderhold::v1::ReleaseScopeHoldsResponse> OrderHoldClient::Releas
   orderhold::v1::ReleaseScopeHoldsRequest request;
   request.set_scope(std::string(scope));
   return CallUnary(*stub_, &Stub::ReleaseScopeHolds, request, options_);
+}
+
+absl::StatusOr<orderhold::v1::ScopeRule> OrderHoldClient::PutScopeRule(
+    const orderhold::v1::ScopeRule& rule) const {
+  orderhold::v1::PutScopeRuleRequest request;
+  *request.mutable_rule() = rule;
+  return CallUnary(*stub_, &Stub::PutScopeRule, request, options_);
+}
+
+absl::StatusOr<orderhold::v1::ScopeRule> OrderHoldClient::GetScopeRule(
+    absl::string_view scope) const {
+  orderhold::v1::GetScopeRuleRequest request;
+  request.set_scope(std::string(scope));
+  return CallUnary(*stub_, &Stub::GetScopeRule, request, options_);
+}
+
+absl::StatusOr<orderhold::v1::ListScopeRulesResponse> OrderHoldClient::ListScopeRules(
+    const orderhold::v1::ListScopeRulesRequest& request) const {
+  return CallUnary(*stub_, &Stub::ListScopeRules, request, options_);
+}
+
+absl::StatusOr<orderhold::v1::DeleteScopeRuleResponse> OrderHoldClient::DeleteScopeRule(
+    absl::string_view scope, absl::string_view etag) const {
+  orderhold::v1::DeleteScopeRuleRequest request;
+  request.set_scope(std::string(scope));
+  request.set_etag(std::string(etag));
+  return CallUnary(*stub_, &Stub::DeleteScopeRule, request, options_);
+}
+
+absl::StatusOr<orderhold::v1::CloseScopeResponse> OrderHoldClient::CloseScope(
+    absl::string_view scope, bool release_holds) const {
+  orderhold::v1::CloseScopeRequest request;
+  request.set_scope(std::string(scope));
+  request.set_release_holds(release_holds);
+  return CallUnary(*stub_, &Stub::CloseScope, request, options_);
 }
 
 absl::StatusOr<grpc::health::v1::HealthCheckResponse::ServingStatus> OrderHoldClient::Health(

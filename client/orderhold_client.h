@@ -117,6 +117,11 @@ google::protobuf::Duration ToProtoDuration(absl::Duration d);
 absl::Duration FromProtoDuration(const google::protobuf::Duration& d);
 absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t);
 
+// Converts a finite absl::Time to a google.protobuf.Timestamp (seconds floored, nanos 0 to
+// 999,999,999, as the proto requires; sub-nanosecond parts are dropped), e.g. for
+// ScopeRule.open_time. The caller keeps infinite times out.
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
+
 struct ClientOptions {
   // Deadline applied to every call, measured from when the call starts. Must be positive; a call
   // that does not finish in time fails with DEADLINE_EXCEEDED.
@@ -272,6 +277,33 @@ class OrderHoldClient {
   // the first 100 and how many. Errors as GetScopeUsage.
   absl::StatusOr<orderhold::v1::ReleaseScopeHoldsResponse> ReleaseScopeHolds(
       absl::string_view scope) const;
+
+  // The runtime rules of exact scopes (operators' calls; a standalone or Sentinel-managed Redis
+  // only, else FAILED_PRECONDITION): see the rpcs in orderhold.proto.
+  // Creates or replaces `rule` (rule.scope required; rule.etag "" = whatever is there) and returns
+  // it as stored, with its new etag and effective_state. Errors: INVALID_ARGUMENT naming the
+  // field, ABORTED (a stale etag: nothing changed), FAILED_PRECONDITION, PERMISSION_DENIED,
+  // UNAVAILABLE, DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ScopeRule> PutScopeRule(const orderhold::v1::ScopeRule& rule) const;
+  // The rule of `scope`. Errors as PutScopeRule, and NOT_FOUND (no runtime rule: the server's
+  // --scope_limits file applies), not ABORTED.
+  absl::StatusOr<orderhold::v1::ScopeRule> GetScopeRule(absl::string_view scope) const;
+  // One page of the tenant's rules (page_size, page_token: AIP-158). Errors: INVALID_ARGUMENT
+  // (page_size, page_token), FAILED_PRECONDITION, PERMISSION_DENIED, UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  absl::StatusOr<orderhold::v1::ListScopeRulesResponse> ListScopeRules(
+      const orderhold::v1::ListScopeRulesRequest& request) const;
+  // Removes the rule of `scope` (with an `etag`, only if it is still the rule's). Errors as
+  // PutScopeRule, and NOT_FOUND (no rule).
+  absl::StatusOr<orderhold::v1::DeleteScopeRuleResponse> DeleteScopeRule(
+      absl::string_view scope, absl::string_view etag = "") const;
+  // Sets the rule of `scope` to CLOSED (creating one without limits when there is none), then,
+  // with `release_holds`, ends every live hold of the scope as CANCELLED; returns the rule as
+  // closed and how many holds were released. Errors: INVALID_ARGUMENT, FAILED_PRECONDITION,
+  // PERMISSION_DENIED, UNAVAILABLE, DEADLINE_EXCEEDED (the scope may be closed and part of its
+  // holds released: call it again).
+  absl::StatusOr<orderhold::v1::CloseScopeResponse> CloseScope(absl::string_view scope,
+                                                               bool release_holds = false) const;
 
   // Asks the server's standard grpc.health.v1 service (Check) about `service`: "" or
   // "orderhold.v1.OrderHold" (SERVING while Redis answers: readiness) or "liveness" (SERVING

@@ -117,6 +117,41 @@ class BinariesE2eTest : public ::testing::Test {
   ServerProcess server_;
 };
 
+// README's "Run an on-sale", with the real binaries: a PAUSED rule that opens by itself 2 s on, a
+// placement refused before and granted after, a payment with its reference, the sold count, the
+// close.
+TEST_F(BinariesE2eTest, ReadmeOnSaleStoryWithTheCli) {
+  server_.Start(ServerArgs());
+  ASSERT_TRUE(server_.WaitServing()) << server_.log();
+  const std::string open =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Seconds(2), absl::UTCTimeZone());
+  CommandResult put =
+      Cli(absl::StrCat("rule-put event:E42 --max_units 4 --capacity_units 100 "
+                       "--state PAUSED --open_time ",
+                       open));
+  EXPECT_EQ(put.exit_code, 0) << put.output;
+  EXPECT_THAT(put.output, HasSubstr("event:E42 PAUSED (now PAUSED) etag 1: per user 0 holds / 4 "
+                                    "units; capacity 100; opens "));
+  CommandResult early = Cli("place alice o-1 --scope event:E42 --quantity 2");
+  EXPECT_EQ(early.exit_code, 9) << early.output;  // FAILED_PRECONDITION
+  EXPECT_THAT(early.output, HasSubstr("FAILED_PRECONDITION: scope \"event:E42\" is not open; it "
+                                      "opens at "));
+  absl::SleepFor(absl::Seconds(3));
+  CommandResult placed = Cli("place alice o-1 --scope event:E42 --quantity 2");
+  EXPECT_EQ(placed.exit_code, 0) << placed.output;
+  CommandResult paid = Cli("pay alice o-1 --payment_reference pi_3Nx");
+  EXPECT_THAT(paid.output, HasSubstr("paid o-1 for alice with pi_3Nx"));
+  EXPECT_THAT(Cli("scope-usage event:E42").output,
+              HasSubstr("event:E42: 0 holds, 0 units across all users; 2 sold, 98 of capacity 100 "
+                        "available"));
+  CommandResult closed = Cli("scope-close event:E42 --release_holds");
+  EXPECT_EQ(closed.exit_code, 0) << closed.output;
+  EXPECT_THAT(closed.output, HasSubstr("closed event:E42 (etag 2); released 0 holds"));
+  EXPECT_EQ(Cli("place carol o-4 --scope event:E42").exit_code, 9);
+  CommandResult stale = Cli("rule-put event:E42 --capacity_units 200 --etag 1");
+  EXPECT_EQ(stale.exit_code, 10) << stale.output;  // ABORTED
+}
+
 TEST_F(BinariesE2eTest, ReadmeStoryWithTheCli) {
   server_.Start(ServerArgs());
   ASSERT_TRUE(server_.WaitServing()) << server_.log();

@@ -956,6 +956,196 @@ TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
   }
 }
 
+// 2026-12-07T10:00:00Z, 2026-12-31T00:00:00Z: a scope rule's open and expire times.
+constexpr int64_t kOpenUnixSeconds = 1796637600;
+constexpr int64_t kRuleExpireUnixSeconds = 1798675200;
+
+TEST(ParseCommandTest, RuleCommandsAndScopeClose) {
+  for (const auto& [name, kind] : std::vector<std::pair<std::string, CliCommand::Kind>>{
+           {"rule-put", CliCommand::Kind::kRulePut},
+           {"rule-get", CliCommand::Kind::kRuleGet},
+           {"rule-delete", CliCommand::Kind::kRuleDelete},
+           {"scope-close", CliCommand::Kind::kScopeClose}}) {
+    auto command = ParseCommand({name, "event:1"}, std::nullopt);
+    ASSERT_TRUE(command.ok()) << command.status();
+    EXPECT_EQ(command->kind, kind);
+    EXPECT_EQ(command->scope, "event:1");
+    EXPECT_FALSE(ParseCommand({name}, std::nullopt).ok());
+    EXPECT_FALSE(ParseCommand({name, "event:1"}, absl::Seconds(1)).ok());
+  }
+  auto list = ParseCommand({"rule-list"}, std::nullopt);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->kind, CliCommand::Kind::kRuleList);
+  EXPECT_FALSE(ParseCommand({"rule-list", "event:1"}, std::nullopt).ok());
+}
+
+TEST(ParseRuleFlagsTest, RulePutTakesEveryFlag) {
+  CliCommand put = Command({"rule-put", "event:1"});
+  RuleFlags flags;
+  flags.max_holds = 4;
+  flags.max_units = 8;
+  flags.total_max_holds = 0;
+  flags.total_max_units = 100;
+  flags.capacity_units = 250;
+  flags.state = "PAUSED";
+  flags.open_time = "2026-12-07T10:00:00Z";
+  flags.close_time = "2026-12-07T13:00:00.25+01:00";
+  flags.expire_time = "2026-12-31T00:00:00Z";
+  flags.etag = "17";
+  ASSERT_TRUE(ParseRuleFlags(flags, &put).ok()) << ParseRuleFlags(flags, &put);
+  const orderhold::v1::ScopeRule& rule = put.rule;
+  EXPECT_EQ(rule.scope(), "event:1");
+  ASSERT_TRUE(rule.has_limits());
+  EXPECT_EQ(rule.limits().max_holds(), 4u);
+  EXPECT_EQ(rule.limits().max_units(), 8u);
+  EXPECT_EQ(rule.total_max_holds(), 0u);
+  EXPECT_EQ(rule.total_max_units(), 100u);
+  EXPECT_EQ(rule.capacity_units(), 250u);
+  EXPECT_EQ(rule.state(), orderhold::v1::PAUSED);
+  EXPECT_EQ(rule.open_time().seconds(), kOpenUnixSeconds);
+  EXPECT_EQ(rule.open_time().nanos(), 0);
+  // 13:00:00.25+01:00 is 12:00:00.25Z.
+  EXPECT_EQ(rule.close_time().seconds(), kOpenUnixSeconds + 7200);
+  EXPECT_EQ(rule.close_time().nanos(), 250000000);
+  EXPECT_EQ(rule.expire_time().seconds(), kRuleExpireUnixSeconds);
+  EXPECT_EQ(rule.etag(), "17");
+
+  // Without --max_holds and --max_units no limits are sent; unset times stay unset.
+  CliCommand bare = Command({"rule-put", "event:2"});
+  RuleFlags totals;
+  totals.total_max_holds = 3;
+  ASSERT_TRUE(ParseRuleFlags(totals, &bare).ok());
+  EXPECT_EQ(bare.rule.scope(), "event:2");
+  EXPECT_FALSE(bare.rule.has_limits());
+  EXPECT_EQ(bare.rule.total_max_holds(), 3u);
+  EXPECT_EQ(bare.rule.state(), orderhold::v1::SCOPE_STATE_UNSPECIFIED);
+  EXPECT_FALSE(bare.rule.has_open_time());
+  EXPECT_FALSE(bare.rule.has_close_time());
+  EXPECT_FALSE(bare.rule.has_expire_time());
+}
+
+TEST(ParseRuleFlagsTest, DeleteListAndCloseTakeTheirs) {
+  CliCommand remove = Command({"rule-delete", "event:1"});
+  RuleFlags etag;
+  etag.etag = "17";
+  ASSERT_TRUE(ParseRuleFlags(etag, &remove).ok());
+  EXPECT_EQ(remove.etag, "17");
+
+  CliCommand list = Command({"rule-list"});
+  RuleFlags page;
+  page.page_size = 50;
+  page.page_token = "next";
+  ASSERT_TRUE(ParseRuleFlags(page, &list).ok());
+  EXPECT_EQ(list.list_rules.page_size(), 50);
+  EXPECT_EQ(list.list_rules.page_token(), "next");
+
+  CliCommand close = Command({"scope-close", "event:1"});
+  RuleFlags release;
+  release.release_holds = true;
+  ASSERT_TRUE(ParseRuleFlags(release, &close).ok());
+  EXPECT_TRUE(close.release_holds);
+}
+
+TEST(ParseRuleFlagsTest, UsageErrorsNameTheFlag) {
+  struct Case {
+    std::vector<std::string> command;
+    RuleFlags flags;
+    std::string message_start;
+  };
+  const auto with = [](auto set) {
+    RuleFlags flags;
+    set(flags);
+    return flags;
+  };
+  const std::vector<Case> cases = {
+      {{"rule-put", "event:1"},
+       with([](RuleFlags& f) { f.open_time = "2026-12-07 10:00"; }),
+       "--open_time \"2026-12-07 10:00\" is not an RFC 3339 time"},
+      {{"rule-put", "event:1"},
+       with([](RuleFlags& f) { f.close_time = "infinite-future"; }),
+       "--close_time \"infinite-future\" is not an RFC 3339 time"},
+      {{"rule-put", "event:1"},
+       with([](RuleFlags& f) { f.state = "open"; }),
+       "--state \"open\" is not OPEN, PAUSED or CLOSED"},
+      {{"rule-put", "event:1"},
+       with([](RuleFlags& f) { f.capacity_units = -1; }),
+       "--capacity_units must be from 0 to 4294967295, got -1"},
+      {{"rule-get", "event:1"},
+       with([](RuleFlags& f) { f.max_holds = 2; }),
+       "--max_holds applies only to rule-put, not rule-get"},
+      {{"scope-close", "event:1"},
+       with([](RuleFlags& f) { f.etag = "17"; }),
+       "--etag applies only to rule-put and rule-delete, not scope-close"},
+      {{"rule-delete", "event:1"},
+       with([](RuleFlags& f) { f.release_holds = true; }),
+       "--release_holds applies only to scope-close, not rule-delete"},
+      {{"place", "alice", "o"},
+       with([](RuleFlags& f) { f.page_token = "t"; }),
+       "--page_token applies only to rule-list, not place"},
+      {{"rule-list"},
+       with([](RuleFlags& f) { f.page_size = -1; }),
+       "--page_size must be from 0 to 2147483647, got -1"},
+  };
+  for (const Case& c : cases) {
+    CliCommand command = Command(c.command);
+    const absl::Status status = ParseRuleFlags(c.flags, &command);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.message_start << ": " << status;
+    EXPECT_THAT(std::string(status.message()), StartsWith(c.message_start));
+  }
+}
+
+TEST(FormatScopeRuleTest, OneLineWithoutWhatIsUnset) {
+  orderhold::v1::ScopeRule rule;
+  rule.set_scope("event:1");
+  rule.set_state(orderhold::v1::OPEN);
+  rule.set_effective_state(orderhold::v1::OPEN);
+  rule.set_etag("17");
+  rule.mutable_limits()->set_max_holds(4);
+  rule.mutable_limits()->set_max_units(8);
+  rule.set_total_max_units(100);
+  rule.set_capacity_units(250);
+  rule.mutable_open_time()->set_seconds(kOpenUnixSeconds);
+  rule.mutable_close_time()->set_seconds(kOpenUnixSeconds + 7200);
+  rule.mutable_expire_time()->set_seconds(kRuleExpireUnixSeconds);
+  EXPECT_EQ(FormatScopeRule(rule),
+            "event:1 OPEN (now OPEN) etag 17: per user 4 holds / 8 units; totals 0 holds / 100 "
+            "units; capacity 250; opens 2026-12-07T10:00:00Z; closes 2026-12-07T12:00:00Z; "
+            "expires 2026-12-31T00:00:00Z");
+
+  orderhold::v1::ScopeRule bare;
+  bare.set_scope("event:2");
+  EXPECT_EQ(FormatScopeRule(bare), "event:2 OPEN: no limits");
+  bare.set_state(orderhold::v1::PAUSED);
+  bare.set_effective_state(orderhold::v1::OPEN);
+  bare.set_total_max_holds(1);
+  EXPECT_EQ(FormatScopeRule(bare), "event:2 PAUSED (now OPEN): totals 1 hold / 0 units");
+
+  orderhold::v1::ListScopeRulesResponse page;
+  *page.add_rules() = bare;
+  page.set_next_page_token("abc");
+  EXPECT_EQ(FormatScopeRules(page),
+            "event:2 PAUSED (now OPEN): totals 1 hold / 0 units\n"
+            "next page: --page_token abc\n");
+  EXPECT_EQ(FormatScopeRules(orderhold::v1::ListScopeRulesResponse()), "no rules\n");
+}
+
+TEST(FormatCloseScopeTest, ClosedWithItsEtagAndWhatWasReleased) {
+  orderhold::v1::CloseScopeResponse response;
+  response.set_released_count(12);
+  response.mutable_rule()->set_scope("event:1");
+  response.mutable_rule()->set_state(orderhold::v1::CLOSED);
+  response.mutable_rule()->set_etag("18");
+  EXPECT_EQ(FormatCloseScope("event:1", response, /*release_holds=*/true),
+            "closed event:1 (etag 18); released 12 holds");
+  response.set_released_count(1);
+  EXPECT_EQ(FormatCloseScope("event:1", response, /*release_holds=*/true),
+            "closed event:1 (etag 18); released 1 hold");
+  // Without --release_holds the live holds stay: nothing is said of them.
+  response.set_released_count(0);
+  EXPECT_EQ(FormatCloseScope("event:1", response, /*release_holds=*/false),
+            "closed event:1 (etag 18)");
+}
+
 // argv as TakeRepeatedFlag sees it; the strings outlive the pointers.
 struct Argv {
   explicit Argv(std::vector<std::string> args) : strings(std::move(args)) {
@@ -994,8 +1184,8 @@ TEST(TakeRepeatedFlagTest, NoneAndMissingValue) {
 // ---------------------------------------------------------------------------------------------
 // RunCommand against a fake service (an in-process channel: no network)
 
-// Answers PlaceHold, ListHolds, ExtendHold, GetHold and ReleaseHolds with canned responses or a
-// canned error and keeps the requests.
+// Answers PlaceHold, ListHolds, ExtendHold, GetHold, ReleaseHolds and CloseScope with canned
+// responses (PutScopeRule with the rule sent, etag "17") or a canned error and keeps the requests.
 class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
  public:
   grpc::Status PlaceHold(grpc::ServerContext*, const orderhold::v1::PlaceHoldRequest* request,
@@ -1029,6 +1219,20 @@ class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
     *response = release_response;
     return status;
   }
+  grpc::Status PutScopeRule(grpc::ServerContext*, const orderhold::v1::PutScopeRuleRequest* request,
+                            orderhold::v1::ScopeRule* response) override {
+    put_rule_request = *request;
+    *response = request->rule();
+    response->set_etag("17");
+    response->set_effective_state(orderhold::v1::OPEN);
+    return status;
+  }
+  grpc::Status CloseScope(grpc::ServerContext*, const orderhold::v1::CloseScopeRequest* request,
+                          orderhold::v1::CloseScopeResponse* response) override {
+    close_request = *request;
+    *response = close_response;
+    return status;
+  }
 
   grpc::Status status;
   orderhold::v1::PlaceHoldResponse place_response;
@@ -1041,6 +1245,9 @@ class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
   orderhold::v1::ExtendHoldRequest extend_request;
   orderhold::v1::GetHoldRequest get_request;
   orderhold::v1::ReleaseHoldsRequest release_request;
+  orderhold::v1::CloseScopeResponse close_response;
+  orderhold::v1::PutScopeRuleRequest put_rule_request;
+  orderhold::v1::CloseScopeRequest close_request;
 };
 
 class RunCommandTest : public ::testing::Test {
@@ -1260,6 +1467,42 @@ TEST_F(RunCommandTest, ReleaseSendsTheScopeAndListsWhatItReleased) {
   EXPECT_EQ(Run(Command({"release", "alice"})), 0);
   EXPECT_EQ(service_.release_request.scope(), "");
   EXPECT_EQ(out_.str(), "released 0 holds of alice\n");
+}
+
+TEST_F(RunCommandTest, RulePutSendsTheRuleAndPrintsItAsStored) {
+  CliCommand put = Command({"rule-put", "event:1"});
+  RuleFlags flags;
+  flags.max_holds = 4;
+  flags.capacity_units = 250;
+  flags.open_time = "2026-12-07T10:00:00Z";
+  ASSERT_TRUE(ParseRuleFlags(flags, &put).ok());
+  EXPECT_EQ(Run(put), 0) << err_.str();
+  const orderhold::v1::ScopeRule& sent = service_.put_rule_request.rule();
+  EXPECT_EQ(sent.scope(), "event:1");
+  EXPECT_EQ(sent.limits().max_holds(), 4u);
+  EXPECT_EQ(sent.capacity_units(), 250u);
+  EXPECT_EQ(sent.open_time().seconds(), kOpenUnixSeconds);
+  EXPECT_EQ(out_.str(),
+            "event:1 OPEN (now OPEN) etag 17: per user 4 holds / 0 units; capacity 250; opens "
+            "2026-12-07T10:00:00Z\n");
+
+  EXPECT_EQ(Run(put, /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"etag\":\"17\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"openTime\":\"2026-12-07T10:00:00Z\""));
+}
+
+TEST_F(RunCommandTest, ScopeCloseSendsReleaseHoldsAndPrintsWhatItReleased) {
+  service_.close_response.set_released_count(12);
+  service_.close_response.mutable_rule()->set_scope("event:1");
+  service_.close_response.mutable_rule()->set_etag("18");
+  CliCommand close = Command({"scope-close", "event:1"});
+  RuleFlags flags;
+  flags.release_holds = true;
+  ASSERT_TRUE(ParseRuleFlags(flags, &close).ok());
+  EXPECT_EQ(Run(close), 0) << err_.str();
+  EXPECT_EQ(service_.close_request.scope(), "event:1");
+  EXPECT_TRUE(service_.close_request.release_holds());
+  EXPECT_EQ(out_.str(), "closed event:1 (etag 18); released 12 holds\n");
 }
 
 }  // namespace
