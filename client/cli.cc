@@ -42,8 +42,9 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-release SCOPE\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-put SCOPE [--max_holds N]\n"
     "                [--max_units N] [--total_max_holds N] [--total_max_units N]\n"
-    "                [--capacity_units N] [--state OPEN|PAUSED|CLOSED] [--open_time T]\n"
-    "                [--close_time T] [--expire_time T] [--etag ETAG]\n"
+    "                [--capacity_units N] [--max_purchased_units N] [--max_purchased_holds N]\n"
+    "                [--state OPEN|PAUSED|CLOSED] [--open_time T] [--close_time T]\n"
+    "                [--expire_time T] [--etag ETAG]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]\n"
     "                [--page_token T]\n"
@@ -425,6 +426,10 @@ std::vector<std::string> RuleLimitParts(const orderhold::v1::ScopeRule& rule) {
   }
   if (rule.capacity_units() != 0) {
     parts.push_back(absl::StrCat("capacity ", rule.capacity_units()));
+  }
+  if (std::string bought = HoldsAndUnits(rule.max_purchased_holds(), rule.max_purchased_units());
+      !bought.empty()) {
+    parts.push_back(absl::StrCat("per user held + bought ", bought));
   }
   if (parts.empty()) parts.push_back("no limits");
   return parts;
@@ -905,6 +910,8 @@ const char* FirstRulePutFlag(const RuleFlags& flags) {
   if (flags.total_max_holds.has_value()) return "total_max_holds";
   if (flags.total_max_units.has_value()) return "total_max_units";
   if (flags.capacity_units.has_value()) return "capacity_units";
+  if (flags.max_purchased_units.has_value()) return "max_purchased_units";
+  if (flags.max_purchased_holds.has_value()) return "max_purchased_holds";
   if (!flags.state.empty()) return "state";
   if (!flags.open_time.empty()) return "open_time";
   if (!flags.close_time.empty()) return "close_time";
@@ -935,7 +942,16 @@ absl::Status SetRuleNumbers(const RuleFlags& flags, orderhold::v1::ScopeRule* ru
     status = OptionalUint32Flag("total_max_units", flags.total_max_units, &total_max_units);
   }
   if (status.ok()) status = OptionalUint32Flag("capacity_units", flags.capacity_units, &capacity);
+  uint32_t purchased_units = 0, purchased_holds = 0;
+  if (status.ok()) {
+    status = OptionalUint32Flag("max_purchased_units", flags.max_purchased_units, &purchased_units);
+  }
+  if (status.ok()) {
+    status = OptionalUint32Flag("max_purchased_holds", flags.max_purchased_holds, &purchased_holds);
+  }
   if (!status.ok()) return status;
+  rule->set_max_purchased_units(purchased_units);
+  rule->set_max_purchased_holds(purchased_holds);
   if (flags.max_holds.has_value() || flags.max_units.has_value()) {
     rule->mutable_limits()->set_max_holds(max_holds);
     rule->mutable_limits()->set_max_units(max_units);

@@ -14,8 +14,9 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] health [SERVICE]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-put SCOPE [--max_holds N]
 //                 [--max_units N] [--total_max_holds N] [--total_max_units N]
-//                 [--capacity_units N] [--state OPEN|PAUSED|CLOSED] [--open_time T]
-//                 [--close_time T] [--expire_time T] [--etag ETAG]
+//                 [--capacity_units N] [--max_purchased_units N] [--max_purchased_holds N]
+//                 [--state OPEN|PAUSED|CLOSED] [--open_time T] [--close_time T]
+//                 [--expire_time T] [--etag ETAG]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]
 //                 [--page_token T]
@@ -306,19 +307,21 @@ struct HoldFlags {
 
 // The flags of the rule commands and scope-close, as given on the command line (unset: not given).
 struct RuleFlags {
-  std::optional<int64_t> max_holds;        // --max_holds (rule-put)
-  std::optional<int64_t> max_units;        // --max_units (rule-put)
-  std::optional<int64_t> total_max_holds;  // --total_max_holds (rule-put)
-  std::optional<int64_t> total_max_units;  // --total_max_units (rule-put)
-  std::optional<int64_t> capacity_units;   // --capacity_units (rule-put)
-  std::string state;                       // --state: OPEN, PAUSED or CLOSED (rule-put)
-  std::string open_time;                   // --open_time, RFC 3339 (rule-put)
-  std::string close_time;                  // --close_time, RFC 3339 (rule-put)
-  std::string expire_time;                 // --expire_time, RFC 3339 (rule-put)
-  std::string etag;                        // --etag (rule-put, rule-delete)
-  std::optional<int64_t> page_size;        // --page_size (rule-list)
-  std::string page_token;                  // --page_token (rule-list)
-  bool release_holds = false;              // --release_holds (scope-close)
+  std::optional<int64_t> max_holds;            // --max_holds (rule-put)
+  std::optional<int64_t> max_units;            // --max_units (rule-put)
+  std::optional<int64_t> total_max_holds;      // --total_max_holds (rule-put)
+  std::optional<int64_t> total_max_units;      // --total_max_units (rule-put)
+  std::optional<int64_t> capacity_units;       // --capacity_units (rule-put)
+  std::optional<int64_t> max_purchased_units;  // --max_purchased_units (rule-put)
+  std::optional<int64_t> max_purchased_holds;  // --max_purchased_holds (rule-put)
+  std::string state;                           // --state: OPEN, PAUSED or CLOSED (rule-put)
+  std::string open_time;                       // --open_time, RFC 3339 (rule-put)
+  std::string close_time;                      // --close_time, RFC 3339 (rule-put)
+  std::string expire_time;                     // --expire_time, RFC 3339 (rule-put)
+  std::string etag;                            // --etag (rule-put, rule-delete)
+  std::optional<int64_t> page_size;            // --page_size (rule-list)
+  std::string page_token;                      // --page_token (rule-list)
+  bool release_holds = false;                  // --release_holds (scope-close)
 };
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.

@@ -67,6 +67,10 @@ ABSL_FLAG(std::optional<int64_t>, total_max_units, std::nullopt,
           "rule-put only: the scope's live units across every user, at most (0: none).");
 ABSL_FLAG(std::optional<int64_t>, capacity_units, std::nullopt,
           "rule-put only: the scope's live plus sold units, at most (0: none).");
+ABSL_FLAG(std::optional<int64_t>, max_purchased_units, std::nullopt,
+          "rule-put only: each user's units in the scope, held plus bought, at most (0: none).");
+ABSL_FLAG(std::optional<int64_t>, max_purchased_holds, std::nullopt,
+          "rule-put only: each user's holds in the scope, held plus bought, at most (0: none).");
 ABSL_FLAG(std::string, state, "",
           "rule-put only: OPEN, PAUSED or CLOSED (case matters). Unset: OPEN.");
 ABSL_FLAG(std::string, open_time, "",
@@ -112,6 +116,8 @@ orderhold::client::RuleFlags RuleFlagsFromFlags() {
   flags.total_max_holds = absl::GetFlag(FLAGS_total_max_holds);
   flags.total_max_units = absl::GetFlag(FLAGS_total_max_units);
   flags.capacity_units = absl::GetFlag(FLAGS_capacity_units);
+  flags.max_purchased_units = absl::GetFlag(FLAGS_max_purchased_units);
+  flags.max_purchased_holds = absl::GetFlag(FLAGS_max_purchased_holds);
   flags.state = absl::GetFlag(FLAGS_state);
   flags.open_time = absl::GetFlag(FLAGS_open_time);
   flags.close_time = absl::GetFlag(FLAGS_close_time);

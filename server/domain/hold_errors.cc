@@ -78,6 +78,8 @@ constexpr Level kLevels[] = {
     {store::kScopeTotalHoldLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
     {store::kScopeTotalUnitLimit, "SCOPE_TOTAL_LIMIT", metrics::RejectReason::kScopeTotalLimit},
     {store::kScopeCapacity, "SCOPE_SOLD_OUT", metrics::RejectReason::kScopeSoldOut},
+    {store::kUserPurchasedHolds, "USER_PURCHASE_LIMIT", metrics::RejectReason::kUserPurchaseLimit},
+    {store::kUserPurchasedUnits, "USER_PURCHASE_LIMIT", metrics::RejectReason::kUserPurchaseLimit},
 };
 
 // The first exceeded level of `violations` (LimitViolation bits); the user's hold limit when none.
@@ -86,6 +88,44 @@ const Level& FirstLevel(int violations) {
     if ((violations & level.bit) != 0) return level;
   }
   return kLevels[0];
+}
+
+// One exceeded level's description (QuotaFailure.Violation.description, and the message's part).
+std::string LevelDescription(int bit, const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
+  switch (bit) {
+    case store::kUserHoldLimit:
+      return absl::StrCat("user_id already has ", r.active_holds, " unpaid holds (max_holds ",
+                          a.user_limits.max_holds, ")");
+    case store::kUserUnitLimit:
+      return absl::StrCat("user_id holds ", r.user_units, " units; ", a.quantity,
+                          " more would exceed max_units ", a.user_limits.max_units);
+    case store::kScopeHoldLimit:
+      return absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
+                          a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
+    case store::kScopeUnitLimit:
+      return absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
+                          a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
+    case store::kScopeTotalHoldLimit:
+      return absl::StrCat("scope \"", a.scope, "\" already has ", r.total_holds,
+                          " unpaid holds across all users (total_max_holds ", a.totals.max_holds,
+                          ")");
+    case store::kScopeTotalUnitLimit:
+      return absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
+                          " units across all users; ", a.quantity,
+                          " more would exceed total_max_units ", a.totals.max_units);
+    case store::kUserPurchasedHolds:
+      return absl::StrCat("user_id has ", r.scope_holds, " unpaid holds in scope \"", a.scope,
+                          "\" and bought ", r.purchased_holds, " (max_purchased_holds ",
+                          a.purchases.max_holds, ")");
+    case store::kUserPurchasedUnits:
+      return absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope,
+                          "\" and bought ", r.purchased_units, "; ", a.quantity,
+                          " more would exceed max_purchased_units ", a.purchases.max_units);
+    default:
+      return absl::StrCat("scope \"", a.scope, "\" is sold out: ", r.total_units,
+                          " units held and ", r.sold_units, " sold; ", a.quantity,
+                          " more would exceed capacity_units ", a.capacity_units);
+  }
 }
 
 }  // namespace
@@ -100,46 +140,12 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
   const std::string total_subject = absl::StrCat("scope/", a.scope);
   for (const Level& level : kLevels) {
     if ((r.violations & level.bit) == 0) continue;
-    std::string description;
-    switch (level.bit) {
-      case store::kUserHoldLimit:
-        description = absl::StrCat("user_id already has ", r.active_holds,
-                                   " unpaid holds (max_holds ", a.user_limits.max_holds, ")");
-        break;
-      case store::kUserUnitLimit:
-        description = absl::StrCat("user_id holds ", r.user_units, " units; ", a.quantity,
-                                   " more would exceed max_units ", a.user_limits.max_units);
-        break;
-      case store::kScopeHoldLimit:
-        description =
-            absl::StrCat("user_id already has ", r.scope_holds, " unpaid holds in scope \"",
-                         a.scope, "\" (max_holds ", a.scope_limits.max_holds, ")");
-        break;
-      case store::kScopeUnitLimit:
-        description =
-            absl::StrCat("user_id holds ", r.scope_units, " units in scope \"", a.scope, "\"; ",
-                         a.quantity, " more would exceed max_units ", a.scope_limits.max_units);
-        break;
-      case store::kScopeTotalHoldLimit:
-        description = absl::StrCat("scope \"", a.scope, "\" already has ", r.total_holds,
-                                   " unpaid holds across all users (total_max_holds ",
-                                   a.totals.max_holds, ")");
-        break;
-      case store::kScopeTotalUnitLimit:
-        description = absl::StrCat("scope \"", a.scope, "\" holds ", r.total_units,
-                                   " units across all users; ", a.quantity,
-                                   " more would exceed total_max_units ", a.totals.max_units);
-        break;
-      default:
-        description = absl::StrCat("scope \"", a.scope, "\" is sold out: ", r.total_units,
-                                   " units held and ", r.sold_units, " sold; ", a.quantity,
-                                   " more would exceed capacity_units ", a.capacity_units);
-        break;
-    }
+    std::string description = LevelDescription(level.bit, a, r);
     google::rpc::QuotaFailure::Violation* v = quota.add_violations();
-    v->set_subject(level.bit <= store::kUserUnitLimit    ? "user"
-                   : level.bit <= store::kScopeUnitLimit ? scope_subject
-                                                         : total_subject);
+    v->set_subject(level.bit <= store::kUserUnitLimit ? "user"
+                   : level.bit <= store::kScopeUnitLimit || level.bit >= store::kUserPurchasedHolds
+                       ? scope_subject
+                       : total_subject);
     v->set_description(description);
     parts.push_back(std::move(description));
   }
@@ -148,8 +154,13 @@ absl::Status LimitError(const PlaceHoldArgsView& stored, const store::PlaceHoldR
       absl::StrCat(FormatUtc(r.expire_time), " (in ", absl::FormatDuration(wait), ")");
   // Sold out beyond what expiries can free (the units sold alone leave no room for the quantity):
   // no retry time is given.
-  const bool never =
-      (r.violations & store::kScopeCapacity) != 0 && r.sold_units + a.quantity > a.capacity_units;
+  // Likewise a purchase cap the user's purchases alone fill.
+  const bool never = ((r.violations & store::kScopeCapacity) != 0 &&
+                      r.sold_units + a.quantity > a.capacity_units) ||
+                     ((r.violations & store::kUserPurchasedUnits) != 0 &&
+                      r.purchased_units + a.quantity > a.purchases.max_units) ||
+                     ((r.violations & store::kUserPurchasedHolds) != 0 &&
+                      r.purchased_holds + 1 > a.purchases.max_holds);
   // The user's hold limit alone keeps the message it has always had.
   absl::Status status = absl::ResourceExhaustedError(
       r.violations == store::kUserHoldLimit
@@ -199,7 +210,12 @@ absl::Status ScopeStateError(absl::string_view stored_scope, const store::PlaceH
 absl::Status NeverFitsError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
   const char* name = "max_units";
   int64_t limit = a.scope_limits.max_units;
-  if ((r.violations & store::kScopeUnitLimit) == 0) {
+  if ((r.violations & store::kUserPurchasedUnits) != 0 &&
+      (r.violations &
+       (store::kScopeUnitLimit | store::kScopeTotalUnitLimit | store::kScopeCapacity)) == 0) {
+    name = "max_purchased_units";
+    limit = a.purchases.max_units;
+  } else if ((r.violations & store::kScopeUnitLimit) == 0) {
     const bool total = (r.violations & store::kScopeTotalUnitLimit) != 0;
     name = total ? "total_max_units" : "capacity_units";
     limit = total ? a.totals.max_units : a.capacity_units;

@@ -46,8 +46,9 @@ struct PlaceHoldArgsView {
   int64_t quantity = 1;
   store::LevelLimits user_limits;
   store::LevelLimits scope_limits;
-  store::LevelLimits totals;   // the scope's totals across users (ScopeTotals)
-  int64_t capacity_units = 0;  // the scope's capacity (ScopeRule::capacity_units)
+  store::LevelLimits totals;          // the scope's totals across users (ScopeTotals)
+  int64_t capacity_units = 0;         // the scope's capacity (ScopeRule::capacity_units)
+  store::LevelLimits purchases = {};  // a runtime rule's purchase caps (0 = none)
 };
 
 // The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the

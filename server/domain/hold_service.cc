@@ -167,6 +167,7 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
           asked.details.scope_limits = result->rule->limits;
           asked.totals = result->rule->totals;
           asked.capacity_units = result->rule->capacity_units;
+          asked.purchases = result->rule->purchases;
         }
         if (std::optional<absl::Status> refused = Refusal(asked, *result); refused.has_value()) {
           std::move(done)(*std::move(refused));
@@ -209,9 +210,9 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
 std::optional<absl::Status> HoldService::Refusal(const Asked& asked,
                                                  const store::PlaceHoldResult& result) {
   using Outcome = store::PlaceHoldResult::Outcome;
-  const PlaceHoldArgsView view{asked.details.scope, asked.details.quantity,
-                               asked.user_limits,   asked.details.scope_limits,
-                               asked.totals,        asked.capacity_units};
+  const PlaceHoldArgsView view{
+      asked.details.scope, asked.details.quantity, asked.user_limits, asked.details.scope_limits,
+      asked.totals,        asked.capacity_units,   asked.purchases};
   switch (result.outcome) {
     case Outcome::kEnded:
       Reject(metrics::RejectReason::kAlreadyEnded);

@@ -255,6 +255,7 @@ class HoldService {
     bool reports_usage = false;
     store::LevelLimits totals;
     int64_t capacity_units = 0;
+    store::LevelLimits purchases = {};  // a runtime rule's purchase caps
   };
   // The error a PlaceHold answers for a `result` that placed nothing (counted in the rejected
   // holds); nullopt for kCreated and kAlreadyHeld.

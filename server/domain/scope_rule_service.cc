@@ -47,6 +47,14 @@ absl::Status ValidateScopeRule(const store::ScopeRuleRecord& rule) {
   ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits("rule.limits", rule.limits));
   ORDERHOLD_RETURN_IF_ERROR(ValidateScopeTotals("rule", rule.totals));
   ORDERHOLD_RETURN_IF_ERROR(ValidateCapacity("rule", rule.capacity_units));
+  for (const auto& [field, value] :
+       {std::pair{"rule.max_purchased_units", rule.purchases.max_units},
+        std::pair{"rule.max_purchased_holds", rule.purchases.max_holds}}) {
+    if (value < 0 || value > kMaxScopeTotal) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": must be 0-", kMaxScopeTotal, " (0: no cap), got ", value));
+    }
+  }
   if (rule.open_time.has_value() && rule.close_time.has_value() &&
       *rule.open_time >= *rule.close_time) {
     return absl::InvalidArgumentError("rule.open_time: must be before rule.close_time");

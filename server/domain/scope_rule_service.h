@@ -14,11 +14,12 @@
 // whatever is there.
 //
 // Errors: INVALID_ARGUMENT naming the field (rule.scope / scope required and valid as
-// PlaceHoldRequest.scope; rule.limits, rule.total_max_*, rule.capacity_units out of bounds;
-// rule.open_time not before rule.close_time; rule.expire_time not after now; etag longer than
-// kMaxEtagBytes; page_size, page_token); NOT_FOUND (Get, Delete: no rule); ABORTED (a stale
-// etag); FAILED_PRECONDITION (a store that keeps no runtime rules: a Redis Cluster, --store=noop);
-// UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL from the store. Thread-safe (no state of its own).
+// PlaceHoldRequest.scope; rule.limits, rule.total_max_*, rule.capacity_units,
+// rule.max_purchased_* out of bounds; rule.open_time not before rule.close_time; rule.expire_time
+// not after now; etag longer than kMaxEtagBytes; page_size, page_token); NOT_FOUND (Get, Delete: no
+// rule); ABORTED (a stale etag); FAILED_PRECONDITION (a store that keeps no runtime rules: a Redis
+// Cluster, --store=noop); UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL from the store. Thread-safe (no
+// state of its own).
 #ifndef ORDERHOLD_SERVER_DOMAIN_SCOPE_RULE_SERVICE_H_
 #define ORDERHOLD_SERVER_DOMAIN_SCOPE_RULE_SERVICE_H_
 

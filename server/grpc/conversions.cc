@@ -321,6 +321,7 @@ absl::StatusOr<store::ScopeRuleRecord> ScopeRuleFromProto(const internal::ScopeR
   rule.limits = store::LevelLimits{in.limits().max_holds(), in.limits().max_units()};
   rule.totals = store::LevelLimits{in.total_max_holds(), in.total_max_units()};
   rule.capacity_units = in.capacity_units();
+  rule.purchases = store::LevelLimits{in.max_purchased_holds(), in.max_purchased_units()};
   switch (in.state()) {
     case v1::SCOPE_STATE_UNSPECIFIED:
     case v1::OPEN:
@@ -358,6 +359,8 @@ v1::ScopeRule ScopeRuleReplyToProto(const domain::ScopeRuleReply& reply) {
   out.set_total_max_holds(U32(rule.totals.max_holds));
   out.set_total_max_units(U32(rule.totals.max_units));
   out.set_capacity_units(U32(rule.capacity_units));
+  out.set_max_purchased_units(U32(rule.purchases.max_units));
+  out.set_max_purchased_holds(U32(rule.purchases.max_holds));
   // store::ScopeState has the numbers of v1::ScopeState.
   out.set_state(static_cast<v1::ScopeState>(rule.state));
   if (rule.open_time.has_value()) TimestampToProto(*rule.open_time, out.mutable_open_time());

@@ -27,7 +27,8 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
                                                       "scope_total_limit",
                                                       "scope_sold_out",
                                                       "scope_not_open",
-                                                      "scope_closed"};
+                                                      "scope_closed",
+                                                      "user_purchase_limit"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {"PlaceHold",         "Pay",

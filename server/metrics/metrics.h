@@ -45,8 +45,10 @@ enum class RejectReason {
                       // open_time (SCOPE_NOT_OPEN)
   kScopeClosed,       // "scope_closed": the scope's runtime rule is CLOSED or past its close_time
                       // (SCOPE_CLOSED)
+  kUserPurchaseLimit,  // "user_purchase_limit": the user's holds plus purchases in the scope would
+                       // exceed the runtime rule's purchase cap (USER_PURCHASE_LIMIT)
 };
-inline constexpr int kRejectReasonCount = 14;
+inline constexpr int kRejectReasonCount = 15;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method {

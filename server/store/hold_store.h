@@ -173,6 +173,10 @@ struct ScopeRuleRecord {
   LevelLimits limits;          // each user's live holds and units in the scope; 0 = none
   LevelLimits totals;          // the scope's live holds and units across users; 0 = none
   int64_t capacity_units = 0;  // live units + units sold, at most; 0 = none
+  // Each user's live holds in the scope plus the holds it paid for there under this rule
+  // (max_holds), and their units (max_units), at most; 0 = none. Purchases count from the rule's
+  // creation (its edits keep them) until it is deleted or expires.
+  LevelLimits purchases = {};
   ScopeState state = ScopeState::kOpen;
   std::optional<absl::Time> open_time;    // not open before (whole ms); unset: none
   std::optional<absl::Time> close_time;   // closed from (whole ms); unset: none
@@ -213,6 +217,7 @@ struct AppliedScopeRule {
   LevelLimits limits;
   LevelLimits totals;
   int64_t capacity_units = 0;
+  LevelLimits purchases = {};
   friend bool operator==(const AppliedScopeRule&, const AppliedScopeRule&) = default;
 };
 
@@ -225,6 +230,9 @@ enum LimitViolation : int {
   kScopeTotalHoldLimit = 16,  // the scope's live holds across users (PlaceHoldArgs::totals)
   kScopeTotalUnitLimit = 32,  // their units
   kScopeCapacity = 64,        // their units plus the units sold (PlaceHoldArgs::capacity_units)
+  kUserPurchasedHolds = 128,  // the user's live holds in the scope plus the holds it bought there
+                              // (a runtime rule's purchases.max_holds)
+  kUserPurchasedUnits = 256,  // their units (purchases.max_units)
 };
 
 struct PlaceHoldResult {
@@ -260,6 +268,10 @@ struct PlaceHoldResult {
   int64_t total_units = 0;
   // The scope's units sold, when args.capacity_units is set and a new hold was decided; else 0.
   int64_t sold_units = 0;
+  // The units and holds the user bought in the scope under its runtime rule, when the rule caps
+  // purchases and a new hold was decided; else 0.
+  int64_t purchased_units = 0;
+  int64_t purchased_holds = 0;
   int violations = 0;  // kLimitReached: the LimitViolation bits of every exceeded level
   // When the scope has a runtime rule (read in the step): what it applies, in place of the args'
   // scope limits, totals and capacity.

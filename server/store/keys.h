@@ -46,6 +46,10 @@
 //                                        0: ZRANGE BYLEX pages), lua/scope_rule.lua
 //   <prefix>:{<partition>}:srv           the partition's last rule version (string: INCRBY), the
 //                                        rules' etags
+//   <prefix>:{<partition>}:pb:<user_id>\0<scope>  in the user's partition: what the user bought
+//                                        in the scope under its runtime rule ("<rule id>:<units>:
+//                                        <holds>"; expires with the rule: lua/prelude/
+//                                        purchases_key)
 //   <prefix>:{<partition>}:sp            Redis Cluster only: the partition's pending scope takes
 //                                        (hash: "n" -> the stamp counter; "<scope>\0<member>" ->
 //                                        "<stamp>:<take ms>"), lua/scope_take.lua; the scope
@@ -187,6 +191,11 @@ class KeySchema {
   // above; the scripts derive the rule key as the list's key + ":" + scope).
   std::string ScopeRuleKey(absl::string_view scope) const {
     return absl::StrCat(PartitionPrefix(PartitionOf(scope)), "sr:", scope);
+  }
+  // A user's purchases in a scope (see the table above), in the user's partition.
+  std::string PurchasesKey(absl::string_view user_id, absl::string_view scope) const {
+    return absl::StrCat(PartitionPrefix(PartitionOf(user_id)), "pb:", user_id,
+                        absl::string_view("\0", 1), scope);
   }
   std::string ScopeRulesKey(int partition) const {
     return absl::StrCat(PartitionPrefix(partition), "sr");

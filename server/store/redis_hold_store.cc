@@ -38,16 +38,16 @@ std::string AskedArg(const PlaceHoldArgs& args) {
 }
 
 // place_hold.lua's `applied`: "<version>:<max_holds>:<max_units>:<total holds>:<total units>:
-// <capacity>"; nullopt for another shape.
+// <capacity>:<purchased units>:<purchased holds>"; nullopt for another shape.
 std::optional<AppliedScopeRule> AppliedRuleOf(absl::string_view applied) {
   std::vector<absl::string_view> parts = absl::StrSplit(applied, ':');
-  int64_t n[6];
-  if (parts.size() != 6) return std::nullopt;
-  for (int i = 0; i < 6; ++i) {
+  int64_t n[8];
+  if (parts.size() != 8) return std::nullopt;
+  for (int i = 0; i < 8; ++i) {
     if (!absl::SimpleAtoi(parts[i], &n[i])) return std::nullopt;
   }
   return AppliedScopeRule{absl::StrCat(n[0]), LevelLimits{n[1], n[2]}, LevelLimits{n[3], n[4]},
-                          n[5]};
+                          n[5], LevelLimits{n[7], n[6]}};
 }
 
 // One hold of a list reply (list_holds.lua's page, release_holds.lua's released): its order id,
@@ -263,6 +263,8 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
             result.total_holds = r.total_holds;
             result.total_units = r.total_units;
             result.sold_units = r.sold;
+            result.purchased_units = r.bought_units;
+            result.purchased_holds = r.bought_holds;
             if (!ToDetails(r.details, r.life, r.expire, &result.details)) {
               return BadReply("place_hold.lua");
             }

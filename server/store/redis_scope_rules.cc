@@ -37,16 +37,17 @@ std::string PackedBody(const ScopeRuleRecord& rule) {
   return absl::StrCat(static_cast<int>(rule.state), ":", MillisOf(rule.open_time), ":",
                       MillisOf(rule.close_time), ":", MillisOf(rule.expire_time), ":",
                       rule.limits.max_holds, ":", rule.limits.max_units, ":", rule.totals.max_holds,
-                      ":", rule.totals.max_units, ":", rule.capacity_units, ":");
+                      ":", rule.totals.max_units, ":", rule.capacity_units, ":",
+                      rule.purchases.max_units, ":", rule.purchases.max_holds, ":");
 }
 
 // A packed rule of `scope` (the prelude's format); nullopt for another shape. Fields a later
 // release appends are ignored, as the scripts ignore them.
 std::optional<ScopeRuleRecord> UnpackRule(absl::string_view scope, absl::string_view packed) {
   std::vector<absl::string_view> parts = absl::StrSplit(packed, ':');
-  if (parts.size() < 11) return std::nullopt;
-  int64_t n[10];
-  for (int i = 0; i < 10; ++i) {
+  if (parts.size() < 14) return std::nullopt;
+  int64_t n[13];
+  for (int i = 0; i < 13; ++i) {
     if (!absl::SimpleAtoi(parts[i], &n[i]) || n[i] < 0) return std::nullopt;
   }
   if (n[1] < 1 || n[1] > 3) return std::nullopt;
@@ -60,6 +61,7 @@ std::optional<ScopeRuleRecord> UnpackRule(absl::string_view scope, absl::string_
   rule.limits = LevelLimits{n[5], n[6]};
   rule.totals = LevelLimits{n[7], n[8]};
   rule.capacity_units = n[9];
+  rule.purchases = LevelLimits{n[11], n[10]};
   return rule;
 }
 

@@ -1914,6 +1914,56 @@ TEST_P(ScopeRuleTest, StateAndTimesDecideOnTheStoresClock) {
   EXPECT_EQ(PlaceIn("event:none", "q", 1, kT0).outcome, Outcome::kScopeClosed);
 }
 
+// A purchase cap counts the user's live units (holds) in the scope plus what it paid for there
+// under the rule: a payment no longer gives the place back. Edits keep the purchases; a rule
+// deleted and put again starts them anew.
+TEST_P(ScopeRuleTest, APurchaseCapCountsHeldAndBoughtUnitsOfTheUser) {
+  ScopeRuleRecord rule = Rule("event:B");
+  rule.purchases = {3, 4};  // 3 holds, 4 units
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  auto place = [&](const std::string& user, const std::string& order, int64_t quantity) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 10;
+    args.details.scope = "event:B";
+    args.details.quantity = quantity;
+    auto placed = Place(std::move(args), kT0);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  };
+  EXPECT_EQ(place("alice", "o1", 2).outcome, Outcome::kCreated);
+  ASSERT_THAT(End("alice", "o1", kT0), IsOk());                   // paid: 2 bought
+  EXPECT_EQ(place("alice", "o2", 1).outcome, Outcome::kCreated);  // 2 + 1 + 1... 3 of 4
+  PlaceHoldResult refused = place("alice", "o3", 2);
+  EXPECT_EQ(refused.outcome, Outcome::kLimitReached);
+  EXPECT_EQ(refused.violations, kUserPurchasedUnits);
+  EXPECT_EQ(refused.purchased_units, 2);
+  EXPECT_EQ(refused.purchased_holds, 1);
+  EXPECT_EQ(refused.expire_time, kT0 + absl::Seconds(10));  // o2's expiry frees a unit
+  // A cancel gives its place back, as always; another user has its own count.
+  ASSERT_THAT(End("alice", "o2", kT0, HoldOutcome::kCancelled), IsOk());
+  EXPECT_EQ(place("alice", "o3", 2).outcome, Outcome::kCreated);
+  ASSERT_THAT(End("alice", "o3", kT0), IsOk());  // 4 bought, 2 payments
+  EXPECT_EQ(place("alice", "o4", 1).violations, kUserPurchasedUnits);
+  EXPECT_EQ(place("bob", "o1", 4).outcome, Outcome::kCreated);
+  // An edit keeps the count; more than the cap in one order can never fit.
+  rule.purchases = {3, 5};
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  EXPECT_EQ(place("alice", "o4", 1).outcome, Outcome::kCreated);
+  EXPECT_EQ(place("carol", "o1", 6).outcome, Outcome::kNeverFits);
+  ASSERT_THAT(End("alice", "o4", kT0), IsOk());  // 3 payments
+  EXPECT_EQ(place("alice", "o5", 0 + 1).violations, kUserPurchasedHolds | kUserPurchasedUnits);
+  // Deleted and put again: a new rule, purchases from zero.
+  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:B", "", At(kT0), std::move(done));
+              }),
+              IsOk());
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  EXPECT_EQ(place("alice", "o5", 1).outcome, Outcome::kCreated);
+}
+
 TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {
   std::set<std::string> put;
   for (int i = 0; i < 23; ++i) {

@@ -126,12 +126,12 @@ TEST_F(BinariesE2eTest, ReadmeOnSaleStoryWithTheCli) {
   const std::string open =
       absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now() + absl::Seconds(2), absl::UTCTimeZone());
   CommandResult put =
-      Cli(absl::StrCat("rule-put event:E42 --max_units 4 --capacity_units 100 "
+      Cli(absl::StrCat("rule-put event:E42 --max_purchased_units 4 --capacity_units 100 "
                        "--state PAUSED --open_time ",
                        open));
   EXPECT_EQ(put.exit_code, 0) << put.output;
-  EXPECT_THAT(put.output, HasSubstr("event:E42 PAUSED (now PAUSED) etag 1: per user 0 holds / 4 "
-                                    "units; capacity 100; opens "));
+  EXPECT_THAT(put.output, HasSubstr("event:E42 PAUSED (now PAUSED) etag 1: capacity 100; per user "
+                                    "held + bought 0 holds / 4 units; opens "));
   CommandResult early = Cli("place alice o-1 --scope event:E42 --quantity 2");
   EXPECT_EQ(early.exit_code, 9) << early.output;  // FAILED_PRECONDITION
   EXPECT_THAT(early.output, HasSubstr("FAILED_PRECONDITION: scope \"event:E42\" is not open; it "
@@ -141,6 +141,11 @@ TEST_F(BinariesE2eTest, ReadmeOnSaleStoryWithTheCli) {
   EXPECT_EQ(placed.exit_code, 0) << placed.output;
   CommandResult paid = Cli("pay alice o-1 --payment_reference pi_3Nx");
   EXPECT_THAT(paid.output, HasSubstr("paid o-1 for alice with pi_3Nx"));
+  CommandResult capped = Cli("place alice o-2 --scope event:E42 --quantity 3");
+  EXPECT_EQ(capped.exit_code, 8) << capped.output;  // RESOURCE_EXHAUSTED
+  EXPECT_THAT(capped.output,
+              HasSubstr("user_id holds 0 units in scope \"event:E42\" and bought 2; 3 more would "
+                        "exceed max_purchased_units 4; expiries cannot free enough units"));
   EXPECT_THAT(Cli("scope-usage event:E42").output,
               HasSubstr("event:E42: 0 holds, 0 units across all users; 2 sold, 98 of capacity 100 "
                         "available"));

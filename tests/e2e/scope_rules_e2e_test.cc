@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "server/app.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/hold_event_watcher.h"
+#include "tests/testing/live_intervals.h"
 #include "tests/testing/os_util.h"
 #include "tests/testing/parsed_redis_url.h"
 #include "tests/testing/redis_server.h"
@@ -339,6 +341,149 @@ TEST_P(ScopeRulesE2eTest, AReleaseWithoutACloseLetsPlacesThroughAndTheOracleSees
   EXPECT_GT(herd.after_close, 0);
   EXPECT_EQ(herd.refused_closed, 0);
   std::cout << "release without a close: " << herd.after_close << " granted after it answered\n";
+}
+
+// What an on-sale herd did: every grant (a paid one counts for ever: held + sold), by user too.
+struct OnSaleHerd {
+  std::vector<testing::Grant> grants;
+  std::map<std::string, std::vector<testing::Grant>> by_user;
+  int64_t paid_units = 0;
+  std::map<std::string, int> refusals;  // by ErrorInfo reason
+  int other = 0;
+  std::string first_other;
+};
+
+// 5,000 buyers over both replicas for 3 s, half of the calls from 10 eager buyers who come back
+// for more; quantity 1 or 2, ttl 300 ms; of the grants a half is paid, a quarter cancelled (by the
+// other replica, after 0-20 ms), the rest expire (the reaper on).
+OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
+  OnSaleHerd herd;
+  absl::Mutex mu;
+  std::atomic<int> next{0};
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(static_cast<uint32_t>(t));
+      for (int i = next++; absl::Now() < until; i = next++) {
+        const std::string user = absl::StrCat("buyer-", i % 2 == 0 ? (i / 2) % 10 : i % 5000);
+        const std::string order = absl::StrCat("o-", i);
+        v1::PlaceHoldRequest request;
+        request.set_user_id(user);
+        request.set_order_id(order);
+        request.set_scope(kScope);
+        request.set_quantity(1 + i % 2);
+        *request.mutable_ttl() = TimeUtil::MillisecondsToDuration(300);
+        v1::PlaceHoldResponse response;
+        grpc::ClientContext context;
+        const grpc::Status status =
+            test.stub(i % 2).PlaceHold(ScopeRulesE2eTest::Deadline(&context), request, &response);
+        if (!status.ok()) {
+          absl::MutexLock lock(&mu);
+          if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+            ++herd.refusals[ScopeRulesE2eTest::ReasonAndRetry(status).first];
+          } else if (++herd.other == 1) {
+            herd.first_other = status.error_message();
+          }
+          continue;
+        }
+        testing::Grant grant{
+            absl::Now(),
+            absl::FromUnixMillis(TimeUtil::TimestampToMilliseconds(response.hold().expire_time())),
+            response.hold().quantity()};
+        const uint32_t dice = random() % 4;
+        if (dice < 3) {
+          absl::SleepFor(absl::Milliseconds(random() % 20));
+          grant.to = std::min(grant.to, absl::Now());  // the end is sent now
+          grpc::ClientContext end_context;
+          grpc::Status ended;
+          if (dice < 2) {
+            v1::PayRequest pay;
+            pay.set_user_id(user);
+            pay.set_order_id(order);
+            v1::PayResponse paid;
+            ended = test.stub(1 - i % 2).Pay(ScopeRulesE2eTest::Deadline(&end_context), pay, &paid);
+            if (ended.ok()) {
+              grant.to = absl::InfiniteFuture();  // sold: counts for ever
+              absl::MutexLock lock(&mu);
+              herd.paid_units += grant.units;
+            }
+          } else {
+            v1::CancelHoldRequest cancel;
+            cancel.set_user_id(user);
+            cancel.set_order_id(order);
+            v1::CancelHoldResponse cancelled;
+            ended = test.stub(1 - i % 2).CancelHold(ScopeRulesE2eTest::Deadline(&end_context),
+                                                    cancel, &cancelled);
+          }
+          // FAILED_PRECONDITION: it expired first (its `to` stands: an upper bound of the end).
+          EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+              << ended.error_message();
+        }
+        absl::MutexLock lock(&mu);
+        herd.grants.push_back(grant);
+        herd.by_user[user].push_back(grant);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return herd;
+}
+
+// The most units one buyer held and owned at once, and who.
+std::pair<int64_t, std::string> MostPerBuyer(const OnSaleHerd& herd) {
+  std::pair<int64_t, std::string> most{0, ""};
+  for (const auto& [user, grants] : herd.by_user) {
+    const int64_t units = testing::MostLiveAtOnce(grants).second;
+    if (units > most.first) most = {units, user};
+  }
+  return most;
+}
+
+// The on-sale of the issue: capacity 100, 4 per person held + bought, payments, cancellations and
+// expiries racing over two replicas: never more than 100 held + sold at once, no buyer ever above
+// 4 held + owned, and the sold count is the paid units.
+TEST_P(ScopeRulesE2eTest, AnOnSaleHerdNeverPassesTheCapacityNorABuyersPurchaseCap) {
+  v1::ScopeRule rule;
+  rule.set_scope(kScope);
+  rule.set_capacity_units(100);
+  rule.set_max_purchased_units(4);
+  v1::ScopeRule written;
+  ASSERT_TRUE(Put(0, rule, &written).ok());
+  const OnSaleHerd herd = RunOnSaleHerd(*this);
+  EXPECT_EQ(herd.other, 0) << herd.first_other;
+  const int64_t most = testing::MostLiveAtOnce(herd.grants).second;
+  const auto [most_buyer, buyer] = MostPerBuyer(herd);
+  EXPECT_LE(most, 100);
+  EXPECT_LE(most_buyer, 4) << buyer;
+  EXPECT_GT(herd.refusals.count("USER_PURCHASE_LIMIT"), 0u);
+  v1::GetScopeUsageRequest usage_request;
+  usage_request.set_scope(kScope);
+  v1::GetScopeUsageResponse usage;
+  grpc::ClientContext usage_context;
+  ASSERT_TRUE(stubs_[1]->GetScopeUsage(Deadline(&usage_context), usage_request, &usage).ok());
+  EXPECT_EQ(usage.sold_units(), static_cast<uint32_t>(herd.paid_units));
+  EXPECT_EQ(usage.capacity_units(), 100u);
+  std::cout << "on-sale herd: " << herd.grants.size() << " grants, " << herd.paid_units
+            << " units sold, most held + sold at once " << most << " of 100, most per buyer "
+            << most_buyer << " of 4; refusals:";
+  for (const auto& [reason, count] : herd.refusals) std::cout << " " << reason << " " << count;
+  std::cout << "\n";
+}
+
+// The negative control: the same herd without the purchase cap lets the eager buyers own more
+// than 4, and the per-buyer oracle sees it.
+TEST_P(ScopeRulesE2eTest, WithoutAPurchaseCapEagerBuyersOwnMoreAndTheOracleSeesIt) {
+  v1::ScopeRule rule;
+  rule.set_scope(kScope);
+  rule.set_capacity_units(100);
+  v1::ScopeRule written;
+  ASSERT_TRUE(Put(0, rule, &written).ok());
+  const OnSaleHerd herd = RunOnSaleHerd(*this);
+  const auto [most_buyer, buyer] = MostPerBuyer(herd);
+  EXPECT_GT(most_buyer, 4);
+  std::cout << "without a purchase cap: " << buyer << " held + owned " << most_buyer
+            << " at once\n";
 }
 
 INSTANTIATE_TEST_SUITE_P(Redis, ScopeRulesE2eTest, ::testing::Values("standalone", "sentinel"),

@@ -182,13 +182,27 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
           }
         }
       }
+      // A runtime rule's purchase caps: the user's live holds in the scope plus its purchases.
+      if (result.rule.has_value() && result.rule->purchases != store::LevelLimits{}) {
+        const Bought bought = BoughtIn(args.user_id, scope);
+        result.purchased_units = bought.units;
+        result.purchased_holds = bought.holds;
+        const store::LevelLimits& cap = result.rule->purchases;
+        if (cap.max_holds > 0 && result.scope_holds + bought.holds + 1 > cap.max_holds) {
+          result.violations |= store::kUserPurchasedHolds;
+        }
+        if (cap.max_units > 0 && result.scope_units + bought.units + quantity > cap.max_units) {
+          result.violations |= store::kUserPurchasedUnits;
+        }
+      }
       if (result.violations != 0) {
         result.outcome = Outcome::kLimitReached;
         result.expire_time = absl::UnixEpoch();
         if (result.violations & (store::kUserHoldLimit | store::kUserUnitLimit)) {
           result.expire_time = user_first.value_or(result.now);
         }
-        if (result.violations & (store::kScopeHoldLimit | store::kScopeUnitLimit)) {
+        if (result.violations & (store::kScopeHoldLimit | store::kScopeUnitLimit |
+                                 store::kUserPurchasedHolds | store::kUserPurchasedUnits)) {
           result.expire_time = std::max(result.expire_time, scope_first.value_or(result.now));
         }
         if (result.violations &
@@ -241,6 +255,8 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
         // A payment moves a scoped hold's units to its scope's sold count (end_hold).
         if (outcome == store::HoldOutcome::kPaid && !it->second.details.scope.empty()) {
           sold_[it->second.details.scope] += it->second.details.quantity;
+          RecordPurchase(user_id, it->second.details.scope, it->second.details.quantity,
+                         result.now);
         }
         result.details = std::move(it->second.details);
         user->second.erase(it);
@@ -554,7 +570,8 @@ std::optional<store::ScopeState> FakeHoldStore::ApplyRule(store::PlaceHoldArgs& 
   args.details.scope_limits = limits;
   args.totals = rule.totals;
   args.capacity_units = rule.capacity_units;
-  result.rule = store::AppliedScopeRule{rule.etag, limits, rule.totals, rule.capacity_units};
+  result.rule =
+      store::AppliedScopeRule{rule.etag, limits, rule.totals, rule.capacity_units, rule.purchases};
   return store::EffectiveState(rule, result.now);
 }
 
@@ -562,9 +579,11 @@ bool FakeHoldStore::NeverFits(const store::PlaceHoldArgs& args, store::PlaceHold
   if (args.details.scope.empty()) return false;
   const int64_t quantity = std::max<int64_t>(1, args.details.quantity);
   const int64_t unit_limits[] = {args.details.scope_limits.max_units, args.totals.max_units,
-                                 args.capacity_units};
-  const int bits[] = {store::kScopeUnitLimit, store::kScopeTotalUnitLimit, store::kScopeCapacity};
-  for (int i = 0; i < 3; ++i) {
+                                 args.capacity_units,
+                                 result.rule.has_value() ? result.rule->purchases.max_units : 0};
+  const int bits[] = {store::kScopeUnitLimit, store::kScopeTotalUnitLimit, store::kScopeCapacity,
+                      store::kUserPurchasedUnits};
+  for (int i = 0; i < 4; ++i) {
     if (unit_limits[i] > 0 && quantity > unit_limits[i]) result.violations |= bits[i];
   }
   if (result.violations == 0) return false;
@@ -591,10 +610,28 @@ void FakeHoldStore::PutScopeRule(store::ScopeRuleRecord rule, store::CallOptions
       return absl::InvalidArgumentError("rule.expire_time: must be after now");
     }
     rule.etag = absl::StrCat(++rule_version_);
+    if (!live) rule_ids_[rule.scope] = rule_version_;  // a new rule: purchases count anew
     rules_[rule.scope] = rule;
     result.rule = std::move(rule);
     return result;
   });
+}
+
+FakeHoldStore::Bought FakeHoldStore::BoughtIn(const std::string& user, const std::string& scope) {
+  auto it = bought_.find({user, scope});
+  if (it == bought_.end() || it->second.rule_id != rule_ids_[scope]) return Bought{};
+  return it->second;
+}
+
+void FakeHoldStore::RecordPurchase(const std::string& user, const std::string& scope,
+                                   int64_t quantity, absl::Time now) {
+  auto rule = rules_.find(scope);
+  if (rule == rules_.end() || !Live(rule->second, now)) return;
+  Bought bought = BoughtIn(user, scope);
+  bought.rule_id = rule_ids_[scope];
+  bought.units += quantity;
+  bought.holds += 1;
+  bought_[{user, scope}] = bought;
 }
 
 void FakeHoldStore::GetScopeRule(std::string scope, store::CallOptions options,
@@ -632,10 +669,12 @@ void FakeHoldStore::CloseScopeRule(std::string scope, store::CallOptions options
     result.now = NowFor(options);
     auto it = rules_.find(scope);
     store::ScopeRuleRecord rule;
-    if (it != rules_.end() && Live(it->second, result.now)) rule = it->second;
+    const bool live = it != rules_.end() && Live(it->second, result.now);
+    if (live) rule = it->second;
     rule.scope = scope;
     rule.state = store::ScopeState::kClosed;
     rule.etag = absl::StrCat(++rule_version_);
+    if (!live) rule_ids_[scope] = rule_version_;
     rules_[scope] = rule;
     result.rule = std::move(rule);
     return result;

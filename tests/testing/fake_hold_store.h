@@ -127,6 +127,17 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   // Whether the quantity is above a unit limit of the scope (then kNeverFits in `result`).
   static bool NeverFits(const store::PlaceHoldArgs& args, store::PlaceHoldResult& result);
   static bool Live(const store::ScopeRuleRecord& rule, absl::Time now);
+  // A user's purchases in a scope under the rule created as `rule_id` (place_hold.lua's
+  // "purchased"), and the payment that adds to them (end_hold's record_purchase).
+  struct Bought {
+    int64_t rule_id = 0;
+    int64_t units = 0;
+    int64_t holds = 0;
+  };
+  Bought BoughtIn(const std::string& user, const std::string& scope)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordPurchase(const std::string& user, const std::string& scope, int64_t quantity,
+                      absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Ended* FindEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -145,6 +156,9 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   // Runtime scope rules by scope, and the last etag given.
   std::map<std::string, store::ScopeRuleRecord> rules_ ABSL_GUARDED_BY(mu_);
   int64_t rule_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // scope -> the version its live rule was created with; (user, scope) -> purchases.
+  std::map<std::string, int64_t> rule_ids_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, Bought> bought_ ABSL_GUARDED_BY(mu_);
   // replica id -> alive until; partition -> (owner, lease until)
   std::map<std::string, absl::Time> replicas_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<std::string, absl::Time>> leases_ ABSL_GUARDED_BY(mu_);

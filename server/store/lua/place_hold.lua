@@ -75,7 +75,9 @@
 -- REPLY violations int    result -1: the exceeded levels, bits (LEVELS in the prelude): 1 user holds, 2 user
 --                         units, 4 scope holds, 8 scope units, 16 the scope's total holds, 32 its
 --                         total units (for those two, expire counts the scope's earliest live hold
---                         across users)
+--                         across users), 64 its capacity, 128 the user's holds in the scope plus
+--                         its purchases there (the runtime rule's max_purchased_holds), 256 their
+--                         units (max_purchased_units)
 -- REPLY details str       result 1: the new hold's details ("" for a plain hold); 0: the existing
 --                         hold's ("" when it has none); else ""
 -- REPLY life str          results 1 and 0: the hold's life record; else ""
@@ -86,8 +88,12 @@
 --                         (results 1 and -1); else 0
 -- REPLY applied str       when the scope has a runtime rule (a store with a scope index):
 --                         "<version>:<max_holds>:<max_units>:<total_max_holds>:
---                         <total_max_units>:<capacity_units>", the rule's etag and the limits
---                         applied (the scope's per-user ones after A.asked); else ""
+--                         <total_max_units>:<capacity_units>:<max_purchased_units>:
+--                         <max_purchased_holds>", the rule's etag and the limits applied (the
+--                         scope's per-user ones after A.asked); else ""
+-- REPLY bought_units int  the units the user bought in the scope under its runtime rule, when it
+--                         caps purchases and a new hold was decided (results 1 and -1); else 0
+-- REPLY bought_holds int  the holds (payments) of them, likewise
 -- Runtime rule: a scope's rule put at runtime (PutScopeRule; the prelude, "A scope's runtime
 --          rule"), read here on a store that keeps a scope index, replaces the file's rule that
 --          came in A.details and A.limits: its limits, totals, capacity and state decide.
@@ -98,7 +104,7 @@
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
 -- scope_usage, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
--- details_with_limits):
+-- details_with_limits, purchased):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
@@ -145,6 +151,7 @@ local earliest = live[1] and live[1].expire  -- the user's earliest expiry after
 local result, expire
 local ended_outcome, ended_at, violations, details, life = 0, 0, 0, '', ''
 local total_holds, total_units, sold, applied = 0, 0, 0, ''
+local bought_units, bought_holds = 0, 0  -- under the scope's runtime rule (purchased)
 local tail = A.details  -- the new hold's details tail, with the limits it is placed under
 -- Each level's limit, in LEVELS' order (the prelude); 0 = no limit.
 local lim = limits_of(A.limits)
@@ -157,11 +164,13 @@ if rule then
   scope_max_holds, scope_max_units = asked_limits(rule.max_holds, rule.max_units, A.asked)
   lim = {lim[1], lim[2], rule.total_holds, rule.total_units, rule.capacity}
   tail = details_with_limits(A.details, scope_max_holds, scope_max_units)
-  applied = string.format('%d:%d:%d:%d:%d:%d', rule.version, scope_max_holds,
-                          scope_max_units, rule.total_holds, rule.total_units, rule.capacity)
+  applied = string.format('%d:%d:%d:%d:%d:%d:%d:%d', rule.version, scope_max_holds,
+                          scope_max_units, rule.total_holds, rule.total_units, rule.capacity,
+                          rule.purchased_units, rule.purchased_holds)
 end
 local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
-               totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0}
+               totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0,
+               rule and rule.purchased_holds or 0, rule and rule.purchased_units or 0}
 -- A quantity above a unit limit of the scope can never fit: refused first, as the C++ refuses
 -- it before the call where it knows the limits (a store without runtime rules).
 local never = 0
@@ -194,8 +203,11 @@ else
     if (limit[7] or 0) > 0 then
       sold = tonumber(redis.call('GET', scope_sold_key(k.index, scope)) or '0')
     end
+    if (limit[8] or 0) > 0 or (limit[9] or 0) > 0 then
+      bought_units, bought_holds = purchased(k, user, scope, rule)
+    end
     local used = {active, units, scope_holds, scope_units, total_holds, total_units,
-                  total_units + sold}
+                  total_units + sold, scope_holds + bought_holds, scope_units + bought_units}
     local first = {earliest or now, scope_first or now, total_first or now}
     expire = 0
     for i, level in ipairs(LEVELS) do
@@ -251,4 +263,5 @@ if removed > 0 or (result == 1 and earliest ~= (holds[1] and holds[1].expire)) t
   set_due(k, user, earliest)
 end
 return {result, now, expire, active, removed, ended_outcome, ended_at, units, scope_holds,
-        scope_units, violations, details, life, total_holds, total_units, sold, applied}
+        scope_units, violations, details, life, total_holds, total_units, sold, applied,
+        bought_units, bought_holds}

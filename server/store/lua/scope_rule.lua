@@ -16,8 +16,10 @@
 -- ARGV etag    put, delete: "" = whatever the rule is now; else the version the rule must have
 --              (its etag), or the call changes nothing (result -1)
 -- ARGV rule    put: the rule from its state on, "<state>:<open ms>:<close ms>:<expire ms>:
---              <max_holds>:<max_units>:<total_max_holds>:<total_max_units>:<capacity_units>:"
---              (the prelude's format without the version, which this script gives); else ""
+--              <max_holds>:<max_units>:<total_max_holds>:<total_max_units>:<capacity_units>:
+--              <max_purchased_units>:<max_purchased_holds>:" (the prelude's format without the
+--              version and the id, which this script gives: the id of the rule it replaces, else
+--              the new version); else ""
 -- ARGV now     Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- REPLY result int  1 written (or removed), 0 no rule (delete; nothing changed), -1 the etag is
 --                   not the rule's (nothing changed), -2 the rule's expire_time is not after now
@@ -43,11 +45,12 @@ end
 local body = A.rule
 if A.op == 'close' then
   if current then
-    body = string.format('3:%d:%d:%d:%d:%d:%d:%d:%d:', current.open, current.close, current.expire,
-                         current.max_holds, current.max_units, current.total_holds,
-                         current.total_units, current.capacity)
+    body = string.format('3:%d:%d:%d:%d:%d:%d:%d:%d:%d:%d:', current.open, current.close,
+                         current.expire, current.max_holds, current.max_units,
+                         current.total_holds, current.total_units, current.capacity,
+                         current.purchased_units, current.purchased_holds)
   else
-    body = '3:0:0:0:0:0:0:0:0:'
+    body = '3:0:0:0:0:0:0:0:0:0:0:'
   end
 end
 local expire = tonumber(string.match(body, '^%d+:%d+:%d+:(%d+):'))
@@ -57,7 +60,8 @@ end
 if expire > 0 and expire <= now then
   return {-2, now, ''}
 end
-local rule = int_str(redis.call('INCRBY', KEYS[3], 1)) .. ':' .. body
+local version = int_str(redis.call('INCRBY', KEYS[3], 1))
+local rule = version .. ':' .. body .. (current and int_str(current.id) or version) .. ':'
 if expire > 0 then
   redis.call('SET', KEYS[1], rule, 'PXAT', int_str(expire))
 else

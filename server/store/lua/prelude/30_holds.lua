@@ -178,7 +178,8 @@ end
 
 -- The levels place_hold.lua checks a new hold at, one row each, in the order of its `limit` and
 -- `used` arrays (1 the user's holds, 2 its units, 3 its holds in the scope, 4 its units there,
--- 5 the scope's holds across users, 6 their units, 7 their units plus the units sold): its bit in
+-- 5 the scope's holds across users, 6 their units, 7 their units plus the units sold, 8 the
+-- user's holds in the scope plus its purchases there, 9 their units): its bit in
 -- the reply's `violations`
 -- (store::LimitViolation in hold_store.h), whether the hold adds its quantity there (units) or 1
 -- (holds), and which earliest live expiry tells when it could fit again (place_hold's `first`: 1
@@ -193,6 +194,8 @@ local LEVELS = {
   {bit = 16, units = false, first = 3},
   {bit = 32, units = true, first = 3},
   {bit = 64, units = true, first = 3},
+  {bit = 128, units = false, first = 2},
+  {bit = 256, units = true, first = 2},
 }
 
 -- place_hold.lua's A.limits, "<max_holds>:<max_units>:<total_max_holds>:<total_max_units>[:

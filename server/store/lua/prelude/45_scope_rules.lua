@@ -3,35 +3,40 @@
 -- A scope's runtime rule: "<prefix>:{<p>}:sr:<scope>", a string in the scope's partition (keys.h
 -- ScopeRuleKey; p as for the scope index), written by scope_rule.lua only:
 --   <version>:<state>:<open ms>:<close ms>:<expire ms>:<max_holds>:<max_units>:
---   <total_max_holds>:<total_max_units>:<capacity_units>:
+--   <total_max_holds>:<total_max_units>:<capacity_units>:<max_purchased_units>:
+--   <max_purchased_holds>:<id>:
 -- all decimal integers: version the rule's etag (a counter of its partition, never reused), state
--- 1 OPEN, 2 PAUSED, 3 CLOSED, a time 0 = unset; the key expires at <expire ms> (SET PXAT) when
--- one is set. A later release appends its fields after the last ':': readers ignore what follows.
+-- 1 OPEN, 2 PAUSED, 3 CLOSED, a time 0 = unset, id the version it was created with (kept by its
+-- edits: its buyers' purchases count under it, below); the key expires at <expire ms> (SET PXAT)
+-- when one is set. A later release appends its fields after the last ':': readers ignore what
+-- follows.
 -- The partition's rules are listed in "<prefix>:{<p>}:sr" (sorted set, score 0, member = the
 -- scope; ZRANGE BYLEX pages) and numbered by "<prefix>:{<p>}:srv" (string, INCRBY).
 -- Only where a script may touch the scope's partition (not a Redis Cluster), as the index.
-local RULE_PATTERN = '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):'
+local RULE_PATTERN =
+  '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):'
 
 local function scope_rule_key(index, scope)
   return index .. int_str(fnv1a32(scope) % 64) .. '}:sr:' .. scope
 end
 
 -- A packed rule as {version, state, open, close, expire, max_holds, max_units, total_holds,
--- total_units, capacity} (numbers); nil when `packed` is false (no rule) or the rule's
--- expire_time has passed at `now` (its key may not have expired yet when a test sets now).
--- Raises an error on any other shape.
+-- total_units, capacity, purchased_units, purchased_holds, id} (numbers); nil when `packed` is
+-- false (no rule) or the rule's expire_time has passed at `now` (its key may not have expired yet
+-- when a test sets now). Raises an error on any other shape.
 local function scope_rule_of(packed, now)
   if not packed then
     return nil
   end
-  local v, st, op, cl, ex, mh, mu, th, tu, cap = string.match(packed, RULE_PATTERN)
+  local v, st, op, cl, ex, mh, mu, th, tu, cap, pu, ph, id = string.match(packed, RULE_PATTERN)
   if not v then
     error('OrderHold: malformed scope rule')
   end
   local r = {version = tonumber(v), state = tonumber(st), open = tonumber(op),
              close = tonumber(cl), expire = tonumber(ex), max_holds = tonumber(mh),
              max_units = tonumber(mu), total_holds = tonumber(th), total_units = tonumber(tu),
-             capacity = tonumber(cap)}
+             capacity = tonumber(cap), purchased_units = tonumber(pu),
+             purchased_holds = tonumber(ph), id = tonumber(id)}
   if r.expire > 0 and now >= r.expire then
     return nil
   end
@@ -88,4 +93,44 @@ local function details_with_limits(tail, max_holds, max_units)
   local rest = string.match(tail, '^%d+:%d+:()', stop)
   return string.sub(tail, 1, stop - 1) .. int_str(max_holds) .. ':' .. int_str(max_units) .. ':' ..
          string.sub(tail, rest)
+end
+
+-- A buyer's purchases in a scope with a runtime rule: "<prefix>:{<p>}:pb:<user>\0<scope>", a
+-- string in the user's partition (keys.h PurchasesKey; ids have no control characters, so the
+-- name is injective), "<rule id>:<units>:<holds>": the units and holds the user paid for in the
+-- scope under the rule created as <rule id>. Written by end_hold at each payment of a scoped hold
+-- whose scope has a runtime rule; it expires with the rule (SET PXAT its expire_time), and a
+-- count under another rule id (the rule was deleted and put again) reads as none. A rule's
+-- max_purchased_units / max_purchased_holds (place_hold.lua's LEVELS 8 and 9) cap the user's live
+-- holds in the scope plus these.
+local function purchases_key(k, user, scope)
+  return string.sub(k.outcomes, 1, #k.outcomes - #user - 2) .. 'pb:' .. user .. '\0' .. scope
+end
+
+-- The units and holds `user` bought in `scope` under rule `r` (0, 0 when none).
+local function purchased(k, user, scope, r)
+  local v = redis.call('GET', purchases_key(k, user, scope))
+  if v then
+    local id, units, holds = string.match(v, '^(%d+):(%d+):(%d+)$')
+    if id and tonumber(id) == r.id then
+      return tonumber(units), tonumber(holds)
+    end
+  end
+  return 0, 0
+end
+
+-- Counts a payment of `quantity` units in `scope` by `user` at `now` (end_hold), when the scope
+-- has a runtime rule.
+local function record_purchase(k, user, scope, quantity, now)
+  local r = scope_rule_of(redis.call('GET', scope_rule_key(k.index, scope)), now)
+  if not r then
+    return
+  end
+  local units, holds = purchased(k, user, scope, r)
+  local value = string.format('%d:%d:%d', r.id, units + quantity, holds + 1)
+  if r.expire > 0 then
+    redis.call('SET', purchases_key(k, user, scope), value, 'PXAT', int_str(r.expire))
+  else
+    redis.call('SET', purchases_key(k, user, scope), value)
+  end
 end

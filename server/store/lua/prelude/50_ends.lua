@@ -120,13 +120,15 @@ local function end_hold(k, user, h, outcome, end_ms, reference)
     redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
   end
   -- The end gives the hold's place in its scope back (the scope index, above); a payment moves
-  -- its units to the scope's sold count in the same step (a capacity counts both).
+  -- its units to the scope's sold count in the same step (a capacity counts both), and to the
+  -- buyer's purchases under the scope's runtime rule (record_purchase).
   if k.index and h.details then
     local q, s = quantity_scope(h.details, h.expire)
     if s ~= '' then
       scope_drop(k.index, s, user, h.order, q)
       if outcome == PAID then
         redis.call('INCRBY', scope_sold_key(k.index, s), int_str(q))
+        record_purchase(k, user, s, q, end_ms)
       end
     end
   end
