@@ -16,6 +16,11 @@
 //   place_refused  PlaceHold order "o2" with max_holds 1: refused when the user holds o1
 //   place_scoped   PlaceHold order "o1" in scope "event-1", quantity 2, scope limits 2 holds and
 //                  8 units, max_units 12 (every level checked)
+//   place_ruled    the same in scope "event-2", whose runtime rule (PutScopeRule, once before the
+//                  loop) sets those scope limits and a capacity of --rule_capacity units (which
+//                  never binds at its default), and with --rule_purchased_units a purchase cap
+//                  (0: none); built only where the store has runtime rules (ORDERHOLD_COST_RULES:
+//                  a release before them builds this driver without it)
 //   get            GetHold o1;  list: ListHolds;  extend: ExtendHold o1 to 2 x --ttl from now
 //   pay, cancel    EndHold o1 as PAID / CANCELLED
 //   expired_setup  PlaceHold "o1" with "now" in the past, so that each hold is due at once
@@ -51,6 +56,11 @@ ABSL_FLAG(std::string, user_prefix, "u", "User id prefix.");
 ABSL_FLAG(absl::Duration, ttl, absl::Hours(1), "Hold ttl.");
 ABSL_FLAG(int, in_flight, 32, "Calls outstanding at once.");
 ABSL_FLAG(int, connections, 4, "Redis connections.");
+#ifdef ORDERHOLD_COST_RULES
+ABSL_FLAG(int64_t, rule_capacity, 1000000000, "place_ruled: the runtime rule's capacity_units.");
+ABSL_FLAG(int64_t, rule_purchased_units, 0,
+          "place_ruled: the runtime rule's max_purchased_units (0: none).");
+#endif
 ABSL_FLAG(bool, layout_migration_done, false,
           "The store as a server with --layout_migration_done runs it (no look for older shapes).");
 ABSL_FLAG(
@@ -180,6 +190,21 @@ int Run() {
   }
   HoldStore& store = **connected;
 
+#ifdef ORDERHOLD_COST_RULES
+  if (op == "place_ruled") {
+    ScopeRuleRecord rule;
+    rule.scope = "event-2";
+    rule.limits = LevelLimits{2, 8};
+    rule.capacity_units = absl::GetFlag(FLAGS_rule_capacity);
+    rule.purchases = LevelLimits{0, absl::GetFlag(FLAGS_rule_purchased_units)};
+    auto put = Await<ScopeRuleResult>(
+        [&](auto done) { store.PutScopeRule(rule, Deadline(), std::move(done)); });
+    if (!put.ok()) {
+      std::fprintf(stderr, "PutScopeRule: %s\n", put.status().ToString().c_str());
+      return 1;
+    }
+  }
+#endif
   const absl::Time start = absl::Now();
   std::map<std::string, int64_t> outcomes;
   if (op == "reap") {
@@ -210,6 +235,13 @@ int Run() {
         args.details.quantity = 2;
         args.details.scope_limits = LevelLimits{2, 8};
         store.PlaceHold(std::move(args), Deadline(), placed);
+#ifdef ORDERHOLD_COST_RULES
+      } else if (op == "place_ruled") {
+        PlaceHoldArgs args{user, "o1", ttl, 3, 12, {}};
+        args.details.scope = "event-2";
+        args.details.quantity = 2;
+        store.PlaceHold(std::move(args), Deadline(), placed);
+#endif
       } else if (op == "get") {
         store.GetHold(user, "o1", Deadline(), [&loop](absl::StatusOr<GetHoldResult> result) {
           loop.Release("read", result.status());

@@ -136,6 +136,16 @@ measure extend cost --op=extend --calls="${USERS}"
 measure pay cost --op=pay --calls="${HALF}"
 measure cancel cost --op=cancel --first="${HALF}" --calls="$((USERS - HALF))"
 measure place_scoped cost --op=place_scoped --user_prefix=s --calls="${USERS}"
+measure pay_scoped cost --op=pay --user_prefix=s --calls="${HALF}"
+# A runtime rule with a capacity (and one with a purchase cap too), and the Pay of their holds:
+# only a driver built with runtime rules has the operation.
+if [[ "$("${COST}" --helpfull 2>&1 || true)" == *-rule_capacity* ]]; then
+  measure place_ruled cost --op=place_ruled --user_prefix=c --calls="${USERS}"
+  measure pay_ruled cost --op=pay --user_prefix=c --calls="${HALF}"
+  measure place_capped cost --op=place_ruled --user_prefix=q --calls="${USERS}" \
+    --rule_purchased_units=8
+  measure pay_capped cost --op=pay --user_prefix=q --calls="${HALF}"
+fi
 LONE=$((USERS < 200000 ? USERS : 200000))
 measure "place, one at a time" cost --op=place --user_prefix=i --users="${LONE}" --calls="${LONE}" \
   --inline_wait=1ms

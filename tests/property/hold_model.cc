@@ -101,11 +101,45 @@ std::optional<HoldModel::Record> HoldModel::Ended(const User& user,
   return std::nullopt;
 }
 
+const HoldModel::LiveRule* HoldModel::RuleOf(const std::string& scope) const {
+  if (scope.empty()) return nullptr;
+  auto it = rules_.find(scope);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+std::string HoldModel::StateRefusal(const ModelRule& rule) const {
+  if (rule.state == 3 || (rule.close > 0 && now_ >= rule.close)) {
+    return RenderScopeState(true, -1);
+  }
+  if (rule.open > 0 && now_ < rule.open) return RenderScopeState(false, rule.open - now_);
+  if (rule.state == 2 && rule.open == 0) return RenderScopeState(false, -1);
+  return "";
+}
+
+std::string HoldModel::PutRule(const std::string& scope, const ModelRule& rule) {
+  auto it = rules_.find(scope);
+  if (it == rules_.end()) {
+    rules_[scope] = LiveRule{rule, ++rule_ids_};
+  } else {
+    it->second.rule = rule;  // an edit keeps the purchases
+  }
+  return "OK";
+}
+
+std::string HoldModel::DeleteRule(const std::string& scope) {
+  return rules_.erase(scope) > 0 ? "OK" : RenderCode("NOT_FOUND");
+}
+
 ModelLimits HoldModel::ScopeLimitsFor(const PlaceCall& call) const {
   if (call.scope.empty()) return {};
   const ModelLimits rule =
       call.scope.starts_with(ModelPolicy::kRulePrefix) ? policy_.rule : policy_.default_scope;
-  if (!call.scope_limits.has_value()) return rule;
+  return RuleLimitsFor(rule, call.scope_limits);
+}
+
+ModelLimits RuleLimitsFor(const ModelLimits& rule, const std::optional<ModelLimits>& asked) {
+  if (!asked.has_value()) return rule;
+  const ModelLimits* scope_limits = &*asked;
   // The request's limits only tighten the operator's (--request_scope_limits=ceiling): per field
   // the smaller, where 0 means "none" on either side.
   auto tighter = [](int64_t from_rule, int64_t from_request) {
@@ -113,8 +147,8 @@ ModelLimits HoldModel::ScopeLimitsFor(const PlaceCall& call) const {
     if (from_rule == 0) return from_request;
     return from_rule < from_request ? from_rule : from_request;
   };
-  return ModelLimits{tighter(rule.max_holds, call.scope_limits->max_holds),
-                     tighter(rule.max_units, call.scope_limits->max_units)};
+  return ModelLimits{tighter(rule.max_holds, scope_limits->max_holds),
+                     tighter(rule.max_units, scope_limits->max_units)};
 }
 
 // The call's labels (a key sent twice: the last wins), or nullopt when a key is malformed.
@@ -158,12 +192,22 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   std::optional<ModelLabels> labels = LabelsOf(call);
   if (!labels.has_value()) return RenderCode("INVALID_ARGUMENT");
   const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
-  const ModelLimits scope_limits = ScopeLimitsFor(call);
-  const auto [total, capacity] = AcrossUsersRuleFor(call.scope);
+  ModelLimits scope_limits = ScopeLimitsFor(call);
+  auto [total, capacity] = AcrossUsersRuleFor(call.scope);
+  // The scope's runtime rule wins over the file's; the request still only tightens.
+  const LiveRule* rule = RuleOf(call.scope);
+  ModelLimits purchases;
+  if (rule != nullptr) {
+    scope_limits = RuleLimitsFor(rule->rule.limits, call.scope_limits);
+    total = rule->rule.totals;
+    capacity = rule->rule.capacity;
+    purchases = rule->rule.purchases;
+  }
   if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
       (scope_limits.max_units > 0 && quantity > scope_limits.max_units) ||
       (total.max_units > 0 && quantity > total.max_units) ||
-      (capacity > 0 && quantity > capacity)) {
+      (capacity > 0 && quantity > capacity) ||
+      (purchases.max_units > 0 && quantity > purchases.max_units)) {
     return RenderCode("INVALID_ARGUMENT");  // can never be granted
   }
   User& user = users_[call.user_id];
@@ -179,6 +223,9 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
     return RenderPlaced(false, held, static_cast<int>(user.live.size()));
   }
   if (ended.has_value()) return RenderEnded(ended->outcome, ended->end);
+  if (rule != nullptr) {
+    if (std::string refused = StateRefusal(rule->rule); !refused.empty()) return refused;
+  }
   int64_t user_units = 0, scope_holds = 0, scope_units = 0;
   std::optional<int64_t> user_first, scope_first;
   for (const auto& [order, held] : user.live) {
@@ -205,14 +252,32 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   if (total.max_holds > 0 && across.holds + 1 > total.max_holds) violations |= 16;
   if (total.max_units > 0 && across.units + quantity > total.max_units) violations |= 32;
   if (capacity > 0 && across.units + sold + quantity > capacity) violations |= 64;
+  // A rule's purchase caps: the user's live holds in the scope plus what it bought there.
+  Bought bought;
+  if (rule != nullptr && (purchases.max_holds > 0 || purchases.max_units > 0)) {
+    if (auto it = bought_.find({call.user_id, call.scope});
+        it != bought_.end() && it->second.id == rule->id) {
+      bought = it->second;
+    }
+    if (purchases.max_holds > 0 && scope_holds + bought.holds + 1 > purchases.max_holds) {
+      violations |= 128;
+    }
+    if (purchases.max_units > 0 && scope_units + bought.units + quantity > purchases.max_units) {
+      violations |= 256;
+    }
+  }
   if (violations != 0) {
     // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
     int64_t retry_at = 0;
     if (violations & 3) retry_at = user_first.value_or(now_);
-    if (violations & 12) retry_at = std::max(retry_at, scope_first.value_or(now_));
+    if (violations & (12 | 384)) retry_at = std::max(retry_at, scope_first.value_or(now_));
     if (violations & 112) retry_at = std::max(retry_at, across.first.value_or(now_));
-    // Sold out beyond what expiries can free: no retry time.
-    if ((violations & 64) && sold + quantity > capacity) return RenderLimit(violations, -1);
+    // Sold out, or bought up, beyond what expiries can free: no retry time.
+    if (((violations & 64) && sold + quantity > capacity) ||
+        ((violations & 256) && bought.units + quantity > purchases.max_units) ||
+        ((violations & 128) && bought.holds + 1 > purchases.max_holds)) {
+      return RenderLimit(violations, -1);
+    }
     return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
   }
   ModelHold hold;
@@ -240,7 +305,16 @@ std::string HoldModel::End(const std::string& user_id, const std::string& order_
     ModelHold hold = std::move(it->second);
     user.live.erase(it);
     // A payment moves a scoped hold's units to its scope's sold count.
-    if (pay && !hold.scope.empty()) sold_[hold.scope] += hold.quantity;
+    if (pay && !hold.scope.empty()) {
+      sold_[hold.scope] += hold.quantity;
+      // And to the buyer's purchases under the scope's runtime rule.
+      if (const LiveRule* rule = RuleOf(hold.scope); rule != nullptr) {
+        Bought& bought = bought_[{user_id, hold.scope}];
+        if (bought.id != rule->id) bought = Bought{rule->id, 0, 0};
+        bought.units += hold.quantity;
+        bought.holds += 1;
+      }
+    }
     const std::string answer = RenderEndedNow(false, now_, hold);
     AddRecord(user, order_id, Record{wanted, now_, std::move(hold)});
     return answer;
@@ -421,6 +495,11 @@ std::string RenderEnded(ModelOutcome outcome, int64_t end) {
 
 std::string RenderLimit(int violations, int64_t retry_ms) {
   return absl::StrCat("RESOURCE_EXHAUSTED violations=", violations, " retry=", retry_ms);
+}
+
+std::string RenderScopeState(bool closed, int64_t retry_ms) {
+  return closed ? "FAILED_PRECONDITION SCOPE_CLOSED"
+                : absl::StrCat("FAILED_PRECONDITION SCOPE_NOT_OPEN retry=", retry_ms);
 }
 
 std::string RenderExtensionLimit() { return "RESOURCE_EXHAUSTED HOLD_EXTENSION_LIMIT"; }

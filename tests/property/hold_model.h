@@ -87,11 +87,28 @@ struct PlaceCall {
   std::optional<ModelLimits> scope_limits;
 };
 
+// A scope's runtime rule (PutScopeRule) as the model keeps it; times in ms on the model's clock,
+// 0 = unset. It replaces the file's rule for its exact scope (limits, totals, capacity) and adds a
+// state and purchase caps (purchases: holds and units, held plus bought).
+struct ModelRule {
+  ModelLimits limits;
+  ModelLimits totals;
+  int64_t capacity = 0;
+  ModelLimits purchases;
+  int state = 1;  // 1 OPEN, 2 PAUSED, 3 CLOSED (orderhold.v1.ScopeState)
+  int64_t open = 0;
+  int64_t close = 0;
+};
+
 struct ExtendCall {
   std::string user_id, order_id;
   std::optional<int64_t> ttl_ms;
   std::string request_id;
 };
+
+// The per-user scope limits under `rule` when the request asked `asked`: it only tightens
+// (--request_scope_limits=ceiling): per field the smaller, 0 = none on either side.
+ModelLimits RuleLimitsFor(const ModelLimits& rule, const std::optional<ModelLimits>& asked);
 
 class HoldModel {
  public:
@@ -107,6 +124,9 @@ class HoldModel {
   std::string ExtendHold(const ExtendCall& call);
   std::string GetHold(const std::string& user_id, const std::string& order_id) const;
   std::string ReleaseHolds(const std::string& user_id, const std::string& scope);
+  // PutScopeRule without an etag ("OK"), DeleteScopeRule ("OK" or NOT_FOUND).
+  std::string PutRule(const std::string& scope, const ModelRule& rule);
+  std::string DeleteRule(const std::string& scope);
   std::string ListHolds(const std::string& user_id, const std::string& scope) const;
   // One reaper pass over every user: the due holds ended as EXPIRED.
   std::string Reap();
@@ -153,8 +173,26 @@ class HoldModel {
   };
   AcrossUsers CountAcrossUsers(const std::string& scope) const;
 
+  // The scope's runtime rule and the id it was created with, or nullptr.
+  struct LiveRule {
+    ModelRule rule;
+    int64_t id = 0;
+  };
+  const LiveRule* RuleOf(const std::string& scope) const;
+  // A PlaceHold under `rule`: its refusal by the rule's state, or "" when the rule is open.
+  std::string StateRefusal(const ModelRule& rule) const;
+
   ModelPolicy policy_;
   int64_t now_ = 0;
+  std::map<std::string, LiveRule> rules_;
+  int64_t rule_ids_ = 0;
+  // What each (user, scope) bought under the rule created as `id`.
+  struct Bought {
+    int64_t id = 0;
+    int64_t units = 0;
+    int64_t holds = 0;
+  };
+  std::map<std::pair<std::string, std::string>, Bought> bought_;
   std::map<std::string, User> users_;
   std::map<std::string, int64_t> sold_;  // units sold per scope: every scoped hold paid
 };
@@ -166,6 +204,9 @@ std::string RenderCode(const std::string& code);             // "INVALID_ARGUMEN
 std::string RenderEnded(ModelOutcome outcome, int64_t end);  // FAILED_PRECONDITION
 // RESOURCE_EXHAUSTED, bits as the store's; retry_ms -1: no RetryInfo (sold out beyond expiries).
 std::string RenderLimit(int violations, int64_t retry_ms);
+// FAILED_PRECONDITION of a scope's state: SCOPE_CLOSED, or SCOPE_NOT_OPEN with the ms until it
+// opens (-1: no RetryInfo).
+std::string RenderScopeState(bool closed, int64_t retry_ms);
 std::string RenderExtensionLimit();
 std::string RenderPlaced(bool created, const ModelHold& hold, int active);
 std::string RenderEndedNow(bool repeated, int64_t end, const ModelHold& hold);  // Pay/Cancel OK

@@ -36,6 +36,8 @@
 #include "rapidcheck/state.h"
 #include "server/domain/hold_service.h"
 #include "server/domain/scope_limits.h"
+#include "server/domain/scope_rule_service.h"
+#include "server/domain/scope_service.h"
 #include "server/redis/redis_topology.h"
 #include "server/redis_store.h"
 #include "server/store/hold_store.h"
@@ -118,6 +120,15 @@ std::string RenderStatus(const absl::Status& status) {
     case absl::StatusCode::kAlreadyExists:
       return RenderCode(std::string(absl::StatusCodeToString(status.code())));
     case absl::StatusCode::kFailedPrecondition: {
+      // A scope's runtime rule refused it: its ErrorInfo, and the RetryInfo until it opens.
+      if (auto info = Detail<google::rpc::ErrorInfo>(status);
+          info.has_value() && info->reason().starts_with("SCOPE_")) {
+        auto retry = Detail<google::rpc::RetryInfo>(status);
+        return RenderScopeState(info->reason() == "SCOPE_CLOSED",
+                                retry.has_value() ? retry->retry_delay().seconds() * 1000 +
+                                                        retry->retry_delay().nanos() / 1000000
+                                                  : -1);
+      }
       // `order_id "o1" already ended: EXPIRED at 2027-01-15T08:00:00.000Z; ...`
       const std::string message(status.message());
       const size_t at = message.find("already ended: ");
@@ -149,6 +160,8 @@ std::string RenderStatus(const absl::Status& status) {
         const bool units = v.description().find(" units") != std::string::npos;
         if (v.description().find(" is sold out") != std::string::npos) {
           violations |= 64;
+        } else if (v.description().find(" and bought ") != std::string::npos) {
+          violations |= units ? 256 : 128;  // a purchase cap
         } else if (v.subject() == "user") {
           violations |= units ? 2 : 1;
         } else if (v.subject().starts_with("scope/")) {
@@ -187,6 +200,7 @@ class Sut {
 
   bool ok() const { return store_ != nullptr; }
   domain::HoldService& service() { return service_; }
+  domain::ScopeRuleService& rules() { return rules_; }
   store::HoldStore& store() { return *store_; }
   // The store's reaper side (the fake and the Redis store are both PartitionStores).
   store::PartitionStore& partitions() {
@@ -232,6 +246,8 @@ class Sut {
   std::unique_ptr<store::HoldStore> store_;
   testing::RedisServer* redis_ = nullptr;
   domain::HoldService service_;
+  domain::ScopeService scopes_{*store_, service_, metrics_};
+  domain::ScopeRuleService rules_{*store_, scopes_};
 };
 
 // How often each kind of answer was checked (the call and the answer's first two words, e.g.
@@ -463,6 +479,61 @@ struct List : Step {
   }
 };
 
+// A runtime rule for "event:2" (which the file's "event:" rule covers) or "show:1": limits,
+// totals, capacity, purchase caps, state and times near the model's now.
+struct PutRule : Step {
+  std::string scope;
+  ModelRule rule;
+  explicit PutRule(const HoldModel& model) {
+    scope = *rc::gen::element<std::string>("event:2", "show:1");
+    rule.limits = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{1, 0}, ModelLimits{0, 3});
+    rule.totals = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{2, 0}, ModelLimits{0, 4});
+    rule.capacity = *rc::gen::element<int64_t>(0, 3, 6);
+    rule.purchases = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{0, 3}, ModelLimits{2, 0});
+    rule.state = *rc::gen::weightedElement<int>({{6, 1}, {2, 2}, {1, 3}});
+    rule.open = *rc::gen::element<int64_t>(0, model.now() + 1, model.now() + 1000);
+    rule.close =
+        *rc::gen::weightedElement<int64_t>({{3, 0}, {1, std::max(rule.open, model.now()) + 2000}});
+  }
+  std::string OnModel(HoldModel& model) const override { return model.PutRule(scope, rule); }
+  std::string OnSut(Sut& sut, int64_t now) const override {
+    store::ScopeRuleRecord record;
+    record.scope = scope;
+    record.limits = store::LevelLimits{rule.limits.max_holds, rule.limits.max_units};
+    record.totals = store::LevelLimits{rule.totals.max_holds, rule.totals.max_units};
+    record.capacity_units = rule.capacity;
+    record.purchases = store::LevelLimits{rule.purchases.max_holds, rule.purchases.max_units};
+    record.state = static_cast<store::ScopeState>(rule.state);
+    if (rule.open > 0) record.open_time = kBase + absl::Milliseconds(rule.open);
+    if (rule.close > 0) record.close_time = kBase + absl::Milliseconds(rule.close);
+    auto put = Await<domain::ScopeRuleReply>([&](auto done) {
+      sut.rules().PutScopeRule(std::move(record), Sut::At(now), std::move(done));
+    });
+    return put.ok() ? "OK" : RenderStatus(put.status());
+  }
+  void show(std::ostream& os) const override {
+    os << "PutRule(" << scope << ", limits=" << rule.limits.max_holds << "/"
+       << rule.limits.max_units << ", totals=" << rule.totals.max_holds << "/"
+       << rule.totals.max_units << ", capacity=" << rule.capacity
+       << ", purchases=" << rule.purchases.max_holds << "/" << rule.purchases.max_units
+       << ", state=" << rule.state << ", open=" << rule.open << ", close=" << rule.close << ")";
+  }
+};
+
+struct DeleteRule : Step {
+  std::string scope;
+  explicit DeleteRule(const HoldModel&) {
+    scope = *rc::gen::element<std::string>("event:2", "show:1");
+  }
+  std::string OnModel(HoldModel& model) const override { return model.DeleteRule(scope); }
+  std::string OnSut(Sut& sut, int64_t now) const override {
+    auto deleted = Await<absl::Time>(
+        [&](auto done) { sut.rules().DeleteScopeRule(scope, "", Sut::At(now), std::move(done)); });
+    return deleted.ok() ? "OK" : RenderStatus(deleted.status());
+  }
+  void show(std::ostream& os) const override { os << "DeleteRule(" << scope << ")"; }
+};
+
 struct Release : Step {
   std::string user_id = *GenUser();
   std::string scope = *GenScope();
@@ -563,9 +634,10 @@ void CheckHistory(Backend backend) {
   Sut sut(backend, policy);
   RC_ASSERT(sut.ok());
   const auto commands = *rc::state::gen::commands(
-      initial, rc::state::gen::execOneOfWithArgs<Place, Place, Place, Place, End, End, Extend,
-                                                 Extend, Get, List, Release, Reap, Advance,
-                                                 AdvanceToExpiry, ScriptFlush>());
+      initial,
+      rc::state::gen::execOneOfWithArgs<Place, Place, Place, Place, End, End, Extend, Extend, Get,
+                                        List, Release, Reap, Advance, AdvanceToExpiry, ScriptFlush,
+                                        PutRule, DeleteRule>());
   rc::state::runAll(commands, initial, sut);
   HoldModel final_model = initial;
   rc::state::applyAll(commands, final_model);

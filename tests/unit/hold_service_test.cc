@@ -4,7 +4,9 @@
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
+#include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
+#include "server/domain/tenant.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/fake_hold_store.h"
 #include "tests/testing/metric_values.h"
@@ -778,5 +780,115 @@ TEST_F(HoldServiceTest, ListHoldsPagesWithTokensBoundToTheirRequest) {
   EXPECT_EQ(ResolvePageSize(0).value_or(-1), kDefaultPageSize);
   EXPECT_EQ(ResolvePageSize(1 << 30).value_or(-1), kMaxPageSize);
 }
+}  // namespace
+}  // namespace orderhold::domain
+
+namespace orderhold::domain {
+namespace {
+
+// Runtime scope rules through the domain, on the fake store (the contract suite checks the store).
+class ScopeRuleServiceTest : public HoldServiceTest {
+ protected:
+  absl::StatusOr<ScopeRuleReply> Put(store::ScopeRuleRecord rule) {
+    return Await<ScopeRuleReply>(
+        [&](auto done) { rules_.PutScopeRule(std::move(rule), {}, std::move(done)); });
+  }
+  static store::ScopeRuleRecord Rule(std::string scope) {
+    store::ScopeRuleRecord rule;
+    rule.scope = std::move(scope);
+    return rule;
+  }
+  ScopeRuleService rules_{store_, scopes_};
+};
+
+TEST_F(ScopeRuleServiceTest, ABadRuleIsInvalidArgumentNamingTheFieldAndWritesNothing) {
+  store::ScopeRuleRecord rule = Rule("");
+  EXPECT_THAT(Put(rule), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.scope")));
+  rule = Rule("event:1");
+  rule.limits.max_holds = kMaxScopeHolds + 1;
+  EXPECT_THAT(Put(rule),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.limits.max_holds")));
+  rule = Rule("event:1");
+  rule.purchases.max_units = kMaxScopeTotal + 1;
+  EXPECT_THAT(Put(rule),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.max_purchased_units")));
+  rule = Rule("event:1");
+  rule.open_time = absl::FromUnixSeconds(2000000000);
+  rule.close_time = *rule.open_time;
+  EXPECT_THAT(Put(rule), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.open_time")));
+  rule = Rule("event:1");
+  rule.etag = std::string(kMaxEtagBytes + 1, '1');
+  EXPECT_THAT(Put(rule), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.etag")));
+  EXPECT_THAT(Await<ScopeRuleReply>(
+                  [&](auto done) { rules_.GetScopeRule("event:1", {}, std::move(done)); }),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+TEST_F(ScopeRuleServiceTest, ATenantListsOnlyItsOwnRules) {
+  for (const char* tenant : {"", "acme", "other"}) {
+    ASSERT_THAT(Put(Rule(QualifiedId(tenant, "event:1"))), IsOk());
+    ASSERT_THAT(Put(Rule(QualifiedId(tenant, "event:2"))), IsOk());
+  }
+  for (const char* tenant : {"", "acme"}) {
+    std::vector<std::string> seen;
+    ListPage page;
+    page.page_size = 1;
+    for (int pages = 0; pages < 20; ++pages) {
+      auto listed = Await<ListScopeRulesReply>(
+          [&](auto done) { rules_.ListScopeRules(tenant, page, {}, std::move(done)); });
+      ASSERT_THAT(listed, IsOk());
+      for (const ScopeRuleReply& rule : listed->rules) seen.push_back(rule.rule.scope);
+      if (listed->next_page_token.empty()) break;
+      page.page_token = listed->next_page_token;
+    }
+    EXPECT_THAT(seen, ::testing::UnorderedElementsAre(QualifiedId(tenant, "event:1"),
+                                                      QualifiedId(tenant, "event:2")))
+        << tenant;
+  }
+  // A token of one tenant's listing does not continue another's.
+  ListPage page;
+  page.page_size = 1;
+  auto first = Await<ListScopeRulesReply>(
+      [&](auto done) { rules_.ListScopeRules("acme", page, {}, std::move(done)); });
+  ASSERT_THAT(first, IsOk());
+  page.page_token = first->next_page_token;
+  EXPECT_THAT(Await<ListScopeRulesReply>(
+                  [&](auto done) { rules_.ListScopeRules("other", page, {}, std::move(done)); }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("page_token")));
+}
+
+TEST_F(ScopeRuleServiceTest, PlacementsAnswerWithTheRulesLimitsAndItsStatesRefusals) {
+  store::ScopeRuleRecord rule = Rule("event:R");
+  rule.limits = {0, 6};
+  rule.totals = {50, 0};
+  ASSERT_THAT(Put(rule), IsOk());
+  auto placed = Place(Scoped("alice", "o1", "event:R", 5));  // above no file rule: none here
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->scope_usage->limits, (ScopeLimits{0, 6}));
+  EXPECT_EQ(placed->scope_total_usage->limits, (ScopeTotals{50, 0}));
+  EXPECT_THAT(Place(Scoped("bob", "o1", "event:R", 7)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("quantity: 7 exceeds max_units 6 of scope \"event:R\"")));
+  // Not open until a time: FAILED_PRECONDITION with the time to retry at.
+  rule.state = store::ScopeState::kPaused;
+  rule.open_time = clock_.Now() + absl::Seconds(90);
+  ASSERT_THAT(Put(rule), IsOk());
+  absl::Status paused = Place(Scoped("bob", "o1", "event:R")).status();
+  EXPECT_THAT(paused, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not open")));
+  EXPECT_EQ(Detail<google::rpc::ErrorInfo>(paused)->reason(), "SCOPE_NOT_OPEN");
+  EXPECT_EQ(Detail<google::rpc::RetryInfo>(paused)->retry_delay().seconds(), 90);
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_not_open"}}), 1);
+  // Closed: no retry time; a retry of the live hold still answers it.
+  ASSERT_THAT(Await<CloseScopeReply>(
+                  [&](auto done) { rules_.CloseScope("event:R", true, {}, std::move(done)); }),
+              IsOk());
+  absl::Status closed = Place(Scoped("bob", "o1", "event:R")).status();
+  EXPECT_EQ(Detail<google::rpc::ErrorInfo>(closed)->reason(), "SCOPE_CLOSED");
+  EXPECT_FALSE(Detail<google::rpc::RetryInfo>(closed).has_value());
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_closed"}}), 1);
+  EXPECT_THAT(List("alice"), IsOk());
+  EXPECT_TRUE(List("alice")->holds.empty());  // released by the close
+}
+
 }  // namespace
 }  // namespace orderhold::domain
