@@ -205,10 +205,13 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
     if (map_.has_value()) diff = DiffSlotMaps(*map_, map);
     const bool changed = !diff.has_value() || diff->slots_moved > 0;
     if (diff.has_value() && changed) {
-      // A primary replaced: it left and another joined, in this map or in two steps.
+      // A primary replaced: it left and another joined, in this map or in two steps, in either
+      // order (a map read mid-failover may show the promoted replica serving the slots while the
+      // old primary is still listed as one, or the old one gone and its slots unassigned).
       const bool left = !diff->primaries_left.empty(), joined = !diff->primaries_joined.empty();
-      failover = joined && (left || awaiting_replacement_);
+      failover = (joined && (left || awaiting_replacement_)) || (left && awaiting_departure_);
       awaiting_replacement_ = left && !joined ? true : (joined ? false : awaiting_replacement_);
+      awaiting_departure_ = joined && !left ? true : (left ? false : awaiting_departure_);
     }
     map_ = std::move(map);
     if (changed) BumpGeneration();

@@ -120,6 +120,8 @@ class ClusterTopology final : public RedisTopology {
   // seen half-way (the map read while the replica was not yet reported as the slots' primary),
   // counted once the new primary joins.
   bool awaiting_replacement_ ABSL_GUARDED_BY(mu_) = false;
+  // A primary joined without one leaving: its departure, in a later map, completes a failover.
+  bool awaiting_departure_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<HostPort> last_answered_ ABSL_GUARDED_BY(mu_);
   // When to refresh: every refresh_interval, and on request (min_refresh_interval apart).
   RefreshSchedule schedule_;
