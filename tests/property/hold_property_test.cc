@@ -320,7 +320,7 @@ rc::Gen<std::optional<int64_t>> GenTtl() {
 }
 rc::Gen<std::string> GenScope() {
   return rc::gen::weightedElement<std::string>(
-      {{4, ""}, {4, "event:1"}, {2, "event:2"}, {2, "show:1"}});
+      {{4, ""}, {4, "event:1"}, {4, "event:2"}, {2, "show:1"}});
 }
 
 // A (user, order): three times in four one the model holds or remembers, when there is one.
@@ -489,7 +489,8 @@ struct PutRule : Step {
     rule.limits = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{1, 0}, ModelLimits{0, 3});
     rule.totals = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{2, 0}, ModelLimits{0, 4});
     rule.capacity = *rc::gen::element<int64_t>(0, 3, 6);
-    rule.purchases = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{0, 3}, ModelLimits{2, 0});
+    rule.purchases = *rc::gen::weightedElement<ModelLimits>(
+        {{1, ModelLimits{0, 0}}, {2, ModelLimits{0, 3}}, {2, ModelLimits{2, 0}}});
     rule.state = *rc::gen::weightedElement<int>({{6, 1}, {2, 2}, {1, 3}});
     rule.open = *rc::gen::element<int64_t>(0, model.now() + 1, model.now() + 1000);
     rule.close =
