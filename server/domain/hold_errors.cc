@@ -225,6 +225,31 @@ absl::Status NeverFitsError(const PlaceHoldArgsView& a, const store::PlaceHoldRe
                                                  "\"; it can never be granted"));
 }
 
+std::optional<PlaceRefusal> PlaceRefusalOf(absl::string_view order_id,
+                                           const PlaceHoldArgsView& asked,
+                                           const store::PlaceHoldResult& result) {
+  using Outcome = store::PlaceHoldResult::Outcome;
+  using Reason = metrics::RejectReason;
+  switch (result.outcome) {
+    case Outcome::kEnded:
+      return PlaceRefusal{EndedError(order_id, result.ended,
+                                     "; an order is held at most once (place a new order_id)"),
+                          Reason::kAlreadyEnded};
+    case Outcome::kLimitReached:
+      return PlaceRefusal{LimitError(asked, result), RejectReasonForViolations(result.violations)};
+    case Outcome::kScopeClosed:
+      return PlaceRefusal{ScopeStateError(asked.scope, result), Reason::kScopeClosed};
+    case Outcome::kScopeNotOpen:
+      return PlaceRefusal{ScopeStateError(asked.scope, result), Reason::kScopeNotOpen};
+    case Outcome::kNeverFits:
+      return PlaceRefusal{NeverFitsError(asked, result), Reason::kInvalidArgument};
+    case Outcome::kCreated:
+    case Outcome::kAlreadyHeld:
+      break;
+  }
+  return std::nullopt;
+}
+
 absl::Status QuotaError(absl::string_view message, absl::string_view subject,
                         absl::string_view description, absl::string_view reason) {
   absl::Status status = absl::ResourceExhaustedError(message);

@@ -9,6 +9,7 @@
 #define ORDERHOLD_SERVER_DOMAIN_HOLD_ERRORS_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/cord.h"
@@ -69,6 +70,17 @@ absl::Status ScopeStateError(absl::string_view scope, const store::PlaceHoldResu
 // (`result.outcome` kNeverFits; the limits are those `asked` names): `quantity: 5 exceeds
 // capacity_units 4 of scope "event:1"; it can never be granted`.
 absl::Status NeverFitsError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
+
+// What a PlaceHold answers for a store result that placed nothing: the error (EndedError,
+// LimitError, ScopeStateError or NeverFitsError) and the reject reason it counts.
+struct PlaceRefusal {
+  absl::Status status;
+  metrics::RejectReason reason;
+};
+// nullopt for kCreated and kAlreadyHeld (nothing refused).
+std::optional<PlaceRefusal> PlaceRefusalOf(absl::string_view order_id,
+                                           const PlaceHoldArgsView& asked,
+                                           const store::PlaceHoldResult& result);
 
 // The reject reason of a refusal: its first exceeded level.
 metrics::RejectReason RejectReasonForViolations(int violations);

@@ -209,32 +209,13 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
 
 std::optional<absl::Status> HoldService::Refusal(const Asked& asked,
                                                  const store::PlaceHoldResult& result) {
-  using Outcome = store::PlaceHoldResult::Outcome;
   const PlaceHoldArgsView view{
       asked.details.scope, asked.details.quantity, asked.user_limits, asked.details.scope_limits,
       asked.totals,        asked.capacity_units,   asked.purchases};
-  switch (result.outcome) {
-    case Outcome::kEnded:
-      Reject(metrics::RejectReason::kAlreadyEnded);
-      return EndedError(asked.order_id, result.ended,
-                        "; an order is held at most once (place a new order_id)");
-    case Outcome::kLimitReached:
-      Reject(RejectReasonForViolations(result.violations));
-      return LimitError(view, result);
-    case Outcome::kScopeClosed:
-      Reject(metrics::RejectReason::kScopeClosed);
-      return ScopeStateError(asked.details.scope, result);
-    case Outcome::kScopeNotOpen:
-      Reject(metrics::RejectReason::kScopeNotOpen);
-      return ScopeStateError(asked.details.scope, result);
-    case Outcome::kNeverFits:
-      Reject(metrics::RejectReason::kInvalidArgument);
-      return NeverFitsError(view, result);
-    case Outcome::kCreated:
-    case Outcome::kAlreadyHeld:
-      break;
-  }
-  return std::nullopt;
+  std::optional<PlaceRefusal> refusal = PlaceRefusalOf(asked.order_id, view, result);
+  if (!refusal.has_value()) return std::nullopt;
+  Reject(refusal->reason);
+  return std::move(refusal->status);
 }
 
 void CountLazyExpiries(metrics::Metrics& metrics, int expired) {
@@ -460,7 +441,7 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
   }
   store_.ListHolds(
       *std::move(args), options,
-      [this, user_id, scope = std::move(scope),
+      [this, user_id, scope = std::move(scope), options,
        done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
         if (!result.ok()) {
           std::move(done)(result.status());
@@ -487,7 +468,20 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
         if (ReportsUsage(!scope.empty() || !result->plain || user_limits.max_units > 0)) {
           reply.user_usage = user;
         }
-        std::move(done)(std::move(reply));
+        if (scope.empty() || !store_.keeps_scope_rules()) {
+          std::move(done)(std::move(reply));
+          return;
+        }
+        // The scope's runtime rule, when it has one, is what a PlaceHold applies: its limits.
+        store_.GetScopeRule(scope, options,
+                            [reply = std::move(reply), done = std::move(done)](
+                                absl::StatusOr<store::ScopeRuleResult> rule) mutable {
+                              if (!rule.ok()) return std::move(done)(rule.status());
+                              if (rule->rule.has_value()) {
+                                reply.scope_usage->limits = rule->rule->limits;
+                              }
+                              std::move(done)(std::move(reply));
+                            });
       });
 }
 

@@ -113,7 +113,8 @@ struct ListHoldsReply {
   int max_holds = 0;
   // All the user's live holds; reported as PlaceHoldReply's, or when a listed hold is not plain.
   std::optional<LevelUsage> user_usage;
-  std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the rules' limits for it
+  std::optional<LevelUsage> scope_usage;  // with a scope: its holds, and the limits a PlaceHold
+                                          // meets there (its runtime rule's, else the file's)
   // Where the next page starts (page_token.h); empty on the last page.
   std::string next_page_token;
 };

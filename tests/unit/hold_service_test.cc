@@ -865,6 +865,10 @@ TEST_F(ScopeRuleServiceTest, PlacementsAnswerWithTheRulesLimitsAndItsStatesRefus
   auto placed = Place(Scoped("alice", "o1", "event:R", 5));  // above no file rule: none here
   ASSERT_THAT(placed, IsOk());
   EXPECT_EQ(placed->scope_usage->limits, (ScopeLimits{0, 6}));
+  auto listed = Await<ListHoldsReply>(
+      [&](auto done) { service_.ListHolds("alice", "event:R", {}, std::move(done)); });
+  ASSERT_THAT(listed, IsOk());
+  EXPECT_EQ(listed->scope_usage->limits, (ScopeLimits{0, 6}));  // the rule's, not the file's
   EXPECT_EQ(placed->scope_total_usage->limits, (ScopeTotals{50, 0}));
   EXPECT_THAT(Place(Scoped("bob", "o1", "event:R", 7)),
               StatusIs(absl::StatusCode::kInvalidArgument,
