@@ -27,24 +27,24 @@ namespace orderhold::metrics {
 
 // Label `reason` of orderhold_holds_rejected_total.
 enum class RejectReason {
-  kQuotaExceeded,     // "quota_exceeded": the user had max_holds live holds (USER_HOLD_LIMIT)
-  kInvalidArgument,   // "invalid_argument": bad user_id, order_id or ttl
-  kUnavailable,       // "unavailable": Redis unreachable or failing
-  kDeadlineExceeded,  // "deadline_exceeded": the call's deadline passed first
-  kOther,             // "other": any other error
-  kAlreadyEnded,      // "already_ended": the order's hold already ended (FAILED_PRECONDITION)
-  kUserUnitLimit,     // "user_unit_limit": the user's units would exceed --max_units
-  kScopeHoldLimit,    // "scope_hold_limit": the user's holds in the scope would exceed its limit
-  kScopeUnitLimit,    // "scope_unit_limit": the user's units in the scope would exceed its limit
-  kAlreadyExists,     // "already_exists": a retry with another scope, quantity or labels
-  kScopeTotalLimit,   // "scope_total_limit": the scope's holds or units across every user would
-                      // exceed its total (SCOPE_TOTAL_LIMIT)
-  kScopeSoldOut,      // "scope_sold_out": held plus sold units would exceed the scope's capacity
-                      // (SCOPE_SOLD_OUT)
-  kScopeNotOpen,      // "scope_not_open": the scope's runtime rule is PAUSED or before its
-                      // open_time (SCOPE_NOT_OPEN)
-  kScopeClosed,       // "scope_closed": the scope's runtime rule is CLOSED or past its close_time
-                      // (SCOPE_CLOSED)
+  kQuotaExceeded,      // "quota_exceeded": the user had max_holds live holds (USER_HOLD_LIMIT)
+  kInvalidArgument,    // "invalid_argument": bad user_id, order_id or ttl
+  kUnavailable,        // "unavailable": Redis unreachable or failing
+  kDeadlineExceeded,   // "deadline_exceeded": the call's deadline passed first
+  kOther,              // "other": any other error
+  kAlreadyEnded,       // "already_ended": the order's hold already ended (FAILED_PRECONDITION)
+  kUserUnitLimit,      // "user_unit_limit": the user's units would exceed --max_units
+  kScopeHoldLimit,     // "scope_hold_limit": the user's holds in the scope would exceed its limit
+  kScopeUnitLimit,     // "scope_unit_limit": the user's units in the scope would exceed its limit
+  kAlreadyExists,      // "already_exists": a retry with another scope, quantity or labels
+  kScopeTotalLimit,    // "scope_total_limit": the scope's holds or units across every user would
+                       // exceed its total (SCOPE_TOTAL_LIMIT)
+  kScopeSoldOut,       // "scope_sold_out": held plus sold units would exceed the scope's capacity
+                       // (SCOPE_SOLD_OUT)
+  kScopeNotOpen,       // "scope_not_open": the scope's runtime rule is PAUSED or before its
+                       // open_time (SCOPE_NOT_OPEN)
+  kScopeClosed,        // "scope_closed": the scope's runtime rule is CLOSED or past its close_time
+                       // (SCOPE_CLOSED)
   kUserPurchaseLimit,  // "user_purchase_limit": the user's holds plus purchases in the scope would
                        // exceed the runtime rule's purchase cap (USER_PURCHASE_LIMIT)
 };
