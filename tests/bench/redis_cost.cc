@@ -172,17 +172,52 @@ absl::StatusOr<std::unique_ptr<RedisHoldStore>> ConnectFromFlags() {
   return ConnectRedisStore(std::move(options));
 }
 
+// place_ruled's runtime rule for "event-2" (see the file comment); false after printing why not.
+bool PutCostRule(HoldStore& store) {
+#ifdef ORDERHOLD_COST_RULES
+  ScopeRuleRecord rule;
+  rule.scope = "event-2";
+  rule.limits = LevelLimits{2, 8};
+  rule.capacity_units = absl::GetFlag(FLAGS_rule_capacity);
+  rule.purchases = LevelLimits{0, absl::GetFlag(FLAGS_rule_purchased_units)};
+  auto put = Await<ScopeRuleResult>(
+      [&](auto done) { store.PutScopeRule(rule, Deadline(), std::move(done)); });
+  if (put.ok()) return true;
+  std::fprintf(stderr, "PutScopeRule: %s\n", put.status().ToString().c_str());
+#else
+  (void)store;
+  std::fprintf(stderr, "place_ruled: this driver was built without runtime rules\n");
+#endif
+  return false;
+}
+
+// Whether the counts are usable; prints what they need when not.
+bool FlagsValid(int64_t users, int64_t calls, int64_t first, absl::Duration ttl) {
+  if (users >= 1 && calls >= 0 && first >= 0 && ttl > absl::ZeroDuration() &&
+      absl::GetFlag(FLAGS_in_flight) >= 1) {
+    return true;
+  }
+  std::fprintf(stderr, "need users >= 1, calls >= 0, first >= 0, ttl > 0, in_flight >= 1\n");
+  return false;
+}
+
+// Prints the run's line: "<op> calls=<n> <outcome>=<count> ... seconds=<s>".
+void PrintOutcomes(const std::string& op, int64_t calls, std::map<std::string, int64_t> outcomes,
+                   absl::Time start) {
+  std::string line = absl::StrCat(op, " calls=", op == "reap" ? outcomes["calls"] : calls);
+  for (const auto& [name, count] : outcomes) {
+    if (name != "calls") absl::StrAppend(&line, " ", name, "=", count);
+  }
+  std::printf("%s seconds=%.2f\n", line.c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+}
+
 int Run() {
   const std::string op = absl::GetFlag(FLAGS_op);
   const int64_t users = absl::GetFlag(FLAGS_users);
   const int64_t first = absl::GetFlag(FLAGS_first);
   const int64_t calls = absl::GetFlag(FLAGS_calls);
   const absl::Duration ttl = absl::GetFlag(FLAGS_ttl);
-  if (users < 1 || calls < 0 || first < 0 || ttl <= absl::ZeroDuration() ||
-      absl::GetFlag(FLAGS_in_flight) < 1) {
-    std::fprintf(stderr, "need users >= 1, calls >= 0, first >= 0, ttl > 0, in_flight >= 1\n");
-    return 2;
-  }
+  if (!FlagsValid(users, calls, first, ttl)) return 2;
   auto connected = ConnectFromFlags();
   if (!connected.ok()) {
     std::fprintf(stderr, "%s\n", connected.status().ToString().c_str());
@@ -190,21 +225,7 @@ int Run() {
   }
   HoldStore& store = **connected;
 
-#ifdef ORDERHOLD_COST_RULES
-  if (op == "place_ruled") {
-    ScopeRuleRecord rule;
-    rule.scope = "event-2";
-    rule.limits = LevelLimits{2, 8};
-    rule.capacity_units = absl::GetFlag(FLAGS_rule_capacity);
-    rule.purchases = LevelLimits{0, absl::GetFlag(FLAGS_rule_purchased_units)};
-    auto put = Await<ScopeRuleResult>(
-        [&](auto done) { store.PutScopeRule(rule, Deadline(), std::move(done)); });
-    if (!put.ok()) {
-      std::fprintf(stderr, "PutScopeRule: %s\n", put.status().ToString().c_str());
-      return 1;
-    }
-  }
-#endif
+  if (op == "place_ruled" && !PutCostRule(store)) return 1;
   const absl::Time start = absl::Now();
   std::map<std::string, int64_t> outcomes;
   if (op == "reap") {
@@ -267,11 +288,7 @@ int Run() {
     }
     outcomes = loop.Drain();
   }
-  std::string line = absl::StrCat(op, " calls=", op == "reap" ? outcomes["calls"] : calls);
-  for (const auto& [name, count] : outcomes) {
-    if (name != "calls") absl::StrAppend(&line, " ", name, "=", count);
-  }
-  std::printf("%s seconds=%.2f\n", line.c_str(), absl::ToDoubleSeconds(absl::Now() - start));
+  PrintOutcomes(op, calls, outcomes, start);
   return outcomes.contains("error") ? 1 : 0;
 }
 

@@ -182,6 +182,57 @@ HoldModel::AcrossUsers HoldModel::CountAcrossUsers(const std::string& scope) con
   return across;
 }
 
+HoldModel::PlaceLimits HoldModel::LimitsFor(const PlaceCall& call) const {
+  PlaceLimits limits;
+  limits.max_units = policy_.max_units;
+  limits.scope = ScopeLimitsFor(call);
+  std::tie(limits.total, limits.capacity) = AcrossUsersRuleFor(call.scope);
+  // The scope's runtime rule wins over the file's; the request still only tightens.
+  limits.rule = RuleOf(call.scope);
+  if (limits.rule != nullptr) {
+    limits.scope = RuleLimitsFor(limits.rule->rule.limits, call.scope_limits);
+    limits.total = limits.rule->rule.totals;
+    limits.capacity = limits.rule->rule.capacity;
+    limits.purchases = limits.rule->rule.purchases;
+  }
+  return limits;
+}
+
+HoldModel::UserUsage HoldModel::UsageOf(const User& user, const std::string& scope) {
+  UserUsage usage;
+  for (const auto& [order, held] : user.live) {
+    usage.units += held.quantity;
+    usage.first = std::min(usage.first.value_or(held.expire), held.expire);
+    if (!scope.empty() && held.scope == scope) {
+      ++usage.scope_holds;
+      usage.scope_units += held.quantity;
+      usage.scope_first = std::min(usage.scope_first.value_or(held.expire), held.expire);
+    }
+  }
+  return usage;
+}
+
+HoldModel::Bought HoldModel::BoughtUnder(const std::string& user_id, const std::string& scope,
+                                         const LiveRule* rule) const {
+  if (rule == nullptr) return Bought{};
+  auto it = bought_.find({user_id, scope});
+  return it != bought_.end() && it->second.id == rule->id ? it->second : Bought{};
+}
+
+ModelHold HoldModel::NewHold(const PlaceCall& call, int64_t quantity, ModelLabels labels,
+                             const ModelLimits& scope_limits) const {
+  ModelHold hold;
+  hold.order_id = call.order_id;
+  hold.expire = now_ + call.ttl_ms.value_or(policy_.default_ttl_ms);
+  hold.scope = call.scope;
+  hold.quantity = quantity;
+  hold.labels = std::move(labels);
+  hold.scope_limits = scope_limits;
+  hold.place = now_;
+  hold.cap = std::max(hold.expire, now_ + policy_.lifetime_ms);
+  return hold;
+}
+
 std::string HoldModel::PlaceHold(const PlaceCall& call) {
   // Validation first: nothing is touched on a malformed call.
   if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) ||
@@ -192,24 +243,8 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   std::optional<ModelLabels> labels = LabelsOf(call);
   if (!labels.has_value()) return RenderCode("INVALID_ARGUMENT");
   const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
-  ModelLimits scope_limits = ScopeLimitsFor(call);
-  auto [total, capacity] = AcrossUsersRuleFor(call.scope);
-  // The scope's runtime rule wins over the file's; the request still only tightens.
-  const LiveRule* rule = RuleOf(call.scope);
-  ModelLimits purchases;
-  if (rule != nullptr) {
-    scope_limits = RuleLimitsFor(rule->rule.limits, call.scope_limits);
-    total = rule->rule.totals;
-    capacity = rule->rule.capacity;
-    purchases = rule->rule.purchases;
-  }
-  if ((policy_.max_units > 0 && quantity > policy_.max_units) ||
-      (scope_limits.max_units > 0 && quantity > scope_limits.max_units) ||
-      (total.max_units > 0 && quantity > total.max_units) ||
-      (capacity > 0 && quantity > capacity) ||
-      (purchases.max_units > 0 && quantity > purchases.max_units)) {
-    return RenderCode("INVALID_ARGUMENT");  // can never be granted
-  }
+  const PlaceLimits limits = LimitsFor(call);
+  if (limits.NeverFits(quantity)) return RenderCode("INVALID_ARGUMENT");
   User& user = users_[call.user_id];
   // How the order ended is read before this call's cleanup ends the user's due holds (and may
   // drop records beyond max_records): see Ended().
@@ -223,48 +258,36 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
     return RenderPlaced(false, held, static_cast<int>(user.live.size()));
   }
   if (ended.has_value()) return RenderEnded(ended->outcome, ended->end);
-  if (rule != nullptr) {
-    if (std::string refused = StateRefusal(rule->rule); !refused.empty()) return refused;
+  if (limits.rule != nullptr) {
+    if (std::string refused = StateRefusal(limits.rule->rule); !refused.empty()) return refused;
   }
-  int64_t user_units = 0, scope_holds = 0, scope_units = 0;
-  std::optional<int64_t> user_first, scope_first;
-  for (const auto& [order, held] : user.live) {
-    user_units += held.quantity;
-    user_first = std::min(user_first.value_or(held.expire), held.expire);
-    if (!call.scope.empty() && held.scope == call.scope) {
-      ++scope_holds;
-      scope_units += held.quantity;
-      scope_first = std::min(scope_first.value_or(held.expire), held.expire);
-    }
-  }
+  const auto [user_units, scope_holds, scope_units, user_first, scope_first] =
+      UsageOf(user, call.scope);
   int violations = 0;
   if (static_cast<int64_t>(user.live.size()) + 1 > policy_.max_holds) violations |= 1;
   if (policy_.max_units > 0 && user_units + quantity > policy_.max_units) violations |= 2;
   if (!call.scope.empty()) {
-    if (scope_limits.max_holds > 0 && scope_holds + 1 > scope_limits.max_holds) violations |= 4;
-    if (scope_limits.max_units > 0 && scope_units + quantity > scope_limits.max_units) {
+    if (limits.scope.max_holds > 0 && scope_holds + 1 > limits.scope.max_holds) violations |= 4;
+    if (limits.scope.max_units > 0 && scope_units + quantity > limits.scope.max_units) {
       violations |= 8;
     }
   }
   // The scope across users: its totals, and its capacity (live units plus the units sold).
   const AcrossUsers across = CountAcrossUsers(call.scope);
-  const int64_t sold = capacity > 0 ? sold_[call.scope] : 0;
-  if (total.max_holds > 0 && across.holds + 1 > total.max_holds) violations |= 16;
-  if (total.max_units > 0 && across.units + quantity > total.max_units) violations |= 32;
-  if (capacity > 0 && across.units + sold + quantity > capacity) violations |= 64;
-  // A rule's purchase caps: the user's live holds in the scope plus what it bought there.
-  Bought bought;
-  if (rule != nullptr && (purchases.max_holds > 0 || purchases.max_units > 0)) {
-    if (auto it = bought_.find({call.user_id, call.scope});
-        it != bought_.end() && it->second.id == rule->id) {
-      bought = it->second;
-    }
-    if (purchases.max_holds > 0 && scope_holds + bought.holds + 1 > purchases.max_holds) {
-      violations |= 128;
-    }
-    if (purchases.max_units > 0 && scope_units + bought.units + quantity > purchases.max_units) {
-      violations |= 256;
-    }
+  const int64_t sold = limits.capacity > 0 ? sold_[call.scope] : 0;
+  if (limits.total.max_holds > 0 && across.holds + 1 > limits.total.max_holds) violations |= 16;
+  if (limits.total.max_units > 0 && across.units + quantity > limits.total.max_units)
+    violations |= 32;
+  if (limits.capacity > 0 && across.units + sold + quantity > limits.capacity) violations |= 64;
+  // A runtime rule's purchase caps: the user's live holds in the scope plus what it bought there.
+  const Bought bought = BoughtUnder(call.user_id, call.scope, limits.rule);
+  if (limits.purchases.max_holds > 0 &&
+      scope_holds + bought.holds + 1 > limits.purchases.max_holds) {
+    violations |= 128;
+  }
+  if (limits.purchases.max_units > 0 &&
+      scope_units + bought.units + quantity > limits.purchases.max_units) {
+    violations |= 256;
   }
   if (violations != 0) {
     // The earliest a retry can pass: every exceeded level has had its earliest hold expire.
@@ -273,25 +296,17 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
     if (violations & (12 | 384)) retry_at = std::max(retry_at, scope_first.value_or(now_));
     if (violations & 112) retry_at = std::max(retry_at, across.first.value_or(now_));
     // Sold out, or bought up, beyond what expiries can free: no retry time.
-    if (((violations & 64) && sold + quantity > capacity) ||
-        ((violations & 256) && bought.units + quantity > purchases.max_units) ||
-        ((violations & 128) && bought.holds + 1 > purchases.max_holds)) {
+    if (((violations & 64) && sold + quantity > limits.capacity) ||
+        ((violations & 256) && bought.units + quantity > limits.purchases.max_units) ||
+        ((violations & 128) && bought.holds + 1 > limits.purchases.max_holds)) {
       return RenderLimit(violations, -1);
     }
     return RenderLimit(violations, std::max<int64_t>(0, retry_at - now_));
   }
-  ModelHold hold;
-  hold.order_id = call.order_id;
-  hold.expire = now_ + call.ttl_ms.value_or(policy_.default_ttl_ms);
-  hold.scope = call.scope;
-  hold.quantity = quantity;
-  hold.labels = *std::move(labels);
-  hold.scope_limits = scope_limits;
-  hold.place = now_;
-  hold.cap = std::max(hold.expire, now_ + policy_.lifetime_ms);
   // A record past the retention (invisible) is replaced by the new hold's when it ends.
   user.records.erase(call.order_id);
-  const ModelHold& placed = user.live[call.order_id] = std::move(hold);
+  const ModelHold& placed = user.live[call.order_id] =
+      NewHold(call, quantity, *std::move(labels), limits.scope);
   return RenderPlaced(true, placed, static_cast<int>(user.live.size()));
 }
 

@@ -193,6 +193,39 @@ class HoldModel {
     int64_t holds = 0;
   };
   std::map<std::pair<std::string, std::string>, Bought> bought_;
+  // What PlaceHold checks a call against: the file's rule, or the scope's runtime rule over it.
+  struct PlaceLimits {
+    int64_t max_units = 0;  // the user's (--max_units)
+    ModelLimits scope;
+    ModelLimits total;
+    int64_t capacity = 0;
+    ModelLimits purchases;
+    const LiveRule* rule = nullptr;
+    // A quantity above a unit limit: it can never be granted (INVALID_ARGUMENT).
+    bool NeverFits(int64_t quantity) const {
+      for (int64_t limit :
+           {max_units, scope.max_units, total.max_units, capacity, purchases.max_units}) {
+        if (limit > 0 && quantity > limit) return true;
+      }
+      return false;
+    }
+  };
+  PlaceLimits LimitsFor(const PlaceCall& call) const;
+  // The user's live units, and its holds and units in `scope`, with the earliest expiries.
+  struct UserUsage {
+    int64_t units = 0;
+    int64_t scope_holds = 0;
+    int64_t scope_units = 0;
+    std::optional<int64_t> first;
+    std::optional<int64_t> scope_first;
+  };
+  static UserUsage UsageOf(const User& user, const std::string& scope);
+  // What the user bought in `scope` under `rule` (none without a rule, or under an older one).
+  Bought BoughtUnder(const std::string& user_id, const std::string& scope,
+                     const LiveRule* rule) const;
+  // The hold a PlaceCall creates now.
+  ModelHold NewHold(const PlaceCall& call, int64_t quantity, ModelLabels labels,
+                    const ModelLimits& scope_limits) const;
   std::map<std::string, User> users_;
   std::map<std::string, int64_t> sold_;  // units sold per scope: every scoped hold paid
 };
