@@ -202,9 +202,12 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
     recovered = !error_.ok() && map_.has_value();
     error_ = absl::OkStatus();
     last_answered_ = from;
-    if (map_.has_value()) diff = DiffSlotMaps(*map_, map);
-    const bool changed = !diff.has_value() || diff->slots_moved > 0;
-    if (diff.has_value() && changed) {
+    // Slots moved against the map in use (MOVED patches included): whether routing changes.
+    const bool changed = !map_.has_value() || DiffSlotMaps(*map_, map).slots_moved > 0;
+    // Primaries left and joined against the last map a refresh read: a MOVED to the promoted
+    // replica, patched in before this refresh, must not hide its joining.
+    if (refreshed_.has_value()) diff = DiffSlotMaps(*refreshed_, map);
+    if (diff.has_value() && diff->slots_moved > 0) {
       // A primary replaced: it left and another joined, in this map or in two steps, in either
       // order (a map read mid-failover may show the promoted replica serving the slots while the
       // old primary is still listed as one, or the old one gone and its slots unassigned).
@@ -213,6 +216,7 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
       awaiting_replacement_ = left && !joined ? true : (joined ? false : awaiting_replacement_);
       awaiting_departure_ = joined && !left ? true : (left ? false : awaiting_departure_);
     }
+    refreshed_ = map;
     map_ = std::move(map);
     if (changed) BumpGeneration();
   }
@@ -227,7 +231,7 @@ void ClusterTopology::SetMap(SlotMap map, const HostPort& from, absl::string_vie
   }
   if (failover && options_.failovers != nullptr) options_.failovers->Increment();
   LogInfo("redis cluster: slot map changed (from ", from.ToString(), ", ", why,
-          "): ", diff->slots_moved, " slots moved; primaries left [",
+          "): ", diff->slots_moved, " slots moved since the last refresh; primaries left [",
           Describe(diff->primaries_left), "], joined [", Describe(diff->primaries_joined), "]");
 }
 

@@ -114,7 +114,9 @@ class ClusterTopology final : public RedisTopology {
 
   const ClusterTopologyOptions options_;
   absl::Mutex mu_;
-  std::optional<SlotMap> map_ ABSL_GUARDED_BY(mu_);
+  std::optional<SlotMap> map_ ABSL_GUARDED_BY(mu_);  // the last refresh's, patched by MOVEDs
+  // The last refresh's map as read (no MOVED patches): failovers are counted against it.
+  std::optional<SlotMap> refreshed_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);  // the last refresh's error; OK after a success
   // A primary left the map with its slots unassigned and no primary has joined since: a failover
   // seen half-way (the map read while the replica was not yet reported as the slots' primary),

@@ -1,8 +1,8 @@
 // ClusterTopology against a real Redis Cluster (tests/testing/redis_cluster.h: 3 primaries, one
 // replica each, the app ACL user): the slot map from a seed list naming one replica, NodeFor
 // agreeing with the cluster's own view, a graceful failover followed through Refresh() with the
-// generation and failover counter, and a seed that is down at start then comes back (found
-// through NodeFor() or through CheckCoverage() alone).
+// generation and failover counter (also when a MOVED to the new primary came first), and a seed
+// that is down at start then comes back (found through NodeFor() or through CheckCoverage() alone).
 #include "server/redis/cluster_topology.h"
 
 #include <algorithm>
@@ -132,6 +132,42 @@ TEST_F(ClusterTopologyTest, ResolvesEverySlotAndFollowsFailover) {
   const double before = refreshes.Value();
   topology->RequestRefresh();
   EXPECT_TRUE(Eventually([&] { return refreshes.Value() > before; }, absl::Seconds(5)));
+}
+
+// A MOVED to the promoted replica patched into the map before the refresh that reads the new map
+// (a call redirected first) still counts the failover: it is counted against the map the last
+// refresh read. Before, the patch made the replica a primary already and the refresh saw the old
+// primary leave with none joining: the failover was never counted.
+TEST_F(ClusterTopologyTest, FailoverIsCountedWhenAMovedToTheNewPrimaryCameFirst) {
+  RedisCluster& cluster = *cluster_;
+  prometheus::Registry registry;
+  prometheus::Counter& failovers =
+      prometheus::BuildCounter().Name("test_total").Register(registry).Add({});
+  ClusterTopologyOptions options = Options(cluster, {0});
+  options.failovers = &failovers;
+  options.refresh_interval = absl::Hours(1);  // only the refreshes this test causes
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ClusterTopology> topology, ClusterTopology::Create(options));
+  // A shard no other test of this process has failed over: its primary is an initial one.
+  int slot = -1;
+  int owner = -1;
+  for (const int candidate : {16383, 5461, 0}) {
+    ASSERT_OK_AND_ASSIGN(owner, cluster.PrimaryFor(candidate));
+    slot = candidate;
+    if (owner < cluster.primary_count()) break;
+  }
+  ASSERT_LT(owner, cluster.primary_count());
+  const int replica = cluster.InitialReplica(owner);
+  ASSERT_THAT(cluster.Failover(replica), IsOk());
+  ASSERT_THAT(cluster.WaitForPrimary(slot, replica, absl::Seconds(10)), IsOk());
+  topology->ReportMoved(slot, Node(cluster, replica));    // patches one slot, requests a refresh
+  const int other = slot == 16383 ? slot - 1 : slot + 1;  // same shard, not patched
+  EXPECT_TRUE(Eventually(
+      [&] {
+        absl::StatusOr<HostPort> node = topology->Refresh(other, absl::Now() + absl::Seconds(2));
+        return node.ok() && *node == Node(cluster, replica);
+      },
+      absl::Seconds(10), absl::Milliseconds(50)));
+  EXPECT_EQ(failovers.Value(), 1);
 }
 
 // Every seed down at start: UNAVAILABLE (Create still succeeds), then NodeFor() alone resolves
