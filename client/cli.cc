@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -22,7 +23,7 @@ namespace orderhold::client {
 
 const char kCliUsage[] =
     "Places, extends, pays, cancels, reads, lists and releases order holds on an OrderHold\n"
-    "server; watches hold events.\n"
+    "server, returns units of paid ones; watches hold events.\n"
     "\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]\n"
     "                [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]\n"
@@ -31,6 +32,8 @@ const char kCliUsage[] =
     "                [--request_id ID]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
     "                [--payment_reference REF]\n"
+    "  orderhold-cli [--target host:port] [--timeout 5s] [--json] return USER ORDER UNITS\n"
+    "                --request_id ID\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER\n"
@@ -52,10 +55,11 @@ const char kCliUsage[] =
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-close SCOPE\n"
     "                [--release_holds]\n"
     "  orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]\n"
-    "                [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events "
-    "N]\n"
+    "                [--outcomes EXPIRED,PAID,CANCELLED,RETURNED] [--start earliest|latest]\n"
+    "                [--max_events N]\n"
     "\n"
-    "watch prints one JSON line per hold event and reconnects when the server goes away.\n"
+    "watch prints one JSON line per hold event (a paid hold's return: outcome RETURNED with\n"
+    "its returnedUnits) and reconnects when the server goes away.\n"
     "health asks grpc.health.v1 about SERVICE (\"\" when omitted: ready while Redis answers;\n"
     "\"liveness\": up) and exits 0 only when SERVING (14 when NOT_SERVING): a probe for any\n"
     "runtime, over TLS too.\n"
@@ -68,8 +72,11 @@ const char kCliUsage[] =
     "shorter and never past its cap; --request_id makes a retry count once against the\n"
     "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). pay\n"
     "--payment_reference keeps the charge's reference with the outcome: the same again is\n"
-    "already paid, another is refused (9, PAID_WITH_OTHER_REFERENCE). get shows one\n"
-    "hold, live or ended. release cancels every live hold of USER (of --scope S only, if given).\n"
+    "already paid, another is refused (9, PAID_WITH_OTHER_REFERENCE). return gives back\n"
+    "UNITS of a paid hold (a refund); its --request_id (required: e.g. the refund's id) makes\n"
+    "a retry answer the first return again, and more units than are left are refused (9,\n"
+    "RETURN_EXCEEDS_QUANTITY). get shows one hold, live or ended. release cancels every live\n"
+    "hold of USER (of --scope S only, if given).\n"
     "scope-usage shows a scope's live holds and units across all users, its totals and its\n"
     "units sold and available (a capacity), scope-list lists them (every user's),\n"
     "scope-release cancels them all (an operator's call).\n"
@@ -167,6 +174,11 @@ std::string ExpiresIn(const orderhold::v1::Hold& hold) {
 // "1/3", or "1 (no limit)" when `max` is 0.
 std::string OfLimit(uint32_t used, uint32_t max) {
   return max == 0 ? absl::StrCat(used, " (no limit)") : absl::StrCat(used, "/", max);
+}
+
+// "1 hold", "0 holds", "8 units".
+std::string Counted(uint32_t n, absl::string_view noun) {
+  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
 }
 
 // One scope limit as `list --scope` shows it.
@@ -273,6 +285,29 @@ std::string FormatPay(const orderhold::v1::PayResponse& response) {
                          reference, left);
 }
 
+std::string FormatReturnUnits(const orderhold::v1::ReturnUnitsResponse& response) {
+  const orderhold::v1::Hold& hold = response.hold();
+  const std::string units = Counted(response.returned_units(), "unit");
+  // The hold's quantity is always set in an answer; without it the total stands alone.
+  const std::string in_all =
+      hold.quantity() == 0 ? absl::StrCat("(", response.total_returned_units(), " returned in all)")
+                           : absl::StrCat("(", response.total_returned_units(), " of ",
+                                          hold.quantity(), " returned in all)");
+  std::string out = response.already_returned()
+                        ? absl::StrCat(units, " of ", hold.order_id(), " for ", hold.user_id(),
+                                       response.returned_units() == 1 ? " was" : " were",
+                                       " already returned ", in_all)
+                        : absl::StrCat("returned ", units, " of ", hold.order_id(), " for ",
+                                       hold.user_id(), " ", in_all);
+  if (response.has_scope_usage()) {
+    // What the scope's purchase caps (max_purchased_*) count: live holds plus what was bought.
+    absl::StrAppend(&out, "\n",
+                    FormatUsage(absl::StrCat("scope ", hold.scope(), " held + bought"),
+                                response.scope_usage()));
+  }
+  return out;
+}
+
 std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response) {
   const orderhold::v1::Hold& hold = response.hold();
   const std::string left = FormatRemaining(FromProtoDuration(hold.remaining()));
@@ -296,6 +331,16 @@ std::string FormatExtendHold(const orderhold::v1::ExtendHoldResponse& response) 
   if (response.has_extensions_left()) left.emplace(response.extensions_left());
   absl::StrAppend(&out, DetailsSuffix(hold, left));
   return out;
+}
+
+std::string FormatHoldEvent(const orderhold::v1::HoldEvent& event) {
+  // JSON, not a human line: consumers script on it. Every field is printed, so returnedUnits (a
+  // RETURNED event's units) is there whatever the outcome.
+  google::protobuf::util::JsonPrintOptions options;
+  options.always_print_primitive_fields = true;
+  std::string line;
+  if (!google::protobuf::util::MessageToJsonString(event, &line, options).ok()) return "";
+  return line;
 }
 
 std::string FormatGetHold(const orderhold::v1::GetHoldResponse& response) {
@@ -393,11 +438,6 @@ std::string FormatReleaseScopeHolds(absl::string_view scope,
 }
 
 namespace {
-
-// "1 hold", "0 holds", "8 units".
-std::string Counted(uint32_t n, absl::string_view noun) {
-  return absl::StrCat(n, " ", noun, n == 1 ? "" : "s");
-}
 
 // "4 holds / 8 units", or "" when both are 0 (no limit).
 std::string HoldsAndUnits(uint32_t holds, uint32_t units) {
@@ -551,7 +591,7 @@ namespace {
 
 // Every command, for the usage errors.
 constexpr char kCommandNames[] =
-    "place, extend, pay, cancel, get, list, release, watch, delete-group, scope-usage, "
+    "place, extend, pay, return, cancel, get, list, release, watch, delete-group, scope-usage, "
     "scope-list, scope-release, scope-close, rule-put, rule-get, rule-list, rule-delete or health";
 
 // The commands about one scope across users and its runtime rule.
@@ -596,6 +636,32 @@ absl::StatusOr<CliCommand> ParseScopeCommand(const std::vector<std::string>& arg
   return command;
 }
 
+// ParseCommand for return: USER ORDER UNITS, never --ttl. UNITS must fit the request's uint32 (0
+// does: the server judges it); ParseHoldFlags then requires --request_id.
+absl::StatusOr<CliCommand> ParseReturnCommand(const std::vector<std::string>& args,
+                                              std::optional<absl::Duration> ttl) {
+  if (args.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("return takes USER ORDER UNITS, got %d argument(s)", args.size() - 1));
+  }
+  if (ttl.has_value()) {
+    return absl::InvalidArgumentError("--ttl applies only to place and extend, not return");
+  }
+  int64_t units = 0;
+  if (!absl::SimpleAtoi(args[3], &units) || units < 0 ||
+      units > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("return: UNITS must be from 0 to ",
+                                                   std::numeric_limits<uint32_t>::max(), ", got \"",
+                                                   args[3], "\""));
+  }
+  CliCommand command;
+  command.kind = CliCommand::Kind::kReturn;
+  command.user_id = args[1];
+  command.order_id = args[2];
+  command.units = static_cast<uint32_t>(units);
+  return command;
+}
+
 }  // namespace
 
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
@@ -607,6 +673,7 @@ absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
   for (const NamedKind& scope_command : kScopeCommands) {
     if (scope_command.name == name) return ParseScopeCommand(args, scope_command.kind, ttl);
   }
+  if (name == "return") return ParseReturnCommand(args, ttl);
   CliCommand command;
   size_t want_args = 0;
   if (name == "place") {
@@ -774,6 +841,8 @@ absl::string_view CommandName(CliCommand::Kind kind) {
       return "rule-delete";
     case CliCommand::Kind::kScopeClose:
       return "scope-close";
+    case CliCommand::Kind::kReturn:
+      return "return";
   }
   return "?";
 }
@@ -807,7 +876,7 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
     if (!orderhold::v1::HoldOutcome_Parse(absl::AsciiStrToUpper(name), &outcome) ||
         outcome == orderhold::v1::HOLD_OUTCOME_UNSPECIFIED) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--outcomes: \"", name, "\" is not PAID, CANCELLED or EXPIRED"));
+          absl::StrCat("--outcomes: \"", name, "\" is not PAID, CANCELLED, EXPIRED or RETURNED"));
     }
     request.add_outcomes(outcome);
   }
@@ -837,8 +906,16 @@ absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
   }
   // The scope commands take theirs as SCOPE (ParseCommand): --scope is refused above for them.
   if (place || list || release) command->scope = flags.scope;
-  if (!flags.request_id.empty() && command->kind != CliCommand::Kind::kExtend) {
-    return not_for("request_id", "extend");
+  const bool returns = command->kind == CliCommand::Kind::kReturn;
+  if (!flags.request_id.empty() && command->kind != CliCommand::Kind::kExtend && !returns) {
+    return not_for("request_id", "extend and return");
+  }
+  // The server refuses a return without one (it is what makes a retry safe): said here, naming
+  // the flag, before any call.
+  if (returns && flags.request_id.empty()) {
+    return absl::InvalidArgumentError(
+        "return needs --request_id: the return's own id (e.g. the refund's), the same on its "
+        "retries");
   }
   command->request_id = flags.request_id;
   if (!flags.payment_reference.empty() && command->kind != CliCommand::Kind::kPay) {
@@ -1083,8 +1160,6 @@ namespace {
 // The watch loop of orderhold-cli: prints, acks, reconnects on UNAVAILABLE.
 int RunWatch(const OrderHoldClient& client, const CliCommand& command, std::ostream& out,
              std::ostream& err) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.always_print_primitive_fields = true;
   int64_t printed = 0;
   while (true) {
     grpc::ClientContext context;
@@ -1092,9 +1167,7 @@ int RunWatch(const OrderHoldClient& client, const CliCommand& command, std::ostr
     const absl::Status status = client.WatchHoldEvents(
         command.watch,
         [&](const orderhold::v1::HoldEvent& event) {
-          std::string line;
-          (void)google::protobuf::util::MessageToJsonString(event, &line, options);
-          out << line << std::endl;
+          out << FormatHoldEvent(event) << std::endl;
           if (command.ack) {
             auto acked = client.AckHoldEvents(command.watch.consumer_group(), {event.event_id()});
             if (!acked.ok()) {
@@ -1125,6 +1198,16 @@ int RunHealth(const OrderHoldClient& client, const CliCommand& command, std::ost
   return PrintError(
       absl::UnavailableError(absl::StrCat("health of \"", command.health_service, "\" is ", name)),
       err);
+}
+
+// RunCommand for return (a paid hold's ReturnUnits), apart to keep RunCommand a page long.
+int RunReturn(const OrderHoldClient& client, const CliCommand& command, bool json,
+              std::ostream& out, std::ostream& err) {
+  auto response =
+      client.ReturnUnits(command.user_id, command.order_id, command.units, command.request_id);
+  // A refusal of more units than are left prints its ErrorInfo (RETURN_EXCEEDS_QUANTITY).
+  if (!response.ok()) return PrintFailure(response.status(), json, out, err);
+  return PrintResponse(*response, json ? "" : FormatReturnUnits(*response), json, out, err);
 }
 
 // RunCommand for the commands about one scope across users and its runtime rule (kScopeCommands).
@@ -1201,6 +1284,8 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPay(*response), json, out, err);
     }
+    case CliCommand::Kind::kReturn:
+      return RunReturn(client, command, json, out, err);
     case CliCommand::Kind::kExtend: {
       ExtendHoldOptions options;
       options.ttl = command.ttl;

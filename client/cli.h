@@ -7,6 +7,8 @@
 //                 [--request_id ID]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
 //                 [--payment_reference REF]
+//   orderhold-cli [--target host:port] [--timeout 5s] [--json] return USER ORDER UNITS
+//                 --request_id ID
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] get USER ORDER
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] list USER [--scope S]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] cancel USER ORDER
@@ -23,7 +25,8 @@
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-delete SCOPE [--etag ETAG]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] scope-close SCOPE [--release_holds]
 //   orderhold-cli [--target host:port] watch --group G [--consumer C] [--ack]
-//                 [--outcomes EXPIRED,PAID,CANCELLED] [--start earliest|latest] [--max_events N]
+//                 [--outcomes EXPIRED,PAID,CANCELLED,RETURNED] [--start earliest|latest]
+//                 [--max_events N]
 //
 // TLS: --tls (server verified against gRPC's default roots), --tls_ca_file (implies --tls),
 // --tls_cert_file/--tls_key_file (mutual TLS), --tls_server_name (client/tls_flags.h); flags may
@@ -48,7 +51,13 @@
 // prints the QuotaFailure ("hold/extensions") and ErrorInfo (HOLD_EXTENSION_LIMIT) as a PlaceHold
 // refusal does. get calls GetHold (a live or an ended hold); release calls ReleaseHolds.
 //
-// watch prints one JSON line (proto3 JSON of HoldEvent) per event, flushed, until interrupted or
+// return calls ReturnUnits: gives back UNITS of a PAID hold (a refund), sent as given (0 too: the
+// server judges it). --request_id is required (the refund's id): a retry with the same answers
+// the first return again ("already returned") and changes nothing, so a return that timed out is
+// retried with it. A return of more units than the hold has left is FAILED_PRECONDITION (exit 9)
+// with its ErrorInfo (RETURN_EXCEEDS_QUANTITY).
+//
+// watch prints one JSON line (FormatHoldEvent) per event, flushed, until interrupted or
 // --max_events were printed; with --ack each event is acked after it was printed. When the server
 // goes away (UNAVAILABLE, e.g. a restart) it reconnects every second and resumes: unacked events
 // come back (its own at once, under the same --consumer name). The default consumer name is
@@ -76,12 +85,13 @@
 //            that carries details also prints them on stdout as one line of proto3 JSON of
 //            google.rpc.Status.
 //   64       usage error (EX_USAGE from sysexits.h): unknown command, wrong argument count, --ttl
-//            on a command other than place and extend, a flag of place, extend, list or release
-//            given to another command or with a bad value (ParseHoldFlags), a flag of the rule
-//            commands or scope-close likewise (ParseRuleFlags), watch without
-//            --group or with a bad --outcomes or --start, non-positive --timeout, a --tls_* file
-//            that cannot be read or a client certificate without its key. Usage text goes to
-//            stderr.
+//            on a command other than place and extend, return without --request_id or with a
+//            UNITS that is not a number from 0 to 4294967295, a flag of place, extend, pay,
+//            return, list or release given to another command or with a bad value
+//            (ParseHoldFlags), a flag of the rule commands or scope-close likewise
+//            (ParseRuleFlags), watch without --group or with a bad --outcomes or --start,
+//            non-positive --timeout, a --tls_* file that cannot be read or a client certificate
+//            without its key. Usage text goes to stderr.
 //            64 because 2, the usual usage exit, is gRPC's UNKNOWN.
 // absl::ParseCommandLine itself exits with 1 (CANCELLED's number; a CLI call is never cancelled)
 // on a flag it cannot parse (unknown flag, "--timeout=abc", "--quantity=two") and after printing
@@ -159,6 +169,15 @@ std::string FormatPlaceHold(const orderhold::v1::PlaceHoldResponse& response);
 // "order-1 for alice was already paid (had 12m3s left)" for a retry.
 std::string FormatPay(const orderhold::v1::PayResponse& response);
 
+// A ReturnUnits answer, no trailing newline. The first line:
+//   returned:  "returned 2 units of order-9 for alice (3 of 4 returned in all)"
+//   a retry:   "2 units of order-9 for alice were already returned (3 of 4 returned in all)"
+// ("1 unit ... was"; "(3 returned in all)" when the answer has no hold quantity). When the answer
+// has scope_usage (the scope has a runtime rule), the user's purchase-cap level there follows on a
+// second line: "scope event:E42 held + bought: holds 1/2, units 3/8" (FormatUsage: a cap of 0
+// reads "(no limit)").
+std::string FormatReturnUnits(const orderhold::v1::ReturnUnitsResponse& response);
+
 // One line for a CancelHold answer, no trailing newline: "cancelled order-1 for alice (had 12m3s
 // left)", or "order-1 for alice was already cancelled (had 12m3s left)" for a retry.
 std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response);
@@ -172,6 +191,11 @@ std::string FormatCancel(const orderhold::v1::CancelHoldResponse& response);
 // (extensions_left set), are always shown with what is left: "...; cap 2026-11-21T10:30:00Z,
 // extensions 1 (1 left)".
 std::string FormatExtendHold(const orderhold::v1::ExtendHoldResponse& response);
+
+// One line for a hold event as watch prints it, no trailing newline: the HoldEvent in proto3 JSON,
+// default-valued fields included, so a RETURNED event carries "outcome":"RETURNED" and its
+// "returnedUnits" (0 for the ends); "" if it cannot be rendered (a time out of the proto's range).
+std::string FormatHoldEvent(const orderhold::v1::HoldEvent& event);
 
 // One line for a GetHold answer, no trailing newline: a live hold as FormatHold prints it; an
 // ended one as "order-1 (user alice) PAID at 2026-11-21T10:04:43.12Z" (the outcome and its end
@@ -259,6 +283,7 @@ struct CliCommand {
     kRuleList,      // rule-list: ListScopeRules, one page
     kRuleDelete,    // rule-delete SCOPE: DeleteScopeRule
     kScopeClose,    // scope-close SCOPE: CloseScope
+    kReturn,        // return USER ORDER UNITS: ReturnUnits
   };
   Kind kind = Kind::kList;
   std::string group;           // kDeleteGroup only: the consumer group to delete.
@@ -273,8 +298,11 @@ struct CliCommand {
   // Only for kPlace and kExtend; set whenever --ttl was given, even to 0s or a negative value, so
   // that the server (not the CLI) decides whether it is valid.
   std::optional<absl::Duration> ttl;
-  // kExtend only: --request_id ("" = none; set by ParseHoldFlags).
+  // kExtend and kReturn: --request_id ("" = none; set by ParseHoldFlags, which requires it for
+  // kReturn).
   std::string request_id;
+  // kReturn only: UNITS, the units to give back (0 is sent: the server refuses it).
+  uint32_t units = 0;
   // kPay only: --payment_reference ("" = none; set by ParseHoldFlags).
   std::string payment_reference;
   // kPlace, kList and kRelease: --scope ("" = none); kScopeUsage, kScopeList, kScopeRelease and
@@ -294,10 +322,11 @@ struct CliCommand {
   bool release_holds = false;
 };
 
-// The flags of place, extend, list and release, as given on the command line (unset: not given).
+// The flags of place, extend, pay, return, list and release, as given on the command line (unset:
+// not given).
 struct HoldFlags {
   std::string scope;                       // --scope (place, list, release)
-  std::string request_id;                  // --request_id (extend)
+  std::string request_id;                  // --request_id (extend, return)
   std::string payment_reference;           // --payment_reference (pay)
   std::optional<int64_t> quantity;         // --quantity (place)
   std::vector<std::string> labels;         // --label, each "key=value" (place)
@@ -326,26 +355,27 @@ struct RuleFlags {
 
 // Builds a command from the positional arguments (argv[0] excluded) and the --ttl flag.
 // Returns INVALID_ARGUMENT describing the mistake on a usage error (no or unknown command, wrong
-// argument count, --ttl with anything but place and extend); the caller exits with kExitUsage.
+// argument count, return's UNITS not a number from 0 to 4294967295, --ttl with anything but place
+// and extend); the caller exits with kExitUsage.
 absl::StatusOr<CliCommand> ParseCommand(const std::vector<std::string>& args,
                                         std::optional<absl::Duration> ttl);
 
 // Fills command->watch from the watch flags. INVALID_ARGUMENT (a usage error) when `group` is
-// empty, `outcomes` names something other than PAID, CANCELLED or EXPIRED (comma-separated, any
-// case), `start` is not "earliest" or "latest", or max_events < 0. An empty `consumer` becomes
-// "<hostname>-<pid>".
+// empty, `outcomes` names something other than PAID, CANCELLED, EXPIRED or RETURNED
+// (comma-separated, any case), `start` is not "earliest" or "latest", or max_events < 0. An empty
+// `consumer` becomes "<hostname>-<pid>".
 absl::Status ParseWatchFlags(const std::string& group, const std::string& consumer,
                              const std::string& outcomes, const std::string& start,
                              int64_t max_events, bool ack, CliCommand* command);
 
 // Fills command's scope, request_id, payment_reference, quantity, labels and scope_limits from
 // `flags`. INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it
-// does not apply to (--scope: place, list and release; --request_id: extend;
-// --payment_reference: pay; the others: place), a number
-// is negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty key, a
-// label key is given twice, or --scope_max_holds / --scope_max_units come without --scope (the
-// server would refuse them). Anything else (the label key's characters, a quantity above the
-// server's limits, the request_id's length, ...) is the server's to judge.
+// does not apply to (--scope: place, list and release; --request_id: extend and return;
+// --payment_reference: pay; the others: place), return comes without --request_id, a number is
+// negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty key, a label
+// key is given twice, or --scope_max_holds / --scope_max_units come without --scope (the server
+// would refuse them). Anything else (the label key's characters, a quantity above the server's
+// limits, the request_id's length, ...) is the server's to judge.
 absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command);
 
 // Fills command's rule (kRulePut: scope, limits, totals, capacity, state, times, etag), etag

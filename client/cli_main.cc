@@ -28,8 +28,10 @@ ABSL_FLAG(std::optional<absl::Duration>, ttl, std::nullopt,
           "place: how long the hold lives, e.g. 45s, 10m; extend: the wanted time left from now "
           "(never shortens, never passes the hold's cap). Unset: the server's default.");
 ABSL_FLAG(std::string, request_id, "",
-          "extend only: an id unique per attempt (e.g. a UUID), the same on its retries, so a "
-          "retried extend counts once against the server's --max_extensions. Unset: none.");
+          "extend: an id unique per attempt (e.g. a UUID), the same on its retries, so a "
+          "retried extend counts once against the server's --max_extensions. Unset: none. "
+          "return (required): the return's id (e.g. the refund's), the same on its retries, so "
+          "a retried return gives the units back once.");
 ABSL_FLAG(std::string, payment_reference, "",
           "pay only: the payment provider's reference of the charge (1-128 bytes), kept with the "
           "outcome; a second pay with another is refused (9). Unset: none.");
@@ -96,7 +98,8 @@ ABSL_FLAG(std::string, consumer, "",
           "watch only: this consumer's name in the group. Unset: <hostname>-<pid>.");
 ABSL_FLAG(bool, ack, false, "watch only: ack each event after printing it.");
 ABSL_FLAG(std::string, outcomes, "",
-          "watch only: comma-separated outcomes to receive (PAID,CANCELLED,EXPIRED). Unset: all.");
+          "watch only: comma-separated outcomes to receive (PAID,CANCELLED,EXPIRED,RETURNED). "
+          "Unset: all.");
 ABSL_FLAG(std::string, start, "earliest",
           "watch only: where a new group starts: earliest (retained history) or latest.");
 ABSL_FLAG(int64_t, max_events, 0, "watch only: exit after this many events (0: never).");

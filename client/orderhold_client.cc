@@ -158,6 +158,17 @@ absl::StatusOr<orderhold::v1::PayResponse> OrderHoldClient::Pay(
   return CallUnary(*stub_, &Stub::Pay, request, options_);
 }
 
+absl::StatusOr<orderhold::v1::ReturnUnitsResponse> OrderHoldClient::ReturnUnits(
+    absl::string_view user_id, absl::string_view order_id, uint32_t units,
+    absl::string_view request_id) const {
+  orderhold::v1::ReturnUnitsRequest request;
+  request.set_user_id(std::string(user_id));
+  request.set_order_id(std::string(order_id));
+  request.set_units(units);
+  request.set_request_id(std::string(request_id));
+  return CallUnary(*stub_, &Stub::ReturnUnits, request, options_);
+}
+
 absl::StatusOr<orderhold::v1::CancelHoldResponse> OrderHoldClient::CancelHold(
     absl::string_view user_id, absl::string_view order_id) const {
   orderhold::v1::CancelHoldRequest request;

@@ -15,8 +15,9 @@
 // Errors. Every gRPC status is returned unchanged as an absl::Status (same code, same message):
 // INVALID_ARGUMENT, RESOURCE_EXHAUSTED (PlaceHold at a limit; ExtendHold of a hold that has used
 // its extensions), ALREADY_EXISTS (PlaceHold of a live order with another scope, quantity or
-// labels), FAILED_PRECONDITION (the order's hold already ended in a way that forbids the call),
-// NOT_FOUND (Pay/CancelHold/ExtendHold/GetHold of an unknown order), UNAVAILABLE (server or Redis
+// labels), FAILED_PRECONDITION (the order's hold already ended in a way that forbids the call, or,
+// for ReturnUnits, is not PAID or has fewer units left), NOT_FOUND
+// (Pay/CancelHold/ExtendHold/GetHold/ReturnUnits of an unknown order), UNAVAILABLE (server or Redis
 // down; retrying is safe), DEADLINE_EXCEEDED (ClientOptions::timeout passed). The google.rpc
 // error details the server sent (grpc-status-details-bin) become the status' payloads, one per
 // detail, keyed by its type URL ("type.googleapis.com/google.rpc.QuotaFailure"), the same
@@ -71,7 +72,8 @@ struct ErrorDetails {
   // ExtendHold: subject "hold/extensions".
   std::optional<google::rpc::QuotaFailure> quota_failure;
   // reason USER_HOLD_LIMIT, USER_UNIT_LIMIT, SCOPE_HOLD_LIMIT or SCOPE_UNIT_LIMIT (PlaceHold),
-  // HOLD_EXTENSION_LIMIT (ExtendHold), domain "orderhold.v1".
+  // HOLD_EXTENSION_LIMIT (ExtendHold), RETURN_EXCEEDS_QUANTITY or TOO_MANY_RETURNS (ReturnUnits,
+  // FAILED_PRECONDITION), domain "orderhold.v1".
   std::optional<google::rpc::ErrorInfo> error_info;
   // The earliest moment a retry can pass, from a PlaceHold refusal (ExtendHold sends none: no
   // wait makes an extension possible again).
@@ -178,6 +180,23 @@ class OrderHoldClient {
   absl::StatusOr<orderhold::v1::PayResponse> Pay(absl::string_view user_id,
                                                  absl::string_view order_id,
                                                  absl::string_view payment_reference = "") const;
+
+  // Gives back `units` of the PAID hold for (user_id, order_id) (a refund of some of its tickets):
+  // they go back to the scope's capacity and to the user's purchases under the scope's runtime
+  // rule, and one HoldEvent with outcome RETURNED (HoldEvent.returned_units) is appended; the hold
+  // stays PAID. `request_id` (required: the refund's id, the same on its retries) makes a retry
+  // answer the first return again with already_returned and change nothing, whatever its `units`.
+  // Returns the units given back, the hold's total returned, the user's purchase-cap usage in the
+  // scope (when it has a runtime rule) and the hold as paid. `units` and `request_id` are sent as
+  // given; the server validates them.
+  // Errors: INVALID_ARGUMENT (user_id, order_id, units 0, request_id), NOT_FOUND (unknown order, or
+  // paid longer ago than --outcome_retention), FAILED_PRECONDITION (the hold is live or ended
+  // CANCELLED or EXPIRED; more units than it has left, ErrorInfo RETURN_EXCEEDS_QUANTITY; more
+  // than 100 returns, TOO_MANY_RETURNS), UNAVAILABLE, DEADLINE_EXCEEDED (the return may have been
+  // made: retry with the same request_id).
+  absl::StatusOr<orderhold::v1::ReturnUnitsResponse> ReturnUnits(
+      absl::string_view user_id, absl::string_view order_id, uint32_t units,
+      absl::string_view request_id) const;
 
   // Cancels (ends as CANCELLED) the live hold for (user_id, order_id). A retry is OK with
   // already_cancelled. Errors: NOT_FOUND, FAILED_PRECONDITION (it ended PAID or EXPIRED),

@@ -56,6 +56,33 @@ absl::Status PaidWithOtherReferenceError(absl::string_view order_id, const store
   return status;
 }
 
+absl::Status ReturnExceedsError(absl::string_view order_id, int64_t asked, int64_t quantity,
+                                int64_t returned) {
+  absl::Status status = absl::FailedPreconditionError(absl::StrCat(
+      "order_id \"", order_id, "\": ", asked, " units cannot be returned, ", quantity - returned,
+      " of its ", quantity, " units are left (", returned, " returned)"));
+  google::rpc::ErrorInfo info;
+  info.set_reason("RETURN_EXCEEDS_QUANTITY");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = std::string(order_id);
+  (*info.mutable_metadata())["quantity"] = absl::StrCat(quantity);
+  (*info.mutable_metadata())["returned_units"] = absl::StrCat(returned);
+  AttachDetail(info, &status);
+  return status;
+}
+
+absl::Status TooManyReturnsError(absl::string_view order_id) {
+  absl::Status status = absl::FailedPreconditionError(
+      absl::StrCat("order_id \"", order_id, "\" has had ", store::kMaxReturnsPerHold,
+                   " returns, the most a hold may have"));
+  google::rpc::ErrorInfo info;
+  info.set_reason("TOO_MANY_RETURNS");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = std::string(order_id);
+  AttachDetail(info, &status);
+  return status;
+}
+
 absl::Status UnknownOrderError(absl::string_view order_id) {
   return absl::NotFoundError(absl::StrCat("no hold for order_id \"", order_id,
                                           "\" of this user_id (never placed, or ended longer ago "

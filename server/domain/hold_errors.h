@@ -110,6 +110,17 @@ absl::Status EndedError(absl::string_view order_id, const store::HoldEnd& end,
 // whose reference differs from the non-empty one `end` was paid with.
 absl::Status PaidWithOtherReferenceError(absl::string_view order_id, const store::HoldEnd& end);
 
+// FAILED_PRECONDITION of a ReturnUnits asking for more units than the paid hold has left:
+// `order_id "o-1": 3 units cannot be returned, 1 of its 4 units are left (3 returned)`, with a
+// google.rpc.ErrorInfo (reason RETURN_EXCEEDS_QUANTITY, domain "orderhold.v1", metadata order_id,
+// quantity, returned_units) as a payload.
+absl::Status ReturnExceedsError(absl::string_view order_id, int64_t asked, int64_t quantity,
+                                int64_t returned);
+
+// FAILED_PRECONDITION of a ReturnUnits of a paid hold that has had store::kMaxReturnsPerHold
+// returns already, with an ErrorInfo (reason TOO_MANY_RETURNS, metadata order_id).
+absl::Status TooManyReturnsError(absl::string_view order_id);
+
 // NOT_FOUND: no hold for `order_id` of this user_id (never placed, or ended longer ago than the
 // outcome retention).
 absl::Status UnknownOrderError(absl::string_view order_id);

@@ -126,9 +126,11 @@ absl::StatusOr<store::HoldOutcome> OutcomeFromProto(int32_t outcome) {
       return store::HoldOutcome::kCancelled;
     case v1::EXPIRED:
       return store::HoldOutcome::kExpired;
+    case v1::RETURNED:
+      return store::HoldOutcome::kReturned;
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("outcomes: ", outcome, " is not PAID, CANCELLED or EXPIRED"));
+          absl::StrCat("outcomes: ", outcome, " is not PAID, CANCELLED, EXPIRED or RETURNED"));
   }
 }
 
@@ -214,6 +216,18 @@ v1::PayResponse PayReplyToProto(const domain::PayReply& reply) {
   HoldToProto(reply.hold, reply.now, out.mutable_hold());
   out.mutable_hold()->set_payment_reference(reply.payment_reference);
   out.set_already_paid(reply.already_paid);
+  return out;
+}
+
+v1::ReturnUnitsResponse ReturnUnitsReplyToProto(const domain::ReturnUnitsReply& reply) {
+  v1::ReturnUnitsResponse out;
+  out.set_returned_units(static_cast<uint32_t>(reply.returned_units));
+  out.set_total_returned_units(static_cast<uint32_t>(reply.total_returned_units));
+  out.set_already_returned(reply.already_returned);
+  if (reply.scope_usage.has_value()) UsageToProto(*reply.scope_usage, out.mutable_scope_usage());
+  HoldToProto(reply.hold, reply.now, out.mutable_hold());
+  out.mutable_hold()->clear_remaining();
+  out.mutable_hold()->set_payment_reference(reply.payment_reference);
   return out;
 }
 
@@ -406,6 +420,7 @@ void EventToProto(const store::StoredEvent& event, v1::HoldEvent* out) {
   // store::HoldOutcome has the numbers of v1::HoldOutcome.
   out->set_outcome(static_cast<v1::HoldOutcome>(event.end.outcome));
   TimestampToProto(event.end.end_time, out->mutable_end_time());
+  out->set_returned_units(static_cast<uint32_t>(event.returned_units));
   out->set_delivery_count(static_cast<uint32_t>(event.delivery_count));
 }
 

@@ -23,6 +23,7 @@
 #include "orderhold/v1/orderhold.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/return_service.h"
 #include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
 #include "server/grpc/lenient_requests.pb.h"
@@ -111,6 +112,7 @@ void UsageToProto(const domain::LevelUsage& usage, v1::LimitUsage* out);
 // The responses of the unary rpcs, field for field from the domain's replies.
 v1::PlaceHoldResponse PlaceHoldReplyToProto(const domain::PlaceHoldReply& reply);
 v1::PayResponse PayReplyToProto(const domain::PayReply& reply);
+v1::ReturnUnitsResponse ReturnUnitsReplyToProto(const domain::ReturnUnitsReply& reply);
 v1::CancelHoldResponse CancelReplyToProto(const domain::CancelReply& reply);
 v1::ListHoldsResponse ListHoldsReplyToProto(const domain::ListHoldsReply& reply);
 v1::ExtendHoldResponse ExtendHoldReplyToProto(const domain::ExtendHoldReply& reply);

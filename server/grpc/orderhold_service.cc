@@ -195,6 +195,7 @@ OrderHoldService::OrderHoldService(domain::HoldService& holds, domain::ScopeServ
     : holds_(holds),
       scopes_(scopes),
       rules_(scopes.store(), scopes),
+      returns_(scopes.store(), metrics),
       events_(events),
       dispatcher_(dispatcher),
       metrics_(metrics),
@@ -417,6 +418,23 @@ grpc::ServerUnaryReactor* OrderHoldService::CloseScope(grpc::CallbackServerConte
         ORDERHOLD_ASSIGN_OR_RETURN(std::string scope, call.Scope(std::move(*in.mutable_scope())));
         rules_.CloseScope(std::move(scope), in.release_holds(), call.options(),
                           call.Respond(CloseScopeReplyToProto));
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* OrderHoldService::ReturnUnits(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return ServeUnary<internal::ReturnUnitsRequest>(
+      authorizer_, tenants_, UnaryCall(metrics_, context, response, Method::kReturnUnits), *request,
+      [this](internal::ReturnUnitsRequest& in, const UnaryCall& call) -> absl::Status {
+        ORDERHOLD_ASSIGN_OR_RETURN(std::string user, call.User(std::move(*in.mutable_user_id())));
+        domain::ReturnUnitsCommand command{.user_id = std::move(user),
+                                           .order_id = std::move(*in.mutable_order_id()),
+                                           .units = in.units(),
+                                           .request_id = std::move(*in.mutable_request_id())};
+        returns_.ReturnUnits(std::move(command), call.options(),
+                             call.Respond(ReturnUnitsReplyToProto));
         return absl::OkStatus();
       });
 }

@@ -32,6 +32,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/domain/event_service.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/return_service.h"
 #include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
 #include "server/grpc/authorizer.h"
@@ -46,7 +47,8 @@ using RawScopeRuleMethods = orderhold::v1::OrderHold::WithRawCallbackMethod_PutS
     orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeRule<
         orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeRules<
             orderhold::v1::OrderHold::WithRawCallbackMethod_DeleteScopeRule<
-                orderhold::v1::OrderHold::WithRawCallbackMethod_CloseScope<Base>>>>>;
+                orderhold::v1::OrderHold::WithRawCallbackMethod_CloseScope<
+                    orderhold::v1::OrderHold::WithRawCallbackMethod_ReturnUnits<Base>>>>>>;
 using RawOrderHoldService =
     RawScopeRuleMethods<orderhold::v1::OrderHold::WithRawCallbackMethod_GetScopeUsage<
         orderhold::v1::OrderHold::WithRawCallbackMethod_ListScopeHolds<
@@ -168,6 +170,11 @@ class OrderHoldService final : public RawOrderHoldService {
   grpc::ServerUnaryReactor* CloseScope(grpc::CallbackServerContext* context,
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
+  // Request: orderhold.v1.ReturnUnitsRequest bytes; response: ReturnUnitsResponse bytes
+  // (domain/return_service.h).
+  grpc::ServerUnaryReactor* ReturnUnits(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   // Request: orderhold.v1.ReleaseScopeHoldsRequest bytes; response: its response bytes.
   grpc::ServerUnaryReactor* ReleaseScopeHolds(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
@@ -180,6 +187,7 @@ class OrderHoldService final : public RawOrderHoldService {
   domain::HoldService& holds_;
   domain::ScopeService& scopes_;
   domain::ScopeRuleService rules_;  // on the scopes' store
+  domain::ReturnService returns_;   // on the scopes' store
   domain::EventService* const events_;
   domain::EventDispatcher* const dispatcher_;
   metrics::Metrics& metrics_;

@@ -39,7 +39,8 @@ const char* const kMethodNames[kMethodCount] = {"PlaceHold",         "Pay",
                                                 "GetScopeUsage",     "ListScopeHolds",
                                                 "ReleaseScopeHolds", "PutScopeRule",
                                                 "GetScopeRule",      "ListScopeRules",
-                                                "DeleteScopeRule",   "CloseScope"};
+                                                "DeleteScopeRule",   "CloseScope",
+                                                "ReturnUnits"};
 const char* const kReloadResultNames[2] = {"success", "failure"};
 const char* const kScopeSweepActionNames[5] = {"settled", "fenced", "dropped", "audited",
                                                "ghost_dropped"};
@@ -82,6 +83,8 @@ Metrics::Metrics(prometheus::Registry& registry)
       holds_placed_(Counter(registry, "orderhold_holds_placed_total",
                             "Holds created by PlaceHold (idempotent retries not counted).")),
       holds_paid_(Counter(registry, "orderhold_holds_paid_total", "Holds paid (removed by Pay).")),
+      units_returned_(Counter(registry, "orderhold_units_returned_total",
+                              "Units of paid holds given back by ReturnUnits.")),
       holds_cancelled_(Counter(registry, "orderhold_holds_cancelled_total",
                                "Holds cancelled (ended by CancelHold or ReleaseHolds).")),
       holds_expired_(Counter(registry, "orderhold_holds_expired_total",

@@ -70,8 +70,9 @@ enum class Method {
   kListScopeRules,
   kDeleteScopeRule,
   kCloseScope,
+  kReturnUnits,
 };
-inline constexpr int kMethodCount = 18;
+inline constexpr int kMethodCount = 19;
 
 // The rpc's name as the `method` label and gRPC's path use it: "PlaceHold".
 const char* MethodName(Method method);
@@ -130,13 +131,16 @@ class Metrics {
   prometheus::Counter& holds_placed() { return holds_placed_; }
   // orderhold_holds_paid_total: holds removed by a successful Pay.
   prometheus::Counter& holds_paid() { return holds_paid_; }
+  // orderhold_units_returned_total: units of paid holds given back by ReturnUnits (retries of a
+  // request_id not counted).
+  prometheus::Counter& units_returned() { return units_returned_; }
   // orderhold_holds_cancelled_total: holds ended by a successful CancelHold or ReleaseHolds.
   prometheus::Counter& holds_cancelled() { return holds_cancelled_; }
   // orderhold_holds_expired_total: holds ended as EXPIRED, by the reaper or by the lazy cleanup
   // inside PlaceHold, Pay, CancelHold, ExtendHold and ReleaseHolds.
   prometheus::Counter& holds_expired() { return holds_expired_; }
   // orderhold_events_appended_total: hold events appended by this replica's scripts (one per
-  // ended hold: paid + cancelled + expired).
+  // ended hold: paid + cancelled + expired; and one per return).
   prometheus::Counter& events_appended() { return events_appended_; }
   // orderhold_events_delivered_total: events sent to watchers (redeliveries included).
   prometheus::Counter& events_delivered() { return events_delivered_; }
@@ -257,6 +261,7 @@ class Metrics {
   prometheus::Gauge& redis_replicas_not_waited_for_;
   prometheus::Counter& holds_placed_;
   prometheus::Counter& holds_paid_;
+  prometheus::Counter& units_returned_;
   prometheus::Counter& holds_cancelled_;
   prometheus::Counter& holds_expired_;
   prometheus::Counter& events_appended_;

@@ -36,6 +36,9 @@ struct StoredEvent {
   HoldEnd end;
   int delivery_count = 1;  // deliveries to the group, this one included
   HoldDetails details;     // the hold's scope, quantity, labels, place time (as placed)
+  // end.outcome kReturned: the units that return gave back (>= 1); else 0. end.end_time is then
+  // the return's time, end.payment_reference the payment's.
+  int64_t returned_units = 0;
 };
 
 // Where a consumer group created by EnsureGroup starts.

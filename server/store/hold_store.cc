@@ -21,6 +21,8 @@ const char* HoldOutcomeName(HoldOutcome outcome) {
       return "CANCELLED";
     case HoldOutcome::kExpired:
       return "EXPIRED";
+    case HoldOutcome::kReturned:
+      return "RETURNED";
   }
   return "HOLD_OUTCOME_UNSPECIFIED";
 }
@@ -49,6 +51,9 @@ void HoldStore::DeleteScopeRule(std::string, std::string, CallOptions,
 }
 void HoldStore::CloseScopeRule(std::string, CallOptions, Callback<ScopeRuleResult> done) {
   std::move(done)(NoScopeRules());
+}
+void HoldStore::ReturnUnits(ReturnUnitsArgs, CallOptions, Callback<ReturnUnitsResult> done) {
+  std::move(done)(absl::UnimplementedError("this store keeps no returns"));
 }
 void HoldStore::ListScopeRules(ScopeRuleCursor, int, CallOptions,
                                Callback<ListScopeRulesResult> done) {

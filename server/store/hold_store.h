@@ -54,9 +54,11 @@ struct CallOptions {
 };
 
 // How a hold ended; the numbers are those of orderhold.v1.HoldOutcome and of the Lua scripts.
-enum class HoldOutcome { kPaid = 1, kCancelled = 2, kExpired = 3 };
+// kReturned is not an end: the outcome of an event about a PAID hold some of whose units were
+// given back (HoldStore::ReturnUnits); outcome records never hold it.
+enum class HoldOutcome { kPaid = 1, kCancelled = 2, kExpired = 3, kReturned = 4 };
 
-// "PAID", "CANCELLED" or "EXPIRED" (the proto enum names).
+// "PAID", "CANCELLED", "EXPIRED" or "RETURNED" (the proto enum names).
 const char* HoldOutcomeName(HoldOutcome outcome);
 
 // How long and how many outcome records are kept per user (--outcome_retention,
@@ -72,7 +74,7 @@ struct OutcomePolicy {
   // --event_stream_max_bytes: each partition's event stream is trimmed, as events are appended, to
   // as many events as this many bytes hold at the appended event's size (an upper estimate of what
   // it costs Redis), so a stream of like events stays within it and any mix within twice it
-  // (lua/prelude/50_ends.lua); 0 = no byte bound. The lower of the two bounds applies.
+  // (lua/prelude/48_events.lua); 0 = no byte bound. The lower of the two bounds applies.
   int64_t event_stream_max_bytes = 0;
   // --max_hold_lifetime and --default_ttl (> 0, whole milliseconds): the life record the layout
   // migration gives a hold of an older shape placed before life records existed, as it moves it
@@ -295,6 +297,46 @@ struct EndHoldResult {
                             // cleanup; may include this order, then result = kAlreadyEnded)
 };
 
+// A return of some units of a PAID hold (ReturnUnits: a refund).
+struct ReturnUnitsArgs {
+  std::string user_id;
+  std::string order_id;
+  int64_t units = 1;       // >= 1
+  std::string request_id;  // 1-128 bytes, no control characters: a retry answers the same
+};
+
+// How many returns one paid hold may have at most (return_units.lua's MAX_RETURNS).
+inline constexpr int kMaxReturnsPerHold = 100;
+
+// A user's purchase-cap level in a scope with a runtime rule: live holds plus purchases.
+struct PurchaseUsage {
+  int64_t holds = 0;  // live holds in the scope plus holds bought there (under the rule)
+  int64_t units = 0;  // their units
+  LevelLimits caps;   // max_purchased_holds, max_purchased_units (0 = none)
+};
+
+struct ReturnUnitsResult {
+  enum class Result {
+    kReturned,         // this call gave `units` back (sold count, purchases) with one event
+    kAlreadyReturned,  // a return with this request_id was made: `units` are its; nothing changed
+    kLive,             // the hold is live: not paid; nothing changed
+    kNotPaid,          // the hold ended otherwise (`end`); nothing changed
+    kExceedsQuantity,  // more units than the hold has left (quantity - total_returned)
+    kTooManyReturns,   // the hold has kMaxReturnsPerHold returns already
+    kUnknown,          // no such order (never placed, or forgotten after the outcome retention)
+  };
+  Result result = Result::kUnknown;
+  absl::Time now;              // the store's clock when the operation ran
+  HoldEnd end;                 // all but kLive, kUnknown: how the hold ended (kPaid but kNotPaid)
+  int64_t quantity = 0;        // the hold's units (all but kLive, kNotPaid, kUnknown)
+  int64_t units = 0;           // kReturned, kAlreadyReturned: the units of this request_id
+  int64_t total_returned = 0;  // the hold's units returned in all, this request included
+  HoldDetails details;         // kReturned, kAlreadyReturned: the hold's, while remembered
+  // kReturned, kAlreadyReturned, when the hold's scope has a runtime rule: the user's purchase-cap
+  // level there after the call (live holds plus purchases; max_* = the rule's caps, 0 = none).
+  std::optional<PurchaseUsage> purchase_usage;
+};
+
 // A position in a user's list of live holds (earliest expire_time first, ties by order_id): a
 // page starts after it.
 struct ListCursor {
@@ -424,6 +466,15 @@ class HoldStore {
     EndHold(std::move(user_id), std::move(order_id), outcome, std::string(), options,
             std::move(done));
   }
+
+  // Atomically gives back args.units of the PAID hold (args.user_id, args.order_id): to its
+  // scope's sold count and to the user's purchases under the scope's runtime rule (the one it was
+  // paid under only), recorded with the outcome under args.request_id, with one RETURNED event;
+  // never more than the hold's quantity in all. A store without a scope index (Redis Cluster)
+  // keeps no sold counts nor purchases: it records the return and appends its event. See
+  // ReturnUnitsResult for what else it answers; nothing changes then.
+  virtual void ReturnUnits(ReturnUnitsArgs args, CallOptions options,
+                           Callback<ReturnUnitsResult> done);
 
   // One page of the user's live holds (of args.scope only, when set), after args.after, with the
   // usage of the user's and the scope's levels over all of them. Read-only.

@@ -31,17 +31,21 @@ using internal::ToOutcome;
 
 namespace {
 
-// One event of read_events.lua's reply: its 9 elements {id, delivery_count, user, order, outcome,
-// expire, end, details, reference}, from partition `partition`. False for any other shape.
+// One event of read_events.lua's reply: its 10 elements {id, delivery_count, user, order, outcome,
+// expire, end, details, reference, returned}, from partition `partition`. False for any other
+// shape (a RETURNED event without its units, or another event with some).
 bool EventOf(absl::Span<const redis::RedisReply> e, int partition, StoredEvent* event) {
   const std::optional<absl::string_view> id = StrOf(e[0]), user = StrOf(e[2]), order = StrOf(e[3]),
                                          details = StrOf(e[7]), reference = StrOf(e[8]);
-  int64_t count = 0, outcome = 0, expire = 0, end = 0;
+  int64_t count = 0, outcome = 0, expire = 0, end = 0, returned = 0;
   if (!id || !user || !order || !details || !reference || !ToInt(e[1], &count) ||
       !ToInt(e[4], &outcome) || !ToOutcome(outcome, &event->end.outcome) || !ToInt(e[5], &expire) ||
-      !ToInt(e[6], &end) || !ToDetails(*details, expire, &event->details)) {
+      !ToInt(e[6], &end) || !ToDetails(*details, expire, &event->details) ||
+      !ToInt(e[9], &returned) ||
+      (event->end.outcome == HoldOutcome::kReturned) != (returned >= 1)) {
     return false;
   }
+  event->returned_units = returned;
   event->partition = partition;
   event->stream_id = std::string(*id);
   event->delivery_count = static_cast<int>(count);
@@ -165,7 +169,7 @@ void RedisHoldStore::ReadEvents(int partition, ReadEventsArgs args, CallOptions 
                   ParsedAs<lua::ReadEventsReply>(
                       std::move(done),
                       [partition](const lua::ReadEventsReply& r) -> absl::StatusOr<EventBatch> {
-                        constexpr size_t kFields = 9;  // per event
+                        constexpr size_t kFields = 10;  // per event
                         if (r.events.size() % kFields != 0) return BadReply("read_events.lua");
                         EventBatch batch;
                         batch.claim_next = std::string(r.claim_next);

@@ -144,6 +144,9 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                       Callback<ScopeRuleResult> done) override;
   void ListScopeRules(ScopeRuleCursor from, int page_size, CallOptions options,
                       Callback<ListScopeRulesResult> done) override;
+  // redis_returns.cc: return_units.lua, on the request connections.
+  void ReturnUnits(ReturnUnitsArgs args, CallOptions options,
+                   Callback<ReturnUnitsResult> done) override;
   void Reap(int partition, ReapArgs args, CallOptions options, Callback<ReapResult> done) override;
   // On the background connection, as Reap: migrate.lua (lua/migrations/ say what moves).
   void MigrateStep(int partition, MigrateArgs args, CallOptions options,

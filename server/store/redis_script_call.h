@@ -179,7 +179,7 @@ redis::RedisCaller::ReplyCallback ParsedAs(Callback<T> done, Parse parse) {
 }
 
 inline bool ToOutcome(int64_t code, HoldOutcome* out) {
-  if (code < 1 || code > 3) return false;
+  if (code < 1 || code > 4) return false;
   *out = static_cast<HoldOutcome>(code);
   return true;
 }

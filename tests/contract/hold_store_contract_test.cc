@@ -733,6 +733,49 @@ TEST_P(HoldEventLogContractTest, EventsCarryTheHoldsDetails) {
   EXPECT_EQ(by_order["plain"].scope, "");
 }
 
+// A return appends one RETURNED event with its units, the hold's details and its payment
+// reference; its retry appends none. On every Redis mode (a Cluster records the return and its
+// event; it keeps no sold counts).
+TEST_P(HoldEventLogContractTest, AReturnAppendsOneReturnedEventAndItsRetryNone) {
+  auto* log = dynamic_cast<HoldEventLog*>(store_.get());
+  if (log == nullptr) GTEST_SKIP() << "the fake store has no event log";
+  const int p = KeySchema::PartitionOf("dora");
+  ASSERT_THAT(Await<bool>([&](auto done) {
+                log->EnsureGroup(p, "returns", GroupStart::kLatest, At(kT0), std::move(done));
+              }),
+              IsOk());
+  ASSERT_THAT(PlaceIn("dora", "paid", "event:E2", 3, LevelLimits{}, kT0, 0, {}), IsOk());
+  ASSERT_THAT(End("dora", "paid", kT0 + absl::Seconds(1), HoldOutcome::kPaid, "pi_9"), IsOk());
+  for (int i = 0; i < 2; ++i) {  // the second is a retry
+    auto returned = Await<ReturnUnitsResult>([&](auto done) {
+      store_->ReturnUnits(ReturnUnitsArgs{"dora", "paid", 2, "refund-1"},
+                          At(kT0 + absl::Seconds(2)), std::move(done));
+    });
+    ASSERT_THAT(returned, IsOk());
+    EXPECT_EQ(returned->result, i == 0 ? ReturnUnitsResult::Result::kReturned
+                                       : ReturnUnitsResult::Result::kAlreadyReturned);
+  }
+  auto events = EventsOf(Await<EventBatch>([&](auto done) {
+    log->ReadEvents(p, ReadEventsArgs{"returns", "c", 10, std::nullopt, false, "", ""}, At(kT0),
+                    std::move(done));
+  }));
+  ASSERT_THAT(events, IsOk());
+  std::vector<StoredEvent> dora;
+  for (StoredEvent& e : *events) {
+    if (e.user_id == "dora") dora.push_back(std::move(e));
+  }
+  ASSERT_EQ(dora.size(), 2u);
+  EXPECT_EQ(dora[0].end.outcome, HoldOutcome::kPaid);
+  EXPECT_EQ(dora[0].returned_units, 0);
+  EXPECT_EQ(dora[1].end.outcome, HoldOutcome::kReturned);
+  EXPECT_EQ(dora[1].returned_units, 2);
+  EXPECT_EQ(dora[1].order_id, "paid");
+  EXPECT_EQ(dora[1].end.payment_reference, "pi_9");
+  EXPECT_EQ(dora[1].end.end_time, kT0 + absl::Seconds(2));
+  EXPECT_EQ(dora[1].details.quantity, 3);
+  EXPECT_EQ(dora[1].details.scope, "event:E2");
+}
+
 using ExtendResult = ExtendHoldResult::Result;
 
 // New expiry = max(expire, min(now + ttl, cap)): moved, kept, cut at the cap; the due index (the
@@ -1962,6 +2005,94 @@ TEST_P(ScopeRuleTest, APurchaseCapCountsHeldAndBoughtUnitsOfTheUser) {
               IsOk());
   ASSERT_THAT(Put(rule, kT0), IsOk());
   EXPECT_EQ(place("alice", "o5", 1).outcome, Outcome::kCreated);
+}
+
+// ReturnUnits gives a paid hold's units back to the scope's capacity and to the buyer's purchase
+// cap, idempotently per request id, never more than the hold had; only a paid hold's.
+TEST_P(ScopeRuleTest, AReturnGivesUnitsBackToCapacityAndToThePurchaseCap) {
+  ScopeRuleRecord rule = Rule("event:RU");
+  rule.capacity_units = 4;
+  rule.purchases = {0, 3};  // 3 units per buyer, held + bought
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  auto place = [&](const std::string& user, const std::string& order, int64_t quantity) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 10;
+    args.details.scope = "event:RU";
+    args.details.quantity = quantity;
+    auto placed = Place(std::move(args), kT0);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  };
+  auto give_back = [&](const std::string& user, const std::string& order, int64_t units,
+                       const std::string& request) {
+    return Await<ReturnUnitsResult>([&](auto done) {
+      store_->ReturnUnits(ReturnUnitsArgs{user, order, units, request}, At(kT0), std::move(done));
+    });
+  };
+  using Result = ReturnUnitsResult::Result;
+  ASSERT_EQ(place("alice", "o1", 3).outcome, Outcome::kCreated);
+  EXPECT_EQ(give_back("alice", "o1", 1, "r1")->result, Result::kLive);  // not paid yet
+  ASSERT_THAT(End("alice", "o1", kT0, HoldOutcome::kPaid, "pi_1"), IsOk());
+  EXPECT_EQ(place("alice", "o2", 1).violations, kUserPurchasedUnits);  // 3 of 3 bought
+  EXPECT_EQ(place("bob", "o1", 2).violations, kScopeCapacity);         // 3 sold + 2 > 4
+
+  absl::StatusOr<ReturnUnitsResult> first = give_back("alice", "o1", 2, "r1");
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->result, Result::kReturned);
+  EXPECT_EQ(first->units, 2);
+  EXPECT_EQ(first->total_returned, 2);
+  EXPECT_EQ(first->quantity, 3);
+  EXPECT_EQ(first->end.outcome, HoldOutcome::kPaid);
+  EXPECT_EQ(first->end.payment_reference, "pi_1");
+  EXPECT_EQ(first->details.scope, "event:RU");
+  ASSERT_TRUE(first->purchase_usage.has_value());
+  EXPECT_EQ(first->purchase_usage->units, 1);  // 3 bought - 2 returned
+  EXPECT_EQ(first->purchase_usage->holds, 1);  // the hold still counts: 1 unit kept
+  EXPECT_EQ(first->purchase_usage->caps.max_units, 3);
+  // A retry answers the first return, whatever its units, and changes nothing.
+  absl::StatusOr<ReturnUnitsResult> retry = give_back("alice", "o1", 1, "r1");
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_EQ(retry->result, Result::kAlreadyReturned);
+  EXPECT_EQ(retry->units, 2);
+  EXPECT_EQ(retry->total_returned, 2);
+  // More than is left: refused, nothing changed; the last unit may go back.
+  absl::StatusOr<ReturnUnitsResult> over = give_back("alice", "o1", 2, "r2");
+  ASSERT_THAT(over, IsOk());
+  EXPECT_EQ(over->result, Result::kExceedsQuantity);
+  EXPECT_EQ(over->total_returned, 2);
+  // The capacity has 2 units again (1 sold of 4 + 2 held = 3), and alice may buy 2 more.
+  EXPECT_EQ(place("bob", "o1", 2).outcome, Outcome::kCreated);
+  EXPECT_EQ(place("alice", "o2", 1).outcome, Outcome::kCreated);  // 1 bought + 1 held of 3
+  EXPECT_EQ(place("carol", "o1", 1).violations, kScopeCapacity);  // 1 sold + 3 held of 4
+  EXPECT_EQ(give_back("alice", "o1", 1, "r2")->result, Result::kReturned);
+  EXPECT_EQ(give_back("alice", "o1", 1, "r3")->result, Result::kExceedsQuantity);
+  EXPECT_EQ(place("carol", "o1", 1).outcome, Outcome::kCreated);  // 0 sold + 4 held of 4
+
+  // Only a paid hold's units; an unknown order is unknown.
+  ASSERT_THAT(End("bob", "o1", kT0, HoldOutcome::kCancelled), IsOk());
+  absl::StatusOr<ReturnUnitsResult> cancelled = give_back("bob", "o1", 1, "r1");
+  ASSERT_THAT(cancelled, IsOk());
+  EXPECT_EQ(cancelled->result, Result::kNotPaid);
+  EXPECT_EQ(cancelled->end.outcome, HoldOutcome::kCancelled);
+  EXPECT_EQ(give_back("bob", "nothing", 1, "r1")->result, Result::kUnknown);
+
+  // A purchase under a rule deleted and put again is not given back to the new rule's count.
+  ASSERT_THAT(End("alice", "o2", kT0), IsOk());  // 1 bought under the first rule
+  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:RU", "", At(kT0), std::move(done));
+              }),
+              IsOk());
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  ASSERT_EQ(place("alice", "o3", 1).outcome, Outcome::kCreated);  // 1 sold + 1 + 1 held of 4
+  ASSERT_THAT(End("alice", "o3", kT0), IsOk());                   // 1 bought under the new rule
+  absl::StatusOr<ReturnUnitsResult> old = give_back("alice", "o2", 1, "r1");
+  ASSERT_THAT(old, IsOk());
+  EXPECT_EQ(old->result, Result::kReturned);
+  ASSERT_TRUE(old->purchase_usage.has_value());
+  EXPECT_EQ(old->purchase_usage->units, 1);  // the new rule's purchase stays counted
 }
 
 TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {

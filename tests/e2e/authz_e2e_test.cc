@@ -57,6 +57,7 @@ enum class AuthzCall {
   kGetScopeUsage,
   kListScopeHolds,
   kReleaseScopeHolds,
+  kReturnUnits,
 };
 const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
   static const auto* const calls = new std::vector<std::pair<AuthzCall, std::string>>{
@@ -73,6 +74,7 @@ const std::vector<std::pair<AuthzCall, std::string>>& AllAuthzCalls() {
       {AuthzCall::kGetScopeUsage, "GetScopeUsage"},
       {AuthzCall::kListScopeHolds, "ListScopeHolds"},
       {AuthzCall::kReleaseScopeHolds, "ReleaseScopeHolds"},
+      {AuthzCall::kReturnUnits, "ReturnUnits"},
   };
   return *calls;
 }
@@ -83,12 +85,12 @@ const std::map<std::string, std::set<std::string>>& RoleGrants() {
       {"storefront",
        {"PlaceHold", "ExtendHold", "CancelHold", "ListHolds", "GetHold", "ReleaseHolds",
         "GetScopeUsage"}},
-      {"payments", {"Pay", "GetHold"}},
+      {"payments", {"Pay", "GetHold", "ReturnUnits"}},
       {"event-consumer", {"WatchHoldEvents", "AckHoldEvents", "DeleteConsumerGroup"}},
       {"operator",
        {"PlaceHold", "Pay", "ListHolds", "CancelHold", "WatchHoldEvents", "AckHoldEvents",
         "ExtendHold", "GetHold", "ReleaseHolds", "DeleteConsumerGroup", "GetScopeUsage",
-        "ListScopeHolds", "ReleaseScopeHolds"}},
+        "ListScopeHolds", "ReleaseScopeHolds", "ReturnUnits"}},
       {"stranger", {}},
   };
   return *granted;
@@ -245,6 +247,16 @@ class AuthzE2eTest : public ::testing::Test {
         request.set_scope("event:nothing-held");
         v1::ReleaseScopeHoldsResponse response;
         status = stub.ReleaseScopeHolds(&context, request, &response);
+        break;
+      }
+      case AuthzCall::kReturnUnits: {
+        v1::ReturnUnitsRequest request;
+        request.set_user_id("u1");
+        request.set_order_id("unknown");
+        request.set_units(1);
+        request.set_request_id("refund-1");
+        v1::ReturnUnitsResponse response;
+        status = stub.ReturnUnits(&context, request, &response);
         break;
       }
     }

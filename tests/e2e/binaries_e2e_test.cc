@@ -146,9 +146,17 @@ TEST_F(BinariesE2eTest, ReadmeOnSaleStoryWithTheCli) {
   EXPECT_THAT(capped.output,
               HasSubstr("user_id holds 0 units in scope \"event:E42\" and bought 2; 3 more would "
                         "exceed max_purchased_units 4; expiries cannot free enough units"));
+  CommandResult refund = Cli("return alice o-1 1 --request_id refund-7");
+  EXPECT_EQ(refund.exit_code, 0) << refund.output;
+  EXPECT_THAT(refund.output, HasSubstr("returned 1 unit of o-1 for alice (1 of 2 returned in all)\n"
+                                       "scope event:E42 held + bought: holds 1 (no limit), units "
+                                       "1/4"));
   EXPECT_THAT(Cli("scope-usage event:E42").output,
-              HasSubstr("event:E42: 0 holds, 0 units across all users; 2 sold, 98 of capacity 100 "
+              HasSubstr("event:E42: 0 holds, 0 units across all users; 1 sold, 99 of capacity 100 "
                         "available"));
+  // The retry of the refund changes nothing.
+  EXPECT_THAT(Cli("return alice o-1 1 --request_id refund-7").output,
+              HasSubstr("already returned"));
   CommandResult closed = Cli("scope-close event:E42 --release_holds");
   EXPECT_EQ(closed.exit_code, 0) << closed.output;
   EXPECT_THAT(closed.output, HasSubstr("closed event:E42 (etag 2); released 0 holds"));

@@ -348,14 +348,46 @@ struct OnSaleHerd {
   std::vector<testing::Grant> grants;
   std::map<std::string, std::vector<testing::Grant>> by_user;
   int64_t paid_units = 0;
+  int64_t returned_units = 0;
+  int returns = 0;
   std::map<std::string, int> refusals;  // by ErrorInfo reason
   int other = 0;
   std::string first_other;
 };
 
+// Refunds a third of the paid grants, on the replica that placed them, after 0-20 ms: 1 to all of
+// the grant's units back (ReturnUnits), splitting it: the units returned count until the refund is
+// sent (an end no later than the real one, as for a cancel), the rest for ever.
+void MaybeRefund(ScopeRulesE2eTest& test, int replica, const std::string& user,
+                 const std::string& order, std::mt19937& random, testing::Grant& grant,
+                 std::vector<testing::Grant>& refunded, OnSaleHerd& herd, absl::Mutex& mu) {
+  if (random() % 3 != 0) return;
+  absl::SleepFor(absl::Milliseconds(random() % 20));
+  const int64_t units = 1 + static_cast<int64_t>(random() % static_cast<uint32_t>(grant.units));
+  v1::ReturnUnitsRequest request;
+  request.set_user_id(user);
+  request.set_order_id(order);
+  request.set_units(static_cast<uint32_t>(units));
+  request.set_request_id(absl::StrCat("refund-", order));
+  const absl::Time sent = absl::Now();
+  v1::ReturnUnitsResponse response;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      test.stub(replica).ReturnUnits(ScopeRulesE2eTest::Deadline(&context), request, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  if (!status.ok()) return;
+  EXPECT_EQ(response.returned_units(), units);
+  refunded.push_back(testing::Grant{grant.from, sent, units});
+  grant.units -= units;
+  absl::MutexLock lock(&mu);
+  herd.returned_units += units;
+  ++herd.returns;
+}
+
 // 5,000 buyers over both replicas for 3 s, half of the calls from 10 eager buyers who come back
 // for more; quantity 1 or 2, ttl 300 ms; of the grants a half is paid, a quarter cancelled (by the
-// other replica, after 0-20 ms), the rest expire (the reaper on).
+// other replica, after 0-20 ms), the rest expire (the reaper on); a third of the paid ones are
+// refunded in part or whole (MaybeRefund).
 OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
   OnSaleHerd herd;
   absl::Mutex mu;
@@ -387,6 +419,7 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
           }
           continue;
         }
+        std::vector<testing::Grant> refunded;  // the parts a refund gave back
         testing::Grant grant{
             absl::Now(),
             absl::FromUnixMillis(TimeUtil::TimestampToMilliseconds(response.hold().expire_time())),
@@ -405,8 +438,11 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
             ended = test.stub(1 - i % 2).Pay(ScopeRulesE2eTest::Deadline(&end_context), pay, &paid);
             if (ended.ok()) {
               grant.to = absl::InfiniteFuture();  // sold: counts for ever
-              absl::MutexLock lock(&mu);
-              herd.paid_units += grant.units;
+              {
+                absl::MutexLock lock(&mu);
+                herd.paid_units += grant.units;
+              }
+              MaybeRefund(test, i % 2, user, order, random, grant, refunded, herd, mu);
             }
           } else {
             v1::CancelHoldRequest cancel;
@@ -421,8 +457,14 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
               << ended.error_message();
         }
         absl::MutexLock lock(&mu);
-        herd.grants.push_back(grant);
-        herd.by_user[user].push_back(grant);
+        for (const testing::Grant& part : refunded) {
+          herd.grants.push_back(part);
+          herd.by_user[user].push_back(part);
+        }
+        if (grant.units > 0) {
+          herd.grants.push_back(grant);
+          herd.by_user[user].push_back(grant);
+        }
       }
     });
   }
@@ -440,9 +482,9 @@ std::pair<int64_t, std::string> MostPerBuyer(const OnSaleHerd& herd) {
   return most;
 }
 
-// The on-sale of the issue: capacity 100, 4 per person held + bought, payments, cancellations and
-// expiries racing over two replicas: never more than 100 held + sold at once, no buyer ever above
-// 4 held + owned, and the sold count is the paid units.
+// The on-sale of the issue: capacity 100, 4 per person held + bought, payments, cancellations,
+// expiries and refunds racing over two replicas: never more than 100 held + sold at once, no buyer
+// ever above 4 held + owned, and the sold count is the paid units minus the returned ones.
 TEST_P(ScopeRulesE2eTest, AnOnSaleHerdNeverPassesTheCapacityNorABuyersPurchaseCap) {
   v1::ScopeRule rule;
   rule.set_scope(kScope);
@@ -462,10 +504,12 @@ TEST_P(ScopeRulesE2eTest, AnOnSaleHerdNeverPassesTheCapacityNorABuyersPurchaseCa
   v1::GetScopeUsageResponse usage;
   grpc::ClientContext usage_context;
   ASSERT_TRUE(stubs_[1]->GetScopeUsage(Deadline(&usage_context), usage_request, &usage).ok());
-  EXPECT_EQ(usage.sold_units(), static_cast<uint32_t>(herd.paid_units));
+  EXPECT_GT(herd.returns, 0);
+  EXPECT_EQ(usage.sold_units(), static_cast<uint32_t>(herd.paid_units - herd.returned_units));
   EXPECT_EQ(usage.capacity_units(), 100u);
   std::cout << "on-sale herd: " << herd.grants.size() << " grants, " << herd.paid_units
-            << " units sold, most held + sold at once " << most << " of 100, most per buyer "
+            << " units paid, " << herd.returned_units << " returned in " << herd.returns
+            << " refunds, most held + sold at once " << most << " of 100, most per buyer "
             << most_buyer << " of 4; refusals:";
   for (const auto& [reason, count] : herd.refusals) std::cout << " " << reason << " " << count;
   std::cout << "\n";

@@ -319,6 +319,7 @@ std::string HoldModel::End(const std::string& user_id, const std::string& order_
   if (auto it = user.live.find(order_id); it != user.live.end() && it->second.expire > now_) {
     ModelHold hold = std::move(it->second);
     user.live.erase(it);
+    int64_t rule_id = 0;
     // A payment moves a scoped hold's units to its scope's sold count.
     if (pay && !hold.scope.empty()) {
       sold_[hold.scope] += hold.quantity;
@@ -328,10 +329,11 @@ std::string HoldModel::End(const std::string& user_id, const std::string& order_
         if (bought.id != rule->id) bought = Bought{rule->id, 0, 0};
         bought.units += hold.quantity;
         bought.holds += 1;
+        rule_id = rule->id;
       }
     }
     const std::string answer = RenderEndedNow(false, now_, hold);
-    AddRecord(user, order_id, Record{wanted, now_, std::move(hold)});
+    AddRecord(user, order_id, Record{wanted, now_, std::move(hold), rule_id});
     return answer;
   }
   // Not live: the user's due holds end as EXPIRED (lazy cleanup); the answer is how the order
@@ -341,6 +343,58 @@ std::string HoldModel::End(const std::string& user_id, const std::string& order_
   if (!found.has_value()) return RenderCode("NOT_FOUND");
   if (found->outcome != wanted) return RenderEnded(found->outcome, found->end);
   return RenderEndedNow(true, found->end, found->hold);
+}
+
+std::string HoldModel::ReturnUnits(const ReturnCall& call) {
+  if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) || call.units < 1 ||
+      call.request_id.empty() || !ValidText(call.request_id, 128)) {
+    return RenderCode("INVALID_ARGUMENT");
+  }
+  User& user = users_[call.user_id];
+  if (auto it = user.live.find(call.order_id); it != user.live.end() && it->second.expire > now_) {
+    return RenderNotReturnable("live");
+  }
+  const std::optional<Record> found = Ended(user, call.order_id);  // no cleanup: a read first
+  if (!found.has_value()) return RenderCode("NOT_FOUND");
+  if (found->outcome != ModelOutcome::kPaid) return RenderEnded(found->outcome, found->end);
+  Record& record = user.records.at(call.order_id);
+  const std::string& scope = record.hold.scope;
+  const LiveRule* rule = scope.empty() ? nullptr : RuleOf(scope);
+  auto usage = [&]() -> std::optional<std::pair<ModelLimits, ModelLimits>> {
+    if (rule == nullptr) return std::nullopt;
+    const Bought bought = BoughtUnder(call.user_id, scope, rule);
+    ModelLimits level{bought.holds, bought.units};  // plus the live holds in the scope
+    for (const auto& [order, held] : user.live) {
+      if (held.expire > now_ && held.scope == scope) {
+        ++level.max_holds;
+        level.max_units += held.quantity;
+      }
+    }
+    return std::pair{level, rule->rule.purchases};
+  };
+  for (const auto& [request, units] : record.returns) {
+    if (request == call.request_id) return RenderReturned(true, units, record.returned, usage());
+  }
+  if (record.returned + call.units > record.hold.quantity) {
+    return RenderNotReturnable(
+        absl::StrCat("exceeds ", record.hold.quantity, " ", record.returned));
+  }
+  if (record.returns.size() >= 100) return RenderNotReturnable("too_many");
+  record.returns.emplace_back(call.request_id, call.units);
+  record.returned += call.units;
+  if (!scope.empty()) {
+    sold_[scope] -= call.units;
+    if (rule != nullptr && record.rule_id == rule->id) {
+      Bought& bought = bought_[{call.user_id, scope}];
+      if (bought.id == rule->id) {
+        bought.units = std::max<int64_t>(0, bought.units - call.units);
+        if (record.returned == record.hold.quantity) {
+          bought.holds = std::max<int64_t>(0, bought.holds - 1);
+        }
+      }
+    }
+  }
+  return RenderReturned(false, call.units, record.returned, usage());
 }
 
 std::string HoldModel::ExtendHold(const ExtendCall& call) {
@@ -463,6 +517,16 @@ std::vector<std::pair<std::string, std::string>> HoldModel::KnownOrders() const 
   return known;
 }
 
+std::vector<std::pair<std::string, std::string>> HoldModel::PaidOrders() const {
+  std::vector<std::pair<std::string, std::string>> paid;
+  for (const auto& [id, user] : users_) {
+    for (const auto& [order, record] : user.records) {
+      if (record.outcome == ModelOutcome::kPaid) paid.emplace_back(id, order);
+    }
+  }
+  return paid;
+}
+
 std::vector<std::pair<std::string, std::string>> HoldModel::LiveOrders() const {
   std::vector<std::pair<std::string, std::string>> live;
   for (const auto& [id, user] : users_) {
@@ -532,6 +596,19 @@ std::string RenderExtended(bool extended, bool capped, std::optional<int64_t> le
   return absl::StrCat("OK extended=", extended, " capped=", capped,
                       " left=", left.has_value() ? absl::StrCat(*left) : "unset", " ",
                       RenderHold(hold));
+}
+
+std::string RenderReturned(bool repeated, int64_t units, int64_t total,
+                           std::optional<std::pair<ModelLimits, ModelLimits>> usage) {
+  std::string out = absl::StrCat("OK returned repeated=", repeated, " units=", units,
+                                 " total=", total, " usage=");
+  if (!usage.has_value()) return out + "none";
+  return absl::StrCat(out, usage->first.max_holds, "/", usage->first.max_units, " of ",
+                      usage->second.max_holds, "/", usage->second.max_units);
+}
+
+std::string RenderNotReturnable(const std::string& why) {
+  return "FAILED_PRECONDITION not returnable: " + why;
 }
 
 std::string RenderGotLive(const ModelHold& hold) {

@@ -100,6 +100,12 @@ struct ModelRule {
   int64_t close = 0;
 };
 
+struct ReturnCall {
+  std::string user_id, order_id;
+  int64_t units = 1;
+  std::string request_id;
+};
+
 struct ExtendCall {
   std::string user_id, order_id;
   std::optional<int64_t> ttl_ms;
@@ -124,6 +130,9 @@ class HoldModel {
   std::string ExtendHold(const ExtendCall& call);
   std::string GetHold(const std::string& user_id, const std::string& order_id) const;
   std::string ReleaseHolds(const std::string& user_id, const std::string& scope);
+  // ReturnUnits: `units` of a PAID hold back to its scope's sold count and to the buyer's
+  // purchases under the rule it was paid under; idempotent by request_id; at most its quantity.
+  std::string ReturnUnits(const ReturnCall& call);
   // PutScopeRule without an etag ("OK"), DeleteScopeRule ("OK" or NOT_FOUND).
   std::string PutRule(const std::string& scope, const ModelRule& rule);
   std::string DeleteRule(const std::string& scope);
@@ -135,6 +144,8 @@ class HoldModel {
   std::vector<std::string> Users() const;
   // (user, order) of every hold held or remembered, so generated calls can aim at them.
   std::vector<std::pair<std::string, std::string>> KnownOrders() const;
+  // (user, order) of every PAID order remembered (ReturnUnits aims at them).
+  std::vector<std::pair<std::string, std::string>> PaidOrders() const;
   // (user, order) of every live hold.
   std::vector<std::pair<std::string, std::string>> LiveOrders() const;
   // The earliest expiry still ahead (> now), if any: clock steps aim at it to hit the boundary.
@@ -145,6 +156,11 @@ class HoldModel {
     ModelOutcome outcome;
     int64_t end = 0;
     ModelHold hold;
+    // kPaid: the id of the rule its purchase counted under (0: none), its returns (request id,
+    // units) and their sum.
+    int64_t rule_id = 0;
+    std::vector<std::pair<std::string, int64_t>> returns = {};
+    int64_t returned = 0;
   };
   struct User {
     std::map<std::string, ModelHold> live;  // may hold due ones until something ends them
@@ -249,6 +265,13 @@ std::string RenderGotLive(const ModelHold& hold);
 std::string RenderGotEnded(ModelOutcome outcome, int64_t end, const ModelHold& hold);
 std::string RenderList(const std::vector<ModelHold>& holds);
 std::string RenderReaped(std::vector<int64_t> expire_times);
+// ReturnUnits' answer: the request's units, the hold's returned in all, and the purchase-cap
+// level (holds, units, caps) when the scope has a runtime rule.
+std::string RenderReturned(bool repeated, int64_t units, int64_t total,
+                           std::optional<std::pair<ModelLimits, ModelLimits>> usage);
+// ReturnUnits' FAILED_PRECONDITION other than an ended hold's: "live", "too_many", or
+// "exceeds <quantity> <returned>".
+std::string RenderNotReturnable(const std::string& why);
 
 // For RapidCheck's report of a failing case.
 std::ostream& operator<<(std::ostream& os, const ModelPolicy& policy);

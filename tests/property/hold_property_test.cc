@@ -35,6 +35,7 @@
 #include "rapidcheck/gtest.h"
 #include "rapidcheck/state.h"
 #include "server/domain/hold_service.h"
+#include "server/domain/return_service.h"
 #include "server/domain/scope_limits.h"
 #include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
@@ -120,6 +121,17 @@ std::string RenderStatus(const absl::Status& status) {
     case absl::StatusCode::kAlreadyExists:
       return RenderCode(std::string(absl::StatusCodeToString(status.code())));
     case absl::StatusCode::kFailedPrecondition: {
+      // ReturnUnits' own refusals.
+      if (auto info = Detail<google::rpc::ErrorInfo>(status);
+          info.has_value() && info->reason() == "RETURN_EXCEEDS_QUANTITY") {
+        return RenderNotReturnable(absl::StrCat("exceeds ", info->metadata().at("quantity"), " ",
+                                                info->metadata().at("returned_units")));
+      } else if (info.has_value() && info->reason() == "TOO_MANY_RETURNS") {
+        return RenderNotReturnable("too_many");
+      }
+      if (status.message().find("is live (not paid)") != absl::string_view::npos) {
+        return RenderNotReturnable("live");
+      }
       // A scope's runtime rule refused it: its ErrorInfo, and the RetryInfo until it opens.
       if (auto info = Detail<google::rpc::ErrorInfo>(status);
           info.has_value() && info->reason().starts_with("SCOPE_")) {
@@ -201,6 +213,7 @@ class Sut {
   bool ok() const { return store_ != nullptr; }
   domain::HoldService& service() { return service_; }
   domain::ScopeRuleService& rules() { return rules_; }
+  domain::ReturnService& returns() { return returns_; }
   store::HoldStore& store() { return *store_; }
   // The store's reaper side (the fake and the Redis store are both PartitionStores).
   store::PartitionStore& partitions() {
@@ -248,6 +261,7 @@ class Sut {
   domain::HoldService service_;
   domain::ScopeService scopes_{*store_, service_, metrics_};
   domain::ScopeRuleService rules_{*store_, scopes_};
+  domain::ReturnService returns_{*store_, metrics_};
 };
 
 // How often each kind of answer was checked (the call and the answer's first two words, e.g.
@@ -401,6 +415,42 @@ struct End : Step {
   }
   void show(std::ostream& os) const override {
     os << (pay ? "Pay(" : "CancelHold(") << user_id << ", " << order_id << ")";
+  }
+};
+
+// ReturnUnits of a paid order (mostly), 1-3 units, with one of three request ids (so retries,
+// second returns and too many units all occur).
+struct Return : Step {
+  ReturnCall call;
+  explicit Return(const HoldModel& model) {
+    const auto paid = model.PaidOrders();
+    std::tie(call.user_id, call.order_id) =
+        !paid.empty() && *rc::gen::weightedElement<bool>({{3, true}, {1, false}})
+            ? *rc::gen::elementOf(paid)
+            : GenTarget(model);
+    call.units = *rc::gen::weightedElement<int64_t>({{4, 1}, {2, 2}, {1, 3}, {1, 0}});
+    call.request_id = *rc::gen::element<std::string>("r1", "r1", "r2", "r3");
+  }
+  std::string OnModel(HoldModel& model) const override { return model.ReturnUnits(call); }
+  std::string OnSut(Sut& sut, int64_t now) const override {
+    auto reply = Await<domain::ReturnUnitsReply>([&](auto done) {
+      sut.returns().ReturnUnits(
+          domain::ReturnUnitsCommand{call.user_id, call.order_id, call.units, call.request_id},
+          Sut::At(now), std::move(done));
+    });
+    if (!reply.ok()) return RenderStatus(reply.status());
+    std::optional<std::pair<ModelLimits, ModelLimits>> usage;
+    if (reply->scope_usage.has_value()) {
+      usage = std::pair{
+          ModelLimits{reply->scope_usage->holds, reply->scope_usage->units},
+          ModelLimits{reply->scope_usage->limits.max_holds, reply->scope_usage->limits.max_units}};
+    }
+    return RenderReturned(reply->already_returned, reply->returned_units,
+                          reply->total_returned_units, usage);
+  }
+  void show(std::ostream& os) const override {
+    os << "ReturnUnits(" << call.user_id << ", " << call.order_id << ", " << call.units << ", "
+       << call.request_id << ")";
   }
 };
 
@@ -638,7 +688,7 @@ void CheckHistory(Backend backend) {
       initial,
       rc::state::gen::execOneOfWithArgs<Place, Place, Place, Place, End, End, Extend, Extend, Get,
                                         List, Release, Reap, Advance, AdvanceToExpiry, ScriptFlush,
-                                        PutRule, DeleteRule>());
+                                        PutRule, DeleteRule, Return, Return>());
   rc::state::runAll(commands, initial, sut);
   HoldModel final_model = initial;
   rc::state::applyAll(commands, final_model);

@@ -253,15 +253,19 @@ void FakeHoldStore::EndHold(std::string user_id, std::string order_id, store::Ho
             outcome, result.now, it->second.expire,
             outcome == store::HoldOutcome::kPaid ? payment_reference : std::string()};
         // A payment moves a scoped hold's units to its scope's sold count (end_hold).
+        int64_t rule_id = 0;
         if (outcome == store::HoldOutcome::kPaid && !it->second.details.scope.empty()) {
           sold_[it->second.details.scope] += it->second.details.quantity;
-          RecordPurchase(user_id, it->second.details.scope, it->second.details.quantity,
-                         result.now);
+          rule_id = RecordPurchase(user_id, it->second.details.scope, it->second.details.quantity,
+                                   result.now);
         }
         result.details = std::move(it->second.details);
         user->second.erase(it);
         if (user->second.empty()) holds_.erase(user);
         RecordEnd(user_id, order_id, result.end, result.details, result.now);
+        if (auto ended = ends_[user_id].find(order_id); ended != ends_[user_id].end()) {
+          ended->second.rule_id = rule_id;
+        }
         return result;
       }
     }
@@ -623,15 +627,101 @@ FakeHoldStore::Bought FakeHoldStore::BoughtIn(const std::string& user, const std
   return it->second;
 }
 
-void FakeHoldStore::RecordPurchase(const std::string& user, const std::string& scope,
-                                   int64_t quantity, absl::Time now) {
+int64_t FakeHoldStore::RecordPurchase(const std::string& user, const std::string& scope,
+                                      int64_t quantity, absl::Time now) {
   auto rule = rules_.find(scope);
-  if (rule == rules_.end() || !Live(rule->second, now)) return;
+  if (rule == rules_.end() || !Live(rule->second, now)) return 0;
   Bought bought = BoughtIn(user, scope);
   bought.rule_id = rule_ids_[scope];
   bought.units += quantity;
   bought.holds += 1;
   bought_[{user, scope}] = bought;
+  return bought.rule_id;
+}
+
+std::optional<store::PurchaseUsage> FakeHoldStore::PurchaseUsageOf(const std::string& user,
+                                                                   const std::string& scope,
+                                                                   absl::Time now) {
+  auto rule = rules_.find(scope);
+  if (scope.empty() || rule == rules_.end() || !Live(rule->second, now)) return std::nullopt;
+  const Bought bought = BoughtIn(user, scope);
+  store::PurchaseUsage usage{
+      .holds = bought.holds, .units = bought.units, .caps = rule->second.purchases};
+  if (auto it = holds_.find(user); it != holds_.end()) {
+    for (const auto& [order, held] : it->second) {
+      if (held.expire > now && held.details.scope == scope) {
+        ++usage.holds;
+        usage.units += held.details.quantity;
+      }
+    }
+  }
+  return usage;
+}
+
+// return_units.lua's step, on the maps.
+void FakeHoldStore::ReturnUnits(store::ReturnUnitsArgs args, store::CallOptions options,
+                                store::Callback<store::ReturnUnitsResult> done) {
+  Answer(done, [&] {
+    using Result = store::ReturnUnitsResult::Result;
+    store::ReturnUnitsResult result;
+    result.now = NowFor(options);
+    if (auto user = holds_.find(args.user_id); user != holds_.end()) {
+      auto it = user->second.find(args.order_id);
+      if (it != user->second.end() && it->second.expire > result.now) {
+        result.result = Result::kLive;
+        return result;
+      }
+    }
+    const std::optional<Ended> prior = PriorEnd(args.user_id, args.order_id, result.now);
+    if (!prior.has_value()) return result;  // kUnknown
+    result.end = prior->end;
+    if (prior->end.outcome != store::HoldOutcome::kPaid) {
+      result.result = Result::kNotPaid;
+      return result;
+    }
+    Ended& ended = ends_[args.user_id][args.order_id];
+    const std::string& scope = ended.details.scope;
+    result.quantity = ended.details.quantity;
+    result.total_returned = ended.returned;
+    for (const auto& [request, units] : ended.returns) {
+      if (request != args.request_id) continue;
+      result.result = Result::kAlreadyReturned;
+      result.units = units;
+      result.details = ended.details;
+      result.purchase_usage = PurchaseUsageOf(args.user_id, scope, result.now);
+      return result;
+    }
+    if (ended.returned + args.units > result.quantity) {
+      result.result = Result::kExceedsQuantity;
+      return result;
+    }
+    if (static_cast<int>(ended.returns.size()) >= store::kMaxReturnsPerHold) {
+      result.result = Result::kTooManyReturns;
+      return result;
+    }
+    ended.returns.emplace_back(args.request_id, args.units);
+    ended.returned += args.units;
+    if (!scope.empty()) {
+      if ((sold_[scope] -= args.units) <= 0) sold_.erase(scope);
+      auto rule = rules_.find(scope);
+      if (rule != rules_.end() && Live(rule->second, result.now) && ended.rule_id != 0 &&
+          ended.rule_id == rule_ids_[scope]) {
+        if (auto bought = bought_.find({args.user_id, scope});
+            bought != bought_.end() && bought->second.rule_id == ended.rule_id) {
+          bought->second.units = std::max<int64_t>(0, bought->second.units - args.units);
+          if (ended.returned == result.quantity) {
+            bought->second.holds = std::max<int64_t>(0, bought->second.holds - 1);
+          }
+        }
+      }
+    }
+    result.result = Result::kReturned;
+    result.units = args.units;
+    result.total_returned = ended.returned;
+    result.details = ended.details;
+    result.purchase_usage = PurchaseUsageOf(args.user_id, scope, result.now);
+    return result;
+  });
 }
 
 void FakeHoldStore::GetScopeRule(std::string scope, store::CallOptions options,

@@ -51,6 +51,8 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
                std::string payment_reference, store::CallOptions options,
                store::Callback<store::EndHoldResult> done) override;
   using HoldStore::EndHold;
+  void ReturnUnits(store::ReturnUnitsArgs args, store::CallOptions options,
+                   store::Callback<store::ReturnUnitsResult> done) override;
   using store::HoldStore::ListHolds;
   void ListHolds(store::ListHoldsArgs args, store::CallOptions options,
                  store::Callback<store::ListHoldsResult> done) override;
@@ -110,6 +112,11 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   struct Ended {
     store::HoldEnd end;
     store::HoldDetails details;
+    // kPaid: the rule id its purchase counted under (0: none), and its returns (request id,
+    // units), oldest first, with their sum.
+    int64_t rule_id = 0;
+    std::vector<std::pair<std::string, int64_t>> returns = {};
+    int64_t returned = 0;
   };
   void RecordEnd(const std::string& user, const std::string& order, store::HoldEnd end,
                  store::HoldDetails details, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -136,8 +143,13 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
   };
   Bought BoughtIn(const std::string& user, const std::string& scope)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RecordPurchase(const std::string& user, const std::string& scope, int64_t quantity,
-                      absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the rule id the purchase counted under (0: the scope has no live rule).
+  int64_t RecordPurchase(const std::string& user, const std::string& scope, int64_t quantity,
+                         absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A return's purchase-cap level: the user's live holds in the scope plus its purchases.
+  std::optional<store::PurchaseUsage> PurchaseUsageOf(const std::string& user,
+                                                      const std::string& scope, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Ended* FindEnd(const std::string& user, const std::string& order, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/cli.h"
 #include "client/orderhold_client.h"
@@ -312,6 +313,92 @@ TEST(FormatPayTest, OneLine) {
   EXPECT_EQ(FormatPay(response), "paid order-1 for alice (had 12m3s left)");
   response.mutable_hold()->set_payment_reference("pi_3N1");
   EXPECT_EQ(FormatPay(response), "paid order-1 for alice with pi_3N1 (had 12m3s left)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ReturnUnits and RETURNED events
+
+// The hold a ReturnUnits answer (and a RETURNED event) carries: the scoped hold as paid, with its
+// payment reference and no time left.
+orderhold::v1::Hold PaidScopedHold() {
+  orderhold::v1::Hold hold = MakeScopedHold(absl::ZeroDuration());
+  hold.clear_remaining();
+  hold.set_payment_reference("pi_3N1");
+  return hold;
+}
+
+TEST(FormatReturnUnitsTest, ReturnedUnitsAndTheTotal) {
+  orderhold::v1::ReturnUnitsResponse response;
+  *response.mutable_hold() = PaidScopedHold();  // 2 units
+  response.set_returned_units(1);
+  response.set_total_returned_units(1);
+  EXPECT_EQ(FormatReturnUnits(response),
+            "returned 1 unit of order-9 for alice (1 of 2 returned in all)");
+
+  // The scope has a runtime rule: the user's purchase-cap level there follows.
+  *response.mutable_scope_usage() = Usage(1, 0, 1, 8);
+  EXPECT_EQ(FormatReturnUnits(response),
+            "returned 1 unit of order-9 for alice (1 of 2 returned in all)\n"
+            "scope event:E42 held + bought: holds 1 (no limit), units 1/8");
+
+  orderhold::v1::ReturnUnitsResponse bare;  // no quantity in the answer: the total alone
+  bare.mutable_hold()->set_user_id("alice");
+  bare.mutable_hold()->set_order_id("order-1");
+  bare.set_returned_units(3);
+  bare.set_total_returned_units(3);
+  EXPECT_EQ(FormatReturnUnits(bare), "returned 3 units of order-1 for alice (3 returned in all)");
+}
+
+TEST(FormatReturnUnitsTest, AlreadyReturnedIsARetry) {
+  orderhold::v1::ReturnUnitsResponse response;
+  *response.mutable_hold() = PaidScopedHold();
+  response.set_returned_units(2);
+  response.set_total_returned_units(2);
+  response.set_already_returned(true);
+  // Every unit back: the hold no longer counts against the scope's purchase caps.
+  *response.mutable_scope_usage() = Usage(0, 2, 0, 8);
+  EXPECT_EQ(FormatReturnUnits(response),
+            "2 units of order-9 for alice were already returned (2 of 2 returned in all)\n"
+            "scope event:E42 held + bought: holds 0/2, units 0/8");
+
+  response.clear_scope_usage();
+  response.set_returned_units(1);  // the first call's units, whatever the retry asked
+  response.set_total_returned_units(1);
+  EXPECT_EQ(FormatReturnUnits(response),
+            "1 unit of order-9 for alice was already returned (1 of 2 returned in all)");
+}
+
+// A RETURNED event as the server streams it: 2 units of the paid scoped hold given back.
+orderhold::v1::HoldEvent ReturnedEvent() {
+  orderhold::v1::HoldEvent event;
+  event.set_event_id("3/1795255800000-0");
+  *event.mutable_hold() = PaidScopedHold();
+  event.set_outcome(orderhold::v1::RETURNED);
+  event.mutable_end_time()->set_seconds(kPlaceUnixSeconds + 600);
+  event.set_delivery_count(1);
+  event.set_returned_units(2);
+  return event;
+}
+
+TEST(FormatHoldEventTest, ReturnedEventLineCarriesItsUnits) {
+  const std::string line = FormatHoldEvent(ReturnedEvent());
+  EXPECT_THAT(line, StartsWith("{\"eventId\":\"3/1795255800000-0\",\"hold\":{"));
+  EXPECT_THAT(line, EndsWith("}"));
+  EXPECT_EQ(line.find('\n'), std::string::npos);  // one line per event
+  EXPECT_THAT(line, HasSubstr("\"outcome\":\"RETURNED\""));
+  EXPECT_THAT(line, HasSubstr("\"returnedUnits\":2"));
+  EXPECT_THAT(line, HasSubstr("\"endTime\":\"2026-11-21T09:40:00Z\""));
+  EXPECT_THAT(line, HasSubstr("\"orderId\":\"order-9\""));
+  EXPECT_THAT(line, HasSubstr("\"quantity\":2"));  // the hold as paid, not what is left
+  EXPECT_THAT(line, HasSubstr("\"paymentReference\":\"pi_3N1\""));
+
+  // An end: every field is printed, so its returnedUnits reads 0.
+  orderhold::v1::HoldEvent paid = ReturnedEvent();
+  paid.set_outcome(orderhold::v1::PAID);
+  paid.clear_returned_units();
+  const std::string end = FormatHoldEvent(paid);
+  EXPECT_THAT(end, HasSubstr("\"outcome\":\"PAID\""));
+  EXPECT_THAT(end, HasSubstr("\"returnedUnits\":0"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -634,6 +721,56 @@ TEST(ParseCommandTest, CancelAndWatch) {
   EXPECT_TRUE(absl::IsInvalidArgument(ParseWatchFlags("g", "c", "", "earliest", -1, false, &bad)));
 }
 
+TEST(ParseCommandTest, WatchOutcomesTakeReturned) {
+  CliCommand watch;
+  ASSERT_TRUE(ParseWatchFlags("refunds", "c1", "Returned", "earliest", 0, false, &watch).ok());
+  ASSERT_EQ(watch.watch.outcomes_size(), 1);
+  EXPECT_EQ(watch.watch.outcomes(0), orderhold::v1::RETURNED);
+
+  CliCommand bad;
+  const absl::Status status =
+      ParseWatchFlags("g", "c", "paid,refunded", "earliest", 0, false, &bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_EQ(status.message(),
+            "--outcomes: \"refunded\" is not PAID, CANCELLED, EXPIRED or RETURNED");
+}
+
+TEST(ParseCommandTest, ReturnTakesUserOrderAndUnits) {
+  auto ret = ParseCommand({"return", "alice", "order-9", "2"}, std::nullopt);
+  ASSERT_TRUE(ret.ok()) << ret.status();
+  EXPECT_EQ(ret->kind, CliCommand::Kind::kReturn);
+  EXPECT_EQ(ret->user_id, "alice");
+  EXPECT_EQ(ret->order_id, "order-9");
+  EXPECT_EQ(ret->units, 2u);
+  EXPECT_EQ(ret->ttl, std::nullopt);
+  // 0 and the largest uint32 can be sent: the server judges them.
+  auto zero = ParseCommand({"return", "alice", "order-9", "0"}, std::nullopt);
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->units, 0u);
+  auto most = ParseCommand({"return", "alice", "order-9", "4294967295"}, std::nullopt);
+  ASSERT_TRUE(most.ok()) << most.status();
+  EXPECT_EQ(most->units, 4294967295u);
+
+  const std::vector<std::vector<std::string>> bad_count = {
+      {"return"}, {"return", "alice", "order-9"}, {"return", "alice", "order-9", "1", "x"}};
+  for (const auto& args : bad_count) {
+    const absl::Status status = ParseCommand(args, std::nullopt).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << args.size();
+    EXPECT_THAT(std::string(status.message()), StartsWith("return takes USER ORDER UNITS, got "));
+  }
+  for (const char* units : {"two", "-1", "4294967296", "1.5", ""}) {
+    const absl::Status status =
+        ParseCommand({"return", "alice", "o", units}, std::nullopt).status();
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << units;
+    EXPECT_EQ(status.message(),
+              absl::StrCat("return: UNITS must be from 0 to 4294967295, got \"", units, "\""));
+  }
+  const absl::Status ttl = ParseCommand({"return", "alice", "o", "1"}, absl::Seconds(1)).status();
+  EXPECT_EQ(ttl.message(), "--ttl applies only to place and extend, not return");
+  EXPECT_THAT(std::string(ParseCommand({"refund"}, std::nullopt).status().message()),
+              HasSubstr("return"));
+}
+
 TEST(FormatCancelTest, FirstAndRepeated) {
   orderhold::v1::CancelHoldResponse response;
   response.mutable_hold()->set_user_id("alice");
@@ -879,6 +1016,18 @@ TEST(ParseHoldFlagsTest, ExtendTakesRequestIdReleaseTakesScope) {
   reference.payment_reference = "pi_3N1";
   ASSERT_TRUE(ParseHoldFlags(reference, &pay).ok());
   EXPECT_EQ(pay.payment_reference, "pi_3N1");
+
+  CliCommand ret = Command({"return", "alice", "order-1", "1"});
+  HoldFlags refund;
+  refund.request_id = "re_1Q2";
+  ASSERT_TRUE(ParseHoldFlags(refund, &ret).ok());
+  EXPECT_EQ(ret.request_id, "re_1Q2");
+  CliCommand unnamed = Command({"return", "alice", "order-1", "1"});
+  const absl::Status status = ParseHoldFlags(HoldFlags{}, &unnamed);
+  EXPECT_TRUE(absl::IsInvalidArgument(status));
+  EXPECT_EQ(status.message(),
+            "return needs --request_id: the return's own id (e.g. the refund's), the same on its "
+            "retries");
 }
 
 TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
@@ -901,13 +1050,28 @@ TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
        "--scope applies only to place, list and release, not extend"},
       {{"place", "alice", "o"},
        with([](HoldFlags& f) { f.request_id = "r1"; }),
-       "--request_id applies only to extend, not place"},
+       "--request_id applies only to extend and return, not place"},
       {{"get", "alice", "o"},
        with([](HoldFlags& f) { f.request_id = "r1"; }),
-       "--request_id applies only to extend, not get"},
+       "--request_id applies only to extend and return, not get"},
       {{"cancel", "alice", "o"},
        with([](HoldFlags& f) { f.payment_reference = "pi_3N1"; }),
        "--payment_reference applies only to pay, not cancel"},
+      {{"return", "alice", "o", "1"},
+       with([](HoldFlags& f) { f.request_id = ""; }),
+       "return needs --request_id"},
+      {{"return", "alice", "o", "1"},
+       with([](HoldFlags& f) {
+         f.request_id = "re_1";
+         f.payment_reference = "pi_3N1";
+       }),
+       "--payment_reference applies only to pay, not return"},
+      {{"return", "alice", "o", "1"},
+       with([](HoldFlags& f) {
+         f.request_id = "re_1";
+         f.quantity = 1;
+       }),
+       "--quantity applies only to place, not return"},
       {{"extend", "alice", "o"},
        with([](HoldFlags& f) { f.quantity = 2; }),
        "--quantity applies only to place, not extend"},
@@ -1184,8 +1348,9 @@ TEST(TakeRepeatedFlagTest, NoneAndMissingValue) {
 // ---------------------------------------------------------------------------------------------
 // RunCommand against a fake service (an in-process channel: no network)
 
-// Answers PlaceHold, ListHolds, ExtendHold, GetHold, ReleaseHolds and CloseScope with canned
-// responses (PutScopeRule with the rule sent, etag "17") or a canned error and keeps the requests.
+// Answers PlaceHold, ListHolds, ExtendHold, GetHold, ReleaseHolds, CloseScope and ReturnUnits with
+// canned responses (PutScopeRule with the rule sent, etag "17"; WatchHoldEvents with the canned
+// events, then the end of the stream) or a canned error and keeps the requests.
 class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
  public:
   grpc::Status PlaceHold(grpc::ServerContext*, const orderhold::v1::PlaceHoldRequest* request,
@@ -1233,6 +1398,21 @@ class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
     *response = close_response;
     return status;
   }
+  grpc::Status ReturnUnits(grpc::ServerContext*, const orderhold::v1::ReturnUnitsRequest* request,
+                           orderhold::v1::ReturnUnitsResponse* response) override {
+    return_request = *request;
+    *response = return_response;
+    return status;
+  }
+  grpc::Status WatchHoldEvents(grpc::ServerContext*,
+                               const orderhold::v1::WatchHoldEventsRequest* request,
+                               grpc::ServerWriter<orderhold::v1::HoldEvent>* writer) override {
+    watch_request = *request;
+    for (const orderhold::v1::HoldEvent& event : watch_events) {
+      if (!writer->Write(event)) break;  // the client stopped (--max_events)
+    }
+    return status;
+  }
 
   grpc::Status status;
   orderhold::v1::PlaceHoldResponse place_response;
@@ -1248,6 +1428,10 @@ class FakeOrderHold final : public orderhold::v1::OrderHold::Service {
   orderhold::v1::CloseScopeResponse close_response;
   orderhold::v1::PutScopeRuleRequest put_rule_request;
   orderhold::v1::CloseScopeRequest close_request;
+  orderhold::v1::ReturnUnitsResponse return_response;
+  orderhold::v1::ReturnUnitsRequest return_request;
+  std::vector<orderhold::v1::HoldEvent> watch_events;
+  orderhold::v1::WatchHoldEventsRequest watch_request;
 };
 
 class RunCommandTest : public ::testing::Test {
@@ -1503,6 +1687,96 @@ TEST_F(RunCommandTest, ScopeCloseSendsReleaseHoldsAndPrintsWhatItReleased) {
   EXPECT_EQ(service_.close_request.scope(), "event:1");
   EXPECT_TRUE(service_.close_request.release_holds());
   EXPECT_EQ(out_.str(), "closed event:1 (etag 18); released 12 holds\n");
+}
+
+// return USER ORDER UNITS --request_id ID, as cli_main builds it.
+CliCommand ReturnCommand(const std::string& units, const std::string& request_id) {
+  CliCommand command = Command({"return", "alice", "order-9", units});
+  HoldFlags flags;
+  flags.request_id = request_id;
+  EXPECT_TRUE(ParseHoldFlags(flags, &command).ok());
+  return command;
+}
+
+TEST_F(RunCommandTest, ReturnSendsUnitsAndRequestIdAndPrintsTheAnswer) {
+  *service_.return_response.mutable_hold() = PaidScopedHold();
+  service_.return_response.set_returned_units(1);
+  service_.return_response.set_total_returned_units(1);
+  *service_.return_response.mutable_scope_usage() = Usage(1, 0, 1, 8);
+  const CliCommand ret = ReturnCommand("1", "re_1Q2");
+  EXPECT_EQ(Run(ret), 0) << err_.str();
+  const orderhold::v1::ReturnUnitsRequest& sent = service_.return_request;
+  EXPECT_EQ(sent.user_id(), "alice");
+  EXPECT_EQ(sent.order_id(), "order-9");
+  EXPECT_EQ(sent.units(), 1u);
+  EXPECT_EQ(sent.request_id(), "re_1Q2");
+  EXPECT_EQ(out_.str(),
+            "returned 1 unit of order-9 for alice (1 of 2 returned in all)\n"
+            "scope event:E42 held + bought: holds 1 (no limit), units 1/8\n");
+  EXPECT_EQ(err_.str(), "");
+
+  service_.return_response.set_already_returned(true);  // a retry with the same request_id
+  EXPECT_EQ(Run(ret), 0) << err_.str();
+  EXPECT_THAT(out_.str(), StartsWith("1 unit of order-9 for alice was already returned (1 of 2 "
+                                     "returned in all)\n"));
+
+  EXPECT_EQ(Run(ret, /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"returnedUnits\":1"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"totalReturnedUnits\":1"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"alreadyReturned\":true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"scopeUsage\":{\"holds\":1,\"maxHolds\":0,"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"paymentReference\":\"pi_3N1\""));
+}
+
+constexpr char kReturnRefusal[] =
+    "order_id \"order-9\": 2 units cannot be returned, 1 of its 2 units are left (1 returned)";
+
+TEST_F(RunCommandTest, ReturnOfMoreUnitsThanAreLeftPrintsTheReason) {
+  // The trailer a server sends with it (server/domain/hold_errors.cc: an ErrorInfo).
+  google::rpc::ErrorInfo info;
+  info.set_reason("RETURN_EXCEEDS_QUANTITY");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["order_id"] = "order-9";
+  (*info.mutable_metadata())["quantity"] = "2";
+  (*info.mutable_metadata())["returned_units"] = "1";
+  google::rpc::Status details;
+  details.set_code(9);
+  details.set_message(kReturnRefusal);
+  details.add_details()->PackFrom(info);
+  service_.status = grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, kReturnRefusal,
+                                 details.SerializeAsString());
+  EXPECT_EQ(Run(ReturnCommand("2", "re_1Q3")), 9);
+  EXPECT_EQ(service_.return_request.units(), 2u);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(), absl::StrCat("error: FAILED_PRECONDITION: ", kReturnRefusal, "\n",
+                                     "  reason RETURN_EXCEEDS_QUANTITY (orderhold.v1; "
+                                     "order_id=order-9; quantity=2; returned_units=1)\n"));
+}
+
+TEST_F(RunCommandTest, WatchPrintsAReturnedEventWithItsUnits) {
+  orderhold::v1::HoldEvent paid = ReturnedEvent();
+  paid.set_event_id("3/1795255200000-0");
+  paid.set_outcome(orderhold::v1::PAID);
+  paid.clear_returned_units();
+  service_.watch_events = {paid, ReturnedEvent()};
+  CliCommand watch = Command({"watch"});
+  ASSERT_TRUE(ParseWatchFlags("refunds", "c1", "paid,returned", "earliest", /*max_events=*/2,
+                              /*ack=*/false, &watch)
+                  .ok());
+  EXPECT_EQ(Run(watch), 0) << err_.str();
+  ASSERT_EQ(service_.watch_request.outcomes_size(), 2);
+  EXPECT_EQ(service_.watch_request.outcomes(1), orderhold::v1::RETURNED);
+  // One line per event, in order. Compared by parts, not with FormatHoldEvent's line: a map's
+  // entries (the labels) may come out in another order from another message.
+  const std::vector<std::string> lines = absl::StrSplit(out_.str(), '\n');
+  ASSERT_EQ(lines.size(), 3u) << out_.str();  // two lines, each ending in '\n'
+  EXPECT_THAT(lines[0], StartsWith("{\"eventId\":\"3/1795255200000-0\","));
+  EXPECT_THAT(lines[0], HasSubstr("\"outcome\":\"PAID\""));
+  EXPECT_THAT(lines[0], HasSubstr("\"returnedUnits\":0"));
+  EXPECT_THAT(lines[1], StartsWith("{\"eventId\":\"3/1795255800000-0\","));
+  EXPECT_THAT(lines[1], HasSubstr("\"outcome\":\"RETURNED\""));
+  EXPECT_THAT(lines[1], HasSubstr("\"returnedUnits\":2"));
+  EXPECT_EQ(lines[2], "");
 }
 
 }  // namespace

@@ -284,19 +284,20 @@ TEST(PlaceHoldCommandFromProtoTest, AnInvalidTtlIsInvalidArgumentNamingTtl) {
       StatusIs(absl::StatusCode::kInvalidArgument, "ttl: not a valid google.protobuf.Duration"));
 }
 
-TEST(OutcomeFromProtoTest, TheThreeOutcomes) {
+TEST(OutcomeFromProtoTest, TheThreeEndsAndReturned) {
   EXPECT_EQ(OutcomeFromProto(v1::PAID).value(), store::HoldOutcome::kPaid);
   EXPECT_EQ(OutcomeFromProto(v1::CANCELLED).value(), store::HoldOutcome::kCancelled);
   EXPECT_EQ(OutcomeFromProto(v1::EXPIRED).value(), store::HoldOutcome::kExpired);
+  EXPECT_EQ(OutcomeFromProto(v1::RETURNED).value(), store::HoldOutcome::kReturned);
 }
 
 TEST(OutcomeFromProtoTest, UnspecifiedAndUnknownValuesAreInvalidArgument) {
   EXPECT_EQ(OutcomeFromProto(v1::HOLD_OUTCOME_UNSPECIFIED).status(),
-            absl::InvalidArgumentError("outcomes: 0 is not PAID, CANCELLED or EXPIRED"));
-  EXPECT_EQ(OutcomeFromProto(4).status(),
-            absl::InvalidArgumentError("outcomes: 4 is not PAID, CANCELLED or EXPIRED"));
+            absl::InvalidArgumentError("outcomes: 0 is not PAID, CANCELLED, EXPIRED or RETURNED"));
+  EXPECT_EQ(OutcomeFromProto(5).status(),
+            absl::InvalidArgumentError("outcomes: 5 is not PAID, CANCELLED, EXPIRED or RETURNED"));
   EXPECT_EQ(OutcomeFromProto(-1).status(),
-            absl::InvalidArgumentError("outcomes: -1 is not PAID, CANCELLED or EXPIRED"));
+            absl::InvalidArgumentError("outcomes: -1 is not PAID, CANCELLED, EXPIRED or RETURNED"));
   EXPECT_THAT(OutcomeFromProto(INT32_MAX), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -344,7 +345,7 @@ TEST(WatchSpecFromProtoTest, TheFirstBadOutcomeIsReported) {
   request.add_outcomes(7);
   request.add_outcomes(0);
   EXPECT_EQ(WatchSpecFromProto(request).status(),
-            absl::InvalidArgumentError("outcomes: 7 is not PAID, CANCELLED or EXPIRED"));
+            absl::InvalidArgumentError("outcomes: 7 is not PAID, CANCELLED, EXPIRED or RETURNED"));
 }
 
 TEST(WatchSpecFromProtoTest, ABadStartPositionWinsOverABadOutcome) {

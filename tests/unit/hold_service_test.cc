@@ -4,6 +4,7 @@
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "gtest/gtest.h"
+#include "server/domain/return_service.h"
 #include "server/domain/scope_rule_service.h"
 #include "server/domain/scope_service.h"
 #include "server/domain/tenant.h"
@@ -892,6 +893,64 @@ TEST_F(ScopeRuleServiceTest, PlacementsAnswerWithTheRulesLimitsAndItsStatesRefus
   EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "scope_closed"}}), 1);
   EXPECT_THAT(List("alice"), IsOk());
   EXPECT_TRUE(List("alice")->holds.empty());  // released by the close
+}
+
+class ReturnServiceTest : public HoldServiceTest {
+ protected:
+  absl::StatusOr<ReturnUnitsReply> Return(std::string user, std::string order, int64_t units,
+                                          std::string request_id) {
+    return Await<ReturnUnitsReply>([&](auto done) {
+      returns_.ReturnUnits(
+          ReturnUnitsCommand{std::move(user), std::move(order), units, std::move(request_id)}, {},
+          std::move(done));
+    });
+  }
+  ReturnService returns_{store_, metrics_};
+};
+
+TEST_F(ReturnServiceTest, BadRequestsAreInvalidArgumentNamingTheField) {
+  EXPECT_THAT(Return("", "o1", 1, "r1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("user_id")));
+  EXPECT_THAT(Return("u1", "", 1, "r1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("order_id")));
+  EXPECT_THAT(Return("u1", "o1", 0, "r1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("units")));
+  EXPECT_THAT(Return("u1", "o1", 1, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request_id")));
+  EXPECT_THAT(Return("u1", "o1", 1, std::string(129, 'r')),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("request_id")));
+}
+
+TEST_F(ReturnServiceTest, OnlyAPaidHoldsUnitsGoBackAndNeverMoreThanItHad) {
+  ASSERT_THAT(Place(Scoped("u1", "o1", "event:1", 3)), IsOk());
+  EXPECT_THAT(Return("u1", "o1", 1, "r1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not paid")));
+  EXPECT_THAT(Return("u1", "nothing", 1, "r1"), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_THAT(Pay("u1", "o1", "pi_1"), IsOk());
+  absl::StatusOr<ReturnUnitsReply> first = Return("u1", "o1", 2, "r1");
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->returned_units, 2);
+  EXPECT_EQ(first->total_returned_units, 2);
+  EXPECT_FALSE(first->already_returned);
+  EXPECT_EQ(first->payment_reference, "pi_1");
+  EXPECT_EQ(first->hold.details.quantity, 3);
+  EXPECT_FALSE(first->scope_usage.has_value());  // the scope has no runtime rule
+  absl::StatusOr<ReturnUnitsReply> retry = Return("u1", "o1", 1, "r1");
+  ASSERT_THAT(retry, IsOk());
+  EXPECT_TRUE(retry->already_returned);
+  EXPECT_EQ(retry->returned_units, 2);
+  absl::StatusOr<ReturnUnitsReply> over = Return("u1", "o1", 2, "r2");
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("1 of its 3")));
+  auto info = Detail<google::rpc::ErrorInfo>(over.status());
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "RETURN_EXCEEDS_QUANTITY");
+  EXPECT_EQ(info->metadata().at("returned_units"), "2");
+  EXPECT_EQ(Metric("orderhold_units_returned_total"), 2);   // the retry and the refusal add none
+  EXPECT_EQ(Metric("orderhold_events_appended_total"), 2);  // the payment's, the return's
+  ASSERT_THAT(Place("u1", "o2"), IsOk());
+  ASSERT_THAT(Cancel("u1", "o2"), IsOk());
+  EXPECT_THAT(Return("u1", "o2", 1, "r1"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("CANCELLED")));
 }
 
 }  // namespace

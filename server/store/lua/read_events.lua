@@ -25,10 +25,12 @@
 -- REPLY claim_next str  where the next claim scan starts ("" = the scan reached the end of the
 --                       list: start over at the next sweep)
 -- REPLY own_next str    where the resume goes on ("" = done)
--- REPLY events... any   9 elements an event: {id, delivery_count, user, order, outcome, expire,
---                       end, details, reference} (outcome 1 PAID, 2 CANCELLED, 3 EXPIRED; expire
---                       and end Unix ms; details as in the prelude, "" for an event without them;
---                       reference: a PAID event's payment reference, "" for none)
+-- REPLY events... any   10 elements an event: {id, delivery_count, user, order, outcome, expire,
+--                       end, details, reference, returned} (outcome 1 PAID, 2 CANCELLED, 3
+--                       EXPIRED, 4 RETURNED; expire and end Unix ms; details as in the prelude, ""
+--                       for an event without them; reference: a PAID or RETURNED event's payment
+--                       reference, "" for none; returned: a RETURNED event's units given back,
+--                       0 for the others)
 local stream, group, consumer = KEYS[1], A.group, A.consumer
 local budget = tonumber(A.budget)
 -- At most this many pending entries are looked at by one call's claim scan: a long run of this
@@ -41,7 +43,8 @@ local function add(entry, count)
   for i = 1, #entry[2], 2 do
     f[entry[2][i]] = entry[2][i + 1]
   end
-  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t, f.m or '', f.r or ''}) do
+  for _, v in ipairs({entry[1], count, f.u, f.o, f.x, f.e, f.t, f.m or '', f.r or '',
+                      tonumber(f.n or '0')}) do
     out[#out + 1] = v
   end
   budget = budget - 1

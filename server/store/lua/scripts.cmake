@@ -9,7 +9,7 @@
 # library's code (orderhold_<12 hex>, orderhold_<12 hex>_<script>): Redis' function names are
 # global, so two releases running side by side during a rolling upgrade each call their own code.
 # The library runs the prelude once per load, so each function first resets the prelude's
-# per-call state (begin_call in prelude/50_ends.lua). The migrations of data earlier releases
+# per-call state (begin_call in prelude/48_events.lua). The migrations of data earlier releases
 # wrote (migrations/*.lua) register themselves in the prelude (`migrations`), so deleting one
 # such file removes its migration and nothing else has to change. Editing any of these files
 # re-runs configure.

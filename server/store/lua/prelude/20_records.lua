@@ -25,6 +25,14 @@ local LIFE = '\2'
 -- and dropped with them (drop_records). A hold paid without one has none.
 local REF = '\4'  -- (FENCE, prelude/40_scope_index.lua, is '\3')
 
+-- A paid hold's returns (ReturnUnits), "<expire>:<units returned in all>:{<units>:<len>:<request
+-- id>}*", beside its outcome record under the field RETURNS .. order_id while that is kept:
+-- written by return_units.lua, one entry per return (its request id makes a retry idempotent; at
+-- most as many entries as the hold has units, and at most MAX_RETURNS), self-checking by <expire>
+-- as the details are, and dropped with them (drop_records).
+local RETURNS = '\5'
+local MAX_RETURNS = 100
+
 -- Returns `value` when it belongs to the hold expiring at `expire`, else nil.
 local function details_for(value, expire)
   if not value then

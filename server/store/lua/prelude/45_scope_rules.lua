@@ -119,13 +119,9 @@ local function purchased(k, user, scope, r)
   return 0, 0
 end
 
--- Counts a payment of `quantity` units in `scope` by `user` at `now` (end_hold), when the scope
--- has a runtime rule.
-local function record_purchase(k, user, scope, quantity, now)
-  local r = scope_rule_of(redis.call('GET', scope_rule_key(k.index, scope)), now)
-  if not r then
-    return
-  end
+-- Counts a payment of `quantity` units in `scope` by `user` (end_hold) under the scope's runtime
+-- rule `r` (scope_rule_of at the payment).
+local function record_purchase(k, user, scope, quantity, r)
   local units, holds = purchased(k, user, scope, r)
   local value = string.format('%d:%d:%d', r.id, units + quantity, holds + 1)
   if r.expire > 0 then

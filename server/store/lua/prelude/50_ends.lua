@@ -1,27 +1,9 @@
--- prelude/50_ends.lua: ending holds (the outcome record, the event, the nudge), expiring due holds,
--- and the outcomes remembered after an end.
+-- prelude/50_ends.lua: ending holds (the outcome record, then the event: prelude/48_events.lua),
+-- expiring due holds, and the outcomes remembered after an end.
 
--- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome.
-local PAID, CANCELLED, EXPIRED = 1, 2, 3
-
--- Whether this script execution already published its nudge (see end_hold).
-local nudged = false
-
--- The prelude's only state that lives for one call: EVAL runs the whole prelude on every call,
--- but the Functions library (lua::kFunctionLibrary, server/CMakeLists.txt) runs it once per
--- FUNCTION LOAD, so each of its functions calls this first. State added here must be reset here.
-local function begin_call()
-  nudged = false
-end
-
--- What an event costs Redis at most, bytes: its fields and values (u, o, x, e, t, m, r), half as
--- much again, and 128 (a stream entry's own bytes, its node's share and the allocator's rounding: a
--- maximal event, 2.7 KB of values, measured 3,742 B; tests/e2e/bounds_e2e_test.cc checks the
--- budget under a flood of them).
-local function event_bytes(user, h, x, t, e, reference)
-  local values = #user + #h.order + #x + #e + #t + (h.details and #h.details or 0) + #reference
-  return values + math.floor(values / 2) + 128
-end
+-- Hold outcomes, as numbers equal to the proto enum orderhold.v1.HoldOutcome. RETURNED is not an
+-- end: the outcome of an event about a PAID hold some of whose units were returned (return_units).
+local PAID, CANCELLED, EXPIRED, RETURNED = 1, 2, 3, 4
 
 -- Ends one hold (no longer in the list the caller saves with save_holds): remembers its outcome
 -- and appends its event to the partition's stream, in the caller's script, so there is never an
@@ -83,52 +65,35 @@ local function end_hold(k, user, h, outcome, end_ms, reference)
     fields[#fields + 1] = REF .. h.order
     fields[#fields + 1] = e .. ':' .. reference
   end
+  -- A payment in a scope with a runtime rule counts under the rule (record_purchase, below); the
+  -- rule's id goes with the outcome (RETURNS), so a later return gives the units back to that
+  -- rule's count only.
+  local q, s, rule = 1, '', nil
+  if k.index and h.details then
+    q, s = quantity_scope(h.details, h.expire)
+    if s ~= '' and outcome == PAID then
+      rule = scope_rule_of(redis.call('GET', scope_rule_key(k.index, s)), end_ms)
+    end
+  end
+  if rule then
+    fields[#fields + 1] = RETURNS .. h.order
+    fields[#fields + 1] = e .. ':' .. int_str(rule.id) .. ':0:'
+  end
   redis.call('HSET', k.outcomes, unpack(fields))
   if fence_field then
     redis.call('HDEL', k.outcomes, fence_field)
   end
   redis.call('ZADD', k.ended, t, h.order)
-  -- The stream's bounds beside the trimmer's age bound, as one MAXLEN ~ (which trims whole nodes
-  -- only, so it costs nothing until a node is full): the length k.maxlen (--event_stream_max_len)
-  -- and the bytes k.maxbytes (--event_stream_max_bytes), as a length: as many events as the
-  -- budget holds of this one's size (event_bytes). A stream of like events stays within the
-  -- budget; small events appended after large ones keep the large ones until the count reaches
-  -- theirs, so a stream of mixed events holds at most twice it.
-  local maxlen = k.maxlen or 0
-  if (k.maxbytes or 0) > 0 then
-    local fit = math.max(1, math.floor(k.maxbytes / event_bytes(user, h, x, t, e, reference)))
-    if maxlen == 0 or fit < maxlen then
-      maxlen = fit
-    end
-  end
-  local xadd
-  if maxlen > 0 then
-    xadd = {'XADD', k.events, 'MAXLEN', '~', int_str(maxlen), '*', 'u', user, 'o', h.order, 'x', x,
-      'e', e, 't', t}
-  else
-    xadd = {'XADD', k.events, '*', 'u', user, 'o', h.order, 'x', x, 'e', e, 't', t}
-  end
-  if h.details then
-    xadd[#xadd + 1], xadd[#xadd + 2] = 'm', h.details
-  end
-  if reference ~= '' then
-    xadd[#xadd + 1], xadd[#xadd + 2] = 'r', reference
-  end
-  redis.call(unpack(xadd))
-  if not nudged then
-    nudged = true
-    redis.pcall('SPUBLISH', string.sub(k.events, 1, -7) .. 'nudge', '')
-  end
+  add_event(k, user, h, x, t, e, reference)
   -- The end gives the hold's place in its scope back (the scope index, above); a payment moves
   -- its units to the scope's sold count in the same step (a capacity counts both), and to the
   -- buyer's purchases under the scope's runtime rule (record_purchase).
-  if k.index and h.details then
-    local q, s = quantity_scope(h.details, h.expire)
-    if s ~= '' then
-      scope_drop(k.index, s, user, h.order, q)
-      if outcome == PAID then
-        redis.call('INCRBY', scope_sold_key(k.index, s), int_str(q))
-        record_purchase(k, user, s, q, end_ms)
+  if s ~= '' then
+    scope_drop(k.index, s, user, h.order, q)
+    if outcome == PAID then
+      redis.call('INCRBY', scope_sold_key(k.index, s), int_str(q))
+      if rule then
+        record_purchase(k, user, s, q, rule)
       end
     end
   end
@@ -144,8 +109,8 @@ local function expire_due(k, user, due, live)
   end
 end
 
--- Drops the outcome records of the orders in `orders` (a list) with their details and life
--- records. HDEL, the last touch of k.outcomes in a script, since it may empty the hash ("Slot
+-- Drops the outcome records of the orders in `orders` (a list) with their details, life
+-- records, payment references and returns. HDEL, the last touch of k.outcomes in a script, since it may empty the hash ("Slot
 -- migrations"); only its last chunk can.
 local function drop_records(k, orders)
   local fields = {}
@@ -154,6 +119,7 @@ local function drop_records(k, orders)
     fields[#fields + 1] = DETAILS .. order
     fields[#fields + 1] = LIFE .. order
     fields[#fields + 1] = REF .. order
+    fields[#fields + 1] = RETURNS .. order
   end
   -- In chunks (unpack's stack limit: ReleaseHolds may drop thousands); the last touch still.
   for i = 1, #fields, 996 do
