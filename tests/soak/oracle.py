@@ -29,6 +29,13 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    never given back. Certainly paid: a Pay answered OK (already_paid or not), by
                    its answer; or a PAID event, by its end_time + 1 ms (Redis' ms, truncated).
                    A Pay whose answer is unknown counts only through its event.
+  user_over_purchase_cap  never more units held and bought at once by one user in the scope with a
+                   purchase cap (meta.json purchase_cap: the runtime rule's exact scope and
+                   max_purchased_units; skipped without it) than the cap: the units of the user's
+                   holds there answered created and certainly live (as for over_grant), plus those
+                   of the user's holds there certainly paid, each from its start for ever, counted
+                   as for scope_over_capacity (a Pay adds the hold's units to the user's purchases;
+                   CancelHold and expiry give nothing back, and the load returns no units).
   list_over_limit  a ListHolds answered more than max_holds holds.
   lost_end         a hold answered created got no event (after dedup on event_id).
   ended_twice      two distinct events (event_ids) for one hold, or two calls that each answered
@@ -49,8 +56,9 @@ Invariants (each violation is listed in soak.json with the order or user it conc
                    5 minutes of load or more (the first quarter is the warm-up).
   redis_memory     after every hold expired and the retentions passed: more keys than the
                    baseline taken before the first call (the reapers' partition leases left out:
-                   they live while the servers run; and the scopes' units-sold counters ss:<scope>,
-                   which never expire, counted apart), or their MEMORY USAGE summed more than
+                   they live while the servers run; the scopes' units-sold counters ss:<scope> and
+                   the buyers' purchases under a runtime rule pb:<user><NUL><scope>, which never
+                   expire, counted apart), or their MEMORY USAGE summed more than
                    64 KiB above it (1 KiB per event partition: the group's consumers, registered
                    on first read). used_memory is reported, not judged: it also counts buffers
                    and the replication backlog, which the keys do not own.
@@ -114,13 +122,19 @@ def read_jsonl(path):
 
 def data_keys(path):
     """Keys and their MEMORY USAGE from run.sh's scan (name type pttl bytes per line), leaving out
-    the reapers' partition leases (`:lease`, a 3 s TTL renewed while a server runs: not data) and
-    the scopes' units-sold counters (`<prefix>:{<partition>}:ss:<scope>`, no expiry by design: one
-    per scope ever sold from, counted apart)."""
-    keys, size, sold = 0, 0, 0
+    the reapers' partition leases (`:lease`, a 3 s TTL renewed while a server runs: not data), and
+    counting apart what never expires by design: the scopes' units-sold counters
+    (`<prefix>:{<partition>}:ss:<scope>`, one per scope ever sold from) and the buyers' purchases
+    under a scope's runtime rule (`<prefix>:{<partition>}:pb:<user><NUL><scope>`, one per user who
+    paid there while the rule has no expire_time). redis-cli prints a name only up to its NUL, so
+    a purchases line reads `<prefix>:{<p>}:pb:<user> none -2` (TYPE and PTTL of the cut name)."""
+    keys, size, sold, purchases = 0, 0, 0, 0
     with open(path) as f:
         for line in f:
             fields = line.split()
+            if fields and fields[0].partition("}:")[2].startswith("pb:"):
+                purchases += 1
+                continue
             if len(fields) != 4 or fields[0].endswith(":lease"):
                 continue
             if fields[0].partition("}:")[2].startswith("ss:"):
@@ -128,7 +142,24 @@ def data_keys(path):
                 continue
             keys += 1
             size += int(fields[3]) if fields[3].isdigit() else 0
-    return {"data_keys": keys, "data_key_bytes": size, "sold_counters": sold}
+    return {"data_keys": keys, "data_key_bytes": size, "sold_counters": sold,
+            "purchase_counters": purchases}
+
+
+def held_or_sold(od):
+    """When a hold's units count in what a scope holds plus sold (or a user holds plus bought):
+    (t ms, +1 or -1, certainly paid) points. A certainly-paid hold from its start (the created
+    answer's t1, or the moment it was certainly paid, if earlier or unanswered) for ever: its units
+    are held, then sold, and never given back; any other hold answered created over its
+    certainly-live interval (as for over_grant); a hold neither answered created nor certainly
+    paid, not at all."""
+    if od.paid_at < math.inf:
+        return [(min(od.paid_at, od.start) if od.ack else od.paid_at, 1, True)]
+    if od.ack:
+        end = min(od.exp, od.end_cand)
+        if end > od.start:
+            return [(od.start, 1, False), (end, -1, False)]
+    return []
 
 
 def percentile(sorted_values, q):
@@ -364,7 +395,7 @@ def main(out_dir):
 
     # Scope capacity: held plus sold units per scope. A paid hold counts from its start (or from
     # when it was certainly paid, if earlier or unanswered) for ever: held until its Pay, sold
-    # after; any other, over its certainly-live interval as above.
+    # after; any other, over its certainly-live interval as above (held_or_sold).
     scope_capacity = meta.get("scope_capacity") or None
     most_sold_in_scope = {}
     if scope_capacity:
@@ -372,14 +403,8 @@ def main(out_dir):
         for o, od in orders.items():
             if not od.scope.startswith(scope_capacity["prefix"]):
                 continue
-            if od.paid_at < math.inf:
-                start = min(od.paid_at, od.start) if od.ack else od.paid_at
-                per_scope[od.scope].append((start, 1, o, od.units, True))
-            elif od.ack:
-                end = min(od.exp, od.end_cand)
-                if end > od.start:
-                    per_scope[od.scope].append((od.start, 1, o, od.units, False))
-                    per_scope[od.scope].append((end, -1, o, od.units, False))
+            for t, delta, is_paid in held_or_sold(od):
+                per_scope[od.scope].append((t, delta, o, od.units, is_paid))
         for scope, points in per_scope.items():
             points.sort(key=lambda p: (p[0], p[1]))
             units = paid = most_units = 0
@@ -394,6 +419,45 @@ def main(out_dir):
                                                               "units": units, "paid_units": paid})
             most_sold_in_scope[scope] = {"units": most_units, "paid_units": paid,
                                          "paid": sum(1 for p in points if p[4])}
+
+    # Purchase cap: per user, in the runtime rule's exact scope, held plus bought units, each hold
+    # counted as for the capacity (held_or_sold): what the server adds up is the user's live units
+    # there plus the units of the user's Pays there (a Pay moves a hold's units from the one to the
+    # other; CancelHold and expiry give nothing back), and the oracle counts no more than it.
+    purchase_cap = meta.get("purchase_cap") or None
+    held_bought = {}
+    if purchase_cap:
+        cap_scope, cap = purchase_cap["scope"], purchase_cap["units"]
+        per_buyer = collections.defaultdict(list)
+        for o, od in orders.items():
+            if od.scope == cap_scope:
+                for t, delta, is_paid in held_or_sold(od):
+                    per_buyer[od.user].append((t, delta, o, od.units, is_paid))
+        most_units = at_cap = paid_total = 0
+        for user, points in per_buyer.items():
+            points.sort(key=lambda p: (p[0], p[1]))
+            units = paid = user_most = 0
+            counted = set()
+            reported = False
+            for t, delta, o, q, is_paid in points:
+                units += delta * q
+                paid += q if is_paid else 0
+                if delta > 0:
+                    counted.add(o)
+                else:
+                    counted.discard(o)
+                user_most = max(user_most, units)
+                if delta > 0 and not reported and units > cap:
+                    reported = True  # one per user: the first instant over
+                    violations["user_over_purchase_cap"].append(
+                        {"user": user, "scope": cap_scope, "t_ms": t, "units": units,
+                         "paid_units": paid, "orders": sorted(counted)})
+            most_units = max(most_units, user_most)
+            if user_most >= cap:
+                at_cap += 1
+            paid_total += paid
+        held_bought[cap_scope] = {"users": len(per_buyer), "users_at_cap": at_cap,
+                                  "most_units": most_units, "paid_units": paid_total}
 
     # Server replica 0's RSS and descriptors over the load.
     samples = [s for s in read_jsonl(os.path.join(out_dir, "samples.jsonl")) if "_bad" not in s]
@@ -432,9 +496,9 @@ def main(out_dir):
     delay_figures = ({"count": len(delays), "p50": round(percentile(delays, 0.5), 1),
                       "p99": round(percentile(delays, 0.99), 1), "max": round(delays[-1], 1)}
                      if delays else {"count": 0})
-    kinds = ["over_grant", "scope_over_total", "scope_over_capacity", "list_over_limit", "lost_end",
-             "ended_twice", "wrong_outcome", "wrong_end_time", "phantom_event", "rss_growth",
-             "fd_growth", "redis_memory"]
+    kinds = ["over_grant", "scope_over_total", "scope_over_capacity", "user_over_purchase_cap",
+             "list_over_limit", "lost_end", "ended_twice", "wrong_outcome", "wrong_end_time",
+             "phantom_event", "rss_growth", "fd_growth", "redis_memory"]
     fault_counts = collections.Counter(f["fault"] for f in faults)
     phase_rows = []
     for name in sorted(phases, key=lambda n: (n != "max (closed loop)", n != "steady", n)):
@@ -458,6 +522,7 @@ def main(out_dir):
         "max_live_per_user_seen": max_live_seen,
         "max_live_per_scope_seen": most_in_scope,
         "max_held_sold_per_scope_seen": most_sold_in_scope,
+        "max_held_bought_per_user_seen": held_bought,
         "faults": dict(fault_counts), "faults_total": len(faults),
         "phases": phase_rows, "resources": resources,
         "unparsable_lines": bad_lines,
@@ -496,6 +561,16 @@ def main(out_dir):
                   f"units held + sold): " +
                   ", ".join(f"{k} {v['paid']} paid ({v['paid_units']} units), at most {v['units']} "
                             f"units held + sold at once" for k, v in sorted(most_sold_in_scope.items())))
+    if purchase_cap:
+        v = held_bought[purchase_cap["scope"]]
+        refusals = purchase_cap.get("refusals_seen")
+        md.append(f"purchase cap ({purchase_cap['scope']}: {purchase_cap['units']} units held + "
+                  f"bought per user): {v['users']} users, {v['users_at_cap']} reached it, at most "
+                  f"{v['most_units']} units by one user, {v['paid_units']} units paid" +
+                  ("" if refusals is None else
+                   f"; at least {refusals} PlaceHolds refused USER_PURCHASE_LIMIT (servers' "
+                   f"orderhold_holds_rejected_total at the load's end: a killed replica's count restarts "
+                   f"at 0)"))
     md.append(f"events trimmed by --event_retention={meta['event_retention_s']}s before the group "
               f"acked them: {meta['trimmed_unacked']} (server logs); Redis: {meta['redis_flags']}")
     md.append("faults injected " + str(len(faults)) + ": " +
@@ -505,9 +580,10 @@ def main(out_dir):
                   f"{resources['rss_last_quarter_max'] / 2**20:.1f} MiB (2nd -> last quarter max), "
                   f"fds {resources['fds_second_quarter_max']} -> {resources['fds_last_quarter_max']}"
                   f"{'' if resources['judged'] else ' (not judged: under 5 minutes of load)'}")
-    md.append(f"Redis keys (leases and units-sold counters left out): {base['data_keys']} keys / "
-              f"{base['data_key_bytes']} B before, {end['data_keys']} keys / {end['data_key_bytes']} B "
-              f"after, {end['sold_counters']} units-sold counters (used_memory "
+    md.append(f"Redis keys (leases, units-sold counters and purchases left out): {base['data_keys']} "
+              f"keys / {base['data_key_bytes']} B before, {end['data_keys']} keys / "
+              f"{end['data_key_bytes']} B after, {end['sold_counters']} units-sold counters, "
+              f"{end['purchase_counters']} buyers' purchases (used_memory "
               f"{base['used_memory']} -> {end['used_memory']} B)")
     md.append("")
     md.append("| invariant | violations |")

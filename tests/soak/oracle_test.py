@@ -34,14 +34,14 @@ def event(eid, u, o, out, end, exp):
 
 class OracleTest(unittest.TestCase):
     def run_oracle(self, calls, events, keys_end=None, samples=None, load_s=60, scope_totals=None,
-                   scope_capacity=None):
+                   scope_capacity=None, purchase_cap=None):
         d = tempfile.mkdtemp()
         meta = {"mode": "standalone", "smoke": True, "load_s": load_s, "max_rate": 100, "rate": 50,
                 "servers": 3, "max_holds": 2, "mix": "m", "users": 2, "ttl_s": 3,
                 "fault_every_s": 8, "load_start_us": T * US, "load_end_us": (T + 60_000) * US,
                 "drained_us": (T + 70_000) * US, "redis_flags": "", "trimmed_unacked": 0,
                 "event_retention_s": 15, "machine": "test", "scope_totals": scope_totals,
-                "scope_capacity": scope_capacity,
+                "scope_capacity": scope_capacity, "purchase_cap": purchase_cap,
                 "redis_baseline": {"keys": 2, "key_bytes": 200, "used_memory": 1},
                 "redis_end": {"keys": 2, "key_bytes": 200, "used_memory": 1}}
         files = {"meta.json": [meta], "calls.jsonl": calls, "events.jsonl": events,
@@ -188,6 +188,74 @@ class OracleTest(unittest.TestCase):
         self.assertEqual((code, v["scope_over_capacity"]), (0, 0), v)
         self.assertEqual(self.last_result["max_held_sold_per_scope_seen"], {})
 
+    def purchase_history(self):
+        # The cap's scope event:0, 2-unit holds (4 for c). b's s1 is paid (its Pay started at
+        # T+39), s2 cancelled (at T+99), s3 expires at T+500, s4 lives from T+600: b's held +
+        # bought is at most 4 (T+20: s1 + s2; T+200: s1 paid + s3; T+600: s1 paid + s4). c holds
+        # 4 units at once too: the cap is per user.
+        calls, events = self.clean()
+        for u, o, t, exp, q in [("b", "p1", T + 10, T + 1000, 2), ("b", "p2", T + 20, T + 1000, 2),
+                                ("c", "p5", T + 30, T + 1000, 4), ("b", "p3", T + 200, T + 500, 2),
+                                ("b", "p4", T + 600, T + 1000, 2)]:
+            line = place(u, o, t, exp)
+            line.update(s="event:0", q=q)
+            calls.append(line)
+        calls += [end_call("pay", "b", "p1", T + 40), end_call("cancel", "b", "p2", T + 100)]
+        events += [event("4/p1", "b", "p1", 1, T + 39, T + 1000),
+                   event("4/p2", "b", "p2", 2, T + 99, T + 1000),
+                   event("4/p5", "c", "p5", 3, T + 1000, T + 1000),
+                   event("4/p3", "b", "p3", 3, T + 500, T + 500),
+                   event("4/p4", "b", "p4", 3, T + 1000, T + 1000)]
+        return calls, events
+
+    def test_user_over_purchase_cap(self):
+        cap = {"scope": "event:0", "units": 4, "refusals_seen": 7}
+        calls, events = self.purchase_history()
+        code, v = self.run_oracle(calls, events, purchase_cap=cap)
+        self.assertEqual((code, sum(v.values())), (0, 0), v)
+        self.assertEqual(self.last_result["max_held_bought_per_user_seen"],
+                         {"event:0": {"users": 2, "users_at_cap": 2, "most_units": 4,
+                                      "paid_units": 2}})
+        # b holds 2 more units from T+700: 2 live units each in s4 and s7 are within b's hold
+        # limit, but the 2 units b paid for in s1 (at T+39) still count against the cap: 6, over 4.
+        more = place("b", "p7", T + 700, T + 1000)
+        more.update(s="event:0", q=2)
+        over_calls = calls + [more]
+        over_events = events + [event("4/p7", "b", "p7", 3, T + 1000, T + 1000)]
+        code, v = self.run_oracle(over_calls, over_events, purchase_cap=cap)
+        self.assertEqual((code, sum(v.values()), v["user_over_purchase_cap"]), (1, 1, 1), v)
+        self.assertEqual(self.last_result["violation_examples"]["user_over_purchase_cap"],
+                         [{"user": "b", "scope": "event:0", "t_ms": T + 700, "units": 6,
+                           "paid_units": 2, "orders": ["p1", "p4", "p7"]}])
+        # The cap is for its exact scope: the same hold in another scope counts on its own.
+        elsewhere = dict(more, s="event:1")
+        self.assertEqual(self.run_oracle(calls + [elsewhere], over_events, purchase_cap=cap)[1]
+                         ["user_over_purchase_cap"], 0)
+        # The Pay's answer lost (UNAVAILABLE): the PAID event alone makes p1 certainly paid.
+        unanswered = [end_call("pay", "b", "p1", T + 40, code=14) if c.get("o") == "p1" and
+                      c["m"] == "pay" else c for c in over_calls]
+        self.assertEqual(self.run_oracle(unanswered, over_events, purchase_cap=cap)[1]
+                         ["user_over_purchase_cap"], 1)
+        # An unanswered Pay of a hold that then expired bought nothing: p4 + p7 are within the cap.
+        expired = [e for e in over_events if e["o"] != "p1"] + [
+            event("4/p1", "b", "p1", 3, T + 1000, T + 1000)]
+        code, v = self.run_oracle(unanswered, expired, purchase_cap=cap)
+        self.assertEqual((code, sum(v.values())), (0, 0), v)
+        # A PlaceHold whose answer was lost is not certainly live: it does not count.
+        lost = dict(more, c=14)
+        del lost["created"], lost["exp"]
+        code, v = self.run_oracle(calls + [lost], over_events, purchase_cap=cap)
+        self.assertEqual((code, sum(v.values())), (0, 0), v)
+
+    def test_user_over_purchase_cap_skipped_without_meta(self):
+        calls, events = self.purchase_history()
+        more = place("b", "p7", T + 700, T + 1000)
+        more.update(s="event:0", q=2)
+        code, v = self.run_oracle(calls + [more],
+                                  events + [event("4/p7", "b", "p7", 3, T + 1000, T + 1000)])
+        self.assertEqual((code, v["user_over_purchase_cap"]), (0, 0), v)
+        self.assertEqual(self.last_result["max_held_bought_per_user_seen"], {})
+
     def test_list_over_limit(self):
         calls, events = self.clean()
         calls.append({"m": "list", "u": "a", "c": 0, "t0": T * US, "t1": T * US, "n": 3})
@@ -246,6 +314,11 @@ class OracleTest(unittest.TestCase):
         sold = more_leases + "oh:{3}:ss:event:1 string -1 56\n"
         self.assertEqual(self.run_oracle(calls, events, keys_end=sold)[1]["redis_memory"], 0)
         self.assertEqual(self.last_result["meta"]["redis_end"]["sold_counters"], 1)
+        # So are the buyers' purchases under a runtime rule (pb:<user><NUL><scope>, never expiring):
+        # redis-cli prints the name up to its NUL, and TYPE and PTTL of that name say it is none.
+        bought = sold + "oh:{3}:pb:s12 none -2 \n"
+        self.assertEqual(self.run_oracle(calls, events, keys_end=bought)[1]["redis_memory"], 0)
+        self.assertEqual(self.last_result["meta"]["redis_end"]["purchase_counters"], 1)
         leftover = more_leases + "oh:{2}:u:a zset -1 80\n"
         self.assertEqual(self.run_oracle(calls, events, keys_end=leftover)[1]["redis_memory"], 1)
 

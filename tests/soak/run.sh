@@ -38,8 +38,20 @@
 #               its own): most places are refused by the total, the rest race for freed places.
 #               event:1's rule also sets capacity_units 4 per second of load (held + sold: every
 #               Pay sells its 2 units), so event:1 sells out during the run and refuses the rest
-#               SCOPE_SOLD_OUT (oracle: scope_over_capacity). Not in cluster mode: a Redis Cluster
-#               server refuses totals and capacities (server/README.md).
+#               SCOPE_SOLD_OUT (oracle: scope_over_capacity). event:0 gets a runtime rule instead
+#               (PutScopeRule, `orderhold-cli rule-put` on replica 0 before the baseline), which
+#               replaces the file's rule for that exact scope: the same totals plus a purchase cap,
+#               max_purchased_units 4 + 2 per full 150 s of load (4 in the smoke, 12 in 10
+#               minutes; even, so two-unit holds fill it), each user's live units in event:0 plus
+#               the units the user paid for there (never given back: the load returns nothing).
+#               The users are drawn uniformly, so a user's Pays in event:0 grow with the run (the
+#               smoke's uncapped logs: 352 of 1,331 users reached 4 units held + paid, 69 went
+#               past 6): the cap grows with it so that some users reach it and are refused
+#               USER_PURCHASE_LIMIT (the refusals the servers counted end up in meta.json) while
+#               the others still race for event:0's total (at the ~10 Pays a second a scope sees
+#               in long runs, 3 per user in 10 minutes, a fixed 4 would stop most users well
+#               before the end); oracle: user_over_purchase_cap. Not in cluster mode: a Redis
+#               Cluster server refuses totals, capacities and runtime rules (server/README.md).
 #   faults      one every 20 s (8 s in the smoke), in turn:
 #                 redis_kill9    kill -9 a Redis primary, restart it 1 s later on its AOF
 #                 redis_stop     SIGSTOP a Redis primary for 2 s
@@ -59,7 +71,7 @@
 # Output (--out, default <repo>/build/soak/<mode>): calls.jsonl, events.jsonl, faults.jsonl,
 # samples.jsonl, meta.json, server and Redis logs, and the oracle's soak.json + soak.md; the table
 # on stdout. Exit status: 0 when every invariant held, 1 when one did not (or the run broke).
-# Needs the Release build of tests/run.sh (built here if missing); python3 (Debian's), jq.
+# Needs the Release build of tests/run.sh (built here if missing); python3 (Debian's), jq, curl.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -115,7 +127,10 @@ DRAIN_POLL_S=7
 if ((SMOKE)); then
   # 45 s of load: the standalone faults (one every 8 s from 8 s) each come once.
   LOAD_S=45 MEASURE_S=3 FAULT_EVERY=8 FAILOVER_EVERY=24 TTL_S=3 LIFETIME=8s
-  OUTCOME_RETENTION_S=5 EVENT_RETENTION_S=15 USERS=2000
+  # Event retention 25 s: the stuck consumer's events reach an acking one after the ack timeout
+  # plus the claim scans, which Redis' kill and stop windows hold up: 19.0 s at most measured in a
+  # standalone smoke at 3,506 calls/s (865 events trimmed unacked with 15 s), 13.2 s at 2,879.
+  OUTCOME_RETENTION_S=5 EVENT_RETENTION_S=25 USERS=2000
   [[ "${MODE}" == standalone ]] || EVENT_RETENTION_S=60
 fi
 MIX="place=50,extend=10,get=10,list=10,pay=8,cancel=8,release=4"
@@ -125,6 +140,9 @@ SCOPE_TOTAL_UNITS=50
 # event:1's capacity (held + sold units): sells out during the run (~20 units paid a second).
 SCOPE_CAPACITY_PREFIX="event:1"
 SCOPE_CAPACITY_UNITS=$((LOAD_S * 4))
+# event:0's runtime rule (header): each user's held + bought units there, at most this.
+SCOPE_PURCHASE_CAP_SCOPE="event:0"
+SCOPE_PURCHASE_CAP_UNITS=$((4 + 2 * (LOAD_S / 150)))
 SCOPE_USERS=2000
 SCOPE_RATE=200
 SCOPE_MIX="place=60,pay=15,cancel=15,extend=10"
@@ -136,9 +154,11 @@ BUILD="${REPO}/build"
 if [[ ! -x "${BUILD}/server/orderhold-server" ]]; then
   cmake -G Ninja -S "${REPO}" -B "${BUILD}" -DCMAKE_BUILD_TYPE=Release >/dev/null
 fi
-cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-soak-watch >/dev/null
+cmake --build "${BUILD}" --target orderhold-server orderhold-bench orderhold-cli orderhold-soak-watch \
+  >/dev/null
 SERVER="${BUILD}/server/orderhold-server"
 BENCH="${BUILD}/client/orderhold-bench"
+CLI="${BUILD}/client/orderhold-cli"
 WATCH="${BUILD}/tests/soak/orderhold-soak-watch"
 PYTHON=/usr/bin/python3
 
@@ -449,6 +469,21 @@ for ((i = 0; i < SERVERS; i++)); do
 done
 for ((i = 0; i < SERVERS; i++)); do server_up "${i}"; done
 TARGET="ipv4:$(for p in "${GRPC_PORTS[@]}"; do printf '127.0.0.1:%s,' "${p}"; done | sed 's/,$//')"
+if ((${#SCOPE_FLAGS[@]})); then
+  # event:0's runtime rule, before the baseline (its keys are data that stays) and the scope load.
+  # It replaces the file's rule for event:0, so it repeats the totals (scope_over_total judges
+  # event:0 by them). The whole rule is written each time: a retry is harmless.
+  for attempt in 1 2 3 4 5; do
+    if rule="$("${CLI}" --target="127.0.0.1:${GRPC_PORTS[0]}" rule-put "${SCOPE_PURCHASE_CAP_SCOPE}" \
+      --total_max_holds="${SCOPE_TOTAL_HOLDS}" --total_max_units="${SCOPE_TOTAL_UNITS}" \
+      --max_purchased_units="${SCOPE_PURCHASE_CAP_UNITS}" 2>&1)"; then
+      log "runtime rule: ${rule}"
+      break
+    fi
+    ((attempt < 5)) || { echo "soak: rule-put failed: ${rule}" >&2; exit 1; }
+    sleep 1
+  done
+fi
 
 "${WATCH}" --target="${TARGET}" --lb_policy=round_robin --group=soak --consumers=2 --stuck_consumers=1 \
   --out="${OUT}/events.jsonl" 2>"${WORK}/watch.log" &
@@ -499,6 +534,12 @@ fi
 [[ -z "${SCOPE_PID}" ]] || wait "${SCOPE_PID}" || true
 LOAD_END_US="$(now_us)"
 wait "${FAULT_PID}" || true
+# PlaceHolds the servers refused first for event:0's purchase cap, a lower bound: a killed
+# replica's counters restart at 0 (a refusal over the total as well says SCOPE_TOTAL_LIMIT).
+PURCHASE_CAP_REFUSALS="$(for ((i = 0; i < SERVERS; i++)); do
+    curl -sf -m 5 "http://127.0.0.1:${METRICS_PORTS[i]}/metrics" || true
+  done | awk '/^orderhold_holds_rejected_total\{.*reason="user_purchase_limit"/ { s += $2 }
+    END { printf "%d", s }')"
 log "load done: $(jq -c '{sent, throughput, errors}' "${OUT}/bench-load.json" 2>/dev/null)"
 
 # Drain: every hold expires within ttl of the last call (an ExtendHold asks for ttl from now),
@@ -536,6 +577,10 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
   --argjson scope_capacity "$(if ((${#SCOPE_FLAGS[@]})); then
       printf '{"prefix":"%s","units":%d}' "${SCOPE_CAPACITY_PREFIX}" "${SCOPE_CAPACITY_UNITS}"
     else echo null; fi)" \
+  --argjson purchase_cap "$(if ((${#SCOPE_FLAGS[@]})); then
+      printf '{"scope":"%s","units":%d,"refusals_seen":%d}' "${SCOPE_PURCHASE_CAP_SCOPE}" \
+        "${SCOPE_PURCHASE_CAP_UNITS}" "${PURCHASE_CAP_REFUSALS}"
+    else echo null; fi)" \
   --argjson base "{\"keys\":${BASE_KEYS},\"key_bytes\":${BASE_BYTES},\"used_memory\":${BASE_MEM}}" \
   --argjson fin "{\"keys\":${END_KEYS},\"key_bytes\":${END_BYTES},\"used_memory\":${END_MEM}}" \
   --arg machine "$(nproc) cores, $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)" \
@@ -544,7 +589,7 @@ jq -n --arg mode "${MODE}" --argjson smoke "${SMOKE}" --argjson load_s "${LOAD_S
     fault_every_s: $fault_every, load_start_us: $load_start_us, load_end_us: $load_end_us,
     drained_us: $drained_us, redis_flags: $redis_flags, trimmed_unacked: $trimmed_unacked,
     event_retention_s: $event_retention_s, event_ack_timeout_s: $event_ack_timeout_s, scope_totals: $scope_totals,
-    scope_capacity: $scope_capacity, redis_baseline: $base,
+    scope_capacity: $scope_capacity, purchase_cap: $purchase_cap, redis_baseline: $base,
     redis_end: $fin, machine: $machine}' \
   >"${OUT}/meta.json"
 "${PYTHON}" "${REPO}/tests/soak/oracle.py" "${OUT}"
