@@ -441,7 +441,7 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
   }
   store_.ListHolds(
       *std::move(args), options,
-      [this, user_id, scope = std::move(scope), options,
+      [this, user_id, scope = std::move(scope),
        done = std::move(done)](absl::StatusOr<store::ListHoldsResult> result) mutable {
         if (!result.ok()) {
           std::move(done)(result.status());
@@ -468,20 +468,11 @@ void HoldService::ListHolds(std::string user_id, std::string scope, ListPage pag
         if (ReportsUsage(!scope.empty() || !result->plain || user_limits.max_units > 0)) {
           reply.user_usage = user;
         }
-        if (scope.empty() || !store_.keeps_scope_rules()) {
-          std::move(done)(std::move(reply));
-          return;
+        // The scope's runtime rule, read in the listing step, is what a PlaceHold applies.
+        if (reply.scope_usage.has_value() && result->rule.has_value()) {
+          reply.scope_usage->limits = result->rule->limits;
         }
-        // The scope's runtime rule, when it has one, is what a PlaceHold applies: its limits.
-        store_.GetScopeRule(scope, options,
-                            [reply = std::move(reply), done = std::move(done)](
-                                absl::StatusOr<store::ScopeRuleResult> rule) mutable {
-                              if (!rule.ok()) return std::move(done)(rule.status());
-                              if (rule->rule.has_value()) {
-                                reply.scope_usage->limits = rule->rule->limits;
-                              }
-                              std::move(done)(std::move(reply));
-                            });
+        std::move(done)(std::move(reply));
       });
 }
 

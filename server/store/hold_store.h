@@ -361,6 +361,9 @@ struct ListHoldsResult {
   int64_t scope_units = 0;
   bool plain = true;  // no live hold of the user has details (scope, quantity, labels)
   bool more = false;  // holds of the scope follow the page
+  // args.scope's runtime rule, read in the same step, when it has one (stores that keep runtime
+  // rules; nullopt otherwise): the limits a PlaceHold of the scope meets.
+  std::optional<ScopeRuleRecord> rule = std::nullopt;
 };
 
 // One live hold of a scope, as the scope index knows it (ListScopeHolds).

@@ -346,7 +346,8 @@ void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
   client_->Submit(
       std::move(command), options.deadline,
       ParsedAs<lua::ListHoldsReply>(
-          std::move(done), [](const lua::ListHoldsReply& r) -> absl::StatusOr<ListHoldsResult> {
+          std::move(done),
+          [scope = args.scope](const lua::ListHoldsReply& r) -> absl::StatusOr<ListHoldsResult> {
             if (r.page.size() % 2 != 0 || r.details.size() * 2 != r.page.size() ||
                 r.lives.size() != r.details.size()) {
               return BadReply("list_holds.lua");
@@ -359,6 +360,10 @@ void RedisHoldStore::ListHolds(ListHoldsArgs args, CallOptions options,
             result.scope_units = r.scope_units;
             result.plain = r.plain == 1;
             result.more = r.more == 1;
+            if (!r.rule.empty()) {
+              result.rule = internal::UnpackScopeRule(scope, r.rule);
+              if (!result.rule.has_value()) return BadReply("list_holds.lua");
+            }
             for (size_t i = 0; i < r.details.size(); ++i) {
               StoredHold hold;
               if (!StoredHoldOf(r.page[2 * i], r.page[2 * i + 1], r.details[i], r.lives[i],

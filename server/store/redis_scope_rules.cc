@@ -41,9 +41,40 @@ std::string PackedBody(const ScopeRuleRecord& rule) {
                       rule.purchases.max_units, ":", rule.purchases.max_holds, ":");
 }
 
-// A packed rule of `scope` (the prelude's format); nullopt for another shape. Fields a later
-// release appends are ignored, as the scripts ignore them.
-std::optional<ScopeRuleRecord> UnpackRule(absl::string_view scope, absl::string_view packed) {
+// A write's result from scope_rule.lua's reply, for `scope`.
+absl::StatusOr<ScopeRuleResult> WriteResultOf(const std::string& scope, const std::string& etag,
+                                              const lua::ScopeRuleReply& r) {
+  ScopeRuleResult result;
+  result.now = FromMillis(r.now);
+  switch (r.result) {
+    case 1:
+      break;
+    case 0:
+      return absl::NotFoundError("scope: has no runtime rule");
+    case -1: {
+      std::optional<ScopeRuleRecord> current = internal::UnpackScopeRule(scope, r.rule);
+      return absl::AbortedError(absl::StrCat(
+          "etag: \"", etag, "\" is not the rule's etag (",
+          current.has_value() ? absl::StrCat("now \"", current->etag, "\"") : "it has no rule",
+          "); read it again and retry (AIP-154)"));
+    }
+    case -2:
+      return absl::InvalidArgumentError("rule.expire_time: must be after now (the Redis clock)");
+    default:
+      return BadReply("scope_rule.lua");
+  }
+  if (!r.rule.empty()) {
+    result.rule = internal::UnpackScopeRule(scope, r.rule);
+    if (!result.rule.has_value()) return BadReply("scope_rule.lua");
+  }
+  return result;
+}
+
+}  // namespace
+
+namespace internal {
+
+std::optional<ScopeRuleRecord> UnpackScopeRule(absl::string_view scope, absl::string_view packed) {
   std::vector<absl::string_view> parts = absl::StrSplit(packed, ':');
   if (parts.size() < 14) return std::nullopt;
   int64_t n[13];
@@ -65,36 +96,7 @@ std::optional<ScopeRuleRecord> UnpackRule(absl::string_view scope, absl::string_
   return rule;
 }
 
-// A write's result from scope_rule.lua's reply, for `scope`.
-absl::StatusOr<ScopeRuleResult> WriteResultOf(const std::string& scope, const std::string& etag,
-                                              const lua::ScopeRuleReply& r) {
-  ScopeRuleResult result;
-  result.now = FromMillis(r.now);
-  switch (r.result) {
-    case 1:
-      break;
-    case 0:
-      return absl::NotFoundError("scope: has no runtime rule");
-    case -1: {
-      std::optional<ScopeRuleRecord> current = UnpackRule(scope, r.rule);
-      return absl::AbortedError(absl::StrCat(
-          "etag: \"", etag, "\" is not the rule's etag (",
-          current.has_value() ? absl::StrCat("now \"", current->etag, "\"") : "it has no rule",
-          "); read it again and retry (AIP-154)"));
-    }
-    case -2:
-      return absl::InvalidArgumentError("rule.expire_time: must be after now (the Redis clock)");
-    default:
-      return BadReply("scope_rule.lua");
-  }
-  if (!r.rule.empty()) {
-    result.rule = UnpackRule(scope, r.rule);
-    if (!result.rule.has_value()) return BadReply("scope_rule.lua");
-  }
-  return result;
-}
-
-}  // namespace
+}  // namespace internal
 
 void RedisHoldStore::WriteScopeRule(std::string scope, const char* op, std::string etag,
                                     std::string body, const CallOptions& options,
@@ -156,7 +158,7 @@ void RedisHoldStore::GetScopeRule(std::string scope, CallOptions options,
               std::optional<absl::string_view> scope = StrOf(r.rules[0]),
                                                packed = StrOf(r.rules[1]);
               if (!scope || !packed) return BadReply("scope_rules.lua");
-              result.rule = UnpackRule(*scope, *packed);
+              result.rule = internal::UnpackScopeRule(*scope, *packed);
               if (!result.rule.has_value()) return BadReply("scope_rules.lua");
             } else if (!r.rules.empty()) {
               return BadReply("scope_rules.lua");
@@ -201,7 +203,7 @@ void RedisHoldStore::ListScopeRulesFrom(ScopeRuleCursor from, int page_size, Cal
                       std::optional<absl::string_view> scope = StrOf(r.rules[i]),
                                                        packed = StrOf(r.rules[i + 1]);
                       std::optional<ScopeRuleRecord> rule;
-                      if (scope && packed) rule = UnpackRule(*scope, *packed);
+                      if (scope && packed) rule = internal::UnpackScopeRule(*scope, *packed);
                       if (!rule.has_value()) {
                         status = BadReply("scope_rules.lua");
                       } else {

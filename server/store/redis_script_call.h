@@ -178,6 +178,11 @@ redis::RedisCaller::ReplyCallback ParsedAs(Callback<T> done, Parse parse) {
                 });
 }
 
+// A scope's runtime rule packed as the prelude's "A scope's runtime rule" says, for `scope` (its
+// etag the packed version); nullopt for another shape. Fields a later release appends are
+// ignored, as the scripts ignore them. Defined in redis_scope_rules.cc.
+std::optional<ScopeRuleRecord> UnpackScopeRule(absl::string_view scope, absl::string_view packed);
+
 inline bool ToOutcome(int64_t code, HoldOutcome* out) {
   if (code < 1 || code > 4) return false;
   *out = static_cast<HoldOutcome>(code);

@@ -2095,6 +2095,37 @@ TEST_P(ScopeRuleTest, AReturnGivesUnitsBackToCapacityAndToThePurchaseCap) {
   EXPECT_EQ(old->purchase_usage->units, 1);  // the new rule's purchase stays counted
 }
 
+// ListHolds of a scope reads the scope's runtime rule in the same step (what a PlaceHold of the
+// scope meets); none without a rule, without a scope, or once it is deleted.
+TEST_P(ScopeRuleTest, ListHoldsOfAScopeReadsItsRuleInTheStep) {
+  auto list = [&](const std::string& scope) {
+    ListHoldsArgs args;
+    args.user_id = "alice";
+    args.scope = scope;
+    auto listed = Await<ListHoldsResult>(
+        [&](auto done) { store_->ListHolds(std::move(args), At(kT0), std::move(done)); });
+    EXPECT_THAT(listed, IsOk());
+    return listed.value_or(ListHoldsResult{});
+  };
+  EXPECT_FALSE(list("event:L").rule.has_value());
+  ScopeRuleRecord rule = Rule("event:L");
+  rule.limits = {2, 5};
+  rule.capacity_units = 9;
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  const ListHoldsResult listed = list("event:L");
+  ASSERT_TRUE(listed.rule.has_value());
+  EXPECT_EQ(listed.rule->limits, (LevelLimits{2, 5}));
+  EXPECT_EQ(listed.rule->capacity_units, 9);
+  EXPECT_EQ(listed.rule->scope, "event:L");
+  EXPECT_FALSE(list("").rule.has_value());
+  EXPECT_FALSE(list("event:other").rule.has_value());
+  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
+                store_->DeleteScopeRule("event:L", "", At(kT0), std::move(done));
+              }),
+              IsOk());
+  EXPECT_FALSE(list("event:L").rule.has_value());
+}
+
 TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {
   std::set<std::string> put;
   for (int i = 0; i < 23; ++i) {

@@ -319,6 +319,11 @@ void FakeHoldStore::ListHolds(store::ListHoldsArgs args, store::CallOptions opti
         result.more = true;
       }
     }
+    // The scope's runtime rule, read in the step (list_holds.lua's "rule").
+    if (auto rule = rules_.find(args.scope);
+        !args.scope.empty() && rule != rules_.end() && Live(rule->second, result.now)) {
+      result.rule = rule->second;
+    }
     return result;
   });
 }

@@ -26,11 +26,15 @@
 -- REPLY scope_units int    their units
 -- REPLY plain int          1 when no live hold has details (a scope, a quantity or labels)
 -- REPLY more int           1 when holds of the scope follow the page
+-- REPLY rule str           the scope's runtime rule, packed (prelude/45_scope_rules.lua), when it
+--                          has one and the store keeps them (a scope index: not a Redis Cluster);
+--                          else "": the limits a PlaceHold of the scope meets, read in this step
 -- now_ms, load_holds, split_due: see the prelude (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
 local scope, after_expire, after_order = A.scope, tonumber(A.after_expire), A.after_order
 local limit = tonumber(A.page_size)
-local _, live = split_due(load_holds({hb = KEYS[1], store = store_of(A.store)}, A.user, false), now)
+local store = store_of(A.store)
+local _, live = split_due(load_holds({hb = KEYS[1], store = store}, A.user, false), now)
 local flat, details, lives = {}, {}, {}
 local user_holds, user_units, scope_holds, scope_units, plain, more = 0, 0, 0, 0, 1, 0
 local cursor = after_expire and {expire = after_expire, order = after_order}
@@ -58,4 +62,12 @@ for _, h in ipairs(live) do
     end
   end
 end
-return {now, flat, details, lives, user_holds, user_units, scope_holds, scope_units, plain, more}
+local rule = ''
+if scope ~= '' and store.index then
+  local packed = redis.call('GET', scope_rule_key(store.index, scope))
+  if scope_rule_of(packed, now) then
+    rule = packed
+  end
+end
+return {now, flat, details, lives, user_holds, user_units, scope_holds, scope_units, plain, more,
+  rule}
