@@ -67,7 +67,8 @@ inline constexpr int64_t kDefaultEventStreamMaxLen = 100000;
 // Upper bound of --event_stream_max_len (per partition).
 inline constexpr int64_t kMaxEventStreamMaxLen = 1000000000;
 // Default of --event_stream_max_bytes, per partition: 32 MiB, 2 GiB over the 64 partitions for
-// events alike (twice that for the worst mix: store/lua/prelude/48_events.lua), whatever their size.
+// events alike (twice that for the worst mix: store/lua/prelude/48_events.lua), whatever their
+// size.
 inline constexpr int64_t kDefaultEventStreamMaxBytes = int64_t{32} << 20;
 // Upper bound of --event_stream_max_bytes (per partition): 1 TiB.
 inline constexpr int64_t kMaxEventStreamMaxBytes = int64_t{1} << 40;

@@ -1827,6 +1827,31 @@ class ScopeRuleTest : public HoldStoreContractTest {
     rule.scope = scope;
     return rule;
   }
+  // An order of `quantity` units in `scope` at kT0 (ttl 10 s, the user's max_holds 10).
+  PlaceHoldResult PlaceOrder(const std::string& scope, const std::string& user,
+                             const std::string& order, int64_t quantity) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 10;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    auto placed = Place(std::move(args), kT0);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  }
+  absl::Status Delete(const std::string& scope) {
+    return Await<ScopeRuleResult>(
+               [&](auto done) { store_->DeleteScopeRule(scope, "", At(kT0), std::move(done)); })
+        .status();
+  }
+  absl::StatusOr<ReturnUnitsResult> GiveBack(const std::string& user, const std::string& order,
+                                             int64_t units, const std::string& request) {
+    return Await<ReturnUnitsResult>([&](auto done) {
+      store_->ReturnUnits(ReturnUnitsArgs{user, order, units, request}, At(kT0), std::move(done));
+    });
+  }
 };
 
 TEST_P(ScopeRuleTest, ARuleIsKeptWithAnEtagThatAStaleWriteCannotPass) {
@@ -1965,16 +1990,7 @@ TEST_P(ScopeRuleTest, APurchaseCapCountsHeldAndBoughtUnitsOfTheUser) {
   rule.purchases = {3, 4};  // 3 holds, 4 units
   ASSERT_THAT(Put(rule, kT0), IsOk());
   auto place = [&](const std::string& user, const std::string& order, int64_t quantity) {
-    PlaceHoldArgs args;
-    args.user_id = user;
-    args.order_id = order;
-    args.ttl = absl::Seconds(10);
-    args.max_holds = 10;
-    args.details.scope = "event:B";
-    args.details.quantity = quantity;
-    auto placed = Place(std::move(args), kT0);
-    EXPECT_THAT(placed, IsOk());
-    return placed.value_or(PlaceHoldResult{});
+    return PlaceOrder("event:B", user, order, quantity);
   };
   EXPECT_EQ(place("alice", "o1", 2).outcome, Outcome::kCreated);
   ASSERT_THAT(End("alice", "o1", kT0), IsOk());                   // paid: 2 bought
@@ -1999,10 +2015,7 @@ TEST_P(ScopeRuleTest, APurchaseCapCountsHeldAndBoughtUnitsOfTheUser) {
   ASSERT_THAT(End("alice", "o4", kT0), IsOk());  // 3 payments
   EXPECT_EQ(place("alice", "o5", 0 + 1).violations, kUserPurchasedHolds | kUserPurchasedUnits);
   // Deleted and put again: a new rule, purchases from zero.
-  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
-                store_->DeleteScopeRule("event:B", "", At(kT0), std::move(done));
-              }),
-              IsOk());
+  ASSERT_THAT(Delete("event:B"), IsOk());
   ASSERT_THAT(Put(rule, kT0), IsOk());
   EXPECT_EQ(place("alice", "o5", 1).outcome, Outcome::kCreated);
 }
@@ -2015,31 +2028,16 @@ TEST_P(ScopeRuleTest, AReturnGivesUnitsBackToCapacityAndToThePurchaseCap) {
   rule.purchases = {0, 3};  // 3 units per buyer, held + bought
   ASSERT_THAT(Put(rule, kT0), IsOk());
   auto place = [&](const std::string& user, const std::string& order, int64_t quantity) {
-    PlaceHoldArgs args;
-    args.user_id = user;
-    args.order_id = order;
-    args.ttl = absl::Seconds(10);
-    args.max_holds = 10;
-    args.details.scope = "event:RU";
-    args.details.quantity = quantity;
-    auto placed = Place(std::move(args), kT0);
-    EXPECT_THAT(placed, IsOk());
-    return placed.value_or(PlaceHoldResult{});
-  };
-  auto give_back = [&](const std::string& user, const std::string& order, int64_t units,
-                       const std::string& request) {
-    return Await<ReturnUnitsResult>([&](auto done) {
-      store_->ReturnUnits(ReturnUnitsArgs{user, order, units, request}, At(kT0), std::move(done));
-    });
+    return PlaceOrder("event:RU", user, order, quantity);
   };
   using Result = ReturnUnitsResult::Result;
   ASSERT_EQ(place("alice", "o1", 3).outcome, Outcome::kCreated);
-  EXPECT_EQ(give_back("alice", "o1", 1, "r1")->result, Result::kLive);  // not paid yet
+  EXPECT_EQ(GiveBack("alice", "o1", 1, "r1")->result, Result::kLive);  // not paid yet
   ASSERT_THAT(End("alice", "o1", kT0, HoldOutcome::kPaid, "pi_1"), IsOk());
   EXPECT_EQ(place("alice", "o2", 1).violations, kUserPurchasedUnits);  // 3 of 3 bought
   EXPECT_EQ(place("bob", "o1", 2).violations, kScopeCapacity);         // 3 sold + 2 > 4
 
-  absl::StatusOr<ReturnUnitsResult> first = give_back("alice", "o1", 2, "r1");
+  absl::StatusOr<ReturnUnitsResult> first = GiveBack("alice", "o1", 2, "r1");
   ASSERT_THAT(first, IsOk());
   EXPECT_EQ(first->result, Result::kReturned);
   EXPECT_EQ(first->units, 2);
@@ -2053,13 +2051,13 @@ TEST_P(ScopeRuleTest, AReturnGivesUnitsBackToCapacityAndToThePurchaseCap) {
   EXPECT_EQ(first->purchase_usage->holds, 1);  // the hold still counts: 1 unit kept
   EXPECT_EQ(first->purchase_usage->caps.max_units, 3);
   // A retry answers the first return, whatever its units, and changes nothing.
-  absl::StatusOr<ReturnUnitsResult> retry = give_back("alice", "o1", 1, "r1");
+  absl::StatusOr<ReturnUnitsResult> retry = GiveBack("alice", "o1", 1, "r1");
   ASSERT_THAT(retry, IsOk());
   EXPECT_EQ(retry->result, Result::kAlreadyReturned);
   EXPECT_EQ(retry->units, 2);
   EXPECT_EQ(retry->total_returned, 2);
   // More than is left: refused, nothing changed; the last unit may go back.
-  absl::StatusOr<ReturnUnitsResult> over = give_back("alice", "o1", 2, "r2");
+  absl::StatusOr<ReturnUnitsResult> over = GiveBack("alice", "o1", 2, "r2");
   ASSERT_THAT(over, IsOk());
   EXPECT_EQ(over->result, Result::kExceedsQuantity);
   EXPECT_EQ(over->total_returned, 2);
@@ -2067,28 +2065,25 @@ TEST_P(ScopeRuleTest, AReturnGivesUnitsBackToCapacityAndToThePurchaseCap) {
   EXPECT_EQ(place("bob", "o1", 2).outcome, Outcome::kCreated);
   EXPECT_EQ(place("alice", "o2", 1).outcome, Outcome::kCreated);  // 1 bought + 1 held of 3
   EXPECT_EQ(place("carol", "o1", 1).violations, kScopeCapacity);  // 1 sold + 3 held of 4
-  EXPECT_EQ(give_back("alice", "o1", 1, "r2")->result, Result::kReturned);
-  EXPECT_EQ(give_back("alice", "o1", 1, "r3")->result, Result::kExceedsQuantity);
+  EXPECT_EQ(GiveBack("alice", "o1", 1, "r2")->result, Result::kReturned);
+  EXPECT_EQ(GiveBack("alice", "o1", 1, "r3")->result, Result::kExceedsQuantity);
   EXPECT_EQ(place("carol", "o1", 1).outcome, Outcome::kCreated);  // 0 sold + 4 held of 4
 
   // Only a paid hold's units; an unknown order is unknown.
   ASSERT_THAT(End("bob", "o1", kT0, HoldOutcome::kCancelled), IsOk());
-  absl::StatusOr<ReturnUnitsResult> cancelled = give_back("bob", "o1", 1, "r1");
+  absl::StatusOr<ReturnUnitsResult> cancelled = GiveBack("bob", "o1", 1, "r1");
   ASSERT_THAT(cancelled, IsOk());
   EXPECT_EQ(cancelled->result, Result::kNotPaid);
   EXPECT_EQ(cancelled->end.outcome, HoldOutcome::kCancelled);
-  EXPECT_EQ(give_back("bob", "nothing", 1, "r1")->result, Result::kUnknown);
+  EXPECT_EQ(GiveBack("bob", "nothing", 1, "r1")->result, Result::kUnknown);
 
   // A purchase under a rule deleted and put again is not given back to the new rule's count.
   ASSERT_THAT(End("alice", "o2", kT0), IsOk());  // 1 bought under the first rule
-  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
-                store_->DeleteScopeRule("event:RU", "", At(kT0), std::move(done));
-              }),
-              IsOk());
+  ASSERT_THAT(Delete("event:RU"), IsOk());
   ASSERT_THAT(Put(rule, kT0), IsOk());
   ASSERT_EQ(place("alice", "o3", 1).outcome, Outcome::kCreated);  // 1 sold + 1 + 1 held of 4
   ASSERT_THAT(End("alice", "o3", kT0), IsOk());                   // 1 bought under the new rule
-  absl::StatusOr<ReturnUnitsResult> old = give_back("alice", "o2", 1, "r1");
+  absl::StatusOr<ReturnUnitsResult> old = GiveBack("alice", "o2", 1, "r1");
   ASSERT_THAT(old, IsOk());
   EXPECT_EQ(old->result, Result::kReturned);
   ASSERT_TRUE(old->purchase_usage.has_value());
@@ -2119,10 +2114,7 @@ TEST_P(ScopeRuleTest, ListHoldsOfAScopeReadsItsRuleInTheStep) {
   EXPECT_EQ(listed.rule->scope, "event:L");
   EXPECT_FALSE(list("").rule.has_value());
   EXPECT_FALSE(list("event:other").rule.has_value());
-  ASSERT_THAT(Await<ScopeRuleResult>([&](auto done) {
-                store_->DeleteScopeRule("event:L", "", At(kT0), std::move(done));
-              }),
-              IsOk());
+  ASSERT_THAT(Delete("event:L"), IsOk());
   EXPECT_FALSE(list("event:L").rule.has_value());
 }
 

@@ -353,6 +353,20 @@ struct OnSaleHerd {
   std::map<std::string, int> refusals;  // by ErrorInfo reason
   int other = 0;
   std::string first_other;
+
+  // Counts `grant` (when units are left of it) and the parts refunds gave back, for `user`.
+  void Add(const std::string& user, const testing::Grant& grant,
+           const std::vector<testing::Grant>& refunded, absl::Mutex& mu) {
+    absl::MutexLock lock(&mu);
+    for (const testing::Grant& part : refunded) {
+      grants.push_back(part);
+      by_user[user].push_back(part);
+    }
+    if (grant.units > 0) {
+      grants.push_back(grant);
+      by_user[user].push_back(grant);
+    }
+  }
 };
 
 // Refunds a third of the paid grants, on the replica that placed them, after 0-20 ms: 1 to all of
@@ -456,15 +470,7 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
           EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
               << ended.error_message();
         }
-        absl::MutexLock lock(&mu);
-        for (const testing::Grant& part : refunded) {
-          herd.grants.push_back(part);
-          herd.by_user[user].push_back(part);
-        }
-        if (grant.units > 0) {
-          herd.grants.push_back(grant);
-          herd.by_user[user].push_back(grant);
-        }
+        herd.Add(user, grant, refunded, mu);
       }
     });
   }

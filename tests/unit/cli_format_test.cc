@@ -1030,94 +1030,109 @@ TEST(ParseHoldFlagsTest, ExtendTakesRequestIdReleaseTakesScope) {
             "retries");
 }
 
-TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
-  struct Case {
-    std::vector<std::string> command;
-    HoldFlags flags;
-    std::string message_start;
-  };
-  const auto with = [](auto set) {
-    HoldFlags flags;
-    set(flags);
-    return flags;
-  };
-  const std::vector<Case> cases = {
-      {{"pay", "alice", "o"},
-       with([](HoldFlags& f) { f.scope = "e"; }),
-       "--scope applies only to place, list and release, not pay"},
-      {{"extend", "alice", "o"},
-       with([](HoldFlags& f) { f.scope = "e"; }),
-       "--scope applies only to place, list and release, not extend"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.request_id = "r1"; }),
-       "--request_id applies only to extend and return, not place"},
-      {{"get", "alice", "o"},
-       with([](HoldFlags& f) { f.request_id = "r1"; }),
-       "--request_id applies only to extend and return, not get"},
-      {{"cancel", "alice", "o"},
-       with([](HoldFlags& f) { f.payment_reference = "pi_3N1"; }),
-       "--payment_reference applies only to pay, not cancel"},
-      {{"return", "alice", "o", "1"},
-       with([](HoldFlags& f) { f.request_id = ""; }),
-       "return needs --request_id"},
-      {{"return", "alice", "o", "1"},
-       with([](HoldFlags& f) {
-         f.request_id = "re_1";
-         f.payment_reference = "pi_3N1";
-       }),
-       "--payment_reference applies only to pay, not return"},
-      {{"return", "alice", "o", "1"},
-       with([](HoldFlags& f) {
-         f.request_id = "re_1";
-         f.quantity = 1;
-       }),
-       "--quantity applies only to place, not return"},
-      {{"extend", "alice", "o"},
-       with([](HoldFlags& f) { f.quantity = 2; }),
-       "--quantity applies only to place, not extend"},
-      {{"release", "alice"},
-       with([](HoldFlags& f) { f.labels = {"a=b"}; }),
-       "--label applies only to place, not release"},
-      {{"health"}, with([](HoldFlags& f) { f.scope = "e"; }), "--scope applies only"},
-      {{"list", "alice"},
-       with([](HoldFlags& f) { f.labels = {"a=b"}; }),
-       "--label applies only to place"},
-      {{"cancel", "alice", "o"},
-       with([](HoldFlags& f) { f.scope_max_units = 1; }),
-       "--scope_max_units applies only to place"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.labels = {"seat"}; }),
-       "--label \"seat\" is not key=value"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.labels = {"=A12"}; }),
-       "--label \"=A12\" has an empty key"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) {
-         f.labels = {"seat=A1", "seat=A2"};
-       }),
-       "--label: key \"seat\" is given twice"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.quantity = -1; }),
-       "--quantity must be from 0 to 4294967295, got -1"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.quantity = int64_t{1} << 32; }),
-       "--quantity must be from 0 to 4294967295"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) { f.scope_max_holds = 2; }),
-       "--scope_max_holds needs --scope"},
-      {{"place", "alice", "o"},
-       with([](HoldFlags& f) {
-         f.scope = "e";
-         f.scope_max_units = -5;
-       }),
-       "--scope_max_units must be from 0 to"},
-  };
-  for (const Case& c : cases) {
+// A command, the flags it is given, and how its usage error starts.
+struct UsageCase {
+  std::vector<std::string> command;
+  HoldFlags flags;
+  std::string message_start;
+};
+
+// `set` applied to default flags.
+template <typename Set>
+HoldFlags With(Set set) {
+  HoldFlags flags;
+  set(flags);
+  return flags;
+}
+
+// Each case's flags are refused INVALID_ARGUMENT with a message starting as the case says.
+void ExpectUsageErrors(const std::vector<UsageCase>& cases) {
+  for (const UsageCase& c : cases) {
     CliCommand command = Command(c.command);
     const absl::Status status = ParseHoldFlags(c.flags, &command);
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.message_start << ": " << status;
     EXPECT_THAT(std::string(status.message()), StartsWith(c.message_start));
   }
+}
+
+TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
+  const std::vector<UsageCase> cases = {
+      {{"pay", "alice", "o"},
+       With([](HoldFlags& f) { f.scope = "e"; }),
+       "--scope applies only to place, list and release, not pay"},
+      {{"extend", "alice", "o"},
+       With([](HoldFlags& f) { f.scope = "e"; }),
+       "--scope applies only to place, list and release, not extend"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.request_id = "r1"; }),
+       "--request_id applies only to extend and return, not place"},
+      {{"get", "alice", "o"},
+       With([](HoldFlags& f) { f.request_id = "r1"; }),
+       "--request_id applies only to extend and return, not get"},
+      {{"cancel", "alice", "o"},
+       With([](HoldFlags& f) { f.payment_reference = "pi_3N1"; }),
+       "--payment_reference applies only to pay, not cancel"},
+      {{"extend", "alice", "o"},
+       With([](HoldFlags& f) { f.quantity = 2; }),
+       "--quantity applies only to place, not extend"},
+      {{"release", "alice"},
+       With([](HoldFlags& f) { f.labels = {"a=b"}; }),
+       "--label applies only to place, not release"},
+      {{"health"}, With([](HoldFlags& f) { f.scope = "e"; }), "--scope applies only"},
+      {{"list", "alice"},
+       With([](HoldFlags& f) { f.labels = {"a=b"}; }),
+       "--label applies only to place"},
+      {{"cancel", "alice", "o"},
+       With([](HoldFlags& f) { f.scope_max_units = 1; }),
+       "--scope_max_units applies only to place"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.labels = {"seat"}; }),
+       "--label \"seat\" is not key=value"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.labels = {"=A12"}; }),
+       "--label \"=A12\" has an empty key"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) {
+         f.labels = {"seat=A1", "seat=A2"};
+       }),
+       "--label: key \"seat\" is given twice"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.quantity = -1; }),
+       "--quantity must be from 0 to 4294967295, got -1"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.quantity = int64_t{1} << 32; }),
+       "--quantity must be from 0 to 4294967295"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) { f.scope_max_holds = 2; }),
+       "--scope_max_holds needs --scope"},
+      {{"place", "alice", "o"},
+       With([](HoldFlags& f) {
+         f.scope = "e";
+         f.scope_max_units = -5;
+       }),
+       "--scope_max_units must be from 0 to"},
+  };
+  ExpectUsageErrors(cases);
+}
+
+TEST(ParseHoldFlagsTest, ReturnsUsageErrorsNameTheFlag) {
+  ExpectUsageErrors({
+      {{"return", "alice", "o", "1"},
+       With([](HoldFlags& f) { f.request_id = ""; }),
+       "return needs --request_id"},
+      {{"return", "alice", "o", "1"},
+       With([](HoldFlags& f) {
+         f.request_id = "re_1";
+         f.payment_reference = "pi_3N1";
+       }),
+       "--payment_reference applies only to pay, not return"},
+      {{"return", "alice", "o", "1"},
+       With([](HoldFlags& f) {
+         f.request_id = "re_1";
+         f.quantity = 1;
+       }),
+       "--quantity applies only to place, not return"},
+  });
 }
 
 // 2026-12-07T10:00:00Z, 2026-12-31T00:00:00Z: a scope rule's open and expire times.
