@@ -4,6 +4,7 @@
 // ABORTED; a PAUSED rule opens at its open_time on the Redis clock; CloseScope under load: once it
 // answers no PlaceHold of the scope succeeds on either replica, and with release_holds every hold
 // live at the close ends CANCELLED with one event.
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -26,6 +27,7 @@
 #include "orderhold/v1/orderhold.grpc.pb.h"
 #include "server/app.h"
 #include "tests/testing/app_acl.h"
+#include "tests/testing/grpc_retry.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/live_intervals.h"
 #include "tests/testing/os_util.h"
@@ -383,19 +385,66 @@ void MaybeRefund(ScopeRulesE2eTest& test, int replica, const std::string& user,
   request.set_order_id(order);
   request.set_units(static_cast<uint32_t>(units));
   request.set_request_id(absl::StrCat("refund-", order));
-  const absl::Time sent = absl::Now();
   v1::ReturnUnitsResponse response;
-  grpc::ClientContext context;
-  const grpc::Status status =
-      test.stub(replica).ReturnUnits(ScopeRulesE2eTest::Deadline(&context), request, &response);
+  testing::CallAttempts attempts;  // a retry of a recorded refund answers already_returned
+  const grpc::Status status = testing::RetryUnavailableCall(
+      [&] {
+        grpc::ClientContext context;
+        return test.stub(replica).ReturnUnits(ScopeRulesE2eTest::Deadline(&context), request,
+                                              &response);
+      },
+      &attempts);
+  const absl::Time sent = attempts.last_sent;
   EXPECT_TRUE(status.ok()) << status.error_message();
   if (!status.ok()) return;
+  EXPECT_TRUE(!response.already_returned() || attempts.retried());
   EXPECT_EQ(response.returned_units(), units);
   refunded.push_back(testing::Grant{grant.from, sent, units});
   grant.units -= units;
   absl::MutexLock lock(&mu);
   herd.returned_units += units;
   ++herd.returns;
+}
+
+// Pays (`pay`) or cancels the hold `request` placed, through `replica`, retrying UNAVAILABLE as a
+// client would (a retry of a recorded end answers already_paid / already_cancelled). Ends `grant`
+// no later than the last attempt's send, or never once paid (sold: it counts for ever); true when
+// this call paid it.
+bool EndOnSaleGrant(ScopeRulesE2eTest& test, int replica, const v1::PlaceHoldRequest& request,
+                    bool pay, testing::Grant& grant) {
+  testing::CallAttempts end;
+  grpc::Status ended;
+  bool paid_now = false;
+  if (pay) {
+    v1::PayRequest pay_request;
+    pay_request.set_user_id(request.user_id());
+    pay_request.set_order_id(request.order_id());
+    v1::PayResponse paid;
+    ended = testing::RetryUnavailableCall(
+        [&] {
+          grpc::ClientContext context;
+          return test.stub(replica).Pay(ScopeRulesE2eTest::Deadline(&context), pay_request, &paid);
+        },
+        &end);
+    paid_now = ended.ok() && (!paid.already_paid() || end.retried());
+  } else {
+    v1::CancelHoldRequest cancel;
+    cancel.set_user_id(request.user_id());
+    cancel.set_order_id(request.order_id());
+    v1::CancelHoldResponse cancelled;
+    ended = testing::RetryUnavailableCall(
+        [&] {
+          grpc::ClientContext context;
+          return test.stub(replica).CancelHold(ScopeRulesE2eTest::Deadline(&context), cancel,
+                                               &cancelled);
+        },
+        &end);
+  }
+  // FAILED_PRECONDITION: it expired first (its `to` stands: an upper bound of the end).
+  EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+      << ended.error_message();
+  grant.to = paid_now ? absl::InfiniteFuture() : std::min(grant.to, end.last_sent);
+  return paid_now;
 }
 
 // 5,000 buyers over both replicas for 3 s, half of the calls from 10 eager buyers who come back
@@ -421,15 +470,20 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
         request.set_quantity(1 + i % 2);
         *request.mutable_ttl() = TimeUtil::MillisecondsToDuration(300);
         v1::PlaceHoldResponse response;
-        grpc::ClientContext context;
-        const grpc::Status status =
-            test.stub(i % 2).PlaceHold(ScopeRulesE2eTest::Deadline(&context), request, &response);
-        if (!status.ok()) {
+        testing::CallAttempts placed;  // a retry of a recorded placement answers created = false
+        const grpc::Status status = testing::RetryUnavailableCall(
+            [&] {
+              grpc::ClientContext context;
+              return test.stub(i % 2).PlaceHold(ScopeRulesE2eTest::Deadline(&context), request,
+                                                &response);
+            },
+            &placed);
+        if (!status.ok() || (!response.created() && !placed.retried())) {
           absl::MutexLock lock(&mu);
           if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
             ++herd.refusals[ScopeRulesE2eTest::ReasonAndRetry(status).first];
           } else if (++herd.other == 1) {
-            herd.first_other = status.error_message();
+            herd.first_other = status.ok() ? "an order id answered twice" : status.error_message();
           }
           continue;
         }
@@ -441,34 +495,13 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
         const uint32_t dice = random() % 4;
         if (dice < 3) {
           absl::SleepFor(absl::Milliseconds(random() % 20));
-          grant.to = std::min(grant.to, absl::Now());  // the end is sent now
-          grpc::ClientContext end_context;
-          grpc::Status ended;
-          if (dice < 2) {
-            v1::PayRequest pay;
-            pay.set_user_id(user);
-            pay.set_order_id(order);
-            v1::PayResponse paid;
-            ended = test.stub(1 - i % 2).Pay(ScopeRulesE2eTest::Deadline(&end_context), pay, &paid);
-            if (ended.ok()) {
-              grant.to = absl::InfiniteFuture();  // sold: counts for ever
-              {
-                absl::MutexLock lock(&mu);
-                herd.paid_units += grant.units;
-              }
-              MaybeRefund(test, i % 2, user, order, random, grant, refunded, herd, mu);
+          if (EndOnSaleGrant(test, 1 - i % 2, request, dice < 2, grant)) {
+            {
+              absl::MutexLock lock(&mu);
+              herd.paid_units += grant.units;
             }
-          } else {
-            v1::CancelHoldRequest cancel;
-            cancel.set_user_id(user);
-            cancel.set_order_id(order);
-            v1::CancelHoldResponse cancelled;
-            ended = test.stub(1 - i % 2).CancelHold(ScopeRulesE2eTest::Deadline(&end_context),
-                                                    cancel, &cancelled);
+            MaybeRefund(test, i % 2, user, order, random, grant, refunded, herd, mu);
           }
-          // FAILED_PRECONDITION: it expired first (its `to` stands: an upper bound of the end).
-          EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-              << ended.error_message();
         }
         herd.Add(user, grant, refunded, mu);
       }
