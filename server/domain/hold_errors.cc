@@ -234,6 +234,20 @@ absl::Status ScopeStateError(absl::string_view stored_scope, const store::PlaceH
   return status;
 }
 
+absl::Status ClassDeniedError(absl::string_view stored_scope, absl::string_view limit_class) {
+  const absl::string_view scope = LocalId(stored_scope);
+  absl::Status status = absl::PermissionDeniedError(
+      absl::StrCat("limit_class: scope \"", scope, "\" has no runtime rule with a class \"",
+                   limit_class, "\" that lists the caller (its client certificate's identities)"));
+  google::rpc::ErrorInfo info;
+  info.set_reason("LIMIT_CLASS_DENIED");
+  info.set_domain("orderhold.v1");
+  (*info.mutable_metadata())["scope"] = std::string(scope);
+  (*info.mutable_metadata())["limit_class"] = std::string(limit_class);
+  AttachDetail(info, &status);
+  return status;
+}
+
 absl::Status NeverFitsError(const PlaceHoldArgsView& a, const store::PlaceHoldResult& r) {
   const char* name = "max_units";
   int64_t limit = a.scope_limits.max_units;
@@ -270,6 +284,9 @@ std::optional<PlaceRefusal> PlaceRefusalOf(absl::string_view order_id,
       return PlaceRefusal{ScopeStateError(asked.scope, result), Reason::kScopeNotOpen};
     case Outcome::kNeverFits:
       return PlaceRefusal{NeverFitsError(asked, result), Reason::kInvalidArgument};
+    case Outcome::kClassDenied:
+      return PlaceRefusal{ClassDeniedError(asked.scope, asked.limit_class),
+                          Reason::kLimitClassDenied};
     case Outcome::kCreated:
     case Outcome::kAlreadyHeld:
       break;

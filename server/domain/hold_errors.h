@@ -47,9 +47,10 @@ struct PlaceHoldArgsView {
   int64_t quantity = 1;
   store::LevelLimits user_limits;
   store::LevelLimits scope_limits;
-  store::LevelLimits totals;          // the scope's totals across users (ScopeTotals)
-  int64_t capacity_units = 0;         // the scope's capacity (ScopeRule::capacity_units)
-  store::LevelLimits purchases = {};  // a runtime rule's purchase caps (0 = none)
+  store::LevelLimits totals;           // the scope's totals across users (ScopeTotals)
+  int64_t capacity_units = 0;          // the scope's capacity (ScopeRule::capacity_units)
+  store::LevelLimits purchases = {};   // a runtime rule's purchase caps (0 = none)
+  absl::string_view limit_class = {};  // the limit class asked ("" = none)
 };
 
 // The RESOURCE_EXHAUSTED of a refused PlaceHold (`result.outcome` kLimitReached), with the
@@ -71,8 +72,16 @@ absl::Status ScopeStateError(absl::string_view scope, const store::PlaceHoldResu
 // capacity_units 4 of scope "event:1"; it can never be granted`.
 absl::Status NeverFitsError(const PlaceHoldArgsView& asked, const store::PlaceHoldResult& result);
 
+// The PERMISSION_DENIED of a PlaceHold whose limit class the caller may not use (`result.outcome`
+// kClassDenied): `limit_class: scope "event:1" has no runtime rule with a class "vip" that lists
+// the caller`, the same whether the rule, the class or the caller's place in it is missing (a
+// caller learns nothing of the rule), with a google.rpc.ErrorInfo (reason LIMIT_CLASS_DENIED,
+// domain "orderhold.v1", metadata scope and limit_class). AIP-193: the caller is known and may not
+// do this.
+absl::Status ClassDeniedError(absl::string_view scope, absl::string_view limit_class);
+
 // What a PlaceHold answers for a store result that placed nothing: the error (EndedError,
-// LimitError, ScopeStateError or NeverFitsError) and the reject reason it counts.
+// LimitError, ScopeStateError, NeverFitsError or ClassDeniedError) and the reject reason it counts.
 struct PlaceRefusal {
   absl::Status status;
   metrics::RejectReason reason;

@@ -55,6 +55,21 @@ bool HoldService::ReportsUsage(bool asks_more) const {
   return asks_more || policy_.max_units > 0 || has_scope_rules_.load(std::memory_order_relaxed);
 }
 
+namespace {
+
+// Moves `command`'s limit class and the caller's identities into `args`; INVALID_ARGUMENT naming
+// limit_class when it is not a class name or comes without a scope.
+absl::Status TakeLimitClass(PlaceHoldCommand& command, store::PlaceHoldArgs& args) {
+  if (command.limit_class.empty()) return absl::OkStatus();
+  if (command.scope.empty()) return absl::InvalidArgumentError("limit_class: only with a scope");
+  ORDERHOLD_RETURN_IF_ERROR(ValidateLimitClassName("limit_class", command.limit_class));
+  args.limit_class = std::move(command.limit_class);
+  args.caller_identities = std::move(command.caller_identities);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand& command) const {
   ORDERHOLD_RETURN_IF_ERROR(ValidateIds(command.user_id, command.order_id));
   ORDERHOLD_ASSIGN_OR_RETURN(absl::Duration ttl, ResolveTtl(command.ttl, policy_));
@@ -129,6 +144,7 @@ absl::StatusOr<store::PlaceHoldArgs> HoldService::ValidatedArgs(PlaceHoldCommand
         "quantity: ", details.quantity, " exceeds capacity_units ", args.capacity_units,
         " of scope \"", LocalId(command.scope), "\"; it can never be granted"));
   }
+  ORDERHOLD_RETURN_IF_ERROR(TakeLimitClass(command, args));
   details.scope = std::move(command.scope);
   args.user_id = std::move(command.user_id);
   args.order_id = std::move(command.order_id);
@@ -151,7 +167,8 @@ void HoldService::PlaceHold(PlaceHoldCommand command, store::CallOptions options
       args->user_id,           args->order_id,
       args->details,           store::LevelLimits{args->max_holds, args->max_units},
       ReportsUsage(asks_more), args->totals,
-      args->capacity_units};
+      args->capacity_units,    {},
+      args->limit_class};
   store_.PlaceHold(
       *std::move(args), options,
       [this, asked = std::move(asked),
@@ -211,7 +228,7 @@ std::optional<absl::Status> HoldService::Refusal(const Asked& asked,
                                                  const store::PlaceHoldResult& result) {
   const PlaceHoldArgsView view{
       asked.details.scope, asked.details.quantity, asked.user_limits, asked.details.scope_limits,
-      asked.totals,        asked.capacity_units,   asked.purchases};
+      asked.totals,        asked.capacity_units,   asked.purchases,   asked.limit_class};
   std::optional<PlaceRefusal> refusal = PlaceRefusalOf(asked.order_id, view, result);
   if (!refusal.has_value()) return std::nullopt;
   Reject(refusal->reason);

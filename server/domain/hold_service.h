@@ -67,6 +67,12 @@ struct PlaceHoldCommand {
   std::vector<std::pair<std::string, std::string>> labels;
   // The scope's limits carried by the request (with a scope only); unset: the server's rules.
   std::optional<ScopeLimits> scope_limits;
+  // The limit class of the scope's runtime rule asked ("" = none; with a scope only: 1-64 bytes of
+  // [A-Za-z0-9_.-], ValidateLimitClassName), and the caller's typed identities ("uri:...",
+  // "dns:...", "subject:...": its client certificate's) it is checked against in the placing
+  // step: PERMISSION_DENIED unless the class lists one of them.
+  std::string limit_class = {};
+  std::vector<std::string> caller_identities = {};
 };
 
 // One level's usage and limits (orderhold.v1.LimitUsage): live holds and units counted there.
@@ -257,6 +263,7 @@ class HoldService {
     store::LevelLimits totals;
     int64_t capacity_units = 0;
     store::LevelLimits purchases = {};  // a runtime rule's purchase caps
+    std::string limit_class = {};       // PlaceHoldCommand::limit_class
   };
   // The error a PlaceHold answers for a `result` that placed nothing (counted in the rejected
   // holds); nullopt for kCreated and kAlreadyHeld.

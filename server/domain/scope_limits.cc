@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/common/status_macros.h"
@@ -31,6 +33,18 @@ absl::Status ValidateScopeTotals(absl::string_view field, const ScopeTotals& tot
     return absl::InvalidArgumentError(absl::StrCat(field, ".total_max_units: must be 0-",
                                                    kMaxScopeTotal, " (0: no total), got ",
                                                    totals.max_units));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLimitClassName(absl::string_view field, absl::string_view name) {
+  const bool valid_bytes = std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+  if (name.empty() || name.size() > kMaxLimitClassNameBytes || !valid_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": a class name must be 1-", kMaxLimitClassNameBytes,
+        " bytes of [A-Za-z0-9_.-] (got \"", absl::CHexEscape(name.substr(0, 64)), "\")"));
   }
   return absl::OkStatus();
 }

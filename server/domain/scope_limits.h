@@ -49,6 +49,14 @@ struct ScopeRule {
   friend bool operator==(const ScopeRule&, const ScopeRule&) = default;
 };
 
+// A limit class name (ScopeRule.classes' keys, PlaceHoldRequest.limit_class) is 1 to this many
+// bytes of [A-Za-z0-9_.-].
+inline constexpr size_t kMaxLimitClassNameBytes = 64;
+
+// INVALID_ARGUMENT "<field>: a class name must be 1-64 bytes of [A-Za-z0-9_.-] (got ...)" unless
+// `name` is a limit class name.
+absl::Status ValidateLimitClassName(absl::string_view field, absl::string_view name);
+
 // INVALID_ARGUMENT "<field>.capacity_units: must be 0-1000000000 (0: no capacity), got N" when
 // out of bounds; OK otherwise.
 absl::Status ValidateCapacity(absl::string_view field, int64_t capacity_units);

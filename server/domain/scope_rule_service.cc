@@ -1,9 +1,14 @@
 #include "server/domain/scope_rule_service.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "server/common/status_macros.h"
 #include "server/domain/page_token.h"
 #include "server/domain/scope_limits.h"
@@ -26,6 +31,63 @@ absl::Status ValidateEtag(absl::string_view field, absl::string_view etag) {
   if (etag.size() > kMaxEtagBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": at most ", kMaxEtagBytes, " bytes (got ", etag.size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// INVALID_ARGUMENT naming `field` unless `principal` is typed ("uri:", "dns:" or "subject:", then
+// 1-kMaxPrincipalBytes bytes of UTF-8 without control characters).
+absl::Status ValidatePrincipal(absl::string_view field, absl::string_view principal) {
+  absl::string_view value = principal;
+  if (!absl::ConsumePrefix(&value, "uri:") && !absl::ConsumePrefix(&value, "dns:") &&
+      !absl::ConsumePrefix(&value, "subject:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": not a \"uri:\", \"dns:\" or \"subject:\" identity"));
+  }
+  const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (value.empty() || value.size() > kMaxPrincipalBytes || control ||
+      Utf8ValidPrefix(value) < value.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": must be 1-", kMaxPrincipalBytes,
+                     " bytes of UTF-8 without control characters after its kind (got \"",
+                     absl::CHexEscape(value.substr(0, 64)), "\")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLimitClasses(const store::ScopeRuleRecord& rule) {
+  if (rule.classes.size() > static_cast<size_t>(kMaxLimitClasses)) {
+    return absl::InvalidArgumentError(absl::StrCat("rule.classes: at most ", kMaxLimitClasses,
+                                                   " classes (got ", rule.classes.size(), ")"));
+  }
+  size_t principals = 0;
+  for (const auto& [name, limit_class] : rule.classes) {
+    ORDERHOLD_RETURN_IF_ERROR(ValidateLimitClassName("rule.classes", name));
+    const std::string at = absl::StrCat("rule.classes[", name, "]");
+    ORDERHOLD_RETURN_IF_ERROR(ValidateScopeLimits(absl::StrCat(at, ".limits"), limit_class.limits));
+    for (const auto& [field, value] :
+         {std::pair{".max_purchased_units", limit_class.purchases.max_units},
+          std::pair{".max_purchased_holds", limit_class.purchases.max_holds}}) {
+      if (value < 0 || value > kMaxScopeTotal) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, field, ": must be 0-", kMaxScopeTotal, " (0: no cap), got ", value));
+      }
+    }
+    if (limit_class.principals.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          at, ".principals: required: the identities that may place holds in the class"));
+    }
+    for (size_t i = 0; i < limit_class.principals.size(); ++i) {
+      ORDERHOLD_RETURN_IF_ERROR(
+          ValidatePrincipal(absl::StrCat(at, ".principals[", i, "]"), limit_class.principals[i]));
+    }
+    principals += limit_class.principals.size();
+  }
+  if (principals > static_cast<size_t>(kMaxClassPrincipals)) {
+    return absl::InvalidArgumentError(absl::StrCat("rule.classes: at most ", kMaxClassPrincipals,
+                                                   " principals in all (got ", principals, ")"));
   }
   return absl::OkStatus();
 }
@@ -66,6 +128,7 @@ absl::Status ValidateScopeRule(const store::ScopeRuleRecord& rule) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": must be after 1970-01-01"));
     }
   }
+  ORDERHOLD_RETURN_IF_ERROR(ValidateLimitClasses(rule));
   return ValidateEtag("rule.etag", rule.etag);
 }
 

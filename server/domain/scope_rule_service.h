@@ -15,11 +15,12 @@
 //
 // Errors: INVALID_ARGUMENT naming the field (rule.scope / scope required and valid as
 // PlaceHoldRequest.scope; rule.limits, rule.total_max_*, rule.capacity_units,
-// rule.max_purchased_* out of bounds; rule.open_time not before rule.close_time; rule.expire_time
-// not after now; etag longer than kMaxEtagBytes; page_size, page_token); NOT_FOUND (Get, Delete: no
-// rule); ABORTED (a stale etag); FAILED_PRECONDITION (a store that keeps no runtime rules: a Redis
-// Cluster, --store=noop); UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL from the store. Thread-safe (no
-// state of its own).
+// rule.max_purchased_* out of bounds; rule.classes beyond the bounds below, a class without
+// principals or with one that is not a typed identity; rule.open_time not before rule.close_time;
+// rule.expire_time not after now; etag longer than kMaxEtagBytes; page_size, page_token); NOT_FOUND
+// (Get, Delete: no rule); ABORTED (a stale etag); FAILED_PRECONDITION (a store that keeps no
+// runtime rules: a Redis Cluster, --store=noop); UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL from the
+// store. Thread-safe (no state of its own).
 #ifndef ORDERHOLD_SERVER_DOMAIN_SCOPE_RULE_SERVICE_H_
 #define ORDERHOLD_SERVER_DOMAIN_SCOPE_RULE_SERVICE_H_
 
@@ -35,6 +36,15 @@ namespace orderhold::domain {
 
 // An etag longer than this is refused (a real one is a decimal counter: under 20 bytes).
 inline constexpr size_t kMaxEtagBytes = 64;
+
+// Bounds of a rule's limit classes (ScopeRule.classes), which the placing step reads whole: at
+// most kMaxLimitClasses classes, names 1-kMaxLimitClassNameBytes bytes of [A-Za-z0-9_.-],
+// kMaxClassPrincipals principals in all, each a typed identity ("uri:", "dns:" or "subject:")
+// whose value is 1-kMaxPrincipalBytes bytes. Packed, a rule's classes stay under about 18 KB.
+// (kMaxLimitClassNameBytes: scope_limits.h.)
+inline constexpr int kMaxLimitClasses = 16;
+inline constexpr int kMaxClassPrincipals = 64;
+inline constexpr size_t kMaxPrincipalBytes = 256;
 
 // A rule as answered: the stored rule (scope in its stored form) and its state at `now`.
 struct ScopeRuleReply {

@@ -244,6 +244,21 @@ std::string TypedIdentity(IdentityKind kind, absl::string_view value) {
   return std::string();
 }
 
+std::vector<std::string> PeerIdentities(const AuthzRequest& request) {
+  std::vector<std::string> identities;
+  if (!request.authenticated) return identities;
+  for (const std::string& san : request.uri_sans) {
+    identities.push_back(TypedIdentity(IdentityKind::kUri, san));
+  }
+  for (const std::string& san : request.dns_sans) {
+    identities.push_back(TypedIdentity(IdentityKind::kDns, san));
+  }
+  if (!request.subject.empty()) {
+    identities.push_back(TypedIdentity(IdentityKind::kSubject, request.subject));
+  }
+  return identities;
+}
+
 namespace {
 
 // An identity of a request: its kind and the request's value (no copy: formatted only when a

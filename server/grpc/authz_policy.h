@@ -60,6 +60,11 @@ struct AuthzRequest {
 enum class IdentityKind { kUri, kDns, kSubject };
 std::string TypedIdentity(IdentityKind kind, absl::string_view value);
 
+// Every identity of `request`'s peer, typed: its URI SANs, its DNS SANs, then its subject (none
+// for a peer that is not authenticated or has no certificate). What --tenants and a limit class's
+// principals (PlaceHoldRequest.limit_class) are matched against, exactly.
+std::vector<std::string> PeerIdentities(const AuthzRequest& request);
+
 // One of A43's string patterns, compiled.
 class StringPattern {
  public:

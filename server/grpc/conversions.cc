@@ -11,6 +11,7 @@
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "server/common/status_macros.h"
+#include "server/domain/group_owner.h"
 #include "server/domain/tenant.h"
 
 namespace orderhold::grpc_api {
@@ -103,6 +104,7 @@ absl::StatusOr<domain::PlaceHoldCommand> PlaceHoldCommandFromProto(
     command.scope_limits =
         domain::ScopeLimits{request.scope_limits().max_holds(), request.scope_limits().max_units()};
   }
+  command.limit_class = std::move(*request.mutable_limit_class());
   return command;
 }
 
@@ -358,6 +360,18 @@ absl::StatusOr<store::ScopeRuleRecord> ScopeRuleFromProto(const internal::ScopeR
   ORDERHOLD_ASSIGN_OR_RETURN(
       rule.expire_time,
       RuleTimeFromProto("rule.expire_time", in.has_expire_time(), in.expire_time()));
+  for (const internal::ScopeRule::ClassesEntry& entry : in.classes()) {
+    store::LimitClassRecord& limit_class = rule.classes[entry.key()];  // a later key wins
+    const internal::LimitClass& value = entry.value();
+    limit_class = store::LimitClassRecord{};
+    limit_class.limits = store::LevelLimits{value.limits().max_holds(), value.limits().max_units()};
+    limit_class.purchases =
+        store::LevelLimits{value.max_purchased_holds(), value.max_purchased_units()};
+    for (const std::string& principal : value.principals()) {
+      // Bare identities are read by their shape, as in the --tenants file; the domain checks them.
+      limit_class.principals.push_back(domain::TypedOwner(principal));
+    }
+  }
   rule.etag = in.etag();
   return rule;
 }
@@ -381,6 +395,16 @@ v1::ScopeRule ScopeRuleReplyToProto(const domain::ScopeRuleReply& reply) {
   if (rule.close_time.has_value()) TimestampToProto(*rule.close_time, out.mutable_close_time());
   if (rule.expire_time.has_value()) {
     TimestampToProto(*rule.expire_time, out.mutable_expire_time());
+  }
+  for (const auto& [name, limit_class] : rule.classes) {
+    v1::LimitClass& c = (*out.mutable_classes())[name];
+    if (limit_class.limits != store::LevelLimits{}) {
+      c.mutable_limits()->set_max_holds(U32(limit_class.limits.max_holds));
+      c.mutable_limits()->set_max_units(U32(limit_class.limits.max_units));
+    }
+    c.set_max_purchased_units(U32(limit_class.purchases.max_units));
+    c.set_max_purchased_holds(U32(limit_class.purchases.max_holds));
+    for (const std::string& principal : limit_class.principals) c.add_principals(principal);
   }
   out.set_etag(rule.etag);
   out.set_effective_state(static_cast<v1::ScopeState>(reply.effective_state));

@@ -215,6 +215,10 @@ grpc::ServerUnaryReactor* OrderHoldService::PlaceHold(grpc::CallbackServerContex
         ORDERHOLD_ASSIGN_OR_RETURN(domain::PlaceHoldCommand command, PlaceHoldCommandFromProto(in));
         ORDERHOLD_ASSIGN_OR_RETURN(command.user_id, call.User(std::move(command.user_id)));
         ORDERHOLD_ASSIGN_OR_RETURN(command.scope, call.Scope(std::move(command.scope)));
+        if (!command.limit_class.empty()) {  // the class's principals are matched in the step
+          command.caller_identities = PeerIdentities(
+              AuthzRequestOf(call.context(), Method::kPlaceHold, /*with_headers=*/false));
+        }
         holds_.PlaceHold(std::move(command), call.options(), call.Respond(PlaceHoldReplyToProto));
         return absl::OkStatus();
       },

@@ -267,18 +267,7 @@ absl::StatusOr<CallTenant> Tenants::Resolve(const AuthzRequest& peer,
     return absl::InvalidArgumentError(
         absl::StrCat(kTenantHeader, ": sent ", header.size(), " times; send it once"));
   }
-  std::vector<std::string> identities;
-  if (peer.authenticated) {
-    for (const std::string& san : peer.uri_sans) {
-      identities.push_back(TypedIdentity(IdentityKind::kUri, san));
-    }
-    for (const std::string& san : peer.dns_sans) {
-      identities.push_back(TypedIdentity(IdentityKind::kDns, san));
-    }
-    if (!peer.subject.empty()) {
-      identities.push_back(TypedIdentity(IdentityKind::kSubject, peer.subject));
-    }
-  }
+  const std::vector<std::string> identities = PeerIdentities(peer);
   absl::ReaderMutexLock lock(&mu_);  // every call: readers share it
   std::optional<std::string> tenant;
   bool is_operator = false;

@@ -28,7 +28,8 @@ const char* const kReasonNames[kRejectReasonCount] = {"quota_exceeded",
                                                       "scope_sold_out",
                                                       "scope_not_open",
                                                       "scope_closed",
-                                                      "user_purchase_limit"};
+                                                      "user_purchase_limit",
+                                                      "limit_class_denied"};
 const char* const kReconnectReasonNames[kRedisReconnectReasonCount] = {"io_error", "peer_closed",
                                                                        "not_primary", "failover"};
 const char* const kMethodNames[kMethodCount] = {"PlaceHold",         "Pay",

@@ -47,8 +47,10 @@ enum class RejectReason {
                        // (SCOPE_CLOSED)
   kUserPurchaseLimit,  // "user_purchase_limit": the user's holds plus purchases in the scope would
                        // exceed the runtime rule's purchase cap (USER_PURCHASE_LIMIT)
+  kLimitClassDenied,   // "limit_class_denied": the limit class asked is not the caller's to use
+                       // (PERMISSION_DENIED, LIMIT_CLASS_DENIED)
 };
-inline constexpr int kRejectReasonCount = 15;
+inline constexpr int kRejectReasonCount = 16;
 
 // Label `method` of the orderhold_grpc_* metrics.
 enum class Method {

@@ -162,6 +162,12 @@ struct PlaceHoldArgs {
   // smaller non-zero). nullopt: the rule's as they are.
   std::optional<LevelLimits> asked_limits = std::nullopt;
   bool asked_replaces = false;
+  // The limit class of the scope's runtime rule asked (PlaceHoldRequest.limit_class; "" = none):
+  // the rule must have it and list one of `caller_identities` (typed: "uri:...", "dns:...",
+  // "subject:...") among its principals, else kClassDenied and nothing written; its limits and
+  // purchase caps then replace the rule's per-person ones. With details.scope only.
+  std::string limit_class = {};
+  std::vector<std::string> caller_identities = {};
 };
 
 // A scope's runtime rule (the OrderHold.PutScopeRule rpc): limits, totals, capacity and state
@@ -169,6 +175,15 @@ struct PlaceHoldArgs {
 // replica applies one version at once. It replaces the file's rule for that scope (the caller's
 // precedence: domain/scope_limits.h).
 enum class ScopeState { kOpen = 1, kPaused = 2, kClosed = 3 };  // the proto's numbers
+
+// A named class of buyers of a runtime rule (ScopeRule.classes): its per-person limits and
+// purchase caps replace the rule's for holds placed in the class by one of its principals.
+struct LimitClassRecord {
+  LevelLimits limits;                   // each user's live holds and units in the scope; 0 = none
+  LevelLimits purchases;                // live plus bought holds (max_holds) and units; 0 = none
+  std::vector<std::string> principals;  // typed identities that may use the class
+  friend bool operator==(const LimitClassRecord&, const LimitClassRecord&) = default;
+};
 
 struct ScopeRuleRecord {
   std::string scope;           // the exact scope (stored form), 1-128 bytes (+ its tenant)
@@ -183,6 +198,7 @@ struct ScopeRuleRecord {
   std::optional<absl::Time> open_time;    // not open before (whole ms); unset: none
   std::optional<absl::Time> close_time;   // closed from (whole ms); unset: none
   std::optional<absl::Time> expire_time;  // the rule is deleted then (whole ms); unset: never
+  std::map<std::string, LimitClassRecord> classes = {};  // by name; empty: none
   // The rule's version as the store gave it (AIP-154): never reused for the scope. In a write,
   // the version the rule must have ("" = any, also none).
   std::string etag = {};
@@ -251,6 +267,9 @@ struct PlaceHoldResult {
                     // none is set)
     kNeverFits,     // the quantity is above a unit limit of the rule (`violations`: those
                     // levels' bits): no retry can pass
+    kClassDenied,   // the limit class asked (PlaceHoldArgs::limit_class) is not the caller's:
+                    // the scope has no runtime rule, the rule no such class, or the class does
+                    // not list the caller; nothing at all written
   };
   Outcome outcome = Outcome::kCreated;
   absl::Time now;           // the store's clock when the operation ran

@@ -30,11 +30,22 @@ using internal::ToOutcome;
 
 namespace {
 
-// place_hold.lua's `asked`: the request's own scope limits, for a runtime rule of the scope.
+// place_hold.lua's `asked`: the request's own scope limits ("" = none; "c:" a ceiling on the
+// runtime rule's, "r:" in their place) and, with a limit class, "|<class>|" and the caller's
+// identities, each with its length first.
 std::string AskedArg(const PlaceHoldArgs& args) {
-  if (!args.asked_limits.has_value() || args.details.scope.empty()) return "";
-  return absl::StrCat(args.asked_replaces ? "r:" : "c:", args.asked_limits->max_holds, ":",
-                      args.asked_limits->max_units);
+  if (args.details.scope.empty()) return "";
+  std::string out;
+  if (args.asked_limits.has_value()) {
+    out = absl::StrCat(args.asked_replaces ? "r:" : "c:", args.asked_limits->max_holds, ":",
+                       args.asked_limits->max_units);
+  }
+  if (args.limit_class.empty()) return out;
+  absl::StrAppend(&out, "|", args.limit_class, "|");
+  for (const std::string& identity : args.caller_identities) {
+    absl::StrAppend(&out, identity.size(), ":", identity);
+  }
+  return out;
 }
 
 // place_hold.lua's `applied`: "<version>:<max_holds>:<max_units>:<total holds>:<total units>:
@@ -233,14 +244,18 @@ void RedisHoldStore::PlaceInUserSlot(const PlaceHoldArgs& args, const CallOption
                   "the hold's place in its scope was taken too long ago; retry the same call");
             }
             using Outcome = PlaceHoldResult::Outcome;
-            static constexpr Outcome kOutcomes[] = {
-                Outcome::kNeverFits,   Outcome::kScopeNotOpen,
-                Outcome::kScopeClosed, Outcome::kLimitReached /* -3: answered above */,
-                Outcome::kEnded,       Outcome::kLimitReached,
-                Outcome::kAlreadyHeld, Outcome::kCreated};
-            if (r.result < -6 || r.result > 1) return BadReply("place_hold.lua");
+            static constexpr Outcome kOutcomes[] = {Outcome::kClassDenied,
+                                                    Outcome::kNeverFits,
+                                                    Outcome::kScopeNotOpen,
+                                                    Outcome::kScopeClosed,
+                                                    Outcome::kLimitReached /* -3: answered above */,
+                                                    Outcome::kEnded,
+                                                    Outcome::kLimitReached,
+                                                    Outcome::kAlreadyHeld,
+                                                    Outcome::kCreated};
+            if (r.result < -7 || r.result > 1) return BadReply("place_hold.lua");
             PlaceHoldResult result;
-            result.outcome = kOutcomes[r.result + 6];
+            result.outcome = kOutcomes[r.result + 7];
             if (!r.applied.empty()) {
               result.rule = AppliedRuleOf(r.applied);
               if (!result.rule.has_value()) return BadReply("place_hold.lua");

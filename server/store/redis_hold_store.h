@@ -236,9 +236,11 @@ class RedisHoldStore final : public HoldStore, public PartitionStore, public Hol
                         const std::string& take, Callback<ExtendStep> done);
   // The protocol (redis_scope_protocol.cc).
   void PlaceAcrossSlots(PlaceHoldArgs args, CallOptions options, Callback<PlaceHoldResult> done);
-  // scope_rule.lua's `op` ("put", "delete", "close") on `scope`'s rule (redis_scope_rules.cc).
+  // scope_rule.lua's `op` ("put", "delete", "close") on `scope`'s rule (redis_scope_rules.cc),
+  // `body` and `classes` its A.rule and A.classes.
   void WriteScopeRule(std::string scope, const char* op, std::string etag, std::string body,
-                      const CallOptions& options, Callback<ScopeRuleResult> done);
+                      std::string classes, const CallOptions& options,
+                      Callback<ScopeRuleResult> done);
   // ListScopeRules' calls, one partition each, into `page` until it has page_size rules.
   void ListScopeRulesFrom(ScopeRuleCursor from, int page_size, CallOptions options,
                           std::shared_ptr<ListScopeRulesResult> page,

@@ -2,6 +2,8 @@
 // a page of a partition's; place_hold.lua reads the rule of the scope it places in (lua/prelude/
 // "A scope's runtime rule" has the format, keys.h the keys).
 #include <algorithm>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,61 @@ std::string PackedBody(const ScopeRuleRecord& rule) {
                       rule.purchases.max_units, ":", rule.purchases.max_holds, ":");
 }
 
+// The rule's limit classes as the prelude packs them after the id ("" = none): the count, then
+// each class (names in byte order, a std::map's) with its limits and its principals, lengths
+// before every string.
+std::string PackedClasses(const ScopeRuleRecord& rule) {
+  if (rule.classes.empty()) return "";
+  std::string out = absl::StrCat(rule.classes.size(), ":");
+  for (const auto& [name, c] : rule.classes) {
+    absl::StrAppend(&out, name.size(), ":", name, c.limits.max_holds, ":", c.limits.max_units, ":",
+                    c.purchases.max_units, ":", c.purchases.max_holds, ":", c.principals.size(),
+                    ":");
+    for (const std::string& principal : c.principals) {
+      absl::StrAppend(&out, principal.size(), ":", principal);
+    }
+  }
+  return out;
+}
+
+// The classes packed in `tail` (PackedClasses' format) into `classes`; false when malformed.
+bool UnpackClasses(absl::string_view tail, std::map<std::string, LimitClassRecord>* classes) {
+  if (tail.empty()) return true;
+  // A length-prefixed or ':'-ended decimal at the front of `tail`, consumed.
+  const auto number = [&tail](int64_t* n) {
+    const size_t colon = tail.find(':');
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(tail.substr(0, colon), n) || *n < 0) {
+      return false;
+    }
+    tail.remove_prefix(colon + 1);
+    return true;
+  };
+  const auto text = [&tail, &number](std::string* out) {
+    int64_t len = 0;
+    if (!number(&len) || static_cast<size_t>(len) > tail.size()) return false;
+    *out = std::string(tail.substr(0, static_cast<size_t>(len)));
+    tail.remove_prefix(static_cast<size_t>(len));
+    return true;
+  };
+  int64_t count = 0;
+  if (!number(&count)) return false;
+  for (int64_t i = 0; i < count; ++i) {
+    std::string name;
+    int64_t n[5];
+    if (!text(&name)) return false;
+    for (int64_t& field : n) {
+      if (!number(&field)) return false;
+    }
+    LimitClassRecord& c = (*classes)[name];
+    c.limits = LevelLimits{n[0], n[1]};
+    c.purchases = LevelLimits{n[3], n[2]};
+    for (int64_t p = 0; p < n[4]; ++p) {
+      if (!text(&c.principals.emplace_back())) return false;
+    }
+  }
+  return tail.empty();
+}
+
 // A write's result from scope_rule.lua's reply, for `scope`.
 absl::StatusOr<ScopeRuleResult> WriteResultOf(const std::string& scope, const std::string& etag,
                                               const lua::ScopeRuleReply& r) {
@@ -75,7 +132,8 @@ absl::StatusOr<ScopeRuleResult> WriteResultOf(const std::string& scope, const st
 namespace internal {
 
 std::optional<ScopeRuleRecord> UnpackScopeRule(absl::string_view scope, absl::string_view packed) {
-  std::vector<absl::string_view> parts = absl::StrSplit(packed, ':');
+  // 13 numbers, each ended by ':', then the classes (PackedClasses; "" = none).
+  std::vector<absl::string_view> parts = absl::StrSplit(packed, absl::MaxSplits(':', 13));
   if (parts.size() < 14) return std::nullopt;
   int64_t n[13];
   for (int i = 0; i < 13; ++i) {
@@ -93,24 +151,28 @@ std::optional<ScopeRuleRecord> UnpackScopeRule(absl::string_view scope, absl::st
   rule.totals = LevelLimits{n[7], n[8]};
   rule.capacity_units = n[9];
   rule.purchases = LevelLimits{n[11], n[10]};
+  if (!UnpackClasses(parts[13], &rule.classes)) return std::nullopt;
   return rule;
 }
 
 }  // namespace internal
 
 void RedisHoldStore::WriteScopeRule(std::string scope, const char* op, std::string etag,
-                                    std::string body, const CallOptions& options,
-                                    Callback<ScopeRuleResult> done) {
+                                    std::string body, std::string classes,
+                                    const CallOptions& options, Callback<ScopeRuleResult> done) {
   if (!keeps_scope_rules()) {
     HoldStore::GetScopeRule(std::move(scope), options, std::move(done));  // its refusal
     return;
   }
   const int partition = KeySchema::PartitionOf(scope);
-  redis::RedisCommand command =
-      Eval({keys_.ScopeRuleKey(scope), keys_.ScopeRulesKey(partition),
-            keys_.ScopeRuleVersionsKey(partition)},
-           lua::ScopeRuleArgv<Arg>{
-               .scope = scope, .op = op, .etag = etag, .rule = body, .now = NowArg(options)});
+  redis::RedisCommand command = Eval({keys_.ScopeRuleKey(scope), keys_.ScopeRulesKey(partition),
+                                      keys_.ScopeRuleVersionsKey(partition)},
+                                     lua::ScopeRuleArgv<Arg>{.scope = scope,
+                                                             .op = op,
+                                                             .etag = etag,
+                                                             .rule = body,
+                                                             .now = NowArg(options),
+                                                             .classes = classes});
   command.writes = true;
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
@@ -123,18 +185,19 @@ void RedisHoldStore::WriteScopeRule(std::string scope, const char* op, std::stri
 void RedisHoldStore::PutScopeRule(ScopeRuleRecord rule, CallOptions options,
                                   Callback<ScopeRuleResult> done) {
   std::string body = PackedBody(rule);
-  WriteScopeRule(std::move(rule.scope), "put", std::move(rule.etag), std::move(body), options,
-                 std::move(done));
+  std::string classes = PackedClasses(rule);
+  WriteScopeRule(std::move(rule.scope), "put", std::move(rule.etag), std::move(body),
+                 std::move(classes), options, std::move(done));
 }
 
 void RedisHoldStore::DeleteScopeRule(std::string scope, std::string etag, CallOptions options,
                                      Callback<ScopeRuleResult> done) {
-  WriteScopeRule(std::move(scope), "delete", std::move(etag), "", options, std::move(done));
+  WriteScopeRule(std::move(scope), "delete", std::move(etag), "", "", options, std::move(done));
 }
 
 void RedisHoldStore::CloseScopeRule(std::string scope, CallOptions options,
                                     Callback<ScopeRuleResult> done) {
-  WriteScopeRule(std::move(scope), "close", "", "", options, std::move(done));
+  WriteScopeRule(std::move(scope), "close", "", "", "", options, std::move(done));
 }
 
 void RedisHoldStore::GetScopeRule(std::string scope, CallOptions options,

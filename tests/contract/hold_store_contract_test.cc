@@ -1846,6 +1846,37 @@ class ScopeRuleTest : public HoldStoreContractTest {
                [&](auto done) { store_->DeleteScopeRule(scope, "", At(kT0), std::move(done)); })
         .status();
   }
+  // PlaceOrder in limit class `limit_class`, by a caller with `identities`.
+  PlaceHoldResult PlaceInClass(const std::string& scope, const std::string& user,
+                               const std::string& order, int64_t quantity,
+                               const std::string& limit_class,
+                               std::vector<std::string> identities) {
+    PlaceHoldArgs args;
+    args.user_id = user;
+    args.order_id = order;
+    args.ttl = absl::Seconds(10);
+    args.max_holds = 10;
+    args.details.scope = scope;
+    args.details.quantity = quantity;
+    args.limit_class = limit_class;
+    args.caller_identities = std::move(identities);
+    auto placed = Place(std::move(args), kT0);
+    EXPECT_THAT(placed, IsOk());
+    return placed.value_or(PlaceHoldResult{});
+  }
+  // A rule of `scope`: 2 units per person held + bought, and a class box_office (10 units held,
+  // no purchase cap) for the principal "uri:spiffe://t/box-office" and a DNS name.
+  static ScopeRuleRecord RuleWithABoxOffice(const std::string& scope) {
+    ScopeRuleRecord rule = Rule(scope);
+    rule.limits = {0, 2};
+    rule.purchases = {0, 2};
+    rule.capacity_units = 100;
+    LimitClassRecord& box_office = rule.classes["box_office"];
+    box_office.limits = {0, 10};
+    box_office.principals = {"uri:spiffe://t/box-office", "dns:desk.example"};
+    rule.classes["vip"] = LimitClassRecord{{0, 6}, {0, 6}, {"subject:CN=vip,O=T"}};
+    return rule;
+  }
   absl::StatusOr<ReturnUnitsResult> GiveBack(const std::string& user, const std::string& order,
                                              int64_t units, const std::string& request) {
     return Await<ReturnUnitsResult>([&](auto done) {
@@ -2116,6 +2147,76 @@ TEST_P(ScopeRuleTest, ListHoldsOfAScopeReadsItsRuleInTheStep) {
   EXPECT_FALSE(list("event:other").rule.has_value());
   ASSERT_THAT(Delete("event:L"), IsOk());
   EXPECT_FALSE(list("event:L").rule.has_value());
+}
+
+TEST_P(ScopeRuleTest, ALimitClassIsKeptWithTheRuleAndCloseKeepsIt) {
+  const ScopeRuleRecord rule = RuleWithABoxOffice("event:K");
+  auto put = Put(rule, kT0);
+  ASSERT_THAT(put, IsOk());
+  ASSERT_TRUE(put->rule.has_value());
+  EXPECT_EQ(put->rule->classes, rule.classes);
+  auto got = Get("event:K", kT0);
+  ASSERT_THAT(got, IsOk());
+  ASSERT_TRUE(got->rule.has_value());
+  EXPECT_EQ(got->rule->classes, rule.classes);
+  auto closed = Await<ScopeRuleResult>(
+      [&](auto done) { store_->CloseScopeRule("event:K", At(kT0), std::move(done)); });
+  ASSERT_THAT(closed, IsOk());
+  ASSERT_TRUE(closed->rule.has_value());
+  EXPECT_EQ(closed->rule->state, ScopeState::kClosed);
+  EXPECT_EQ(closed->rule->classes, rule.classes);
+  // A put without classes drops them.
+  auto plain = Put(Rule("event:K"), kT0);
+  ASSERT_THAT(plain, IsOk());
+  EXPECT_TRUE(plain->rule->classes.empty());
+}
+
+TEST_P(ScopeRuleTest, ALimitClassAppliesItsOwnLimitsToItsPrincipalsOnly) {
+  ASSERT_THAT(Put(RuleWithABoxOffice("event:B"), kT0), IsOk());
+  const std::vector<std::string> box_office = {"uri:spiffe://t/box-office"};
+  const std::vector<std::string> storefront = {"uri:spiffe://t/storefront", "dns:shop.example"};
+  // The box office places 8 units for one buyer: the class's 10, not the rule's 2.
+  PlaceHoldResult desk = PlaceInClass("event:B", "walk-in", "o1", 8, "box_office", box_office);
+  EXPECT_EQ(desk.outcome, Outcome::kCreated);
+  ASSERT_TRUE(desk.rule.has_value());
+  EXPECT_EQ(desk.rule->limits, (LevelLimits{0, 10}));
+  EXPECT_EQ(desk.rule->purchases, LevelLimits{});
+  EXPECT_EQ(desk.rule->capacity_units, 100);  // the rule's capacity applies to the class
+  // Any one of the caller's identities will do (its DNS SAN here).
+  EXPECT_EQ(PlaceInClass("event:B", "walk-in-2", "o1", 3, "box_office",
+                         {"uri:spiffe://t/other", "dns:desk.example"})
+                .outcome,
+            Outcome::kCreated);
+  // The storefront may not use it, nor a class the rule does not have, nor a caller without
+  // identities; nothing is written for them.
+  for (const auto& [limit_class, identities] :
+       {std::pair{std::string("box_office"), storefront},
+        std::pair{std::string("gold"), box_office},
+        std::pair{std::string("box_office"), std::vector<std::string>{}},
+        std::pair{std::string("vip"), box_office}}) {
+    const PlaceHoldResult denied = PlaceInClass("event:B", "fan", "o1", 1, limit_class, identities);
+    EXPECT_EQ(denied.outcome, Outcome::kClassDenied) << limit_class;
+    EXPECT_FALSE(denied.rule.has_value());
+  }
+  EXPECT_TRUE(List("fan", kT0).empty());
+  // The rule's own limits for everyone else: 2 units.
+  EXPECT_EQ(PlaceOrder("event:B", "fan", "o1", 2).outcome, Outcome::kCreated);
+  EXPECT_EQ(PlaceOrder("event:B", "fan", "o2", 1).outcome, Outcome::kLimitReached);
+  // The VIP class's purchase cap (6) replaces the rule's (2); a subject matches exactly.
+  const PlaceHoldResult vip =
+      PlaceInClass("event:B", "vip-fan", "o1", 5, "vip", {"subject:CN=vip,O=T"});
+  EXPECT_EQ(vip.outcome, Outcome::kCreated);
+  ASSERT_TRUE(vip.rule.has_value());
+  EXPECT_EQ(vip.rule->purchases, (LevelLimits{0, 6}));
+  // A scope without a runtime rule has no classes.
+  EXPECT_EQ(PlaceInClass("event:none", "walk-in", "o9", 1, "box_office", box_office).outcome,
+            Outcome::kClassDenied);
+  // An edit that drops the box office's principal applies from the next step on.
+  ScopeRuleRecord edited = RuleWithABoxOffice("event:B");
+  edited.classes["box_office"].principals = {"uri:spiffe://t/new-desk"};
+  ASSERT_THAT(Put(edited, kT0), IsOk());
+  EXPECT_EQ(PlaceInClass("event:B", "walk-in-3", "o1", 1, "box_office", box_office).outcome,
+            Outcome::kClassDenied);
 }
 
 TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {

@@ -110,7 +110,7 @@ void FakeHoldStore::PlaceHold(store::PlaceHoldArgs args, store::CallOptions opti
     // The runtime rule, and a quantity that can never fit first, as place_hold.lua: nothing is
     // written then.
     const std::optional<store::ScopeState> state = ApplyRule(args, result);
-    if (NeverFits(args, result)) return result;
+    if (result.outcome == Outcome::kClassDenied || NeverFits(args, result)) return result;
     result.expired_removed = static_cast<int>(ExpireDue(args.user_id, result.now).size());
     auto& holds = holds_[args.user_id];
     const std::string& scope = args.details.scope;
@@ -566,9 +566,32 @@ std::optional<store::ScopeState> FakeHoldStore::ApplyRule(store::PlaceHoldArgs& 
   const std::string& scope = args.details.scope;
   if (scope.empty()) return std::nullopt;
   auto it = rules_.find(scope);
-  if (it == rules_.end() || !Live(it->second, result.now)) return std::nullopt;
+  const bool live = it != rules_.end() && Live(it->second, result.now);
+  // A limit class asked: the rule must have it and list one of the caller's identities.
+  const store::LimitClassRecord* limit_class = nullptr;
+  if (!args.limit_class.empty()) {
+    if (live) {
+      auto c = it->second.classes.find(args.limit_class);
+      if (c != it->second.classes.end() &&
+          std::any_of(args.caller_identities.begin(), args.caller_identities.end(),
+                      [&](const std::string& id) {
+                        return std::find(c->second.principals.begin(), c->second.principals.end(),
+                                         id) != c->second.principals.end();
+                      })) {
+        limit_class = &c->second;
+      }
+    }
+    if (limit_class == nullptr) {
+      result.outcome = store::PlaceHoldResult::Outcome::kClassDenied;
+      result.expire_time = absl::UnixEpoch();
+      return std::nullopt;
+    }
+  }
+  if (!live) return std::nullopt;
   const store::ScopeRuleRecord& rule = it->second;
-  store::LevelLimits limits = rule.limits;
+  store::LevelLimits limits = limit_class != nullptr ? limit_class->limits : rule.limits;
+  const store::LevelLimits& purchases =
+      limit_class != nullptr ? limit_class->purchases : rule.purchases;
   if (args.asked_limits.has_value()) {
     const store::LevelLimits& asked = *args.asked_limits;
     auto lower = [](int64_t r, int64_t q) { return q == 0 || (r != 0 && r < q) ? r : q; };
@@ -580,7 +603,7 @@ std::optional<store::ScopeState> FakeHoldStore::ApplyRule(store::PlaceHoldArgs& 
   args.totals = rule.totals;
   args.capacity_units = rule.capacity_units;
   result.rule =
-      store::AppliedScopeRule{rule.etag, limits, rule.totals, rule.capacity_units, rule.purchases};
+      store::AppliedScopeRule{rule.etag, limits, rule.totals, rule.capacity_units, purchases};
   return store::EffectiveState(rule, result.now);
 }
 

@@ -128,6 +128,8 @@ class FakeHoldStore final : public store::HoldStore, public store::PartitionStor
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // PlaceHold's step of the scope's runtime rule: applies it to `args` (limits after the
   // request's own, totals, capacity; result.rule); its state at result.now (nullopt: no rule).
+  // A limit class the rule does not have, or that does not list the caller: result.outcome
+  // kClassDenied (and nullopt).
   std::optional<store::ScopeState> ApplyRule(store::PlaceHoldArgs& args,
                                              store::PlaceHoldResult& result)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -895,6 +895,85 @@ TEST_F(ScopeRuleServiceTest, PlacementsAnswerWithTheRulesLimitsAndItsStatesRefus
   EXPECT_TRUE(List("alice")->holds.empty());  // released by the close
 }
 
+TEST_F(ScopeRuleServiceTest, BadLimitClassesAreInvalidArgumentNamingTheField) {
+  const auto with_class = [](const std::string& name, store::LimitClassRecord c) {
+    store::ScopeRuleRecord rule = Rule("event:C");
+    rule.classes[name] = std::move(c);
+    return rule;
+  };
+  const store::LimitClassRecord ok{{0, 4}, {}, {"uri:spiffe://t/desk"}};
+  EXPECT_THAT(Put(with_class("box_office", ok)), IsOk());
+  EXPECT_THAT(Put(with_class("box office", ok)), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                          HasSubstr("rule.classes: a class name")));
+  EXPECT_THAT(Put(with_class(std::string(kMaxLimitClassNameBytes + 1, 'a'), ok)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.classes")));
+  EXPECT_THAT(Put(with_class("vip", {{kMaxScopeHolds + 1, 0}, {}, {"dns:a"}})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rule.classes[vip].limits.max_holds")));
+  EXPECT_THAT(Put(with_class("vip", {{}, {0, kMaxScopeTotal + 1}, {"dns:a"}})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rule.classes[vip].max_purchased_units")));
+  EXPECT_THAT(Put(with_class("vip", {{}, {}, {}})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("rule.classes[vip].principals: required")));
+  for (const std::string& principal :
+       {std::string("spiffe://t/a"), std::string("uri:"), std::string("dns:a\nb"),
+        "dns:" + std::string(kMaxPrincipalBytes + 1, 'a'), std::string("dns:\xff")}) {
+    EXPECT_THAT(
+        Put(with_class("vip", {{}, {}, {"dns:ok", principal}})),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rule.classes[vip].principals[1]")))
+        << principal;
+  }
+  store::ScopeRuleRecord many = Rule("event:C");
+  for (int i = 0; i <= kMaxLimitClasses; ++i) many.classes[absl::StrCat("c", i)] = ok;
+  EXPECT_THAT(Put(many), StatusIs(absl::StatusCode::kInvalidArgument,
+                                  HasSubstr("rule.classes: at most 16 classes")));
+  store::ScopeRuleRecord crowded = Rule("event:C");
+  for (int i = 0; i < 2; ++i) {
+    store::LimitClassRecord& c = crowded.classes[absl::StrCat("c", i)];
+    for (int p = 0; p < kMaxClassPrincipals / 2 + 1; ++p) {
+      c.principals.push_back(absl::StrCat("dns:p", p));
+    }
+  }
+  EXPECT_THAT(Put(crowded), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("at most 64 principals in all")));
+}
+
+TEST_F(ScopeRuleServiceTest, ALimitClassTheCallerMayNotUseIsPermissionDenied) {
+  store::ScopeRuleRecord rule = Rule("event:C");
+  rule.limits = {0, 2};
+  rule.classes["box_office"] = store::LimitClassRecord{{0, 10}, {}, {"uri:spiffe://t/desk"}};
+  ASSERT_THAT(Put(rule), IsOk());
+  PlaceHoldCommand desk = Scoped("walk-in", "o1", "event:C", 8);
+  desk.limit_class = "box_office";
+  desk.caller_identities = {"uri:spiffe://t/desk"};
+  auto placed = Place(desk);
+  ASSERT_THAT(placed, IsOk());
+  EXPECT_EQ(placed->scope_usage->limits, (ScopeLimits{0, 10}));
+  PlaceHoldCommand shop = Scoped("fan", "o1", "event:C", 1);
+  shop.limit_class = "box_office";
+  shop.caller_identities = {"uri:spiffe://t/shop"};
+  const absl::Status denied = Place(shop).status();
+  EXPECT_THAT(denied, StatusIs(absl::StatusCode::kPermissionDenied,
+                               HasSubstr("limit_class: scope \"event:C\" has no runtime rule "
+                                         "with a class \"box_office\" that lists the caller")));
+  const std::optional<google::rpc::ErrorInfo> info = Detail<google::rpc::ErrorInfo>(denied);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "LIMIT_CLASS_DENIED");
+  EXPECT_EQ(info->metadata().at("limit_class"), "box_office");
+  EXPECT_EQ(info->metadata().at("scope"), "event:C");
+  EXPECT_EQ(Metric("orderhold_holds_rejected_total", {{"reason", "limit_class_denied"}}), 1);
+  // Malformed: INVALID_ARGUMENT before the store.
+  PlaceHoldCommand unscoped = Scoped("fan", "o2", "", 1);
+  unscoped.limit_class = "box_office";
+  EXPECT_THAT(Place(unscoped), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("limit_class: only with a scope")));
+  PlaceHoldCommand bad_name = Scoped("fan", "o2", "event:C", 1);
+  bad_name.limit_class = "box office";
+  EXPECT_THAT(Place(bad_name),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("limit_class: a class name")));
+}
+
 class ReturnServiceTest : public HoldServiceTest {
  protected:
   absl::StatusOr<ReturnUnitsReply> Return(std::string user, std::string order, int64_t units,

@@ -49,10 +49,16 @@
 --                prelude, "The scope protocol across slots"): a new hold is refused (result -3)
 --                when the take is stale (take_stale); else the order's fence is raised to the
 --                take's stamp (fence_take), whatever the call answers
--- ARGV asked     the scope limits the request carried, for a runtime rule (below): "" = none;
---                "c:<max_holds>:<max_units>" a ceiling on the rule's, "r:..." in place of them
---                (--request_scope_limits=replace); asked_limits in the prelude. (The file's
---                rules come merged with them in A.details and A.limits.)
+-- ARGV asked     what the request asks of a runtime rule (below): "" = nothing; else
+--                "<limits>" or "<limits>|<class>|<caller>". <limits>: the scope limits it carried,
+--                "" = none, "c:<max_holds>:<max_units>" a ceiling on the rule's, "r:..." in place
+--                of them (--request_scope_limits=replace); asked_limits in the prelude. (The
+--                file's rules come merged with them in A.details and A.limits.) <class>: the limit
+--                class of the rule asked (PlaceHoldRequest.limit_class, [A-Za-z0-9_.-]): the rule
+--                must have it (scope_rule_class in the prelude) and list one of <caller>'s
+--                identities, "{<length>:<typed identity>}*" (class_admits), or nothing at all is
+--                written (result -7); its limits and purchase caps then replace the rule's
+--                per-person ones (<limits> still applies to them)
 -- REPLY result int        1 created (expire = now + ttl), 0 already held (expire = the existing
 --                         hold's, not extended), -1 a limit would be exceeded (expire = the
 --                         earliest instant at which every exceeded level has had its earliest
@@ -61,8 +67,9 @@
 --                         rule is closed, -5 it is not open yet (expire = when it opens, 0 when
 --                         no open_time is set), -6 the quantity is above a unit limit of the
 --                         scope (violations = those levels' bits: it can never fit; nothing
---                         at all is written, as for a request refused before the call):
---                         nothing placed
+--                         at all is written, as for a request refused before the call), -7 the
+--                         limit class asked is not the caller's to use (A.asked; nothing at all
+--                         is written either): nothing placed
 -- REPLY now int           the instant used, Unix ms
 -- REPLY expire int        Unix ms, as result says
 -- REPLY active int        the user's live holds after the call
@@ -104,7 +111,7 @@
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
 -- scope_usage, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
--- details_with_limits, purchased):
+-- details_with_limits, purchased, scope_rule_class, class_admits):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
@@ -159,18 +166,30 @@ local scoped, totals = scope ~= '', scope ~= '' and k.index ~= nil
 -- The scope's runtime rule, when it has one, in place of the file's.
 local rule = totals and scope_rule_of(redis.call('GET', scope_rule_key(k.index, scope)), now)
 local state, opens = 1, 0
-if rule then
+-- The per-person levels: the rule's, or those of the limit class asked (which the rule must have
+-- and which must admit the caller: else `denied`).
+local asked, class_name, caller = string.match(A.asked, '^([^|]*)|([^|]*)|(.*)$')
+if not asked then
+  asked, class_name, caller = A.asked, '', ''
+end
+local person = rule
+local denied = false
+if class_name ~= '' then
+  person = rule and scope_rule_class(rule, class_name)
+  denied = not (person and class_admits(person, caller))
+end
+if rule and not denied then
   state, opens = scope_rule_state(rule, now)
-  scope_max_holds, scope_max_units = asked_limits(rule.max_holds, rule.max_units, A.asked)
+  scope_max_holds, scope_max_units = asked_limits(person.max_holds, person.max_units, asked)
   lim = {lim[1], lim[2], rule.total_holds, rule.total_units, rule.capacity}
   tail = details_with_limits(A.details, scope_max_holds, scope_max_units)
   applied = string.format('%d:%d:%d:%d:%d:%d:%d:%d', rule.version, scope_max_holds,
                           scope_max_units, rule.total_holds, rule.total_units, rule.capacity,
-                          rule.purchased_units, rule.purchased_holds)
+                          person.purchased_units, person.purchased_holds)
 end
 local limit = {lim[1], lim[2], scoped and scope_max_holds or 0, scoped and scope_max_units or 0,
                totals and lim[3] or 0, totals and lim[4] or 0, totals and lim[5] or 0,
-               rule and rule.purchased_holds or 0, rule and rule.purchased_units or 0}
+               person and person.purchased_holds or 0, person and person.purchased_units or 0}
 -- A quantity above a unit limit of the scope can never fit: refused first, as the C++ refuses
 -- it before the call where it knows the limits (a store without runtime rules).
 local never = 0
@@ -179,7 +198,10 @@ for i, level in ipairs(LEVELS) do
     never = never + level.bit
   end
 end
-if never > 0 then
+if denied then
+  -- Nothing is written, not even the user's due holds' ends: as a request refused before the call.
+  result, expire, removed = -7, 0, 0
+elseif never > 0 then
   -- Malformed as asked: nothing is written, not even the user's due holds' ends.
   result, expire, violations, removed = -6, 0, never, 0
 elseif existing then

@@ -21,6 +21,8 @@
 --              version and the id, which this script gives: the id of the rule it replaces, else
 --              the new version); else ""
 -- ARGV now     Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
+-- ARGV classes put: the rule's limit classes as the prelude packs them after the id ("" = none);
+--              else "" (a close keeps the rule's)
 -- REPLY result int  1 written (or removed), 0 no rule (delete; nothing changed), -1 the etag is
 --                   not the rule's (nothing changed), -2 the rule's expire_time is not after now
 --                   (nothing changed)
@@ -42,8 +44,9 @@ if A.op == 'delete' then
   redis.call('ZREM', KEYS[2], A.scope)
   return {1, now, ''}
 end
-local body = A.rule
+local body, classes = A.rule, A.classes
 if A.op == 'close' then
+  classes = current and current.classes or ''
   if current then
     body = string.format('3:%d:%d:%d:%d:%d:%d:%d:%d:%d:%d:', current.open, current.close,
                          current.expire, current.max_holds, current.max_units,
@@ -61,7 +64,8 @@ if expire > 0 and expire <= now then
   return {-2, now, ''}
 end
 local version = int_str(redis.call('INCRBY', KEYS[3], 1))
-local rule = version .. ':' .. body .. (current and int_str(current.id) or version) .. ':'
+local rule = version .. ':' .. body .. (current and int_str(current.id) or version) .. ':' ..
+             classes
 if expire > 0 then
   redis.call('SET', KEYS[1], rule, 'PXAT', int_str(expire))
 else

@@ -9,26 +9,32 @@
 -- 1 OPEN, 2 PAUSED, 3 CLOSED, a time 0 = unset, id the version it was created with (kept by its
 -- edits: its buyers' purchases count under it, below); the key expires at <expire ms> (SET PXAT)
 -- when one is set. A later release appends its fields after the last ':': readers ignore what
--- follows.
+-- follows. What follows here, when the rule has limit classes (ScopeRule.classes), is
+--   <n>:{<name length>:<name><max_holds>:<max_units>:<max_purchased_units>:
+--   <max_purchased_holds>:<np>:{<principal length>:<principal>}*np}*n
+-- (names in byte order, principals typed: "uri:...", "dns:...", "subject:..."); scope_rule_class
+-- reads it.
 -- The partition's rules are listed in "<prefix>:{<p>}:sr" (sorted set, score 0, member = the
 -- scope; ZRANGE BYLEX pages) and numbered by "<prefix>:{<p>}:srv" (string, INCRBY).
 -- Only where a script may touch the scope's partition (not a Redis Cluster), as the index.
 local RULE_PATTERN =
-  '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):'
+  '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):()'
 
 local function scope_rule_key(index, scope)
   return index .. int_str(fnv1a32(scope) % 64) .. '}:sr:' .. scope
 end
 
 -- A packed rule as {version, state, open, close, expire, max_holds, max_units, total_holds,
--- total_units, capacity, purchased_units, purchased_holds, id} (numbers); nil when `packed` is
+-- total_units, capacity, purchased_units, purchased_holds, id} (numbers) and classes (the packed
+-- classes, "" for none: scope_rule_class reads them); nil when `packed` is
 -- false (no rule) or the rule's expire_time has passed at `now` (its key may not have expired yet
 -- when a test sets now). Raises an error on any other shape.
 local function scope_rule_of(packed, now)
   if not packed then
     return nil
   end
-  local v, st, op, cl, ex, mh, mu, th, tu, cap, pu, ph, id = string.match(packed, RULE_PATTERN)
+  local v, st, op, cl, ex, mh, mu, th, tu, cap, pu, ph, id, tail =
+    string.match(packed, RULE_PATTERN)
   if not v then
     error('OrderHold: malformed scope rule')
   end
@@ -36,11 +42,65 @@ local function scope_rule_of(packed, now)
              close = tonumber(cl), expire = tonumber(ex), max_holds = tonumber(mh),
              max_units = tonumber(mu), total_holds = tonumber(th), total_units = tonumber(tu),
              capacity = tonumber(cap), purchased_units = tonumber(pu),
-             purchased_holds = tonumber(ph), id = tonumber(id)}
+             purchased_holds = tonumber(ph), id = tonumber(id), classes = string.sub(packed, tail)}
   if r.expire > 0 and now >= r.expire then
     return nil
   end
   return r
+end
+
+-- The limit class `name` of rule `r` (scope_rule_of), as {max_holds, max_units, purchased_units,
+-- purchased_holds, principals = {[principal] = true}}; nil when the rule has no such class.
+-- Raises an error on a malformed tail. Reads the classes until it meets `name` (at most 16
+-- classes, 64 principals: what PutScopeRule lets a rule have).
+local function scope_rule_class(r, name)
+  local tail = r.classes
+  if tail == '' then
+    return nil
+  end
+  local function field(pattern, at)
+    local a, b, c, d, e, f = string.match(tail, pattern, at)
+    if not a then
+      error('OrderHold: malformed scope rule classes')
+    end
+    return a, b, c, d, e, f
+  end
+  local n, pos = field('^(%d+):()', 1)
+  for _ = 1, tonumber(n) do
+    local len, at = field('^(%d+):()', pos)
+    local class_name = string.sub(tail, at, at + tonumber(len) - 1)
+    local mh, mu, pu, ph, np, next_at = field('^(%d+):(%d+):(%d+):(%d+):(%d+):()',
+                                              at + tonumber(len))
+    local principals = {}
+    pos = next_at
+    for _ = 1, tonumber(np) do
+      local plen, pat = field('^(%d+):()', pos)
+      principals[string.sub(tail, pat, pat + tonumber(plen) - 1)] = true
+      pos = pat + tonumber(plen)
+    end
+    if class_name == name then
+      return {max_holds = tonumber(mh), max_units = tonumber(mu), purchased_units = tonumber(pu),
+              purchased_holds = tonumber(ph), principals = principals}
+    end
+  end
+  return nil
+end
+
+-- Whether one of `caller`'s identities ("{<length>:<typed identity>}*", place_hold.lua's
+-- A.caller) is among class `c`'s principals (scope_rule_class).
+local function class_admits(c, caller)
+  local pos = 1
+  while pos <= #caller do
+    local len, at = string.match(caller, '^(%d+):()', pos)
+    if not len then
+      error('OrderHold: malformed caller identities')
+    end
+    if c.principals[string.sub(caller, at, at + tonumber(len) - 1)] then
+      return true
+    end
+    pos = at + tonumber(len)
+  end
+  return false
 end
 
 -- Whether a rule lets a hold be placed at `now`: 1 open; 2 not open yet, with the instant it
