@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -27,7 +28,7 @@ const char kCliUsage[] =
     "\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]\n"
     "                [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]\n"
-    "                [--scope_max_units N]\n"
+    "                [--scope_max_units N] [--limit_class NAME]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]\n"
     "                [--request_id ID]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER\n"
@@ -47,7 +48,7 @@ const char kCliUsage[] =
     "                [--max_units N] [--total_max_holds N] [--total_max_units N]\n"
     "                [--capacity_units N] [--max_purchased_units N] [--max_purchased_holds N]\n"
     "                [--state OPEN|PAUSED|CLOSED] [--open_time T] [--close_time T]\n"
-    "                [--expire_time T] [--etag ETAG]\n"
+    "                [--expire_time T] [--class 'NAME;key=value;...']... [--etag ETAG]\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE\n"
     "  orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]\n"
     "                [--page_token T]\n"
@@ -66,8 +67,10 @@ const char kCliUsage[] =
     "Flags may come before or after the command. --ttl unset uses the server's default (30m).\n"
     "place --scope counts the hold against a scope too (e.g. event:E42), --quantity is its units\n"
     "(e.g. tickets), --label k=v (repeatable) is stored with it; --scope_max_holds and\n"
-    "--scope_max_units carry the scope's limits (else the server's rules apply). list --scope\n"
-    "lists that scope's holds. A refusal prints each exceeded limit and when a retry can pass.\n"
+    "--scope_max_units carry the scope's limits (else the server's rules apply); --limit_class\n"
+    "NAME places it under that class of the scope's rule (a caller among its principals only,\n"
+    "else 7 = PERMISSION_DENIED). list --scope lists that scope's holds. A refusal prints each\n"
+    "exceeded limit and when a retry can pass.\n"
     "extend moves a live hold's expiry to now + --ttl (unset: the server's default), never\n"
     "shorter and never past its cap; --request_id makes a retry count once against the\n"
     "server's --max_extensions (8 = RESOURCE_EXHAUSTED when they are used up). pay\n"
@@ -82,10 +85,14 @@ const char kCliUsage[] =
     "scope-release cancels them all (an operator's call).\n"
     "rule-put sets a scope's runtime rule, an operator's call (the whole rule: a flag not given\n"
     "is 0 or unset; times in RFC 3339, e.g. 2026-12-07T10:00:00Z); --etag ETAG of the rule read\n"
-    "writes only if nobody changed it since (10 = ABORTED otherwise). rule-get and rule-list\n"
-    "(one page; --page_token goes on) show rules, rule-delete hands the scope back to the\n"
-    "server's --scope_limits file, scope-close stops placing in it (--release_holds also\n"
-    "cancels its live holds).\n"
+    "writes only if nobody changed it since (10 = ABORTED otherwise). --class (repeatable: one\n"
+    "class of buyers each, with limits of their own) is NAME;key=value;... with the keys\n"
+    "max_holds, max_units, max_purchased_units, max_purchased_holds and principal (repeatable;\n"
+    "its value is all after the first '=': principal=subject:CN=desk,O=T), e.g. --class\n"
+    "'box_office;max_units=20;principal=uri:spiffe://t/box-office;principal=dns:desk.example'.\n"
+    "rule-get and rule-list (one page; --page_token goes on) show rules, rule-delete hands the\n"
+    "scope back to the server's --scope_limits file, scope-close stops placing in it\n"
+    "(--release_holds also cancels its live holds).\n"
     "TLS: --tls_ca_file=ca.crt (implies --tls), plus --tls_cert_file=c.crt --tls_key_file=c.key\n"
     "for mutual TLS, --tls_server_name=NAME when the target's host is not in the certificate.\n"
     "Exit status: 0 on success; the gRPC status code (1-16) when the call fails, with\n"
@@ -475,6 +482,30 @@ std::vector<std::string> RuleLimitParts(const orderhold::v1::ScopeRule& rule) {
   return parts;
 }
 
+// One class of a rule as FormatScopeRule shows it, without indent or newline: "class box_office:
+// max_units 20, principals uri:spiffe://t/box-office, dns:desk.example" (numbers that are 0 left
+// out, "no limits" when all are; principals as stored, none shown when there are none).
+std::string ClassLine(absl::string_view name, const orderhold::v1::LimitClass& limit_class) {
+  std::vector<std::string> parts;
+  const struct {
+    const char* key;
+    uint32_t value;
+  } numbers[] = {
+      {"max_holds", limit_class.limits().max_holds()},
+      {"max_units", limit_class.limits().max_units()},
+      {"max_purchased_holds", limit_class.max_purchased_holds()},
+      {"max_purchased_units", limit_class.max_purchased_units()},
+  };
+  for (const auto& number : numbers) {
+    if (number.value != 0) parts.push_back(absl::StrCat(number.key, " ", number.value));
+  }
+  if (parts.empty()) parts.push_back("no limits");
+  if (!limit_class.principals().empty()) {
+    parts.push_back(absl::StrCat("principals ", absl::StrJoin(limit_class.principals(), ", ")));
+  }
+  return absl::StrCat("class ", name, ": ", absl::StrJoin(parts, ", "));
+}
+
 }  // namespace
 
 std::string FormatScopeRule(const orderhold::v1::ScopeRule& rule) {
@@ -495,7 +526,15 @@ std::string FormatScopeRule(const orderhold::v1::ScopeRule& rule) {
     parts.push_back(
         absl::StrCat("expires ", FormatTimestamp(FromProtoTimestamp(rule.expire_time()))));
   }
-  return absl::StrCat(out, ": ", absl::StrJoin(parts, "; "));
+  absl::StrAppend(&out, ": ", absl::StrJoin(parts, "; "));
+  // A proto map has no order; people want the same lines twice.
+  std::vector<std::string> names;
+  for (const auto& entry : rule.classes()) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    absl::StrAppend(&out, "\n  ", ClassLine(name, rule.classes().at(name)));
+  }
+  return out;
 }
 
 std::string FormatScopeRules(const orderhold::v1::ListScopeRulesResponse& response) {
@@ -927,8 +966,11 @@ absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command) {
     if (!flags.labels.empty()) return not_for("label", "place");
     if (flags.scope_max_holds.has_value()) return not_for("scope_max_holds", "place");
     if (flags.scope_max_units.has_value()) return not_for("scope_max_units", "place");
+    if (!flags.limit_class.empty()) return not_for("limit_class", "place");
     return absl::OkStatus();
   }
+  // Sent as given: the server judges the name, and a class without --scope.
+  command->limit_class = flags.limit_class;
   if (flags.quantity.has_value()) {
     absl::StatusOr<uint32_t> quantity = Uint32Flag("quantity", *flags.quantity);
     if (!quantity.ok()) return quantity.status();
@@ -993,6 +1035,7 @@ const char* FirstRulePutFlag(const RuleFlags& flags) {
   if (!flags.open_time.empty()) return "open_time";
   if (!flags.close_time.empty()) return "close_time";
   if (!flags.expire_time.empty()) return "expire_time";
+  if (!flags.classes.empty()) return "class";
   return nullptr;
 }
 
@@ -1036,6 +1079,84 @@ absl::Status SetRuleNumbers(const RuleFlags& flags, orderhold::v1::ScopeRule* ru
   rule->set_total_max_holds(total_max_holds);
   rule->set_total_max_units(total_max_units);
   rule->set_capacity_units(capacity);
+  return absl::OkStatus();
+}
+
+// One --class SPEC, "NAME;key=value;..." (cli.h), as its name and LimitClass: the numbers as the
+// request's uint32 (limits only when max_holds or max_units is given, the other then 0), each
+// principal as given. INVALID_ARGUMENT naming the flag, the SPEC and the bad part on an empty
+// NAME, a part without '=', an unknown key, a number key given twice or a number that is not from
+// 0 to 4294967295.
+absl::StatusOr<std::pair<std::string, orderhold::v1::LimitClass>> ParseClassSpec(
+    const std::string& spec) {
+  const auto bad = [&spec](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("--class \"", spec, "\": ", what));
+  };
+  const std::vector<absl::string_view> parts = absl::StrSplit(spec, ';');
+  if (parts[0].empty()) {
+    return bad(
+        "empty NAME (want NAME;key=value;..., e.g. box_office;max_units=20;principal=dns:desk)");
+  }
+  std::optional<uint32_t> max_holds, max_units, purchased_units, purchased_holds;
+  const struct {
+    absl::string_view key;
+    std::optional<uint32_t>* value;
+  } numbers[] = {
+      {"max_holds", &max_holds},
+      {"max_units", &max_units},
+      {"max_purchased_units", &purchased_units},
+      {"max_purchased_holds", &purchased_holds},
+  };
+  orderhold::v1::LimitClass limit_class;
+  for (size_t i = 1; i < parts.size(); ++i) {
+    const absl::string_view part = parts[i];
+    const size_t eq = part.find('=');
+    if (eq == absl::string_view::npos) return bad(absl::StrCat("\"", part, "\" is not key=value"));
+    const absl::string_view key = part.substr(0, eq);
+    const absl::string_view value = part.substr(eq + 1);
+    // All after the first '=': a subject ("subject:CN=desk,O=T") holds more.
+    if (key == "principal") {
+      limit_class.add_principals(std::string(value));
+      continue;
+    }
+    const auto number = std::find_if(std::begin(numbers), std::end(numbers),
+                                     [key](const auto& n) { return n.key == key; });
+    if (number == std::end(numbers)) {
+      return bad(absl::StrCat("unknown key \"", key,
+                              "\" (want max_holds, max_units, max_purchased_units, "
+                              "max_purchased_holds or principal)"));
+    }
+    if (number->value->has_value()) return bad(absl::StrCat(key, " is given twice"));
+    int64_t parsed = 0;
+    if (!absl::SimpleAtoi(value, &parsed) || parsed < 0 ||
+        parsed > std::numeric_limits<uint32_t>::max()) {
+      return bad(absl::StrCat(key, " must be from 0 to ", std::numeric_limits<uint32_t>::max(),
+                              ", got \"", value, "\""));
+    }
+    *number->value = static_cast<uint32_t>(parsed);
+  }
+  if (max_holds.has_value() || max_units.has_value()) {
+    limit_class.mutable_limits()->set_max_holds(max_holds.value_or(0));
+    limit_class.mutable_limits()->set_max_units(max_units.value_or(0));
+  }
+  limit_class.set_max_purchased_units(purchased_units.value_or(0));
+  limit_class.set_max_purchased_holds(purchased_holds.value_or(0));
+  return std::make_pair(std::string(parts[0]), std::move(limit_class));
+}
+
+// rule-put's --class flags into rule.classes; INVALID_ARGUMENT as ParseClassSpec, or naming the
+// class when a NAME comes twice (a map keeps one: the first would be dropped without a word).
+absl::Status SetRuleClasses(const RuleFlags& flags, orderhold::v1::ScopeRule* rule) {
+  for (const std::string& spec : flags.classes) {
+    absl::StatusOr<std::pair<std::string, orderhold::v1::LimitClass>> parsed = ParseClassSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    auto& [name, limit_class] = *parsed;
+    if (rule->classes().count(name) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--class \"", spec, "\": class \"", name, "\" is given twice"));
+    }
+    (*rule->mutable_classes())[name] = std::move(limit_class);
+  }
   return absl::OkStatus();
 }
 
@@ -1120,6 +1241,7 @@ absl::Status ParseRuleFlags(const RuleFlags& flags, CliCommand* command) {
   command->rule.set_scope(command->scope);
   command->rule.set_etag(flags.etag);
   if (absl::Status numbers = SetRuleNumbers(flags, &command->rule); !numbers.ok()) return numbers;
+  if (absl::Status classes = SetRuleClasses(flags, &command->rule); !classes.ok()) return classes;
   return SetRuleStateAndTimes(flags, &command->rule);
 }
 
@@ -1275,6 +1397,7 @@ int RunCommand(const OrderHoldClient& client, const CliCommand& command, bool js
       options.quantity = command.quantity;
       options.labels = command.labels;
       options.scope_limits = command.scope_limits;
+      options.limit_class = command.limit_class;
       auto response = client.PlaceHold(command.user_id, command.order_id, options);
       if (!response.ok()) return PrintFailure(response.status(), json, out, err);
       return PrintResponse(*response, json ? "" : FormatPlaceHold(*response), json, out, err);

@@ -2,7 +2,7 @@
 //
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] place USER ORDER [--ttl 45s]
 //                 [--scope S] [--quantity N] [--label k=v]... [--scope_max_holds N]
-//                 [--scope_max_units N]
+//                 [--scope_max_units N] [--limit_class NAME]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] extend USER ORDER [--ttl 10m]
 //                 [--request_id ID]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] pay USER ORDER
@@ -18,7 +18,7 @@
 //                 [--max_units N] [--total_max_holds N] [--total_max_units N]
 //                 [--capacity_units N] [--max_purchased_units N] [--max_purchased_holds N]
 //                 [--state OPEN|PAUSED|CLOSED] [--open_time T] [--close_time T]
-//                 [--expire_time T] [--etag ETAG]
+//                 [--expire_time T] [--class 'NAME;key=value;...']... [--etag ETAG]
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-get SCOPE
 //   orderhold-cli [--target host:port] [--timeout 5s] [--json] rule-list [--page_size N]
 //                 [--page_token T]
@@ -32,9 +32,10 @@
 // --tls_cert_file/--tls_key_file (mutual TLS), --tls_server_name (client/tls_flags.h); flags may
 // come before or after the command.
 //
-// place's --scope, --quantity, --label (repeatable, one k=v each), --scope_max_holds and
-// --scope_max_units fill the PlaceHoldRequest fields of the same names (either limit flag sends
-// scope_limits, the other then 0 = no limit); list's and release's --scope filter. The values
+// place's --scope, --quantity, --label (repeatable, one k=v each), --scope_max_holds,
+// --scope_max_units and --limit_class fill the PlaceHoldRequest fields of the same names (either
+// limit flag sends scope_limits, the other then 0 = no limit; --limit_class names a class of the
+// scope's runtime rule); list's and release's --scope filter. The values
 // are sent as given and the server validates them (INVALID_ARGUMENT naming the field), except
 // what cannot be sent at all or is surely a slip, which is a usage error naming the flag: see
 // ParseHoldFlags.
@@ -43,7 +44,10 @@
 // on), DeleteScopeRule and CloseScope (--release_holds also ends the scope's live holds). rule-put
 // sends the whole rule: a flag not given is 0 / unset there, not the stored value; --max_holds and
 // --max_units fill ScopeRule.limits (either one sends it), the times are RFC 3339
-// ("2026-12-07T10:00:00Z"). See ParseRuleFlags.
+// ("2026-12-07T10:00:00Z"), --class (repeatable, one class each) fills ScopeRule.classes:
+// "NAME;key=value;..." with the keys max_holds, max_units (LimitClass.limits, sent when either is
+// given), max_purchased_units, max_purchased_holds and principal (repeatable; its value is all
+// after the first '=', so "principal=subject:CN=desk,O=T" is one). See ParseRuleFlags.
 //
 // extend calls ExtendHold: --ttl is the wanted time left from now (unset: the server's
 // --default_ttl), --request_id makes a retried call count once against the server's
@@ -218,15 +222,19 @@ std::string FormatScopeHolds(absl::string_view scope,
 std::string FormatReleaseScopeHolds(absl::string_view scope,
                                     const orderhold::v1::ReleaseScopeHoldsResponse& response);
 
-// One line for a scope's runtime rule (rule-put, rule-get), no trailing newline:
+// A scope's runtime rule (rule-put, rule-get), no trailing newline. One line:
 //   "event:1 OPEN (now OPEN) etag 17: per user 4 holds / 8 units; totals 0 holds / 100 units;
 //   capacity 250; opens 2026-12-07T10:00:00Z; closes ...; expires ..."
 // A part whose numbers are all 0 (or a time that is unset) is left out, "no limits" stands for
 // the three number parts when all are; "(now X)" (effective_state) and "etag E" only when set. An
-// unspecified state reads OPEN, as the server reads it.
+// unspecified state reads OPEN, as the server reads it. Then one line per class
+// (ScopeRule.classes), by name, indented by two spaces:
+//   "  class box_office: max_units 20, principals uri:spiffe://t/box-office, dns:desk.example"
+// with its numbers that are not 0 (max_holds, max_units, max_purchased_holds,
+// max_purchased_units; "no limits" when all are) and its principals as stored.
 std::string FormatScopeRule(const orderhold::v1::ScopeRule& rule);
 
-// A ListScopeRules page (rule-list): one FormatScopeRule line per rule, then, when more follow,
+// A ListScopeRules page (rule-list): FormatScopeRule's lines per rule, then, when more follow,
 // "next page: --page_token <token>"; "no rules" for an empty last page. Every line ends in '\n'.
 std::string FormatScopeRules(const orderhold::v1::ListScopeRulesResponse& response);
 
@@ -312,6 +320,7 @@ struct CliCommand {
   uint32_t quantity = 0;  // 0: unset (the server counts 1)
   std::map<std::string, std::string> labels;
   std::optional<orderhold::v1::ScopeLimits> scope_limits;
+  std::string limit_class;  // --limit_class ("" = none: the rule's own per-person limits)
   // Set by ParseRuleFlags. kRulePut: the rule sent (its scope is `scope`, its etag --etag).
   orderhold::v1::ScopeRule rule;
   // kRuleDelete: --etag ("" = whatever the rule is).
@@ -332,6 +341,7 @@ struct HoldFlags {
   std::vector<std::string> labels;         // --label, each "key=value" (place)
   std::optional<int64_t> scope_max_holds;  // --scope_max_holds (place)
   std::optional<int64_t> scope_max_units;  // --scope_max_units (place)
+  std::string limit_class;                 // --limit_class (place)
 };
 
 // The flags of the rule commands and scope-close, as given on the command line (unset: not given).
@@ -347,6 +357,7 @@ struct RuleFlags {
   std::string open_time;                       // --open_time, RFC 3339 (rule-put)
   std::string close_time;                      // --close_time, RFC 3339 (rule-put)
   std::string expire_time;                     // --expire_time, RFC 3339 (rule-put)
+  std::vector<std::string> classes;            // --class, each "NAME;key=value;..." (rule-put)
   std::string etag;                            // --etag (rule-put, rule-delete)
   std::optional<int64_t> page_size;            // --page_size (rule-list)
   std::string page_token;                      // --page_token (rule-list)
@@ -368,30 +379,34 @@ absl::Status ParseWatchFlags(const std::string& group, const std::string& consum
                              const std::string& outcomes, const std::string& start,
                              int64_t max_events, bool ack, CliCommand* command);
 
-// Fills command's scope, request_id, payment_reference, quantity, labels and scope_limits from
-// `flags`. INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it
-// does not apply to (--scope: place, list and release; --request_id: extend and return;
-// --payment_reference: pay; the others: place), return comes without --request_id, a number is
-// negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty key, a label
-// key is given twice, or --scope_max_holds / --scope_max_units come without --scope (the server
-// would refuse them). Anything else (the label key's characters, a quantity above the server's
-// limits, the request_id's length, ...) is the server's to judge.
+// Fills command's scope, request_id, payment_reference, quantity, labels, scope_limits and
+// limit_class from `flags`. INVALID_ARGUMENT (a usage error) naming the flag when a flag is given
+// to a command it does not apply to (--scope: place, list and release; --request_id: extend and
+// return; --payment_reference: pay; the others: place), return comes without --request_id, a
+// number is negative or above 4294967295 (it cannot be sent), a --label has no '=' or an empty
+// key, a label key is given twice, or --scope_max_holds / --scope_max_units come without --scope
+// (the server would refuse them). Anything else (the label key's characters, a quantity above the
+// server's limits, the request_id's length, the limit_class's name or its use without --scope,
+// ...) is the server's to judge.
 absl::Status ParseHoldFlags(const HoldFlags& flags, CliCommand* command);
 
-// Fills command's rule (kRulePut: scope, limits, totals, capacity, state, times, etag), etag
-// (kRuleDelete), list_rules (kRuleList) and release_holds (kScopeClose) from `flags`.
+// Fills command's rule (kRulePut: scope, limits, totals, capacity, state, times, classes, etag),
+// etag (kRuleDelete), list_rules (kRuleList) and release_holds (kScopeClose) from `flags`.
 // INVALID_ARGUMENT (a usage error) naming the flag when a flag is given to a command it does not
 // apply to, a number does not fit the request (a limit negative or above 4294967295, --page_size
-// negative or above 2147483647), --state is not OPEN, PAUSED or CLOSED (case matters), or a time is
-// not RFC 3339 (absl::RFC3339_full: "2026-12-07T10:00:00Z", "2026-12-07T11:00:00.5+01:00"). The
-// rest (limits above the server's bounds, open_time after close_time, an expire_time past, ...) is
-// the server's to judge.
+// negative or above 2147483647), --state is not OPEN, PAUSED or CLOSED (case matters), a time is
+// not RFC 3339 (absl::RFC3339_full: "2026-12-07T10:00:00Z", "2026-12-07T11:00:00.5+01:00"), or a
+// --class (naming it and the bad part) has an empty NAME, a part without '=', an unknown key, a
+// number key given twice, or the NAME of an earlier --class. The rest (limits above the server's
+// bounds, open_time after close_time, an expire_time past, a class's name characters or missing
+// principals, ...) is the server's to judge.
 absl::Status ParseRuleFlags(const RuleFlags& flags, CliCommand* command);
 
 // Removes every occurrence of the flag `name` ("--name=value", "--name value", and the same with
 // one dash) from `argv` (argv[0], the program, is kept; nothing after a "--" is looked at) and
 // returns the values in order: absl's flags keep only the last value of a repeated flag, and
-// --label is repeatable. INVALID_ARGUMENT naming the flag when its last occurrence has no value.
+// --label and --class are repeatable. INVALID_ARGUMENT naming the flag when its last occurrence
+// has no value.
 absl::StatusOr<std::vector<std::string>> TakeRepeatedFlag(absl::string_view name,
                                                           std::vector<char*>* argv);
 

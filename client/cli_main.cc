@@ -55,6 +55,10 @@ ABSL_FLAG(std::optional<int64_t>, scope_max_holds, std::nullopt,
 ABSL_FLAG(std::optional<int64_t>, scope_max_units, std::nullopt,
           "place only, with --scope: the scope's limit of live units for this placement (0: "
           "none).");
+ABSL_FLAG(std::string, limit_class, "",
+          "place only, with --scope: the class of the scope's runtime rule (rule-put --class) "
+          "the hold is placed under, its limits in place of the rule's per-user ones; refused "
+          "(7) unless this client's certificate is among its principals. Unset: none.");
 
 // The rule commands' and scope-close's (ParseRuleFlags). Times are strings, so that a bad one is
 // a usage error naming the flag (64), not absl's exit 1.
@@ -83,6 +87,15 @@ ABSL_FLAG(std::string, close_time, "",
 ABSL_FLAG(std::string, expire_time, "",
           "rule-put only: the rule is deleted at this RFC 3339 time (the server's --scope_limits "
           "file applies again). Unset: never.");
+// On the command line never set by absl: main takes every --class out of argv first
+// (TakeRepeatedFlag), as --label. Declared for --help, and read for a --flagfile, where it is
+// absl's comma-separated list (there a class cannot hold a comma, e.g. a subject principal).
+ABSL_FLAG(std::vector<std::string>, class, {},
+          "rule-put only, repeatable: one class of buyers with limits of their own, "
+          "NAME;key=value;... with the keys max_holds, max_units, max_purchased_units, "
+          "max_purchased_holds (0: none) and principal (repeatable, who may place in it; all "
+          "after the first '='), e.g. --class "
+          "'box_office;max_units=20;principal=uri:spiffe://t/box-office;principal=dns:desk'.");
 ABSL_FLAG(std::string, etag, "",
           "rule-put, rule-delete: the etag of the rule read; the call changes the rule only if "
           "nobody changed it since (else 10, ABORTED). Unset: whatever the rule is.");
@@ -111,8 +124,9 @@ int UsageError(const std::string& message) {
   return orderhold::client::kExitUsage;
 }
 
-// The flags of the rule commands and scope-close, as given.
-orderhold::client::RuleFlags RuleFlagsFromFlags() {
+// The flags of the rule commands and scope-close, as given; `classes` are the --class values
+// taken out of argv (TakeRepeatedFlag).
+orderhold::client::RuleFlags RuleFlagsFromFlags(const std::vector<std::string>& classes) {
   orderhold::client::RuleFlags flags;
   flags.max_holds = absl::GetFlag(FLAGS_max_holds);
   flags.max_units = absl::GetFlag(FLAGS_max_units);
@@ -125,6 +139,8 @@ orderhold::client::RuleFlags RuleFlagsFromFlags() {
   flags.open_time = absl::GetFlag(FLAGS_open_time);
   flags.close_time = absl::GetFlag(FLAGS_close_time);
   flags.expire_time = absl::GetFlag(FLAGS_expire_time);
+  flags.classes = absl::GetFlag(FLAGS_class);
+  flags.classes.insert(flags.classes.end(), classes.begin(), classes.end());
   flags.etag = absl::GetFlag(FLAGS_etag);
   flags.page_size = absl::GetFlag(FLAGS_page_size);
   flags.page_token = absl::GetFlag(FLAGS_page_token);
@@ -149,6 +165,9 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::vector<std::string>> labels =
       orderhold::client::TakeRepeatedFlag("label", &flags_and_args);
   if (!labels.ok()) return UsageError(std::string(labels.status().message()));
+  absl::StatusOr<std::vector<std::string>> classes =
+      orderhold::client::TakeRepeatedFlag("class", &flags_and_args);
+  if (!classes.ok()) return UsageError(std::string(classes.status().message()));
   const std::vector<char*> positional =
       absl::ParseCommandLine(static_cast<int>(flags_and_args.size()), flags_and_args.data());
   // positional[0] is the program name.
@@ -166,11 +185,13 @@ int main(int argc, char** argv) {
   hold_flags.labels.insert(hold_flags.labels.end(), labels->begin(), labels->end());
   hold_flags.scope_max_holds = absl::GetFlag(FLAGS_scope_max_holds);
   hold_flags.scope_max_units = absl::GetFlag(FLAGS_scope_max_units);
+  hold_flags.limit_class = absl::GetFlag(FLAGS_limit_class);
   if (const absl::Status held = orderhold::client::ParseHoldFlags(hold_flags, &*command);
       !held.ok()) {
     return UsageError(std::string(held.message()));
   }
-  if (const absl::Status rule = orderhold::client::ParseRuleFlags(RuleFlagsFromFlags(), &*command);
+  if (const absl::Status rule =
+          orderhold::client::ParseRuleFlags(RuleFlagsFromFlags(*classes), &*command);
       !rule.ok()) {
     return UsageError(std::string(rule.message()));
   }

@@ -145,6 +145,7 @@ absl::StatusOr<orderhold::v1::PlaceHoldResponse> OrderHoldClient::PlaceHold(
   request.set_quantity(options.quantity);
   for (const auto& [key, value] : options.labels) (*request.mutable_labels())[key] = value;
   if (options.scope_limits.has_value()) *request.mutable_scope_limits() = *options.scope_limits;
+  request.set_limit_class(options.limit_class);
   return CallUnary(*stub_, &Stub::PlaceHold, request, options_);
 }
 

@@ -95,6 +95,9 @@ struct PlaceHoldOptions {
   std::map<std::string, std::string> labels;
   // The scope's limits for this placement (with `scope` only); unset: the server's rules.
   std::optional<orderhold::v1::ScopeLimits> scope_limits;
+  // The class of the scope's runtime rule placed under (with `scope` only; PERMISSION_DENIED
+  // unless the caller is among its principals); "" = the rule's own per-person limits.
+  std::string limit_class;
 };
 
 // What an ExtendHold carries besides the ids. A default-constructed value asks for the server's

@@ -963,6 +963,28 @@ TEST(ParseHoldFlagsTest, PlaceTakesEveryFlag) {
   EXPECT_EQ(place.scope_limits->max_units(), 0u);  // not given: no limit at that level
 }
 
+TEST(ParseHoldFlagsTest, PlaceTakesLimitClassAsGiven) {
+  CliCommand place = Command({"place", "alice", "order-9"});
+  HoldFlags flags;
+  flags.scope = "event:E42";
+  flags.limit_class = "box_office";
+  ASSERT_TRUE(ParseHoldFlags(flags, &place).ok()) << ParseHoldFlags(flags, &place);
+  EXPECT_EQ(place.limit_class, "box_office");
+  EXPECT_FALSE(place.scope_limits.has_value());  // a class sends no scope limits of its own
+
+  // The name is the server's to judge (INVALID_ARGUMENT naming limit_class), as is its use
+  // without --scope.
+  CliCommand odd = Command({"place", "alice", "order-10"});
+  HoldFlags unscoped;
+  unscoped.limit_class = "not a name!";
+  ASSERT_TRUE(ParseHoldFlags(unscoped, &odd).ok());
+  EXPECT_EQ(odd.limit_class, "not a name!");
+
+  CliCommand none = Command({"place", "alice", "order-11"});
+  ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &none).ok());
+  EXPECT_EQ(none.limit_class, "");
+}
+
 TEST(ParseHoldFlagsTest, NoFlagsChangeNothing) {
   CliCommand place = Command({"place", "alice", "order-1"});
   ASSERT_TRUE(ParseHoldFlags(HoldFlags{}, &place).ok());
@@ -1085,6 +1107,12 @@ TEST(ParseHoldFlagsTest, UsageErrorsNameTheFlag) {
       {{"cancel", "alice", "o"},
        With([](HoldFlags& f) { f.scope_max_units = 1; }),
        "--scope_max_units applies only to place"},
+      {{"list", "alice"},
+       With([](HoldFlags& f) { f.limit_class = "box_office"; }),
+       "--limit_class applies only to place, not list"},
+      {{"extend", "alice", "o"},
+       With([](HoldFlags& f) { f.limit_class = "box_office"; }),
+       "--limit_class applies only to place, not extend"},
       {{"place", "alice", "o"},
        With([](HoldFlags& f) { f.labels = {"seat"}; }),
        "--label \"seat\" is not key=value"},
@@ -1225,52 +1253,140 @@ TEST(ParseRuleFlagsTest, DeleteListAndCloseTakeTheirs) {
   EXPECT_TRUE(close.release_holds);
 }
 
-TEST(ParseRuleFlagsTest, UsageErrorsNameTheFlag) {
-  struct Case {
-    std::vector<std::string> command;
-    RuleFlags flags;
-    std::string message_start;
-  };
-  const auto with = [](auto set) {
-    RuleFlags flags;
-    set(flags);
-    return flags;
-  };
-  const std::vector<Case> cases = {
-      {{"rule-put", "event:1"},
-       with([](RuleFlags& f) { f.open_time = "2026-12-07 10:00"; }),
-       "--open_time \"2026-12-07 10:00\" is not an RFC 3339 time"},
-      {{"rule-put", "event:1"},
-       with([](RuleFlags& f) { f.close_time = "infinite-future"; }),
-       "--close_time \"infinite-future\" is not an RFC 3339 time"},
-      {{"rule-put", "event:1"},
-       with([](RuleFlags& f) { f.state = "open"; }),
-       "--state \"open\" is not OPEN, PAUSED or CLOSED"},
-      {{"rule-put", "event:1"},
-       with([](RuleFlags& f) { f.capacity_units = -1; }),
-       "--capacity_units must be from 0 to 4294967295, got -1"},
-      {{"rule-get", "event:1"},
-       with([](RuleFlags& f) { f.max_holds = 2; }),
-       "--max_holds applies only to rule-put, not rule-get"},
-      {{"scope-close", "event:1"},
-       with([](RuleFlags& f) { f.etag = "17"; }),
-       "--etag applies only to rule-put and rule-delete, not scope-close"},
-      {{"rule-delete", "event:1"},
-       with([](RuleFlags& f) { f.release_holds = true; }),
-       "--release_holds applies only to scope-close, not rule-delete"},
-      {{"place", "alice", "o"},
-       with([](RuleFlags& f) { f.page_token = "t"; }),
-       "--page_token applies only to rule-list, not place"},
-      {{"rule-list"},
-       with([](RuleFlags& f) { f.page_size = -1; }),
-       "--page_size must be from 0 to 2147483647, got -1"},
-  };
-  for (const Case& c : cases) {
+// A command, the rule flags it is given, and how its usage error starts.
+struct RuleUsageCase {
+  std::vector<std::string> command;
+  RuleFlags flags;
+  std::string message_start;
+};
+
+// `set` applied to default rule flags.
+template <typename Set>
+RuleFlags RuleWith(Set set) {
+  RuleFlags flags;
+  set(flags);
+  return flags;
+}
+
+// Each case's flags are refused by ParseRuleFlags INVALID_ARGUMENT with a message starting as the
+// case says.
+void ExpectRuleUsageErrors(const std::vector<RuleUsageCase>& cases) {
+  for (const RuleUsageCase& c : cases) {
     CliCommand command = Command(c.command);
     const absl::Status status = ParseRuleFlags(c.flags, &command);
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << c.message_start << ": " << status;
     EXPECT_THAT(std::string(status.message()), StartsWith(c.message_start));
   }
+}
+
+TEST(ParseRuleFlagsTest, UsageErrorsNameTheFlag) {
+  const std::vector<RuleUsageCase> cases = {
+      {{"rule-put", "event:1"},
+       RuleWith([](RuleFlags& f) { f.open_time = "2026-12-07 10:00"; }),
+       "--open_time \"2026-12-07 10:00\" is not an RFC 3339 time"},
+      {{"rule-put", "event:1"},
+       RuleWith([](RuleFlags& f) { f.close_time = "infinite-future"; }),
+       "--close_time \"infinite-future\" is not an RFC 3339 time"},
+      {{"rule-put", "event:1"},
+       RuleWith([](RuleFlags& f) { f.state = "open"; }),
+       "--state \"open\" is not OPEN, PAUSED or CLOSED"},
+      {{"rule-put", "event:1"},
+       RuleWith([](RuleFlags& f) { f.capacity_units = -1; }),
+       "--capacity_units must be from 0 to 4294967295, got -1"},
+      {{"rule-get", "event:1"},
+       RuleWith([](RuleFlags& f) { f.max_holds = 2; }),
+       "--max_holds applies only to rule-put, not rule-get"},
+      {{"scope-close", "event:1"},
+       RuleWith([](RuleFlags& f) { f.etag = "17"; }),
+       "--etag applies only to rule-put and rule-delete, not scope-close"},
+      {{"rule-delete", "event:1"},
+       RuleWith([](RuleFlags& f) { f.release_holds = true; }),
+       "--release_holds applies only to scope-close, not rule-delete"},
+      {{"place", "alice", "o"},
+       RuleWith([](RuleFlags& f) { f.page_token = "t"; }),
+       "--page_token applies only to rule-list, not place"},
+      {{"rule-list"},
+       RuleWith([](RuleFlags& f) { f.page_size = -1; }),
+       "--page_size must be from 0 to 2147483647, got -1"},
+  };
+  ExpectRuleUsageErrors(cases);
+}
+
+TEST(ParseRuleFlagsTest, ClassesTakeTheirLimitsCapsAndPrincipals) {
+  CliCommand put = Command({"rule-put", "event:1"});
+  RuleFlags flags;
+  flags.max_units = 4;
+  flags.classes = {
+      "box_office;max_units=20;principal=uri:spiffe://t/box-office;principal=dns:desk.example",
+      "vip;max_holds=2;max_purchased_units=6;max_purchased_holds=3;principal=CN=desk,O=T;"
+      "principal=subject:CN=a=b,O=T"};
+  ASSERT_TRUE(ParseRuleFlags(flags, &put).ok()) << ParseRuleFlags(flags, &put);
+  const orderhold::v1::ScopeRule& rule = put.rule;
+  EXPECT_EQ(rule.limits().max_units(), 4u);  // the rule's own limits stay as they were
+  ASSERT_EQ(rule.classes().size(), 2u);
+
+  const orderhold::v1::LimitClass& box = rule.classes().at("box_office");
+  ASSERT_TRUE(box.has_limits());
+  EXPECT_EQ(box.limits().max_holds(), 0u);  // not given: 0 = none
+  EXPECT_EQ(box.limits().max_units(), 20u);
+  EXPECT_EQ(box.max_purchased_units(), 0u);
+  EXPECT_EQ(box.max_purchased_holds(), 0u);
+  EXPECT_THAT(box.principals(),
+              ::testing::ElementsAre("uri:spiffe://t/box-office", "dns:desk.example"));
+
+  const orderhold::v1::LimitClass& vip = rule.classes().at("vip");
+  ASSERT_TRUE(vip.has_limits());
+  EXPECT_EQ(vip.limits().max_holds(), 2u);
+  EXPECT_EQ(vip.limits().max_units(), 0u);
+  EXPECT_EQ(vip.max_purchased_units(), 6u);
+  EXPECT_EQ(vip.max_purchased_holds(), 3u);
+  // All after the first '=', '=' and ',' included: a subject is one principal.
+  EXPECT_THAT(vip.principals(), ::testing::ElementsAre("CN=desk,O=T", "subject:CN=a=b,O=T"));
+
+  // Without max_holds and max_units the class sends no limits; a class with only its name (the
+  // server wants principals) and an empty principal are the server's to judge.
+  CliCommand caps = Command({"rule-put", "event:2"});
+  RuleFlags only_caps;
+  only_caps.classes = {"resellers;max_purchased_units=0;principal=", "bare"};
+  ASSERT_TRUE(ParseRuleFlags(only_caps, &caps).ok()) << ParseRuleFlags(only_caps, &caps);
+  ASSERT_EQ(caps.rule.classes().size(), 2u);
+  EXPECT_FALSE(caps.rule.classes().at("resellers").has_limits());
+  EXPECT_THAT(caps.rule.classes().at("resellers").principals(), ::testing::ElementsAre(""));
+  EXPECT_FALSE(caps.rule.classes().at("bare").has_limits());
+  EXPECT_TRUE(caps.rule.classes().at("bare").principals().empty());
+  EXPECT_FALSE(caps.rule.has_limits());
+}
+
+TEST(ParseRuleFlagsTest, ClassUsageErrorsNameTheFlagAndThePart) {
+  const auto put = std::vector<std::string>{"rule-put", "event:1"};
+  const auto classes = [](std::vector<std::string> specs) {
+    return RuleWith([&specs](RuleFlags& f) { f.classes = specs; });
+  };
+  ExpectRuleUsageErrors({
+      {put, classes({";max_units=2"}), "--class \";max_units=2\": empty NAME"},
+      {put, classes({""}), "--class \"\": empty NAME"},
+      {put, classes({"vip;max_units=2;principal"}),
+       "--class \"vip;max_units=2;principal\": \"principal\" is not key=value"},
+      {put, classes({"vip;"}), "--class \"vip;\": \"\" is not key=value"},
+      {put, classes({"vip;max_unit=2"}),
+       "--class \"vip;max_unit=2\": unknown key \"max_unit\" (want max_holds, max_units, "
+       "max_purchased_units, max_purchased_holds or principal)"},
+      {put, classes({"vip;max_units=-1"}),
+       "--class \"vip;max_units=-1\": max_units must be from 0 to 4294967295, got \"-1\""},
+      {put, classes({"vip;max_purchased_holds=4294967296"}),
+       "--class \"vip;max_purchased_holds=4294967296\": max_purchased_holds must be from 0 to "
+       "4294967295"},
+      {put, classes({"vip;max_holds=two"}), "--class \"vip;max_holds=two\": max_holds must be"},
+      {put, classes({"vip;max_units=2;max_units=3"}),
+       "--class \"vip;max_units=2;max_units=3\": max_units is given twice"},
+      {put, classes({"vip;max_units=2", "box;max_units=1", "vip;max_units=3"}),
+       "--class \"vip;max_units=3\": class \"vip\" is given twice"},
+      {{"rule-get", "event:1"},
+       classes({"vip;max_units=2"}),
+       "--class applies only to rule-put, not rule-get"},
+      {{"scope-close", "event:1"}, classes({"vip"}), "--class applies only to rule-put"},
+      {{"place", "alice", "o"}, classes({"vip"}), "--class applies only to rule-put, not place"},
+  });
 }
 
 TEST(FormatScopeRuleTest, OneLineWithoutWhatIsUnset) {
@@ -1306,6 +1422,54 @@ TEST(FormatScopeRuleTest, OneLineWithoutWhatIsUnset) {
             "event:2 PAUSED (now OPEN): totals 1 hold / 0 units\n"
             "next page: --page_token abc\n");
   EXPECT_EQ(FormatScopeRules(orderhold::v1::ListScopeRulesResponse()), "no rules\n");
+}
+
+// A rule with two classes, as a server answers it.
+orderhold::v1::ScopeRule RuleWithClasses() {
+  orderhold::v1::ScopeRule rule;
+  rule.set_scope("event:1");
+  rule.set_etag("17");
+  rule.mutable_limits()->set_max_units(4);
+  orderhold::v1::LimitClass& box = (*rule.mutable_classes())["box_office"];
+  box.mutable_limits()->set_max_units(20);
+  box.add_principals("uri:spiffe://t/box-office");
+  box.add_principals("dns:desk.example");
+  orderhold::v1::LimitClass& vip = (*rule.mutable_classes())["vip"];
+  vip.mutable_limits()->set_max_holds(2);
+  vip.set_max_purchased_holds(3);
+  vip.set_max_purchased_units(6);
+  vip.add_principals("subject:CN=desk,O=T");
+  return rule;
+}
+
+TEST(FormatScopeRuleTest, OneIndentedLinePerClassByName) {
+  // A proto map has no order: the lines come by name.
+  EXPECT_EQ(FormatScopeRule(RuleWithClasses()),
+            "event:1 OPEN etag 17: per user 0 holds / 4 units\n"
+            "  class box_office: max_units 20, principals uri:spiffe://t/box-office, "
+            "dns:desk.example\n"
+            "  class vip: max_holds 2, max_purchased_holds 3, max_purchased_units 6, principals "
+            "subject:CN=desk,O=T");
+
+  // A class without numbers reads "no limits"; one without principals shows none.
+  orderhold::v1::ScopeRule bare;
+  bare.set_scope("event:2");
+  (*bare.mutable_classes())["open"].add_principals("dns:a.example");
+  (*bare.mutable_classes())["empty"] = orderhold::v1::LimitClass();
+  EXPECT_EQ(FormatScopeRule(bare),
+            "event:2 OPEN: no limits\n"
+            "  class empty: no limits\n"
+            "  class open: no limits, principals dns:a.example");
+
+  // rule-list: each rule's lines, then the next one.
+  orderhold::v1::ListScopeRulesResponse page;
+  *page.add_rules() = bare;
+  page.add_rules()->set_scope("event:3");
+  EXPECT_EQ(FormatScopeRules(page),
+            "event:2 OPEN: no limits\n"
+            "  class empty: no limits\n"
+            "  class open: no limits, principals dns:a.example\n"
+            "event:3 OPEN: no limits\n");
 }
 
 TEST(FormatCloseScopeTest, ClosedWithItsEtagAndWhatWasReleased) {
@@ -1490,6 +1654,7 @@ TEST_F(RunCommandTest, ScopedPlaceSendsEveryFieldAndPrintsTheUsage) {
   flags.labels = {"seat=A12", "row=3"};
   flags.scope_max_holds = 2;
   flags.scope_max_units = 8;
+  flags.limit_class = "box_office";
   ASSERT_TRUE(ParseHoldFlags(flags, &place).ok());
 
   EXPECT_EQ(Run(place), 0) << err_.str();
@@ -1503,6 +1668,7 @@ TEST_F(RunCommandTest, ScopedPlaceSendsEveryFieldAndPrintsTheUsage) {
   EXPECT_EQ(sent.labels().at("seat"), "A12");
   EXPECT_EQ(sent.scope_limits().max_holds(), 2u);
   EXPECT_EQ(sent.scope_limits().max_units(), 8u);
+  EXPECT_EQ(sent.limit_class(), "box_office");
   EXPECT_EQ(out_.str(), FormatPlaceHold(service_.place_response) + "\n");
   EXPECT_EQ(err_.str(), "");
 
@@ -1524,6 +1690,7 @@ TEST_F(RunCommandTest, PlainPlaceSendsNoneOfTheNewFields) {
   EXPECT_EQ(service_.place_request.quantity(), 0u);
   EXPECT_TRUE(service_.place_request.labels().empty());
   EXPECT_FALSE(service_.place_request.has_scope_limits());
+  EXPECT_EQ(service_.place_request.limit_class(), "");
   EXPECT_FALSE(service_.place_request.has_ttl());
   EXPECT_EQ(out_.str(),
             "placed order-1 for alice: expires in 30m (1/3 active); cap 2026-11-21T11:30:00Z\n");
@@ -1688,6 +1855,26 @@ TEST_F(RunCommandTest, RulePutSendsTheRuleAndPrintsItAsStored) {
   EXPECT_EQ(Run(put, /*json=*/true), 0);
   EXPECT_THAT(out_.str(), HasSubstr("\"etag\":\"17\""));
   EXPECT_THAT(out_.str(), HasSubstr("\"openTime\":\"2026-12-07T10:00:00Z\""));
+}
+
+TEST_F(RunCommandTest, RulePutSendsItsClassesAndPrintsThem) {
+  CliCommand put = Command({"rule-put", "event:1"});
+  RuleFlags flags;
+  flags.classes = {"box_office;max_units=20;principal=uri:spiffe://t/box-office"};
+  ASSERT_TRUE(ParseRuleFlags(flags, &put).ok());
+  EXPECT_EQ(Run(put), 0) << err_.str();
+  const orderhold::v1::ScopeRule& sent = service_.put_rule_request.rule();
+  ASSERT_EQ(sent.classes().size(), 1u);
+  EXPECT_EQ(sent.classes().at("box_office").limits().max_units(), 20u);
+  EXPECT_EQ(out_.str(),
+            "event:1 OPEN (now OPEN) etag 17: no limits\n"
+            "  class box_office: max_units 20, principals uri:spiffe://t/box-office\n");
+
+  // --json: the rule's proto3 JSON, classes by name.
+  EXPECT_EQ(Run(put, /*json=*/true), 0);
+  EXPECT_THAT(out_.str(), HasSubstr("\"classes\":{\"box_office\":{\"limits\":{\"maxHolds\":0,"
+                                    "\"maxUnits\":20},"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"principals\":[\"uri:spiffe://t/box-office\"]"));
 }
 
 TEST_F(RunCommandTest, ScopeCloseSendsReleaseHoldsAndPrintsWhatItReleased) {
