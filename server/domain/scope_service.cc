@@ -84,32 +84,24 @@ void ScopeService::ListScope(std::string scope, ListPage page, bool usage_only,
     std::move(done)(args.status());
     return;
   }
-  store_.ListScopeHolds(
-      *std::move(args), options,
-      [this, scope = std::move(scope), options,
-       done = std::move(done)](absl::StatusOr<store::ListScopeHoldsResult> result) mutable {
-        if (!result.ok()) {
-          std::move(done)(result.status());
-          return;
-        }
-        if (store_.keeps_scope_rules()) {
-          // The scope's runtime rule, when it has one, is what a PlaceHold applies: its totals.
-          store_.GetScopeRule(scope, options,
-                              [this, scope, result = *std::move(result), done = std::move(done)](
-                                  absl::StatusOr<store::ScopeRuleResult> rule) mutable {
-                                if (!rule.ok()) return std::move(done)(rule.status());
-                                ScopeRules::Resolved resolved = holds_.ResolvedFor(scope);
-                                if (rule->rule.has_value()) {
-                                  resolved =
-                                      ScopeRules::Resolved{rule->rule->limits, rule->rule->totals,
-                                                           rule->rule->capacity_units};
-                                }
-                                std::move(done)(ReplyOf(scope, std::move(result), resolved));
-                              });
-          return;
-        }
-        std::move(done)(ReplyOf(scope, *std::move(result), holds_.ResolvedFor(scope)));
-      });
+  store_.ListScopeHolds(*std::move(args), options,
+                        [this, scope = std::move(scope), done = std::move(done)](
+                            absl::StatusOr<store::ListScopeHoldsResult> result) mutable {
+                          if (!result.ok()) {
+                            std::move(done)(result.status());
+                            return;
+                          }
+                          // The scope's runtime rule, read in the same step, when it has one: what
+                          // a PlaceHold applies (its limits, totals and capacity), in place of the
+                          // file's.
+                          ScopeRules::Resolved resolved = holds_.ResolvedFor(scope);
+                          if (result->rule.has_value()) {
+                            resolved =
+                                ScopeRules::Resolved{result->rule->limits, result->rule->totals,
+                                                     result->rule->capacity_units};
+                          }
+                          std::move(done)(ReplyOf(scope, *std::move(result), resolved));
+                        });
 }
 
 ListScopeHoldsReply ScopeService::ReplyOf(const std::string& scope,

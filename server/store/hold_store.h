@@ -411,6 +411,8 @@ struct ListScopeHoldsResult {
   int64_t sold_units = 0;  // the units of the scope's paid holds (a store counting sales)
   bool more = false;       // live holds follow the page
   std::string last_key;    // the last listed entry's key, for the next page's cursor
+  // The scope's runtime rule read in the same step (a store that keeps rules); nullopt: none.
+  std::optional<ScopeRuleRecord> rule = std::nullopt;
 };
 
 struct ExtendHoldArgs {

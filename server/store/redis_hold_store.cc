@@ -110,11 +110,16 @@ absl::StatusOr<ExtendHoldResult> ExtendResultOf(const std::string& order_id,
   return result;
 }
 
-// ListScopeHolds' result from scope_holds.lua's reply: its page's members are
+// ListScopeHolds' result from scope_holds.lua's reply for `scope`: its page's members are
 // "<quantity>:<user_id>\0<order_id>" (keys.h).
-absl::StatusOr<ListScopeHoldsResult> ScopeHoldsResultOf(const lua::ScopeHoldsReply& r) {
+absl::StatusOr<ListScopeHoldsResult> ScopeHoldsResultOf(absl::string_view scope,
+                                                        const lua::ScopeHoldsReply& r) {
   if (r.page.size() % 2 != 0) return BadReply("scope_holds.lua");
   ListScopeHoldsResult result;
+  if (!r.rule.empty()) {
+    result.rule = internal::UnpackScopeRule(scope, r.rule);
+    if (!result.rule.has_value()) return BadReply("scope_holds.lua");
+  }
   result.now = FromMillis(r.now);
   result.scope_holds = r.holds;
   result.scope_units = r.units;
@@ -556,15 +561,20 @@ void RedisHoldStore::ListScopeHolds(ListScopeHoldsArgs args, CallOptions options
   const std::string after_expire =
       args.after.has_value() ? absl::StrCat(absl::ToUnixMillis(args.after->expire_time)) : "";
   const std::string after_member = args.after.has_value() ? args.after->order_id : "";
+  // Likewise the rule's key where no rules are kept.
+  const std::string rule = keeps_scope_rules() ? keys_.ScopeRuleKey(args.scope) : units;
   redis::RedisCommand command =
-      Eval({live, units, sold},
+      Eval({live, units, sold, rule},
            lua::ScopeHoldsArgv<Arg>{.now = NowArg(options),
                                     .after_expire = after_expire,
                                     .after_member = after_member,
                                     .page_size = int64_t{std::max(0, args.page_size)}});
   command.inline_ok = true;  // one command per gRPC call: see redis_client.h
   client_->Submit(std::move(command), options.deadline,
-                  ParsedAs<lua::ScopeHoldsReply>(std::move(done), ScopeHoldsResultOf));
+                  ParsedAs<lua::ScopeHoldsReply>(
+                      std::move(done), [scope = args.scope](const lua::ScopeHoldsReply& r) {
+                        return ScopeHoldsResultOf(scope, r);
+                      }));
 }
 
 void RedisHoldStore::Ping(CallOptions options, Callback<absl::Time> done) {

@@ -2219,6 +2219,31 @@ TEST_P(ScopeRuleTest, ALimitClassAppliesItsOwnLimitsToItsPrincipalsOnly) {
             Outcome::kClassDenied);
 }
 
+TEST_P(ScopeRuleTest, ListScopeHoldsReadsTheScopesRuleInTheStep) {
+  auto usage = [&](const std::string& scope) {
+    ListScopeHoldsArgs args;
+    args.scope = scope;
+    auto listed = Await<ListScopeHoldsResult>(
+        [&](auto done) { store_->ListScopeHolds(std::move(args), At(kT0), std::move(done)); });
+    EXPECT_THAT(listed, IsOk());
+    return listed.value_or(ListScopeHoldsResult{});
+  };
+  EXPECT_FALSE(usage("event:U").rule.has_value());
+  ScopeRuleRecord rule = RuleWithABoxOffice("event:U");
+  rule.totals = {7, 0};
+  ASSERT_THAT(Put(rule, kT0), IsOk());
+  ASSERT_EQ(PlaceOrder("event:U", "alice", "o1", 2).outcome, Outcome::kCreated);
+  const ListScopeHoldsResult listed = usage("event:U");
+  EXPECT_EQ(listed.scope_units, 2);
+  ASSERT_TRUE(listed.rule.has_value());
+  EXPECT_EQ(listed.rule->totals, (LevelLimits{7, 0}));
+  EXPECT_EQ(listed.rule->capacity_units, 100);
+  EXPECT_EQ(listed.rule->classes, rule.classes);
+  EXPECT_FALSE(usage("event:other").rule.has_value());
+  ASSERT_THAT(Delete("event:U"), IsOk());
+  EXPECT_FALSE(usage("event:U").rule.has_value());
+}
+
 TEST_P(ScopeRuleTest, ListScopeRulesPagesEveryRuleOnce) {
   std::set<std::string> put;
   for (int i = 0; i < 23; ++i) {

@@ -832,6 +832,10 @@ void FakeHoldStore::ListScopeHolds(store::ListScopeHoldsArgs args, store::CallOp
     store::ListScopeHoldsResult result;
     result.now = NowFor(options);
     if (auto sold = sold_.find(args.scope); sold != sold_.end()) result.sold_units = sold->second;
+    if (auto rule = rules_.find(args.scope);
+        rule != rules_.end() && Live(rule->second, result.now)) {
+      result.rule = rule->second;
+    }
     // The scope's live holds in the index's order: expire, then the index key.
     std::vector<std::pair<store::ListCursor, store::ScopeHold>> live;
     for (const auto& [user, theirs] : holds_) {

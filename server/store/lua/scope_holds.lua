@@ -12,6 +12,9 @@
 -- KEYS[3]  the scope's units sold, "<prefix>:{<p>}:ss:<scope>" (string; scope_sold_key in the
 --          prelude); KEYS[2] again where no sales are counted (a Redis Cluster, whose migrating
 --          slot would refuse a declared key that never exists): 0 sold
+-- KEYS[4]  the scope's runtime rule, "<prefix>:{<p>}:sr:<scope>" (the prelude, "A scope's runtime
+--          rule"), read in this step so that the usage and the rule in force come from one
+--          instant; KEYS[2] again where no rules are kept (a Redis Cluster, as for KEYS[3])
 -- ARGV now           Unix ms; "" = the Redis server clock (TIME). Only tests pass a value.
 -- ARGV after_expire  the page starts after the entry (after_expire ms, after_member) in index
 --                    order (expire, then member bytes); "" = from the first
@@ -24,7 +27,9 @@
 -- REPLY sold int     the scope's units sold (KEYS[3]; 0 when absent)
 -- REPLY more int     1 when live entries follow the page
 -- REPLY page array   the page, 2 elements an entry: {member, expire}, expire as Unix ms strings
--- now_ms, int_str, bytes_before, scope_read: see the prelude (prelude/*.lua), prepended when the script is
+-- REPLY rule str     the scope's runtime rule as stored, when it has one not expired at now
+--                    (scope_rule_of); else ""
+-- now_ms, int_str, bytes_before, scope_read, scope_rule_of: see the prelude (prelude/*.lua), prepended when the script is
 -- embedded.
 local now = now_ms(A.now)
 local after_expire, after_member = tonumber(A.after_expire), A.after_member
@@ -33,7 +38,12 @@ local bound = int_str(now)
 
 local _, holds, units, first = scope_read(KEYS[1], KEYS[2], now)
 local sold = KEYS[3] ~= KEYS[2] and tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-local out = {now, holds, units, first or -1, sold, 0, {}}
+local rule = ''
+if KEYS[4] ~= KEYS[2] then
+  local packed = redis.call('GET', KEYS[4])
+  rule = scope_rule_of(packed, now) and packed or ''
+end
+local out = {now, holds, units, first or -1, sold, 0, {}, rule}
 if limit == 0 or holds == 0 then
   return out
 end
