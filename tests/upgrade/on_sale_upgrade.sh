@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# tests/upgrade/on_sale_upgrade.sh: rolling onto runtime scope rules, purchase caps, returns and
+# limit classes from the release before them (FROM, built from its commit as rolling_upgrade.sh
+# does), for real: what that release promised for an on-sale must hold while both run on one
+# Redis, and what server/README.md "Upgrading" says a mixed fleet does must be what it does.
+#
+#   A  OLD and NEW serve together under the --scope_limits file: event:* has max_units 4 per
+#      person and capacity_units 40 (both releases count sales in the scope's sold count).
+#      A1 120 buyers race for 2 units each in event:A, placing through one replica and paying
+#         (with a payment reference) through the other at once: exactly 20 are granted, 100 are
+#         refused SCOPE_SOLD_OUT (exit 8), and both replicas' GetScopeUsage say 40 sold.
+#      A2 a payment's reference holds across releases: the same reference again through either
+#         replica is OK (already paid), another is FAILED_PRECONDITION (exit 9) naming
+#         PAID_WITH_OTHER_REFERENCE, whichever replica paid.
+#      A3 10 buyers each send 4 concurrent PlaceHolds of 2 units in event:P, 2 through OLD and 2
+#         through NEW: no buyer ever has more than 4 units live (2 grants each, 20 in all).
+#      A4 what the notes say of runtime rules in a mixed fleet: NEW closes event:Z (CloseScope):
+#         NEW refuses a hold there (SCOPE_CLOSED, exit 9), OLD still grants one (it reads no
+#         runtime rule): so rules wait for the last old replica.
+#   B  OLD is stopped. NEW returns 1 unit of an order OLD paid (ReturnUnits): the scope's sold
+#      count goes from 40 to 39, one buyer takes the unit, the next is sold out. A runtime rule on
+#      event:B with a purchase cap of 2 units: a buyer who paid 2 there is refused a third
+#      (USER_PURCHASE_LIMIT): the new release's features work once the old one is gone.
+#
+# Not in ctest (building the old release takes minutes; the cache is rolling_upgrade.sh's). Usage:
+#   tests/upgrade/on_sale_upgrade.sh [--from REF] [--build DIR] [--cache DIR] [--keep]
+#     --from REF   the release before runtime rules (default below: 67e9fd6)
+#     --build DIR  where this release's orderhold-server and orderhold-cli are (default <repo>/build)
+#     --cache DIR  where old releases are built (default <repo>/build-upgrade)
+# Exit status 0 only when every check held.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# shellcheck source=tests/bench/lib.sh
+source "${REPO}/tests/bench/lib.sh"
+# The release before runtime scope rules: stop 64's, `git rev-parse 67e9fd6`.
+FROM=67e9fd6607653e8e060f39e3e747b8682e5598c7
+BUILD="${REPO}/build"
+CACHE="${REPO}/build-upgrade"
+KEEP=0
+while (($#)); do
+  case "$1" in
+    --from) FROM="$(git -C "${REPO}" rev-parse "${2:?}^{commit}")"; shift 2 ;;
+    --build) BUILD="${2:?}"; shift 2 ;;
+    --cache) CACHE="${2:?}"; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) echo "usage: $0 [--from REF] [--build DIR] [--cache DIR] [--keep]" >&2; exit 64 ;;
+  esac
+done
+START=${SECONDS}
+log() { printf '[%3ds] %s\n' $((SECONDS - START)) "$*"; }
+FAILED=0
+check() {  # check WHAT CONDITION-RESULT(0/1)
+  if [[ "$2" == 0 ]]; then log "ok: $1"; else log "FAILED: $1"; FAILED=1; fi
+}
+
+# Only FROM is built (--pre-buckets FROM: the same, cached, directory).
+"${REPO}/tests/upgrade/rolling_upgrade.sh" --from "${FROM}" --pre-buckets "${FROM}" \
+  --cache "${CACHE}" --build-only >/dev/null
+OLD_SRC="${CACHE}/${FROM}/build/server/orderhold-server"
+[[ -x "${OLD_SRC}" ]] || { echo "on_sale_upgrade: no old server at ${OLD_SRC}" >&2; exit 1; }
+
+WORK="$(mktemp -d /tmp/orderhold-on-sale-upgrade.XXXXXX)"
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if ((KEEP)); then echo "work directory kept: ${WORK}" >&2; else rm -rf "${WORK}"; fi
+}
+trap cleanup EXIT
+mkdir -p "${WORK}/bin" "${WORK}/out"
+cp "${OLD_SRC}" "${WORK}/bin/orderhold-server-old"
+cp "${BUILD}/server/orderhold-server" "${WORK}/bin/orderhold-server-new"
+cp "${BUILD}/client/orderhold-cli" "${WORK}/bin/orderhold-cli"
+CLI="${WORK}/bin/orderhold-cli"
+log "old: ${FROM:0:7} ($(git -C "${REPO}" log -1 --format=%s "${FROM}" | cut -c1-60))"
+
+# Redis with the application's ACL user of deploy/redis/orderhold.acl: both releases connect as it.
+start_redis
+REDIS_PASSWORD="on-sale-$$-${RANDOM}"
+read -r -a ACL_RULES < <(awk 'NR == 1 { for (i = 5; i <= NF; i++) printf "%s ", $i; print "" }' \
+  "${REPO}/deploy/redis/orderhold.acl")
+redis-cli -p "${REDIS_PORT}" ACL SETUSER orderhold on ">${REDIS_PASSWORD}" "${ACL_RULES[@]}" \
+  >/dev/null
+export ORDERHOLD_REDIS_URL="redis://orderhold:${REDIS_PASSWORD}@127.0.0.1:${REDIS_PORT}"
+
+LIMITS="${WORK}/limits.json"
+echo '{"rules": [{"prefix": "event:", "max_units": 4, "capacity_units": 40}]}' >"${LIMITS}"
+
+declare -A PORT PID
+start_replica() {  # start_replica NAME BINARY
+  PORT[$1]="$(free_port)"
+  "${WORK}/bin/orderhold-server-$2" --grpc_address="127.0.0.1:${PORT[$1]}" \
+    --metrics_address=127.0.0.1:0 --max_holds=10 --reap_interval=200ms \
+    --scope_limits="${LIMITS}" >>"${WORK}/server-$1.log" 2>&1 &
+  PID[$1]=$!
+  PIDS+=($!)
+  for _ in $(seq 200); do
+    "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null ||
+    { tail -5 "${WORK}/server-$1.log" >&2; exit 1; }
+  log "$1 replica ($2) up on ${PORT[$1]}"
+}
+cli() { "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=5s "${@:2}"; }
+sold() { cli "$1" --json scope-usage "$2" | jq -r '.soldUnits // 0'; }
+rc_of() { local rc=0; "$@" >"${WORK}/out/last" 2>&1 || rc=$?; echo "${rc}"; }
+
+start_replica old old
+start_replica new new
+
+# --- A1: a sell-out across releases --------------------------------------------------------------
+buyer() {  # buyer I OLD_PORT NEW_PORT: place 2 units in event:A through one, pay through the other
+  local mine other rc=0
+  if (($1 % 2 == 0)); then mine=$2 other=$3; else mine=$3 other=$2; fi
+  "${CLI}" --target="127.0.0.1:${mine}" --timeout=5s place "a-$1" o1 --scope event:A \
+    --quantity 2 --ttl 60s >/dev/null 2>"${WORK}/out/a-$1.err" || rc=$?
+  if ((rc == 0)); then
+    "${CLI}" --target="127.0.0.1:${other}" --timeout=5s pay "a-$1" o1 \
+      --payment_reference "ref-$1" >/dev/null 2>>"${WORK}/out/a-$1.err" || rc=100
+  fi
+  echo "${rc}"
+}
+export -f buyer
+export CLI WORK
+rcs="$(seq 0 119 | xargs -P 12 -I{} bash -c "buyer {} ${PORT[old]} ${PORT[new]}")"
+granted="$(grep -c '^0$' <<<"${rcs}" || true)"
+sold_out="$(grep -c '^8$' <<<"${rcs}" || true)"
+log "A1: 120 buyers of 2 for a capacity of 40: ${granted} granted and paid, ${sold_out} sold out"
+check "exactly 20 buyers are granted and paid" "$([[ "${granted}" == 20 ]]; echo $?)"
+check "the 100 others are RESOURCE_EXHAUSTED" "$([[ "${sold_out}" == 100 ]]; echo $?)"
+check "each refusal is SCOPE_SOLD_OUT" \
+  "$([[ "$(grep -l "is sold out" "${WORK}"/out/a-*.err | wc -l)" == 100 ]]; echo $?)"
+check "both replicas count 40 sold" \
+  "$([[ "$(sold old event:A)" == 40 && "$(sold new event:A)" == 40 ]]; echo $?)"
+
+# --- A2: payment references across releases ------------------------------------------------------
+paid_by_old="" paid_by_new=""
+for i in $(seq 0 119); do
+  [[ -s "${WORK}/out/a-${i}.err" ]] && continue
+  if ((i % 2 == 1)) && [[ -z "${paid_by_old}" ]]; then paid_by_old=${i}; fi  # placed NEW, paid OLD
+  if ((i % 2 == 0)) && [[ -z "${paid_by_new}" ]]; then paid_by_new=${i}; fi
+done
+for i in ${paid_by_old} ${paid_by_new}; do
+  for r in old new; do
+    check "a-${i}: the same reference again through ${r} is OK" \
+      "$(rc_of cli "${r}" pay "a-${i}" o1 --payment_reference "ref-${i}")"
+    rc="$(rc_of cli "${r}" pay "a-${i}" o1 --payment_reference "other-${i}")"
+    check "a-${i}: another reference through ${r} is FAILED_PRECONDITION, PAID_WITH_OTHER_REFERENCE" \
+      "$([[ "${rc}" == 9 ]] && grep -q "with another payment_reference" \
+        "${WORK}/out/last"; echo $?)"
+  done
+done
+
+# --- A3: one buyer's cap across releases ---------------------------------------------------------
+placing=()
+for u in $(seq 0 9); do
+  for k in 0 1 2 3; do
+    r=$([[ $((k % 2)) == 0 ]] && echo old || echo new)
+    cli "${r}" place "p-${u}" "o${k}" --scope event:P --quantity 2 >/dev/null 2>&1 &
+    placing+=($!)
+  done
+done
+for pid in "${placing[@]}"; do wait "${pid}" || true; done
+most=0 grants=0
+for u in $(seq 0 9); do
+  units="$(cli new --json list "p-${u}" --scope event:P | jq '[.holds[]?.quantity] | add // 0')"
+  grants=$((grants + units / 2))
+  ((units > most)) && most=${units}
+done
+log "A3: 10 buyers x 4 concurrent PlaceHolds of 2 units, half through each release: ${grants} grants"
+check "no buyer has more than 4 units live (most: ${most})" "$([[ "${most}" -le 4 ]]; echo $?)"
+check "each buyer got its 4 (20 grants)" "$([[ "${grants}" == 20 ]]; echo $?)"
+
+# --- A4: runtime rules in a mixed fleet (what the notes say) --------------------------------------
+cli new scope-close event:Z >/dev/null
+check "NEW refuses a hold in the scope it closed (SCOPE_CLOSED)" \
+  "$([[ "$(rc_of cli new place z-1 o1 --scope event:Z)" == 9 ]]; echo $?)"
+check "OLD still grants one there: it reads no runtime rule (so rules wait for the last old one)" \
+  "$(rc_of cli old place z-2 o1 --scope event:Z)"
+
+# --- B: OLD gone; a return and a purchase cap ------------------------------------------------------
+kill -TERM "${PID[old]}"
+wait "${PID[old]}" || true
+log "old replica stopped"
+check "NEW returns 1 unit of an order OLD paid" \
+  "$(rc_of cli new return "a-${paid_by_old}" o1 1 --request_id "refund-${paid_by_old}")"
+check "the scope's sold count goes back to 39" "$([[ "$(sold new event:A)" == 39 ]]; echo $?)"
+check "the unit is for sale again" "$(rc_of cli new place late-1 o1 --scope event:A --quantity 1)"
+check "and no more (40 again)" \
+  "$([[ "$(rc_of cli new place late-2 o1 --scope event:A --quantity 1)" == 8 ]]; echo $?)"
+cli new rule-put event:B --max_purchased_units 2 --capacity_units 100 >/dev/null
+cli new place b-0 o0 --scope event:B --quantity 2 >/dev/null && cli new pay b-0 o0 >/dev/null
+check "a buyer's units paid under the rule count toward its cap" \
+  "$([[ "$(rc_of cli new place b-0 o1 --scope event:B --quantity 1)" == 8 ]] &&
+     grep -q "max_purchased_units 2" "${WORK}/out/last"; echo $?)"
+
+((FAILED == 0)) && log "on-sale upgrade: every check held" || log "on-sale upgrade: FAILED"
+exit "${FAILED}"
