@@ -17,6 +17,8 @@
 #      A4 what the notes say of runtime rules in a mixed fleet: NEW closes event:Z (CloseScope):
 #         NEW refuses a hold there (SCOPE_CLOSED, exit 9), OLD still grants one (it reads no
 #         runtime rule): so rules wait for the last old replica.
+#      A5 a consumer group read through each release from the stream's start: each sees the 20
+#         payments of A1 (made by both) as 20 distinct PAID events, one per order, nothing else.
 #   B  OLD is stopped. NEW returns 1 unit of an order OLD paid (ReturnUnits): the scope's sold
 #      count goes from 40 to 39, one buyer takes the unit, the next is sold out. A runtime rule on
 #      event:B with a purchase cap of 2 units: a buyer who paid 2 there is refused a third
@@ -180,6 +182,22 @@ check "NEW refuses a hold in the scope it closed (SCOPE_CLOSED)" \
   "$([[ "$(rc_of cli new place z-1 o1 --scope event:Z)" == 9 ]]; echo $?)"
 check "OLD still grants one there: it reads no runtime rule (so rules wait for the last old one)" \
   "$(rc_of cli old place z-2 o1 --scope event:Z)"
+
+# --- A5: one event per end, whichever release ended the hold or serves the watch -------------------
+# A consumer group per release, each read from the stream's start through that release, acking:
+# each sees the 20 payments of A1 (paid by both releases) as 20 distinct PAID events, one per
+# order, and nothing else (nothing else ended).
+for r in old new; do
+  timeout 5 "${CLI}" --target="127.0.0.1:${PORT[${r}]}" watch --group "g-${r}" --consumer c \
+    --ack --start earliest >"${WORK}/out/events-${r}" 2>/dev/null || true
+  events="$(cat "${WORK}/out/events-${r}")"
+  distinct="$(jq -r '.eventId' <<<"${events}" | sort -u | wc -l)"
+  paid="$(jq -r 'select(.outcome == "PAID") | .hold.userId' <<<"${events}" | sort -u | wc -l)"
+  log "A5: ${r}'s watch got $(wc -l <<<"${events}") events, ${distinct} distinct, ${paid} PAID orders"
+  check "${r}'s watch: one PAID event per payment of either release (20), nothing else" \
+    "$([[ "${distinct}" == 20 && "${paid}" == 20 &&
+         "$(jq -r '.outcome' <<<"${events}" | sort -u)" == PAID ]]; echo $?)"
+done
 
 # --- B: OLD gone; a return and a purchase cap ------------------------------------------------------
 kill -TERM "${PID[old]}"
