@@ -72,7 +72,7 @@ local function end_hold(k, user, h, outcome, end_ms, reference)
   if k.index and h.details then
     q, s = quantity_scope(h.details, h.expire)
     if s ~= '' and outcome == PAID then
-      rule = scope_rule_of(redis.call('GET', scope_rule_key(k.index, s)), end_ms)
+      rule = scope_rule_id_of(redis.call('GET', scope_rule_key(k.index, s)), end_ms)
     end
   end
   if rule then
