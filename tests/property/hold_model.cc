@@ -198,6 +198,18 @@ HoldModel::PlaceLimits HoldModel::LimitsFor(const PlaceCall& call) const {
   return limits;
 }
 
+bool HoldModel::ApplyClass(const PlaceCall& call, PlaceLimits& limits) {
+  if (call.limit_class.empty()) return true;
+  if (limits.rule == nullptr) return false;
+  const auto it = limits.rule->rule.classes.find(call.limit_class);
+  if (it == limits.rule->rule.classes.end() || !it->second.principals.contains(call.identity)) {
+    return false;
+  }
+  limits.scope = RuleLimitsFor(it->second.limits, call.scope_limits);
+  limits.purchases = it->second.purchases;
+  return true;
+}
+
 HoldModel::UserUsage HoldModel::UsageOf(const User& user, const std::string& scope) {
   UserUsage usage;
   for (const auto& [order, held] : user.live) {
@@ -237,13 +249,17 @@ std::string HoldModel::PlaceHold(const PlaceCall& call) {
   // Validation first: nothing is touched on a malformed call.
   if (!ValidText(call.user_id, 128) || !ValidText(call.order_id, 128) ||
       !ValidTtl(call.ttl_ms, policy_) || (!call.scope.empty() && !ValidText(call.scope, 128)) ||
-      (call.scope_limits.has_value() && call.scope.empty())) {
+      (call.scope_limits.has_value() && call.scope.empty()) ||
+      (!call.limit_class.empty() && call.scope.empty())) {
     return RenderCode("INVALID_ARGUMENT");
   }
   std::optional<ModelLabels> labels = LabelsOf(call);
   if (!labels.has_value()) return RenderCode("INVALID_ARGUMENT");
   const int64_t quantity = call.quantity == 0 ? 1 : call.quantity;
-  const PlaceLimits limits = LimitsFor(call);
+  PlaceLimits limits = LimitsFor(call);
+  // The user's unit cap is checked before the store; a class, then the scope's, in its step.
+  if (limits.max_units > 0 && quantity > limits.max_units) return RenderCode("INVALID_ARGUMENT");
+  if (!ApplyClass(call, limits)) return RenderCode("PERMISSION_DENIED");
   if (limits.NeverFits(quantity)) return RenderCode("INVALID_ARGUMENT");
   User& user = users_[call.user_id];
   // How the order ended is read before this call's cleanup ends the user's due holds (and may

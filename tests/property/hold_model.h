@@ -24,6 +24,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -85,6 +86,17 @@ struct PlaceCall {
   uint32_t quantity = 0;  // 0 = 1
   std::vector<std::pair<std::string, std::string>> labels;
   std::optional<ModelLimits> scope_limits;
+  // PlaceHoldRequest.limit_class ("" = none) and the caller's one identity, typed.
+  std::string limit_class = {};
+  std::string identity = {};
+};
+
+// A limit class of a runtime rule (ScopeRule.classes): per-person limits and purchase caps of its
+// own, for the principals it lists.
+struct ModelClass {
+  ModelLimits limits;
+  ModelLimits purchases;
+  std::set<std::string> principals;
 };
 
 // A scope's runtime rule (PutScopeRule) as the model keeps it; times in ms on the model's clock,
@@ -98,6 +110,7 @@ struct ModelRule {
   int state = 1;  // 1 OPEN, 2 PAUSED, 3 CLOSED (orderhold.v1.ScopeState)
   int64_t open = 0;
   int64_t close = 0;
+  std::map<std::string, ModelClass> classes = {};
 };
 
 struct ReturnCall {
@@ -227,6 +240,10 @@ class HoldModel {
     }
   };
   PlaceLimits LimitsFor(const PlaceCall& call) const;
+  // A PlaceHold's limit class (call.limit_class): false when the caller may not use it (the scope
+  // has no runtime rule, the rule no such class, or the class does not list call.identity); else
+  // true, with the class's per-person limits and purchase caps in `limits`.
+  static bool ApplyClass(const PlaceCall& call, PlaceLimits& limits);
   // The user's live units, and its holds and units in `scope`, with the earliest expiries.
   struct UserUsage {
     int64_t units = 0;

@@ -119,6 +119,7 @@ std::string RenderStatus(const absl::Status& status) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kPermissionDenied:  // a limit class the caller may not use
       return RenderCode(std::string(absl::StatusCodeToString(status.code())));
     case absl::StatusCode::kFailedPrecondition: {
       // ReturnUnits' own refusals.
@@ -364,6 +365,8 @@ struct Place : Step {
                                                                {1, ModelLimits{1, 0}},
                                                                {1, ModelLimits{2, 3}},
                                                                {1, ModelLimits{0, 2}}});
+    call.limit_class = *rc::gen::weightedElement<std::string>({{12, ""}, {4, "vip"}, {1, "gold"}});
+    call.identity = *rc::gen::element<std::string>("uri:a", "uri:b");
   }
   std::string OnModel(HoldModel& model) const override { return model.PlaceHold(call); }
   std::string OnSut(Sut& sut, int64_t now) const override {
@@ -378,6 +381,8 @@ struct Place : Step {
       command.scope_limits =
           domain::ScopeLimits{call.scope_limits->max_holds, call.scope_limits->max_units};
     }
+    command.limit_class = call.limit_class;
+    command.caller_identities = {call.identity};
     auto reply = Await<domain::PlaceHoldReply>([&](auto done) {
       sut.service().PlaceHold(std::move(command), Sut::At(now), std::move(done));
     });
@@ -392,6 +397,7 @@ struct Place : Step {
     if (call.scope_limits.has_value()) {
       os << ", limits=" << call.scope_limits->max_holds << "/" << call.scope_limits->max_units;
     }
+    if (!call.limit_class.empty()) os << ", class=" << call.limit_class << " as " << call.identity;
     os << ")";
   }
 };
@@ -545,6 +551,12 @@ struct PutRule : Step {
     rule.open = *rc::gen::element<int64_t>(0, model.now() + 1, model.now() + 1000);
     rule.close =
         *rc::gen::weightedElement<int64_t>({{3, 0}, {1, std::max(rule.open, model.now()) + 2000}});
+    if (*rc::gen::element(false, true)) {  // a class "vip" for "uri:a"
+      ModelClass& vip = rule.classes["vip"];
+      vip.limits = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{0, 5}, ModelLimits{2, 0});
+      vip.purchases = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{0, 5});
+      vip.principals = {"uri:a"};
+    }
   }
   std::string OnModel(HoldModel& model) const override { return model.PutRule(scope, rule); }
   std::string OnSut(Sut& sut, int64_t now) const override {
@@ -557,6 +569,12 @@ struct PutRule : Step {
     record.state = static_cast<store::ScopeState>(rule.state);
     if (rule.open > 0) record.open_time = kBase + absl::Milliseconds(rule.open);
     if (rule.close > 0) record.close_time = kBase + absl::Milliseconds(rule.close);
+    for (const auto& [name, c] : rule.classes) {
+      record.classes[name] = store::LimitClassRecord{
+          store::LevelLimits{c.limits.max_holds, c.limits.max_units},
+          store::LevelLimits{c.purchases.max_holds, c.purchases.max_units},
+          std::vector<std::string>(c.principals.begin(), c.principals.end())};
+    }
     auto put = Await<domain::ScopeRuleReply>([&](auto done) {
       sut.rules().PutScopeRule(std::move(record), Sut::At(now), std::move(done));
     });
@@ -567,7 +585,8 @@ struct PutRule : Step {
        << rule.limits.max_units << ", totals=" << rule.totals.max_holds << "/"
        << rule.totals.max_units << ", capacity=" << rule.capacity
        << ", purchases=" << rule.purchases.max_holds << "/" << rule.purchases.max_units
-       << ", state=" << rule.state << ", open=" << rule.open << ", close=" << rule.close << ")";
+       << ", state=" << rule.state << ", open=" << rule.open << ", close=" << rule.close
+       << ", classes=" << rule.classes.size() << ")";
   }
 };
 
