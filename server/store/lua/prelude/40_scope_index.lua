@@ -49,15 +49,23 @@ end
 -- Reads only: the scope's entries no longer live (score <= now), then its live holds, their
 -- units and the earliest live score (nil when none). scope_holds.lua answers from it as it is.
 local function scope_read(live, units_key, now)
-  local bound = int_str(now)
-  local gone = redis.call('ZRANGEBYSCORE', live, '-inf', bound)
+  -- The earliest entry first: when it is live (ends drop their entries and the reaper ends due
+  -- holds, so it nearly always is), none is gone and it is the earliest live one: one call where
+  -- the general case takes two.
+  local head = redis.call('ZRANGE', live, '0', '0', 'WITHSCORES')
+  local gone, first = {}, head[2] and tonumber(head[2])
+  if first and first <= now then
+    local bound = int_str(now)
+    gone = redis.call('ZRANGEBYSCORE', live, '-inf', bound)
+    local after = redis.call('ZRANGE', live, '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', '0', '1',
+      'WITHSCORES')
+    first = after[2] and tonumber(after[2])
+  end
   local units = tonumber(redis.call('GET', units_key) or '0')
   for _, m in ipairs(gone) do
     units = units - tonumber(string.match(m, '^(%d+):'))
   end
-  local first = redis.call('ZRANGE', live, '(' .. bound, '+inf', 'BYSCORE', 'LIMIT', '0', '1',
-    'WITHSCORES')
-  return gone, redis.call('ZCARD', live) - #gone, units, first[2] and tonumber(first[2])
+  return gone, redis.call('ZCARD', live) - #gone, units, first
 end
 
 -- scope_read, then the entries no longer live dropped with their units (the counter deleted
