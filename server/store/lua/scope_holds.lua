@@ -29,8 +29,8 @@
 -- REPLY page array   the page, 2 elements an entry: {member, expire}, expire as Unix ms strings
 -- REPLY rule str     the scope's runtime rule as stored, when it has one not expired at now
 --                    (scope_rule_of); else ""
--- now_ms, int_str, bytes_before, scope_read, scope_rule_of: see the prelude (prelude/*.lua), prepended when the script is
--- embedded.
+-- now_ms, int_str, bytes_before, scope_read, scope_rule_of: see the prelude (prelude/*.lua),
+-- prepended when the script is embedded.
 local now = now_ms(A.now)
 local after_expire, after_member = tonumber(A.after_expire), A.after_member
 local limit = tonumber(A.page_size)
