@@ -33,6 +33,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/tls_channel.h"
 
 namespace orderhold {
 namespace {
@@ -128,16 +129,7 @@ class AuthzE2eTest : public ::testing::Test {
     return OrderHold::NewStub(ChannelFor(role));
   }
   std::shared_ptr<grpc::Channel> ChannelFor(const std::string& role) {
-    client::TlsOptions tls;
-    tls.ca_file = certs_->ca_cert();
-    tls.cert_file = certs_->cert(role);
-    tls.key_file = certs_->key(role);
-    tls.server_name = "localhost";
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection (and handshake) of its own
-    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server_.grpc_port()), tls, args);
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return channel.value_or(nullptr);
+    return testing::TlsChannelAs(*certs_, role, server_.grpc_port());
   }
 
   // Makes `call` as `stub`'s caller; its status code. A watch that is let through stays open

@@ -30,7 +30,6 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "client/channel.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -43,6 +42,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/tls_channel.h"
 
 namespace orderhold {
 namespace {
@@ -146,16 +146,7 @@ class KitE2eTest : public ::testing::Test {
   }
 
   std::shared_ptr<grpc::Channel> TlsChannel(const std::string& role) {
-    client::TlsOptions tls;
-    tls.ca_file = certs_->ca_cert();
-    tls.cert_file = certs_->cert(role);
-    tls.key_file = certs_->key(role);
-    tls.server_name = "localhost";
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);
-    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server_.grpc_port()), tls, args);
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return channel.value_or(nullptr);
+    return testing::TlsChannelAs(*certs_, role, server_.grpc_port());
   }
 
   static grpc::Status Place(const std::shared_ptr<grpc::Channel>& channel,

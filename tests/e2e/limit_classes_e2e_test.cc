@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/channel.h"
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -28,6 +27,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/tls_channel.h"
 
 namespace orderhold {
 namespace {
@@ -66,16 +66,7 @@ class LimitClassesE2eTest : public ::testing::Test {
 
   std::unique_ptr<OrderHold::Stub> StubFor(const std::string& role,
                                            const testing::ServerProcess& server) {
-    client::TlsOptions tls;
-    tls.ca_file = certs_->ca_cert();
-    tls.cert_file = certs_->cert(role);
-    tls.key_file = certs_->key(role);
-    tls.server_name = "localhost";
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);
-    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server.grpc_port()), tls, args);
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return OrderHold::NewStub(channel.value_or(nullptr));
+    return OrderHold::NewStub(testing::TlsChannelAs(*certs_, role, server.grpc_port()));
   }
 
   static void Prepare(grpc::ClientContext& context) {

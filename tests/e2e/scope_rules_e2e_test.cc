@@ -28,6 +28,7 @@
 #include "server/app.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/grpc_retry.h"
+#include "tests/testing/herd_ends.h"
 #include "tests/testing/hold_event_watcher.h"
 #include "tests/testing/live_intervals.h"
 #include "tests/testing/os_util.h"
@@ -406,47 +407,6 @@ void MaybeRefund(ScopeRulesE2eTest& test, int replica, const std::string& user,
   ++herd.returns;
 }
 
-// Pays (`pay`) or cancels the hold `request` placed, through `replica`, retrying UNAVAILABLE as a
-// client would (a retry of a recorded end answers already_paid / already_cancelled). Ends `grant`
-// no later than the last attempt's send, or never once paid (sold: it counts for ever); true when
-// this call paid it.
-bool EndOnSaleGrant(ScopeRulesE2eTest& test, int replica, const v1::PlaceHoldRequest& request,
-                    bool pay, testing::Grant& grant) {
-  testing::CallAttempts end;
-  grpc::Status ended;
-  bool paid_now = false;
-  if (pay) {
-    v1::PayRequest pay_request;
-    pay_request.set_user_id(request.user_id());
-    pay_request.set_order_id(request.order_id());
-    v1::PayResponse paid;
-    ended = testing::RetryUnavailableCall(
-        [&] {
-          grpc::ClientContext context;
-          return test.stub(replica).Pay(ScopeRulesE2eTest::Deadline(&context), pay_request, &paid);
-        },
-        &end);
-    paid_now = ended.ok() && (!paid.already_paid() || end.retried());
-  } else {
-    v1::CancelHoldRequest cancel;
-    cancel.set_user_id(request.user_id());
-    cancel.set_order_id(request.order_id());
-    v1::CancelHoldResponse cancelled;
-    ended = testing::RetryUnavailableCall(
-        [&] {
-          grpc::ClientContext context;
-          return test.stub(replica).CancelHold(ScopeRulesE2eTest::Deadline(&context), cancel,
-                                               &cancelled);
-        },
-        &end);
-  }
-  // FAILED_PRECONDITION: it expired first (its `to` stands: an upper bound of the end).
-  EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-      << ended.error_message();
-  grant.to = paid_now ? absl::InfiniteFuture() : std::min(grant.to, end.last_sent);
-  return paid_now;
-}
-
 // 5,000 buyers over both replicas for 3 s, half of the calls from 10 eager buyers who come back
 // for more; quantity 1 or 2, ttl 300 ms; of the grants a half is paid, a quarter cancelled (by the
 // other replica, after 0-20 ms), the rest expire (the reaper on); a third of the paid ones are
@@ -495,7 +455,9 @@ OnSaleHerd RunOnSaleHerd(ScopeRulesE2eTest& test) {
         const uint32_t dice = random() % 4;
         if (dice < 3) {
           absl::SleepFor(absl::Milliseconds(random() % 20));
-          if (EndOnSaleGrant(test, 1 - i % 2, request, dice < 2, grant)) {
+          // A sale counts for ever (held + sold).
+          if (testing::EndGrant(test.stub(1 - i % 2), user, order, dice < 2, /*sold_stays=*/true,
+                                grant)) {
             {
               absl::MutexLock lock(&mu);
               herd.paid_units += grant.units;

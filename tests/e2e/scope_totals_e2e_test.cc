@@ -39,6 +39,7 @@
 #include "server/limits_file.h"
 #include "tests/testing/app_acl.h"
 #include "tests/testing/grpc_retry.h"
+#include "tests/testing/herd_ends.h"
 #include "tests/testing/live_intervals.h"
 #include "tests/testing/metric_values.h"
 #include "tests/testing/os_util.h"
@@ -170,48 +171,6 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(quota && info && (retry || reason == "SCOPE_SOLD_OUT")) << status.error_message();
   }
 
-  // Pays (`pay`) or cancels the hold `request` placed, through `replica`, retrying UNAVAILABLE as
-  // a client would (a retry of a recorded end answers already_paid / already_cancelled), and ends
-  // `grant` no later than the last attempt's send, or never when paid with `sold_stays`.
-  void EndGrant(int replica, const v1::PlaceHoldRequest& request, bool pay, bool sold_stays,
-                Grant& grant, HerdResult& result, absl::Mutex& mu) {
-    testing::CallAttempts end;
-    grpc::Status ended;
-    bool sold = false;
-    if (pay) {
-      v1::PayRequest pay_request;
-      pay_request.set_user_id(request.user_id());
-      pay_request.set_order_id(request.order_id());
-      v1::PayResponse paid;
-      ended = testing::RetryUnavailableCall(
-          [&] {
-            grpc::ClientContext context;
-            return stubs_[replica]->Pay(Deadline(&context), pay_request, &paid);
-          },
-          &end);
-      if (ended.ok() && (!paid.already_paid() || end.retried())) {
-        sold = sold_stays;
-        absl::MutexLock lock(&mu);
-        result.paid_units += grant.units;
-      }
-    } else {
-      v1::CancelHoldRequest cancel;
-      cancel.set_user_id(request.user_id());
-      cancel.set_order_id(request.order_id());
-      v1::CancelHoldResponse cancelled;
-      ended = testing::RetryUnavailableCall(
-          [&] {
-            grpc::ClientContext context;
-            return stubs_[replica]->CancelHold(Deadline(&context), cancel, &cancelled);
-          },
-          &end);
-    }
-    // FAILED_PRECONDITION: the hold expired first (its `to` stands).
-    grant.to = sold ? absl::InfiniteFuture() : std::min(grant.to, end.last_sent);
-    EXPECT_TRUE(ended.ok() || ended.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-        << ended.error_message();
-  }
-
   // kUsers users, one PlaceHold each (quantity `quantity(i)`, ttl `ttl`), from kThreads threads
   // over both replicas. With `churn`, half of the granted holds are paid or cancelled by their
   // user after 0-20 ms (the rest expire), and refused users retry until the herd's end. With
@@ -258,7 +217,11 @@ class ScopeTotalsE2eTest : public ::testing::TestWithParam<std::string> {
                         response.hold().quantity()};
             if (churn && random() % 2 == 0) {
               absl::SleepFor(absl::Milliseconds(random() % 20));
-              EndGrant(1 - replica, request, random() % 2 == 0, sold_stays, grant, result, mu);
+              if (testing::EndGrant(*stubs_[1 - replica], user, request.order_id(),
+                                    random() % 2 == 0, sold_stays, grant)) {
+                absl::MutexLock lock(&mu);
+                result.paid_units += grant.units;
+              }
             }
             absl::MutexLock lock(&mu);
             result.grants.push_back(grant);

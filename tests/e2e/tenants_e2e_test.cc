@@ -20,7 +20,6 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "client/channel.h"
 #include "gmock/gmock.h"
 #include "grpcpp/client_context.h"
 #include "gtest/gtest.h"
@@ -31,6 +30,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tls_certs.h"
+#include "tests/testing/tls_channel.h"
 
 namespace orderhold {
 namespace {
@@ -76,16 +76,7 @@ class TenantsE2eTest : public ::testing::Test {
 
   std::unique_ptr<OrderHold::Stub> StubFor(const std::string& who,
                                            const testing::ServerProcess& server) {
-    client::TlsOptions tls;
-    tls.ca_file = certs_->ca_cert();
-    tls.cert_file = certs_->cert(who);
-    tls.key_file = certs_->key(who);
-    tls.server_name = "localhost";
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);
-    auto channel = client::NewChannel(absl::StrCat("127.0.0.1:", server.grpc_port()), tls, args);
-    EXPECT_TRUE(channel.ok()) << channel.status();
-    return OrderHold::NewStub(channel.value_or(nullptr));
+    return OrderHold::NewStub(testing::TlsChannelAs(*certs_, who, server.grpc_port()));
   }
   std::unique_ptr<OrderHold::Stub> StubFor(const std::string& who) { return StubFor(who, a_); }
 

@@ -33,8 +33,6 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=tests/bench/lib.sh
-source "${REPO}/tests/bench/lib.sh"
 # The release before runtime scope rules: stop 64's, `git rev-parse 67e9fd6`.
 FROM=67e9fd6607653e8e060f39e3e747b8682e5598c7
 BUILD="${REPO}/build"
@@ -49,69 +47,21 @@ while (($#)); do
     *) echo "usage: $0 [--from REF] [--build DIR] [--cache DIR] [--keep]" >&2; exit 64 ;;
   esac
 done
-START=${SECONDS}
-log() { printf '[%3ds] %s\n' $((SECONDS - START)) "$*"; }
-FAILED=0
-check() {  # check WHAT CONDITION-RESULT(0/1)
-  if [[ "$2" == 0 ]]; then log "ok: $1"; else log "FAILED: $1"; FAILED=1; fi
-}
-
-# Only FROM is built (--pre-buckets FROM: the same, cached, directory).
-"${REPO}/tests/upgrade/rolling_upgrade.sh" --from "${FROM}" --pre-buckets "${FROM}" \
-  --cache "${CACHE}" --build-only >/dev/null
-OLD_SRC="${CACHE}/${FROM}/build/server/orderhold-server"
-[[ -x "${OLD_SRC}" ]] || { echo "on_sale_upgrade: no old server at ${OLD_SRC}" >&2; exit 1; }
-
-WORK="$(mktemp -d /tmp/orderhold-on-sale-upgrade.XXXXXX)"
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if ((KEEP)); then echo "work directory kept: ${WORK}" >&2; else rm -rf "${WORK}"; fi
-}
-trap cleanup EXIT
-mkdir -p "${WORK}/bin" "${WORK}/out"
-cp "${OLD_SRC}" "${WORK}/bin/orderhold-server-old"
-cp "${BUILD}/server/orderhold-server" "${WORK}/bin/orderhold-server-new"
-cp "${BUILD}/client/orderhold-cli" "${WORK}/bin/orderhold-cli"
-CLI="${WORK}/bin/orderhold-cli"
-log "old: ${FROM:0:7} ($(git -C "${REPO}" log -1 --format=%s "${FROM}" | cut -c1-60))"
-
-# Redis with the application's ACL user of deploy/redis/orderhold.acl: both releases connect as it.
-start_redis
-REDIS_PASSWORD="on-sale-$$-${RANDOM}"
-read -r -a ACL_RULES < <(awk 'NR == 1 { for (i = 5; i <= NF; i++) printf "%s ", $i; print "" }' \
-  "${REPO}/deploy/redis/orderhold.acl")
-redis-cli -p "${REDIS_PORT}" ACL SETUSER orderhold on ">${REDIS_PASSWORD}" "${ACL_RULES[@]}" \
-  >/dev/null
-export ORDERHOLD_REDIS_URL="redis://orderhold:${REDIS_PASSWORD}@127.0.0.1:${REDIS_PORT}"
+# shellcheck source=tests/upgrade/lib.sh
+source "${REPO}/tests/upgrade/lib.sh"
+upgrade_start on-sale-upgrade "${FROM}" "${BUILD}" "${CACHE}" "${KEEP}"
+mkdir -p "${WORK}/out"
 
 LIMITS="${WORK}/limits.json"
 echo '{"rules": [{"prefix": "event:", "max_units": 4, "capacity_units": 40}]}' >"${LIMITS}"
 
-declare -A PORT PID
-start_replica() {  # start_replica NAME BINARY
-  PORT[$1]="$(free_port)"
-  "${WORK}/bin/orderhold-server-$2" --grpc_address="127.0.0.1:${PORT[$1]}" \
-    --metrics_address=127.0.0.1:0 --max_holds=10 --reap_interval=200ms \
-    --scope_limits="${LIMITS}" >>"${WORK}/server-$1.log" 2>&1 &
-  PID[$1]=$!
-  PIDS+=($!)
-  for _ in $(seq 200); do
-    "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null ||
-    { tail -5 "${WORK}/server-$1.log" >&2; exit 1; }
-  log "$1 replica ($2) up on ${PORT[$1]}"
-}
 cli() { "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=5s "${@:2}"; }
 sold() { cli "$1" --json scope-usage "$2" | jq -r '.soldUnits // 0'; }
 rc_of() { local rc=0; "$@" >"${WORK}/out/last" 2>&1 || rc=$?; echo "${rc}"; }
 
-start_replica old old
-start_replica new new
+FLAGS=(--max_holds=10 --reap_interval=200ms --scope_limits="${LIMITS}")
+start_replica old old "${FLAGS[@]}"
+start_replica new new "${FLAGS[@]}"
 
 # --- A1: a sell-out across releases --------------------------------------------------------------
 buyer() {  # buyer I OLD_PORT NEW_PORT: place 2 units in event:A through one, pay through the other

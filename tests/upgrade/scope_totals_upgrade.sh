@@ -30,8 +30,6 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# shellcheck source=tests/bench/lib.sh
-source "${REPO}/tests/bench/lib.sh"
 # The release before scope totals: stop 52's, `git rev-parse bc54bb8`.
 FROM=bc54bb80a2a546830a2cd724386e80b08a35e08f
 BUILD="${REPO}/build"
@@ -46,42 +44,9 @@ while (($#)); do
     *) echo "usage: $0 [--from REF] [--build DIR] [--cache DIR] [--keep]" >&2; exit 64 ;;
   esac
 done
-START=${SECONDS}
-log() { printf '[%3ds] %s\n' $((SECONDS - START)) "$*"; }
-FAILED=0
-check() {  # check WHAT CONDITION-RESULT(0/1)
-  if [[ "$2" == 0 ]]; then log "ok: $1"; else log "FAILED: $1"; FAILED=1; fi
-}
-
-"${REPO}/tests/upgrade/rolling_upgrade.sh" --from "${FROM}" --cache "${CACHE}" --build-only \
-  >/dev/null
-OLD_SRC="${CACHE}/${FROM}/build/server/orderhold-server"
-[[ -x "${OLD_SRC}" ]] || { echo "scope_totals_upgrade: no old server at ${OLD_SRC}" >&2; exit 1; }
-
-WORK="$(mktemp -d /tmp/orderhold-totals-upgrade.XXXXXX)"
-PIDS=()
-cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do kill -9 "${pid}" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  if ((KEEP)); then echo "work directory kept: ${WORK}" >&2; else rm -rf "${WORK}"; fi
-}
-trap cleanup EXIT
-mkdir -p "${WORK}/bin"
-cp "${OLD_SRC}" "${WORK}/bin/orderhold-server-old"
-cp "${BUILD}/server/orderhold-server" "${WORK}/bin/orderhold-server-new"
-cp "${BUILD}/client/orderhold-cli" "${WORK}/bin/orderhold-cli"
-CLI="${WORK}/bin/orderhold-cli"
-log "old: ${FROM:0:7} ($(git -C "${REPO}" log -1 --format=%s "${FROM}" | cut -c1-60))"
-
-# Redis with the application's ACL user of deploy/redis/orderhold.acl: both releases connect as it.
-start_redis
-REDIS_PASSWORD="totals-$$-${RANDOM}"
-read -r -a ACL_RULES < <(awk 'NR == 1 { for (i = 5; i <= NF; i++) printf "%s ", $i; print "" }' \
-  "${REPO}/deploy/redis/orderhold.acl")
-redis-cli -p "${REDIS_PORT}" ACL SETUSER orderhold on ">${REDIS_PASSWORD}" "${ACL_RULES[@]}" \
-  >/dev/null
-export ORDERHOLD_REDIS_URL="redis://orderhold:${REDIS_PASSWORD}@127.0.0.1:${REDIS_PORT}"
+# shellcheck source=tests/upgrade/lib.sh
+source "${REPO}/tests/upgrade/lib.sh"
+upgrade_start totals-upgrade "${FROM}" "${BUILD}" "${CACHE}" "${KEEP}"
 
 LIMITS="${WORK}/limits.json"
 LIFETIME_S=6
@@ -89,23 +54,11 @@ MAX_TTL_S=20
 echo '{"rules": [{"prefix": "event:", "max_holds": 2}]}' >"${LIMITS}"
 TOTALS='{"rules": [{"prefix": "event:", "max_holds": 2, "total_max_holds": 20}]}'
 
-declare -A PORT PID
-start_replica() {  # start_replica NAME BINARY
-  PORT[$1]="$(free_port)"
-  "${WORK}/bin/orderhold-server-$2" --grpc_address="127.0.0.1:${PORT[$1]}" \
-    --metrics_address=127.0.0.1:0 --max_holds=3 --reap_interval=200ms \
+# start_replica NAME BINARY, with the flags of this test.
+replica() {
+  start_replica "$1" "$2" --max_holds=3 --reap_interval=200ms \
     --max_hold_lifetime="${LIFETIME_S}s" --max_ttl="${MAX_TTL_S}s" --default_ttl="${MAX_TTL_S}s" \
-    --scope_limits="${LIMITS}" \
-    >>"${WORK}/server-$1.log" 2>&1 &
-  PID[$1]=$!
-  PIDS+=($!)
-  for _ in $(seq 200); do
-    "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null 2>&1 && break
-    sleep 0.1
-  done
-  "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=1s health >/dev/null ||
-    { tail -5 "${WORK}/server-$1.log" >&2; exit 1; }
-  log "$1 replica ($2) up on ${PORT[$1]}"
+    --scope_limits="${LIMITS}"
 }
 cli() { "${CLI}" --target="127.0.0.1:${PORT[$1]}" --timeout=5s --json "${@:2}"; }
 # The scope's live holds and units, user by user (ListHolds through NEW): "holds units".
@@ -121,8 +74,8 @@ counted() {
 usage() { cli new scope-usage "$1" | jq -r '"\(.usage.holds // 0) \(.usage.units // 0)"'; }
 
 # --- A: the mixed fleet ---------------------------------------------------------------------------
-start_replica old old
-start_replica new new
+replica old old
+replica new new
 USERS=()
 for i in $(seq 0 59); do
   u="mixed-${i}"
@@ -168,7 +121,7 @@ check "the index counts exactly what is live" \
 echo "${TOTALS}" >"${LIMITS}"
 kill -HUP "${PID[new]}"
 sleep 0.5
-start_replica new2 new
+replica new2 new
 herd_one() {  # herd_one I PORT_A PORT_B: one user's PlaceHold (even I: A, odd: B); its exit code
   local rc=0 port=$(($1 % 2 == 0 ? $2 : $3))
   "${CLI}" --target="127.0.0.1:${port}" --timeout=5s place "herd-$1" o1 --scope event:H \
