@@ -284,7 +284,9 @@ struct PlaceHoldResult {
   int64_t scope_units = 0;
   // The scope's live holds and units across every user (after the operation, or before it when
   // nothing was recorded), when args.totals set a total and a new hold was decided (kCreated,
-  // kLimitReached); else 0.
+  // kLimitReached), or when its capacity refused it (kScopeCapacity among the violations). Under
+  // a capacity alone a store may also count them otherwise (the Redis store counts the entries
+  // only when its units counter says the hold may not fit); else 0.
   int64_t total_holds = 0;
   int64_t total_units = 0;
   // The scope's units sold, when args.capacity_units is set and a new hold was decided; else 0.

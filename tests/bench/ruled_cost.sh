@@ -11,7 +11,9 @@
 #   2. then --chunks rounds of payments, each paying the next slice of each side's first half;
 #   3. each slice runs between two readings of INFO commandstats (Redis' script time per FCALL):
 #      prints each slice's figure, then per side and operation the median and the least, and c
-#      over o (the targets: at most 1.3x the release before's scoped PlaceHold and Pay).
+#      over o (the targets: at most 1.3x the release before's scoped PlaceHold and Pay): of the
+#      medians, of the least, and the median of each slice's c over the o beside it (the figure
+#      a busy shared machine moves least).
 #
 # The release before's driver is built from its commit with testing on, e.g.
 #   git archive 67e9fd6 | tar -x -C /tmp/old && cmake -G Ninja -S /tmp/old -B /tmp/old/build \
@@ -84,6 +86,11 @@ for op in ("place", "pay"):
               f"least {min(v):.1f} us")
     med = statistics.median(rows[(op, "c")]) / statistics.median(rows[(op, "o")])
     least = min(rows[(op, "c")]) / min(rows[(op, "o")])
+    # Slice by slice: each slice's c over the o measured beside it, so that a stretch of a busy
+    # shared machine weighs on both sides of a ratio (the medians above may take them from
+    # different slices).
+    paired = [c / o for c, o in zip(rows[(op, "c")], rows[(op, "o")])]
     print(f"ruled_cost: {op} ruled over the release before's scoped: {med:.2f}x by median, "
-          f"{least:.2f}x by least")
+          f"{least:.2f}x by least, {statistics.median(paired):.2f}x by the median of the "
+          f"{len(paired)} slices' ratios ({min(paired):.2f}-{max(paired):.2f})")
 EOF

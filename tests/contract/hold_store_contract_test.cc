@@ -1678,6 +1678,16 @@ TEST_P(ScopeTotalsTest, ACapacityCountsHeldAndSoldUnitsAndOnlyPaymentsSell) {
   ASSERT_THAT(End("g", "o", t7), IsOk());
   EXPECT_EQ(Scope(t7, 100, std::nullopt, "event:V").sold_units, 1);
   EXPECT_EQ(Scope(t7, 100, std::nullopt, "event:U").sold_units, 0);
+  // An expired hold not yet reaped (wa's, at t7 + 5 s) neither refuses a hold that fits the live
+  // units nor lets one past the capacity (the Redis store checks its units counter, which still
+  // counts it, before the entries).
+  const absl::Time t13 = t7 + absl::Seconds(6);
+  EXPECT_EQ(place("wa", 2, t7, absl::Seconds(5), "event:W").outcome, Outcome::kCreated);
+  EXPECT_EQ(place("wb", 3, t13, absl::Seconds(10), "event:W").outcome, Outcome::kCreated);
+  EXPECT_EQ(place("wc", 2, t13, absl::Seconds(10), "event:W").outcome, Outcome::kCreated);
+  refused = place("wd", 1, t13, absl::Seconds(10), "event:W");
+  EXPECT_EQ(refused.violations, kScopeCapacity);
+  EXPECT_EQ(refused.total_units, 5);
 }
 
 TEST_P(ScopeTotalsTest, HoldsPlacedWithoutATotalCountOnceOneIsSet) {

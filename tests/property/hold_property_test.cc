@@ -543,8 +543,11 @@ struct PutRule : Step {
   explicit PutRule(const HoldModel& model) {
     scope = *rc::gen::element<std::string>("event:2", "show:1");
     rule.limits = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{1, 0}, ModelLimits{0, 3});
-    rule.totals = *rc::gen::element(ModelLimits{0, 0}, ModelLimits{2, 0}, ModelLimits{0, 4});
-    rule.capacity = *rc::gen::element<int64_t>(0, 3, 6);
+    // A capacity alone (no total) half of the time: the Redis store checks it against the index's
+    // units counter first, entries no longer live included, and counts them only when it must.
+    rule.totals = *rc::gen::weightedElement<ModelLimits>(
+        {{2, ModelLimits{0, 0}}, {1, ModelLimits{2, 0}}, {1, ModelLimits{0, 4}}});
+    rule.capacity = *rc::gen::weightedElement<int64_t>({{1, 0}, {2, 3}, {1, 6}});
     rule.purchases = *rc::gen::weightedElement<ModelLimits>(
         {{1, ModelLimits{0, 0}}, {2, ModelLimits{0, 3}}, {2, ModelLimits{2, 0}}});
     rule.state = *rc::gen::weightedElement<int>({{6, 1}, {2, 2}, {1, 3}});

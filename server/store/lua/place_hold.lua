@@ -14,7 +14,9 @@
 -- scope index (the prelude "The scope index"), in the same step: every hold with a scope is
 -- entered there when the store keeps an index (A.store), with or without a total, so a total
 -- added later counts the holds already live. Its units are a counter beside the entries, kept
--- exact by every script that adds or drops an entry.
+-- exact by every script that adds or drops an entry. A capacity without a total is checked
+-- against that counter first (it counts entries not yet dropped: at least the live units), and
+-- the entries are counted only when the hold may not fit it: the same answers, fewer calls.
 --
 -- KEYS[1]  the user's holds bucket (<prefix>:{<partition>}:h:<bucket>, keys.h): hash, field =
 --          user_id, value = its live holds, packed (see pack_holds in the prelude)
@@ -89,7 +91,9 @@
 --                         hold's ("" when it has none); else ""
 -- REPLY life str          results 1 and 0: the hold's life record; else ""
 -- REPLY total_holds int   the scope's live holds across every user after the call, when it has a
---                         total and a new hold was decided (results 1 and -1); else 0
+--                         total and a new hold was decided (results 1 and -1), or a capacity
+--                         whose check counted them (always when the capacity refused: violation
+--                         64; scope_room in the prelude); else 0
 -- REPLY total_units int   their units, likewise
 -- REPLY sold int          the scope's units sold, when it has a capacity and a new hold was decided
 --                         (results 1 and -1); else 0
@@ -110,7 +114,7 @@
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
--- scope_usage, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
+-- scope_usage, scope_room, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
 -- details_with_limits, purchased, scope_rule_class, class_admits):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
@@ -216,14 +220,25 @@ else
   else
     -- The scope's totals, across users, from its index (pruned here: the prune and the add below
     -- are the only writes to it before the decision is made, and neither changes what is live).
-    local total_first
+    -- A capacity alone is checked against the index's units counter first: it counts every
+    -- entry not yet dropped, live or not, so a hold that fits it fits the live units too, and
+    -- the index is read (and pruned) only when it may not (scope_room in the prelude).
+    local total_first, counted
     if state ~= 1 then
       limit = {}  -- refused before any level is counted
-    elseif limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
+    elseif limit[5] > 0 or limit[6] > 0 then
       total_holds, total_units, total_first = scope_usage(k.index, scope, now)
-    end
-    if (limit[7] or 0) > 0 then
-      sold = tonumber(redis.call('GET', scope_sold_key(k.index, scope)) or '0')
+      counted = true
+      if limit[7] > 0 then
+        sold = tonumber(redis.call('GET', scope_sold_key(k.index, scope)) or '0')
+      end
+    elseif limit[7] > 0 then
+      local fits
+      sold, fits = scope_room(k.index, scope, quantity, limit[7])
+      if not fits then
+        total_holds, total_units, total_first = scope_usage(k.index, scope, now)
+        counted = true
+      end
     end
     if (limit[8] or 0) > 0 or (limit[9] or 0) > 0 then
       bought_units, bought_holds = purchased(k, user, scope, rule)
@@ -258,7 +273,7 @@ else
         scope_holds, scope_units = scope_holds + 1, scope_units + quantity
         if k.index then
           scope_add(k.index, scope, user, order, quantity, expire)
-          if limit[5] > 0 or limit[6] > 0 or limit[7] > 0 then
+          if counted then
             total_holds, total_units = total_holds + 1, total_units + quantity
           end
         end

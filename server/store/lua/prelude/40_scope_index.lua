@@ -27,8 +27,21 @@ local function fnv1a32(s)
   return h
 end
 
+-- "<index><p>}:", the start of every key of `scope`'s partition (p = FNV-1a-32 of the scope mod
+-- 64). The last scope's is kept, as limits_of keeps the last limits: a placement under a runtime
+-- rule with a capacity names four keys of one scope (rule, index, units, sold), and an on-sale
+-- sends one scope over and over; the hash costs about as much as a GET from a script.
+local tag_index, tag_scope, tag_of
+local function scope_tag(index, scope)
+  if scope ~= tag_scope or index ~= tag_index then
+    tag_of = index .. int_str(fnv1a32(scope) % 64) .. '}:'
+    tag_index, tag_scope = index, scope
+  end
+  return tag_of
+end
+
 local function scope_keys(index, scope)
-  local tagged = index .. int_str(fnv1a32(scope) % 64) .. '}:'
+  local tagged = scope_tag(index, scope)
   return tagged .. 's:' .. scope, tagged .. 'su:' .. scope
 end
 
@@ -38,7 +51,7 @@ end
 -- against the live holds' units plus these. Like the index, only where a script may touch the
 -- scope's partition (not a Redis Cluster).
 local function scope_sold_key(index, scope)
-  return index .. int_str(fnv1a32(scope) % 64) .. '}:ss:' .. scope
+  return scope_tag(index, scope) .. 'ss:' .. scope
 end
 
 -- An index member: "<quantity>:<user>\0<order>" (ids have no control characters).
@@ -83,6 +96,18 @@ local function scope_usage(index, scope, now)
     redis.call('SET', units_key, int_str(units))
   end
   return holds, units, first
+end
+
+-- Reads only. The scope's units sold, and whether `quantity` more units surely fit `capacity`:
+-- the index's units counter (every entry not yet dropped, live or not: at least the live units)
+-- plus the units sold leave room for them. Two GETs (not one MGET: deploy/redis/orderhold.acl
+-- does not grant it) where scope_usage's exact count and the sold count take four
+-- calls or more; when this answers false, only that count can say whether they fit.
+local function scope_room(index, scope, quantity, capacity)
+  local _, units_key = scope_keys(index, scope)
+  local held = tonumber(redis.call('GET', units_key) or '0')
+  local sold = tonumber(redis.call('GET', scope_sold_key(index, scope)) or '0')
+  return sold, held + sold + quantity <= capacity
 end
 
 -- Adds the new hold's entry to its scope's index.

@@ -21,28 +21,35 @@ local RULE_PATTERN =
   '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):()'
 
 local function scope_rule_key(index, scope)
-  return index .. int_str(fnv1a32(scope) % 64) .. '}:sr:' .. scope
+  return scope_tag(index, scope) .. 'sr:' .. scope
 end
 
 -- A packed rule as {version, state, open, close, expire, max_holds, max_units, total_holds,
 -- total_units, capacity, purchased_units, purchased_holds, id} (numbers) and classes (the packed
 -- classes, "" for none: scope_rule_class reads them); nil when `packed` is
 -- false (no rule) or the rule's expire_time has passed at `now` (its key may not have expired yet
--- when a test sets now). Raises an error on any other shape.
+-- when a test sets now). Raises an error on any other shape. The last rule parsed is kept, by
+-- its string, as limits_of keeps the last limits (an on-sale places in one scope over and over;
+-- the parse costs about two GETs from a script): the table answered is shared, read only.
+local rule_packed, rule_parsed
 local function scope_rule_of(packed, now)
   if not packed then
     return nil
   end
-  local v, st, op, cl, ex, mh, mu, th, tu, cap, pu, ph, id, tail =
-    string.match(packed, RULE_PATTERN)
-  if not v then
-    error('OrderHold: malformed scope rule')
+  local r = rule_parsed
+  if packed ~= rule_packed then
+    local v, st, op, cl, ex, mh, mu, th, tu, cap, pu, ph, id, tail =
+      string.match(packed, RULE_PATTERN)
+    if not v then
+      error('OrderHold: malformed scope rule')
+    end
+    r = {version = tonumber(v), state = tonumber(st), open = tonumber(op), close = tonumber(cl),
+         expire = tonumber(ex), max_holds = tonumber(mh), max_units = tonumber(mu),
+         total_holds = tonumber(th), total_units = tonumber(tu), capacity = tonumber(cap),
+         purchased_units = tonumber(pu), purchased_holds = tonumber(ph), id = tonumber(id),
+         classes = string.sub(packed, tail)}
+    rule_packed, rule_parsed = packed, r
   end
-  local r = {version = tonumber(v), state = tonumber(st), open = tonumber(op),
-             close = tonumber(cl), expire = tonumber(ex), max_holds = tonumber(mh),
-             max_units = tonumber(mu), total_holds = tonumber(th), total_units = tonumber(tu),
-             capacity = tonumber(cap), purchased_units = tonumber(pu),
-             purchased_holds = tonumber(ph), id = tonumber(id), classes = string.sub(packed, tail)}
   if r.expire > 0 and now >= r.expire then
     return nil
   end
