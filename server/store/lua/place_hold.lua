@@ -114,8 +114,8 @@
 -- A hold is live while its score > now.
 -- Helpers (now_ms, store_of, details_levels, LEVELS, limits_of, load_holds, split_due, save_holds,
 -- quantity_scope, set_due, expire_due, trim_outcomes, outcome_of, take_of, take_stale, fence_take,
--- scope_usage, scope_room, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state, asked_limits,
--- details_with_limits, purchased, scope_rule_class, class_admits):
+-- scope_usage, scope_room, scope_sold_key, scope_rule_key, scope_rule_of, scope_rule_state,
+-- asked_limits, details_with_limits, purchased, scope_rule_class, class_admits):
 -- see the prelude
 -- (prelude/*.lua), prepended when the script is embedded.
 local now = now_ms(A.now)
