@@ -4,6 +4,10 @@
 # (sourced, not run; scope_totals_upgrade.sh, on_sale_upgrade.sh). Sources tests/bench/lib.sh.
 #   log MSG...          a line with the seconds since the test started
 #   check WHAT RESULT   logs "ok: WHAT" when RESULT is 0, else "FAILED: WHAT" and sets FAILED=1
+#   upgrade_main NAME FROM "$@"
+#                       the scripts' options ([--from REF] [--build DIR] [--cache DIR] [--keep];
+#                       FROM the default of --from, a full commit id), then upgrade_start; exits 64
+#                       naming the usage on any other argument
 #   upgrade_start NAME FROM BUILD CACHE KEEP
 #                       builds FROM's orderhold-server (rolling_upgrade.sh --build-only: its cache,
 #                       FROM alone), makes ${WORK} (/tmp/orderhold-NAME.XXXXXX, removed at exit
@@ -26,6 +30,21 @@ PIDS=()
 log() { printf '[%3ds] %s\n' $((SECONDS - START)) "$*"; }
 check() {
   if [[ "$2" == 0 ]]; then log "ok: $1"; else log "FAILED: $1"; FAILED=1; fi
+}
+
+upgrade_main() {
+  local name="$1" from="$2" build="${REPO}/build" cache="${REPO}/build-upgrade" keep=0
+  shift 2
+  while (($#)); do
+    case "$1" in
+      --from) from="$(git -C "${REPO}" rev-parse "${2:?}^{commit}")"; shift 2 ;;
+      --build) build="${2:?}"; shift 2 ;;
+      --cache) cache="${2:?}"; shift 2 ;;
+      --keep) keep=1; shift ;;
+      *) echo "usage: $0 [--from REF] [--build DIR] [--cache DIR] [--keep]" >&2; exit 64 ;;
+    esac
+  done
+  upgrade_start "${name}" "${from}" "${build}" "${cache}" "${keep}"
 }
 
 upgrade_start() {

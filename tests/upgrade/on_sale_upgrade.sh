@@ -33,23 +33,10 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-# The release before runtime scope rules: stop 64's, `git rev-parse 67e9fd6`.
-FROM=67e9fd6607653e8e060f39e3e747b8682e5598c7
-BUILD="${REPO}/build"
-CACHE="${REPO}/build-upgrade"
-KEEP=0
-while (($#)); do
-  case "$1" in
-    --from) FROM="$(git -C "${REPO}" rev-parse "${2:?}^{commit}")"; shift 2 ;;
-    --build) BUILD="${2:?}"; shift 2 ;;
-    --cache) CACHE="${2:?}"; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    *) echo "usage: $0 [--from REF] [--build DIR] [--cache DIR] [--keep]" >&2; exit 64 ;;
-  esac
-done
 # shellcheck source=tests/upgrade/lib.sh
 source "${REPO}/tests/upgrade/lib.sh"
-upgrade_start on-sale-upgrade "${FROM}" "${BUILD}" "${CACHE}" "${KEEP}"
+# The release before runtime scope rules: stop 64's, `git rev-parse 67e9fd6`.
+upgrade_main on-sale-upgrade 67e9fd6607653e8e060f39e3e747b8682e5598c7 "$@"
 mkdir -p "${WORK}/out"
 
 LIMITS="${WORK}/limits.json"
